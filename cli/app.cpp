@@ -1,0 +1,101 @@
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/commands.hpp"
+#include "cli/context.hpp"
+
+#ifndef GPUENV_VERSION
+#define GPUENV_VERSION "0.0.0"
+#endif
+
+namespace gpuenv::cli {
+
+Context production_context(char** envp) {
+  Context ctx;
+  ctx.out = &std::cout;
+  ctx.err = &std::cerr;
+  for (char** e = envp; e && *e; ++e) {
+    std::string kv(*e);
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos && kv.rfind("GPUENV_", 0) == 0) ctx.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  ctx.make_probes = [] {
+    std::vector<std::unique_ptr<validate::HostProbe>> probes;
+    probes.push_back(validate::make_nvml_probe());
+    probes.push_back(validate::make_cuda_driver_probe(std::chrono::milliseconds(10000)));
+    probes.push_back(validate::make_procfs_probe());
+    return probes;
+  };
+  return ctx;
+}
+
+int run(const std::vector<std::string>& args, Context& ctx) {
+  CLI::App app{"gpuenv: resolve, build and validate GPU software environments"};
+  app.name("gpuenv");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("gpuenv ") + GPUENV_VERSION);
+  std::string catalog_dir;
+  if (auto it = ctx.env.find("GPUENV_CATALOG"); it != ctx.env.end()) catalog_dir = it->second;
+  app.add_option("--catalog", catalog_dir, "Use the catalog YAML files of this directory instead of the built-in one")
+      ->check(CLI::ExistingDirectory);
+  app.footer(
+      "Exit codes: 0 ok, 1 validation failed, 2 usage or spec error, 3 unsatisfiable,\n"
+      "            4 environment/network/IO error, 5 internal error.");
+
+  ResolveOptions resolve;
+  auto* r = app.add_subcommand("resolve", "Resolve a spec to driver, CUDA, cuDNN, framework and Python versions");
+  r->add_option("spec", resolve.spec_path, "Spec file (gpuenv-spec-v1 YAML)")->required();
+  r->add_option("--driver", resolve.driver, "The fleet's driver version (overrides the spec and the host)");
+  r->add_option("--gpu", resolve.gpus, "GPU model (H100) or architecture (sm_90); repeatable; overrides the spec and the host");
+  r->add_option("--lock", resolve.lock_path, "Write the lock (gpuenv-lock-v1) to this file, atomically");
+  r->add_flag("--json", resolve.json, "Print a gpuenv-resolution-v1 JSON document");
+
+  DetectOptions detect;
+  auto* d = app.add_subcommand("detect", "Show the host's NVIDIA driver, GPUs and confidential-computing state");
+  d->add_flag("--json", detect.json, "Print a gpuenv-host-v1 JSON document");
+
+  MatrixOptions matrix;
+  auto* m = app.add_subcommand("matrix", "List valid combinations (framework version, CUDA variant, cuDNN, driver, architectures)");
+  m->add_option("framework", matrix.framework, "torch, tensorflow, jax or cuda (default: all)")
+      ->check(CLI::IsMember({"torch", "tensorflow", "jax", "cuda"}));
+  m->add_flag("--json", matrix.json, "Print a gpuenv-matrix-v1 JSON document");
+
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    *ctx.out << app.help();
+    return k_exit_ok;
+  } catch (const CLI::CallForAllHelp&) {
+    *ctx.out << app.help("", CLI::AppFormatMode::All);
+    return k_exit_ok;
+  } catch (const CLI::CallForVersion&) {
+    *ctx.out << "gpuenv " << GPUENV_VERSION << "\n";
+    return k_exit_ok;
+  } catch (const CLI::ParseError& e) {
+    // Subcommand help arrives as CallForHelp from the subcommand.
+    *ctx.err << "error: " << e.what() << "\n  hint: run `gpuenv --help` or `gpuenv COMMAND --help`\n";
+    return k_exit_usage;
+  }
+  try {
+    if (r->parsed()) {
+      resolve.catalog_dir = catalog_dir;
+      return cmd_resolve(resolve, ctx);
+    }
+    if (d->parsed()) {
+      detect.catalog_dir = catalog_dir;
+      return cmd_detect(detect, ctx);
+    }
+    if (m->parsed()) {
+      matrix.catalog_dir = catalog_dir;
+      return cmd_matrix(matrix, ctx);
+    }
+  } catch (const std::exception& e) {
+    *ctx.err << "error: internal error: " << e.what() << "\n  hint: this is a bug in gpuenv; please report it with the command line\n";
+    return k_exit_internal;
+  }
+  return k_exit_usage;
+}
+
+}  // namespace gpuenv::cli

@@ -1,0 +1,51 @@
+#pragma once
+// The commands of gpuenv: each turns its options into one library call and renders the result.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/context.hpp"
+#include "resolver/catalog.hpp"
+
+namespace gpuenv::cli {
+
+/// The catalog in use and the digest that locks record.
+struct LoadedCatalog {
+  resolver::Catalog catalog;
+  std::string sha256;
+  std::string origin;  ///< "embedded" or the directory
+};
+
+/// Loads the embedded catalog, or every *.yaml of `dir` when it is not empty.
+Result<LoadedCatalog> load_catalog_from(const std::string& dir);
+
+struct ResolveOptions {
+  std::string spec_path;
+  std::optional<std::string> driver;
+  std::vector<std::string> gpus;
+  std::optional<std::string> lock_path;
+  bool json = false;
+  std::string catalog_dir;
+};
+int cmd_resolve(const ResolveOptions& options, Context& ctx);
+
+struct DetectOptions {
+  bool json = false;
+  std::string catalog_dir;
+};
+int cmd_detect(const DetectOptions& options, Context& ctx);
+
+struct MatrixOptions {
+  std::string framework;  ///< torch | tensorflow | jax | cuda | "" (all)
+  bool json = false;
+  std::string catalog_dir;
+};
+int cmd_matrix(const MatrixOptions& options, Context& ctx);
+
+/// Prints an error (JSON when asked) and returns its exit code.
+int report_error(const Error& error, bool json, Context& ctx);
+
+/// Host facts with the GPUENV_DRIVER / GPUENV_GPUS overrides of ctx.env applied.
+Result<resolver::HostFacts> host_facts(Context& ctx, const resolver::Catalog& catalog);
+
+}  // namespace gpuenv::cli

@@ -1,0 +1,29 @@
+#pragma once
+// What a command needs from the outside world, built once in main() (or by a test).
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "validate/host_probe.hpp"
+
+namespace gpuenv::cli {
+
+struct Context {
+  std::ostream* out = nullptr;
+  std::ostream* err = nullptr;
+  /// The process environment, read once in main(); only gpuenv's variables matter (GPUENV_*).
+  std::map<std::string, std::string> env;
+  /// Builds the host probes in the order they are tried (NVML, libcuda, procfs in production).
+  std::function<std::vector<std::unique_ptr<validate::HostProbe>>()> make_probes;
+};
+
+/// Runs the gpuenv command line; returns the process exit code (docs/cli.md). Never throws.
+int run(const std::vector<std::string>& args, Context& ctx);
+
+/// The production context: std::cout/std::cerr, real environment, real probes.
+Context production_context(char** envp);
+
+}  // namespace gpuenv::cli

@@ -1,0 +1,480 @@
+#include "resolver/catalog.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "resolver/yaml_guard.hpp"
+
+namespace gpuenv::resolver {
+namespace {
+
+/// Reads typed fields of one catalog file; the first failure is kept with its position.
+class Reader {
+ public:
+  explicit Reader(std::string path) : m_path(std::move(path)) {}
+
+  [[nodiscard]] bool failed() const { return m_error.has_value(); }
+  Error take_error() { return std::move(*m_error); }
+
+  void fail(const YAML::Node& n, const std::string& message) {
+    if (m_error) return;
+    std::string where = m_path;
+    const auto m = n.Mark();
+    if (m.line >= 0) where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+    m_error = make_error(ErrorKind::internal, "catalog.invalid", message, where,
+                         "the catalog under recipes/catalog is broken; see docs/catalog.md");
+  }
+
+  YAML::Node field(const YAML::Node& n, const char* key, bool required = true) {
+    if (m_error) return {};
+    if (!n.IsMap()) {
+      fail(n, std::string("expected a mapping holding '") + key + "'");
+      return {};
+    }
+    YAML::Node v = n[key];
+    if (required && (!v || v.IsNull())) fail(n, std::string("missing '") + key + "'");
+    return v;
+  }
+
+  std::string str(const YAML::Node& n, const char* key, bool required = true) {
+    YAML::Node v = field(n, key, required);
+    if (m_error || !v || v.IsNull()) return {};
+    if (!v.IsScalar()) {
+      fail(v, std::string("'") + key + "' must be a scalar");
+      return {};
+    }
+    return v.Scalar();
+  }
+
+  Version version(const YAML::Node& n, const char* key) {
+    std::optional<Version> v = opt_version(n, key, true);
+    return v ? *v : Version{};
+  }
+
+  std::optional<Version> opt_version(const YAML::Node& n, const char* key, bool required = false) {
+    YAML::Node v = field(n, key, required);
+    if (m_error || !v || v.IsNull()) return std::nullopt;
+    if (!v.IsScalar()) {
+      fail(v, std::string("'") + key + "' must be a version");
+      return std::nullopt;
+    }
+    auto parsed = Version::parse(v.Scalar());
+    if (!parsed) {
+      fail(v, parsed.error().message);
+      return std::nullopt;
+    }
+    return *parsed;
+  }
+
+  int integer(const YAML::Node& n, const char* key) {
+    YAML::Node v = field(n, key);
+    if (m_error) return 0;
+    return to_int(v);
+  }
+
+  int to_int(const YAML::Node& v) {
+    if (!v.IsScalar()) {
+      fail(v, "expected an integer");
+      return 0;
+    }
+    try {
+      std::size_t used = 0;
+      const int i = std::stoi(v.Scalar(), &used);
+      if (used != v.Scalar().size()) throw std::invalid_argument(v.Scalar());
+      return i;
+    } catch (const std::exception&) {
+      fail(v, "'" + v.Scalar() + "' is not an integer");
+      return 0;
+    }
+  }
+
+  bool boolean(const YAML::Node& n, const char* key, bool fallback) {
+    YAML::Node v = field(n, key, false);
+    if (m_error || !v || v.IsNull()) return fallback;
+    const std::string s = v.IsScalar() ? v.Scalar() : "";
+    if (s == "true") return true;
+    if (s == "false") return false;
+    fail(v, std::string("'") + key + "' must be true or false");
+    return fallback;
+  }
+
+  std::vector<int> ints(const YAML::Node& n, const char* key, bool required = true) {
+    std::vector<int> out;
+    YAML::Node v = field(n, key, required);
+    if (m_error || !v || v.IsNull()) return out;
+    if (!v.IsSequence()) {
+      fail(v, std::string("'") + key + "' must be a list");
+      return out;
+    }
+    for (const auto& item : v) out.push_back(to_int(item));
+    return out;
+  }
+
+  std::vector<std::string> strings(const YAML::Node& n, const char* key, bool required = false) {
+    std::vector<std::string> out;
+    YAML::Node v = field(n, key, required);
+    if (m_error || !v || v.IsNull()) return out;
+    if (!v.IsSequence()) {
+      fail(v, std::string("'") + key + "' must be a list");
+      return out;
+    }
+    for (const auto& item : v) {
+      if (!item.IsScalar()) {
+        fail(item, std::string("items of '") + key + "' must be scalars");
+        return out;
+      }
+      out.push_back(item.Scalar());
+    }
+    return out;
+  }
+
+  std::vector<Version> versions(const YAML::Node& n, const char* key) {
+    std::vector<Version> out;
+    for (const auto& s : strings(n, key, true)) {
+      auto v = Version::parse(s);
+      if (!v) {
+        fail(n[key], v.error().message);
+        return out;
+      }
+      out.push_back(*v);
+    }
+    return out;
+  }
+
+  std::vector<SourceRef> sources(const YAML::Node& n) {
+    std::vector<SourceRef> out;
+    YAML::Node v = field(n, "sources");
+    if (m_error) return out;
+    if (!v.IsSequence() || v.size() == 0) {
+      fail(v, "'sources' must be a non-empty list");
+      return out;
+    }
+    for (const auto& s : v) {
+      SourceRef ref{str(s, "title", false), str(s, "url", false), str(s, "repo", false), str(s, "path", false),
+                    str(s, "note", false)};
+      if (!m_error && ref.url.empty() && (ref.repo.empty() || ref.path.empty())) {
+        fail(s, "a source needs a url, or a repo and a path");
+      }
+      out.push_back(std::move(ref));
+    }
+    return out;
+  }
+
+  YAML::Node list(const YAML::Node& n, const char* key) {
+    YAML::Node v = field(n, key);
+    if (m_error) return {};
+    if (!v.IsSequence()) fail(v, std::string("'") + key + "' must be a list");
+    return v;
+  }
+
+ private:
+  std::string m_path;
+  std::optional<Error> m_error;
+};
+
+std::string normalize_gpu_name(std::string_view name) {
+  std::string s;
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c))) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  for (const char* prefix : {"nvidia", "geforce", "tesla"}) {
+    const std::string p(prefix);
+    if (s.rfind(p, 0) == 0) s.erase(0, p.size());
+  }
+  for (const char* prefix : {"geforce", "tesla"}) {
+    const std::string p(prefix);
+    if (s.rfind(p, 0) == 0) s.erase(0, p.size());
+  }
+  return s;
+}
+
+void load_cuda(Reader& r, const YAML::Node& root, Catalog& c) {
+  for (const auto& m : r.list(root, "majors")) {
+    CudaMajor major;
+    major.major = r.integer(m, "major");
+    major.minor_compat_driver_min = r.version(m, "minor_compat_driver_min");
+    major.sources = r.sources(m);
+    c.majors.push_back(std::move(major));
+  }
+  for (const auto& t : r.list(root, "toolkits")) {
+    CudaToolkit tk;
+    tk.version = r.version(t, "version");
+    tk.driver_min = r.version(t, "driver_min");
+    tk.sm = r.ints(t, "sm");
+    tk.gcc_max = r.opt_version(t, "gcc_max");
+    tk.sources = r.sources(t);
+    c.toolkits.push_back(std::move(tk));
+  }
+}
+
+void load_compat(Reader& r, const YAML::Node& root, Catalog& c) {
+  c.compat_datacenter_only = r.boolean(root, "datacenter_only", true);
+  for (const auto& p : r.list(root, "packages")) {
+    CompatPackage pkg;
+    pkg.cuda = r.version(p, "cuda");
+    pkg.driver_branches = r.strings(p, "driver_branches", true);
+    pkg.sources = r.sources(p);
+    c.compat.push_back(std::move(pkg));
+  }
+}
+
+void load_cudnn(Reader& r, const YAML::Node& root, Catalog& c) {
+  for (const auto& rel : r.list(root, "releases")) {
+    CudnnRelease release;
+    release.version = r.version(rel, "version");
+    for (const auto& b : r.list(rel, "builds")) {
+      CudnnBuild build;
+      build.cuda_major = r.integer(b, "cuda_major");
+      build.cuda_min = r.version(b, "cuda_min");
+      build.cuda_max = r.version(b, "cuda_max");
+      build.driver_min = r.version(b, "driver_min");
+      build.sm = r.ints(b, "sm");
+      release.builds.push_back(std::move(build));
+    }
+    release.sources = r.sources(rel);
+    c.cudnn.push_back(std::move(release));
+  }
+}
+
+void load_framework(Reader& r, const YAML::Node& root, Catalog& c) {
+  const std::string name = r.str(root, "framework");
+  auto& releases = c.frameworks[name];
+  for (const auto& rel : r.list(root, "releases")) {
+    FrameworkRelease fr;
+    fr.framework = name;
+    fr.version = r.version(rel, "version");
+    YAML::Node py = r.field(rel, "python");
+    fr.python_min = r.version(py, "min");
+    fr.python_max = r.version(py, "max");
+    fr.default_variant = r.str(rel, "default_variant");
+    fr.glibc_min = r.opt_version(rel, "glibc_min");
+    for (const auto& v : r.list(rel, "variants")) {
+      FrameworkVariant fv;
+      fv.name = r.str(v, "name");
+      fv.cuda = r.version(v, "cuda");
+      fv.cudnn = r.opt_version(v, "cudnn");
+      fv.sm = r.ints(v, "sm", false);
+      fv.ptx = r.ints(v, "ptx", false);
+      fv.driver_min = r.opt_version(v, "driver_min");
+      fr.variants.push_back(std::move(fv));
+    }
+    fr.sources = r.sources(rel);
+    releases.push_back(std::move(fr));
+  }
+}
+
+void load_gpus(Reader& r, const YAML::Node& root, Catalog& c) {
+  for (const auto& g : r.list(root, "gpus")) {
+    GpuModel m;
+    m.name = r.str(g, "name");
+    m.aliases = r.strings(g, "aliases");
+    m.sm = r.integer(g, "sm");
+    m.pci_device_ids = r.strings(g, "pci_device_ids");
+    for (auto& id : m.pci_device_ids)
+      std::transform(id.begin(), id.end(), id.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    m.driver_min = r.opt_version(g, "driver_min");
+    m.datacenter = r.boolean(g, "datacenter", false);
+    m.confidential = r.boolean(g, "confidential", false);
+    m.confidential_driver_min = r.opt_version(g, "confidential_driver_min");
+    m.sources = r.sources(g);
+    c.gpus.push_back(std::move(m));
+  }
+}
+
+void load_distros(Reader& r, const YAML::Node& root, Catalog& c) {
+  for (const auto& d : r.list(root, "distros")) {
+    Distro distro;
+    distro.name = r.str(d, "name");
+    distro.release = r.str(d, "release");
+    distro.codename = r.str(d, "codename", false);
+    distro.python = r.versions(d, "python");
+    distro.glibc = r.opt_version(d, "glibc");
+    if (auto gcc = r.str(d, "gcc", false); !gcc.empty()) distro.gcc = gcc;
+    distro.sources = r.sources(d);
+    c.distros.push_back(std::move(distro));
+  }
+}
+
+template <class T, class Key>
+void check_sorted(const std::vector<T>& items, Key key, const std::string& what, std::vector<std::string>& problems) {
+  for (std::size_t i = 1; i < items.size(); ++i) {
+    if (!(key(items[i - 1]) < key(items[i]))) {
+      problems.push_back(what + ": not sorted or duplicated at item " + std::to_string(i + 1));
+    }
+  }
+}
+
+template <class T>
+void check_sources(const std::vector<T>& items, const std::string& what, std::vector<std::string>& problems) {
+  for (std::size_t i = 0; i < items.size(); ++i)
+    if (items[i].sources.empty()) problems.push_back(what + " item " + std::to_string(i + 1) + " has no source");
+}
+
+}  // namespace
+
+const FrameworkVariant* FrameworkRelease::variant(std::string_view n) const {
+  for (const auto& v : variants)
+    if (v.name == n) return &v;
+  return nullptr;
+}
+
+const CudaMajor* Catalog::major(int m) const {
+  for (const auto& x : majors)
+    if (x.major == m) return &x;
+  return nullptr;
+}
+
+const GpuModel* Catalog::gpu(std::string_view name) const {
+  const std::string want = normalize_gpu_name(name);
+  if (want.empty()) return nullptr;
+  for (const auto& g : gpus) {
+    if (normalize_gpu_name(g.name) == want) return &g;
+    for (const auto& a : g.aliases)
+      if (normalize_gpu_name(a) == want) return &g;
+  }
+  return nullptr;
+}
+
+const GpuModel* Catalog::gpu_by_pci_id(std::string_view id) const {
+  std::string want(id);
+  std::transform(want.begin(), want.end(), want.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  if (want.rfind("0x", 0) != 0) want = "0x" + want;
+  for (const auto& g : gpus)
+    for (const auto& p : g.pci_device_ids)
+      if (p == want) return &g;
+  return nullptr;
+}
+
+const Distro* Catalog::distro(std::string_view name, std::string_view release) const {
+  for (const auto& d : distros)
+    if (d.name == name && (d.release == release || d.codename == release)) return &d;
+  return nullptr;
+}
+
+std::vector<const CudaToolkit*> Catalog::toolkits_of(const Version& major_minor) const {
+  std::vector<const CudaToolkit*> out;
+  const Version prefix = major_minor.truncated(2);
+  for (const auto& t : toolkits)
+    if (t.version.has_prefix(prefix)) out.push_back(&t);
+  return out;
+}
+
+const CudaToolkit* Catalog::newest_native(const Version& driver) const {
+  const CudaToolkit* best = nullptr;
+  for (const auto& t : toolkits)
+    if (t.driver_min <= driver && (!best || t.version > best->version)) best = &t;
+  return best;
+}
+
+const CudnnRelease* Catalog::cudnn_release(const Version& v) const {
+  const CudnnRelease* best = nullptr;
+  for (const auto& r : cudnn) {
+    if (r.version == v) return &r;
+    if (r.version.major() == v.major() && r.version < v) best = &r;
+  }
+  if (!best) {  // older than every recorded release of its major: the oldest recorded one
+    for (const auto& r : cudnn)
+      if (r.version.major() == v.major()) return &r;
+  }
+  return best;
+}
+
+Result<Catalog> load_catalog(const std::vector<CatalogFile>& files) {
+  Catalog catalog;
+  for (const auto& f : files) {
+    if (auto st = check_yaml_bytes(f.text, f.path, 64u << 20, 256); !st) {
+      Error e = std::move(st).error();
+      e.kind = ErrorKind::internal;
+      return e;
+    }
+    YAML::Node root;
+    try {
+      root = YAML::Load(std::string(f.text));
+    } catch (const YAML::Exception& e) {
+      return make_error(ErrorKind::internal, "catalog.yaml_syntax", "YAML syntax error: " + e.msg,
+                        f.path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1));
+    }
+    Reader r(f.path);
+    const std::string schema = r.str(root, "schema");
+    const std::string kind = r.str(root, "kind");
+    if (!r.failed() && schema != k_catalog_schema) r.fail(root, "unsupported catalog schema '" + schema + "'");
+    if (!r.failed()) {
+      if (kind == "cuda") load_cuda(r, root, catalog);
+      else if (kind == "cuda_compat") load_compat(r, root, catalog);
+      else if (kind == "cudnn") load_cudnn(r, root, catalog);
+      else if (kind == "framework") load_framework(r, root, catalog);
+      else if (kind == "gpus") load_gpus(r, root, catalog);
+      else if (kind == "distros") load_distros(r, root, catalog);
+      else r.fail(root, "unknown catalog kind '" + kind + "'");
+    }
+    if (r.failed()) return r.take_error();
+  }
+  return catalog;
+}
+
+std::vector<std::string> check_catalog(const Catalog& c) {
+  std::vector<std::string> problems;
+  auto by_version = [](const auto& x) { return x.version; };
+  check_sorted(c.majors, [](const CudaMajor& m) { return m.major; }, "cuda majors", problems);
+  check_sorted(c.toolkits, by_version, "cuda toolkits", problems);
+  check_sorted(c.compat, [](const CompatPackage& p) { return p.cuda; }, "cuda_compat packages", problems);
+  check_sorted(c.cudnn, by_version, "cudnn releases", problems);
+  check_sorted(c.gpus, [](const GpuModel& g) { return std::make_pair(g.sm, g.name); }, "gpus", problems);
+  check_sorted(c.distros, [](const Distro& d) { return std::make_pair(d.name, Version::parse(d.release).ok() ? *Version::parse(d.release) : Version{}); }, "distros", problems);
+  check_sources(c.majors, "cuda majors", problems);
+  check_sources(c.toolkits, "cuda toolkits", problems);
+  check_sources(c.compat, "cuda_compat packages", problems);
+  check_sources(c.cudnn, "cudnn releases", problems);
+  check_sources(c.gpus, "gpus", problems);
+  check_sources(c.distros, "distros", problems);
+
+  auto toolkit_known = [&](const Version& v) { return !c.toolkits_of(v).empty(); };
+  auto sorted_unique = [](const std::vector<int>& v) { return std::adjacent_find(v.begin(), v.end(), std::greater_equal<>()) == v.end(); };
+  for (const auto& t : c.toolkits) {
+    if (!c.major(static_cast<int>(t.version.major())))
+      problems.push_back("cuda " + t.version.str() + ": no minor-version compatibility entry for its major");
+    if (t.sm.empty() || !sorted_unique(t.sm)) problems.push_back("cuda " + t.version.str() + ": sm list empty or unsorted");
+  }
+  for (const auto& p : c.compat)
+    if (!toolkit_known(p.cuda)) problems.push_back("cuda_compat " + p.cuda.str() + ": no such CUDA toolkit in cuda.yaml");
+  for (const auto& r : c.cudnn) {
+    if (r.builds.empty()) problems.push_back("cudnn " + r.version.str() + ": no builds");
+    for (const auto& b : r.builds) {
+      if (!c.major(b.cuda_major)) problems.push_back("cudnn " + r.version.str() + ": unknown CUDA major " + std::to_string(b.cuda_major));
+      if (b.cuda_min > b.cuda_max) problems.push_back("cudnn " + r.version.str() + ": cuda_min above cuda_max");
+      if (b.cuda_min.major() != static_cast<std::uint32_t>(b.cuda_major) || b.cuda_max.major() != static_cast<std::uint32_t>(b.cuda_major))
+        problems.push_back("cudnn " + r.version.str() + ": build range outside CUDA " + std::to_string(b.cuda_major));
+      if (b.sm.empty() || !sorted_unique(b.sm)) problems.push_back("cudnn " + r.version.str() + ": sm list empty or unsorted");
+    }
+  }
+  for (const auto& [name, releases] : c.frameworks) {
+    check_sorted(releases, by_version, name + " releases", problems);
+    check_sources(releases, name + " releases", problems);
+    for (const auto& r : releases) {
+      const std::string id = name + " " + r.version.str();
+      if (r.python_min > r.python_max) problems.push_back(id + ": python min above max");
+      if (r.variants.empty()) problems.push_back(id + ": no variants");
+      if (!r.variant(r.default_variant)) problems.push_back(id + ": default_variant '" + r.default_variant + "' is not one of its variants");
+      std::set<std::string> names;
+      for (const auto& v : r.variants) {
+        if (!names.insert(v.name).second) problems.push_back(id + ": variant " + v.name + " twice");
+        if (!toolkit_known(v.cuda)) problems.push_back(id + " " + v.name + ": CUDA " + v.cuda.str() + " is not in cuda.yaml");
+        if (!sorted_unique(v.sm) || !sorted_unique(v.ptx)) problems.push_back(id + " " + v.name + ": sm/ptx unsorted");
+      }
+    }
+  }
+  std::set<std::string> gpu_names;
+  for (const auto& g : c.gpus) {
+    if (!gpu_names.insert(normalize_gpu_name(g.name)).second) problems.push_back("gpu " + g.name + " listed twice");
+    bool covered = false;
+    for (const auto& t : c.toolkits)
+      for (int s : t.sm) covered = covered || (s / 10 == g.sm / 10 && s % 10 <= g.sm % 10);
+    if (!covered) problems.push_back("gpu " + g.name + ": sm_" + std::to_string(g.sm) + " is covered by no CUDA toolkit");
+  }
+  return problems;
+}
+
+}  // namespace gpuenv::resolver

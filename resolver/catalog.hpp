@@ -1,0 +1,130 @@
+#pragma once
+// The compatibility catalog: facts about CUDA, cuDNN, frameworks, GPUs and base distributions, each with
+// its sources. Loaded from the YAML files of recipes/catalog/ (docs/catalog.md describes them).
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "resolver/error.hpp"
+#include "resolver/version.hpp"
+
+namespace gpuenv::resolver {
+
+inline constexpr std::string_view k_catalog_schema = "gpuenv-catalog-v1";
+
+/// Where a fact comes from: a document (title + url) or a repository file (repo + path).
+struct SourceRef {
+  std::string title, url, repo, path, note;
+};
+
+struct CudaMajor {
+  int major = 0;
+  Version minor_compat_driver_min;  ///< oldest driver that runs every toolkit of this major (minor-version compatibility)
+  std::vector<SourceRef> sources;
+};
+
+struct CudaToolkit {
+  Version version;     ///< x.y.z
+  Version driver_min;  ///< driver the toolkit ships with; also the floor for JIT of its PTX
+  std::vector<int> sm; ///< compute capabilities nvcc can emit machine code for
+  std::optional<Version> gcc_max;
+  std::vector<SourceRef> sources;
+};
+
+struct CompatPackage {
+  Version cuda;                          ///< x.y of the cuda-compat package
+  std::vector<std::string> driver_branches;  ///< "470", "535", ...
+  std::vector<SourceRef> sources;
+};
+
+struct CudnnBuild {
+  int cuda_major = 0;
+  Version cuda_min, cuda_max, driver_min;
+  std::vector<int> sm;
+};
+
+struct CudnnRelease {
+  Version version;
+  std::vector<CudnnBuild> builds;
+  std::vector<SourceRef> sources;
+};
+
+struct FrameworkVariant {
+  std::string name;               ///< cu124, cuda12
+  Version cuda;                   ///< runtime it is built against (JAX: the oldest it accepts)
+  std::optional<Version> cudnn;   ///< bundled (torch), tested (TensorFlow) or minimum (JAX)
+  std::vector<int> sm, ptx;       ///< machine code and PTX compiled in; both empty = not stated
+  std::optional<Version> driver_min;  ///< when the framework states its own floor
+};
+
+struct FrameworkRelease {
+  std::string framework;  ///< torch | tensorflow | jax
+  Version version;
+  Version python_min, python_max;
+  std::string default_variant;
+  std::optional<Version> glibc_min;
+  std::vector<FrameworkVariant> variants;
+  std::vector<SourceRef> sources;
+  [[nodiscard]] const FrameworkVariant* variant(std::string_view name) const;
+};
+
+struct GpuModel {
+  std::string name;
+  std::vector<std::string> aliases;
+  int sm = 0;
+  std::vector<std::string> pci_device_ids;
+  std::optional<Version> driver_min;
+  bool datacenter = false;
+  bool confidential = false;
+  std::optional<Version> confidential_driver_min;
+  std::vector<SourceRef> sources;
+};
+
+struct Distro {
+  std::string name, release, codename;
+  std::vector<Version> python;
+  std::optional<Version> glibc;
+  std::optional<std::string> gcc;
+  std::vector<SourceRef> sources;
+};
+
+/// The whole catalog. Lists are sorted as the files are (ascending by version).
+struct Catalog {
+  std::vector<CudaMajor> majors;
+  std::vector<CudaToolkit> toolkits;
+  bool compat_datacenter_only = true;
+  std::vector<CompatPackage> compat;
+  std::vector<CudnnRelease> cudnn;
+  std::map<std::string, std::vector<FrameworkRelease>> frameworks;  ///< by framework name
+  std::vector<GpuModel> gpus;
+  std::vector<Distro> distros;
+
+  [[nodiscard]] const CudaMajor* major(int m) const;
+  /// Finds a GPU by name or alias, case-insensitively, ignoring "NVIDIA"/"GeForce"/"Tesla" and spaces/dashes.
+  [[nodiscard]] const GpuModel* gpu(std::string_view name) const;
+  [[nodiscard]] const GpuModel* gpu_by_pci_id(std::string_view id) const;
+  [[nodiscard]] const Distro* distro(std::string_view name, std::string_view release) const;
+  /// Toolkits whose version has the prefix x.y (newest last).
+  [[nodiscard]] std::vector<const CudaToolkit*> toolkits_of(const Version& major_minor) const;
+  /// Newest toolkit whose driver_min <= driver: the newest CUDA the driver runs natively.
+  [[nodiscard]] const CudaToolkit* newest_native(const Version& driver) const;
+  /// cuDNN release by exact version; else the nearest older recorded release of the same major (else the oldest
+  /// of that major). Callers compare ->version to know whether the match was exact.
+  [[nodiscard]] const CudnnRelease* cudnn_release(const Version& v) const;
+};
+
+/// One catalog file to load: its display path and its bytes.
+struct CatalogFile {
+  std::string path;
+  std::string_view text;
+};
+
+/// Loads and merges catalog files; each declares `kind`. Errors (ErrorKind::internal) carry file:line:col.
+Result<Catalog> load_catalog(const std::vector<CatalogFile>& files);
+
+/// Internal-consistency problems (unsorted lists, missing sources, dangling references); empty when sound.
+std::vector<std::string> check_catalog(const Catalog& catalog);
+
+}  // namespace gpuenv::resolver

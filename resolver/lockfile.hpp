@@ -1,0 +1,23 @@
+#pragma once
+// gpuenv.lock (`gpuenv-lock-v1`): the resolved versions of a spec, written byte-for-byte deterministically.
+#include <string>
+
+#include "resolver/solver.hpp"
+#include "resolver/spec.hpp"
+
+namespace gpuenv::resolver {
+
+inline constexpr std::string_view k_lock_schema = "gpuenv-lock-v1";
+
+/// Digests that tie a lock to its inputs (hex sha256), computed by the caller.
+struct LockInputs {
+  std::string spec_sha256;
+  std::string catalog_sha256;
+  std::string generator;  ///< "gpuenv 0.1.0"
+};
+
+/// Renders a successful resolution as lock text (YAML). Same inputs give the same bytes: no time stamps,
+/// no host paths, fixed key order.
+std::string render_lock(const Spec& spec, const Resolution& resolution, const LockInputs& inputs);
+
+}  // namespace gpuenv::resolver

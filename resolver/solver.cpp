@@ -1,0 +1,666 @@
+#include "resolver/solver.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace gpuenv::resolver {
+namespace {
+
+struct Pick {
+  const FrameworkRequest* request = nullptr;
+  const FrameworkRelease* release = nullptr;
+  const FrameworkVariant* variant = nullptr;
+};
+
+struct Candidate {
+  std::vector<Pick> picks;
+  const CudaToolkit* toolkit = nullptr;
+  std::optional<Version> cudnn;
+  const CudnnRelease* cudnn_release = nullptr;  // recorded release used for its facts (may differ from cudnn)
+  const CudnnBuild* cudnn_build = nullptr;
+  bool cudnn_from_framework = false;
+  std::optional<Version> python;
+  std::vector<Violation> violations;
+  std::vector<FloorPart> floor;
+  Version driver_min;
+  bool forward_compat = false;
+  const CompatPackage* compat = nullptr;
+  std::vector<Version> score;
+  std::vector<std::string> notes;
+};
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+std::string label(const Pick& p) { return p.release->framework + " " + p.release->version.str() + "+" + p.variant->name; }
+
+std::string labels(const Candidate& c) {
+  std::vector<std::string> parts;
+  for (const auto& p : c.picks) parts.push_back(label(p));
+  if (parts.empty()) parts.push_back("CUDA " + c.toolkit->version.str());
+  return join(parts, " with ");
+}
+
+std::string cuda_xy(const Version& v) { return v.truncated(2).str(); }
+
+// What a driver runs without help: "CUDA <= 12.2", from the newest toolkit whose driver it meets.
+std::string native_cuda_of(const Catalog& catalog, const Version& driver) {
+  const CudaToolkit* t = catalog.newest_native(driver);
+  return t ? "CUDA <= " + cuda_xy(t->version) : "no CUDA release in the catalog";
+}
+
+bool variant_cuda_matches(const FrameworkRelease& r, const FrameworkVariant& v, const Version& toolkit) {
+  if (r.framework == "jax") return toolkit.major() == v.cuda.major() && toolkit >= v.cuda.truncated(2);
+  return toolkit.has_prefix(v.cuda.truncated(2));
+}
+
+bool covered_by_sass(const std::vector<int>& sm, int gpu) {
+  return std::any_of(sm.begin(), sm.end(), [&](int s) { return sass_runs_on(s, gpu); });
+}
+
+// Newest PTX in `ptx` that the GPU can JIT, or 0.
+int usable_ptx(const std::vector<int>& ptx, int gpu) {
+  int best = 0;
+  for (int p : ptx)
+    if (ptx_runs_on(p, gpu)) best = std::max(best, p);
+  return best;
+}
+
+std::string arch_list(const std::vector<int>& sm) {
+  std::vector<std::string> parts;
+  for (int s : sm) parts.push_back(arch_name(s));
+  return join(parts, ", ");
+}
+
+class Solver {
+ public:
+  Solver(const Catalog& catalog, const ResolveRequest& request, const Distro& distro)
+      : m_catalog(catalog), m_req(request), m_spec(*request.spec), m_distro(distro) {
+    if (request.driver) m_driver = request.driver->lower_bound();
+  }
+
+  Resolution run() {
+    enumerate();
+    Resolution out;
+    out.base = m_spec.base();
+    out.driver = m_driver;
+    out.driver_origin = m_req.driver_origin;
+    out.gpu_origin = m_req.gpu_origin;
+    for (const auto& g : m_req.gpus) {
+      out.gpu_models.push_back(g.name);
+      if (std::find(out.archs.begin(), out.archs.end(), g.sm) == out.archs.end()) out.archs.push_back(g.sm);
+    }
+    std::sort(out.archs.begin(), out.archs.end());
+    if (m_req.gpus.empty())
+      out.notes.push_back("no GPU was given or detected: GPU architectures were not checked");
+    if (!m_driver)
+      out.notes.push_back("no driver was given or detected: driver.min is what the fleet's driver must meet");
+
+    const Candidate* best = nullptr;
+    for (const auto& c : m_candidates)
+      if (c.violations.empty() && (!best || c.score > best->score)) best = &c;
+    if (best) {
+      fill(out, *best);
+      out.ok = true;
+      return out;
+    }
+    explain(out);
+    return out;
+  }
+
+ private:
+  void enumerate() {
+    std::vector<Pick> picks;
+    enumerate_picks(0, picks);
+  }
+
+  void enumerate_picks(std::size_t i, std::vector<Pick>& picks) {
+    if (i == m_spec.frameworks.size()) {
+      for (const auto& t : m_catalog.toolkits) {
+        bool fits = true;
+        for (const auto& p : picks) fits = fits && variant_cuda_matches(*p.release, *p.variant, t.version);
+        if (fits) add_for_toolkit(picks, t);
+      }
+      return;
+    }
+    const auto& req = m_spec.frameworks[i];
+    auto it = m_catalog.frameworks.find(req.name);
+    if (it == m_catalog.frameworks.end()) return;
+    for (const auto& release : it->second) {
+      for (const auto& variant : release.variants) {
+        // Frameworks in one image share one CUDA major.
+        bool same_major = true;
+        for (const auto& p : picks) same_major = same_major && p.variant->cuda.major() == variant.cuda.major();
+        if (!same_major) continue;
+        picks.push_back(Pick{&req, &release, &variant});
+        enumerate_picks(i + 1, picks);
+        picks.pop_back();
+      }
+    }
+  }
+
+  void add_for_toolkit(const std::vector<Pick>& picks, const CudaToolkit& t) {
+    // cuDNN: fixed by the frameworks when they bundle or require one; chosen from the catalog when the spec
+    // asks for cuDNN without a framework; otherwise none.
+    std::optional<Version> fixed;
+    std::vector<Violation> pre;
+    for (const auto& p : picks) {
+      if (!p.variant->cudnn) continue;
+      Version want = *p.variant->cudnn;
+      if (p.release->framework == "jax") {
+        // JAX states a minimum; the newest recorded release of that major at or above it is installed.
+        const CudnnRelease* newest = nullptr;
+        for (const auto& r : m_catalog.cudnn)
+          if (r.version.major() == want.major() && r.version >= want && has_build(r, t)) newest = &r;
+        if (newest) want = newest->version;
+      }
+      if (fixed && !(fixed->has_prefix(want) || want.has_prefix(*fixed) ||
+                     (p.release->framework == "jax" && *fixed >= *p.variant->cudnn && fixed->major() == want.major()))) {
+        pre.push_back({Rule::cudnn_constraint, label(p) + " needs cuDNN " + p.variant->cudnn->str() +
+                                                   ", another framework fixes cuDNN " + fixed->str()});
+      }
+      if (!fixed || p.release->framework == "torch") fixed = want;  // torch's bundled cuDNN wins
+    }
+    if (fixed) {
+      add(picks, t, fixed, true, pre);
+    } else if (m_spec.cudnn_given) {
+      for (const auto& r : m_catalog.cudnn) add(picks, t, r.version, false, pre);
+    } else {
+      add(picks, t, std::nullopt, false, pre);
+    }
+  }
+
+  static bool has_build(const CudnnRelease& r, const CudaToolkit& t) {
+    return std::any_of(r.builds.begin(), r.builds.end(),
+                       [&](const CudnnBuild& b) { return b.cuda_major == static_cast<int>(t.version.major()); });
+  }
+
+  void add(const std::vector<Pick>& picks, const CudaToolkit& t, std::optional<Version> cudnn, bool from_fw,
+           const std::vector<Violation>& pre) {
+    Candidate c;
+    c.picks = picks;
+    c.toolkit = &t;
+    c.cudnn = cudnn;
+    c.cudnn_from_framework = from_fw;
+    c.violations = pre;
+    if (cudnn) {
+      c.cudnn_release = m_catalog.cudnn_release(*cudnn);
+      if (c.cudnn_release) {
+        for (const auto& b : c.cudnn_release->builds)
+          if (b.cuda_major == static_cast<int>(t.version.major())) c.cudnn_build = &b;
+        if (!(c.cudnn_release->version == *cudnn))
+          c.notes.push_back("cuDNN " + cudnn->str() + " has no support matrix in the catalog; its requirements were taken from cuDNN " +
+                            c.cudnn_release->version.str() + ", the nearest recorded release of the same major");
+      } else {
+        c.notes.push_back("cuDNN " + cudnn->str() + " has no support matrix in the catalog; its driver and architecture rules were not checked");
+      }
+    }
+    evaluate(c);
+    m_candidates.push_back(std::move(c));
+  }
+
+  void evaluate(Candidate& c) {
+    const CudaToolkit& t = *c.toolkit;
+    // Spec constraints.
+    for (const auto& p : c.picks) {
+      if (!p.request->version.matches(p.release->version))
+        c.violations.push_back({Rule::framework_version, "the spec asks for " + p.release->framework + " '" +
+                                                              p.request->version.str() + "'; " + label(p) + " does not match"});
+    }
+    if (m_spec.cuda_given && !m_spec.cuda.matches(t.version)) {
+      std::string what = c.picks.empty() ? "CUDA " + t.version.str() : labels(c) + " is built for CUDA " + cuda_xy(t.version);
+      c.violations.push_back({Rule::cuda_constraint, "the spec asks for CUDA '" + m_spec.cuda.str() + "'; " + what + " does not match"});
+    }
+    if (m_spec.cudnn_given && (!c.cudnn || !m_spec.cudnn.matches(*c.cudnn))) {
+      std::string what = c.cudnn ? "cuDNN " + c.cudnn->str() : "no cuDNN";
+      if (c.cudnn_from_framework) what = labels(c) + " comes with " + what;
+      c.violations.push_back({Rule::cudnn_constraint, "the spec asks for cuDNN '" + m_spec.cudnn.str() + "'; " + what + " does not match"});
+    }
+    choose_python(c);
+    // glibc of the base against the framework's wheels.
+    for (const auto& p : c.picks) {
+      if (p.release->glibc_min && m_distro.glibc && *m_distro.glibc < *p.release->glibc_min)
+        c.violations.push_back({Rule::glibc, p.release->framework + " " + p.release->version.str() + " wheels need glibc >= " +
+                                                 p.release->glibc_min->str() + "; " + m_spec.base() + " has " + m_distro.glibc->str()});
+    }
+    // cuDNN build for this CUDA.
+    if (c.cudnn && c.cudnn_release && !c.cudnn_build) {
+      c.violations.push_back({Rule::cudnn_cuda, "cuDNN " + c.cudnn->str() + " has no build for CUDA " + std::to_string(t.version.major())});
+    } else if (c.cudnn_build && !c.cudnn_from_framework &&
+               !(t.version.truncated(2) >= c.cudnn_build->cuda_min.truncated(2) && t.version.truncated(2) <= c.cudnn_build->cuda_max.truncated(2))) {
+      c.violations.push_back({Rule::cudnn_cuda, "cuDNN " + c.cudnn->str() + " supports CUDA " + c.cudnn_build->cuda_min.str() + " to " +
+                                                    c.cudnn_build->cuda_max.str() + ", not " + cuda_xy(t.version)});
+    }
+    // Architectures.
+    const CudaMajor* major = m_catalog.major(static_cast<int>(t.version.major()));
+    Version ptx_floor;
+    std::string ptx_why;
+    for (const auto& g : m_req.gpus) {
+      if (!covered_by_sass(t.sm, g.sm)) {
+        c.violations.push_back({Rule::arch_cuda, "CUDA " + cuda_xy(t.version) + " supports " + arch_range(t.sm) + "; " + g.name +
+                                                     " is " + arch_name(g.sm)});
+      }
+      if (c.cudnn_build && !covered_by_sass(c.cudnn_build->sm, g.sm)) {
+        c.violations.push_back({Rule::arch_cudnn, "cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(c.cudnn_build->cuda_major) +
+                                                      " supports " + arch_range(c.cudnn_build->sm) + "; " + g.name + " is " + arch_name(g.sm)});
+      }
+      for (const auto& p : c.picks) {
+        const auto& v = *p.variant;
+        if (v.sm.empty() && v.ptx.empty()) continue;
+        if (covered_by_sass(v.sm, g.sm)) continue;
+        const int ptx = usable_ptx(v.ptx, g.sm);
+        if (ptx == 0) {
+          c.violations.push_back({Rule::arch_framework, label(p) + " has machine code for " + arch_list(v.sm) +
+                                                            (v.ptx.empty() ? " and no PTX" : " and PTX for " + arch_list(v.ptx)) +
+                                                            "; it cannot run on " + g.name + " (" + arch_name(g.sm) + ")"});
+          continue;
+        }
+        // PTX JIT needs a driver at least as new as the toolkit that emitted the PTX.
+        Version need;
+        for (const auto* tk : m_catalog.toolkits_of(v.cuda)) need = std::max(need, tk->driver_min);
+        if (need > ptx_floor) {
+          ptx_floor = need;
+          ptx_why = label(p) + " has no machine code for " + g.name + " (" + arch_name(g.sm) + "); JIT of its compute_" +
+                    std::to_string(ptx) + " PTX needs the CUDA " + cuda_xy(v.cuda) + " driver";
+        }
+      }
+    }
+    // Driver floor.
+    if (major) c.floor.push_back({major->minor_compat_driver_min, "CUDA " + std::to_string(major->major) + ".x runtime (minor-version compatibility)", true});
+    if (c.cudnn_build) c.floor.push_back({c.cudnn_build->driver_min, "cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(c.cudnn_build->cuda_major), true});
+    for (const auto& p : c.picks)
+      if (p.variant->driver_min) c.floor.push_back({*p.variant->driver_min, label(p) + " states this minimum", true});
+    if (!ptx_floor.empty()) c.floor.push_back({ptx_floor, ptx_why, true});
+    for (const auto& g : m_req.gpus) {
+      if (g.model && g.model->driver_min) c.floor.push_back({*g.model->driver_min, g.name + " is supported from this driver", false});
+    }
+    if (m_spec.gpu.confidential == Confidential::required) {
+      for (const auto& g : m_req.gpus) {
+        if (!g.model) {
+          c.violations.push_back({Rule::confidential, "confidential computing is required, but " + g.name +
+                                                          " is given by architecture only, so its support cannot be checked"});
+        } else if (!g.model->confidential) {
+          c.violations.push_back({Rule::confidential, "confidential computing is required, but " + g.name + " does not support it"});
+        } else if (g.model->confidential_driver_min) {
+          c.floor.push_back({*g.model->confidential_driver_min, "confidential computing on " + g.name, false});
+        }
+      }
+      if (m_req.gpus.empty())
+        c.violations.push_back({Rule::confidential, "confidential computing is required, but no GPU model is given to check it against"});
+    }
+    for (const auto& f : c.floor) c.driver_min = std::max(c.driver_min, f.driver);
+    if (m_driver) check_driver(c);
+    // Preference score, compared lexicographically (docs/resolver.md).
+    c.score.push_back(Version::of({c.forward_compat ? 0u : 1u}));
+    for (const auto& p : c.picks) c.score.push_back(p.release->version);
+    for (const auto& p : c.picks) {
+      const bool is_default = p.variant->name == p.release->default_variant;
+      c.score.push_back(Version::of({is_default ? 1u : 0u, p.variant->cuda.major(), p.variant->cuda.minor()}));
+    }
+    c.score.push_back(t.version);
+    c.score.push_back(c.cudnn ? *c.cudnn : Version::of({0}));
+    c.score.push_back(c.python ? *c.python : Version::of({0}));
+  }
+
+  static std::string arch_range(const std::vector<int>& sm) {
+    if (sm.empty()) return "no architectures";
+    return arch_name(sm.front()) + " to " + arch_name(sm.back());
+  }
+
+  void choose_python(Candidate& c) {
+    std::vector<Version> allowed;
+    for (const auto& py : m_distro.python) {
+      bool ok = true;
+      for (const auto& p : c.picks)
+        ok = ok && py.truncated(2) >= p.release->python_min.truncated(2) && py.truncated(2) <= p.release->python_max.truncated(2);
+      if (ok) allowed.push_back(py);
+    }
+    std::sort(allowed.begin(), allowed.end());
+    if (allowed.empty()) {
+      std::vector<std::string> ranges;
+      for (const auto& p : c.picks)
+        ranges.push_back(p.release->framework + " " + p.release->version.str() + " supports Python " + p.release->python_min.str() +
+                         " to " + p.release->python_max.str());
+      std::vector<std::string> have;
+      for (const auto& py : m_distro.python) have.push_back(py.str());
+      c.violations.push_back({Rule::python_framework, join(ranges, "; ") + "; " + m_spec.base() + " provides Python " + join(have, ", ")});
+      return;
+    }
+    for (auto it = allowed.rbegin(); it != allowed.rend(); ++it) {
+      if (!m_spec.python_given || m_spec.python.matches(*it)) {
+        c.python = *it;
+        return;
+      }
+    }
+    c.python = allowed.back();
+    std::vector<std::string> have;
+    for (const auto& py : allowed) have.push_back(py.str());
+    std::string who = c.picks.empty() ? m_spec.base() : labels(c) + " on " + m_spec.base();
+    c.violations.push_back({Rule::python_constraint, "the spec asks for Python '" + m_spec.python.str() + "'; " + who +
+                                                         " can use Python " + join(have, ", ")});
+  }
+
+  void check_driver(Candidate& c) {
+    const Version& d = *m_driver;
+    std::vector<const FloorPart*> unmet;
+    for (const auto& f : c.floor)
+      if (f.driver > d) unmet.push_back(&f);
+    if (unmet.empty()) return;
+    bool liftable = true;
+    for (const auto* f : unmet) {
+      if (!f->compat_can_lift) {
+        liftable = false;
+        const bool cc = f->why.rfind("confidential", 0) == 0;
+        c.violations.push_back({cc ? Rule::confidential : Rule::gpu_driver,
+                                (cc ? "" : std::string()) + f->why.substr(0, f->why.find(" is supported")) +
+                                    (cc ? " needs driver >= " : " needs driver >= ") + f->driver.str() + "; the driver is " + d.str()});
+      }
+    }
+    std::string why_not;
+    if (liftable) {
+      const CompatPackage* pkg = compat_for(c, why_not);
+      if (pkg) {
+        c.forward_compat = true;
+        c.compat = pkg;
+        return;
+      }
+    }
+    for (const auto* f : unmet) {
+      if (!f->compat_can_lift) continue;
+      std::string msg = labels(c) + " needs driver >= " + f->driver.str() + " (" + f->why + "); driver " + d.str() + " runs " +
+                        native_cuda_of(m_catalog, d);
+      if (!why_not.empty()) msg += "; forward compatibility does not apply: " + why_not;
+      c.violations.push_back({Rule::driver, msg});
+    }
+  }
+
+  const CompatPackage* compat_for(const Candidate& c, std::string& why_not) const {
+    if (m_req.gpus.empty()) {
+      why_not = "no GPU model is known, so data-center support cannot be checked";
+      return nullptr;
+    }
+    for (const auto& g : m_req.gpus) {
+      if (!g.model) {
+        why_not = g.name + " is given by architecture only";
+        return nullptr;
+      }
+      if (m_catalog.compat_datacenter_only && !g.model->datacenter) {
+        why_not = g.name + " is not a data-center GPU";
+        return nullptr;
+      }
+    }
+    const std::string branch = std::to_string(m_driver->major());
+    const Version xy = c.toolkit->version.truncated(2);
+    for (const auto& p : m_catalog.compat) {
+      if (p.cuda < xy || p.cuda.major() != xy.major()) continue;
+      if (std::find(p.driver_branches.begin(), p.driver_branches.end(), branch) != p.driver_branches.end()) return &p;
+    }
+    why_not = "no cuda-compat package for CUDA " + xy.str() + " supports the R" + branch + " driver branch";
+    return nullptr;
+  }
+
+  void fill(Resolution& out, const Candidate& c) const {
+    out.cuda = c.toolkit->version;
+    out.cudnn = c.cudnn;
+    out.python = c.python;
+    out.driver_min = c.driver_min;
+    out.driver_floor = c.floor;
+    std::stable_sort(out.driver_floor.begin(), out.driver_floor.end(), [](const FloorPart& a, const FloorPart& b) { return a.driver > b.driver; });
+    out.forward_compat = c.forward_compat;
+    if (c.compat) {
+      out.compat_package = c.compat->cuda;
+      out.notes.push_back("driver " + m_driver->str() + " is below " + c.driver_min.str() + "; the image needs cuda-compat " +
+                          c.compat->cuda.str() + " (forward compatibility) on the data-center GPUs");
+    }
+    for (const auto& p : c.picks) {
+      out.frameworks.push_back(ChosenFramework{p.release->framework, p.release->version, p.variant->name, p.variant->cuda,
+                                               p.variant->cudnn, p.variant->name == p.release->default_variant, p.variant->sm, p.variant->ptx});
+      if (p.variant->sm.empty() && p.variant->ptx.empty())
+        out.notes.push_back(label(p) + ": the catalog does not record its compiled architectures; they were not checked");
+    }
+    if (!c.cudnn_from_framework && c.cudnn) {
+      for (auto& f : out.frameworks) if (!f.cudnn) f.cudnn = c.cudnn;
+    }
+    for (const auto& n : c.notes) out.notes.push_back(n);
+  }
+
+  static bool subset_of(const Candidate& c, std::initializer_list<Rule> rules) {
+    return !c.violations.empty() && std::all_of(c.violations.begin(), c.violations.end(), [&](const Violation& v) {
+      return std::find(rules.begin(), rules.end(), v.rule) != rules.end();
+    });
+  }
+
+  const Candidate* best_where(std::initializer_list<Rule> rules) const {
+    const Candidate* best = nullptr;
+    for (const auto& c : m_candidates)
+      if (subset_of(c, rules) && (!best || c.score > best->score)) best = &c;
+    return best;
+  }
+
+  static bool breaks_spec(const Candidate& c) {
+    return std::any_of(c.violations.begin(), c.violations.end(), [](const Violation& v) {
+      return v.rule == Rule::framework_version || v.rule == Rule::cuda_constraint || v.rule == Rule::cudnn_constraint ||
+             v.rule == Rule::python_constraint;
+    });
+  }
+
+  void explain(Resolution& out) const {
+    std::vector<const Candidate*> requested;
+    for (const auto& c : m_candidates)
+      if (!breaks_spec(c)) requested.push_back(&c);
+    std::set<std::string> seen;
+    auto add = [&](const Violation& v) {
+      if (out.conflicts.size() < 8 && seen.insert(v.message).second) out.conflicts.push_back(v);
+    };
+    if (m_candidates.empty()) {
+      add({Rule::framework_version, "the catalog has no combination for this spec"});
+    } else if (requested.empty()) {
+      // The spec's own constraints cannot hold together: name the ones that no release meets.
+      for (const auto& req : m_spec.frameworks) {
+        const auto& releases = m_catalog.frameworks.at(req.name);
+        const bool any = std::any_of(releases.begin(), releases.end(), [&](const FrameworkRelease& r) { return req.version.matches(r.version); });
+        if (!any)
+          add({Rule::framework_version, "no " + req.name + " release in the catalog matches '" + req.version.str() + "' (known: " +
+                                            releases.front().version.str() + " to " + releases.back().version.str() + ")"});
+      }
+      if (out.conflicts.empty()) {
+        std::size_t fewest = SIZE_MAX;
+        for (const auto& c : m_candidates) fewest = std::min(fewest, spec_violations(c));
+        for (const auto& c : m_candidates)
+          if (spec_violations(c) == fewest)
+            for (const auto& v : c.violations)
+              if (v.rule != Rule::framework_version || m_spec.frameworks.size() > 1) add(v);
+      }
+    } else {
+      // Explain why the combinations the spec asks for fail, starting with the one it would prefer.
+      std::vector<const Candidate*> sorted = requested;
+      std::sort(sorted.begin(), sorted.end(), [](const Candidate* a, const Candidate* b) {
+        if (a->violations.size() != b->violations.size()) return a->violations.size() < b->violations.size();
+        return a->score > b->score;
+      });
+      aggregate_driver(out, requested);
+      const std::size_t fewest = sorted.front()->violations.size();
+      for (const auto* c : sorted) {
+        if (c->violations.size() != fewest) break;
+        for (const auto& v : c->violations) add(v);
+      }
+      if (requested.size() > 1 && out.conflicts.size() < 8)
+        out.conflicts.push_back({out.conflicts.front().rule, std::to_string(requested.size()) +
+                                                                  " combinations match the spec's versions; none satisfies every rule"});
+    }
+    suggest(out);
+  }
+
+  static std::size_t spec_violations(const Candidate& c) {
+    return static_cast<std::size_t>(std::count_if(c.violations.begin(), c.violations.end(), [](const Violation& v) {
+      return v.rule == Rule::framework_version || v.rule == Rule::cuda_constraint || v.rule == Rule::cudnn_constraint ||
+             v.rule == Rule::python_constraint;
+    }));
+  }
+
+  // "torch 2.11.0 needs CUDA >= 12.6; driver 515.105.01 supports CUDA <= 11.7" when every variant of the preferred
+  // framework release fails on the driver alone.
+  void aggregate_driver(Resolution& out, const std::vector<const Candidate*>& requested) const {
+    if (!m_driver || m_spec.frameworks.empty()) return;
+    const Candidate* top = nullptr;
+    for (const auto* c : requested)
+      if (!top || c->picks.front().release->version > top->picks.front().release->version) top = c;
+    const FrameworkRelease* release = top->picks.front().release;
+    Version lowest_floor;
+    Version lowest_cuda;
+    bool first = true;
+    for (const auto* c : requested) {
+      if (c->picks.front().release != release) continue;
+      const bool driver_only = std::all_of(c->violations.begin(), c->violations.end(), [](const Violation& v) { return v.rule == Rule::driver; });
+      if (!driver_only) return;
+      if (first || c->driver_min < lowest_floor) lowest_floor = c->driver_min;
+      if (first || c->picks.front().variant->cuda < lowest_cuda) lowest_cuda = c->picks.front().variant->cuda;
+      first = false;
+    }
+    if (first) return;
+    out.conflicts.push_back({Rule::driver, release->framework + " " + release->version.str() + " needs CUDA >= " + cuda_xy(lowest_cuda) +
+                                               " and so a driver >= " + lowest_floor.str() + "; driver " + m_driver->str() + " supports " +
+                                               native_cuda_of(m_catalog, *m_driver)});
+  }
+
+  void suggest(Resolution& out) const {
+    if (const Candidate* c = best_where({Rule::framework_version, Rule::cuda_constraint, Rule::cudnn_constraint})) {
+      std::string where = m_driver ? "this driver" : "these rules";
+      if (!m_req.gpus.empty()) where += " and GPU";
+      out.suggestions.push_back(labels(*c) + " (CUDA " + c->toolkit->version.str() + (c->cudnn ? ", cuDNN " + c->cudnn->str() : "") +
+                                ") works with " + where);
+    }
+    if (m_driver) {
+      if (const Candidate* c = best_where({Rule::driver, Rule::gpu_driver})) {
+        out.suggestions.push_back("upgrade the driver to >= " + c->driver_min.str() + " for " + labels(*c));
+      }
+    }
+    if (const Candidate* c = best_where({Rule::python_constraint}); c && c->python) {
+      out.suggestions.push_back("ask for Python " + c->python->str() + " (" + labels(*c) + ")");
+    }
+    if (const Candidate* c = best_where({Rule::confidential}); c && m_spec.gpu.confidential == Confidential::required) {
+      out.suggestions.push_back("set gpu.confidential to 'allowed' (" + labels(*c) + " works without confidential computing)");
+    }
+  }
+
+  const Catalog& m_catalog;
+  const ResolveRequest& m_req;
+  const Spec& m_spec;
+  const Distro& m_distro;
+  std::optional<Version> m_driver;
+  std::vector<Candidate> m_candidates;
+};
+
+}  // namespace
+
+bool sass_runs_on(int built, int gpu) { return built / 10 == gpu / 10 && built % 10 <= gpu % 10; }
+bool ptx_runs_on(int ptx, int gpu) { return ptx <= gpu; }
+
+std::string_view rule_name(Rule rule) {
+  switch (rule) {
+    case Rule::framework_version: return "framework_version";
+    case Rule::cuda_constraint: return "cuda_constraint";
+    case Rule::cudnn_constraint: return "cudnn_constraint";
+    case Rule::python_constraint: return "python_constraint";
+    case Rule::python_framework: return "python_framework";
+    case Rule::arch_cuda: return "arch_cuda";
+    case Rule::arch_cudnn: return "arch_cudnn";
+    case Rule::arch_framework: return "arch_framework";
+    case Rule::cudnn_cuda: return "cudnn_cuda";
+    case Rule::driver: return "driver";
+    case Rule::gpu_driver: return "gpu_driver";
+    case Rule::confidential: return "confidential";
+    case Rule::glibc: return "glibc";
+  }
+  return "unknown";
+}
+
+Result<std::vector<GpuTarget>> gpu_targets(const Catalog& catalog, const std::vector<std::string>& models,
+                                           const std::vector<int>& archs, const std::string& where) {
+  std::vector<GpuTarget> out;
+  for (const auto& name : models) {
+    const GpuModel* m = catalog.gpu(name);
+    if (!m) {
+      std::vector<std::string> names;
+      for (const auto& g : catalog.gpus) names.push_back(g.name);
+      std::string hint = "known models: " + join(names, ", ") + "; or give gpu.archs (sm_90) for other GPUs";
+      if (auto guess = did_you_mean(name, names)) hint = "did you mean '" + *guess + "'? " + hint;
+      return make_error(ErrorKind::spec, "spec.unknown_gpu", "unknown GPU model '" + name + "'", where, hint);
+    }
+    out.push_back(GpuTarget{m->name, m->sm, m});
+  }
+  for (int sm : archs) out.push_back(GpuTarget{arch_name(sm), sm, nullptr});
+  return out;
+}
+
+Result<Resolution> resolve(const Catalog& catalog, const ResolveRequest& request) {
+  const Spec& spec = *request.spec;
+  const Distro* distro = catalog.distro(spec.base_distro, spec.base_release);
+  if (!distro) {
+    std::vector<std::string> known;
+    for (const auto& d : catalog.distros) known.push_back(d.name + ":" + d.release);
+    return make_error(ErrorKind::spec, "spec.unknown_base", "base '" + spec.base() + "' is not in the catalog", spec.where("base"),
+                      "use one of " + join(known, ", "));
+  }
+  Solver solver(catalog, request, *distro);
+  return solver.run();
+}
+
+Result<std::vector<MatrixRow>> matrix(const Catalog& catalog, std::string_view framework) {
+  std::vector<MatrixRow> rows;
+  const bool all = framework.empty();
+  if (!all && framework != "cuda" && !catalog.frameworks.count(std::string(framework))) {
+    return make_error(ErrorKind::usage, "cli.unknown_framework", "unknown framework '" + std::string(framework) + "'", {},
+                      "use torch, tensorflow, jax or cuda");
+  }
+  if (all || framework == "cuda") {
+    for (const auto& t : catalog.toolkits) {
+      MatrixRow r;
+      r.framework = "cuda";
+      r.version = t.version;
+      r.cuda = t.version;
+      r.driver_native = t.driver_min;
+      const CudaMajor* m = catalog.major(static_cast<int>(t.version.major()));
+      r.driver_min = m ? m->minor_compat_driver_min : t.driver_min;
+      r.sm = t.sm;
+      rows.push_back(std::move(r));
+    }
+  }
+  for (const auto& [name, releases] : catalog.frameworks) {
+    if (!all && name != framework) continue;
+    for (const auto& rel : releases) {
+      for (const auto& v : rel.variants) {
+        const auto tks = catalog.toolkits_of(v.cuda);
+        if (tks.empty()) continue;  // not valid: no such CUDA toolkit
+        MatrixRow r;
+        r.framework = name;
+        r.version = rel.version;
+        r.variant = v.name;
+        r.cuda = v.cuda;
+        r.cudnn = v.cudnn;
+        r.python_min = rel.python_min;
+        r.python_max = rel.python_max;
+        r.is_default = v.name == rel.default_variant;
+        r.sm = v.sm;
+        r.ptx = v.ptx;
+        for (const auto* t : tks) r.driver_native = std::max(r.driver_native, t->driver_min);
+        const CudaMajor* m = catalog.major(static_cast<int>(v.cuda.major()));
+        r.driver_min = m ? m->minor_compat_driver_min : r.driver_native;
+        if (v.cudnn) {
+          if (const CudnnRelease* cr = catalog.cudnn_release(*v.cudnn))
+            for (const auto& b : cr->builds)
+              if (b.cuda_major == static_cast<int>(v.cuda.major())) r.driver_min = std::max(r.driver_min, b.driver_min);
+        }
+        if (v.driver_min) r.driver_min = std::max(r.driver_min, *v.driver_min);
+        rows.push_back(std::move(r));
+      }
+    }
+  }
+  return rows;
+}
+
+}  // namespace gpuenv::resolver

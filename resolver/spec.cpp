@@ -1,0 +1,364 @@
+#include "resolver/spec.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <regex>
+#include <set>
+
+#include "resolver/yaml_guard.hpp"
+
+namespace gpuenv::resolver {
+namespace {
+
+const std::vector<std::string> k_top_keys = {"schema", "name",   "base",     "python", "cuda",
+                                             "cudnn",  "frameworks", "gpu", "packages", "image", "validate"};
+const std::vector<std::string> k_frameworks = {"torch", "tensorflow", "jax"};
+const std::vector<std::string> k_gpu_keys = {"models", "archs", "driver", "confidential"};
+const std::vector<std::string> k_package_keys = {"apt", "pip"};
+const std::vector<std::string> k_image_keys = {"format", "tag"};
+const std::vector<std::string> k_validate_keys = {"level", "thresholds"};
+const std::vector<std::string> k_image_formats = {"oci-dir", "oci-archive", "docker-archive"};
+const std::vector<std::string> k_levels = {"quick", "standard", "long"};
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) == std::tolower(static_cast<unsigned char>(b[j - 1]));
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (same ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
+}
+
+/// Walks the YAML tree with positions; every failure becomes an Error at the node's position.
+class Walker {
+ public:
+  explicit Walker(std::string path) : m_path(std::move(path)) {}
+
+  [[nodiscard]] std::string where(const YAML::Node& n) const {
+    const auto m = n.Mark();
+    if (m.line < 0) return m_path;
+    return m_path + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+  }
+  [[nodiscard]] SourcePos pos(const YAML::Node& n) const {
+    const auto m = n.Mark();
+    return m.line < 0 ? SourcePos{} : SourcePos{m.line + 1, m.column + 1};
+  }
+
+  Error error(const YAML::Node& n, std::string id, std::string message, std::string hint) const {
+    return make_error(ErrorKind::spec, std::move(id), std::move(message), where(n), std::move(hint));
+  }
+
+  static std::string type_name(const YAML::Node& n) {
+    switch (n.Type()) {
+      case YAML::NodeType::Null: return "nothing (null)";
+      case YAML::NodeType::Scalar: return "a scalar";
+      case YAML::NodeType::Sequence: return "a list";
+      case YAML::NodeType::Map: return "a mapping";
+      default: return "an undefined value";
+    }
+  }
+
+  /// Checks a mapping: its type, duplicate keys, unknown keys (with did-you-mean). Returns key -> (key node, value).
+  Result<std::vector<std::pair<YAML::Node, YAML::Node>>> map(const YAML::Node& n, const std::string& what,
+                                                               const std::vector<std::string>& allowed) const {
+    if (!n.IsMap()) {
+      return error(n, "spec.wrong_type", "'" + what + "' must be a mapping, found " + type_name(n),
+                   "see docs/spec.md for the shape of '" + what + "'");
+    }
+    std::vector<std::pair<YAML::Node, YAML::Node>> out;
+    std::set<std::string> seen;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const YAML::Node key = it->first;
+      if (!key.IsScalar()) {
+        return error(key, "spec.wrong_type", "keys in '" + what + "' must be plain words, found " + type_name(key), "");
+      }
+      const std::string k = key.Scalar();
+      if (!seen.insert(k).second) {
+        return error(key, "spec.duplicate_key", "key '" + k + "' appears twice in '" + what + "'",
+                     "keep one of them; YAML would silently use only one");
+      }
+      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
+        std::string hint = "allowed keys: " + join(allowed, ", ");
+        if (auto guess = did_you_mean(k, allowed)) hint = "did you mean '" + *guess + "'? " + hint;
+        return error(key, "spec.unknown_key", "unknown key '" + k + "' in '" + what + "'", hint);
+      }
+      out.emplace_back(key, it->second);
+    }
+    return out;
+  }
+
+  Result<std::string> scalar(const YAML::Node& n, const std::string& what) const {
+    if (!n.IsScalar() || n.Scalar().empty()) {
+      return error(n, "spec.wrong_type", "'" + what + "' must be a text value, found " + type_name(n), "");
+    }
+    return n.Scalar();
+  }
+
+  Result<std::vector<std::string>> string_list(const YAML::Node& n, const std::string& what) const {
+    if (n.IsScalar()) {  // a single item is accepted as a one-element list
+      auto s = scalar(n, what);
+      if (!s) return std::move(s).error();
+      return std::vector<std::string>{*s};
+    }
+    if (!n.IsSequence()) {
+      return error(n, "spec.wrong_type", "'" + what + "' must be a list, found " + type_name(n),
+                   "write it as [a, b] or one '- item' per line");
+    }
+    std::vector<std::string> out;
+    for (const auto& item : n) {
+      auto s = scalar(item, what + " item");
+      if (!s) return std::move(s).error();
+      out.push_back(*s);
+    }
+    return out;
+  }
+
+  Result<Constraint> constraint(const YAML::Node& n, const std::string& what) const {
+    auto s = scalar(n, what);
+    if (!s) return std::move(s).error();
+    auto c = Constraint::parse(*s);
+    if (!c) {
+      Error e = std::move(c).error();
+      e.where = where(n);
+      e.message = "'" + what + "': " + e.message;
+      return e;
+    }
+    if (c->is_empty()) {
+      return error(n, "spec.contradictory", "'" + what + "' constraint '" + *s + "' allows no version at all",
+                   "check the bounds: the lower bound is above the upper one");
+    }
+    return std::move(*c);
+  }
+
+ private:
+  std::string m_path;
+};
+
+#define GPUENV_TRY(var, expr)                  \
+  auto var##_r = (expr);                       \
+  if (!var##_r) return std::move(var##_r).error(); \
+  auto var = std::move(*var##_r)
+
+}  // namespace
+
+std::optional<std::string> did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+  std::optional<std::string> best;
+  std::size_t best_d = std::max<std::size_t>(2, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+Result<int> parse_arch(std::string_view text) {
+  std::string s(text);
+  static const std::regex sm_re(R"(^(sm_|compute_)?([0-9]{2,3})([af]?)$)");
+  static const std::regex dotted_re(R"(^([0-9]{1,2})\.([0-9])$)");
+  std::smatch m;
+  if (std::regex_match(s, m, sm_re)) return std::stoi(m[2].str());
+  if (std::regex_match(s, m, dotted_re)) return std::stoi(m[1].str()) * 10 + std::stoi(m[2].str());
+  return make_error(ErrorKind::spec, "spec.bad_arch", "'" + s + "' is not a GPU architecture", {},
+                    "write compute capabilities as sm_90, sm_120 or 9.0");
+}
+
+std::string arch_name(int sm) { return "sm_" + std::to_string(sm); }
+
+std::string Spec::where(const std::string& key) const {
+  auto it = positions.find(key);
+  if (it == positions.end() || it->second.line == 0) return path;
+  return path + ":" + std::to_string(it->second.line) + ":" + std::to_string(it->second.column);
+}
+
+Result<Spec> parse_spec(std::string_view text, const std::string& path) {
+  if (auto st = check_yaml_bytes(text, path, k_spec_max_bytes, k_spec_max_depth); !st) return std::move(st).error();
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    return make_error(ErrorKind::spec, "spec.empty", "spec is empty", path,
+                      "start from an example in recipes/examples/ (e.g. torch-h100.yaml)");
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    std::string where = path;
+    if (e.mark.line >= 0) where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
+    return make_error(ErrorKind::spec, "spec.yaml_syntax", "YAML syntax error: " + e.msg, where,
+                      "check indentation, quotes and colons around this position");
+  }
+  if (root.IsNull()) {
+    return make_error(ErrorKind::spec, "spec.empty", "spec has no content (only comments or null)", path,
+                      "start from an example in recipes/examples/");
+  }
+  Walker w(path);
+  Spec spec;
+  spec.path = path;
+  GPUENV_TRY(top, w.map(root, "spec", k_top_keys));
+  for (const auto& [key, value] : top) {
+    const std::string k = key.Scalar();
+    spec.positions[k] = w.pos(value);
+    if (k == "schema") {
+      GPUENV_TRY(s, w.scalar(value, "schema"));
+      if (s != k_spec_schema) {
+        return w.error(value, "spec.schema", "unsupported schema '" + s + "'",
+                       "this gpuenv reads '" + std::string(k_spec_schema) + "'");
+      }
+    } else if (k == "name") {
+      GPUENV_TRY(s, w.scalar(value, "name"));
+      static const std::regex name_re("^[a-z0-9][a-z0-9._-]{0,127}$");
+      if (!std::regex_match(s, name_re)) {
+        return w.error(value, "spec.bad_name", "name '" + s + "' is not a valid image name",
+                       "use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit");
+      }
+      spec.name = s;
+    } else if (k == "base") {
+      GPUENV_TRY(s, w.scalar(value, "base"));
+      const auto colon = s.find(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == s.size() || s.find(':', colon + 1) != std::string::npos) {
+        return w.error(value, "spec.bad_base", "base '" + s + "' is not distro:release",
+                       "write it as debian:12 or ubuntu:22.04");
+      }
+      spec.base_distro = s.substr(0, colon);
+      spec.base_release = s.substr(colon + 1);
+    } else if (k == "python" || k == "cuda" || k == "cudnn") {
+      GPUENV_TRY(c, w.constraint(value, k));
+      (k == "python" ? spec.python : k == "cuda" ? spec.cuda : spec.cudnn) = std::move(c);
+      (k == "python" ? spec.python_given : k == "cuda" ? spec.cuda_given : spec.cudnn_given) = true;
+    } else if (k == "frameworks") {
+      if (value.IsNull()) continue;
+      GPUENV_TRY(fws, w.map(value, "frameworks", k_frameworks));
+      for (const auto& [fkey, fval] : fws) {
+        FrameworkRequest req;
+        req.name = fkey.Scalar();
+        req.pos = w.pos(fval);
+        if (fval.IsNull()) {
+          req.version = Constraint{};
+        } else {
+          GPUENV_TRY(c, w.constraint(fval, "frameworks." + req.name));
+          req.version = std::move(c);
+        }
+        spec.frameworks.push_back(std::move(req));
+      }
+      std::sort(spec.frameworks.begin(), spec.frameworks.end(), [](const auto& a, const auto& b) {
+        auto rank = [](const std::string& n) { return std::find(k_frameworks.begin(), k_frameworks.end(), n) - k_frameworks.begin(); };
+        return rank(a.name) < rank(b.name);
+      });
+    } else if (k == "gpu") {
+      GPUENV_TRY(g, w.map(value, "gpu", k_gpu_keys));
+      for (const auto& [gkey, gval] : g) {
+        const std::string gk = gkey.Scalar();
+        if (gk == "models") {
+          GPUENV_TRY(models, w.string_list(gval, "gpu.models"));
+          spec.gpu.models = std::move(models);
+          spec.gpu.models_pos = w.pos(gval);
+        } else if (gk == "archs") {
+          GPUENV_TRY(archs, w.string_list(gval, "gpu.archs"));
+          for (const auto& a : archs) {
+            auto sm = parse_arch(a);
+            if (!sm) {
+              Error e = std::move(sm).error();
+              e.where = w.where(gval);
+              return e;
+            }
+            spec.gpu.archs.push_back(*sm);
+          }
+          spec.gpu.archs_pos = w.pos(gval);
+        } else if (gk == "driver") {
+          GPUENV_TRY(c, w.constraint(gval, "gpu.driver"));
+          if (!c.lower_bound()) {
+            return w.error(gval, "spec.driver_unbounded", "gpu.driver '" + c.str() + "' has no lower bound",
+                           "give the fleet's driver (550.54.15) or a range with a lower bound (>=550)");
+          }
+          spec.gpu.driver = std::move(c);
+          spec.gpu.driver_pos = w.pos(gval);
+        } else if (gk == "confidential") {
+          // YAML 1.1 readers turn `off` into false; accept both spellings.
+          GPUENV_TRY(s, w.scalar(gval, "gpu.confidential"));
+          if (s == "off" || s == "false" || s == "no") spec.gpu.confidential = Confidential::off;
+          else if (s == "allowed") spec.gpu.confidential = Confidential::allowed;
+          else if (s == "required" || s == "on" || s == "true") spec.gpu.confidential = Confidential::required;
+          else {
+            return w.error(gval, "spec.bad_enum", "gpu.confidential '" + s + "' is not off, allowed or required", "");
+          }
+        }
+      }
+      if (!spec.gpu.models.empty() && !spec.gpu.archs.empty()) {
+        return w.error(value, "spec.contradictory", "gpu gives both 'models' and 'archs'",
+                       "give the models (gpuenv knows their architectures) or, for GPUs it does not know, the archs");
+      }
+    } else if (k == "packages") {
+      GPUENV_TRY(p, w.map(value, "packages", k_package_keys));
+      for (const auto& [pkey, pval] : p) {
+        GPUENV_TRY(list, w.string_list(pval, "packages." + pkey.Scalar()));
+        if (pkey.Scalar() == "apt") {
+          static const std::regex apt_re(R"(^[a-z0-9][a-z0-9+.-]+(:[a-z0-9]+)?(=[A-Za-z0-9.+~:-]+)?$)");
+          for (const auto& name : list)
+            if (!std::regex_match(name, apt_re))
+              return w.error(pval, "spec.bad_package", "'" + name + "' is not a Debian package name",
+                             "write name or name=version, e.g. curl or libgomp1=12.2.0-14");
+          spec.apt_packages = std::move(list);
+        } else {
+          spec.pip_packages = std::move(list);
+        }
+      }
+    } else if (k == "image") {
+      GPUENV_TRY(im, w.map(value, "image", k_image_keys));
+      for (const auto& [ikey, ival] : im) {
+        GPUENV_TRY(s, w.scalar(ival, "image." + ikey.Scalar()));
+        if (ikey.Scalar() == "format") {
+          if (std::find(k_image_formats.begin(), k_image_formats.end(), s) == k_image_formats.end()) {
+            std::string hint = "use one of " + join(k_image_formats, ", ");
+            if (auto g = did_you_mean(s, k_image_formats)) hint = "did you mean '" + *g + "'? " + hint;
+            return w.error(ival, "spec.bad_enum", "image.format '" + s + "' is not known", hint);
+          }
+          spec.image_format = s;
+        } else {
+          spec.image_tag = s;
+        }
+      }
+    } else if (k == "validate") {
+      GPUENV_TRY(v, w.map(value, "validate", k_validate_keys));
+      for (const auto& [vkey, vval] : v) {
+        if (vkey.Scalar() == "level") {
+          GPUENV_TRY(s, w.scalar(vval, "validate.level"));
+          if (std::find(k_levels.begin(), k_levels.end(), s) == k_levels.end()) {
+            std::string hint = "use quick, standard or long";
+            if (auto g = did_you_mean(s, k_levels)) hint = "did you mean '" + *g + "'? " + hint;
+            return w.error(vval, "spec.bad_enum", "validate.level '" + s + "' is not known", hint);
+          }
+          spec.validate_level = s;
+        } else {
+          GPUENV_TRY(th, w.map(vval, "validate.thresholds", {}));
+          for (const auto& [tkey, tval] : th) {
+            GPUENV_TRY(s, w.scalar(tval, "validate.thresholds." + tkey.Scalar()));
+            try {
+              std::size_t used = 0;
+              const double d = std::stod(s, &used);
+              if (used != s.size() || !(d >= 0)) throw std::invalid_argument(s);
+              spec.validate_thresholds[tkey.Scalar()] = d;
+            } catch (const std::exception&) {
+              return w.error(tval, "spec.wrong_type", "validate.thresholds." + tkey.Scalar() + " must be a non-negative number, found '" + s + "'", "");
+            }
+          }
+        }
+      }
+    }
+  }
+  return spec;
+}
+
+}  // namespace gpuenv::resolver

@@ -1,0 +1,78 @@
+#pragma once
+// The user's spec (`gpuenv-spec-v1`): what image to build and for which GPUs. See docs/spec.md.
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "resolver/error.hpp"
+#include "resolver/version.hpp"
+
+namespace gpuenv::resolver {
+
+inline constexpr std::string_view k_spec_schema = "gpuenv-spec-v1";
+/// Specs larger than this are refused before parsing (a spec is a few hundred bytes).
+inline constexpr std::size_t k_spec_max_bytes = 1 << 20;
+/// Deepest YAML nesting a spec may have (a valid spec needs 3).
+inline constexpr std::size_t k_spec_max_depth = 64;
+
+enum class Confidential { off, allowed, required };
+
+/// Where a value came from in the spec file, for error messages.
+struct SourcePos {
+  int line = 0;    ///< 1-based; 0 = unknown
+  int column = 0;  ///< 1-based
+};
+
+/// A framework request: `torch: "2.5.*"`.
+struct FrameworkRequest {
+  std::string name;  ///< torch | tensorflow | jax
+  Constraint version;
+  SourcePos pos;
+};
+
+struct GpuRequest {
+  std::vector<std::string> models;  ///< as written: "H100", "RTX 4090"
+  std::vector<int> archs;           ///< compute capabilities as 10*major+minor, from `sm_90` / `sm_90a`
+  std::optional<Constraint> driver; ///< the fleet's driver: exact or a range with a lower bound
+  Confidential confidential = Confidential::off;
+  SourcePos models_pos, archs_pos, driver_pos;
+};
+
+struct Spec {
+  std::string path;  ///< file the spec came from (for messages)
+  std::string name = "gpuenv-image";
+  std::string base_distro = "debian";
+  std::string base_release = "12";
+  Constraint python, cuda, cudnn;
+  bool python_given = false, cuda_given = false, cudnn_given = false;
+  std::vector<FrameworkRequest> frameworks;  ///< in the order torch, tensorflow, jax
+  GpuRequest gpu;
+  std::vector<std::string> apt_packages, pip_packages;
+  std::string image_format = "oci-dir";
+  std::string image_tag;
+  std::string validate_level = "standard";
+  std::map<std::string, double> validate_thresholds;
+  std::map<std::string, SourcePos> positions;  ///< "cuda", "python", "base", ... to their position
+
+  [[nodiscard]] std::string base() const { return base_distro + ":" + base_release; }
+  /// "path:line:col" for a recorded key, or just the path.
+  [[nodiscard]] std::string where(const std::string& key) const;
+};
+
+/// Parses a spec from its bytes. `path` is used only in messages. Every error is ErrorKind::spec with
+/// `where` = "path:line:column" and a hint. Refuses empty, binary, non-UTF-8, oversized and too-deep input,
+/// duplicate keys, unknown keys (with a did-you-mean), wrong types, bad versions and contradictory fields.
+Result<Spec> parse_spec(std::string_view text, const std::string& path);
+
+/// Parses `sm_90`, `sm_90a`, `sm_100f`, `9.0` or `90` into 90.
+Result<int> parse_arch(std::string_view text);
+
+/// Formats a compute capability as `sm_90`.
+std::string arch_name(int sm);
+
+/// Closest candidate by edit distance, if it is close enough to be a likely typo.
+std::optional<std::string> did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+
+}  // namespace gpuenv::resolver
