@@ -361,13 +361,11 @@ class Solver {
       }
     }
     std::string why_not;
-    if (liftable) {
-      const CompatPackage* pkg = compat_for(c, why_not);
-      if (pkg) {
-        c.forward_compat = true;
-        c.compat = pkg;
-        return;
-      }
+    const CompatPackage* pkg = compat_for(c, why_not);
+    if (liftable && pkg) {
+      c.forward_compat = true;
+      c.compat = pkg;
+      return;
     }
     for (const auto* f : unmet) {
       if (!f->compat_can_lift) continue;

@@ -1,0 +1,234 @@
+// The command line, in process: arguments in, exit code and output out, with fake host probes.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/context.hpp"
+#include "fakes/fake_probe.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using gpuenv::testing::FakeProbe;
+using nlohmann::json;
+
+struct Outcome {
+  int code;
+  std::string out, err;
+  json j() const { return json::parse(out); }
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_dir = fs::temp_directory_path() / ("gpuenv-cli-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(m_dir);
+  }
+  void TearDown() override { fs::remove_all(m_dir); }
+
+  /// Host answers: nullopt = no driver anywhere.
+  Outcome run(std::vector<std::string> args, std::optional<gpuenv::resolver::HostFacts> host = std::nullopt,
+          std::map<std::string, std::string> env = {}) {
+    std::ostringstream out, err;
+    gpuenv::cli::Context ctx;
+    ctx.out = &out;
+    ctx.err = &err;
+    ctx.env = std::move(env);
+    ctx.make_probes = [host, this] {
+      ++probes_built;
+      std::vector<std::unique_ptr<gpuenv::validate::HostProbe>> p;
+      p.push_back(std::make_unique<FakeProbe>("nvml", host ? gpuenv::Result<std::optional<gpuenv::resolver::HostFacts>>(host)
+                                                           : gpuenv::Result<std::optional<gpuenv::resolver::HostFacts>>(std::nullopt)));
+      return p;
+    };
+    const int code = gpuenv::cli::run(args, ctx);
+    return {code, out.str(), err.str()};
+  }
+
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string p = (m_dir / name).string();
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+  }
+  static std::string read(const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  static std::string example(const std::string& name) { return std::string(GPUENV_SOURCE_DIR) + "/recipes/examples/" + name; }
+
+  fs::path m_dir;
+  int probes_built = 0;
+};
+
+TEST_F(Cli, VersionAndHelp) {
+  auto v = run({"--version"});
+  EXPECT_EQ(v.code, 0);
+  EXPECT_EQ(v.out.rfind("gpuenv ", 0), 0u);
+  auto h = run({"--help"});
+  EXPECT_EQ(h.code, 0);
+  for (const char* cmd : {"resolve", "detect", "matrix", "Exit codes"}) EXPECT_NE(h.out.find(cmd), std::string::npos) << cmd;
+  auto rh = run({"resolve", "--help"});
+  EXPECT_EQ(rh.code, 0);
+  EXPECT_NE(rh.out.find("--lock"), std::string::npos) << rh.out;
+  EXPECT_NE(run({"matrix", "--help"}).out.find("--json"), std::string::npos);
+}
+
+TEST_F(Cli, UsageErrorsExitTwo) {
+  EXPECT_EQ(run({}).code, 2);
+  EXPECT_EQ(run({"frobnicate"}).code, 2);
+  EXPECT_EQ(run({"resolve"}).code, 2);
+  EXPECT_EQ(run({"matrix", "caffe"}).code, 2);
+  auto missing = run({"resolve", "/nonexistent/spec.yaml"});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("/nonexistent/spec.yaml"), std::string::npos);
+}
+
+TEST_F(Cli, ResolveJsonHasTheDocumentedFields) {
+  auto r = run({"resolve", example("jax-h200.yaml"), "--json"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  const json j = r.j();
+  EXPECT_EQ(j["schema"], "gpuenv-resolution-v1");
+  EXPECT_EQ(j["status"], "ok");
+  EXPECT_TRUE(j["cuda"]["version"].is_string());
+  EXPECT_TRUE(j["cudnn"]["version"].is_string());
+  EXPECT_TRUE(j["driver"]["min"].is_string());
+  EXPECT_TRUE(j["python"]["version"].is_string());
+  EXPECT_TRUE(j["frameworks"]["jax"]["version"].is_string());
+  EXPECT_TRUE(j["frameworks"]["jax"]["variant"].is_string());
+  EXPECT_EQ(j["gpu"]["archs"], json::array({"sm_90"}));
+  EXPECT_EQ(j["forward_compat"], false);
+  EXPECT_TRUE(j["conflicts"].empty());
+}
+
+TEST_F(Cli, SpecErrorsExitTwoWithPosition) {
+  const std::string p = write("bad.yaml", "name: x\nframeworks:\n  pytorch: '2.5'\n");
+  auto r = run({"resolve", p});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(p + ":3:3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did you mean 'torch'"), std::string::npos) << r.err;
+  auto j = run({"resolve", p, "--json"});
+  EXPECT_EQ(j.code, 2);
+  EXPECT_EQ(j.j()["error"]["id"], "spec.unknown_key");
+}
+
+TEST_F(Cli, UnsatisfiableExitsThreeWithConflicts) {
+  const std::string p = write("v100.yaml", "name: x\ncuda: '13'\ngpu: {models: [V100], driver: '580.65.06'}\n");
+  auto r = run({"resolve", p, "--json"});
+  EXPECT_EQ(r.code, 3) << r.out;
+  const json j = r.j();
+  EXPECT_EQ(j["status"], "unsatisfiable");
+  ASSERT_FALSE(j["conflicts"].empty());
+  EXPECT_TRUE(j["conflicts"][0]["message"].is_string());
+  auto text = run({"resolve", p});
+  EXPECT_EQ(text.code, 3);
+  EXPECT_NE(text.out.find("V100 is sm_70"), std::string::npos) << text.out;
+}
+
+TEST_F(Cli, FlagsOverrideTheSpec) {
+  const std::string p = write("s.yaml", "name: x\nframeworks: {jax: latest}\ngpu: {models: [H100], driver: '580.65.06'}\n");
+  auto r = run({"resolve", p, "--json", "--gpu", "sm_75", "--driver", "535.183.01"});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_EQ(r.j()["gpu"]["archs"], json::array({"sm_75"}));
+  EXPECT_EQ(r.j()["driver"]["fleet"], "535.183.01");
+  EXPECT_EQ(r.j()["driver"]["origin"], "--driver");
+  EXPECT_EQ(run({"resolve", p, "--gpu", "H1000"}).code, 2);
+  EXPECT_EQ(run({"resolve", p, "--driver", "latest"}).code, 2);
+  EXPECT_EQ(probes_built, 0);  // nothing was asked of the host
+}
+
+TEST_F(Cli, HostFactsFillWhatTheSpecLeavesOut) {
+  const std::string p = write("s.yaml", "name: x\nframeworks: {jax: latest}\n");
+  auto r = run({"resolve", p, "--json"}, gpuenv::testing::nvml_facts("550.90.07", "NVIDIA H200", "0x2335", 90, 8));
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_EQ(r.j()["gpu"]["origin"], "host (nvml)");
+  EXPECT_EQ(r.j()["driver"]["fleet"], "550.90.07");
+  EXPECT_EQ(r.j()["gpu"]["archs"], json::array({"sm_90"}));
+}
+
+TEST_F(Cli, EnvironmentOverridesHostFacts) {
+  const std::string p = write("s.yaml", "name: x\nframeworks: {jax: latest}\n");
+  auto r = run({"resolve", p, "--json"}, std::nullopt, {{"GPUENV_DRIVER", "535.183.01"}, {"GPUENV_GPUS", "A100,sm_89"}});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_EQ(r.j()["driver"]["fleet"], "535.183.01");
+  EXPECT_EQ(r.j()["gpu"]["archs"], json::array({"sm_80", "sm_89"}));
+  EXPECT_EQ(probes_built, 0);
+  EXPECT_EQ(run({"resolve", p}, std::nullopt, {{"GPUENV_DRIVER", "abc"}}).code, 2);
+  EXPECT_EQ(run({"resolve", p}, std::nullopt, {{"GPUENV_GPUS", "Voodoo5"}}).code, 2);
+}
+
+TEST_F(Cli, LockIsWrittenAtomicallyAndByteIdentical) {
+  const std::string lock1 = (m_dir / "a.lock").string(), lock2 = (m_dir / "b.lock").string();
+  ASSERT_EQ(run({"resolve", example("jax-h200.yaml"), "--lock", lock1}).code, 0);
+  ASSERT_EQ(run({"resolve", example("jax-h200.yaml"), "--lock", lock2}).code, 0);
+  EXPECT_EQ(read(lock1), read(lock2));
+  EXPECT_NE(read(lock1).find("schema: \"gpuenv-lock-v1\""), std::string::npos);
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(m_dir)) ++files;
+  EXPECT_EQ(files, 2u);  // no temporary files left behind
+}
+
+TEST_F(Cli, NoLockForUnsatisfiableOrUnwritable) {
+  const std::string p = write("v100.yaml", "name: x\ncuda: '13'\ngpu: {models: [V100]}\n");
+  const std::string lock = (m_dir / "x.lock").string();
+  EXPECT_EQ(run({"resolve", p, "--lock", lock}).code, 3);
+  EXPECT_FALSE(fs::exists(lock));
+  auto r = run({"resolve", example("jax-h200.yaml"), "--lock", (m_dir / "no/such/dir/x.lock").string()});
+  EXPECT_EQ(r.code, 4);
+  EXPECT_NE(r.err.find("while writing the lock"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, DetectWithoutDriverIsAPlainAnswer) {
+  auto r = run({"detect"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("No NVIDIA driver"), std::string::npos) << r.out;
+  auto j = run({"detect", "--json"});
+  EXPECT_EQ(j.code, 0);
+  EXPECT_EQ(j.j()["schema"], "gpuenv-host-v1");
+  EXPECT_EQ(j.j()["driver"]["present"], false);
+  EXPECT_TRUE(j.j()["gpus"].empty());
+}
+
+TEST_F(Cli, DetectReportsGpusAndMatchesCatalogModels) {
+  auto j = run({"detect", "--json"}, gpuenv::testing::nvml_facts("550.54.15", "NVIDIA H100 80GB HBM3", "0x2330", 90, 2));
+  ASSERT_EQ(j.code, 0);
+  const json d = j.j();
+  EXPECT_EQ(d["driver"]["version"], "550.54.15");
+  ASSERT_EQ(d["gpus"].size(), 2u);
+  EXPECT_EQ(d["gpus"][0]["model"], "H100");
+  EXPECT_EQ(d["gpus"][0]["compute_capability"], "9.0");
+  EXPECT_EQ(d["source"], "nvml");
+}
+
+TEST_F(Cli, MatrixListsRowsForEachFramework) {
+  for (const char* fw : {"torch", "tensorflow", "jax", "cuda"}) {
+    auto r = run({"matrix", fw, "--json"});
+    ASSERT_EQ(r.code, 0) << fw;
+    const json j = r.j();
+    EXPECT_EQ(j["schema"], "gpuenv-matrix-v1");
+    ASSERT_FALSE(j["rows"].empty()) << fw;
+    EXPECT_EQ(j["rows"][0]["framework"], fw);
+  }
+  auto text = run({"matrix"});
+  EXPECT_EQ(text.code, 0);
+  EXPECT_NE(text.out.find("driver>="), std::string::npos);
+}
+
+TEST_F(Cli, BrokenCatalogIsAnInternalError) {
+  const std::string dir = (m_dir / "catalog").string();
+  fs::create_directories(dir);
+  std::ofstream(dir + "/cuda.yaml") << "schema: gpuenv-catalog-v1\nkind: cuda\nmajors: 3\n";
+  auto r = run({"--catalog", dir, "matrix"});
+  EXPECT_EQ(r.code, 5);
+  EXPECT_NE(r.err.find("cuda.yaml:3:9"), std::string::npos) << r.err;
+  auto mini = run({"--catalog", std::string(GPUENV_SOURCE_DIR) + "/tests/data/mini_catalog", "matrix", "torch", "--json"});
+  EXPECT_EQ(mini.code, 0);
+  EXPECT_EQ(mini.j()["rows"].size(), 6u);
+}
+
+}  // namespace

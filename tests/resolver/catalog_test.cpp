@@ -1,0 +1,112 @@
+#include "resolver/catalog.hpp"
+
+#include <gtest/gtest.h>
+
+#include "fakes/catalog_fixture.hpp"
+
+using gpuenv::resolver::CatalogFile;
+using gpuenv::resolver::load_catalog;
+
+namespace {
+
+TEST(Catalog, EmbeddedCatalogIsInternallyConsistent) {
+  const auto problems = gpuenv::resolver::check_catalog(gpuenv::testing::catalog());
+  std::string all;
+  for (const auto& p : problems) all += p + "\n";
+  EXPECT_TRUE(problems.empty()) << all;
+}
+
+TEST(Catalog, EmbeddedCatalogCoversWhatTheIssueAsksFor) {
+  const auto& c = gpuenv::testing::catalog();
+  ASSERT_FALSE(c.toolkits.empty());
+  EXPECT_EQ(c.toolkits.front().version.major(), 11u);
+  EXPECT_GE(c.toolkits.back().version.major(), 13u);
+  for (int major : {11, 12, 13}) EXPECT_NE(c.major(major), nullptr) << major;
+  for (const char* fw : {"torch", "tensorflow", "jax"}) {
+    ASSERT_TRUE(c.frameworks.count(fw)) << fw;
+    EXPECT_FALSE(c.frameworks.at(fw).empty()) << fw;
+  }
+  for (const char* gpu : {"H100", "H200", "A100", "L4", "T4", "V100", "B200", "RTX 4090", "RTX 5090"})
+    EXPECT_NE(c.gpu(gpu), nullptr) << gpu;
+  EXPECT_FALSE(c.cudnn.empty());
+  EXPECT_FALSE(c.compat.empty());
+  EXPECT_NE(c.distro("debian", "12"), nullptr);
+  EXPECT_NE(c.distro("ubuntu", "jammy"), nullptr);
+}
+
+TEST(Catalog, EverySourceHasAnAddress) {
+  const auto& c = gpuenv::testing::catalog();
+  auto check = [](const auto& items, const char* what) {
+    for (const auto& item : items)
+      for (const auto& s : item.sources) EXPECT_TRUE(!s.url.empty() || (!s.repo.empty() && !s.path.empty())) << what;
+  };
+  check(c.toolkits, "cuda");
+  check(c.cudnn, "cudnn");
+  check(c.gpus, "gpus");
+  for (const auto& [name, releases] : c.frameworks) check(releases, name.c_str());
+}
+
+TEST(Catalog, FindsGpusByNvmlNameAndPciId) {
+  const auto& c = gpuenv::testing::catalog();
+  ASSERT_NE(c.gpu("NVIDIA H100 80GB HBM3"), nullptr);
+  EXPECT_EQ(c.gpu("NVIDIA H100 80GB HBM3")->name, "H100");
+  EXPECT_EQ(c.gpu("nvidia geforce rtx 4090")->name, "RTX 4090");
+  EXPECT_EQ(c.gpu("rtx4090")->name, "RTX 4090");
+  EXPECT_EQ(c.gpu_by_pci_id("0x2330")->name, "H100");
+  EXPECT_EQ(c.gpu("H1000"), nullptr);
+}
+
+TEST(Catalog, NewestNativeCudaOfADriver) {
+  const auto& c = gpuenv::testing::catalog();
+  const auto* t = c.newest_native(*gpuenv::resolver::Version::parse("515.105.01"));
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->version.truncated(2).str(), "11.7");
+  EXPECT_EQ(c.newest_native(*gpuenv::resolver::Version::parse("400")), nullptr);
+}
+
+TEST(CatalogLoader, ReportsMissingFieldWithPosition) {
+  const std::string text = "schema: gpuenv-catalog-v1\nkind: cuda\nmajors:\n  - major: 12\n    sources: [{url: u}]\ntoolkits: []\n";
+  auto r = load_catalog({CatalogFile{"recipes/catalog/cuda.yaml", text}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("minor_compat_driver_min"), std::string::npos);
+  EXPECT_EQ(r.error().where, "recipes/catalog/cuda.yaml:4:5");
+}
+
+TEST(CatalogLoader, RejectsUnknownKindSchemaAndSourcelessRecords) {
+  EXPECT_FALSE(load_catalog({CatalogFile{"x.yaml", "schema: gpuenv-catalog-v1\nkind: nope\n"}}).ok());
+  EXPECT_FALSE(load_catalog({CatalogFile{"x.yaml", "schema: v0\nkind: cuda\n"}}).ok());
+  auto r = load_catalog({CatalogFile{"x.yaml", "schema: gpuenv-catalog-v1\nkind: gpus\ngpus:\n  - {name: X, sm: 90, sources: []}\n"}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("sources"), std::string::npos);
+}
+
+TEST(CatalogCheck, FindsUnsortedListsAndDanglingReferences) {
+  const std::string cuda = R"(schema: gpuenv-catalog-v1
+kind: cuda
+majors: [{major: 12, minor_compat_driver_min: "525.60.13", sources: [{url: u}]}]
+toolkits:
+  - {version: "12.4.0", driver_min: "550.54.14", sm: [90, 80], sources: [{url: u}]}
+  - {version: "12.1.0", driver_min: "530.30.02", sm: [80, 90], sources: [{url: u}]}
+)";
+  const std::string torch = R"(schema: gpuenv-catalog-v1
+kind: framework
+framework: torch
+releases:
+  - version: "2.5.1"
+    python: {min: "3.9", max: "3.13"}
+    default_variant: cu999
+    variants: [{name: cu118, cuda: "11.8"}]
+    sources: [{url: u}]
+)";
+  auto c = load_catalog({CatalogFile{"cuda.yaml", cuda}, CatalogFile{"torch.yaml", torch}});
+  ASSERT_TRUE(c.ok()) << c.error().to_string();
+  const auto problems = gpuenv::resolver::check_catalog(*c);
+  std::string all;
+  for (const auto& p : problems) all += p + "\n";
+  EXPECT_NE(all.find("cuda toolkits: not sorted"), std::string::npos) << all;
+  EXPECT_NE(all.find("sm list empty or unsorted"), std::string::npos) << all;
+  EXPECT_NE(all.find("default_variant 'cu999'"), std::string::npos) << all;
+  EXPECT_NE(all.find("CUDA 11.8 is not in cuda.yaml"), std::string::npos) << all;
+}
+
+}  // namespace

@@ -1,0 +1,171 @@
+// Property test: an independent checker confirms that every resolution of many random specs satisfies every
+// rule, written again here from docs/resolver.md rather than by calling the solver's own helpers.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "fakes/catalog_fixture.hpp"
+
+namespace {
+
+using namespace gpuenv::resolver;
+
+bool runs_natively(int built, int gpu) { return built / 10 == gpu / 10 && built % 10 <= gpu % 10; }
+
+bool covers(const std::vector<int>& sass, int gpu) {
+  for (int s : sass)
+    if (runs_natively(s, gpu)) return true;
+  return false;
+}
+
+struct Checker {
+  const Catalog& c;
+  const Spec& spec;
+  const std::vector<GpuTarget>& gpus;
+  std::optional<Version> driver;
+
+  // Returns the first broken rule, or "".
+  std::string check(const Resolution& r) const {
+    if (!r.cuda) return "no cuda";
+    const CudaToolkit* tk = nullptr;
+    for (const auto& t : c.toolkits)
+      if (t.version == *r.cuda) tk = &t;
+    if (!tk) return "cuda not in catalog";
+    if (spec.cuda_given && !spec.cuda.matches(*r.cuda)) return "cuda constraint";
+    if (spec.cudnn_given && (!r.cudnn || !spec.cudnn.matches(*r.cudnn))) return "cudnn constraint";
+    const Distro* d = c.distro(spec.base_distro, spec.base_release);
+    if (r.python) {
+      bool in_base = false;
+      for (const auto& p : d->python) in_base = in_base || p == *r.python;
+      if (!in_base) return "python not from base";
+      if (spec.python_given && !spec.python.matches(*r.python)) return "python constraint";
+    }
+    Version floor = c.major(static_cast<int>(r.cuda->major()))->minor_compat_driver_min;
+    Version hard;  // parts forward compatibility cannot lift
+    if (r.frameworks.size() != spec.frameworks.size()) return "framework count";
+    for (std::size_t i = 0; i < r.frameworks.size(); ++i) {
+      const auto& f = r.frameworks[i];
+      if (!spec.frameworks[i].version.matches(f.version)) return "framework constraint";
+      const FrameworkRelease* rel = nullptr;
+      for (const auto& x : c.frameworks.at(f.name))
+        if (x.version == f.version) rel = &x;
+      if (!rel) return "framework release unknown";
+      const FrameworkVariant* v = rel->variant(f.variant);
+      if (!v) return "variant unknown";
+      if (f.name == "jax" ? !(r.cuda->major() == v->cuda.major() && *r.cuda >= v->cuda) : !r.cuda->has_prefix(v->cuda.truncated(2)))
+        return "toolkit does not match the variant";
+      if (!r.python) return "python missing";
+      if (r.python->truncated(2) < rel->python_min.truncated(2) || r.python->truncated(2) > rel->python_max.truncated(2))
+        return "python outside framework range";
+      if (v->driver_min) floor = std::max(floor, *v->driver_min);
+      for (const auto& g : gpus) {
+        if (v->sm.empty() && v->ptx.empty()) continue;
+        if (covers(v->sm, g.sm)) continue;
+        int ptx = 0;
+        for (int p : v->ptx)
+          if (p <= g.sm) ptx = std::max(ptx, p);
+        if (!ptx) return "variant cannot run on " + g.name;
+        for (const auto& t : c.toolkits)
+          if (t.version.has_prefix(v->cuda.truncated(2))) floor = std::max(floor, t.driver_min);
+      }
+    }
+    for (const auto& g : gpus) {
+      if (!covers(tk->sm, g.sm)) return "toolkit does not cover " + g.name;
+      if (g.model && g.model->driver_min) hard = std::max(hard, *g.model->driver_min);
+      if (spec.gpu.confidential == Confidential::required) {
+        if (!g.model || !g.model->confidential) return "confidential";
+        if (g.model->confidential_driver_min) hard = std::max(hard, *g.model->confidential_driver_min);
+      }
+    }
+    if (r.cudnn) {
+      if (const CudnnRelease* cr = c.cudnn_release(*r.cudnn)) {
+        for (const auto& b : cr->builds) {
+          if (b.cuda_major != static_cast<int>(r.cuda->major())) continue;
+          floor = std::max(floor, b.driver_min);
+          for (const auto& g : gpus)
+            if (!covers(b.sm, g.sm)) return "cudnn does not cover " + g.name;
+        }
+      }
+    }
+    if (std::max(floor, hard) != r.driver_min) return "driver_min " + r.driver_min.str() + " != " + std::max(floor, hard).str();
+    if (driver) {
+      if (*driver < hard) return "driver below a GPU or CC floor";
+      if (*driver < floor) {
+        if (!r.forward_compat || !r.compat_package) return "driver below floor without forward compatibility";
+        for (const auto& g : gpus)
+          if (!g.model || !g.model->datacenter) return "forward compatibility on a non-data-center GPU";
+        bool listed = false;
+        for (const auto& p : c.compat)
+          if (p.cuda == *r.compat_package)
+            for (const auto& b : p.driver_branches) listed = listed || b == std::to_string(driver->major());
+        if (!listed) return "compat package does not list the driver branch";
+        if (*r.compat_package < r.cuda->truncated(2)) return "compat package older than the toolkit";
+      } else if (r.forward_compat) {
+        return "forward compatibility claimed on a driver that meets the floor";
+      }
+    }
+    return "";
+  }
+};
+
+void run_property(const Catalog& c, unsigned seed, int rounds) {
+  std::mt19937 rng(seed);
+  auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  const std::vector<std::string> drivers = {"450.80.02", "470.199.02", "515.105.01", "525.60.13", "535.104.05", "535.183.01",
+                                            "550.54.15", "550.90.07", "560.35.03", "570.86.16", "575.57.08", "580.65.06",
+                                            "590.44.01", "610.43.02"};
+  const std::vector<std::string> cuda_constraints = {"", "11.8", "12.*", ">=12.4,<13", "12.1", "13", "12.6 || 12.8"};
+  const std::vector<std::string> python_constraints = {"", "3.10", "3.11", ">=3.12"};
+  int ok = 0, unsat = 0;
+  for (int round = 0; round < rounds; ++round) {
+    std::string yaml = "name: p\n";
+    const auto& d = c.distros[pick(c.distros.size())];
+    yaml += "base: " + d.name + ":" + d.release + "\n";
+    if (const auto& cc = cuda_constraints[pick(cuda_constraints.size())]; !cc.empty()) yaml += "cuda: '" + cc + "'\n";
+    if (const auto& pc = python_constraints[pick(python_constraints.size())]; !pc.empty()) yaml += "python: '" + pc + "'\n";
+    std::vector<std::string> fws;
+    for (const auto& [name, releases] : c.frameworks)
+      if (pick(3) == 0) fws.push_back(name + ": " + (pick(2) ? "latest" : "'" + releases[pick(releases.size())].version.truncated(2).str() + "'"));
+    if (!fws.empty()) {
+      yaml += "frameworks:\n";
+      for (const auto& f : fws) yaml += "  " + f + "\n";
+    }
+    std::vector<std::string> models;
+    const std::size_t n = pick(3);
+    for (std::size_t i = 0; i < n; ++i) models.push_back(c.gpus[pick(c.gpus.size())].name);
+    yaml += "gpu:\n  confidential: " + std::string(pick(5) == 0 ? "required" : "off") + "\n";
+    if (!models.empty()) {
+      yaml += "  models: [";
+      for (std::size_t i = 0; i < models.size(); ++i) yaml += (i ? ", \"" : "\"") + models[i] + "\"";
+      yaml += "]\n";
+    }
+    const bool has_driver = pick(4) != 0;
+    if (has_driver) yaml += "  driver: '" + drivers[pick(drivers.size())] + "'\n";
+    auto spec = parse_spec(yaml, "p.yaml");
+    ASSERT_TRUE(spec.ok()) << yaml << spec.error().to_string();
+    ResolveRequest req;
+    req.spec = &*spec;
+    req.gpus = *gpu_targets(c, spec->gpu.models, {}, "p");
+    req.driver = spec->gpu.driver;
+    auto r = resolve(c, req);
+    ASSERT_TRUE(r.ok()) << yaml;
+    if (!r->ok) {
+      ++unsat;
+      EXPECT_FALSE(r->conflicts.empty()) << yaml;
+      continue;
+    }
+    ++ok;
+    Checker checker{c, *spec, req.gpus, spec->gpu.driver ? spec->gpu.driver->lower_bound() : std::nullopt};
+    const std::string broken = checker.check(*r);
+    EXPECT_EQ(broken, "") << yaml;
+  }
+  // Both outcomes must occur, or the generator is not exercising the rules.
+  EXPECT_GT(ok, rounds / 20);
+  EXPECT_GT(unsat, rounds / 20);
+}
+
+TEST(ResolverProperty, EveryResolutionOfTheRealCatalogSatisfiesEveryRule) { run_property(gpuenv::testing::catalog(), 20261130, 600); }
+
+TEST(ResolverProperty, EveryResolutionOfTheMiniCatalogSatisfiesEveryRule) { run_property(gpuenv::testing::mini_catalog(), 7, 400); }
+
+}  // namespace

@@ -1,0 +1,180 @@
+#include "resolver/spec.hpp"
+
+#include <gtest/gtest.h>
+
+using gpuenv::ErrorKind;
+using gpuenv::resolver::Confidential;
+using gpuenv::resolver::parse_spec;
+
+namespace {
+
+gpuenv::Error error_of(const std::string& yaml) {
+  auto r = parse_spec(yaml, "spec.yaml");
+  EXPECT_FALSE(r.ok()) << yaml;
+  if (r.ok()) return {};
+  EXPECT_EQ(r.error().kind, ErrorKind::spec);
+  return r.error();
+}
+
+TEST(SpecParser, ReadsEveryField) {
+  auto r = parse_spec(R"(schema: gpuenv-spec-v1
+name: my-image
+base: ubuntu:22.04
+python: "3.10"
+cuda: ">=12.1,<13"
+cudnn: "9"
+frameworks:
+  jax: "0.4.*"
+  torch: 2.5.1
+gpu:
+  models: [H100, "RTX 4090"]
+  driver: "550.54.15"
+  confidential: allowed
+packages:
+  apt: [curl, libgomp1=12.2.0-14]
+  pip: ["numpy<2"]
+image: {format: oci-archive, tag: "reg/x:1"}
+validate:
+  level: long
+  thresholds: {hbm_bandwidth: 0.8}
+)", "spec.yaml");
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->name, "my-image");
+  EXPECT_EQ(r->base(), "ubuntu:22.04");
+  EXPECT_TRUE(r->python_given && r->cuda_given && r->cudnn_given);
+  ASSERT_EQ(r->frameworks.size(), 2u);
+  EXPECT_EQ(r->frameworks[0].name, "torch");  // canonical order, not file order
+  EXPECT_EQ(r->frameworks[1].name, "jax");
+  EXPECT_EQ(r->gpu.models.size(), 2u);
+  EXPECT_EQ(r->gpu.confidential, Confidential::allowed);
+  EXPECT_EQ(r->gpu.driver->lower_bound()->str(), "550.54.15");
+  EXPECT_EQ(r->apt_packages.size(), 2u);
+  EXPECT_EQ(r->image_format, "oci-archive");
+  EXPECT_EQ(r->validate_level, "long");
+  EXPECT_DOUBLE_EQ(r->validate_thresholds.at("hbm_bandwidth"), 0.8);
+}
+
+TEST(SpecParser, DefaultsForAMinimalSpec) {
+  auto r = parse_spec("name: x\n", "s.yaml");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->base(), "debian:12");
+  EXPECT_EQ(r->gpu.confidential, Confidential::off);
+  EXPECT_TRUE(r->frameworks.empty());
+}
+
+TEST(SpecParser, ArchsAcceptSeveralSpellings) {
+  auto r = parse_spec("gpu:\n  archs: [sm_90, sm_90a, '8.6', sm_120f, 75]\n", "s.yaml");
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->gpu.archs, (std::vector<int>{90, 90, 86, 120, 75}));
+}
+
+TEST(SpecParser, RejectsUnknownTopLevelKeyWithSuggestion) {
+  auto e = error_of("name: x\nframeworx:\n  torch: 2.5\n");
+  EXPECT_EQ(e.id, "spec.unknown_key");
+  EXPECT_EQ(e.where, "spec.yaml:2:1");
+  EXPECT_NE(e.hint.find("did you mean 'frameworks'"), std::string::npos) << e.hint;
+}
+
+TEST(SpecParser, RejectsUnknownFrameworkWithSuggestion) {
+  auto e = error_of("frameworks:\n  pytorch: 2.5\n");
+  EXPECT_EQ(e.where, "spec.yaml:2:3");
+  EXPECT_NE(e.hint.find("'torch'"), std::string::npos);
+}
+
+TEST(SpecParser, RejectsWrongTypes) {
+  EXPECT_EQ(error_of("frameworks: [torch]\n").id, "spec.wrong_type");
+  EXPECT_EQ(error_of("gpu:\n  models: {a: b}\n").where, "spec.yaml:2:11");
+  EXPECT_EQ(error_of("cuda: [12]\n").id, "spec.wrong_type");
+  EXPECT_EQ(error_of("validate:\n  thresholds: {hbm: fast}\n").id, "spec.wrong_type");
+  EXPECT_EQ(error_of("- a\n- b\n").id, "spec.wrong_type");
+}
+
+TEST(SpecParser, RejectsBadVersionSyntaxAtItsPosition) {
+  auto e = error_of("name: x\ncuda: \">=12.x\"\n");
+  EXPECT_EQ(e.where, "spec.yaml:2:7");
+  EXPECT_NE(e.message.find("'cuda'"), std::string::npos);
+}
+
+TEST(SpecParser, RejectsContradictoryFields) {
+  EXPECT_EQ(error_of("cuda: \">=13,<12\"\n").id, "spec.contradictory");
+  EXPECT_EQ(error_of("gpu:\n  models: [H100]\n  archs: [sm_90]\n").id, "spec.contradictory");
+  EXPECT_EQ(error_of("gpu:\n  driver: \"<560\"\n").id, "spec.driver_unbounded");
+}
+
+TEST(SpecParser, RejectsDuplicateKeys) {
+  auto e = error_of("name: a\ncuda: \"12\"\nname: b\n");
+  EXPECT_EQ(e.id, "spec.duplicate_key");
+  EXPECT_EQ(e.where, "spec.yaml:3:1");
+  EXPECT_EQ(error_of("gpu:\n  driver: \"550\"\n  driver: \"535\"\n").id, "spec.duplicate_key");
+}
+
+TEST(SpecParser, RejectsBadEnumsAndNames) {
+  EXPECT_NE(error_of("image: {format: oci-dri}\n").hint.find("oci-dir"), std::string::npos);
+  EXPECT_EQ(error_of("gpu: {confidential: maybe}\n").id, "spec.bad_enum");
+  EXPECT_EQ(error_of("validate: {level: quik}\n").id, "spec.bad_enum");
+  EXPECT_EQ(error_of("name: My Image\n").id, "spec.bad_name");
+  EXPECT_EQ(error_of("base: debian\n").id, "spec.bad_base");
+  EXPECT_EQ(error_of("packages: {apt: [\"Bad Name\"]}\n").id, "spec.bad_package");
+  EXPECT_EQ(error_of("schema: gpuenv-spec-v9\n").id, "spec.schema");
+  EXPECT_EQ(error_of("gpu: {archs: [hopper]}\n").id, "spec.bad_arch");
+}
+
+TEST(SpecParser, RejectsYamlSyntaxErrorsWithPosition) {
+  auto e = error_of("name: x\ngpu:\n  models: [H100\n");
+  EXPECT_EQ(e.id, "spec.yaml_syntax");
+  EXPECT_EQ(e.where.rfind("spec.yaml:", 0), 0u);
+}
+
+TEST(SpecParser, RejectsEmptyAndCommentOnlyInput) {
+  EXPECT_EQ(error_of("").id, "spec.empty");
+  EXPECT_EQ(error_of("   \n\n").id, "spec.empty");
+  EXPECT_EQ(error_of("# just a comment\n").id, "spec.empty");
+}
+
+TEST(SpecParser, RejectsBinaryAndNonUtf8) {
+  EXPECT_EQ(error_of(std::string("name: x\0y\n", 10)).id, "yaml.binary");
+  EXPECT_EQ(error_of("name: caf\xe9\n").id, "yaml.not_utf8");
+  EXPECT_EQ(error_of("name: \xc0\xaf\n").id, "yaml.not_utf8");  // overlong
+  EXPECT_TRUE(parse_spec("name: x # caf\xc3\xa9\n", "s.yaml").ok());
+}
+
+TEST(SpecParser, RejectsDeepNestingBeforeParsing) {
+  std::string flow = "name: " + std::string(10000, '[') + std::string(10000, ']') + "\n";
+  EXPECT_EQ(error_of(flow).id, "yaml.too_deep");
+  std::string block;
+  for (int i = 0; i < 10000; ++i) block += "- ";
+  block += "x\n";
+  EXPECT_EQ(error_of(block).id, "yaml.too_deep");
+  std::string indented;
+  for (int i = 0; i < 200; ++i) indented += std::string(static_cast<std::size_t>(i), ' ') + "k" + std::to_string(i) + ":\n";
+  EXPECT_EQ(error_of(indented).id, "yaml.too_deep");
+}
+
+TEST(SpecParser, AliasBombIsRefusedWithoutExpanding) {
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  char prev = 'a';
+  for (char c = 'b'; c <= 'z'; ++c, ++prev) {
+    bomb += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) bomb += std::string(i ? ", " : "") + "*" + prev;
+    bomb += "]\n";
+  }
+  bomb += "packages:\n  pip: *z\n";
+  auto e = error_of(bomb);
+  EXPECT_EQ(e.id, "spec.unknown_key");  // 'a' is not a spec key: refused before anything is walked
+  auto e2 = error_of("x: &x [a, b]\npackages: {pip: [*x, *x]}\n");
+  EXPECT_EQ(e2.id, "spec.unknown_key");
+  auto e3 = error_of("packages:\n  apt: &p [curl]\n  pip: [*p, *p]\n");
+  EXPECT_EQ(e3.id, "spec.wrong_type");
+}
+
+TEST(SpecParser, RejectsOversizedInput) {
+  std::string big = "name: x\n# " + std::string(gpuenv::resolver::k_spec_max_bytes, 'a') + "\n";
+  EXPECT_EQ(error_of(big).id, "yaml.too_large");
+}
+
+TEST(SpecParser, DidYouMeanIgnoresFarWords) {
+  EXPECT_EQ(gpuenv::resolver::did_you_mean("frameworx", {"frameworks", "gpu"}), "frameworks");
+  EXPECT_FALSE(gpuenv::resolver::did_you_mean("zzzzzz", {"frameworks", "gpu"}).has_value());
+}
+
+}  // namespace
