@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs gpuenv's build and test dependencies from Debian 12's packages. Idempotent: installs only what is missing.
+set -euo pipefail
+packages=(build-essential cmake pkg-config libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libssl-dev
+          libgtest-dev libbenchmark-dev python3)
+if [ "${1:-}" = "--bench" ]; then packages+=(hyperfine); fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "installing: ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# One command for a fresh Debian 12 machine: install dependencies, build, and run the whole test suite twice,
+# in a Release build and in an AddressSanitizer + UndefinedBehaviorSanitizer build. Idempotent.
+# Tests labelled `online` need the internet and are left out unless GPUENV_ONLINE=1; tests labelled `gpu`
+# skip themselves (saying why) on machines without an NVIDIA driver.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+jobs=$(nproc)
+exclude=online
+if [ "${GPUENV_ONLINE:-0}" = 1 ]; then exclude='^$'; fi
+for type in Release Sanitize; do
+  dir=build-test-${type,,}
+  echo "== $type build ($dir)"
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$type" -DGPUENV_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$dir" -j"$jobs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$dir" -j"$jobs" --output-on-failure -LE "$exclude"
+done
+echo "== all tests passed (Release and Sanitize)"
