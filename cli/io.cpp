@@ -111,4 +111,15 @@ std::string sha256_hex(std::string_view bytes) {
   return out;
 }
 
+std::string catalog_digest(const std::vector<resolver::CatalogFile>& files) {
+  std::string input;
+  for (const auto& f : files) {
+    input += std::filesystem::path(f.path).filename().string();
+    input += '\0';
+    input += f.text;
+    input += '\0';
+  }
+  return sha256_hex(input);
+}
+
 }  // namespace gpuenv::cli

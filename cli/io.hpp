@@ -3,6 +3,9 @@
 #include <cstddef>
 #include <string>
 
+#include <vector>
+
+#include "resolver/catalog.hpp"
 #include "resolver/error.hpp"
 
 namespace gpuenv::cli {
@@ -17,5 +20,9 @@ Status write_file_atomic(const std::string& path, const std::string& text);
 
 /// Lower-case hex SHA-256 of bytes.
 std::string sha256_hex(std::string_view bytes);
+
+/// The catalog digest recorded in locks: sha256 over each file's base name, a NUL, its bytes and a NUL,
+/// in the given (sorted) order.
+std::string catalog_digest(const std::vector<resolver::CatalogFile>& files);
 
 }  // namespace gpuenv::cli

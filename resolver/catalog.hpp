@@ -17,12 +17,14 @@ inline constexpr std::string_view k_catalog_schema = "gpuenv-catalog-v1";
 /// Where a fact comes from: a document (title + url) or a repository file (repo + path).
 struct SourceRef {
   std::string title, url, repo, path, note;
+  friend bool operator==(const SourceRef&, const SourceRef&) = default;
 };
 
 struct CudaMajor {
   int major = 0;
   Version minor_compat_driver_min;  ///< oldest driver that runs every toolkit of this major (minor-version compatibility)
   std::vector<SourceRef> sources;
+  friend bool operator==(const CudaMajor&, const CudaMajor&) = default;
 };
 
 struct CudaToolkit {
@@ -31,24 +33,28 @@ struct CudaToolkit {
   std::vector<int> sm; ///< compute capabilities nvcc can emit machine code for
   std::optional<Version> gcc_max;
   std::vector<SourceRef> sources;
+  friend bool operator==(const CudaToolkit&, const CudaToolkit&) = default;
 };
 
 struct CompatPackage {
   Version cuda;                          ///< x.y of the cuda-compat package
   std::vector<std::string> driver_branches;  ///< "470", "535", ...
   std::vector<SourceRef> sources;
+  friend bool operator==(const CompatPackage&, const CompatPackage&) = default;
 };
 
 struct CudnnBuild {
   int cuda_major = 0;
   Version cuda_min, cuda_max, driver_min;
   std::vector<int> sm;
+  friend bool operator==(const CudnnBuild&, const CudnnBuild&) = default;
 };
 
 struct CudnnRelease {
   Version version;
   std::vector<CudnnBuild> builds;
   std::vector<SourceRef> sources;
+  friend bool operator==(const CudnnRelease&, const CudnnRelease&) = default;
 };
 
 struct FrameworkVariant {
@@ -57,6 +63,7 @@ struct FrameworkVariant {
   std::optional<Version> cudnn;   ///< bundled (torch), tested (TensorFlow) or minimum (JAX)
   std::vector<int> sm, ptx;       ///< machine code and PTX compiled in; both empty = not stated
   std::optional<Version> driver_min;  ///< when the framework states its own floor
+  friend bool operator==(const FrameworkVariant&, const FrameworkVariant&) = default;
 };
 
 struct FrameworkRelease {
@@ -68,6 +75,7 @@ struct FrameworkRelease {
   std::vector<FrameworkVariant> variants;
   std::vector<SourceRef> sources;
   [[nodiscard]] const FrameworkVariant* variant(std::string_view name) const;
+  friend bool operator==(const FrameworkRelease&, const FrameworkRelease&) = default;
 };
 
 struct GpuModel {
@@ -80,6 +88,7 @@ struct GpuModel {
   bool confidential = false;
   std::optional<Version> confidential_driver_min;
   std::vector<SourceRef> sources;
+  friend bool operator==(const GpuModel&, const GpuModel&) = default;
 };
 
 struct Distro {
@@ -88,6 +97,7 @@ struct Distro {
   std::optional<Version> glibc;
   std::optional<std::string> gcc;
   std::vector<SourceRef> sources;
+  friend bool operator==(const Distro&, const Distro&) = default;
 };
 
 /// The whole catalog. Lists are sorted as the files are (ascending by version).
@@ -113,6 +123,7 @@ struct Catalog {
   /// cuDNN release by exact version; else the nearest older recorded release of the same major (else the oldest
   /// of that major). Callers compare ->version to know whether the match was exact.
   [[nodiscard]] const CudnnRelease* cudnn_release(const Version& v) const;
+  friend bool operator==(const Catalog&, const Catalog&) = default;
 };
 
 /// One catalog file to load: its display path and its bytes.

@@ -1,4 +1,5 @@
 #include "resolver/catalog.hpp"
+#include "resolver/catalog_codec.hpp"
 
 #include <gtest/gtest.h>
 
@@ -107,6 +108,33 @@ releases:
   EXPECT_NE(all.find("sm list empty or unsorted"), std::string::npos) << all;
   EXPECT_NE(all.find("default_variant 'cu999'"), std::string::npos) << all;
   EXPECT_NE(all.find("CUDA 11.8 is not in cuda.yaml"), std::string::npos) << all;
+}
+
+}  // namespace
+
+namespace {
+
+TEST(CatalogCodec, CompiledCatalogEqualsTheYamlSources) {
+  auto from_yaml = gpuenv::cli::load_catalog_from(GPUENV_SOURCE_DIR "/recipes/catalog");
+  ASSERT_TRUE(from_yaml.ok()) << from_yaml.error().to_string();
+  EXPECT_TRUE(from_yaml->catalog == gpuenv::testing::catalog());
+  auto embedded = gpuenv::cli::load_catalog_from("");
+  EXPECT_EQ(from_yaml->sha256, embedded->sha256);  // locks record the same digest either way
+}
+
+TEST(CatalogCodec, RoundTripsAndRejectsDamage) {
+  const auto& c = gpuenv::testing::catalog();
+  const std::string bin = gpuenv::resolver::encode_catalog(c);
+  auto back = gpuenv::resolver::decode_catalog(bin);
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(*back == c);
+  EXPECT_FALSE(gpuenv::resolver::decode_catalog("").ok());
+  EXPECT_FALSE(gpuenv::resolver::decode_catalog("nope\n").ok());
+  EXPECT_FALSE(gpuenv::resolver::decode_catalog(bin.substr(0, bin.size() / 2)).ok() &&
+               gpuenv::resolver::decode_catalog(bin.substr(0, bin.size() / 2)).value() == c);
+  std::string damaged = bin;
+  damaged.replace(damaged.find("\nTK\t") + 4, 2, "xx");
+  EXPECT_FALSE(gpuenv::resolver::decode_catalog(damaged).ok());
 }
 
 }  // namespace
