@@ -26,7 +26,7 @@ struct Candidate {
   Version driver_min;
   bool forward_compat = false;
   const CompatPackage* compat = nullptr;
-  std::vector<Version> score;
+  std::vector<std::uint32_t> score;  // versions flattened to 6 components each: lexicographic order
   std::vector<std::string> notes;
 };
 
@@ -47,6 +47,23 @@ std::string labels(const Candidate& c) {
 
 std::string cuda_xy(const Version& v) { return v.truncated(2).str(); }
 
+// Compares the first n components (padding with zeros), without allocating.
+int compare_prefix(const Version& a, const Version& b, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (a.part(i) != b.part(i)) return a.part(i) < b.part(i) ? -1 : 1;
+  }
+  return 0;
+}
+
+void push_version(std::vector<std::uint32_t>& score, const Version& v) {
+  for (std::size_t i = 0; i < 6; ++i) score.push_back(v.part(i));
+}
+void push_parts(std::vector<std::uint32_t>& score, std::initializer_list<std::uint32_t> parts) {
+  std::size_t n = 0;
+  for (auto p : parts) score.push_back(p), ++n;
+  for (; n < 6; ++n) score.push_back(0);
+}
+
 // What a driver runs without help: "CUDA <= 12.2", from the newest toolkit whose driver it meets.
 std::string native_cuda_of(const Catalog& catalog, const Version& driver) {
   const CudaToolkit* t = catalog.newest_native(driver);
@@ -54,8 +71,8 @@ std::string native_cuda_of(const Catalog& catalog, const Version& driver) {
 }
 
 bool variant_cuda_matches(const FrameworkRelease& r, const FrameworkVariant& v, const Version& toolkit) {
-  if (r.framework == "jax") return toolkit.major() == v.cuda.major() && toolkit >= v.cuda.truncated(2);
-  return toolkit.has_prefix(v.cuda.truncated(2));
+  if (r.framework == "jax") return toolkit.major() == v.cuda.major() && compare_prefix(toolkit, v.cuda, 2) >= 0;
+  return compare_prefix(toolkit, v.cuda, 2) == 0;
 }
 
 bool covered_by_sass(const std::vector<int>& sm, int gpu) {
@@ -100,14 +117,28 @@ class Solver {
     if (!m_driver)
       out.notes.push_back("no driver was given or detected: driver.min is what the fleet's driver must meet");
 
+    // First pass without messages (the common, satisfiable case stays cheap); then the winner, or every
+    // candidate when nothing fits, is evaluated again with its explanations.
     const Candidate* best = nullptr;
     for (const auto& c : m_candidates)
       if (c.violations.empty() && (!best || c.score > best->score)) best = &c;
+    m_explain = true;
     if (best) {
-      fill(out, *best);
+      Candidate winner = *best;
+      winner.violations.clear();
+      winner.floor.clear();
+      winner.notes.clear();
+      winner.score.clear();
+      winner.driver_min = Version{};
+      winner.forward_compat = false;
+      winner.compat = nullptr;
+      evaluate(winner);
+      fill(out, winner);
       out.ok = true;
       return out;
     }
+    m_candidates.clear();
+    enumerate();
     explain(out);
     return out;
   }
@@ -192,48 +223,64 @@ class Solver {
       if (c.cudnn_release) {
         for (const auto& b : c.cudnn_release->builds)
           if (b.cuda_major == static_cast<int>(t.version.major())) c.cudnn_build = &b;
-        if (!(c.cudnn_release->version == *cudnn))
-          c.notes.push_back("cuDNN " + cudnn->str() + " has no support matrix in the catalog; its requirements were taken from cuDNN " +
-                            c.cudnn_release->version.str() + ", the nearest recorded release of the same major");
-      } else {
-        c.notes.push_back("cuDNN " + cudnn->str() + " has no support matrix in the catalog; its driver and architecture rules were not checked");
       }
     }
     evaluate(c);
     m_candidates.push_back(std::move(c));
   }
 
+  template <class F>
+  void violate(Candidate& c, Rule rule, F&& message) const {
+    c.violations.push_back({rule, m_explain ? message() : std::string()});
+  }
+  template <class F>
+  void floor_part(Candidate& c, const Version& driver, F&& why, Rule rule) const {
+    c.floor.push_back({driver, m_explain ? why() : std::string(), rule == Rule::driver, rule});
+  }
+  template <class F>
+  void note(Candidate& c, F&& text) const {
+    if (m_explain) c.notes.push_back(text());
+  }
+
   void evaluate(Candidate& c) {
     const CudaToolkit& t = *c.toolkit;
+    if (c.cudnn && c.cudnn_release && !(c.cudnn_release->version == *c.cudnn)) {
+      note(c, [&] {
+        return "cuDNN " + c.cudnn->str() + " has no support matrix in the catalog; its requirements were taken from cuDNN " +
+               c.cudnn_release->version.str() + ", the nearest recorded release of the same major";
+      });
+    } else if (c.cudnn && !c.cudnn_release) {
+      note(c, [&] { return "cuDNN " + c.cudnn->str() + " has no support matrix in the catalog; its driver and architecture rules were not checked"; });
+    }
     // Spec constraints.
     for (const auto& p : c.picks) {
       if (!p.request->version.matches(p.release->version))
-        c.violations.push_back({Rule::framework_version, "the spec asks for " + p.release->framework + " '" +
-                                                              p.request->version.str() + "'; " + label(p) + " does not match"});
+        violate(c, Rule::framework_version, [&] { return std::string("the spec asks for " + p.release->framework + " '" +
+                                                              p.request->version.str() + "'; " + label(p) + " does not match"); });
     }
     if (m_spec.cuda_given && !m_spec.cuda.matches(t.version)) {
       std::string what = c.picks.empty() ? "CUDA " + t.version.str() : labels(c) + " is built for CUDA " + cuda_xy(t.version);
-      c.violations.push_back({Rule::cuda_constraint, "the spec asks for CUDA '" + m_spec.cuda.str() + "'; " + what + " does not match"});
+      violate(c, Rule::cuda_constraint, [&] { return std::string("the spec asks for CUDA '" + m_spec.cuda.str() + "'; " + what + " does not match"); });
     }
     if (m_spec.cudnn_given && (!c.cudnn || !m_spec.cudnn.matches(*c.cudnn))) {
       std::string what = c.cudnn ? "cuDNN " + c.cudnn->str() : "no cuDNN";
       if (c.cudnn_from_framework) what = labels(c) + " comes with " + what;
-      c.violations.push_back({Rule::cudnn_constraint, "the spec asks for cuDNN '" + m_spec.cudnn.str() + "'; " + what + " does not match"});
+      violate(c, Rule::cudnn_constraint, [&] { return std::string("the spec asks for cuDNN '" + m_spec.cudnn.str() + "'; " + what + " does not match"); });
     }
     choose_python(c);
     // glibc of the base against the framework's wheels.
     for (const auto& p : c.picks) {
       if (p.release->glibc_min && m_distro.glibc && *m_distro.glibc < *p.release->glibc_min)
-        c.violations.push_back({Rule::glibc, p.release->framework + " " + p.release->version.str() + " wheels need glibc >= " +
-                                                 p.release->glibc_min->str() + "; " + m_spec.base() + " has " + m_distro.glibc->str()});
+        violate(c, Rule::glibc, [&] { return std::string(p.release->framework + " " + p.release->version.str() + " wheels need glibc >= " +
+                                                 p.release->glibc_min->str() + "; " + m_spec.base() + " has " + m_distro.glibc->str()); });
     }
     // cuDNN build for this CUDA.
     if (c.cudnn && c.cudnn_release && !c.cudnn_build) {
-      c.violations.push_back({Rule::cudnn_cuda, "cuDNN " + c.cudnn->str() + " has no build for CUDA " + std::to_string(t.version.major())});
+      violate(c, Rule::cudnn_cuda, [&] { return std::string("cuDNN " + c.cudnn->str() + " has no build for CUDA " + std::to_string(t.version.major())); });
     } else if (c.cudnn_build && !c.cudnn_from_framework &&
-               !(t.version.truncated(2) >= c.cudnn_build->cuda_min.truncated(2) && t.version.truncated(2) <= c.cudnn_build->cuda_max.truncated(2))) {
-      c.violations.push_back({Rule::cudnn_cuda, "cuDNN " + c.cudnn->str() + " supports CUDA " + c.cudnn_build->cuda_min.str() + " to " +
-                                                    c.cudnn_build->cuda_max.str() + ", not " + cuda_xy(t.version)});
+               !(compare_prefix(t.version, c.cudnn_build->cuda_min, 2) >= 0 && compare_prefix(t.version, c.cudnn_build->cuda_max, 2) <= 0)) {
+      violate(c, Rule::cudnn_cuda, [&] { return std::string("cuDNN " + c.cudnn->str() + " supports CUDA " + c.cudnn_build->cuda_min.str() + " to " +
+                                                    c.cudnn_build->cuda_max.str() + ", not " + cuda_xy(t.version)); });
     }
     // Architectures.
     const CudaMajor* major = m_catalog.major(static_cast<int>(t.version.major()));
@@ -241,12 +288,12 @@ class Solver {
     std::string ptx_why;
     for (const auto& g : m_req.gpus) {
       if (!covered_by_sass(t.sm, g.sm)) {
-        c.violations.push_back({Rule::arch_cuda, "CUDA " + cuda_xy(t.version) + " supports " + arch_range(t.sm) + "; " + g.name +
-                                                     " is " + arch_name(g.sm)});
+        violate(c, Rule::arch_cuda, [&] { return std::string("CUDA " + cuda_xy(t.version) + " supports " + arch_range(t.sm) + "; " + g.name +
+                                                     " is " + arch_name(g.sm)); });
       }
       if (c.cudnn_build && !covered_by_sass(c.cudnn_build->sm, g.sm)) {
-        c.violations.push_back({Rule::arch_cudnn, "cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(c.cudnn_build->cuda_major) +
-                                                      " supports " + arch_range(c.cudnn_build->sm) + "; " + g.name + " is " + arch_name(g.sm)});
+        violate(c, Rule::arch_cudnn, [&] { return std::string("cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(c.cudnn_build->cuda_major) +
+                                                      " supports " + arch_range(c.cudnn_build->sm) + "; " + g.name + " is " + arch_name(g.sm)); });
       }
       for (const auto& p : c.picks) {
         const auto& v = *p.variant;
@@ -254,9 +301,9 @@ class Solver {
         if (covered_by_sass(v.sm, g.sm)) continue;
         const int ptx = usable_ptx(v.ptx, g.sm);
         if (ptx == 0) {
-          c.violations.push_back({Rule::arch_framework, label(p) + " has machine code for " + arch_list(v.sm) +
+          violate(c, Rule::arch_framework, [&] { return std::string(label(p) + " has machine code for " + arch_list(v.sm) +
                                                             (v.ptx.empty() ? " and no PTX" : " and PTX for " + arch_list(v.ptx)) +
-                                                            "; it cannot run on " + g.name + " (" + arch_name(g.sm) + ")"});
+                                                            "; it cannot run on " + g.name + " (" + arch_name(g.sm) + ")"); });
           continue;
         }
         // PTX JIT needs a driver at least as new as the toolkit that emitted the PTX.
@@ -264,46 +311,47 @@ class Solver {
         for (const auto* tk : m_catalog.toolkits_of(v.cuda)) need = std::max(need, tk->driver_min);
         if (need > ptx_floor) {
           ptx_floor = need;
-          ptx_why = label(p) + " has no machine code for " + g.name + " (" + arch_name(g.sm) + "); JIT of its compute_" +
+          if (m_explain) ptx_why = label(p) + " has no machine code for " + g.name + " (" + arch_name(g.sm) + "); JIT of its compute_" +
                     std::to_string(ptx) + " PTX needs the CUDA " + cuda_xy(v.cuda) + " driver";
         }
       }
     }
     // Driver floor.
-    if (major) c.floor.push_back({major->minor_compat_driver_min, "CUDA " + std::to_string(major->major) + ".x runtime (minor-version compatibility)", true});
-    if (c.cudnn_build) c.floor.push_back({c.cudnn_build->driver_min, "cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(c.cudnn_build->cuda_major), true});
+    if (major) floor_part(c, major->minor_compat_driver_min, [&] { return std::string("CUDA " + std::to_string(major->major) + ".x runtime (minor-version compatibility)"); }, Rule::driver);
+    if (c.cudnn_build) floor_part(c, c.cudnn_build->driver_min, [&] { return std::string("cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(c.cudnn_build->cuda_major)); }, Rule::driver);
     for (const auto& p : c.picks)
-      if (p.variant->driver_min) c.floor.push_back({*p.variant->driver_min, label(p) + " states this minimum", true});
-    if (!ptx_floor.empty()) c.floor.push_back({ptx_floor, ptx_why, true});
+      if (p.variant->driver_min) floor_part(c, *p.variant->driver_min, [&] { return std::string(label(p) + " states this minimum"); }, Rule::driver);
+    if (!ptx_floor.empty()) floor_part(c, ptx_floor, [&] { return std::string(ptx_why); }, Rule::driver);
     for (const auto& g : m_req.gpus) {
-      if (g.model && g.model->driver_min) c.floor.push_back({*g.model->driver_min, g.name + " is supported from this driver", false});
+      if (g.model && g.model->driver_min) floor_part(c, *g.model->driver_min, [&] { return std::string(g.name + " is supported from this driver"); }, Rule::gpu_driver);
     }
     if (m_spec.gpu.confidential == Confidential::required) {
       for (const auto& g : m_req.gpus) {
         if (!g.model) {
-          c.violations.push_back({Rule::confidential, "confidential computing is required, but " + g.name +
-                                                          " is given by architecture only, so its support cannot be checked"});
+          violate(c, Rule::confidential, [&] { return std::string("confidential computing is required, but " + g.name +
+                                                          " is given by architecture only, so its support cannot be checked"); });
         } else if (!g.model->confidential) {
-          c.violations.push_back({Rule::confidential, "confidential computing is required, but " + g.name + " does not support it"});
+          violate(c, Rule::confidential, [&] { return std::string("confidential computing is required, but " + g.name + " does not support it"); });
         } else if (g.model->confidential_driver_min) {
-          c.floor.push_back({*g.model->confidential_driver_min, "confidential computing on " + g.name, false});
+          floor_part(c, *g.model->confidential_driver_min, [&] { return std::string("confidential computing on " + g.name); }, Rule::confidential);
         }
       }
       if (m_req.gpus.empty())
-        c.violations.push_back({Rule::confidential, "confidential computing is required, but no GPU model is given to check it against"});
+        violate(c, Rule::confidential, [&] { return std::string("confidential computing is required, but no GPU model is given to check it against"); });
     }
     for (const auto& f : c.floor) c.driver_min = std::max(c.driver_min, f.driver);
     if (m_driver) check_driver(c);
     // Preference score, compared lexicographically (docs/resolver.md).
-    c.score.push_back(Version::of({c.forward_compat ? 0u : 1u}));
-    for (const auto& p : c.picks) c.score.push_back(p.release->version);
+    c.score.reserve(6 * (4 + 2 * c.picks.size()));
+    push_parts(c.score, {c.forward_compat ? 0u : 1u});
+    for (const auto& p : c.picks) push_version(c.score, p.release->version);
     for (const auto& p : c.picks) {
       const bool is_default = p.variant->name == p.release->default_variant;
-      c.score.push_back(Version::of({is_default ? 1u : 0u, p.variant->cuda.major(), p.variant->cuda.minor()}));
+      push_parts(c.score, {is_default ? 1u : 0u, p.variant->cuda.major(), p.variant->cuda.minor()});
     }
-    c.score.push_back(t.version);
-    c.score.push_back(c.cudnn ? *c.cudnn : Version::of({0}));
-    c.score.push_back(c.python ? *c.python : Version::of({0}));
+    push_version(c.score, t.version);
+    push_version(c.score, c.cudnn ? *c.cudnn : Version{});
+    push_version(c.score, c.python ? *c.python : Version{});
   }
 
   static std::string arch_range(const std::vector<int>& sm) {
@@ -316,7 +364,7 @@ class Solver {
     for (const auto& py : m_distro.python) {
       bool ok = true;
       for (const auto& p : c.picks)
-        ok = ok && py.truncated(2) >= p.release->python_min.truncated(2) && py.truncated(2) <= p.release->python_max.truncated(2);
+        ok = ok && compare_prefix(py, p.release->python_min, 2) >= 0 && compare_prefix(py, p.release->python_max, 2) <= 0;
       if (ok) allowed.push_back(py);
     }
     std::sort(allowed.begin(), allowed.end());
@@ -327,7 +375,7 @@ class Solver {
                          " to " + p.release->python_max.str());
       std::vector<std::string> have;
       for (const auto& py : m_distro.python) have.push_back(py.str());
-      c.violations.push_back({Rule::python_framework, join(ranges, "; ") + "; " + m_spec.base() + " provides Python " + join(have, ", ")});
+      violate(c, Rule::python_framework, [&] { return std::string(join(ranges, "; ") + "; " + m_spec.base() + " provides Python " + join(have, ", ")); });
       return;
     }
     for (auto it = allowed.rbegin(); it != allowed.rend(); ++it) {
@@ -340,43 +388,46 @@ class Solver {
     std::vector<std::string> have;
     for (const auto& py : allowed) have.push_back(py.str());
     std::string who = c.picks.empty() ? m_spec.base() : labels(c) + " on " + m_spec.base();
-    c.violations.push_back({Rule::python_constraint, "the spec asks for Python '" + m_spec.python.str() + "'; " + who +
-                                                         " can use Python " + join(have, ", ")});
+    violate(c, Rule::python_constraint, [&] { return std::string("the spec asks for Python '" + m_spec.python.str() + "'; " + who +
+                                                         " can use Python " + join(have, ", ")); });
   }
 
   void check_driver(Candidate& c) {
     const Version& d = *m_driver;
-    std::vector<const FloorPart*> unmet;
-    for (const auto& f : c.floor)
-      if (f.driver > d) unmet.push_back(&f);
-    if (unmet.empty()) return;
-    bool liftable = true;
-    for (const auto* f : unmet) {
-      if (!f->compat_can_lift) {
+    bool unmet_any = false, liftable = true;
+    for (const auto& f : c.floor) {
+      if (!(f.driver > d)) continue;
+      unmet_any = true;
+      if (!f.compat_can_lift) {
         liftable = false;
-        const bool cc = f->why.rfind("confidential", 0) == 0;
-        c.violations.push_back({cc ? Rule::confidential : Rule::gpu_driver,
-                                (cc ? "" : std::string()) + f->why.substr(0, f->why.find(" is supported")) +
-                                    (cc ? " needs driver >= " : " needs driver >= ") + f->driver.str() + "; the driver is " + d.str()});
+        violate(c, f.rule_if_unmet, [&] {
+          const std::string who = f.rule_if_unmet == Rule::confidential ? f.why : f.why.substr(0, f.why.find(" is supported"));
+          return who + " needs driver >= " + f.driver.str() + "; the driver is " + d.str();
+        });
       }
     }
+    if (!unmet_any) return;
     std::string why_not;
-    const CompatPackage* pkg = compat_for(c, why_not);
+    const CompatPackage* pkg = compat_for(c, m_explain ? &why_not : nullptr);
     if (liftable && pkg) {
       c.forward_compat = true;
       c.compat = pkg;
       return;
     }
-    for (const auto* f : unmet) {
-      if (!f->compat_can_lift) continue;
-      std::string msg = labels(c) + " needs driver >= " + f->driver.str() + " (" + f->why + "); driver " + d.str() + " runs " +
-                        native_cuda_of(m_catalog, d);
-      if (!why_not.empty()) msg += "; forward compatibility does not apply: " + why_not;
-      c.violations.push_back({Rule::driver, msg});
+    for (const auto& f : c.floor) {
+      if (!(f.driver > d) || !f.compat_can_lift) continue;
+      violate(c, Rule::driver, [&] {
+        std::string msg = labels(c) + " needs driver >= " + f.driver.str() + " (" + f.why + "); driver " + d.str() + " runs " +
+                          native_cuda_of(m_catalog, d);
+        if (!why_not.empty()) msg += "; forward compatibility does not apply: " + why_not;
+        return msg;
+      });
     }
   }
 
-  const CompatPackage* compat_for(const Candidate& c, std::string& why_not) const {
+  const CompatPackage* compat_for(const Candidate& c, std::string* why_not_out) const {
+    std::string ignored;
+    std::string& why_not = why_not_out ? *why_not_out : ignored;
     if (m_req.gpus.empty()) {
       why_not = "no GPU model is known, so data-center support cannot be checked";
       return nullptr;
@@ -551,6 +602,7 @@ class Solver {
   const Distro& m_distro;
   std::optional<Version> m_driver;
   std::vector<Candidate> m_candidates;
+  bool m_explain = false;
 };
 
 }  // namespace

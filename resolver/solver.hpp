@@ -49,6 +49,7 @@ struct FloorPart {
   Version driver;
   std::string why;
   bool compat_can_lift = false;  ///< forward compatibility (cuda-compat) satisfies it on an older driver
+  Rule rule_if_unmet = Rule::driver;  ///< driver, gpu_driver or confidential
 };
 
 struct ChosenFramework {

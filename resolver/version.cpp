@@ -28,7 +28,7 @@ struct Bounds {
 };
 
 Version bump_last(const Version& v) {
-  auto parts = v.parts();
+  std::vector<std::uint32_t> parts(v.parts().begin(), v.parts().end());
   parts.back() += 1;
   return Version::of(parts);
 }
@@ -90,8 +90,8 @@ Result<Version> Version::parse(std::string_view text) {
     if (ec != std::errc() || ptr != part.data() + part.size()) {
       return version_error(text, "'" + std::string(part) + "' is not a number");
     }
-    v.m_parts.push_back(n);
-    if (v.m_parts.size() > k_max_parts) return version_error(text, "more than 6 components");
+    if (v.m_size == k_max_parts) return version_error(text, "more than 6 components");
+    v.m_parts[v.m_size++] = n;
     if (end == std::string_view::npos) break;
     pos = end + 1;
   }
@@ -101,38 +101,28 @@ Result<Version> Version::parse(std::string_view text) {
 
 Version Version::of(std::vector<std::uint32_t> parts) {
   Version v;
-  v.m_parts = std::move(parts);
-  for (std::size_t i = 0; i < v.m_parts.size(); ++i) {
+  for (std::size_t i = 0; i < parts.size() && i < k_max_parts; ++i) {
+    v.m_parts[v.m_size++] = parts[i];
     if (i) v.m_text += '.';
-    v.m_text += std::to_string(v.m_parts[i]);
+    v.m_text += std::to_string(parts[i]);
   }
   return v;
 }
 
 bool Version::has_prefix(const Version& prefix) const {
-  if (prefix.m_parts.size() > m_parts.size()) {
-    // 12.4 has prefix 12.4.0 (padding) but not 12.4.1.
-    for (std::size_t i = m_parts.size(); i < prefix.m_parts.size(); ++i)
-      if (prefix.m_parts[i] != 0) return false;
-  }
-  for (std::size_t i = 0; i < std::min(prefix.m_parts.size(), m_parts.size()); ++i)
+  // Unused slots are 0: 12.4 has prefix 12.4.0 (padding) but not 12.4.1.
+  for (std::size_t i = 0; i < prefix.m_size; ++i)
     if (m_parts[i] != prefix.m_parts[i]) return false;
   return true;
 }
 
 Version Version::truncated(std::size_t n) const {
-  std::vector<std::uint32_t> p(m_parts.begin(), m_parts.begin() + static_cast<std::ptrdiff_t>(std::min(n, m_parts.size())));
-  while (p.size() < n) p.push_back(0);
+  std::vector<std::uint32_t> p(n, 0);
+  for (std::size_t i = 0; i < n && i < m_size; ++i) p[i] = m_parts[i];
   return of(std::move(p));
 }
 
-std::strong_ordering operator<=>(const Version& a, const Version& b) {
-  const std::size_t n = std::max(a.m_parts.size(), b.m_parts.size());
-  for (std::size_t i = 0; i < n; ++i) {
-    if (auto c = a.part(i) <=> b.part(i); c != 0) return c;
-  }
-  return std::strong_ordering::equal;
-}
+std::strong_ordering operator<=>(const Version& a, const Version& b) { return a.m_parts <=> b.m_parts; }
 
 Result<Constraint> Constraint::parse(std::string_view text_in) {
   const std::string_view text = trim(text_in);

@@ -1,6 +1,8 @@
 #pragma once
 // Dotted numeric versions (CUDA 12.4.1, driver 550.54.15, torch 2.5.1) and constraints over them.
+#include <array>
 #include <compare>
+#include <span>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,11 +23,11 @@ class Version {
   /// Builds from components; text is rebuilt as "a.b.c".
   static Version of(std::vector<std::uint32_t> parts);
 
-  [[nodiscard]] const std::vector<std::uint32_t>& parts() const { return m_parts; }
+  [[nodiscard]] std::span<const std::uint32_t> parts() const { return {m_parts.data(), m_size}; }
   [[nodiscard]] const std::string& str() const { return m_text; }
-  [[nodiscard]] bool empty() const { return m_parts.empty(); }
+  [[nodiscard]] bool empty() const { return m_size == 0; }
   /// Component i, or 0 past the end.
-  [[nodiscard]] std::uint32_t part(std::size_t i) const { return i < m_parts.size() ? m_parts[i] : 0; }
+  [[nodiscard]] std::uint32_t part(std::size_t i) const { return i < m_size ? m_parts[i] : 0; }
   [[nodiscard]] std::uint32_t major() const { return part(0); }
   [[nodiscard]] std::uint32_t minor() const { return part(1); }
   /// True when this version's first components equal every component of `prefix` (12.4.1 has prefix 12.4).
@@ -37,7 +39,8 @@ class Version {
   friend bool operator==(const Version& a, const Version& b) { return (a <=> b) == 0; }
 
  private:
-  std::vector<std::uint32_t> m_parts;
+  std::array<std::uint32_t, 6> m_parts{};  // unused slots are 0, so comparisons need no padding logic
+  std::size_t m_size = 0;
   std::string m_text;
 };
 
