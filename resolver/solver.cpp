@@ -584,9 +584,13 @@ class Solver {
                                 ") works with " + where);
     }
     if (m_driver) {
-      if (const Candidate* c = best_where({Rule::driver, Rule::gpu_driver})) {
-        out.suggestions.push_back("upgrade the driver to >= " + c->driver_min.str() + " for " + labels(*c));
-      }
+      // The smallest driver upgrade that makes a combination the spec asks for work.
+      const Candidate* lowest = nullptr;
+      for (const auto& c : m_candidates)
+        if (subset_of(c, {Rule::driver, Rule::gpu_driver}) &&
+            (!lowest || c.driver_min < lowest->driver_min || (c.driver_min == lowest->driver_min && c.score > lowest->score)))
+          lowest = &c;
+      if (lowest) out.suggestions.push_back("upgrade the driver to >= " + lowest->driver_min.str() + " for " + labels(*lowest));
     }
     if (const Candidate* c = best_where({Rule::python_constraint}); c && c->python) {
       out.suggestions.push_back("ask for Python " + c->python->str() + " (" + labels(*c) + ")");

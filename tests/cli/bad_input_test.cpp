@@ -18,6 +18,8 @@ struct Case {
   std::string expect_id;
 };
 
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 std::vector<Case> corpus() {
   std::vector<Case> c;
   c.push_back({"empty", "", "spec.empty"});
