@@ -317,7 +317,7 @@ class Solver {
       }
     }
     // Driver floor.
-    if (major) floor_part(c, major->minor_compat_driver_min, [&] { return std::string("CUDA " + std::to_string(major->major) + ".x runtime (minor-version compatibility)"); }, Rule::driver);
+    if (major) floor_part(c, major->minor_compat_driver_min, [&] { return std::string("CUDA " + std::to_string(major->major) + ".x runtime, with minor-version compatibility"); }, Rule::driver);
     if (c.cudnn_build) floor_part(c, c.cudnn_build->driver_min, [&] { return std::string("cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(c.cudnn_build->cuda_major)); }, Rule::driver);
     for (const auto& p : c.picks)
       if (p.variant->driver_min) floor_part(c, *p.variant->driver_min, [&] { return std::string(label(p) + " states this minimum"); }, Rule::driver);
