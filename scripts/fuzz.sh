@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUENV_BUILD_TESTS=OFF -DGPUENV_BUILD_BENCH=OFF \
   -DGPUENV_BUILD_FUZZ=ON -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined" >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target spec_fuzz constraint_fuzz catalog_codec_fuzz
+cmake --build build-fuzz -j"$(nproc)" --target spec_fuzz constraint_fuzz catalog_codec_fuzz gpuenv_recipes
 mkdir -p build-fuzz/corpus/spec build-fuzz/corpus/constraint build-fuzz/corpus/codec
 cp fuzz/corpus/spec/* build-fuzz/corpus/spec/
 head -c 4000 build-fuzz/recipes/catalog.bin > build-fuzz/corpus/codec/head.bin
