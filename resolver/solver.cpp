@@ -191,7 +191,7 @@ class Solver {
       }
       if (fixed && !(fixed->has_prefix(want) || want.has_prefix(*fixed) ||
                      (p.release->framework == "jax" && *fixed >= *p.variant->cudnn && fixed->major() == want.major()))) {
-        pre.push_back({Rule::cudnn_constraint, label(p) + " needs cuDNN " + p.variant->cudnn->str() +
+        pre.push_back({Rule::cudnn_conflict, label(p) + " needs cuDNN " + p.variant->cudnn->str() +
                                                    ", another framework fixes cuDNN " + fixed->str()});
       }
       if (!fixed || p.release->framework == "torch") fixed = want;  // torch's bundled cuDNN wins
@@ -629,6 +629,7 @@ std::string_view rule_name(Rule rule) {
     case Rule::gpu_driver: return "gpu_driver";
     case Rule::confidential: return "confidential";
     case Rule::glibc: return "glibc";
+    case Rule::cudnn_conflict: return "cudnn_conflict";
   }
   return "unknown";
 }

@@ -36,6 +36,7 @@ struct ResolveRequest {
 enum class Rule {
   framework_version, cuda_constraint, cudnn_constraint, python_constraint, python_framework, arch_cuda,
   arch_cudnn, arch_framework, cudnn_cuda, driver, gpu_driver, confidential, glibc,
+  cudnn_conflict,  ///< two frameworks in one image need different cuDNN releases
 };
 std::string_view rule_name(Rule rule);
 

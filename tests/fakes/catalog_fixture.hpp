@@ -9,28 +9,24 @@
 
 namespace gpuenv::testing {
 
+inline cli::LoadedCatalog load_or_fail(const std::string& dir) {
+  auto c = cli::load_catalog_from(dir);
+  if (!c) {
+    ADD_FAILURE() << c.error().to_string();
+    return cli::LoadedCatalog{};
+  }
+  return std::move(*c);
+}
+
+/// The catalog compiled into gpuenv.
 inline const resolver::Catalog& catalog() {
-  static const cli::LoadedCatalog loaded = [] {
-    auto c = cli::load_catalog_from("");
-    if (!c) {
-      ADD_FAILURE() << c.error().to_string();
-      return cli::LoadedCatalog{};
-    }
-    return std::move(*c);
-  }();
+  static const cli::LoadedCatalog loaded = load_or_fail("");
   return loaded.catalog;
 }
 
 /// The synthetic catalog of tests/data/mini_catalog (rules tested apart from the real data).
 inline const resolver::Catalog& mini_catalog() {
-  static const cli::LoadedCatalog loaded = [] {
-    auto c = cli::load_catalog_from(GPUENV_SOURCE_DIR "/tests/data/mini_catalog");
-    if (!c) {
-      ADD_FAILURE() << c.error().to_string();
-      return cli::LoadedCatalog{};
-    }
-    return std::move(*c);
-  }();
+  static const cli::LoadedCatalog loaded = load_or_fail(GPUENV_SOURCE_DIR "/tests/data/mini_catalog");
   return loaded.catalog;
 }
 

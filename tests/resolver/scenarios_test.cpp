@@ -159,3 +159,17 @@ INSTANTIATE_TEST_SUITE_P(Scenarios, RealWorld, ::testing::ValuesIn(scenarios()),
 TEST(RealWorldCount, AtLeastFortyScenarios) { EXPECT_GE(scenarios().size(), 40u); }
 
 }  // namespace
+
+namespace {
+
+TEST(MultiFramework, TorchAndTensorflowDisagreeOnCudnn) {
+  // TensorFlow 2.18 is tested with cuDNN 9.3; torch 2.9 bundles 9.10.2: one image cannot hold both.
+  const auto r = gpuenv::testing::resolve_yaml(
+      "name: x\nbase: ubuntu:22.04\nframeworks: {torch: '2.9.1', tensorflow: '2.18'}\ngpu: {models: [H100], driver: '550.54.15'}\n");
+  ASSERT_FALSE(r.ok);
+  bool found = false;
+  for (const auto& c : r.conflicts) found = found || c.rule == Rule::cudnn_conflict;
+  EXPECT_TRUE(found) << gpuenv::testing::conflicts_text(r);
+}
+
+}  // namespace
