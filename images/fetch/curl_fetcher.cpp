@@ -1,0 +1,462 @@
+#include "images/fetch/curl_fetcher.hpp"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <thread>
+
+namespace gpuenv::images {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string hex(const unsigned char* d, unsigned n) {
+  static const char* k = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < n; ++i) {
+    out += k[d[i] >> 4];
+    out += k[d[i] & 15];
+  }
+  return out;
+}
+
+/// Owns an EVP sha256 context.
+class Sha256 {
+ public:
+  Sha256() : m_ctx(EVP_MD_CTX_new()) { reset(); }
+  ~Sha256() { EVP_MD_CTX_free(m_ctx); }
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void reset() { EVP_DigestInit_ex(m_ctx, EVP_sha256(), nullptr); }
+  void update(const void* p, std::size_t n) { EVP_DigestUpdate(m_ctx, p, n); }
+  std::string finish() {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned n = 0;
+    EVP_DigestFinal_ex(m_ctx, md, &n);
+    return hex(md, n);
+  }
+
+ private:
+  EVP_MD_CTX* m_ctx;
+};
+
+enum class Outcome { pending, done, failed };
+
+struct Transfer {
+  // What to do.
+  std::string url;
+  std::string dest;  // empty: into memory
+  std::optional<std::string> sha256;
+  std::optional<std::uint64_t> size;
+  // State.
+  CURL* easy = nullptr;
+  int fd = -1;
+  std::string memory;
+  Sha256 hash;
+  std::uint64_t offset = 0;    // bytes already on disk when this attempt started
+  std::uint64_t received = 0;  // bytes written by this attempt
+  bool first_write = true;
+  bool too_large = false;
+  bool restarted_after_mismatch = false;
+  bool no_ranges = false;  // the server ignored Range once: always start from byte 0
+  int attempts = 0;
+  Clock::time_point not_before{};
+  std::optional<long> retry_after_s;
+  char errbuf[CURL_ERROR_SIZE] = {};
+  Outcome outcome = Outcome::pending;
+  std::optional<Error> error;
+  std::uint64_t max_bytes = 0;
+  std::uint64_t* progress_bytes = nullptr;
+  std::string part() const { return dest + ".part"; }
+};
+
+void init_curl_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+bool retryable_curl(CURLcode c) {
+  switch (c) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_GOT_NOTHING:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_SSL_CONNECT_ERROR:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool retryable_http(long code) { return code == 408 || code == 429 || code >= 500; }
+
+class CurlFetcher final : public Fetcher {
+ public:
+  explicit CurlFetcher(FetchOptions o) : m_o(std::move(o)) {
+    init_curl_once();
+    m_multi = curl_multi_init();
+    curl_multi_setopt(m_multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+    curl_multi_setopt(m_multi, CURLMOPT_MAX_HOST_CONNECTIONS, static_cast<long>(std::max(1, m_o.parallel)));
+  }
+  ~CurlFetcher() override {
+    for (CURL* e : m_pool) curl_easy_cleanup(e);
+    curl_multi_cleanup(m_multi);
+  }
+  CurlFetcher(const CurlFetcher&) = delete;
+  CurlFetcher& operator=(const CurlFetcher&) = delete;
+
+  Result<std::string> get(const std::string& url) override {
+    std::deque<Transfer> ts(1);
+    ts[0].url = url;
+    ts[0].max_bytes = m_o.max_document_bytes;
+    run(ts);
+    if (ts[0].outcome != Outcome::done) return *ts[0].error;
+    return std::move(ts[0].memory);
+  }
+
+  std::vector<Result<FetchedFile>> fetch_all(const std::vector<FetchRequest>& requests) override {
+    std::deque<Transfer> ts(requests.size());
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      ts[i].url = requests[i].url;
+      ts[i].dest = requests[i].dest;
+      ts[i].sha256 = requests[i].sha256;
+      ts[i].size = requests[i].size;
+    }
+    run(ts);
+    std::vector<Result<FetchedFile>> out;
+    for (auto& t : ts) {
+      if (t.outcome == Outcome::done) {
+        out.emplace_back(FetchedFile{t.url, t.dest, t.offset + t.received, t.sha256.value_or(""), t.attempts});
+      } else {
+        out.emplace_back(*t.error);
+      }
+    }
+    return out;
+  }
+
+ private:
+  static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    const std::size_t len = size * n;
+    std::string line(data, len);
+    if (line.size() > 12 && strncasecmp(line.c_str(), "retry-after:", 12) == 0) {
+      try {
+        t->retry_after_s = std::stol(line.substr(12));
+      } catch (const std::exception&) {
+        // an HTTP date: fall back to the normal backoff
+      }
+    }
+    return len;
+  }
+
+  static std::size_t on_write(char* data, std::size_t size, std::size_t n, void* user) {
+    auto* t = static_cast<Transfer*>(user);
+    const std::size_t len = size * n;
+    if (t->first_write) {
+      t->first_write = false;
+      long code = 0;
+      curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &code);
+      if (t->offset > 0 && code == 200) {  // the server ignored Range: start over
+        if (ftruncate(t->fd, 0) != 0 || lseek(t->fd, 0, SEEK_SET) != 0) return 0;
+        t->hash.reset();
+        t->offset = 0;
+      }
+    }
+    const std::uint64_t total = t->offset + t->received + len;
+    if ((t->size && total > *t->size) || (t->max_bytes && total > t->max_bytes)) {
+      t->too_large = true;
+      return 0;  // aborts the transfer with CURLE_WRITE_ERROR
+    }
+    if (t->fd >= 0) {
+      std::size_t done = 0;
+      while (done < len) {
+        const ssize_t w = ::write(t->fd, data + done, len - done);
+        if (w < 0) {
+          if (errno == EINTR) continue;
+          return 0;
+        }
+        done += static_cast<std::size_t>(w);
+      }
+    } else {
+      t->memory.append(data, len);
+    }
+    t->hash.update(data, len);
+    t->received += len;
+    if (t->progress_bytes) *t->progress_bytes += len;
+    return len;
+  }
+
+  CURL* take_easy() {
+    if (m_pool.empty()) return curl_easy_init();
+    CURL* e = m_pool.back();
+    m_pool.pop_back();
+    curl_easy_reset(e);
+    return e;
+  }
+
+  Error fail(const Transfer& t, const std::string& id, const std::string& what, const std::string& hint) const {
+    return make_error(ErrorKind::environment, id, what + " (after " + std::to_string(t.attempts) + " attempt" + (t.attempts == 1 ? "" : "s") + ")",
+                      t.url, hint);
+  }
+
+  // Opens the part file and hashes what an earlier attempt left in it, for resuming.
+  bool open_part(Transfer& t) {
+    t.hash.reset();
+    t.offset = 0;
+    t.fd = ::open(t.part().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (t.fd < 0) {
+      t.error = make_error(ErrorKind::environment, "fetch.io", "cannot create " + t.part() + ": " + std::strerror(errno), t.url,
+                           "check that the directory exists and is writable");
+      return false;
+    }
+    char buf[1 << 16];
+    while (true) {
+      const ssize_t r = ::read(t.fd, buf, sizeof buf);
+      if (r <= 0) break;
+      t.hash.update(buf, static_cast<std::size_t>(r));
+      t.offset += static_cast<std::uint64_t>(r);
+    }
+    if (t.no_ranges || (t.size && t.offset > *t.size)) {  // cannot resume, or stale leftovers: start over
+      if (ftruncate(t.fd, 0) != 0) return false;
+      lseek(t.fd, 0, SEEK_SET);
+      t.hash.reset();
+      t.offset = 0;
+    }
+    return true;
+  }
+
+  bool start(Transfer& t) {
+    ++t.attempts;
+    t.received = 0;
+    t.first_write = true;
+    t.too_large = false;
+    t.retry_after_s.reset();
+    t.errbuf[0] = 0;
+    if (!t.dest.empty()) {
+      if (!open_part(t)) {
+        t.outcome = Outcome::failed;
+        return false;
+      }
+    } else {
+      t.memory.clear();
+      t.hash.reset();
+      t.offset = 0;
+    }
+    t.progress_bytes = &m_progress.bytes_done;
+    CURL* e = take_easy();
+    t.easy = e;
+    curl_easy_setopt(e, CURLOPT_URL, t.url.c_str());
+    curl_easy_setopt(e, CURLOPT_PRIVATE, &t);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &CurlFetcher::on_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &CurlFetcher::on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, &t);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t.errbuf);
+    curl_easy_setopt(e, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https,file");
+    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (!m_o.ca_bundle.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, m_o.ca_bundle.c_str());
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(m_o.connect_timeout.count()));
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, static_cast<long>(m_o.stall_timeout.count()));
+    curl_easy_setopt(e, CURLOPT_USERAGENT, m_o.user_agent.c_str());
+    if (t.offset > 0) curl_easy_setopt(e, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(t.offset));
+    curl_multi_add_handle(m_multi, e);
+    return true;
+  }
+
+  void schedule_retry(Transfer& t, const std::string& why) {
+    if (t.attempts >= m_o.max_attempts) {
+      if (!t.error) t.error = fail(t, "fetch.failed", why, "the server or the network keeps failing; try again later or use another mirror");
+      finish_failed(t);
+      return;
+    }
+    auto delay = m_o.backoff_base * (1 << std::min(t.attempts - 1, 16));
+    delay = std::min<std::chrono::milliseconds>(delay, m_o.backoff_cap);
+    std::uniform_int_distribution<long> jitter(0, delay.count() / 4 + 1);
+    delay += std::chrono::milliseconds(jitter(m_rng));
+    if (t.retry_after_s) delay = std::max<std::chrono::milliseconds>(delay, std::chrono::seconds(std::min(*t.retry_after_s, 60L)));
+    t.not_before = Clock::now() + delay;
+    m_waiting.push_back(&t);
+  }
+
+  void finish_failed(Transfer& t) {
+    t.outcome = Outcome::failed;
+    ++m_progress.files_done;
+    if (!t.dest.empty()) ::unlink(t.part().c_str());
+  }
+
+  void complete(Transfer& t, CURLcode code) {
+    long http = 0;
+    curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &http);
+    curl_multi_remove_handle(m_multi, t.easy);
+    m_pool.push_back(t.easy);
+    t.easy = nullptr;
+    if (t.fd >= 0 && code != CURLE_OK) {
+      ::close(t.fd);
+      t.fd = -1;
+    }
+    if (code == CURLE_OK) {
+      const std::uint64_t total = t.offset + t.received;
+      std::string digest = t.hash.finish();
+      const bool size_bad = t.size && total != *t.size;
+      const bool sha_bad = t.sha256 && digest != *t.sha256;
+      if (size_bad || sha_bad) {
+        if (t.fd >= 0) {
+          ::close(t.fd);
+          t.fd = -1;
+        }
+        if (!t.dest.empty()) ::unlink(t.part().c_str());
+        const std::string what = size_bad ? "size " + std::to_string(total) + " instead of " + std::to_string(*t.size)
+                                          : "sha256 " + digest + " instead of " + *t.sha256;
+        if (!t.restarted_after_mismatch) {  // a corrupted transfer may heal once; a wrong file will not
+          t.restarted_after_mismatch = true;
+          schedule_retry(t, what);
+          return;
+        }
+        t.error = fail(t, "fetch.hash_mismatch", "downloaded file has " + what,
+                       "the mirror serves different bytes than its index promises; try another mirror or refresh the index");
+        finish_failed(t);
+        return;
+      }
+      if (!t.dest.empty()) {
+        if (::fsync(t.fd) != 0 || ::close(t.fd) != 0 || ::rename(t.part().c_str(), t.dest.c_str()) != 0) {
+          t.fd = -1;
+          t.error = make_error(ErrorKind::environment, "fetch.io", "cannot store " + t.dest + ": " + std::strerror(errno), t.url,
+                               "check free disk space and permissions");
+          finish_failed(t);
+          return;
+        }
+        t.fd = -1;
+      }
+      if (!t.sha256) t.sha256 = digest;
+      t.outcome = Outcome::done;
+      ++m_progress.files_done;
+      return;
+    }
+    if (t.too_large) {
+      if (!t.dest.empty()) ::unlink(t.part().c_str());
+      t.error = fail(t, "fetch.too_large", "the body is larger than " + (t.size ? "the index says (" + std::to_string(*t.size) + " bytes)" : "the limit of " + std::to_string(t.max_bytes) + " bytes"),
+                     "the mirror may be serving another file; try another mirror");
+      if (t.size && !t.restarted_after_mismatch) {
+        t.restarted_after_mismatch = true;
+        t.error.reset();
+        schedule_retry(t, "body larger than expected");
+        return;
+      }
+      finish_failed(t);
+      return;
+    }
+    if (code == CURLE_HTTP_RETURNED_ERROR) {
+      if (http == 404 || http == 410) {
+        t.error = fail(t, "fetch.not_found", "HTTP " + std::to_string(http) + ": not found", "check the URL, suite and component; the index may be stale");
+        finish_failed(t);
+        return;
+      }
+      if (http == 416 && t.offset > 0) {  // our partial file is stale or complete: start over
+        ::unlink(t.part().c_str());
+        schedule_retry(t, "HTTP 416");
+        return;
+      }
+      if (retryable_http(http)) {
+        schedule_retry(t, "HTTP " + std::to_string(http));
+        return;
+      }
+      t.error = fail(t, "fetch.http", "HTTP " + std::to_string(http), http == 401 || http == 403 ? "check credentials and access rights" : "");
+      finish_failed(t);
+      return;
+    }
+    if (code == CURLE_RANGE_ERROR) {
+      t.no_ranges = true;
+      schedule_retry(t, "the server does not support resuming");
+      return;
+    }
+    const std::string why = std::string(curl_easy_strerror(code)) + (t.errbuf[0] ? std::string(": ") + t.errbuf : "");
+    if (retryable_curl(code)) {
+      schedule_retry(t, why);
+      return;
+    }
+    t.error = fail(t, "fetch.failed", why,
+                   code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE
+                       ? "TLS verification failed; give the right CA bundle (ca_bundle) rather than disabling verification"
+                       : "");
+    finish_failed(t);
+  }
+
+  void run(std::deque<Transfer>& ts) {
+    m_progress = FetchProgress{};
+    m_progress.files_total = ts.size();
+    for (const auto& t : ts) m_progress.bytes_total += t.size.value_or(0);
+    m_waiting.clear();
+    for (auto& t : ts) m_waiting.push_back(&t);
+    int active = 0;
+    while (active > 0 || !m_waiting.empty()) {
+      const auto now = Clock::now();
+      for (auto it = m_waiting.begin(); it != m_waiting.end() && active < std::max(1, m_o.parallel);) {
+        Transfer* t = *it;
+        if (t->not_before > now) {
+          ++it;
+          continue;
+        }
+        it = m_waiting.erase(it);
+        if (start(*t)) ++active;
+        else {
+          ++m_progress.files_done;
+        }
+      }
+      int running = 0;
+      curl_multi_perform(m_multi, &running);
+      int left = 0;
+      while (CURLMsg* msg = curl_multi_info_read(m_multi, &left)) {
+        if (msg->msg != CURLMSG_DONE) continue;
+        Transfer* t = nullptr;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
+        --active;
+        complete(*t, msg->data.result);
+      }
+      if (m_o.on_progress) m_o.on_progress(m_progress);
+      if (active == 0 && !m_waiting.empty()) {
+        auto next = Clock::time_point::max();
+        for (auto* t : m_waiting) next = std::min(next, t->not_before);
+        const auto wait = next - Clock::now();
+        if (wait > Clock::duration::zero()) std::this_thread::sleep_for(std::min<Clock::duration>(wait, std::chrono::seconds(1)));
+        continue;
+      }
+      curl_multi_poll(m_multi, nullptr, 0, 50, nullptr);
+    }
+  }
+
+  FetchOptions m_o;
+  CURLM* m_multi = nullptr;
+  std::vector<CURL*> m_pool;
+  std::vector<Transfer*> m_waiting;
+  FetchProgress m_progress;
+  std::mt19937 m_rng{std::random_device{}()};
+};
+
+}  // namespace
+
+std::unique_ptr<Fetcher> make_curl_fetcher(FetchOptions options) { return std::make_unique<CurlFetcher>(std::move(options)); }
+
+}  // namespace gpuenv::images

@@ -1,0 +1,196 @@
+// Contract tests of the libcurl Fetcher against a real loopback server that injects faults.
+#include "images/fetch/curl_fetcher.hpp"
+
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "fakes/loopback_server.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace gpuenv::images;
+
+std::string sha256(const std::string& s) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_Digest(s.data(), s.size(), md, &n, EVP_sha256(), nullptr);
+  static const char* k = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < n; ++i) (out += k[md[i] >> 4]) += k[md[i] & 15];
+  return out;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class CurlFetcherContract : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    m_dir = fs::temp_directory_path() / ("gpuenv-fetch-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(m_dir / "srv");
+    fs::create_directories(m_dir / "out");
+    std::mt19937 rng(1);
+    m_big.resize(1 << 20);
+    for (auto& c : m_big) c = static_cast<char>(rng());
+    std::ofstream(m_dir / "srv" / "big.bin", std::ios::binary) << m_big;
+    for (int i = 0; i < 50; ++i) std::ofstream(m_dir / "srv" / ("f" + std::to_string(i))) << "file " << i << std::string(static_cast<std::size_t>(i) * 100, 'x');
+    m_server = std::make_unique<gpuenv::testing::LoopbackServer>((m_dir / "srv").string());
+    ASSERT_GT(m_server->port(), 0) << "fault server did not start";
+  }
+  void TearDown() override {
+    m_server.reset();
+    fs::remove_all(m_dir);
+  }
+  FetchOptions fast() {
+    FetchOptions o;
+    o.backoff_base = std::chrono::milliseconds(10);
+    o.backoff_cap = std::chrono::milliseconds(50);
+    o.stall_timeout = std::chrono::seconds(1);
+    o.connect_timeout = std::chrono::milliseconds(2000);
+    return o;
+  }
+  FetchRequest big(const std::string& query) {
+    return FetchRequest{m_server->url("big.bin" + query), (m_dir / "out" / "big.bin").string(), sha256(m_big), m_big.size()};
+  }
+  bool leftovers() const {
+    for (const auto& e : fs::directory_iterator(m_dir / "out"))
+      if (e.path().extension() == ".part") return true;
+    return false;
+  }
+  fs::path m_dir;
+  std::string m_big;
+  std::unique_ptr<gpuenv::testing::LoopbackServer> m_server;
+};
+
+TEST_F(CurlFetcherContract, FetchesManyFilesConcurrentlyAndVerifiesThem) {
+  std::vector<FetchRequest> reqs;
+  for (int i = 0; i < 50; ++i) {
+    const std::string body = slurp(m_dir / "srv" / ("f" + std::to_string(i)));
+    reqs.push_back({m_server->url("f" + std::to_string(i)), (m_dir / "out" / ("f" + std::to_string(i))).string(), sha256(body), body.size()});
+  }
+  auto f = make_curl_fetcher(fast());
+  auto results = f->fetch_all(reqs);
+  ASSERT_EQ(results.size(), 50u);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    ASSERT_TRUE(results[i].ok()) << results[i].error().to_string();
+    EXPECT_EQ(slurp(reqs[i].dest), slurp(m_dir / "srv" / ("f" + std::to_string(i))));
+    EXPECT_EQ(results[i]->attempts, 1);
+  }
+  EXPECT_FALSE(leftovers());
+}
+
+TEST_F(CurlFetcherContract, GetsADocumentIntoMemory) {
+  auto f = make_curl_fetcher(fast());
+  auto r = f->get(m_server->url("f3"));
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(*r, slurp(m_dir / "srv" / "f3"));
+}
+
+TEST_F(CurlFetcherContract, RetriesServerErrorsWithBackoff) {
+  auto f = make_curl_fetcher(fast());
+  auto r = f->fetch_all({big("?fault=status=503&times=2")});
+  ASSERT_TRUE(r[0].ok()) << r[0].error().to_string();
+  EXPECT_EQ(r[0]->attempts, 3);
+  EXPECT_EQ(slurp(m_dir / "out" / "big.bin"), m_big);
+}
+
+TEST_F(CurlFetcherContract, HonoursRetryAfterOn429) {
+  auto f = make_curl_fetcher(fast());
+  const auto start = std::chrono::steady_clock::now();
+  auto r = f->fetch_all({big("?fault=status=429&times=1")});
+  ASSERT_TRUE(r[0].ok()) << r[0].error().to_string();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(900));
+}
+
+TEST_F(CurlFetcherContract, ResumesADroppedDownloadWithRange) {
+  auto f = make_curl_fetcher(fast());
+  auto r = f->fetch_all({big("?fault=drop&times=1")});
+  ASSERT_TRUE(r[0].ok()) << r[0].error().to_string();
+  EXPECT_EQ(r[0]->attempts, 2);
+  EXPECT_EQ(slurp(m_dir / "out" / "big.bin"), m_big);
+  auto log = f->get(m_server->url("log"));
+  ASSERT_TRUE(log.ok());
+  EXPECT_NE(log->find("range=bytes=524288-"), std::string::npos) << *log;
+}
+
+TEST_F(CurlFetcherContract, RestartsWhenTheServerIgnoresRange) {
+  auto f = make_curl_fetcher(fast());
+  auto r = f->fetch_all({big("?fault=truncate&times=1&noranges=1")});
+  ASSERT_TRUE(r[0].ok()) << r[0].error().to_string();
+  EXPECT_EQ(slurp(m_dir / "out" / "big.bin"), m_big);
+}
+
+TEST_F(CurlFetcherContract, AbortsAndRetriesAStalledTransfer) {
+  auto f = make_curl_fetcher(fast());
+  auto r = f->fetch_all({big("?fault=stall&times=1")});
+  ASSERT_TRUE(r[0].ok()) << r[0].error().to_string();
+  EXPECT_EQ(slurp(m_dir / "out" / "big.bin"), m_big);
+}
+
+TEST_F(CurlFetcherContract, AlteredBodyIsRetriedOnceThenRefused) {
+  auto f = make_curl_fetcher(fast());
+  auto healed = f->fetch_all({big("?fault=alter&times=1")});
+  ASSERT_TRUE(healed[0].ok()) << healed[0].error().to_string();
+  fs::remove(m_dir / "out" / "big.bin");
+  auto r = f->fetch_all({big("?fault=alter&times=9")});
+  ASSERT_FALSE(r[0].ok());
+  EXPECT_EQ(r[0].error().id, "fetch.hash_mismatch");
+  EXPECT_FALSE(fs::exists(m_dir / "out" / "big.bin"));
+  EXPECT_FALSE(leftovers());
+}
+
+TEST_F(CurlFetcherContract, NotFoundIsNotRetried) {
+  auto f = make_curl_fetcher(fast());
+  auto r = f->fetch_all({{m_server->url("missing"), (m_dir / "out" / "m").string(), std::nullopt, std::nullopt}});
+  ASSERT_FALSE(r[0].ok());
+  EXPECT_EQ(r[0].error().id, "fetch.not_found");
+  EXPECT_NE(r[0].error().message.find("after 1 attempt)"), std::string::npos) << r[0].error().message;
+  EXPECT_FALSE(leftovers());
+}
+
+TEST_F(CurlFetcherContract, GivesUpAfterMaxAttempts) {
+  auto o = fast();
+  o.max_attempts = 3;
+  auto f = make_curl_fetcher(o);
+  auto r = f->fetch_all({big("?fault=status=500&times=99")});
+  ASSERT_FALSE(r[0].ok());
+  EXPECT_EQ(r[0].error().id, "fetch.failed");
+  EXPECT_NE(r[0].error().message.find("HTTP 500 (after 3 attempts)"), std::string::npos) << r[0].error().message;
+}
+
+TEST_F(CurlFetcherContract, ConnectionRefusedIsRetriedThenReported) {
+  auto o = fast();
+  o.max_attempts = 2;
+  auto f = make_curl_fetcher(o);
+  auto r = f->get("http://127.0.0.1:1/nothing");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, "fetch.failed");
+}
+
+TEST_F(CurlFetcherContract, LargerThanPromisedIsRefused) {
+  auto f = make_curl_fetcher(fast());
+  auto r = f->fetch_all({{m_server->url("big.bin"), (m_dir / "out" / "big.bin").string(), std::nullopt, 1000}});
+  ASSERT_FALSE(r[0].ok());
+  EXPECT_EQ(r[0].error().id, "fetch.too_large");
+  EXPECT_FALSE(fs::exists(m_dir / "out" / "big.bin"));
+  auto o = fast();
+  o.max_document_bytes = 1000;
+  EXPECT_EQ(make_curl_fetcher(o)->get(m_server->url("big.bin")).error().id, "fetch.too_large");
+}
+
+TEST_F(CurlFetcherContract, UnwritableDestinationIsAnIoError) {
+  auto f = make_curl_fetcher(fast());
+  auto r = f->fetch_all({{m_server->url("f1"), (m_dir / "nope" / "f1").string(), std::nullopt, std::nullopt}});
+  ASSERT_FALSE(r[0].ok());
+  EXPECT_EQ(r[0].error().id, "fetch.io");
+}
+
+}  // namespace
