@@ -1,0 +1,40 @@
+#pragma once
+// Test double for the Fetcher port: a map of URL to bytes; records requests; can fail chosen URLs.
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "images/fetch/fetcher.hpp"
+
+namespace gpuenv::testing {
+
+class FakeFetcher final : public images::Fetcher {
+ public:
+  std::map<std::string, std::string> files;
+  std::set<std::string> failing;
+  std::vector<std::string> requested;
+
+  Result<std::string> get(const std::string& url) override {
+    requested.push_back(url);
+    if (failing.count(url)) return make_error(ErrorKind::environment, "fetch.failed", "injected failure", url, "");
+    auto it = files.find(url);
+    if (it == files.end()) return make_error(ErrorKind::environment, "fetch.not_found", "HTTP 404: not found", url, "");
+    return it->second;
+  }
+
+  std::vector<Result<images::FetchedFile>> fetch_all(const std::vector<images::FetchRequest>& requests) override {
+    std::vector<Result<images::FetchedFile>> out;
+    for (const auto& r : requests) {
+      auto body = get(r.url);
+      if (!body) {
+        out.emplace_back(std::move(body).error());
+        continue;
+      }
+      std::ofstream(r.dest, std::ios::binary) << *body;
+      out.emplace_back(images::FetchedFile{r.url, r.dest, body->size(), r.sha256.value_or(""), 1});
+    }
+    return out;
+  }
+};
+
+}  // namespace gpuenv::testing

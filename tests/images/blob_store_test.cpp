@@ -1,0 +1,132 @@
+// The directory blob store against a temporary directory (its contract), and fetching through it.
+#include "images/cache/blob_store.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "fakes/fake_fetcher.hpp"
+#include "images/cache/cached_fetch.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace gpuenv::images;
+
+const std::string k_hello_sha = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";  // "hello"
+
+class BlobStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root = fs::temp_directory_path() / ("gpuenv-cache-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    store = make_dir_blob_store(root.string());
+  }
+  void TearDown() override { fs::remove_all(root); }
+  fs::path root;
+  std::unique_ptr<BlobStore> store;
+};
+
+TEST_F(BlobStoreTest, PutThenFindByDigest) {
+  auto sha = store->put("hello");
+  ASSERT_TRUE(sha.ok()) << sha.error().to_string();
+  EXPECT_EQ(*sha, k_hello_sha);
+  auto found = store->find(k_hello_sha);
+  ASSERT_TRUE(found.ok() && found->has_value());
+  std::ifstream in(**found);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "hello");
+  EXPECT_EQ(**found, (root / "blobs/sha256/2c" / k_hello_sha).string());
+}
+
+TEST_F(BlobStoreTest, MissingIsNotAnError) {
+  auto found = store->find(std::string(64, 'a'));
+  ASSERT_TRUE(found.ok());
+  EXPECT_FALSE(found->has_value());
+  EXPECT_FALSE(store->find("not-a-digest").ok());
+}
+
+TEST_F(BlobStoreTest, AdoptRefusesAFileWithTheWrongDigest) {
+  auto tmp = store->temp_path();
+  ASSERT_TRUE(tmp.ok());
+  std::ofstream(*tmp) << "hellp";
+  auto r = store->adopt(*tmp, k_hello_sha);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, "cache.hash_mismatch");
+  EXPECT_FALSE(fs::exists(*tmp));
+  EXPECT_FALSE(store->find(k_hello_sha)->has_value());
+}
+
+TEST_F(BlobStoreTest, ListAndPrune) {
+  ASSERT_TRUE(store->put("hello").ok());
+  ASSERT_TRUE(store->put("world").ok());
+  auto l = store->list();
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(l->size(), 2u);
+  EXPECT_EQ((*l)[0].bytes, 5u);
+  auto kept = store->prune(std::chrono::system_clock::now() - std::chrono::hours(1));
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(*kept, 0u);  // both used just now
+  auto freed = store->prune(std::chrono::system_clock::time_point::max());
+  ASSERT_TRUE(freed.ok());
+  EXPECT_EQ(*freed, 10u);
+  EXPECT_TRUE(store->list()->empty());
+}
+
+TEST_F(BlobStoreTest, TwoProcessesStoringTheSameBlobBothSucceed) {
+  std::string big(4 << 20, 'z');
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 4; ++k) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      auto s = make_dir_blob_store(root.string());
+      for (int i = 0; i < 5; ++i)
+        if (!s->put(big).ok()) _exit(1);
+      _exit(0);
+    }
+    kids.push_back(pid);
+  }
+  for (pid_t p : kids) {
+    int status = 0;
+    waitpid(p, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  auto l = store->list();
+  ASSERT_EQ(l->size(), 1u);
+  EXPECT_EQ((*l)[0].bytes, big.size());
+  auto sha = sha256_of_file(*store->find((*l)[0].sha256).value());
+  EXPECT_EQ(*sha, (*l)[0].sha256);
+  EXPECT_TRUE(fs::is_empty(root / "tmp"));
+}
+
+TEST_F(BlobStoreTest, DefaultRootFollowsXdg) {
+  EXPECT_EQ(default_cache_root("/c", "/x", "/h"), "/c");
+  EXPECT_EQ(default_cache_root("", "/x", "/h"), "/x/gpuenv");
+  EXPECT_EQ(default_cache_root("", "", "/h"), "/h/.cache/gpuenv");
+}
+
+TEST_F(BlobStoreTest, FetchIntoCacheSkipsWhatIsCachedAndVerifiesTheRest) {
+  gpuenv::testing::FakeFetcher f;
+  f.files["http://x/hello"] = "hello";
+  f.files["http://x/bad"] = "tampered";
+  ASSERT_TRUE(store->put("hello").ok());
+  auto r = fetch_into_cache(&f, *store, {{"http://x/hello", k_hello_sha, 5}, {"http://x/bad", std::string(64, 'b'), std::nullopt}});
+  ASSERT_TRUE(r[0].ok());
+  EXPECT_TRUE(r[0]->was_cached);
+  ASSERT_FALSE(r[1].ok());
+  EXPECT_EQ(r[1].error().id, "cache.hash_mismatch");
+  EXPECT_EQ(f.requested, std::vector<std::string>{"http://x/bad"});
+  EXPECT_TRUE(fs::is_empty(root / "tmp"));
+}
+
+TEST_F(BlobStoreTest, OfflineUsesOnlyTheCache) {
+  ASSERT_TRUE(store->put("hello").ok());
+  auto r = fetch_into_cache(nullptr, *store, {{"http://x/hello", k_hello_sha, 5}, {"http://x/w", std::string(64, 'c'), 1}});
+  EXPECT_TRUE(r[0].ok());
+  ASSERT_FALSE(r[1].ok());
+  EXPECT_EQ(r[1].error().id, "cache.offline_miss");
+}
+
+}  // namespace
