@@ -18,7 +18,11 @@ Context production_context(char** envp) {
   for (char** e = envp; e && *e; ++e) {
     std::string kv(*e);
     const auto eq = kv.find('=');
-    if (eq != std::string::npos && kv.rfind("GPUENV_", 0) == 0) ctx.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    if (eq == std::string::npos) continue;
+    const std::string name = kv.substr(0, eq);
+    // Only what gpuenv uses: its own variables, the cache location, pip's index configuration.
+    if (name.rfind("GPUENV_", 0) == 0 || name.rfind("PIP_", 0) == 0 || name == "XDG_CACHE_HOME" || name == "HOME")
+      ctx.env[name] = kv.substr(eq + 1);
   }
   ctx.make_probes = [] {
     std::vector<std::unique_ptr<validate::HostProbe>> probes;
@@ -61,6 +65,16 @@ int run(const std::vector<std::string>& args, Context& ctx) {
       ->check(CLI::IsMember({"torch", "tensorflow", "jax", "cuda"}));
   m->add_flag("--json", matrix.json, "Print a gpuenv-matrix-v1 JSON document");
 
+  CacheOptions cache;
+  auto* c = app.add_subcommand("cache", "Show or prune the download cache ($GPUENV_CACHE_DIR, else $XDG_CACHE_HOME/gpuenv)");
+  c->require_subcommand(1);
+  auto* c_ls = c->add_subcommand("ls", "List cached blobs");
+  auto* c_du = c->add_subcommand("du", "Count cached blobs and bytes");
+  auto* c_prune = c->add_subcommand("prune", "Remove blobs not used for a while");
+  c_prune->add_option("--older-than", cache.older_than_days, "Days since last use (default 30)")->check(CLI::NonNegativeNumber);
+  c_prune->add_flag("--all", cache.all, "Remove every blob");
+  for (auto* sub : {c_ls, c_du, c_prune}) sub->add_flag("--json", cache.json, "Print a gpuenv-cache-v1 JSON document");
+
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());
     app.parse(reversed);
@@ -86,6 +100,10 @@ int run(const std::vector<std::string>& args, Context& ctx) {
     if (d->parsed()) {
       detect.catalog_dir = catalog_dir;
       return cmd_detect(detect, ctx);
+    }
+    if (c->parsed()) {
+      cache.action = c_ls->parsed() ? "ls" : c_du->parsed() ? "du" : "prune";
+      return cmd_cache(cache, ctx);
     }
     if (m->parsed()) {
       matrix.catalog_dir = catalog_dir;

@@ -42,6 +42,16 @@ struct MatrixOptions {
 };
 int cmd_matrix(const MatrixOptions& options, Context& ctx);
 
+struct CacheOptions {
+  std::string action;  ///< ls | du | prune
+  int older_than_days = 30;
+  bool all = false;
+  bool json = false;
+};
+int cmd_cache(const CacheOptions& options, Context& ctx);
+/// The cache directory from GPUENV_CACHE_DIR, XDG_CACHE_HOME or HOME in ctx.env.
+std::string cache_root(const Context& ctx);
+
 /// Prints an error (JSON when asked) and returns its exit code.
 int report_error(const Error& error, bool json, Context& ctx);
 

@@ -8,6 +8,7 @@
 
 #include "cli/context.hpp"
 #include "fakes/fake_probe.hpp"
+#include "images/cache/blob_store.hpp"
 
 namespace {
 
@@ -229,6 +230,27 @@ TEST_F(Cli, BrokenCatalogIsAnInternalError) {
   auto mini = run({"--catalog", std::string(GPUENV_SOURCE_DIR) + "/tests/data/mini_catalog", "matrix", "torch", "--json"});
   EXPECT_EQ(mini.code, 0);
   EXPECT_EQ(mini.j()["rows"].size(), 6u);
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(Cli, CacheLsDuPrune) {
+  const std::map<std::string, std::string> env = {{"GPUENV_CACHE_DIR", (m_dir / "cache").string()}};
+  auto store = gpuenv::images::make_dir_blob_store((m_dir / "cache").string());
+  ASSERT_TRUE(store->put("hello").ok());
+  auto ls = run({"cache", "ls", "--json"}, std::nullopt, env);
+  ASSERT_EQ(ls.code, 0) << ls.err;
+  EXPECT_EQ(ls.j()["blobs"], 1);
+  EXPECT_EQ(ls.j()["entries"][0]["bytes"], 5);
+  auto du = run({"cache", "du"}, std::nullopt, env);
+  EXPECT_NE(du.out.find("1 blobs, 5 B"), std::string::npos) << du.out;
+  EXPECT_EQ(run({"cache", "prune"}, std::nullopt, env).code, 0);
+  EXPECT_EQ(run({"cache", "du", "--json"}, std::nullopt, env).j()["blobs"], 1);  // used just now: kept
+  auto all = run({"cache", "prune", "--all", "--json"}, std::nullopt, env);
+  EXPECT_EQ(all.j()["freed_bytes"], 5);
+  EXPECT_EQ(run({"cache"}).code, 2);
 }
 
 }  // namespace
