@@ -28,8 +28,9 @@ class BlobStore {
   /// A fresh path in the store's own file system for a caller to write a candidate blob into.
   virtual Result<std::string> temp_path() = 0;
   /// Moves a finished file into the store after checking its sha256; on mismatch the file is deleted and
-  /// the error is "cache.hash_mismatch". Returns the blob's path.
-  virtual Result<std::string> adopt(const std::string& file, std::string_view sha256) = 0;
+  /// the error is "cache.hash_mismatch". `already_verified` skips the re-read when the caller hashed the
+  /// bytes as it wrote them (the Fetcher does). Returns the blob's path.
+  virtual Result<std::string> adopt(const std::string& file, std::string_view sha256, bool already_verified = false) = 0;
   /// Stores bytes (small documents) and returns their sha256.
   virtual Result<std::string> put(std::string_view bytes) = 0;
   virtual Result<std::vector<BlobInfo>> list() = 0;

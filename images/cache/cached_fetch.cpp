@@ -40,7 +40,8 @@ std::vector<Result<CachedBlob>> fetch_into_cache(Fetcher* fetcher, BlobStore& st
         out[i] = std::move(fetched[k]).error();
         continue;
       }
-      auto placed = store.adopt(to_fetch[k].dest, requests[i].sha256);
+      // The Fetcher verified the sha256 while the bytes arrived (its contract), so the file is not read again.
+      auto placed = store.adopt(to_fetch[k].dest, requests[i].sha256, true);
       if (!placed) {
         out[i] = std::move(placed).error();
         continue;

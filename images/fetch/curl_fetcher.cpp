@@ -281,6 +281,7 @@ class CurlFetcher final : public Fetcher {
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, static_cast<long>(m_o.stall_timeout.count()));
     curl_easy_setopt(e, CURLOPT_USERAGENT, m_o.user_agent.c_str());
+    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L * 1024L);  // fewer, larger writes for big files
     if (t.offset > 0) curl_easy_setopt(e, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(t.offset));
     curl_multi_add_handle(m_multi, e);
     return true;

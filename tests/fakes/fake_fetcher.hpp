@@ -4,6 +4,9 @@
 #include <map>
 #include <set>
 
+#include <cstdio>
+
+#include "images/cache/blob_store.hpp"
 #include "images/fetch/fetcher.hpp"
 
 namespace gpuenv::testing {
@@ -30,7 +33,13 @@ class FakeFetcher final : public images::Fetcher {
         out.emplace_back(std::move(body).error());
         continue;
       }
-      std::ofstream(r.dest, std::ios::binary) << *body;
+      { std::ofstream(r.dest, std::ios::binary) << *body; }
+      auto sha = images::sha256_of_file(r.dest);  // verify as the port's contract requires
+      if (r.sha256 && (!sha || *sha != *r.sha256)) {
+        std::remove(r.dest.c_str());
+        out.emplace_back(make_error(ErrorKind::environment, "fetch.hash_mismatch", "downloaded file has another sha256", r.url, ""));
+        continue;
+      }
       out.emplace_back(images::FetchedFile{r.url, r.dest, body->size(), r.sha256.value_or(""), 1});
     }
     return out;

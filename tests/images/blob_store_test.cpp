@@ -116,7 +116,7 @@ TEST_F(BlobStoreTest, FetchIntoCacheSkipsWhatIsCachedAndVerifiesTheRest) {
   ASSERT_TRUE(r[0].ok());
   EXPECT_TRUE(r[0]->was_cached);
   ASSERT_FALSE(r[1].ok());
-  EXPECT_EQ(r[1].error().id, "cache.hash_mismatch");
+  EXPECT_EQ(r[1].error().id, "fetch.hash_mismatch");
   EXPECT_EQ(f.requested, std::vector<std::string>{"http://x/bad"});
   EXPECT_TRUE(fs::is_empty(root / "tmp"));
 }
