@@ -2,6 +2,7 @@
 # Installs gpuenv's build and test dependencies from Debian 12's packages. Idempotent: installs only what is missing.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libssl-dev libcurl4-openssl-dev libarchive-dev
+          gpgv gnupg debian-archive-keyring
           libgtest-dev libbenchmark-dev python3)
 if [ "${1:-}" = "--bench" ]; then packages+=(hyperfine); fi
 missing=()
