@@ -1,6 +1,7 @@
 #include "images/apt/apt_sources.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <system_error>
