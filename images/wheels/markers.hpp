@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "images/wheels/pep440.hpp"
@@ -53,14 +54,16 @@ class Marker {
   /// Parses a marker expression; fails with `pep508.syntax` naming the column and what was expected, on a
   /// comparison of two literals, on backslashes inside strings (PEP 508 has no escapes) and on trailing text.
   static Result<Marker> parse(std::string_view text);
-  /// Builds a marker from an already parsed tree (used by parse_requirement).
-  explicit Marker(MarkerNode root) : m_root(std::move(root)) {}
+  /// Builds a marker from a parsed tree (parse_requirement uses it); normalizes the first comparison's extra
+  /// name as packaging does.
+  explicit Marker(MarkerNode root);
 
   /// Evaluates against `env`. Comparisons use PEP 440 when `op + rhs` is a valid specifier and the left side a
   /// valid version (pre-releases allowed), string comparison otherwise; `extra` values are compared after PEP 503
   /// name normalization. Fails with `pep508.undefined_comparison` for ~= or === on non-versions.
   [[nodiscard]] Result<bool> evaluate(const Environment& env) const;
-  /// Normalized text, as str(Marker(...)): single spaces, double-quoted literals, parentheses kept for groups.
+  /// Normalized text, as str(Marker(...)): single spaces, double-quoted literals, parentheses around groups of
+  /// two or more comparisons.
   [[nodiscard]] std::string str() const;
   [[nodiscard]] const MarkerNode& root() const { return m_root; }
 
