@@ -21,7 +21,8 @@ Context production_context(char** envp) {
     if (eq == std::string::npos) continue;
     const std::string name = kv.substr(0, eq);
     // Only what gpuenv uses: its own variables, the cache location, pip's index configuration.
-    if (name.rfind("GPUENV_", 0) == 0 || name.rfind("PIP_", 0) == 0 || name == "XDG_CACHE_HOME" || name == "HOME")
+    if (name.rfind("GPUENV_", 0) == 0 || name.rfind("PIP_", 0) == 0 || name.rfind("XDG_", 0) == 0 || name == "HOME" ||
+        name == "VIRTUAL_ENV")
       ctx.env[name] = kv.substr(eq + 1);
   }
   ctx.make_probes = [] {
@@ -31,6 +32,7 @@ Context production_context(char** envp) {
     probes.push_back(validate::make_procfs_probe());
     return probes;
   };
+  ctx.make_runner = [] { return images::make_process_runner(); };
   return ctx;
 }
 
@@ -64,6 +66,13 @@ int run(const std::vector<std::string>& args, Context& ctx) {
   m->add_option("framework", matrix.framework, "torch, tensorflow, jax or cuda (default: all)")
       ->check(CLI::IsMember({"torch", "tensorflow", "jax", "cuda"}));
   m->add_flag("--json", matrix.json, "Print a gpuenv-matrix-v1 JSON document");
+
+  SourcesOptions sources;
+  auto* so = app.add_subcommand("sources", "Show where packages come from (apt repositories, pip indexes) and why");
+  so->add_option("spec", sources.spec_path, "A spec whose sources: section wins over configuration");
+  so->add_option("--host-root", sources.host_root, "Read apt and pip configuration under this directory instead of /")
+      ->check(CLI::ExistingDirectory);
+  so->add_flag("--json", sources.json, "Print a gpuenv-sources-v1 JSON document");
 
   CacheOptions cache;
   auto* c = app.add_subcommand("cache", "Show or prune the download cache ($GPUENV_CACHE_DIR, else $XDG_CACHE_HOME/gpuenv)");
@@ -101,6 +110,7 @@ int run(const std::vector<std::string>& args, Context& ctx) {
       detect.catalog_dir = catalog_dir;
       return cmd_detect(detect, ctx);
     }
+    if (so->parsed()) return cmd_sources(sources, ctx);
     if (c->parsed()) {
       cache.action = c_ls->parsed() ? "ls" : c_du->parsed() ? "du" : "prune";
       return cmd_cache(cache, ctx);

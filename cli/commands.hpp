@@ -52,6 +52,15 @@ int cmd_cache(const CacheOptions& options, Context& ctx);
 /// The cache directory from GPUENV_CACHE_DIR, XDG_CACHE_HOME or HOME in ctx.env.
 std::string cache_root(const Context& ctx);
 
+struct SourcesOptions {
+  std::string spec_path;        ///< optional: the spec's sources win over configuration
+  std::string host_root = "/";  ///< where /etc/apt and /etc/pip.conf are read
+  bool json = false;
+};
+int cmd_sources(const SourcesOptions& options, Context& ctx);
+/// $GPUENV_CONFIG, else $XDG_CONFIG_HOME/gpuenv/config.yaml, else ~/.config/gpuenv/config.yaml.
+std::string user_config_path(const Context& ctx);
+
 /// Prints an error (JSON when asked) and returns its exit code.
 int report_error(const Error& error, bool json, Context& ctx);
 

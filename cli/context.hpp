@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "images/process/command_runner.hpp"
 #include "validate/host_probe.hpp"
 
 namespace gpuenv::cli {
@@ -18,6 +19,8 @@ struct Context {
   std::map<std::string, std::string> env;
   /// Builds the host probes in the order they are tried (NVML, libcuda, procfs in production).
   std::function<std::vector<std::unique_ptr<validate::HostProbe>>()> make_probes;
+  /// Builds the process runner (gpgv, the local pip).
+  std::function<std::unique_ptr<images::CommandRunner>()> make_runner;
 };
 
 /// Runs the gpuenv command line; returns the process exit code (docs/cli.md). Never throws.

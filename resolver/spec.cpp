@@ -11,8 +11,11 @@
 namespace gpuenv::resolver {
 namespace {
 
-const std::vector<std::string> k_top_keys = {"schema", "name",   "base",     "python", "cuda",
-                                             "cudnn",  "frameworks", "gpu", "packages", "image", "validate"};
+const std::vector<std::string> k_top_keys = {"schema", "name",   "base",     "python", "cuda",    "cudnn",
+                                             "frameworks", "gpu", "packages", "image", "validate", "sources"};
+const std::vector<std::string> k_sources_keys = {"apt", "pip"};
+const std::vector<std::string> k_apt_source_keys = {"uri", "suite", "components", "architectures", "signed_by", "trusted"};
+const std::vector<std::string> k_pip_source_keys = {"index_url", "extra_index_urls"};
 const std::vector<std::string> k_frameworks = {"torch", "tensorflow", "jax"};
 const std::vector<std::string> k_gpu_keys = {"models", "archs", "driver", "confidential"};
 const std::vector<std::string> k_package_keys = {"apt", "pip"};
@@ -151,7 +154,90 @@ class Walker {
   if (!var##_r) return std::move(var##_r).error(); \
   auto var = std::move(*var##_r)
 
+bool url_ok(const std::string& u) {
+  return u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0 || u.rfind("file://", 0) == 0;
+}
+
+Result<SourcesRequest> parse_sources(const Walker& w, const YAML::Node& node) {
+  SourcesRequest out;
+  GPUENV_TRY(top, w.map(node, "sources", k_sources_keys));
+  for (const auto& [key, value] : top) {
+    if (key.Scalar() == "apt") {
+      out.apt_given = true;
+      if (!value.IsSequence()) return w.error(value, "spec.wrong_type", "'sources.apt' must be a list of repositories", "see docs/spec.md");
+      for (const auto& item : value) {
+        GPUENV_TRY(fields, w.map(item, "sources.apt item", k_apt_source_keys));
+        AptSourceRequest a;
+        a.pos = w.pos(item);
+        for (const auto& [fk, fv] : fields) {
+          const std::string k = fk.Scalar();
+          if (k == "uri") {
+            GPUENV_TRY(uri, w.scalar(fv, "sources.apt.uri"));
+            if (!url_ok(uri)) return w.error(fv, "spec.bad_url", "'" + uri + "' is not an http://, https:// or file:// URL", "");
+            a.uri = uri.back() == '/' ? uri : uri + "/";
+          } else if (k == "suite") {
+            GPUENV_TRY(suite, w.scalar(fv, "sources.apt.suite"));
+            a.suite = suite;
+          } else if (k == "components" || k == "architectures") {
+            GPUENV_TRY(list, w.string_list(fv, "sources.apt." + k));
+            (k == "components" ? a.components : a.architectures) = std::move(list);
+          } else if (k == "signed_by") {
+            GPUENV_TRY(path, w.scalar(fv, "sources.apt.signed_by"));
+            a.signed_by = path;
+          } else {
+            GPUENV_TRY(t, w.scalar(fv, "sources.apt.trusted"));
+            if (t != "true" && t != "false") return w.error(fv, "spec.wrong_type", "sources.apt.trusted must be true or false", "");
+            a.trusted = t == "true";
+          }
+        }
+        if (a.uri.empty() || a.suite.empty()) {
+          return w.error(item, "spec.missing_field", "a sources.apt entry needs uri and suite", "e.g. {uri: https://mirror.example/debian, suite: bookworm, components: [main]}");
+        }
+        const bool flat = a.suite.back() == '/';
+        if (flat && !a.components.empty())
+          return w.error(item, "spec.contradictory", "flat repository '" + a.suite + "' cannot have components", "drop components, or name a suite");
+        if (!flat && a.components.empty())
+          return w.error(item, "spec.missing_field", "suite '" + a.suite + "' needs components", "e.g. components: [main]");
+        out.apt.push_back(std::move(a));
+      }
+    } else {
+      out.pip_given = true;
+      out.pip_pos = w.pos(value);
+      GPUENV_TRY(pip, w.map(value, "sources.pip", k_pip_source_keys));
+      for (const auto& [pk, pv] : pip) {
+        if (pk.Scalar() == "index_url") {
+          GPUENV_TRY(u, w.scalar(pv, "sources.pip.index_url"));
+          if (!url_ok(u)) return w.error(pv, "spec.bad_url", "'" + u + "' is not an http://, https:// or file:// URL", "");
+          out.pip_index_url = u;
+        } else {
+          GPUENV_TRY(list, w.string_list(pv, "sources.pip.extra_index_urls"));
+          for (const auto& u : list)
+            if (!url_ok(u)) return w.error(pv, "spec.bad_url", "'" + u + "' is not an http://, https:// or file:// URL", "");
+          out.pip_extra_index_urls = std::move(list);
+        }
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+Result<SourcesRequest> parse_user_config(std::string_view text, const std::string& path) {
+  if (auto st = check_yaml_bytes(text, path, k_spec_max_bytes, k_spec_max_depth); !st) return std::move(st).error();
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return make_error(ErrorKind::spec, "spec.yaml_syntax", "YAML syntax error: " + e.msg,
+                      path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1), "");
+  }
+  if (root.IsNull()) return SourcesRequest{};
+  Walker w(path);
+  GPUENV_TRY(top, w.map(root, "config", {"sources"}));
+  for (const auto& [key, value] : top) return parse_sources(w, value);
+  return SourcesRequest{};
+}
 
 std::optional<std::string> did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
   std::optional<std::string> best;
@@ -330,6 +416,9 @@ Result<Spec> parse_spec(std::string_view text, const std::string& path) {
           spec.image_tag = s;
         }
       }
+    } else if (k == "sources") {
+      GPUENV_TRY(src, parse_sources(w, value));
+      spec.sources = std::move(src);
     } else if (k == "validate") {
       GPUENV_TRY(v, w.map(value, "validate", k_validate_keys));
       for (const auto& [vkey, vval] : v) {

@@ -40,6 +40,28 @@ struct GpuRequest {
   SourcePos models_pos, archs_pos, driver_pos;
 };
 
+/// An apt repository named in a spec or in gpuenv's user configuration (`sources.apt`).
+struct AptSourceRequest {
+  std::string uri;    ///< http://, https:// or file://
+  std::string suite;  ///< "bookworm", or "/" / "subdir/" for a flat repository
+  std::vector<std::string> components;
+  std::vector<std::string> architectures;
+  std::string signed_by;  ///< keyring path
+  std::optional<bool> trusted;
+  SourcePos pos;
+};
+
+/// Where packages come from when the spec or the user's configuration says so (`sources:`); what is not
+/// said here comes from the host's apt and pip configuration.
+struct SourcesRequest {
+  std::vector<AptSourceRequest> apt;
+  bool apt_given = false;
+  std::string pip_index_url;
+  std::vector<std::string> pip_extra_index_urls;
+  bool pip_given = false;
+  SourcePos pip_pos;
+};
+
 struct Spec {
   std::string path;  ///< file the spec came from (for messages)
   std::string name = "gpuenv-image";
@@ -54,6 +76,7 @@ struct Spec {
   std::string image_tag;
   std::string validate_level = "standard";
   std::map<std::string, double> validate_thresholds;
+  SourcesRequest sources;
   std::map<std::string, SourcePos> positions;  ///< "cuda", "python", "base", ... to their position
 
   [[nodiscard]] std::string base() const { return base_distro + ":" + base_release; }
@@ -65,6 +88,9 @@ struct Spec {
 /// `where` = "path:line:column" and a hint. Refuses empty, binary, non-UTF-8, oversized and too-deep input,
 /// duplicate keys, unknown keys (with a did-you-mean), wrong types, bad versions and contradictory fields.
 Result<Spec> parse_spec(std::string_view text, const std::string& path);
+
+/// Parses gpuenv's user configuration file (`sources:` only today), with the spec's error rules.
+Result<SourcesRequest> parse_user_config(std::string_view text, const std::string& path);
 
 /// Parses `sm_90`, `sm_90a`, `sm_100f`, `9.0` or `90` into 90.
 Result<int> parse_arch(std::string_view text);

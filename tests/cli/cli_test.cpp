@@ -254,3 +254,81 @@ TEST_F(Cli, CacheLsDuPrune) {
 }
 
 }  // namespace
+
+namespace {
+
+class CliSources : public Cli {
+ protected:
+  void SetUp() override {
+    Cli::SetUp();
+    fs::create_directories(m_dir / "host/etc/apt/sources.list.d");
+    std::ofstream(m_dir / "host/etc/apt/sources.list") << "deb [signed-by=/k.gpg] http://mirror.example/debian bookworm main contrib\n"
+                                                          "deb-src http://mirror.example/debian bookworm main\n";
+    std::ofstream(m_dir / "host/etc/pip.conf") << "[global]\nindex-url = http://pip.example/simple\nextra-index-url =\n  http://extra.example/simple\n";
+  }
+  Outcome sources(std::vector<std::string> extra, std::map<std::string, std::string> env = {}) {
+    std::vector<std::string> args = {"sources", "--json", "--host-root", (m_dir / "host").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    env.emplace("HOME", (m_dir / "home").string());
+    return run(args, std::nullopt, env);
+  }
+};
+
+TEST_F(CliSources, HostAptAndPipConfiguration) {
+  auto r = sources({});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = r.j();
+  EXPECT_EQ(j["schema"], "gpuenv-sources-v1");
+  ASSERT_EQ(j["apt"]["sources"].size(), 2u);
+  EXPECT_EQ(j["apt"]["sources"][0]["uri"], "http://mirror.example/debian/");
+  EXPECT_EQ(j["apt"]["sources"][0]["components"], json::array({"main", "contrib"}));
+  EXPECT_EQ(j["apt"]["sources"][1]["used"], false);  // deb-src is listed, not used
+  EXPECT_EQ(j["pip"]["index_url"]["url"], "http://pip.example/simple");
+  EXPECT_NE(j["pip"]["index_url"]["where"].get<std::string>().find("pip.conf:2"), std::string::npos) << j.dump();
+  EXPECT_EQ(j["pip"]["extra_index_urls"][0]["url"], "http://extra.example/simple");
+}
+
+TEST_F(CliSources, EnvironmentBeatsPipConfigFiles) {
+  auto r = sources({}, {{"PIP_INDEX_URL", "http://env.example/simple"}});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.j()["pip"]["index_url"]["url"], "http://env.example/simple");
+  EXPECT_EQ(r.j()["pip"]["index_url"]["where"], "PIP_INDEX_URL");
+}
+
+TEST_F(CliSources, SpecSourcesWinOverUserConfigWhichWinsOverTheHost) {
+  const std::string cfg = write("config.yaml", "sources:\n  apt:\n    - {uri: http://config.example/debian, suite: bookworm, components: [main]}\n");
+  auto c = sources({}, {{"GPUENV_CONFIG", cfg}});
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_EQ(c.j()["apt"]["sources"][0]["uri"], "http://config.example/debian/");
+  EXPECT_EQ(c.j()["apt"]["origin"], "user config " + cfg);
+  const std::string spec = write("s.yaml", "name: x\nsources:\n  apt:\n    - {uri: 'file:///srv/repo', suite: /, trusted: true}\n  pip:\n    index_url: http://spec.example/simple\n");
+  auto s = sources({spec}, {{"GPUENV_CONFIG", cfg}});
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(s.j()["apt"]["sources"][0]["uri"], "file:///srv/repo/");
+  EXPECT_EQ(s.j()["apt"]["sources"][0]["flat"], true);
+  EXPECT_EQ(s.j()["apt"]["sources"][0]["trusted"], true);
+  EXPECT_EQ(s.j()["pip"]["index_url"]["url"], "http://spec.example/simple");
+  EXPECT_EQ(s.j()["pip"]["index_url"]["where"], spec + ":6:5");
+}
+
+TEST_F(CliSources, BadSourcesAreSpecErrors) {
+  const std::string spec = write("s.yaml", "sources:\n  apt:\n    - {uri: 'ftp://x', suite: bookworm, components: [main]}\n");
+  auto r = sources({spec});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(spec + ":3:13"), std::string::npos) << r.err;
+  const std::string flat = write("f.yaml", "sources:\n  apt:\n    - {uri: 'http://x', suite: /, components: [main]}\n");
+  EXPECT_EQ(sources({flat}).code, 2);
+  const std::string cfg = write("c.yaml", "sourcez: {}\n");
+  auto c = sources({}, {{"GPUENV_CONFIG", cfg}});
+  EXPECT_EQ(c.code, 2);
+  EXPECT_NE(c.err.find("did you mean 'sources'"), std::string::npos) << c.err;
+}
+
+TEST_F(CliSources, MalformedHostSourcesAreEnvironmentErrors) {
+  std::ofstream(m_dir / "host/etc/apt/sources.list") << "deb http://mirror.example/debian\n";  // no suite
+  auto r = sources({});
+  EXPECT_EQ(r.code, 4);
+  EXPECT_NE(r.err.find("sources.list:1"), std::string::npos) << r.err;
+}
+
+}  // namespace
