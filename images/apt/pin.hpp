@@ -1,0 +1,40 @@
+#pragma once
+// Pinning the Debian packages of an image: fetch and verify every repository's indexes, compute what apt
+// would install for the requested packages (plus the required set of a minimal root), and return each
+// package with the URL, size and sha256 the verified indexes give for it.
+#include <string>
+#include <vector>
+
+#include "images/apt/apt_sources.hpp"
+#include "images/apt/repository.hpp"
+
+namespace gpuenv::images {
+
+/// One pinned artifact of a lock (a .deb here; wheels share the shape).
+struct PinnedPackage {
+  std::string name, version, architecture;
+  std::string kind;  ///< "deb" | "wheel"
+  std::string url;
+  std::uint64_t size = 0;
+  std::string sha256;
+  std::string source;  ///< the repository ("URI suite component") or index it came from
+};
+
+struct AptPinRequest {
+  std::vector<AptSource> sources;       ///< only is_used() entries are fetched
+  std::string codename;                 ///< the base's release ("bookworm"): suites must belong to it
+  std::vector<std::string> packages;    ///< "name" or "name=version"
+  bool required_set = true;
+};
+
+struct AptPinResult {
+  std::vector<PinnedPackage> packages;  ///< sorted by name
+  std::vector<std::string> decisions;   ///< why alternatives were chosen
+  std::vector<std::string> repositories;///< what was used, with signer
+};
+
+/// Fetches, verifies and resolves. Errors: "apt.no_sources" when no source serves the base's release, and
+/// everything fetch_repository and dependency_closure report.
+Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx);
+
+}  // namespace gpuenv::images
