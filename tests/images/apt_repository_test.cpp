@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "fakes/loopback_server.hpp"
+#include "images/apt/pin.hpp"
 #include "images/fetch/curl_fetcher.hpp"
 
 namespace {
@@ -54,6 +55,12 @@ class AptRepository : public ::testing::Test {
     std::ofstream(pkg / "usr/bin/hello") << "#!/bin/sh\necho hello\n";
     fs::create_directories(dir / "www/pool/main");
     ready = ready && sh("dpkg-deb --root-owner-group --build " + pkg.string() + " " + (dir / "www/pool/main/hello_1.0-1_amd64.deb").string() + " >/dev/null");
+    const fs::path libc = dir / "build/libc6";
+    fs::create_directories(libc / "DEBIAN");
+    fs::create_directories(libc / "usr/lib");
+    std::ofstream(libc / "DEBIAN/control") << "Package: libc6\nVersion: 2.36-9\nArchitecture: amd64\nMaintainer: t <t@example.com>\nPriority: optional\nDescription: test\n";
+    std::ofstream(libc / "usr/lib/libc.so.6") << "not really";
+    ready = ready && sh("dpkg-deb --root-owner-group --build " + libc.string() + " " + (dir / "www/pool/main/libc6_2.36-9_amd64.deb").string() + " >/dev/null");
     ready = ready && make_suite("test", "now + 1 day") && make_suite("old", "2001-01-01");
     // A flat repository (deb URI /) and an unsigned one.
     ready = ready && sh("cd " + (dir / "www").string() + " && mkdir -p flat unsigned && dpkg-scanpackages pool /dev/null 2>/dev/null > flat/Packages && xz -k flat/Packages && cp flat/Packages* unsigned/");
@@ -184,6 +191,41 @@ TEST_F(AptRepository, PackagesNotMatchingTheReleaseNeverEnterTheCache) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().id, "fetch.hash_mismatch");
   EXPECT_TRUE(cache->list()->empty());
+}
+
+TEST_F(AptRepository, PinsTheClosureWithUrlsAndHashes) {
+  AptPinRequest req;
+  req.sources = {source("test", "repo.gpg")};
+  req.codename = "test";
+  req.packages = {"hello"};
+  req.required_set = false;
+  auto r = pin_apt(req, ctx);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  ASSERT_EQ(r->packages.size(), 2u);
+  EXPECT_EQ(r->packages[0].name, "hello");
+  EXPECT_EQ(r->packages[1].name, "libc6");
+  EXPECT_EQ(r->packages[1].version, "2.36-9");
+  for (const auto& p : r->packages) {
+    EXPECT_EQ(p.kind, "deb");
+    const std::string file = read(dir / "www" / p.url.substr(server->url("").size()));
+    EXPECT_EQ(sha(file), p.sha256) << p.url;
+    EXPECT_EQ(file.size(), p.size);
+  }
+}
+
+TEST_F(AptRepository, PinningNamesMissingDependenciesAndForeignReleases) {
+  AptPinRequest req;
+  req.sources = {source("test", "repo.gpg")};
+  req.codename = "test";
+  req.packages = {"hello", "no-such-package"};
+  req.required_set = false;
+  auto r = pin_apt(req, ctx);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, gpuenv::ErrorKind::unsatisfiable);
+  req.codename = "bookworm";
+  auto other = pin_apt(req, ctx);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().id, "apt.no_sources");
 }
 
 TEST_F(AptRepository, MissingComponentIsNamed) {
