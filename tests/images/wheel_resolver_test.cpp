@@ -1,0 +1,474 @@
+#include "images/wheels/wheel_resolver.hpp"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "tests/fakes/fake_fetcher.hpp"
+
+// Small simple-index pages (PEP 691 JSON and PEP 503 HTML), PEP 658 metadata files and wheels built in memory,
+// served by FakeFetcher from example.com URLs.
+
+namespace {
+
+using gpuenv::ErrorKind;
+using gpuenv::images::PinnedWheel;
+using gpuenv::images::resolve_wheels;
+using gpuenv::images::WheelResolution;
+using gpuenv::images::WheelResolveRequest;
+using gpuenv::testing::FakeFetcher;
+
+constexpr const char* k_index = "https://example.com/simple";
+constexpr const char* k_extra_index = "https://example.com/extra/simple";
+
+std::string sha256_hex(const std::string& bytes) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(bytes.data(), bytes.size(), md, &n, EVP_sha256(), nullptr);
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) {
+    out += k_hex[md[i] >> 4];
+    out += k_hex[md[i] & 0xf];
+  }
+  return out;
+}
+
+/// One file on a project page.
+struct Dist {
+  std::string filename;
+  std::vector<std::string> requires_dist = {};
+  std::vector<std::string> extras = {};  ///< Provides-Extra
+  std::string requires_python = {};      ///< on the index page
+  std::string metadata_requires_python = {};
+  bool yanked = false;
+  bool pep658 = true;
+  bool hashed = true;
+};
+
+std::string dist_name(const Dist& d) { return d.filename.substr(0, d.filename.find('-')); }
+std::string dist_version(const Dist& d) {
+  const auto a = d.filename.find('-') + 1;
+  const auto b = d.filename.find('-', a);
+  std::string v = d.filename.substr(a, b == std::string::npos ? std::string::npos : b - a);
+  if (b == std::string::npos) v = v.substr(0, v.find(".tar.gz"));
+  return v;
+}
+
+std::string metadata_text(const Dist& d) {
+  std::string out = "Metadata-Version: 2.1\nName: " + dist_name(d) + "\nVersion: " + dist_version(d) + "\n";
+  if (!d.metadata_requires_python.empty()) out += "Requires-Python: " + d.metadata_requires_python + "\n";
+  for (const auto& e : d.extras) out += "Provides-Extra: " + e + "\n";
+  for (const auto& r : d.requires_dist) out += "Requires-Dist: " + r + "\n";
+  return out + "\nA test project.\n";
+}
+
+std::string file_url(const std::string& filename) { return "https://example.com/files/" + filename; }
+std::string fake_sha(const Dist& d) { return sha256_hex("wheel bytes of " + d.filename); }
+
+/// Serves `dists` as the PEP 691 JSON page of `project` on `index`, with their metadata files.
+void publish_json(FakeFetcher& f, const std::string& index, const std::string& project, const std::vector<Dist>& dists) {
+  std::string files;
+  for (const auto& d : dists) {
+    const std::string md = metadata_text(d);
+    if (!files.empty()) files += ",\n";
+    files += R"({"filename": ")" + d.filename + R"(", "url": ")" + file_url(d.filename) + R"(", "hashes": {)" +
+             (d.hashed ? R"("sha256": ")" + fake_sha(d) + R"(")" : std::string()) + "}, " +
+             R"("size": )" + std::to_string(1000 + d.filename.size()) + ", " +
+             R"("requires-python": )" + (d.requires_python.empty() ? "null" : "\"" + d.requires_python + "\"") +
+             R"(, "yanked": )" + (d.yanked ? "\"broken\"" : "false") + R"(, "core-metadata": )" +
+             (d.pep658 ? R"({"sha256": ")" + sha256_hex(md) + R"("})" : std::string("false")) + "}";
+    if (d.pep658) f.files[file_url(d.filename) + ".metadata"] = md;
+  }
+  f.files[std::string(index) + "/" + project + "/"] =
+      R"({"meta": {"api-version": "1.1"}, "name": ")" + project + R"(", "files": [)" + files + "]}";
+}
+
+/// Serves `dists` as the PEP 503 HTML page of `project` on `index` (hashes in #sha256= fragments).
+void publish_html(FakeFetcher& f, const std::string& index, const std::string& project, const std::vector<Dist>& dists) {
+  std::string page = "<!DOCTYPE html>\n<html><body><h1>Links for " + project + "</h1>\n";
+  for (const auto& d : dists) {
+    const std::string md = metadata_text(d);
+    page += "<a href=\"" + file_url(d.filename) + (d.hashed ? "#sha256=" + fake_sha(d) : std::string()) + "\"";
+    if (!d.requires_python.empty()) page += " data-requires-python=\"" + d.requires_python + "\"";
+    if (d.yanked) page += " data-yanked=\"\"";
+    if (d.pep658) {
+      page += " data-core-metadata=\"sha256=" + sha256_hex(md) + "\"";
+      f.files[file_url(d.filename) + ".metadata"] = md;
+    }
+    page += ">" + d.filename + "</a><br/>\n";
+  }
+  f.files[std::string(index) + "/" + project + "/"] = page + "</body></html>\n";
+}
+
+/// A wheel archive holding `name`-`version`.dist-info/METADATA with `metadata`.
+std::string wheel_zip(const std::string& dist_info, const std::string& metadata) {
+  archive* a = archive_write_new();
+  archive_write_set_format_zip(a);
+  std::vector<char> buf(1u << 20);
+  std::size_t used = 0;
+  archive_write_open_memory(a, buf.data(), buf.size(), &used);
+  const std::vector<std::pair<std::string, std::string>> members = {
+      {"demo/__init__.py", "print('hi')\n"}, {dist_info + "/METADATA", metadata}, {dist_info + "/WHEEL", "Wheel-Version: 1.0\n"}};
+  for (const auto& [path, data] : members) {
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, path.c_str());
+    archive_entry_set_perm(e, 0644);
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
+    archive_write_header(a, e);
+    archive_write_data(a, data.data(), data.size());
+    archive_entry_free(e);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+  return std::string(buf.data(), used);
+}
+
+WheelResolveRequest request(std::vector<std::string> requirements) {
+  WheelResolveRequest r;
+  r.requirements = std::move(requirements);
+  r.indexes = {k_index};
+  r.environment.python_version = "3.11";
+  r.environment.python_full_version = "3.11.4";
+  r.environment.os_name = "posix";
+  r.environment.sys_platform = "linux";
+  r.environment.platform_machine = "x86_64";
+  r.environment.platform_system = "Linux";
+  r.environment.implementation_name = "cpython";
+  r.environment.implementation_version = "3.11.4";
+  r.environment.platform_python_implementation = "CPython";
+  return r;
+}
+
+WheelResolution resolve_ok(FakeFetcher& f, const WheelResolveRequest& r) {
+  auto res = resolve_wheels(f, r);
+  EXPECT_TRUE(res.ok()) << (res.ok() ? "" : res.error().to_string());
+  return res.ok() ? *res : WheelResolution{};
+}
+
+/// "name==version" for every pin, in order.
+std::vector<std::string> pins(const WheelResolution& res) {
+  std::vector<std::string> out;
+  for (const auto& w : res.wheels) out.push_back(w.name + "==" + w.version);
+  return out;
+}
+
+const PinnedWheel* find(const WheelResolution& res, const std::string& name) {
+  for (const auto& w : res.wheels) {
+    if (w.name == name) return &w;
+  }
+  return nullptr;
+}
+
+using Strings = std::vector<std::string>;
+
+TEST(WheelResolver, PinsTheRequestedVersionWithUrlHashSizeAndIndex) {
+  FakeFetcher f;
+  publish_json(f, k_index, "demo", {{"demo-1.0-py3-none-any.whl"}, {"demo-1.1-py3-none-any.whl"}});
+  const auto res = resolve_ok(f, request({"demo==1.0"}));
+  ASSERT_EQ(res.wheels.size(), 1U);
+  const PinnedWheel& w = res.wheels[0];
+  EXPECT_EQ(w.name, "demo");
+  EXPECT_EQ(w.version, "1.0");
+  EXPECT_EQ(w.filename, "demo-1.0-py3-none-any.whl");
+  EXPECT_EQ(w.url, file_url("demo-1.0-py3-none-any.whl"));
+  EXPECT_EQ(w.sha256, fake_sha({"demo-1.0-py3-none-any.whl"}));
+  EXPECT_EQ(w.size, 1000U + w.filename.size());
+  EXPECT_EQ(w.index, k_index);
+  EXPECT_TRUE(w.requires_dist.empty());
+}
+
+TEST(WheelResolver, ChoosesTheNewestVersionTheSpecifierAllows) {
+  FakeFetcher f;
+  publish_json(f, k_index, "demo",
+               {{"demo-1.0-py3-none-any.whl"}, {"demo-1.10-py3-none-any.whl"}, {"demo-1.9-py3-none-any.whl"}});
+  EXPECT_EQ(pins(resolve_ok(f, request({"demo"}))), Strings{"demo==1.10"});
+  EXPECT_EQ(pins(resolve_ok(f, request({"demo<1.10"}))), Strings{"demo==1.9"});
+  EXPECT_EQ(pins(resolve_ok(f, request({"Demo~=1.0,!=1.10"}))), Strings{"demo==1.9"});
+}
+
+TEST(WheelResolver, PrefersTheBestTagAndSkipsVersionsWithoutACompatibleWheel) {
+  FakeFetcher f;
+  publish_json(f, k_index, "fast",
+               {{"fast-2.0-py3-none-any.whl"},
+                {"fast-2.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"},
+                {"fast-2.0-cp311-cp311-win_amd64.whl"},
+                {"fast-2.0-cp312-cp312-manylinux_2_17_x86_64.whl"},
+                {"fast-3.0-cp311-cp311-macosx_11_0_arm64.whl"},
+                {"fast-3.0-cp311-cp311-manylinux_2_39_x86_64.whl"}});  // newer glibc than the target's 2.36
+  const auto res = resolve_ok(f, request({"fast"}));
+  ASSERT_EQ(res.wheels.size(), 1U);
+  EXPECT_EQ(res.wheels[0].version, "2.0");
+  EXPECT_EQ(res.wheels[0].filename, "fast-2.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl");
+}
+
+TEST(WheelResolver, FallsBackToAPureWheelWhenNoPlatformWheelFits) {
+  FakeFetcher f;
+  publish_json(f, k_index, "fast",
+               {{"fast-2.0-cp311-cp311-win_amd64.whl"}, {"fast-2.0-py3-none-any.whl"}});
+  auto r = request({"fast"});
+  r.platform.arch = "aarch64";
+  r.environment.platform_machine = "aarch64";
+  const auto res = resolve_ok(f, r);
+  ASSERT_EQ(res.wheels.size(), 1U);
+  EXPECT_EQ(res.wheels[0].filename, "fast-2.0-py3-none-any.whl");
+}
+
+TEST(WheelResolver, SkipsVersionsWhoseRequiresPythonExcludesTheTarget) {
+  FakeFetcher f;
+  Dist index_says{"modern-3.0-py3-none-any.whl"};
+  index_says.requires_python = ">=3.12";
+  Dist metadata_says{"modern-2.0-py3-none-any.whl"};
+  metadata_says.metadata_requires_python = ">=3.12";
+  Dist fits{"modern-1.0-py3-none-any.whl"};
+  fits.requires_python = ">=3.8";
+  publish_json(f, k_index, "modern", {index_says, metadata_says, fits});
+  EXPECT_EQ(pins(resolve_ok(f, request({"modern"}))), Strings{"modern==1.0"});
+
+  auto err = resolve_wheels(f, request({"modern>=3"}));
+  ASSERT_FALSE(err.ok());
+  EXPECT_EQ(err.error().id, "wheel.no_match");
+  EXPECT_NE(err.error().message.find("requires Python >=3.12"), std::string::npos) << err.error().message;
+}
+
+TEST(WheelResolver, IgnoresYankedFilesUnlessPinnedExactly) {
+  FakeFetcher f;
+  Dist yanked{"demo-2.0-py3-none-any.whl"};
+  yanked.yanked = true;
+  publish_json(f, k_index, "demo", {{"demo-1.0-py3-none-any.whl"}, yanked});
+  EXPECT_EQ(pins(resolve_ok(f, request({"demo"}))), Strings{"demo==1.0"});
+  EXPECT_EQ(pins(resolve_ok(f, request({"demo==2.0"}))), Strings{"demo==2.0"});
+  EXPECT_EQ(pins(resolve_ok(f, request({"demo===2.0"}))), Strings{"demo==2.0"});
+
+  auto err = resolve_wheels(f, request({"demo>=2"}));
+  ASSERT_FALSE(err.ok());
+  EXPECT_EQ(err.error().id, "wheel.no_match");
+  EXPECT_NE(err.error().message.find("yanked"), std::string::npos) << err.error().message;
+}
+
+TEST(WheelResolver, ExcludesPreReleasesUnlessAllowedNamedOrTheOnlyOnes) {
+  FakeFetcher f;
+  publish_json(f, k_index, "demo", {{"demo-1.0-py3-none-any.whl"}, {"demo-2.0rc1-py3-none-any.whl"}});
+  publish_json(f, k_index, "early", {{"early-0.1b1-py3-none-any.whl"}, {"early-0.1a1-py3-none-any.whl"}});
+  EXPECT_EQ(pins(resolve_ok(f, request({"demo"}))), Strings{"demo==1.0"});
+  EXPECT_EQ(pins(resolve_ok(f, request({"demo>=2.0rc1"}))), Strings{"demo==2.0rc1"});
+  auto pre = request({"demo"});
+  pre.allow_prereleases = true;
+  EXPECT_EQ(pins(resolve_ok(f, pre)), Strings{"demo==2.0rc1"});
+  EXPECT_EQ(pins(resolve_ok(f, request({"early"}))), Strings{"early==0.1b1"});
+}
+
+TEST(WheelResolver, ExtrasAddTheirDependencies) {
+  FakeFetcher f;
+  Dist app{"app-1.0-py3-none-any.whl"};
+  app.extras = {"gpu"};
+  app.requires_dist = {"core>=1", "cuda-lib>=12; extra == 'gpu'", "tool[fast]; extra == \"gpu\""};
+  Dist tool{"tool-1.0-py3-none-any.whl"};
+  tool.extras = {"fast"};
+  tool.requires_dist = {"speedups; extra == 'fast'"};
+  publish_json(f, k_index, "app", {app});
+  publish_json(f, k_index, "core", {{"core-1.0-py3-none-any.whl"}});
+  publish_json(f, k_index, "cuda-lib", {{"cuda_lib-12.1-py3-none-any.whl"}});
+  publish_json(f, k_index, "tool", {tool});
+  publish_json(f, k_index, "speedups", {{"speedups-0.5-py3-none-any.whl"}});
+
+  EXPECT_EQ(pins(resolve_ok(f, request({"app"}))), (Strings{"app==1.0", "core==1.0"}));
+  const auto res = resolve_ok(f, request({"App[GPU]"}));
+  EXPECT_EQ(pins(res), (Strings{"app==1.0", "core==1.0", "cuda-lib==12.1", "speedups==0.5", "tool==1.0"}));
+  const PinnedWheel* pinned_app = find(res, "app");
+  ASSERT_NE(pinned_app, nullptr);
+  EXPECT_EQ(pinned_app->requires_dist,
+            (Strings{"core>=1", "cuda-lib>=12; extra == \"gpu\"", "tool[fast]; extra == \"gpu\""}));
+}
+
+TEST(WheelResolver, EvaluatesMarkersAgainstTheTargetEnvironment) {
+  FakeFetcher f;
+  Dist app{"app-1.0-py3-none-any.whl"};
+  app.requires_dist = {"winlib; sys_platform == 'win32'", "linuxlib; sys_platform == 'linux'",
+                       "backport; python_version < '3.9'"};
+  publish_json(f, k_index, "app", {app});
+  publish_json(f, k_index, "linuxlib", {{"linuxlib-1.0-py3-none-any.whl"}});
+  // winlib and backport have no page at all: reaching for them would fail the resolution.
+  const auto res = resolve_ok(f, request({"app", "winlib; sys_platform == 'win32'"}));
+  EXPECT_EQ(pins(res), (Strings{"app==1.0", "linuxlib==1.0"}));
+  EXPECT_EQ(find(res, "app")->requires_dist, Strings{"linuxlib; sys_platform == \"linux\""});
+}
+
+TEST(WheelResolver, TakesEachProjectFromTheFirstIndexThatHasIt) {
+  FakeFetcher f;
+  publish_json(f, k_index, "internal", {{"internal-1.0-py3-none-any.whl"}});
+  // A same-named project with a higher version on the second index must not win (dependency confusion).
+  publish_html(f, k_extra_index, "internal", {{"internal-99.0-py3-none-any.whl"}});
+  publish_html(f, k_extra_index, "public", {{"public-2.0-py3-none-any.whl"}});
+  auto r = request({"internal", "public"});
+  r.indexes = {k_index, k_extra_index};
+  const auto res = resolve_ok(f, r);
+  EXPECT_EQ(pins(res), (Strings{"internal==1.0", "public==2.0"}));
+  EXPECT_EQ(find(res, "internal")->index, k_index);
+  EXPECT_EQ(find(res, "public")->index, k_extra_index);
+  EXPECT_EQ(find(res, "public")->sha256, fake_sha({"public-2.0-py3-none-any.whl"}));
+  EXPECT_EQ(std::count(f.requested.begin(), f.requested.end(), std::string(k_extra_index) + "/internal/"), 0);
+}
+
+TEST(WheelResolver, StopsWhenAnIndexFailsInsteadOfFallingThrough) {
+  FakeFetcher f;
+  publish_json(f, k_extra_index, "internal", {{"internal-99.0-py3-none-any.whl"}});
+  f.failing.insert(std::string(k_index) + "/internal/");
+  auto r = request({"internal"});
+  r.indexes = {k_index, k_extra_index};
+  auto res = resolve_wheels(f, r);
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.error().id, "fetch.failed");
+  EXPECT_EQ(res.error().kind, ErrorKind::environment);
+}
+
+TEST(WheelResolver, RefusesProjectsThatOfferOnlySourceDistributions) {
+  FakeFetcher f;
+  publish_json(f, k_index, "legacy", {{"legacy-1.0.tar.gz"}, {"legacy-1.1.tar.gz"}, {"legacy-0.9-py3-none-any.whl"}});
+  auto res = resolve_wheels(f, request({"legacy>=1"}));
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.error().id, "wheel.sdist_only");
+  EXPECT_EQ(res.error().kind, ErrorKind::unsatisfiable);
+  EXPECT_NE(res.error().message.find("only source distributions for legacy>=1"), std::string::npos) << res.error().message;
+  EXPECT_NE(res.error().message.find("1.1, 1.0"), std::string::npos) << res.error().message;
+  EXPECT_NE(res.error().hint.find("does not build"), std::string::npos);
+  // Below the range there is a wheel, and it is taken.
+  EXPECT_EQ(pins(resolve_ok(f, request({"legacy"}))), Strings{"legacy==0.9"});
+}
+
+TEST(WheelResolver, BacktracksWhenTheNewestVersionsDependencyConflicts) {
+  FakeFetcher f;
+  Dist top2{"top-2.0-py3-none-any.whl"};
+  top2.requires_dist = {"mid>=2"};
+  Dist top1{"top-1.0-py3-none-any.whl"};
+  top1.requires_dist = {"mid<2"};
+  Dist mid2{"mid-2.0-py3-none-any.whl"};
+  mid2.requires_dist = {"base>=2"};
+  Dist mid1{"mid-1.0-py3-none-any.whl"};
+  mid1.requires_dist = {"base<2"};
+  publish_json(f, k_index, "top", {top1, top2});
+  publish_html(f, k_index, "mid", {mid1, mid2});
+  publish_json(f, k_index, "base", {{"base-1.0-py3-none-any.whl"}, {"base-2.0-py3-none-any.whl"}});
+  const auto res = resolve_ok(f, request({"top", "base<2"}));
+  EXPECT_EQ(pins(res), (Strings{"base==1.0", "mid==1.0", "top==1.0"}));
+  // Each page was fetched once although versions were tried and abandoned.
+  for (const char* project : {"top", "mid", "base"}) {
+    EXPECT_EQ(std::count(f.requested.begin(), f.requested.end(), std::string(k_index) + "/" + project + "/"), 1) << project;
+  }
+  // The same inputs give the same pins and the same log.
+  FakeFetcher again = f;
+  again.requested.clear();
+  const auto res2 = resolve_ok(again, request({"top", "base<2"}));
+  EXPECT_EQ(pins(res2), pins(res));
+  EXPECT_EQ(res2.decisions, res.decisions);
+}
+
+TEST(WheelResolver, GivesUpAfterTheStepLimit) {
+  FakeFetcher f;
+  Dist app2{"app-2.0-py3-none-any.whl"};
+  app2.requires_dist = {"lib<1"};
+  publish_json(f, k_index, "app", {{"app-1.0-py3-none-any.whl"}, app2});
+  publish_json(f, k_index, "lib", {{"lib-0.5-py3-none-any.whl"}, {"lib-2.0-py3-none-any.whl"}});
+  EXPECT_EQ(pins(resolve_ok(f, request({"app", "lib>=2"}))), (Strings{"app==1.0", "lib==2.0"}));
+  auto r = request({"app", "lib>=2"});
+  r.max_steps = 2;
+  auto res = resolve_wheels(f, r);
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.error().id, "wheel.too_complex");
+}
+
+TEST(WheelResolver, NamesTheConflictingRequirementsAndWhoAskedForThem) {
+  FakeFetcher f;
+  Dist torch{"torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl"};
+  torch.requires_dist = {"numpy>=2", "filelock"};
+  publish_json(f, k_index, "torch", {torch});
+  publish_json(f, k_index, "numpy", {{"numpy-1.26.4-cp311-cp311-manylinux_2_17_x86_64.whl"},
+                                     {"numpy-2.1.0-cp311-cp311-manylinux_2_17_x86_64.whl"}});
+  publish_json(f, k_index, "filelock", {{"filelock-3.0-py3-none-any.whl"}});
+  auto res = resolve_wheels(f, request({"torch==2.5.1", "numpy<2"}));
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.error().kind, ErrorKind::unsatisfiable);
+  EXPECT_EQ(res.error().id, "wheel.conflict");
+  EXPECT_NE(res.error().message.find("torch 2.5.1 requires numpy>=2, but the spec asks numpy<2"), std::string::npos)
+      << res.error().message;
+  EXPECT_NE(res.error().message.find("2.1.0, 1.26.4"), std::string::npos) << res.error().message;
+  EXPECT_FALSE(res.error().hint.empty());
+}
+
+TEST(WheelResolver, ReportsUnknownProjectsWithTheIndexesSearched) {
+  FakeFetcher f;
+  Dist app{"app-1.0-py3-none-any.whl"};
+  app.requires_dist = {"ghost>=1"};
+  publish_json(f, k_index, "app", {app});
+  auto r = request({"app"});
+  r.indexes = {k_index, k_extra_index};
+  auto res = resolve_wheels(f, r);
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.error().id, "wheel.not_found");
+  EXPECT_NE(res.error().message.find("ghost (required by app 1.0)"), std::string::npos) << res.error().message;
+  EXPECT_NE(res.error().message.find(k_index), std::string::npos);
+  EXPECT_NE(res.error().message.find(k_extra_index), std::string::npos);
+}
+
+TEST(WheelResolver, ReadsMetadataFromTheWheelWhenTheIndexHasNoMetadataFile) {
+  FakeFetcher f;
+  const std::string filename = "demo_pkg-1.0-py3-none-any.whl";
+  const std::string metadata = "Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.0\nRequires-Dist: core (>=1.0)\n\n";
+  const std::string wheel = wheel_zip("demo_pkg-1.0.dist-info", metadata);
+  f.files[file_url(filename)] = wheel;
+  f.files[std::string(k_index) + "/demo-pkg/"] =
+      "<a href=\"" + file_url(filename) + "#sha256=" + sha256_hex(wheel) + "\">" + filename + "</a>\n";
+  publish_json(f, k_index, "core", {{"core-1.0-py3-none-any.whl"}});
+  const auto res = resolve_ok(f, request({"demo-pkg"}));
+  EXPECT_EQ(pins(res), (Strings{"core==1.0", "demo-pkg==1.0"}));
+  EXPECT_EQ(find(res, "demo-pkg")->size, wheel.size());  // HTML pages give no size; the download does
+  EXPECT_EQ(find(res, "demo-pkg")->requires_dist, Strings{"core>=1.0"});
+
+  // Bytes that do not match the index's hash are refused.
+  f.files[file_url(filename)] = wheel_zip("demo_pkg-1.0.dist-info", metadata + "tampered\n");
+  auto bad = resolve_wheels(f, request({"demo-pkg"}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().id, "wheel.hash_mismatch");
+}
+
+TEST(WheelResolver, VerifiesTheMetadataFileAgainstItsHash) {
+  FakeFetcher f;
+  publish_json(f, k_index, "demo", {{"demo-1.0-py3-none-any.whl"}});
+  f.files[file_url("demo-1.0-py3-none-any.whl") + ".metadata"] += "Requires-Dist: evil\n";
+  auto res = resolve_wheels(f, request({"demo"}));
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.error().id, "wheel.hash_mismatch");
+}
+
+TEST(WheelResolver, RefusesWheelsWithoutSha256) {
+  FakeFetcher f;
+  Dist unhashed{"demo-1.0-py3-none-any.whl"};
+  unhashed.hashed = false;
+  publish_json(f, k_index, "demo", {unhashed});
+  auto res = resolve_wheels(f, request({"demo"}));
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.error().id, "wheel.no_hash");
+}
+
+TEST(WheelResolver, RefusesMalformedAndUrlRequirements) {
+  FakeFetcher f;
+  auto bad = resolve_wheels(f, request({"demo >="}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().kind, ErrorKind::spec);
+  auto url = resolve_wheels(f, request({"demo @ https://example.com/demo-1.0-py3-none-any.whl"}));
+  ASSERT_FALSE(url.ok());
+  EXPECT_EQ(url.error().id, "wheel.requirement");
+  auto none = request({"demo"});
+  none.indexes.clear();
+  auto no_index = resolve_wheels(f, none);
+  ASSERT_FALSE(no_index.ok());
+  EXPECT_EQ(no_index.error().id, "wheel.no_index");
+}
+
+}  // namespace
