@@ -4,6 +4,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
+#include "images/fetch/curl_fetcher.hpp"
 
 #ifndef GPUENV_VERSION
 #define GPUENV_VERSION "0.0.0"
@@ -33,6 +34,7 @@ Context production_context(char** envp) {
     return probes;
   };
   ctx.make_runner = [] { return images::make_process_runner(); };
+  ctx.make_fetcher = [] { return images::make_curl_fetcher(images::FetchOptions{}); };
   return ctx;
 }
 
@@ -66,6 +68,16 @@ int run(const std::vector<std::string>& args, Context& ctx) {
   m->add_option("framework", matrix.framework, "torch, tensorflow, jax or cuda (default: all)")
       ->check(CLI::IsMember({"torch", "tensorflow", "jax", "cuda"}));
   m->add_flag("--json", matrix.json, "Print a gpuenv-matrix-v1 JSON document");
+
+  LockOptions lock;
+  auto* l = app.add_subcommand("lock", "Resolve a spec and pin every Debian package and wheel (url, size, sha256) into a lock");
+  l->add_option("spec", lock.resolve.spec_path, "Spec file (gpuenv-spec-v1 YAML)")->required();
+  l->add_option("-o,--output", lock.output, "Lock file to write (default gpuenv.lock)");
+  l->add_option("--driver", lock.resolve.driver, "The fleet's driver version (overrides the spec and the host)");
+  l->add_option("--gpu", lock.resolve.gpus, "GPU model or architecture; repeatable");
+  l->add_option("--host-root", lock.host_root, "Read apt and pip configuration under this directory instead of /")
+      ->check(CLI::ExistingDirectory);
+  l->add_flag("--json", lock.resolve.json, "Print the resolution and the pinned packages as JSON");
 
   SourcesOptions sources;
   auto* so = app.add_subcommand("sources", "Show where packages come from (apt repositories, pip indexes) and why");
@@ -111,6 +123,10 @@ int run(const std::vector<std::string>& args, Context& ctx) {
       return cmd_detect(detect, ctx);
     }
     if (so->parsed()) return cmd_sources(sources, ctx);
+    if (l->parsed()) {
+      lock.resolve.catalog_dir = catalog_dir;
+      return cmd_lock(lock, ctx);
+    }
     if (c->parsed()) {
       cache.action = c_ls->parsed() ? "ls" : c_du->parsed() ? "du" : "prune";
       return cmd_cache(cache, ctx);

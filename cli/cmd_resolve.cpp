@@ -69,18 +69,22 @@ Result<resolver::HostFacts> host_facts(Context& ctx, const resolver::Catalog& ca
   return facts;
 }
 
-int cmd_resolve(const ResolveOptions& o, Context& ctx) {
+int prepare_resolution(const ResolveOptions& o, Context& ctx, PreparedResolution& out) {
   auto loaded = load_catalog_from(o.catalog_dir);
   if (!loaded) return report_error(loaded.error(), o.json, ctx);
-  const resolver::Catalog& catalog = loaded->catalog;
+  out.catalog = std::move(*loaded);
+  const resolver::Catalog& catalog = out.catalog.catalog;
 
   auto text = read_file_limited(o.spec_path, resolver::k_spec_max_bytes);
   if (!text) return report_error(text.error(), o.json, ctx);
-  auto spec = resolver::parse_spec(*text, o.spec_path);
-  if (!spec) return report_error(spec.error(), o.json, ctx);
+  out.spec_text = std::move(*text);
+  auto parsed = resolver::parse_spec(out.spec_text, o.spec_path);
+  if (!parsed) return report_error(parsed.error(), o.json, ctx);
+  out.spec = std::move(*parsed);
+  resolver::Spec* spec = &out.spec;
 
   resolver::ResolveRequest req;
-  req.spec = &*spec;
+  req.spec = spec;
   std::optional<resolver::HostFacts> host;
   auto need_host = [&]() -> Status {
     if (host) return ok_status();
@@ -148,6 +152,17 @@ int cmd_resolve(const ResolveOptions& o, Context& ctx) {
 
   auto resolution = resolver::resolve(catalog, req);
   if (!resolution) return report_error(resolution.error(), o.json, ctx);
+  out.resolution = std::move(*resolution);
+  return k_exit_ok;
+}
+
+int cmd_resolve(const ResolveOptions& o, Context& ctx) {
+  PreparedResolution p;
+  if (int rc = prepare_resolution(o, ctx, p); rc != k_exit_ok) return rc;
+  const resolver::Spec* spec = &p.spec;
+  const resolver::Resolution* resolution = &p.resolution;
+  auto loaded = &p.catalog;
+  const std::string* text = &p.spec_text;
   if (o.json) *ctx.out << resolution_json(*spec, *resolution).dump(2) << "\n";
   else print_resolution(*ctx.out, *spec, *resolution);
   if (!resolution->ok) return k_exit_unsatisfiable;

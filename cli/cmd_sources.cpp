@@ -27,7 +27,7 @@ std::string user_config_path(const Context& ctx) {
   return env_or(ctx, "HOME") + "/.config/gpuenv/config.yaml";
 }
 
-Result<std::optional<resolver::SourcesRequest>> load_user_config(const Context& ctx) {
+Result<std::optional<resolver::SourcesRequest>> load_user_config_for(const Context& ctx) {
   const std::string path = user_config_path(ctx);
   auto text = read_file_limited(path, resolver::k_spec_max_bytes);
   if (!text) {
@@ -48,7 +48,7 @@ int cmd_sources(const SourcesOptions& o, Context& ctx) {
     if (!parsed) return report_error(parsed.error(), o.json, ctx);
     spec = std::move(*parsed);
   }
-  auto config = load_user_config(ctx);
+  auto config = load_user_config_for(ctx);
   if (!config) return report_error(config.error(), o.json, ctx);
   auto runner = ctx.make_runner ? ctx.make_runner() : nullptr;
   images::SourceInputs in;

@@ -6,6 +6,8 @@
 
 #include "cli/context.hpp"
 #include "resolver/catalog.hpp"
+#include "resolver/solver.hpp"
+#include "resolver/spec.hpp"
 
 namespace gpuenv::cli {
 
@@ -28,6 +30,25 @@ struct ResolveOptions {
   std::string catalog_dir;
 };
 int cmd_resolve(const ResolveOptions& options, Context& ctx);
+
+/// A spec read, checked and resolved (the first half of resolve and lock).
+struct PreparedResolution {
+  LoadedCatalog catalog;
+  std::string spec_text;
+  resolver::Spec spec;
+  resolver::Resolution resolution;
+};
+/// Loads the catalog, reads and parses the spec, gathers GPUs and driver (flags, spec, host) and resolves.
+/// Returns 0, or the exit code of an error it has already reported. An unsatisfiable answer returns 0 with
+/// resolution.ok == false.
+int prepare_resolution(const ResolveOptions& options, Context& ctx, PreparedResolution& out);
+
+struct LockOptions {
+  ResolveOptions resolve;        ///< spec, --driver, --gpu, --json, catalog
+  std::string output = "gpuenv.lock";
+  std::string host_root = "/";
+};
+int cmd_lock(const LockOptions& options, Context& ctx);
 
 struct DetectOptions {
   bool json = false;
@@ -60,6 +81,8 @@ struct SourcesOptions {
 int cmd_sources(const SourcesOptions& options, Context& ctx);
 /// $GPUENV_CONFIG, else $XDG_CONFIG_HOME/gpuenv/config.yaml, else ~/.config/gpuenv/config.yaml.
 std::string user_config_path(const Context& ctx);
+/// The user configuration's sources, or nothing when the file does not exist.
+Result<std::optional<resolver::SourcesRequest>> load_user_config_for(const Context& ctx);
 
 /// Prints an error (JSON when asked) and returns its exit code.
 int report_error(const Error& error, bool json, Context& ctx);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "images/fetch/fetcher.hpp"
 #include "images/process/command_runner.hpp"
 #include "validate/host_probe.hpp"
 
@@ -21,6 +22,8 @@ struct Context {
   std::function<std::vector<std::unique_ptr<validate::HostProbe>>()> make_probes;
   /// Builds the process runner (gpgv, the local pip).
   std::function<std::unique_ptr<images::CommandRunner>()> make_runner;
+  /// Builds the network adapter.
+  std::function<std::unique_ptr<images::Fetcher>()> make_fetcher;
 };
 
 /// Runs the gpuenv command line; returns the process exit code (docs/cli.md). Never throws.

@@ -16,8 +16,15 @@ struct LockInputs {
   std::string generator;  ///< "gpuenv 0.1.0"
 };
 
-/// Renders a successful resolution as lock text (YAML). Same inputs give the same bytes: no time stamps,
-/// no host paths, fixed key order.
-std::string render_lock(const Spec& spec, const Resolution& resolution, const LockInputs& inputs);
+/// One pinned artifact: a .deb or a wheel, with where it comes from and its digest.
+struct LockedPackage {
+  std::string name, version, kind, architecture, url, sha256, source;
+  std::uint64_t size = 0;
+};
+
+/// Renders a successful resolution (and its pinned packages, in the given order) as lock text (YAML). Same
+/// inputs give the same bytes: no time stamps, no host paths, fixed key order.
+std::string render_lock(const Spec& spec, const Resolution& resolution, const LockInputs& inputs,
+                        const std::vector<LockedPackage>& packages = {});
 
 }  // namespace gpuenv::resolver

@@ -67,7 +67,9 @@ struct Transfer {
   bool first_write = true;
   bool too_large = false;
   bool restarted_after_mismatch = false;
-  bool no_ranges = false;  // the server ignored Range once: always start from byte 0
+  bool no_ranges = false;
+  std::string accept;  // "Accept: ..." header line, or empty
+  curl_slist* headers = nullptr;  // the server ignored Range once: always start from byte 0
   int attempts = 0;
   Clock::time_point not_before{};
   std::optional<long> retry_after_s;
@@ -120,9 +122,10 @@ class CurlFetcher final : public Fetcher {
   CurlFetcher(const CurlFetcher&) = delete;
   CurlFetcher& operator=(const CurlFetcher&) = delete;
 
-  Result<std::string> get(const std::string& url) override {
+  Result<std::string> get(const std::string& url, const std::string& accept) override {
     std::deque<Transfer> ts(1);
     ts[0].url = url;
+    if (!accept.empty()) ts[0].accept = "Accept: " + accept;
     ts[0].max_bytes = m_o.max_document_bytes;
     run(ts);
     if (ts[0].outcome != Outcome::done) return *ts[0].error;
@@ -283,6 +286,10 @@ class CurlFetcher final : public Fetcher {
     curl_easy_setopt(e, CURLOPT_USERAGENT, m_o.user_agent.c_str());
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L * 1024L);  // fewer, larger writes for big files
     if (t.offset > 0) curl_easy_setopt(e, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(t.offset));
+    if (!t.accept.empty()) {
+      if (!t.headers) t.headers = curl_slist_append(nullptr, t.accept.c_str());
+      curl_easy_setopt(e, CURLOPT_HTTPHEADER, t.headers);
+    }
     curl_multi_add_handle(m_multi, e);
     return true;
   }
@@ -406,6 +413,12 @@ class CurlFetcher final : public Fetcher {
   }
 
   void run(std::deque<Transfer>& ts) {
+    struct FreeHeaders {
+      std::deque<Transfer>& ts;
+      ~FreeHeaders() {
+        for (auto& t : ts) curl_slist_free_all(t.headers);
+      }
+    } free_headers{ts};
     m_progress = FetchProgress{};
     m_progress.files_total = ts.size();
     for (const auto& t : ts) m_progress.bytes_total += t.size.value_or(0);

@@ -56,7 +56,8 @@ class Fetcher {
   virtual ~Fetcher() = default;
   /// Fetches a small document (an index, a Release file) into memory. 404/410 is ErrorKind::environment
   /// with id "fetch.not_found"; other failures "fetch.failed".
-  virtual Result<std::string> get(const std::string& url) = 0;
+  /// `accept` is sent as the Accept header when not empty (content negotiation of the simple API).
+  virtual Result<std::string> get(const std::string& url, const std::string& accept = {}) = 0;
   /// Fetches every request concurrently; one result per request, in order.
   virtual std::vector<Result<FetchedFile>> fetch_all(const std::vector<FetchRequest>& requests) = 0;
 };

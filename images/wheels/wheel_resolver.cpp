@@ -308,7 +308,8 @@ Result<const ProjectPage*> Resolver::page(const std::string& name) {
   std::vector<IndexFile> files;
   for (const auto& index : m_request.indexes) {
     const std::string url = project_page_url(index, name);
-    auto body = m_fetcher.get(url);
+    // PEP 691: ask for JSON (it carries sizes and upload times), accept HTML.
+    auto body = m_fetcher.get(url, "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01");
     if (!body) {
       if (body.error().id == "fetch.not_found") {
         m_decisions.push_back("index: " + name + " is not on " + index);
@@ -391,6 +392,17 @@ Result<const CoreMetadata*> Resolver::metadata(const std::string& name, const Ve
                         where, "the index or a proxy serves altered files; do not use it until this is explained");
     }
     text = std::move(*body);
+  } else if (auto probe = m_fetcher.get(metadata_url(file)); probe) {
+    // Indexes that backfilled PEP 658 files do not always advertise them (large wheels on the main index);
+    // the file is tried before downloading the whole wheel. Its content is still checked against the
+    // wheel's name and version below, and the wheel itself is pinned by the index's sha256.
+    where = metadata_url(file);
+    m_decisions.push_back("metadata: " + file.filename + " advertises no metadata file; read the unadvertised " + where);
+    text = std::move(*probe);
+  } else if (probe.error().id != "fetch.not_found") {
+    Error e = std::move(probe).error();
+    e.while_("fetching the core metadata of " + file.filename);
+    return e;
   } else {
     where = file.url;
     m_decisions.push_back("metadata: " + file.filename + " has no PEP 658 metadata file; reading it from the wheel");

@@ -17,8 +17,11 @@ class FakeFetcher final : public images::Fetcher {
   std::set<std::string> failing;
   std::vector<std::string> requested;
 
-  Result<std::string> get(const std::string& url) override {
+  std::vector<std::string> accepts;  ///< the Accept header of each get()
+
+  Result<std::string> get(const std::string& url, const std::string& accept = {}) override {
     requested.push_back(url);
+    accepts.push_back(accept);
     if (failing.count(url)) return make_error(ErrorKind::environment, "fetch.failed", "injected failure", url, "");
     auto it = files.find(url);
     if (it == files.end()) return make_error(ErrorKind::environment, "fetch.not_found", "HTTP 404: not found", url, "");

@@ -1,0 +1,126 @@
+#include <filesystem>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "cli/commands.hpp"
+#include "cli/io.hpp"
+#include "cli/render.hpp"
+#include "images/cache/blob_store.hpp"
+#include "images/pin_image.hpp"
+#include "resolver/lockfile.hpp"
+
+#ifndef GPUENV_VERSION
+#define GPUENV_VERSION "0.0.0"
+#endif
+
+namespace gpuenv::cli {
+namespace {
+
+std::string env_or(const Context& ctx, const char* name) {
+  auto it = ctx.env.find(name);
+  return it == ctx.env.end() ? std::string() : it->second;
+}
+
+// apt's default keyrings: trusted.gpg and trusted.gpg.d/*.gpg|*.asc under the host root.
+std::vector<std::string> default_keyrings(const std::string& root) {
+  namespace fs = std::filesystem;
+  const std::string base = (root == "/" ? std::string() : root) + "/etc/apt";
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (fs::is_regular_file(base + "/trusted.gpg", ec)) out.push_back(base + "/trusted.gpg");
+  for (const auto& e : fs::directory_iterator(base + "/trusted.gpg.d", ec)) {
+    const auto ext = e.path().extension();
+    if (ext == ".gpg" || ext == ".asc") out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+int cmd_lock(const LockOptions& o, Context& ctx) {
+  PreparedResolution p;
+  if (int rc = prepare_resolution(o.resolve, ctx, p); rc != k_exit_ok) return rc;
+  if (!p.resolution.ok) {
+    if (o.resolve.json) *ctx.out << resolution_json(p.spec, p.resolution).dump(2) << "\n";
+    else print_resolution(*ctx.out, p.spec, p.resolution);
+    return k_exit_unsatisfiable;
+  }
+  const resolver::Distro* distro = p.catalog.catalog.distro(p.spec.base_distro, p.spec.base_release);
+
+  auto config = load_user_config_for(ctx);
+  if (!config) return report_error(config.error(), o.resolve.json, ctx);
+  auto runner = ctx.make_runner ? ctx.make_runner() : nullptr;
+  auto fetcher = ctx.make_fetcher ? ctx.make_fetcher() : nullptr;
+  if (!runner || !fetcher) {
+    return report_error(make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher or process runner configured", {}, ""), o.resolve.json, ctx);
+  }
+  images::SourceInputs in;
+  in.spec = &p.spec.sources;
+  in.spec_path = o.resolve.spec_path;
+  in.user_config = *config ? &**config : nullptr;
+  in.user_config_path = user_config_path(ctx);
+  in.host_root = o.host_root;
+  in.env = ctx.env;
+  in.home = env_or(ctx, "HOME");
+  in.runner = runner.get();
+  auto sources = images::discover_sources(in);
+  if (!sources) return report_error(sources.error(), o.resolve.json, ctx);
+
+  const std::string cache = cache_root(ctx);
+  auto store = images::make_dir_blob_store(cache);
+  auto work = store->temp_path();
+  if (!work) return report_error(work.error(), o.resolve.json, ctx);
+  std::filesystem::create_directories(*work);
+  images::AptFetchContext apt;
+  apt.fetcher = fetcher.get();
+  apt.cache = store.get();
+  apt.runner = runner.get();
+  apt.work_dir = *work;
+  apt.default_keyrings = default_keyrings(o.host_root);
+  apt.now_unix = std::time(nullptr);
+  images::PinImageRequest req{&p.spec, &p.resolution, distro, &*sources};
+  auto pins = images::pin_image(req, apt);
+  std::error_code ec;
+  std::filesystem::remove_all(*work, ec);
+  if (!pins) {
+    Error e = std::move(pins).error();
+    e.while_("pinning the packages of " + p.spec.name);
+    return report_error(e, o.resolve.json, ctx);
+  }
+
+  std::vector<resolver::LockedPackage> locked;
+  std::uint64_t debs = 0, wheels = 0, bytes = 0;
+  for (const auto& x : pins->packages) {
+    locked.push_back({x.name, x.version, x.kind, x.architecture, x.url, x.sha256, x.source, x.size});
+    (x.kind == "deb" ? debs : wheels) += 1;
+    bytes += x.size;
+  }
+  resolver::LockInputs inputs{sha256_hex(p.spec_text), p.catalog.sha256, std::string("gpuenv ") + GPUENV_VERSION};
+  const std::string text = resolver::render_lock(p.spec, p.resolution, inputs, locked);
+  if (auto st = write_file_atomic(o.output, text); !st) {
+    Error e = st.error();
+    e.while_("writing the lock");
+    return report_error(e, o.resolve.json, ctx);
+  }
+  if (o.resolve.json) {
+    nlohmann::ordered_json j = resolution_json(p.spec, p.resolution);
+    j["schema"] = "gpuenv-lock-result-v1";
+    j["lock"] = {{"path", o.output}, {"sha256", sha256_hex(text)}};
+    auto list = nlohmann::ordered_json::array();
+    for (const auto& x : locked)
+      list.push_back({{"name", x.name}, {"version", x.version}, {"kind", x.kind}, {"architecture", x.architecture}, {"size", x.size},
+                      {"sha256", x.sha256}, {"url", x.url}, {"source", x.source}});
+    j["packages"] = list;
+    j["wheel_requirements"] = pins->requirements;
+    *ctx.out << j.dump(2) << "\n";
+  } else {
+    print_resolution(*ctx.out, p.spec, p.resolution);
+    *ctx.out << "pinned " << debs << " Debian packages and " << wheels << " wheels (" << std::fixed << std::setprecision(1)
+             << static_cast<double>(bytes) / (1024.0 * 1024.0) << " MiB)\nwrote " << o.output << "\n";
+  }
+  return k_exit_ok;
+}
+
+}  // namespace gpuenv::cli
