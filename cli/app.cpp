@@ -1,9 +1,13 @@
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
+#include "cli/progress.hpp"
 #include "images/fetch/curl_fetcher.hpp"
 
 #ifndef GPUENV_VERSION
@@ -34,7 +38,17 @@ Context production_context(char** envp) {
     return probes;
   };
   ctx.make_runner = [] { return images::make_process_runner(); };
-  ctx.make_fetcher = [] { return images::make_curl_fetcher(images::FetchOptions{}); };
+  ctx.stderr_is_tty = ::isatty(2) == 1;
+  ctx.make_fetcher = [tty = ctx.stderr_is_tty] {
+    images::FetchOptions o;
+    if (tty) {
+      auto line = std::make_shared<ProgressLine>(std::cerr);
+      o.on_progress = [line](const images::FetchProgress& p) {
+        if (p.files_total > 1) line->update(p);  // single documents are not worth a line
+      };
+    }
+    return images::make_curl_fetcher(std::move(o));
+  };
   return ctx;
 }
 

@@ -22,6 +22,8 @@ struct Context {
   std::function<std::vector<std::unique_ptr<validate::HostProbe>>()> make_probes;
   /// Builds the process runner (gpgv, the local pip).
   std::function<std::unique_ptr<images::CommandRunner>()> make_runner;
+  /// True when stderr is a terminal: progress is shown there, nothing otherwise.
+  bool stderr_is_tty = false;
   /// Builds the network adapter.
   std::function<std::unique_ptr<images::Fetcher>()> make_fetcher;
 };
