@@ -1,0 +1,110 @@
+#include "images/rootfs/deb_rootfs.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "images/apt/deb822.hpp"
+
+namespace gpuenv::images {
+namespace {
+
+namespace fs = std::filesystem;
+
+Status write_atomic(const fs::path& path, const std::string& text) {
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  const fs::path tmp = path.string() + ".gpuenv-tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out) return make_error(ErrorKind::environment, "rootfs.io", "cannot write " + tmp.string(), tmp.string(), "check free disk space");
+  }
+  fs::permissions(tmp, fs::perms(0644), ec);
+  fs::rename(tmp, path, ec);
+  if (ec) return make_error(ErrorKind::environment, "rootfs.io", "cannot rename into " + path.string() + ": " + ec.message(), path.string(), "");
+  return ok_status();
+}
+
+}  // namespace
+
+bool keep_in_minimal_image(std::string_view p) {
+  auto under = [&](std::string_view dir) { return p.size() > dir.size() && p.substr(0, dir.size()) == dir && p[dir.size()] == '/'; };
+  if (under("usr/share/doc")) {
+    const auto slash = p.rfind('/');
+    return p.substr(slash + 1) == "copyright";
+  }
+  return !(under("usr/share/man") || under("usr/share/info") || under("usr/share/locale") || under("usr/share/lintian") ||
+           under("usr/share/linda"));
+}
+
+Result<InstalledDeb> install_deb(std::string_view bytes, const std::string& origin, const std::string& root, const ExtractOptions& options) {
+  auto contents = extract_deb(bytes, origin, root, options);
+  if (!contents) return std::move(contents).error();
+  auto stanzas = parse_deb822(contents->control, origin + " (control)");
+  if (!stanzas) return std::move(stanzas).error();
+  if (stanzas->size() != 1 || (*stanzas)[0].get("Package").empty() || (*stanzas)[0].get("Version").empty()) {
+    return make_error(ErrorKind::environment, "rootfs.bad_control", "the control file needs exactly one stanza with Package and Version", origin,
+                      "the package is damaged");
+  }
+  const Stanza& s = (*stanzas)[0];
+  InstalledDeb d;
+  d.name = std::string(s.get("Package"));
+  d.version = std::string(s.get("Version"));
+  d.architecture = std::string(s.get("Architecture"));
+  d.multi_arch = std::string(s.get("Multi-Arch"));
+  d.control = std::move(contents->control);
+  d.entries = std::move(contents->entries);
+  return d;
+}
+
+Status write_dpkg_database(const std::string& root, const std::vector<InstalledDeb>& packages) {
+  std::vector<const InstalledDeb*> sorted;
+  for (const auto& p : packages) sorted.push_back(&p);
+  std::sort(sorted.begin(), sorted.end(), [](const InstalledDeb* a, const InstalledDeb* b) {
+    return std::tie(a->name, a->architecture) < std::tie(b->name, b->architecture);
+  });
+  std::string status;
+  const fs::path info = fs::path(root) / "var/lib/dpkg/info";
+  for (const InstalledDeb* p : sorted) {
+    // dpkg's order: Package, then Status, then the rest of the control fields as shipped.
+    std::string control = p->control;
+    while (!control.empty() && (control.back() == '\n' || control.back() == '\r')) control.pop_back();
+    const auto first_nl = control.find('\n');
+    const std::string first = control.substr(0, first_nl);
+    const std::string rest = first_nl == std::string::npos ? std::string() : control.substr(first_nl + 1);
+    if (first.rfind("Package:", 0) == 0) status += first + "\nStatus: install ok installed\n" + rest + "\n\n";
+    else status += "Package: " + p->name + "\nStatus: install ok installed\n" + control + "\n\n";
+    std::vector<std::string> paths = {"/."};
+    for (const auto& e : p->entries) paths.push_back("/" + e.path);
+    std::sort(paths.begin() + 1, paths.end());
+    paths.erase(std::unique(paths.begin(), paths.end()), paths.end());
+    std::string list;
+    for (const auto& x : paths) list += x + "\n";
+    const std::string stem = p->multi_arch == "same" ? p->name + ":" + p->architecture : p->name;
+    if (auto st = write_atomic(info / (stem + ".list"), list); !st) return st;
+  }
+  // Layout version 1: Multi-Arch: same packages have "name:arch" info files.
+  if (auto st = write_atomic(info / "format", "1\n"); !st) return st;
+  for (const char* f : {"available", "diversions", "statoverride"}) {
+    std::error_code ec;
+    if (!fs::exists(fs::path(root) / "var/lib/dpkg" / f, ec))
+      if (auto st = write_atomic(fs::path(root) / "var/lib/dpkg" / f, ""); !st) return st;
+  }
+  return write_atomic(fs::path(root) / "var/lib/dpkg/status", status);
+}
+
+Status apply_base_passwd(const std::string& root) {
+  const fs::path r(root);
+  for (const auto& [master, target] : {std::pair{"usr/share/base-passwd/passwd.master", "etc/passwd"},
+                                       std::pair{"usr/share/base-passwd/group.master", "etc/group"}}) {
+    std::error_code ec;
+    if (!fs::exists(r / master, ec) || fs::exists(r / target, ec)) continue;
+    std::ifstream in(r / master, std::ios::binary);
+    const std::string text(std::istreambuf_iterator<char>(in), {});
+    if (auto st = write_atomic(r / target, text); !st) return st;
+  }
+  return ok_status();
+}
+
+}  // namespace gpuenv::images

@@ -1,0 +1,34 @@
+#pragma once
+// Installing .deb files into a root directory without dpkg and without running maintainer scripts, then
+// reproducing the effects of those scripts that a runtime image needs: the dpkg database (so scanners such
+// as Trivy and Syft see the packages) and base-passwd's /etc/passwd and /etc/group.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "images/archive/safe_extract.hpp"
+
+namespace gpuenv::images {
+
+struct InstalledDeb {
+  std::string name, version, architecture, multi_arch;
+  std::string control;  ///< the control file as shipped
+  std::vector<ExtractedEntry> entries;
+};
+
+/// The path filter of minimal images: documentation, man and info pages, translations and lintian
+/// overrides are left out (copyright files stay, as licences must travel with binaries).
+bool keep_in_minimal_image(std::string_view path);
+
+/// Unpacks one .deb into `root` (ErrorKind::environment on a damaged or hostile package).
+Result<InstalledDeb> install_deb(std::string_view deb_bytes, const std::string& origin, const std::string& root, const ExtractOptions& options);
+
+/// Writes var/lib/dpkg/status (stanzas sorted by package, "Status: install ok installed") and
+/// var/lib/dpkg/info/<package>.list for every package, atomically and deterministically.
+Status write_dpkg_database(const std::string& root, const std::vector<InstalledDeb>& packages);
+
+/// What base-passwd's preinst does on a fresh system: /etc/passwd and /etc/group from its master files when
+/// they do not exist yet. Does nothing when base-passwd is not installed.
+Status apply_base_passwd(const std::string& root);
+
+}  // namespace gpuenv::images

@@ -1,0 +1,124 @@
+// Installing .debs built by dpkg-deb into a root without dpkg; dpkg-query reads the database gpuenv writes.
+#include "images/rootfs/deb_rootfs.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace gpuenv::images;
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  while (std::size_t n = fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class DebRootfs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("command -v dpkg-deb >/dev/null && command -v dpkg-query >/dev/null") != 0) GTEST_SKIP() << "dpkg-deb/dpkg-query missing";
+    dir = fs::temp_directory_path() / ("gpuenv-rootfs-" + std::to_string(::getpid()) + "-" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root = dir / "root";
+    fs::create_directories(root);
+    build("hello", "1.0-1", "", {{"usr/bin/hello", "#!/bin/sh\n"}, {"usr/share/doc/hello/copyright", "free"},
+                                 {"usr/share/doc/hello/README", "docs"}, {"usr/share/man/man1/hello.1", "man"}});
+    build("base-passwd", "3.6.1", "", {{"usr/share/base-passwd/passwd.master", "root:*:0:0:root:/root:/bin/sh\n"},
+                                       {"usr/share/base-passwd/group.master", "root:*:0:\n"}});
+    build("libfoo1", "2.0-1", "Multi-Arch: same\n", {{"usr/lib/x86_64-linux-gnu/libfoo.so.1", "elf"}});
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  void build(const std::string& name, const std::string& version, const std::string& extra,
+             const std::vector<std::pair<std::string, std::string>>& files) {
+    const fs::path pkg = dir / "build" / name;
+    fs::create_directories(pkg / "DEBIAN");
+    std::ofstream(pkg / "DEBIAN/control") << "Package: " << name << "\nVersion: " << version << "\nArchitecture: amd64\n"
+                                          << extra << "Maintainer: t <t@example.com>\nDescription: test\n";
+    for (const auto& [path, content] : files) {
+      fs::create_directories((pkg / path).parent_path());
+      std::ofstream(pkg / path) << content;
+    }
+    const fs::path deb = dir / (name + ".deb");
+    ASSERT_EQ(std::system(("dpkg-deb --root-owner-group --build " + pkg.string() + " " + deb.string() + " >/dev/null").c_str()), 0);
+    debs.push_back(slurp(deb));
+  }
+
+  std::vector<InstalledDeb> install_all() {
+    ExtractOptions o;
+    o.keep = keep_in_minimal_image;
+    std::vector<InstalledDeb> out;
+    for (std::size_t i = 0; i < debs.size(); ++i) {
+      auto d = install_deb(debs[i], "pkg" + std::to_string(i), root.string(), o);
+      EXPECT_TRUE(d.ok()) << d.error().to_string();
+      if (d) out.push_back(std::move(*d));
+    }
+    return out;
+  }
+
+  fs::path dir, root;
+  std::vector<std::string> debs;
+};
+
+TEST_F(DebRootfs, DpkgQueryReadsTheDatabase) {
+  auto installed = install_all();
+  ASSERT_EQ(installed.size(), 3u);
+  ASSERT_TRUE(write_dpkg_database(root.string(), installed).ok());
+  const std::string admin = (root / "var/lib/dpkg").string();
+  EXPECT_EQ(run("dpkg-query --admindir=" + admin + " -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n'"),
+            "base-passwd 3.6.1 ii \nhello 1.0-1 ii \nlibfoo1 2.0-1 ii \n");
+  const std::string files = run("dpkg-query --admindir=" + admin + " -L hello");
+  EXPECT_NE(files.find("/usr/bin/hello"), std::string::npos) << files;
+  EXPECT_NE(run("dpkg-query --admindir=" + admin + " -S /usr/lib/x86_64-linux-gnu/libfoo.so.1").find("libfoo1"), std::string::npos);
+}
+
+TEST_F(DebRootfs, MinimalImagesLeaveDocsOutButKeepCopyright) {
+  install_all();
+  EXPECT_TRUE(fs::exists(root / "usr/bin/hello"));
+  EXPECT_TRUE(fs::exists(root / "usr/share/doc/hello/copyright"));
+  EXPECT_FALSE(fs::exists(root / "usr/share/doc/hello/README"));
+  EXPECT_FALSE(fs::exists(root / "usr/share/man/man1/hello.1"));
+  EXPECT_TRUE(keep_in_minimal_image("usr/share/docs-are-not-docs"));
+  EXPECT_FALSE(keep_in_minimal_image("usr/share/locale/de/LC_MESSAGES/x.mo"));
+}
+
+TEST_F(DebRootfs, BasePasswdEffects) {
+  install_all();
+  ASSERT_TRUE(apply_base_passwd(root.string()).ok());
+  EXPECT_EQ(slurp(root / "etc/passwd"), "root:*:0:0:root:/root:/bin/sh\n");
+  EXPECT_EQ(slurp(root / "etc/group"), "root:*:0:\n");
+  std::ofstream(root / "etc/passwd") << "custom\n";
+  ASSERT_TRUE(apply_base_passwd(root.string()).ok());
+  EXPECT_EQ(slurp(root / "etc/passwd"), "custom\n");  // an existing file is kept, as the preinst does
+}
+
+TEST_F(DebRootfs, DatabaseIsDeterministic) {
+  auto installed = install_all();
+  ASSERT_TRUE(write_dpkg_database(root.string(), installed).ok());
+  const std::string first = slurp(root / "var/lib/dpkg/status");
+  std::reverse(installed.begin(), installed.end());
+  ASSERT_TRUE(write_dpkg_database(root.string(), installed).ok());
+  EXPECT_EQ(slurp(root / "var/lib/dpkg/status"), first);
+  EXPECT_EQ(first.find("Package: base-passwd\nStatus: install ok installed\n"), 0u);
+}
+
+TEST_F(DebRootfs, DamagedPackageIsRefused) {
+  auto r = install_deb(debs[0].substr(0, debs[0].size() / 2), "half.deb", root.string(), {});
+  ASSERT_FALSE(r.ok());
+}
+
+}  // namespace
