@@ -92,6 +92,7 @@ int run(const std::vector<std::string>& args, Context& ctx) {
   l->add_option("--host-root", lock.host_root, "Read apt and pip configuration under this directory instead of /")
       ->check(CLI::ExistingDirectory);
   l->add_flag("--json", lock.resolve.json, "Print the resolution and the pinned packages as JSON");
+  l->add_flag("--offline", lock.offline, "Use only what the cache holds; download nothing");
 
   SourcesOptions sources;
   auto* so = app.add_subcommand("sources", "Show where packages come from (apt repositories, pip indexes) and why");

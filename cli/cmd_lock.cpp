@@ -7,6 +7,7 @@
 #include "cli/io.hpp"
 #include "cli/render.hpp"
 #include "images/cache/blob_store.hpp"
+#include "images/fetch/caching_fetcher.hpp"
 #include "images/pin_image.hpp"
 #include "resolver/lockfile.hpp"
 
@@ -52,8 +53,8 @@ int cmd_lock(const LockOptions& o, Context& ctx) {
   auto config = load_user_config_for(ctx);
   if (!config) return report_error(config.error(), o.resolve.json, ctx);
   auto runner = ctx.make_runner ? ctx.make_runner() : nullptr;
-  auto fetcher = ctx.make_fetcher ? ctx.make_fetcher() : nullptr;
-  if (!runner || !fetcher) {
+  auto network = o.offline ? nullptr : (ctx.make_fetcher ? ctx.make_fetcher() : nullptr);
+  if (!runner || (!network && !o.offline)) {
     return report_error(make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher or process runner configured", {}, ""), o.resolve.json, ctx);
   }
   images::SourceInputs in;
@@ -70,6 +71,8 @@ int cmd_lock(const LockOptions& o, Context& ctx) {
 
   const std::string cache = cache_root(ctx);
   auto store = images::make_dir_blob_store(cache);
+  // Every document goes through the cache, so that --offline can answer from it alone.
+  auto fetcher = images::make_caching_fetcher(network.get(), *store, cache);
   auto work = store->temp_path();
   if (!work) return report_error(work.error(), o.resolve.json, ctx);
   std::filesystem::create_directories(*work);

@@ -47,6 +47,7 @@ struct LockOptions {
   ResolveOptions resolve;        ///< spec, --driver, --gpu, --json, catalog
   std::string output = "gpuenv.lock";
   std::string host_root = "/";
+  bool offline = false;  ///< use only the cache
 };
 int cmd_lock(const LockOptions& options, Context& ctx);
 

@@ -130,3 +130,25 @@ TEST_F(BlobStoreTest, OfflineUsesOnlyTheCache) {
 }
 
 }  // namespace
+
+#include "images/fetch/caching_fetcher.hpp"
+
+namespace {
+
+TEST_F(BlobStoreTest, CachingFetcherReplaysDocumentsAndNotFoundOffline) {
+  gpuenv::testing::FakeFetcher net;
+  net.files["http://x/simple/torch/"] = "{\"files\": []}";
+  auto online = make_caching_fetcher(&net, *store, root.string());
+  ASSERT_TRUE(online->get("http://x/simple/torch/", "application/json").ok());
+  EXPECT_EQ(online->get("http://x/missing").error().id, "fetch.not_found");
+  auto offline = make_caching_fetcher(nullptr, *store, root.string());
+  auto again = offline->get("http://x/simple/torch/", "application/json");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, "{\"files\": []}");
+  EXPECT_EQ(offline->get("http://x/missing").error().id, "fetch.not_found");            // the 404 is remembered
+  EXPECT_EQ(offline->get("http://x/simple/torch/").error().id, "cache.offline_miss");    // another Accept is another document
+  EXPECT_EQ(offline->get("http://x/never").error().id, "cache.offline_miss");
+  EXPECT_EQ(net.requested.size(), 2u);
+}
+
+}  // namespace
