@@ -159,17 +159,13 @@ int prepare_resolution(const ResolveOptions& o, Context& ctx, PreparedResolution
 int cmd_resolve(const ResolveOptions& o, Context& ctx) {
   PreparedResolution p;
   if (int rc = prepare_resolution(o, ctx, p); rc != k_exit_ok) return rc;
-  const resolver::Spec* spec = &p.spec;
-  const resolver::Resolution* resolution = &p.resolution;
-  auto loaded = &p.catalog;
-  const std::string* text = &p.spec_text;
-  if (o.json) *ctx.out << resolution_json(*spec, *resolution).dump(2) << "\n";
-  else print_resolution(*ctx.out, *spec, *resolution);
-  if (!resolution->ok) return k_exit_unsatisfiable;
+  if (o.json) *ctx.out << resolution_json(p.spec, p.resolution).dump(2) << "\n";
+  else print_resolution(*ctx.out, p.spec, p.resolution);
+  if (!p.resolution.ok) return k_exit_unsatisfiable;
 
   if (o.lock_path) {
-    resolver::LockInputs in{sha256_hex(*text), loaded->sha256, std::string("gpuenv ") + GPUENV_VERSION};
-    if (auto st = write_file_atomic(*o.lock_path, resolver::render_lock(*spec, *resolution, in)); !st) {
+    resolver::LockInputs in{sha256_hex(p.spec_text), p.catalog.sha256, std::string("gpuenv ") + GPUENV_VERSION};
+    if (auto st = write_file_atomic(*o.lock_path, resolver::render_lock(p.spec, p.resolution, in)); !st) {
       Error e = st.error();
       e.while_("writing the lock");
       return report_error(e, false, ctx);

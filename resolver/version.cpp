@@ -167,18 +167,9 @@ Result<Constraint> Constraint::parse(std::string_view text_in) {
       auto v = Version::parse(s);
       if (!v) return fail(col, v.error().message.substr(v.error().message.find(':') + 2));
       cl.version = std::move(*v);
-      if (!had_op || wildcard) {
-        if (had_op && cl.op != Clause::Op::eq && cl.op != Clause::Op::ne) return fail(col, "'.*' only goes with == or !=");
-        if (had_op && cl.op == Clause::Op::ne) {
-          // != 12.* : excluded prefix; expressed as two alternatives is not possible inside AND, keep as ne-prefix
-          return fail(col, "'!=' with a wildcard is not supported; use a range");
-        }
-        if (!had_op && !wildcard) {
-          cl.op = Clause::Op::prefix;  // bare 12.4 means 12.4.x
-        } else {
-          cl.op = Clause::Op::prefix;
-        }
-      }
+      if (wildcard && had_op && cl.op == Clause::Op::ne) return fail(col, "'!=' with a wildcard is not supported; use a range");
+      if (wildcard && had_op && cl.op != Clause::Op::eq) return fail(col, "'.*' only goes with ==");
+      if (!had_op || wildcard) cl.op = Clause::Op::prefix;  // bare 12.4, 12.* and ==12.* all mean 12.4.x
       if (cl.op == Clause::Op::compatible && cl.version.parts().size() < 2)
         return fail(col, "'~=' needs at least two components (~=2.5)");
       clauses.push_back(std::move(cl));
