@@ -87,6 +87,7 @@ Result<ImagePins> pin_image(const PinImageRequest& req, AptFetchContext& apt) {
       w.environment.implementation_name = "cpython";
       w.environment.implementation_version = w.environment.python_full_version;
       w.environment.platform_python_implementation = "CPython";
+      w.cache = apt.cache;
       auto wheels = resolve_wheels(*apt.fetcher, w);
       if (!wheels) return std::move(wheels).error();
       for (const auto& d : wheels->decisions) out.decisions.push_back(d);

@@ -1,5 +1,9 @@
 #include "images/wheels/wheel_resolver.hpp"
 
+#include <filesystem>
+
+#include "images/cache/cached_fetch.hpp"
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <openssl/evp.h>
@@ -127,8 +131,10 @@ bool pins_exactly(const Pep440SpecifierSet& set) {
 
 using ArchivePtr = std::unique_ptr<archive, decltype(&archive_read_free)>;
 
-/// The text of `<project>-<version>.dist-info/METADATA` inside the wheel held in `bytes`.
-Result<std::string> wheel_metadata(std::string_view bytes, const std::string& project, const std::string& url) {
+/// The text of `<project>-<version>.dist-info/METADATA` inside the wheel held in `bytes`, or (when `file` is
+/// not empty) in the wheel file at that path, read in a stream.
+Result<std::string> wheel_metadata(std::string_view bytes, const std::string& project, const std::string& url,
+                                   const std::string& file = {}) {
   ArchivePtr a(archive_read_new(), &archive_read_free);
   if (!a) return make_error(ErrorKind::environment, "wheel.bad_wheel", "cannot allocate an archive reader", url);
   archive_read_support_format_zip(a.get());
@@ -137,7 +143,9 @@ Result<std::string> wheel_metadata(std::string_view bytes, const std::string& pr
     return make_error(ErrorKind::environment, "wheel.bad_wheel", what + ": " + (msg ? msg : "unknown error"), url,
                       "the wheel is not a readable zip archive; check the index or its mirror");
   };
-  if (archive_read_open_memory(a.get(), bytes.data(), bytes.size()) != ARCHIVE_OK) return corrupt("cannot open the wheel");
+  const int opened = file.empty() ? archive_read_open_memory(a.get(), bytes.data(), bytes.size())
+                                  : archive_read_open_filename(a.get(), file.c_str(), 1 << 16);
+  if (opened != ARCHIVE_OK) return corrupt("cannot open the wheel");
   archive_entry* entry = nullptr;
   while (true) {
     const int r = archive_read_next_header(a.get(), &entry);
@@ -403,6 +411,23 @@ Result<const CoreMetadata*> Resolver::metadata(const std::string& name, const Ve
     Error e = std::move(probe).error();
     e.while_("fetching the core metadata of " + file.filename);
     return e;
+  } else if (m_request.cache) {
+    // The wheel is needed to build the image anyway: download it into the cache (verified by the index's
+    // sha256 as it arrives) and read METADATA from the file, without holding the wheel in memory.
+    where = file.url;
+    m_decisions.push_back("metadata: " + file.filename + " has no PEP 658 metadata file; reading it from the cached wheel");
+    auto blobs = fetch_into_cache(&m_fetcher, *m_request.cache, {CacheRequest{file.url, file.sha256, file.size}});
+    if (!blobs[0]) {
+      Error e = std::move(blobs[0]).error();
+      e.while_("fetching " + file.filename + " to read its metadata");
+      return e;
+    }
+    std::error_code ec;
+    m_sizes[file.url] = std::filesystem::file_size(blobs[0]->path, ec);
+    auto extracted = wheel_metadata({}, name, file.url, blobs[0]->path);
+    if (!extracted) return std::move(extracted).error();
+    text = std::move(*extracted);
+    where += " (METADATA)";
   } else {
     where = file.url;
     m_decisions.push_back("metadata: " + file.filename + " has no PEP 658 metadata file; reading it from the wheel");

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "images/cache/blob_store.hpp"
 #include "images/fetch/fetcher.hpp"
 #include "images/wheels/markers.hpp"
 #include "images/wheels/wheel_tags.hpp"
@@ -38,6 +39,9 @@ struct WheelResolveRequest {
   TargetPlatform platform;                ///< the tags the target supports
   bool allow_prereleases = false;         ///< pip's --pre
   std::size_t max_steps = 20000;          ///< candidate versions tried before giving up ("wheel.too_complex")
+  /// When set, a wheel whose index offers no metadata file is downloaded into this cache (it is needed for
+  /// the build anyway) and read from there; without it the wheel is fetched into memory (size-limited).
+  BlobStore* cache = nullptr;
 };
 
 /// One pinned wheel.

@@ -3,6 +3,9 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -435,6 +438,26 @@ TEST(WheelResolver, ReadsMetadataFromTheWheelWhenTheIndexHasNoMetadataFile) {
   auto bad = resolve_wheels(f, request({"demo-pkg"}));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().id, "wheel.hash_mismatch");
+}
+
+TEST(WheelResolver, ReadsMetadataFromTheCachedWheelWhenGivenACache) {
+  FakeFetcher f;
+  const std::string filename = "demo_pkg-1.0-py3-none-any.whl";
+  const std::string metadata = "Metadata-Version: 2.1\nName: demo-pkg\nVersion: 1.0\n\n";
+  const std::string wheel = wheel_zip("demo_pkg-1.0.dist-info", metadata);
+  f.files[file_url(filename)] = wheel;
+  f.files[std::string(k_index) + "/demo-pkg/"] =
+      "<a href=\"" + file_url(filename) + "#sha256=" + sha256_hex(wheel) + "\">" + filename + "</a>\n";
+  const auto dir = std::filesystem::temp_directory_path() / ("gpuenv-wr-cache-" + std::to_string(::getpid()));
+  auto cache = gpuenv::images::make_dir_blob_store(dir.string());
+  auto req = request({"demo-pkg"});
+  req.cache = cache.get();
+  const auto res = resolve_ok(f, req);
+  EXPECT_EQ(find(res, "demo-pkg")->size, wheel.size());
+  auto cached = cache->find(sha256_hex(wheel));
+  ASSERT_TRUE(cached.ok());
+  EXPECT_TRUE(cached->has_value());  // the wheel the build needs is already in the cache
+  std::filesystem::remove_all(dir);
 }
 
 TEST(WheelResolver, VerifiesTheMetadataFileAgainstItsHash) {
