@@ -1,5 +1,7 @@
 #include "images/cache/blob_store.hpp"
 
+#include "images/digest.hpp"
+
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/file.h>
@@ -229,10 +231,7 @@ Result<std::string> sha256_of_file(const std::string& path) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned n = 0;
   EVP_DigestFinal_ex(ctx.get(), md, &n);
-  static const char* k = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < n; ++i) (out += k[md[i] >> 4]) += k[md[i] & 15];
-  return out;
+  return to_hex(md, n);
 }
 
 }  // namespace gpuenv::images

@@ -1,33 +1,23 @@
 #include "images/fetch/caching_fetcher.hpp"
 
-#include <openssl/evp.h>
-
 #include <filesystem>
 #include <fstream>
 
 #include "images/cache/cached_fetch.hpp"
+#include "images/digest.hpp"
 
 namespace gpuenv::images {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string sha256_text(const std::string& s) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned n = 0;
-  EVP_Digest(s.data(), s.size(), md, &n, EVP_sha256(), nullptr);
-  static const char* k = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < n; ++i) (out += k[md[i] >> 4]) += k[md[i] & 15];
-  return out;
-}
 
 class CachingFetcher final : public Fetcher {
  public:
   CachingFetcher(Fetcher* inner, BlobStore& store, std::string root) : m_inner(inner), m_store(store), m_refs(fs::path(root) / "refs") {}
 
   Result<std::string> get(const std::string& url, const std::string& accept) override {
-    const fs::path ref = m_refs / sha256_text(url + "\n" + accept);
+    const fs::path ref = m_refs / sha256_hex(url + "\n" + accept);
     if (!m_inner) {
       std::ifstream in(ref);
       std::string sha;
@@ -40,7 +30,7 @@ class CachingFetcher final : public Fetcher {
         if (found && *found) {
           std::ifstream blob(**found, std::ios::binary);
           std::string body(std::istreambuf_iterator<char>(blob), {});
-          if (sha256_text(body) == sha) return body;
+          if (sha256_hex(body) == sha) return body;
         }
       }
       return make_error(ErrorKind::environment, "cache.offline_miss", "not in the cache and --offline forbids downloading", url,

@@ -1,5 +1,7 @@
 #include "images/fetch/curl_fetcher.hpp"
 
+#include "images/digest.hpp"
+
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -19,15 +21,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string hex(const unsigned char* d, unsigned n) {
-  static const char* k = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < n; ++i) {
-    out += k[d[i] >> 4];
-    out += k[d[i] & 15];
-  }
-  return out;
-}
 
 /// Owns an EVP sha256 context.
 class Sha256 {
@@ -42,7 +35,7 @@ class Sha256 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned n = 0;
     EVP_DigestFinal_ex(m_ctx, md, &n);
-    return hex(md, n);
+    return to_hex(md, n);
   }
 
  private:

@@ -1,5 +1,7 @@
 #include "images/wheels/wheel_resolver.hpp"
 
+#include "images/digest.hpp"
+
 #include <filesystem>
 
 #include "images/cache/cached_fetch.hpp"
@@ -41,19 +43,6 @@ const char* const k_hint_no_match = "choose a version that has a wheel for this 
 // ---------------------------------------------------------------------------------------------------------------
 // Small helpers
 
-std::string sha256_hex(std::string_view bytes) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), md, &n, EVP_sha256(), nullptr) != 1) return {};
-  static constexpr char k_hex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * n);
-  for (unsigned int i = 0; i < n; ++i) {
-    out += k_hex[md[i] >> 4];
-    out += k_hex[md[i] & 0xf];
-  }
-  return out;
-}
 
 bool ends_with_ci(std::string_view s, std::string_view suffix) {
   if (s.size() < suffix.size()) return false;

@@ -3,12 +3,12 @@
 #include "images/apt/repository.hpp"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include "images/digest.hpp"
 #include "fakes/loopback_server.hpp"
 #include "images/apt/pin.hpp"
 #include "images/fetch/curl_fetcher.hpp"
@@ -23,15 +23,7 @@ std::string read(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-std::string sha(const std::string& s) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned n = 0;
-  EVP_Digest(s.data(), s.size(), md, &n, EVP_sha256(), nullptr);
-  static const char* k = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < n; ++i) (out += k[md[i] >> 4]) += k[md[i] & 15];
-  return out;
-}
+std::string sha(const std::string& s) { return gpuenv::images::sha256_hex(s); }
 
 bool sh(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
 

@@ -2,12 +2,12 @@
 #include "images/fetch/curl_fetcher.hpp"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 
 #include <filesystem>
 #include <fstream>
 #include <random>
 
+#include "images/digest.hpp"
 #include "fakes/loopback_server.hpp"
 
 namespace {
@@ -15,15 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpuenv::images;
 
-std::string sha256(const std::string& s) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned n = 0;
-  EVP_Digest(s.data(), s.size(), md, &n, EVP_sha256(), nullptr);
-  static const char* k = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < n; ++i) (out += k[md[i] >> 4]) += k[md[i] & 15];
-  return out;
-}
+std::string sha256(const std::string& s) { return gpuenv::images::sha256_hex(s); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

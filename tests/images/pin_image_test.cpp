@@ -3,12 +3,12 @@
 #include "images/pin_image.hpp"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include "images/digest.hpp"
 #include "fakes/catalog_fixture.hpp"
 #include "fakes/fake_fetcher.hpp"
 #include "resolver/lockfile.hpp"
@@ -18,15 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpuenv::images;
 
-std::string sha(const std::string& s) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned n = 0;
-  EVP_Digest(s.data(), s.size(), md, &n, EVP_sha256(), nullptr);
-  static const char* k = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < n; ++i) (out += k[md[i] >> 4]) += k[md[i] & 15];
-  return out;
-}
+std::string sha(const std::string& s) { return gpuenv::images::sha256_hex(s); }
 
 std::string stanza(const std::string& name, const std::string& version, const std::string& extra) {
   const std::string deb = "deb bytes of " + name;
