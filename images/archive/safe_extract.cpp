@@ -316,14 +316,15 @@ Result<DebContents> extract_deb(std::string_view bytes, const std::string& origi
     archive_entry* e = nullptr;
     while (archive_read_next_header(a.get(), &e) == ARCHIVE_OK) {
       auto p = normalize_member_path(archive_entry_pathname(e) ? archive_entry_pathname(e) : "");
-      if (!p || !*p || **p != "control") continue;
+      if (!p || !*p) continue;
+      std::string* sink = **p == "control" ? &out.control : **p == "md5sums" ? &out.md5sums : **p == "conffiles" ? &out.conffiles : nullptr;
+      if (!sink) continue;
       char buf[1 << 14];
       la_ssize_t n;
       while ((n = archive_read_data(a.get(), buf, sizeof buf)) > 0) {
-        out.control.append(buf, static_cast<std::size_t>(n));
-        if (out.control.size() > (4u << 20)) return limit(origin, "control file larger than 4 MiB");
+        sink->append(buf, static_cast<std::size_t>(n));
+        if (sink->size() > (16u << 20)) return limit(origin, "control member " + **p + " larger than 16 MiB");
       }
-      break;
     }
     if (out.control.empty()) {
       return make_error(ErrorKind::environment, "archive.not_deb", "control.tar has no control file", origin, "the package is damaged");

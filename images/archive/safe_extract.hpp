@@ -51,6 +51,8 @@ Result<std::vector<ArMember>> parse_ar(std::string_view bytes, const std::string
 /// the control.tar.* member's `control` file text alongside the entries.
 struct DebContents {
   std::string control;
+  std::string md5sums;    ///< the control member `md5sums`, if shipped
+  std::string conffiles;  ///< the control member `conffiles`, if shipped
   std::vector<ExtractedEntry> entries;
 };
 Result<DebContents> extract_deb(std::string_view bytes, const std::string& origin, const std::string& root, const ExtractOptions& options);

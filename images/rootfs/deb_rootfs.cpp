@@ -4,7 +4,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <openssl/evp.h>
+
 #include "images/apt/deb822.hpp"
+#include "images/digest.hpp"
 
 namespace gpuenv::images {
 namespace {
@@ -24,6 +27,13 @@ Status write_atomic(const fs::path& path, const std::string& text) {
   fs::rename(tmp, path, ec);
   if (ec) return make_error(ErrorKind::environment, "rootfs.io", "cannot rename into " + path.string() + ": " + ec.message(), path.string(), "");
   return ok_status();
+}
+
+std::string md5_hex(const std::string& bytes) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_Digest(bytes.data(), bytes.size(), md, &n, EVP_md5(), nullptr);  // dpkg's own conffile digest; not for integrity
+  return to_hex(md, n);
 }
 
 }  // namespace
@@ -54,6 +64,17 @@ Result<InstalledDeb> install_deb(std::string_view bytes, const std::string& orig
   d.architecture = std::string(s.get("Architecture"));
   d.multi_arch = std::string(s.get("Multi-Arch"));
   d.control = std::move(contents->control);
+  d.md5sums = std::move(contents->md5sums);
+  for (std::size_t pos = 0; pos < contents->conffiles.size();) {
+    auto nl = contents->conffiles.find('\n', pos);
+    if (nl == std::string::npos) nl = contents->conffiles.size();
+    std::string line = contents->conffiles.substr(pos, nl - pos);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+    // "remove-on-upgrade /etc/x" flags (dpkg >= 1.20) precede the path
+    if (const auto sp = line.rfind(' '); sp != std::string::npos) line = line.substr(sp + 1);
+    if (!line.empty() && line[0] == '/') d.conffiles.push_back(line);
+    pos = nl + 1;
+  }
   d.entries = std::move(contents->entries);
   return d;
 }
@@ -73,8 +94,15 @@ Status write_dpkg_database(const std::string& root, const std::vector<InstalledD
     const auto first_nl = control.find('\n');
     const std::string first = control.substr(0, first_nl);
     const std::string rest = first_nl == std::string::npos ? std::string() : control.substr(first_nl + 1);
-    if (first.rfind("Package:", 0) == 0) status += first + "\nStatus: install ok installed\n" + rest + "\n\n";
-    else status += "Package: " + p->name + "\nStatus: install ok installed\n" + control + "\n\n";
+    std::string conffiles;
+    for (const auto& c : p->conffiles) {
+      std::ifstream in(fs::path(root) / c.substr(1), std::ios::binary);
+      const std::string body(std::istreambuf_iterator<char>(in), {});
+      conffiles += " " + c + " " + (in ? md5_hex(body) : std::string("newconffile")) + "\n";
+    }
+    if (!conffiles.empty()) conffiles = "Conffiles:\n" + conffiles;
+    if (first.rfind("Package:", 0) == 0) status += first + "\nStatus: install ok installed\n" + rest + "\n" + conffiles + "\n";
+    else status += "Package: " + p->name + "\nStatus: install ok installed\n" + control + "\n" + conffiles + "\n";
     std::vector<std::string> paths = {"/."};
     for (const auto& e : p->entries) paths.push_back("/" + e.path);
     std::sort(paths.begin() + 1, paths.end());
@@ -83,6 +111,13 @@ Status write_dpkg_database(const std::string& root, const std::vector<InstalledD
     for (const auto& x : paths) list += x + "\n";
     const std::string stem = p->multi_arch == "same" ? p->name + ":" + p->architecture : p->name;
     if (auto st = write_atomic(info / (stem + ".list"), list); !st) return st;
+    if (!p->md5sums.empty())
+      if (auto st = write_atomic(info / (stem + ".md5sums"), p->md5sums); !st) return st;
+    if (!p->conffiles.empty()) {
+      std::string text;
+      for (const auto& c : p->conffiles) text += c + "\n";
+      if (auto st = write_atomic(info / (stem + ".conffiles"), text); !st) return st;
+    }
   }
   // Layout version 1: Multi-Arch: same packages have "name:arch" info files.
   if (auto st = write_atomic(info / "format", "1\n"); !st) return st;

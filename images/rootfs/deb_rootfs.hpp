@@ -13,6 +13,8 @@ namespace gpuenv::images {
 struct InstalledDeb {
   std::string name, version, architecture, multi_arch;
   std::string control;  ///< the control file as shipped
+  std::string md5sums;  ///< the md5sums member as shipped (scanners read it)
+  std::vector<std::string> conffiles;  ///< absolute paths of configuration files
   std::vector<ExtractedEntry> entries;
 };
 
@@ -23,8 +25,9 @@ bool keep_in_minimal_image(std::string_view path);
 /// Unpacks one .deb into `root` (ErrorKind::environment on a damaged or hostile package).
 Result<InstalledDeb> install_deb(std::string_view deb_bytes, const std::string& origin, const std::string& root, const ExtractOptions& options);
 
-/// Writes var/lib/dpkg/status (stanzas sorted by package, "Status: install ok installed") and
-/// var/lib/dpkg/info/<package>.list for every package, atomically and deterministically.
+/// Writes var/lib/dpkg/status (stanzas sorted by package, "Status: install ok installed", with the md5 of each
+/// installed conffile as dpkg records it) and var/lib/dpkg/info/<package>.{list,md5sums,conffiles} for every
+/// package, atomically and deterministically.
 Status write_dpkg_database(const std::string& root, const std::vector<InstalledDeb>& packages);
 
 /// What base-passwd's preinst does on a fresh system: /etc/passwd and /etc/group from its master files when

@@ -36,7 +36,9 @@ class DebRootfs : public ::testing::Test {
     root = dir / "root";
     fs::create_directories(root);
     build("hello", "1.0-1", "", {{"usr/bin/hello", "#!/bin/sh\n"}, {"usr/share/doc/hello/copyright", "free"},
-                                 {"usr/share/doc/hello/README", "docs"}, {"usr/share/man/man1/hello.1", "man"}});
+                                 {"usr/share/doc/hello/README", "docs"}, {"usr/share/man/man1/hello.1", "man"},
+                                 {"etc/hello.conf", "greeting=hi\n"}},
+          {{"conffiles", "/etc/hello.conf\n"}, {"md5sums", "0123456789abcdef0123456789abcdef  usr/bin/hello\n"}});
     build("base-passwd", "3.6.1", "", {{"usr/share/base-passwd/passwd.master", "root:*:0:0:root:/root:/bin/sh\n"},
                                        {"usr/share/base-passwd/group.master", "root:*:0:\n"}});
     build("libfoo1", "2.0-1", "Multi-Arch: same\n", {{"usr/lib/x86_64-linux-gnu/libfoo.so.1", "elf"}});
@@ -44,11 +46,13 @@ class DebRootfs : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir); }
 
   void build(const std::string& name, const std::string& version, const std::string& extra,
-             const std::vector<std::pair<std::string, std::string>>& files) {
+             const std::vector<std::pair<std::string, std::string>>& files,
+             const std::vector<std::pair<std::string, std::string>>& control_files = {}) {
     const fs::path pkg = dir / "build" / name;
     fs::create_directories(pkg / "DEBIAN");
     std::ofstream(pkg / "DEBIAN/control") << "Package: " << name << "\nVersion: " << version << "\nArchitecture: amd64\n"
                                           << extra << "Maintainer: t <t@example.com>\nDescription: test\n";
+    for (const auto& [path, content] : control_files) std::ofstream(pkg / "DEBIAN" / path) << content;
     for (const auto& [path, content] : files) {
       fs::create_directories((pkg / path).parent_path());
       std::ofstream(pkg / path) << content;
@@ -84,6 +88,10 @@ TEST_F(DebRootfs, DpkgQueryReadsTheDatabase) {
   const std::string files = run("dpkg-query --admindir=" + admin + " -L hello");
   EXPECT_NE(files.find("/usr/bin/hello"), std::string::npos) << files;
   EXPECT_NE(run("dpkg-query --admindir=" + admin + " -S /usr/lib/x86_64-linux-gnu/libfoo.so.1").find("libfoo1"), std::string::npos);
+  // dpkg records the md5 of each installed conffile: md5("greeting=hi\n")
+  EXPECT_EQ(run("dpkg-query --admindir=" + admin + " -W -f='${Conffiles}' hello"), " /etc/hello.conf " + run("printf 'greeting=hi\\n' | md5sum | cut -d' ' -f1 | tr -d '\\n'"));
+  EXPECT_TRUE(fs::exists(root / "var/lib/dpkg/info/hello.md5sums"));
+  EXPECT_TRUE(fs::exists(root / "var/lib/dpkg/info/hello.conffiles"));
 }
 
 TEST_F(DebRootfs, MinimalImagesLeaveDocsOutButKeepCopyright) {
