@@ -6,24 +6,15 @@
 #include <cstring>
 #include <tuple>
 
+#include "images/util/text.hpp"
+
 namespace gpuenv::images {
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (lower(a[i]) != lower(b[i])) return false;
-  return true;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return s;
-}
+using text::iequals;
+using text::is_space;
+using text::lower;
+using text::trim;
 
 std::string at(std::string_view origin, std::uint32_t line) {
   return std::string(origin) + ":" + std::to_string(line);

@@ -13,6 +13,8 @@
 #include <memory>
 #include <optional>
 
+#include "images/util/unique_fd.hpp"
+
 namespace gpuenv::images {
 namespace {
 
@@ -30,23 +32,7 @@ Error io(const std::string& origin, const std::string& path, const std::string& 
                     "check free disk space and permissions of the target directory");
 }
 
-/// Owns a file descriptor.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : m_fd(fd) {}
-  ~Fd() {
-    if (m_fd >= 0) ::close(m_fd);
-  }
-  Fd(Fd&& o) noexcept : m_fd(o.m_fd) { o.m_fd = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    std::swap(m_fd, o.m_fd);
-    return *this;
-  }
-  [[nodiscard]] int get() const { return m_fd; }
-
- private:
-  int m_fd;
-};
+using Fd = UniqueFd;
 
 /// Opens (and creates) the directory `rel` beneath `root_fd`. Symlinks on the way are followed only while
 /// they stay beneath the root (openat2 RESOLVE_BENEATH); anything else is refused.

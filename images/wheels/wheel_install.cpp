@@ -23,6 +23,8 @@
 #include "images/wheels/markers.hpp"
 #include "images/wheels/pep440.hpp"
 
+#include "images/util/unique_fd.hpp"
+
 namespace gpuenv::images {
 namespace {
 
@@ -52,25 +54,7 @@ Error target_error(const std::string& where, const std::string& message) {
                     "the image already holds something else at that path; remove it or choose another install scheme");
 }
 
-/// Owns a file descriptor.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : m_fd(fd) {}
-  ~Fd() {
-    if (m_fd >= 0) ::close(m_fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd(Fd&& o) noexcept : m_fd(o.m_fd) { o.m_fd = -1; }
-  Fd& operator=(Fd&& o) noexcept {
-    std::swap(m_fd, o.m_fd);
-    return *this;
-  }
-  [[nodiscard]] int get() const { return m_fd; }
-
- private:
-  int m_fd;
-};
+using Fd = UniqueFd;
 
 /// Removes the staging directory whatever happens.
 class StagingDir {

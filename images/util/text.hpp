@@ -1,0 +1,26 @@
+#pragma once
+// ASCII helpers shared by the control-file parsers (deb822, Packages relations).
+#include <cstddef>
+#include <string_view>
+
+namespace gpuenv::images::text {
+
+inline bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+inline char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+/// Case-insensitive ASCII equality (field names in control files).
+inline bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (lower(a[i]) != lower(b[i])) return false;
+  return true;
+}
+
+/// `s` without leading and trailing blanks and line breaks.
+inline std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace gpuenv::images::text
