@@ -10,6 +10,7 @@ GET /PATH?fault=KIND&times=N serves DIR/PATH, with the fault applied to the firs
   alter         flip one byte of the body
   slow          send the body in small pieces with pauses
 Range requests (bytes=N-) are honoured unless noranges=1. /log returns the requests seen, one per line.
+A directory is answered with its index.json when the Accept header asks for JSON, else its index.html.
 """
 import os, sys, threading, time, urllib.parse
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
@@ -48,6 +49,10 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"error")
             return
         path = os.path.join(root, url.path.lstrip("/"))
+        if os.path.isdir(path):  # a simple-index project page: index.json (PEP 691) or index.html
+            accept = self.headers.get("Accept", "")
+            json_page = os.path.join(path, "index.json")
+            path = json_page if "json" in accept and os.path.isfile(json_page) else os.path.join(path, "index.html")
         if not os.path.isfile(path):
             return self.send(404, b"not found")
         data = open(path, "rb").read()
