@@ -54,6 +54,11 @@ class CachingFetcher final : public Fetcher {
     fs::rename(tmp, ref, ec);
   }
 
+  Result<std::string> get_range(const std::string& url, std::uint64_t offset, std::uint64_t length) override {
+    if (m_inner) return m_inner->get_range(url, offset, length);  // parts of files are not kept
+    return make_error(ErrorKind::environment, "cache.offline_miss", "offline: byte ranges are not cached", url, "");
+  }
+
   std::vector<Result<FetchedFile>> fetch_all(const std::vector<FetchRequest>& requests) override {
     if (m_inner) return m_inner->fetch_all(requests);
     std::vector<Result<FetchedFile>> out;

@@ -62,6 +62,8 @@ struct Transfer {
   bool restarted_after_mismatch = false;
   bool no_ranges = false;
   std::string accept;  // "Accept: ..." header line, or empty
+  std::string range;   // "a-b" for a ranged get, or empty
+  bool no_range_support = false;
   curl_slist* headers = nullptr;  // the server ignored Range once: always start from byte 0
   int attempts = 0;
   Clock::time_point not_before{};
@@ -125,6 +127,17 @@ class CurlFetcher final : public Fetcher {
     return std::move(ts[0].memory);
   }
 
+  Result<std::string> get_range(const std::string& url, std::uint64_t offset, std::uint64_t length) override {
+    if (length == 0) return std::string();
+    std::deque<Transfer> ts(1);
+    ts[0].url = url;
+    ts[0].range = std::to_string(offset) + "-" + std::to_string(offset + length - 1);
+    ts[0].max_bytes = length;
+    run(ts);
+    if (ts[0].outcome != Outcome::done) return *ts[0].error;
+    return std::move(ts[0].memory);
+  }
+
   std::vector<Result<FetchedFile>> fetch_all(const std::vector<FetchRequest>& requests) override {
     std::deque<Transfer> ts(requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -167,6 +180,10 @@ class CurlFetcher final : public Fetcher {
       t->first_write = false;
       long code = 0;
       curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &code);
+      if (!t->range.empty() && code != 206) {  // a ranged get answered with the whole file
+        t->no_range_support = true;
+        return 0;
+      }
       if (t->offset > 0 && code == 200) {  // the server ignored Range: start over
         if (ftruncate(t->fd, 0) != 0 || lseek(t->fd, 0, SEEK_SET) != 0) return 0;
         t->hash.reset();
@@ -279,6 +296,7 @@ class CurlFetcher final : public Fetcher {
     curl_easy_setopt(e, CURLOPT_USERAGENT, m_o.user_agent.c_str());
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L * 1024L);  // fewer, larger writes for big files
     if (t.offset > 0) curl_easy_setopt(e, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(t.offset));
+    if (!t.range.empty()) curl_easy_setopt(e, CURLOPT_RANGE, t.range.c_str());
     if (!t.accept.empty()) {
       if (!t.headers) t.headers = curl_slist_append(nullptr, t.accept.c_str());
       curl_easy_setopt(e, CURLOPT_HTTPHEADER, t.headers);
@@ -354,6 +372,11 @@ class CurlFetcher final : public Fetcher {
       if (!t.sha256) t.sha256 = digest;
       t.outcome = Outcome::done;
       ++m_progress.files_done;
+      return;
+    }
+    if (t.no_range_support) {
+      t.error = fail(t, "fetch.no_ranges", "the server does not answer Range requests", "");
+      finish_failed(t);
       return;
     }
     if (t.too_large) {

@@ -58,6 +58,9 @@ class Fetcher {
   /// with id "fetch.not_found"; other failures "fetch.failed".
   /// `accept` is sent as the Accept header when not empty (content negotiation of the simple API).
   virtual Result<std::string> get(const std::string& url, const std::string& accept = {}) = 0;
+  /// Fetches `length` bytes from `offset` with an HTTP Range request. A server that ignores ranges gives
+  /// "fetch.no_ranges"; callers fall back to fetching the whole file.
+  virtual Result<std::string> get_range(const std::string& url, std::uint64_t offset, std::uint64_t length) = 0;
   /// Fetches every request concurrently; one result per request, in order.
   virtual std::vector<Result<FetchedFile>> fetch_all(const std::vector<FetchRequest>& requests) = 0;
 };

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "images/cache/cached_fetch.hpp"
+#include "images/wheels/remote_metadata.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -400,6 +401,13 @@ Result<const CoreMetadata*> Resolver::metadata(const std::string& name, const Ve
     Error e = std::move(probe).error();
     e.while_("fetching the core metadata of " + file.filename);
     return e;
+  } else if (auto ranged = file.size ? remote_wheel_metadata(m_fetcher, file.url, *file.size, name)
+                                      : Result<std::string>(make_error(ErrorKind::environment, "wheel.remote_zip", "size unknown", file.url));
+             ranged) {
+    // Range requests for the zip's directory and the METADATA member only, instead of the whole wheel.
+    where = file.url + " (METADATA, by range requests)";
+    m_decisions.push_back("metadata: " + file.filename + " has no metadata file; read METADATA with range requests");
+    text = std::move(*ranged);
   } else if (m_request.cache) {
     // The wheel is needed to build the image anyway: download it into the cache (verified by the index's
     // sha256 as it arrives) and read METADATA from the file, without holding the wheel in memory.

@@ -28,6 +28,18 @@ class FakeFetcher final : public images::Fetcher {
     return it->second;
   }
 
+  std::vector<std::string> ranges;  ///< "url a-b" for each get_range()
+  bool ranges_supported = true;
+
+  Result<std::string> get_range(const std::string& url, std::uint64_t offset, std::uint64_t length) override {
+    ranges.push_back(url + " " + std::to_string(offset) + "-" + std::to_string(offset + length - 1));
+    if (!ranges_supported) return make_error(ErrorKind::environment, "fetch.no_ranges", "no ranges", url, "");
+    auto it = files.find(url);
+    if (it == files.end()) return make_error(ErrorKind::environment, "fetch.not_found", "HTTP 404: not found", url, "");
+    if (offset >= it->second.size()) return make_error(ErrorKind::environment, "fetch.http", "HTTP 416", url, "");
+    return it->second.substr(offset, length);
+  }
+
   std::vector<Result<images::FetchedFile>> fetch_all(const std::vector<images::FetchRequest>& requests) override {
     std::vector<Result<images::FetchedFile>> out;
     for (const auto& r : requests) {

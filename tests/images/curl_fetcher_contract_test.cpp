@@ -178,6 +178,19 @@ TEST_F(CurlFetcherContract, LargerThanPromisedIsRefused) {
   EXPECT_EQ(make_curl_fetcher(o)->get(m_server->url("big.bin")).error().id, "fetch.too_large");
 }
 
+TEST_F(CurlFetcherContract, GetsByteRanges) {
+  auto f = make_curl_fetcher(fast());
+  auto r = f->get_range(m_server->url("big.bin"), 1000, 4096);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(*r, m_big.substr(1000, 4096));
+  auto tail = f->get_range(m_server->url("big.bin"), m_big.size() - 10, 10);
+  ASSERT_TRUE(tail.ok());
+  EXPECT_EQ(*tail, m_big.substr(m_big.size() - 10));
+  auto none = f->get_range(m_server->url("big.bin?noranges=1"), 1000, 4096);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().id, "fetch.no_ranges");
+}
+
 TEST_F(CurlFetcherContract, UnwritableDestinationIsAnIoError) {
   auto f = make_curl_fetcher(fast());
   auto r = f->fetch_all({{m_server->url("f1"), (m_dir / "nope" / "f1").string(), std::nullopt, std::nullopt}});

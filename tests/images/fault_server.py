@@ -56,16 +56,19 @@ class Handler(BaseHTTPRequestHandler):
         if not os.path.isfile(path):
             return self.send(404, b"not found")
         data = open(path, "rb").read()
-        start = 0
+        start, end, ranged = 0, len(data) - 1, False
         rng = self.headers.get("Range", "")
         if rng.startswith("bytes=") and q.get("noranges") != "1":
-            start = int(rng[6:].split("-")[0])
+            first, _, last = rng[6:].partition("-")
+            start, ranged = int(first), True
+            if last:
+                end = min(int(last), len(data) - 1)
             if start >= len(data):
                 return self.send(416, b"")
-        body = data[start:]
-        self.send_response(206 if start else 200)
-        if start:
-            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        body = data[start:end + 1]
+        self.send_response(206 if ranged else 200)
+        if ranged:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

@@ -1,4 +1,5 @@
 #include "images/wheels/wheel_resolver.hpp"
+#include "images/wheels/remote_metadata.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -458,6 +459,43 @@ TEST(WheelResolver, ReadsMetadataFromTheCachedWheelWhenGivenACache) {
   ASSERT_TRUE(cached.ok());
   EXPECT_TRUE(cached->has_value());  // the wheel the build needs is already in the cache
   std::filesystem::remove_all(dir);
+}
+
+TEST(WheelResolver, ReadsMetadataWithRangeRequestsWhenTheIndexGivesTheSize) {
+  FakeFetcher f;
+  const std::string filename = "big_pkg-2.0-py3-none-any.whl";
+  const std::string metadata = "Metadata-Version: 2.1\nName: big-pkg\nVersion: 2.0\nRequires-Dist: core (>=1.0)\n\n";
+  const std::string wheel = wheel_zip("big_pkg-2.0.dist-info", metadata);
+  f.files[file_url(filename)] = wheel;
+  f.files[std::string(k_index) + "/big-pkg/"] = R"({"meta": {"api-version": "1.1"}, "name": "big-pkg", "files": [{"filename": ")" + filename +
+                                                R"(", "url": ")" + file_url(filename) + R"(", "hashes": {"sha256": ")" + sha256_hex(wheel) +
+                                                R"("}, "size": )" + std::to_string(wheel.size()) + "}]}";
+  publish_json(f, k_index, "core", {{"core-1.0-py3-none-any.whl"}});
+  const auto res = resolve_ok(f, request({"big-pkg"}));
+  EXPECT_EQ(pins(res), (Strings{"big-pkg==2.0", "core==1.0"}));
+  EXPECT_FALSE(f.ranges.empty());
+  EXPECT_EQ(std::count(f.requested.begin(), f.requested.end(), file_url(filename)), 0);  // the wheel itself was never fetched
+
+  // A server without ranges: the whole wheel is fetched instead.
+  FakeFetcher g = f;
+  g.ranges_supported = false;
+  g.requested.clear();
+  const auto again = resolve_ok(g, request({"big-pkg"}));
+  EXPECT_EQ(pins(again), (Strings{"big-pkg==2.0", "core==1.0"}));
+  EXPECT_EQ(std::count(g.requested.begin(), g.requested.end(), file_url(filename)), 1);
+}
+
+TEST(RemoteWheelMetadata, ReadsStoredAndDeflatedMembersAndRefusesGarbage) {
+  FakeFetcher f;
+  const std::string md = "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n\n" + std::string(5000, 'x') + "\n";
+  f.files["https://example.com/w.whl"] = wheel_zip("demo-1.0.dist-info", md);
+  auto r = gpuenv::images::remote_wheel_metadata(f, "https://example.com/w.whl", f.files["https://example.com/w.whl"].size(), "demo");
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(*r, md);
+  EXPECT_EQ(gpuenv::images::remote_wheel_metadata(f, "https://example.com/w.whl", f.files["https://example.com/w.whl"].size(), "other").error().id,
+            "wheel.remote_zip");
+  f.files["https://example.com/junk.whl"] = std::string(5000, 'j');
+  EXPECT_EQ(gpuenv::images::remote_wheel_metadata(f, "https://example.com/junk.whl", 5000, "demo").error().id, "wheel.remote_zip");
 }
 
 TEST(WheelResolver, VerifiesTheMetadataFileAgainstItsHash) {
