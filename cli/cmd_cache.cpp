@@ -10,11 +10,6 @@
 namespace gpuenv::cli {
 namespace {
 
-std::string env_or(const Context& ctx, const char* name) {
-  auto it = ctx.env.find(name);
-  return it == ctx.env.end() ? std::string() : it->second;
-}
-
 std::string human(std::uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);

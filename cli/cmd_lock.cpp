@@ -18,11 +18,6 @@
 namespace gpuenv::cli {
 namespace {
 
-std::string env_or(const Context& ctx, const char* name) {
-  auto it = ctx.env.find(name);
-  return it == ctx.env.end() ? std::string() : it->second;
-}
-
 // apt's default keyrings: trusted.gpg and trusted.gpg.d/*.gpg|*.asc under the host root.
 std::vector<std::string> default_keyrings(const std::string& root) {
   namespace fs = std::filesystem;
@@ -50,23 +45,12 @@ int cmd_lock(const LockOptions& o, Context& ctx) {
   }
   const resolver::Distro* distro = p.catalog.catalog.distro(p.spec.base_distro, p.spec.base_release);
 
-  auto config = load_user_config_for(ctx);
-  if (!config) return report_error(config.error(), o.resolve.json, ctx);
   auto runner = ctx.make_runner ? ctx.make_runner() : nullptr;
   auto network = o.offline ? nullptr : (ctx.make_fetcher ? ctx.make_fetcher() : nullptr);
   if (!runner || (!network && !o.offline)) {
     return report_error(make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher or process runner configured", {}, ""), o.resolve.json, ctx);
   }
-  images::SourceInputs in;
-  in.spec = &p.spec.sources;
-  in.spec_path = o.resolve.spec_path;
-  in.user_config = *config ? &**config : nullptr;
-  in.user_config_path = user_config_path(ctx);
-  in.host_root = o.host_root;
-  in.env = ctx.env;
-  in.home = env_or(ctx, "HOME");
-  in.runner = runner.get();
-  auto sources = images::discover_sources(in);
+  auto sources = gather_sources(ctx, &p.spec.sources, o.resolve.spec_path, o.host_root, runner.get());
   if (!sources) return report_error(sources.error(), o.resolve.json, ctx);
 
   const std::string cache = cache_root(ctx);

@@ -8,10 +8,6 @@
 namespace gpuenv::cli {
 namespace {
 
-std::string env_or(const Context& ctx, const char* name) {
-  auto it = ctx.env.find(name);
-  return it == ctx.env.end() ? std::string() : it->second;
-}
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;
@@ -20,6 +16,11 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 }  // namespace
+
+std::string env_or(const Context& ctx, const char* name) {
+  auto it = ctx.env.find(name);
+  return it == ctx.env.end() ? std::string() : it->second;
+}
 
 std::string user_config_path(const Context& ctx) {
   if (auto p = env_or(ctx, "GPUENV_CONFIG"); !p.empty()) return p;
@@ -39,6 +40,22 @@ Result<std::optional<resolver::SourcesRequest>> load_user_config_for(const Conte
   return std::optional<resolver::SourcesRequest>(std::move(*parsed));
 }
 
+Result<images::SourceSet> gather_sources(const Context& ctx, const resolver::SourcesRequest* spec_sources, const std::string& spec_path,
+                                         const std::string& host_root, images::CommandRunner* runner) {
+  auto config = load_user_config_for(ctx);
+  if (!config) return std::move(config).error();
+  images::SourceInputs in;
+  in.spec = spec_sources;
+  in.spec_path = spec_path;
+  in.user_config = *config ? &**config : nullptr;
+  in.user_config_path = user_config_path(ctx);
+  in.host_root = host_root;
+  in.env = ctx.env;
+  in.home = env_or(ctx, "HOME");
+  in.runner = runner;
+  return images::discover_sources(in);
+}
+
 int cmd_sources(const SourcesOptions& o, Context& ctx) {
   std::optional<resolver::Spec> spec;
   if (!o.spec_path.empty()) {
@@ -48,19 +65,8 @@ int cmd_sources(const SourcesOptions& o, Context& ctx) {
     if (!parsed) return report_error(parsed.error(), o.json, ctx);
     spec = std::move(*parsed);
   }
-  auto config = load_user_config_for(ctx);
-  if (!config) return report_error(config.error(), o.json, ctx);
   auto runner = ctx.make_runner ? ctx.make_runner() : nullptr;
-  images::SourceInputs in;
-  in.spec = spec ? &spec->sources : nullptr;
-  in.spec_path = o.spec_path;
-  in.user_config = *config ? &**config : nullptr;
-  in.user_config_path = user_config_path(ctx);
-  in.host_root = o.host_root;
-  in.env = ctx.env;
-  in.home = env_or(ctx, "HOME");
-  in.runner = runner.get();
-  auto set = images::discover_sources(in);
+  auto set = gather_sources(ctx, spec ? &spec->sources : nullptr, o.spec_path, o.host_root, runner.get());
   if (!set) return report_error(set.error(), o.json, ctx);
   if (o.json) {
     nlohmann::ordered_json j;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/context.hpp"
+#include "images/sources.hpp"
 #include "resolver/catalog.hpp"
 #include "resolver/solver.hpp"
 #include "resolver/spec.hpp"
@@ -80,6 +81,14 @@ struct SourcesOptions {
   bool json = false;
 };
 int cmd_sources(const SourcesOptions& options, Context& ctx);
+/// The value of an environment variable read at start-up, or "" when unset.
+std::string env_or(const Context& ctx, const char* name);
+
+/// The sources a command uses: the spec's (may be null), the user configuration, the host under `host_root`;
+/// `runner` asks the local pip for its default index (may be null).
+Result<images::SourceSet> gather_sources(const Context& ctx, const resolver::SourcesRequest* spec_sources, const std::string& spec_path,
+                                         const std::string& host_root, images::CommandRunner* runner);
+
 /// $GPUENV_CONFIG, else $XDG_CONFIG_HOME/gpuenv/config.yaml, else ~/.config/gpuenv/config.yaml.
 std::string user_config_path(const Context& ctx);
 /// The user configuration's sources, or nothing when the file does not exist.

@@ -8,6 +8,8 @@
 
 #include "images/apt/deb822.hpp"
 
+#include "images/util/text.hpp"
+
 namespace gpuenv::images {
 namespace {
 
@@ -16,12 +18,8 @@ constexpr std::string_view k_key_begin = "-----BEGIN PGP PUBLIC KEY BLOCK-----";
 constexpr std::string_view k_key_end = "-----END PGP PUBLIC KEY BLOCK-----";
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; }
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-std::string lowered(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = lower(c);
-  return out;
-}
+using text::lower;
+using text::lowered;
 std::string_view trim(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_space(s.back())) s.remove_suffix(1);

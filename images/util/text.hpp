@@ -1,12 +1,20 @@
 #pragma once
 // ASCII helpers shared by the control-file parsers (deb822, Packages relations).
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace gpuenv::images::text {
 
 inline bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 inline char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+/// `s` in ASCII lower case.
+inline std::string lowered(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = lower(c);
+  return out;
+}
 
 /// Case-insensitive ASCII equality (field names in control files).
 inline bool iequals(std::string_view a, std::string_view b) {

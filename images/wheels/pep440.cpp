@@ -5,6 +5,8 @@
 #include <set>
 #include <utility>
 
+#include "images/util/text.hpp"
+
 namespace gpuenv::images {
 namespace {
 
@@ -14,11 +16,7 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' |
 bool is_sep(char c) { return c == '-' || c == '_' || c == '.'; }
 char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
-std::string lowered(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = to_lower(c);
-  return out;
-}
+using text::lowered;
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);

@@ -9,6 +9,8 @@
 
 #include "images/wheels/markers.hpp"
 
+#include "images/util/text.hpp"
+
 namespace gpuenv::images {
 namespace {
 
@@ -26,11 +28,7 @@ int hex_value(char c) {
   return (l >= 'a' && l <= 'f') ? l - 'a' + 10 : -1;
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = to_lower(c);
-  return out;
-}
+std::string lower(std::string_view s) { return text::lowered(s); }
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
