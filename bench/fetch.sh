@@ -31,6 +31,6 @@ urls=$(for i in $(seq 0 199); do printf '%s/f%s ' "$base" "$i"; done)
 hyperfine -N --warmup 2 --runs 10 \
   -n "gpuenv fetcher, 200 x 64 KiB" "build-bench/bench/fetch_bench $work/out $urls" \
   -n "curl one by one, 200 x 64 KiB" "bash -c 'for u in $urls; do curl -s -o $work/out/one \$u; done'"
-hyperfine -N --warmup 1 --runs 5 \
+hyperfine -N --warmup 1 --runs 10 \
   -n "gpuenv fetcher, 512 MiB" "build-bench/bench/fetch_bench $work/out $base/big" \
   -n "curl, 512 MiB" "curl -s -o $work/out/big $base/big"

@@ -9,12 +9,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <random>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace gpuenv::images {
 namespace {
@@ -43,6 +47,63 @@ class Sha256 {
 };
 
 enum class Outcome { pending, done, failed };
+
+struct Transfer;
+
+/// Writes and hashes received bytes on its own thread, so that on a large download the receiving thread
+/// only copies into a buffer while the previous buffer goes to disk and through sha256 (hashing alone is
+/// about a third of a loopback transfer's time). Chunks of one transfer are handled in order; `drain`
+/// waits until a transfer's chunks are all written.
+class DiskWriter {
+ public:
+  static constexpr std::size_t chunk_bytes = std::size_t{1} << 20;
+  static constexpr std::size_t max_queued_bytes = std::size_t{64} << 20;
+
+  DiskWriter() = default;
+  ~DiskWriter() {
+    if (m_thread.joinable()) {
+      {
+        std::lock_guard lock(m_mu);
+        m_stop = true;
+      }
+      m_cv.notify_all();
+      m_thread.join();
+    }
+  }
+  DiskWriter(const DiskWriter&) = delete;
+  DiskWriter& operator=(const DiskWriter&) = delete;
+
+  std::vector<char> take_buffer() {
+    std::lock_guard lock(m_mu);
+    if (m_free.empty()) {
+      std::vector<char> b;
+      b.reserve(chunk_bytes);
+      return b;
+    }
+    auto b = std::move(m_free.back());
+    m_free.pop_back();
+    return b;
+  }
+
+  void submit(Transfer* t, std::vector<char> buf);
+  void drain(Transfer* t);
+
+ private:
+  struct Chunk {
+    Transfer* t;
+    std::vector<char> buf;
+  };
+  void loop();
+
+  std::mutex m_mu;
+  std::condition_variable m_cv;       // work arrived, or stop
+  std::condition_variable m_done_cv;  // a chunk was finished
+  std::deque<Chunk> m_queue;
+  std::vector<std::vector<char>> m_free;
+  std::size_t m_queued = 0;
+  bool m_stop = false;
+  std::thread m_thread;
+};
 
 struct Transfer {
   // What to do.
@@ -73,8 +134,66 @@ struct Transfer {
   std::optional<Error> error;
   std::uint64_t max_bytes = 0;
   std::uint64_t* progress_bytes = nullptr;
+  // Handed to the DiskWriter (files only).
+  std::vector<char> stage;     // bytes not yet submitted
+  std::size_t in_flight = 0;   // chunks submitted and not yet written (guarded by the writer's mutex)
+  std::atomic<int> write_errno{0};  // set by the writer thread when a write fails
+  DiskWriter* writer = nullptr;
+  bool write_failed() const { return write_errno.load(std::memory_order_relaxed) != 0; }
   std::string part() const { return dest + ".part"; }
 };
+
+void DiskWriter::submit(Transfer* t, std::vector<char> buf) {
+  std::unique_lock lock(m_mu);
+  if (!m_thread.joinable()) m_thread = std::thread([this] { loop(); });
+  m_done_cv.wait(lock, [&] { return m_queued < max_queued_bytes; });
+  m_queued += buf.size();
+  ++t->in_flight;
+  m_queue.push_back({t, std::move(buf)});
+  m_cv.notify_one();
+}
+
+void DiskWriter::drain(Transfer* t) {
+  std::unique_lock lock(m_mu);
+  m_done_cv.wait(lock, [&] { return t->in_flight == 0; });
+}
+
+void DiskWriter::loop() {
+  std::unique_lock lock(m_mu);
+  while (true) {
+    m_cv.wait(lock, [&] { return m_stop || !m_queue.empty(); });
+    if (m_queue.empty()) return;
+    Chunk c = std::move(m_queue.front());
+    m_queue.pop_front();
+    lock.unlock();
+    int err = 0;
+    if (!c.t->write_failed()) {
+      std::size_t done = 0;
+      while (done < c.buf.size()) {
+        const ssize_t w = ::write(c.t->fd, c.buf.data() + done, c.buf.size() - done);
+        if (w < 0) {
+          if (errno == EINTR) continue;
+          err = errno;
+          break;
+        }
+        done += static_cast<std::size_t>(w);
+      }
+      if (err == 0) {
+        // Start writeback now so the fsync at the end finds little left to do.
+        const off_t end = ::lseek(c.t->fd, 0, SEEK_CUR);
+        if (end > 0) ::sync_file_range(c.t->fd, end - static_cast<off_t>(c.buf.size()), static_cast<off_t>(c.buf.size()), SYNC_FILE_RANGE_WRITE);
+        c.t->hash.update(c.buf.data(), c.buf.size());
+      }
+    }
+    if (err != 0) c.t->write_errno.store(err);
+    lock.lock();
+    m_queued -= c.buf.size();
+    --c.t->in_flight;
+    c.buf.clear();
+    if (m_free.size() < max_queued_bytes / chunk_bytes) m_free.push_back(std::move(c.buf));
+    m_done_cv.notify_all();
+  }
+}
 
 void init_curl_once() {
   static std::once_flag once;
@@ -196,19 +315,19 @@ class CurlFetcher final : public Fetcher {
       return 0;  // aborts the transfer with CURLE_WRITE_ERROR
     }
     if (t->fd >= 0) {
+      if (t->write_failed()) return 0;  // aborts the transfer; complete() reports the errno
       std::size_t done = 0;
       while (done < len) {
-        const ssize_t w = ::write(t->fd, data + done, len - done);
-        if (w < 0) {
-          if (errno == EINTR) continue;
-          return 0;
-        }
-        done += static_cast<std::size_t>(w);
+        if (t->stage.capacity() == 0) t->stage = t->writer->take_buffer();
+        const std::size_t n = std::min(len - done, DiskWriter::chunk_bytes - t->stage.size());
+        t->stage.insert(t->stage.end(), data + done, data + done + n);
+        done += n;
+        if (t->stage.size() == DiskWriter::chunk_bytes) t->writer->submit(t, std::exchange(t->stage, {}));
       }
     } else {
       t->memory.append(data, len);
+      t->hash.update(data, len);
     }
-    t->hash.update(data, len);
     t->received += len;
     if (t->progress_bytes) *t->progress_bytes += len;
     return len;
@@ -271,6 +390,9 @@ class CurlFetcher final : public Fetcher {
       t.offset = 0;
     }
     t.progress_bytes = &m_progress.bytes_done;
+    t.writer = &m_writer;
+    t.stage.clear();
+    t.write_errno.store(0);
     CURL* e = take_easy();
     t.easy = e;
     curl_easy_setopt(e, CURLOPT_URL, t.url.c_str());
@@ -327,6 +449,12 @@ class CurlFetcher final : public Fetcher {
   }
 
   void complete(Transfer& t, CURLcode code) {
+    if (t.fd >= 0) {  // everything received must be on disk (and hashed) before the file is judged
+      if (!t.stage.empty() && !t.write_failed())  // also after a failure: a resume continues from them
+        m_writer.submit(&t, std::exchange(t.stage, {}));
+      t.stage.clear();
+      m_writer.drain(&t);
+    }
     long http = 0;
     curl_easy_getinfo(t.easy, CURLINFO_RESPONSE_CODE, &http);
     curl_multi_remove_handle(m_multi, t.easy);
@@ -335,6 +463,14 @@ class CurlFetcher final : public Fetcher {
     if (t.fd >= 0 && code != CURLE_OK) {
       ::close(t.fd);
       t.fd = -1;
+    }
+    if (const int err = t.write_errno.load(); err != 0) {
+      if (t.fd >= 0) ::close(t.fd);
+      t.fd = -1;
+      t.error = make_error(ErrorKind::environment, "fetch.io", "cannot write " + t.part() + ": " + std::strerror(err), t.url,
+                           "check free disk space and permissions");
+      finish_failed(t);
+      return;
     }
     if (code == CURLE_OK) {
       const std::uint64_t total = t.offset + t.received;
@@ -478,6 +614,7 @@ class CurlFetcher final : public Fetcher {
   }
 
   FetchOptions m_o;
+  DiskWriter m_writer;
   CURLM* m_multi = nullptr;
   std::vector<CURL*> m_pool;
   std::vector<Transfer*> m_waiting;

@@ -7,6 +7,9 @@
 #include <fstream>
 #include <random>
 
+#include <signal.h>
+#include <sys/resource.h>
+
 #include "images/digest.hpp"
 #include "fakes/loopback_server.hpp"
 
@@ -111,6 +114,21 @@ TEST_F(CurlFetcherContract, ResumesADroppedDownloadWithRange) {
   auto log = f->get(m_server->url("log"));
   ASSERT_TRUE(log.ok());
   EXPECT_NE(log->find("range=bytes=524288-"), std::string::npos) << *log;
+}
+
+TEST_F(CurlFetcherContract, AFullDiskIsAClearErrorAndLeavesNoPartFile) {
+  // A file size limit makes write() fail with EFBIG part way, as a full disk fails with ENOSPC.
+  auto fetch_with_a_small_disk = [&] {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{256 * 1024, 256 * 1024};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    auto f = make_curl_fetcher(fast());
+    auto r = f->fetch_all({big("")});
+    if (r[0].ok()) std::_Exit(1);
+    std::cerr << r[0].error().to_string() << "\n";
+    std::_Exit(leftovers() || fs::exists(m_dir / "out" / "big.bin") ? 2 : 0);
+  };
+  EXPECT_EXIT(fetch_with_a_small_disk(), ::testing::ExitedWithCode(0), "cannot write .*big.bin.part: File too large");
 }
 
 TEST_F(CurlFetcherContract, RestartsWhenTheServerIgnoresRange) {
