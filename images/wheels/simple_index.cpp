@@ -194,6 +194,13 @@ std::string clean_path(std::string_view path) {
 
 // ---- records ----------------------------------------------------------------------------------------------
 
+/// A link read from a page: where it leads, the sha256 in its fragment, and whether gpuenv may follow it.
+struct Link {
+  std::string url;
+  std::string sha256;
+  bool allowed = true;
+};
+
 class PageReader {
  public:
   explicit PageReader(const std::string& page_url) : m_page(page_url) {}
@@ -220,10 +227,12 @@ class PageReader {
     return ok_status();
   }
 
-  // Resolves a link, re-quotes its path as pip does and splits off the fragment (and a sha256= in it).
-  Result<std::pair<std::string, std::string>> link(std::string_view href, const std::string& base,
-                                                   const std::string& what) const {
-    UrlParts url = split_url(resolve_url(base, trim(href)));
+  // Resolves a link, re-quotes its path as pip does and splits off the fragment (and a sha256= in it). A link
+  // link_allowed() refuses comes back with allowed == false and nothing else read from it.
+  Result<Link> link(std::string_view href, const std::string& base, const std::string& what) const {
+    const std::string resolved = resolve_url(base, trim(href));
+    if (!link_allowed(resolved, m_page)) return Link{resolved.substr(0, resolved.find('#')), {}, false};
+    UrlParts url = split_url(resolved);
     std::string hash;
     if (url.fragment) {
       std::string_view frag = *url.fragment;
@@ -240,7 +249,13 @@ class PageReader {
       url.fragment.reset();
     }
     url.path = clean_path(url.path);
-    return std::pair{join_url(url), hash};
+    return Link{join_url(url), hash, true};
+  }
+
+  // The note for a link that is left out.
+  static std::string skipped(const std::string& what, const Link& link) {
+    return what + ": " + link.url + " is not followed (only http and https links are, and file links from a " +
+           "file: index)";
   }
 
   const std::string& page() const { return m_page; }
@@ -259,7 +274,7 @@ std::string url_filename(const std::string& url) {
 
 // ---- JSON (PEP 691) ---------------------------------------------------------------------------------------
 
-Result<std::vector<IndexFile>> parse_json_page(std::string_view body, const PageReader& reader) {
+Result<SimplePage> parse_json_page(std::string_view body, const PageReader& reader) {
   using nlohmann::json;
   const json doc = json::parse(body.begin(), body.end());
   if (!doc.is_object()) return reader.error("simple.json", "the JSON project page is not an object");
@@ -278,7 +293,7 @@ Result<std::vector<IndexFile>> parse_json_page(std::string_view body, const Page
   if (files == doc.end() || !files->is_array()) {
     return reader.error("simple.json", "the JSON project page has no \"files\" array");
   }
-  std::vector<IndexFile> out;
+  SimplePage out;
   std::size_t index = 0;
   for (const json& entry : *files) {
     const std::string what = "files[" + std::to_string(index++) + "]";
@@ -296,8 +311,12 @@ Result<std::vector<IndexFile>> parse_json_page(std::string_view body, const Page
     if (auto st = reader.check_filename(file.filename); !st.ok()) return std::move(st).error();
     auto link = reader.link(url->get<std::string>(), reader.page(), named);
     if (!link.ok()) return std::move(link).error();
-    file.url = link->first;
-    file.sha256 = link->second;
+    if (!link->allowed) {
+      out.skipped.push_back(reader.skipped(named, *link));
+      continue;
+    }
+    file.url = link->url;
+    file.sha256 = link->sha256;
     if (const auto hashes = entry.find("hashes"); hashes != entry.end()) {
       if (!hashes->is_object()) return wrong("hashes", "an object");
       if (const auto sha = hashes->find("sha256"); sha != hashes->end()) {
@@ -350,7 +369,7 @@ Result<std::vector<IndexFile>> parse_json_page(std::string_view body, const Page
       if (!uploaded->is_string()) return wrong("upload-time", "a string");
       file.upload_time = uploaded->get<std::string>();
     }
-    out.push_back(std::move(file));
+    out.files.push_back(std::move(file));
   }
   return out;
 }
@@ -460,7 +479,7 @@ class HtmlScanner {
   std::size_t m_pos = 0;
 };
 
-Result<std::vector<IndexFile>> parse_html_page(std::string_view body, const PageReader& reader) {
+Result<SimplePage> parse_html_page(std::string_view body, const PageReader& reader) {
   const std::vector<HtmlTag> tags = HtmlScanner(body).start_tags();
   // Like pip, the first <base href> decides the base of every link, wherever it stands.
   std::string base = reader.page();
@@ -471,16 +490,21 @@ Result<std::vector<IndexFile>> parse_html_page(std::string_view body, const Page
       break;
     }
   }
-  std::vector<IndexFile> out;
+  SimplePage out;
   for (const auto& tag : tags) {
     if (tag.name != "a") continue;
     const auto* href = tag.attr("href");
     if (href == nullptr || trim(*href).empty()) continue;
-    auto link = reader.link(*href, base, "the link to '" + std::string(trim(*href)) + "'");
+    const std::string what = "the link to '" + std::string(trim(*href)) + "'";
+    auto link = reader.link(*href, base, what);
     if (!link.ok()) return std::move(link).error();
+    if (!link->allowed) {
+      out.skipped.push_back(reader.skipped(what, *link));
+      continue;
+    }
     IndexFile file;
-    file.url = link->first;
-    file.sha256 = link->second;
+    file.url = link->url;
+    file.sha256 = link->sha256;
     // Directory listings (a local index served by nginx or http.server) link to "../" and subdirectories;
     // a link whose path ends in '/' names no file.
     const std::string path = split_url(file.url).path;
@@ -502,7 +526,7 @@ Result<std::vector<IndexFile>> parse_html_page(std::string_view body, const Page
         file.metadata_sha256 = *hex;
       }
     }
-    out.push_back(std::move(file));
+    out.files.push_back(std::move(file));
   }
   return out;
 }
@@ -607,7 +631,7 @@ std::string html_unescape(std::string_view text) {
   return out;
 }
 
-Result<std::vector<IndexFile>> parse_simple_page(std::string_view body, std::string_view content_type,
+Result<SimplePage> parse_simple_page(std::string_view body, std::string_view content_type,
                                                  const std::string& page_url) {
   const PageReader reader(page_url);
   const std::string type = lower(trim(content_type.substr(0, content_type.find(';'))));
@@ -645,6 +669,13 @@ std::string project_page_url(const std::string& index_url, std::string_view proj
   std::string out = index_url;
   while (!out.empty() && out.back() == '/') out.pop_back();
   return out + "/" + requote(canonicalize_name(project)) + "/";
+}
+
+bool link_allowed(std::string_view url, std::string_view page_url) {
+  const std::optional<std::string> scheme = split_url(url).scheme;
+  if (!scheme) return false;
+  if (*scheme == "http" || *scheme == "https") return true;
+  return *scheme == "file" && split_url(page_url).scheme == std::optional<std::string>("file");
 }
 
 std::string metadata_url(const IndexFile& file) { return file.url + ".metadata"; }

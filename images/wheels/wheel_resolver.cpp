@@ -325,7 +325,10 @@ Result<const ProjectPage*> Resolver::page(const std::string& name) {
       e.while_("reading the project page of " + name + " from " + url);
       return e;
     }
-    files = std::move(*parsed);
+    // Only http(s) links (and file links from a file: index) survive parsing, so every URL fetched below (a
+    // wheel, its metadata file, its ranges) obeys that rule; the others are only logged.
+    files = std::move(parsed->files);
+    for (const auto& note : parsed->skipped) m_decisions.push_back("index: skipped " + note);
     result.found = true;
     result.index = index;
     result.page_url = url;

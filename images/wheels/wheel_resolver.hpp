@@ -8,6 +8,9 @@
 // resolution rather than falling through to the next index, so an unreachable private index can never let a
 // public project of the same name in.
 //
+// Links on a project page are followed only over http and https (file links only from a file: index); others
+// are dropped by parse_simple_page and logged in the decisions, so no URL from an index reaches another scheme.
+//
 // Candidates are wheels only: gpuenv never builds source distributions. A version is a candidate when one of
 // its wheels supports the target's tags (the best tag_rank wins, then the higher build tag, then the file
 // name), its Requires-Python admits the target interpreter, it is not yanked (unless the project is pinned with

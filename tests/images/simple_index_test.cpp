@@ -7,10 +7,12 @@
 
 using gpuenv::images::html_unescape;
 using gpuenv::images::IndexFile;
+using gpuenv::images::link_allowed;
 using gpuenv::images::metadata_url;
 using gpuenv::images::parse_simple_page;
 using gpuenv::images::project_page_url;
 using gpuenv::images::resolve_url;
+using gpuenv::images::SimplePage;
 
 namespace {
 
@@ -43,9 +45,11 @@ const std::string k_json_page = R"({
 })";
 
 std::vector<IndexFile> parse_ok(const std::string& body, const char* type, const std::string& url = k_page) {
-  auto files = parse_simple_page(body, type, url);
-  EXPECT_TRUE(files.ok()) << (files.ok() ? "" : files.error().to_string());
-  return files.ok() ? *files : std::vector<IndexFile>{};
+  auto page = parse_simple_page(body, type, url);
+  EXPECT_TRUE(page.ok()) << (page.ok() ? "" : page.error().to_string());
+  if (!page.ok()) return {};
+  EXPECT_EQ(page->skipped, std::vector<std::string>{});
+  return page->files;
 }
 
 std::string error_id(const std::string& body, const char* type) {
@@ -228,6 +232,87 @@ TEST(SimplePage, PicksTheFormatFromTheContentType) {
   EXPECT_EQ(parse_ok(k_html_page, "Application/Vnd.Pypi.Simple.V1+HTML").size(), 3U);
   EXPECT_EQ(error_id(k_html_page, "application/octet-stream"), "simple.content_type");
   EXPECT_EQ(error_id(k_html_page, k_json_type), "simple.json");
+}
+
+SimplePage parse_page(const std::string& body, const char* type, const std::string& url) {
+  auto page = parse_simple_page(body, type, url);
+  EXPECT_TRUE(page.ok()) << (page.ok() ? "" : page.error().to_string());
+  return page.ok() ? *page : SimplePage{};
+}
+
+std::vector<std::string> urls(const SimplePage& page) {
+  std::vector<std::string> out;
+  for (const auto& f : page.files) out.push_back(f.url);
+  return out;
+}
+
+TEST(SimpleHtml, DropsLinksWhoseSchemeIsNotHttpWithANote) {
+  const std::string page =
+      "<a href=\"file:///etc/passwd\">passwd-1.0.tar.gz</a>\n"
+      "<a href=\"FILE:///srv/x-1.0-py3-none-any.whl#sha256=zz\">x</a>\n"  // a bad hash on a dropped link is no error
+      "<a href=\"ftp://example.com/pkg-1.0.tar.gz\">ftp</a>\n"
+      "<a href=\"javascript:alert(1)\">js</a><a href=\"data:text/plain,hi\">data</a>\n"
+      "<a href=\"HTTP://example.com/pkg-1.1-py3-none-any.whl\" data-core-metadata=\"true\">http</a>\n"
+      "<a href=\"//mirror.example.com/pkg-1.2-py3-none-any.whl\">same scheme as the page</a>\n"
+      "<a href=\"pkg-1.3-py3-none-any.whl\">relative</a>\n";
+  const auto parsed = parse_page(page, "text/html", k_page);
+  EXPECT_EQ(urls(parsed), (std::vector<std::string>{"http://example.com/pkg-1.1-py3-none-any.whl",
+                                                    "https://mirror.example.com/pkg-1.2-py3-none-any.whl",
+                                                    "https://example.com/simple/example-pkg/pkg-1.3-py3-none-any.whl"}));
+  EXPECT_EQ(metadata_url(parsed.files[0]), "http://example.com/pkg-1.1-py3-none-any.whl.metadata");
+  ASSERT_EQ(parsed.skipped.size(), 5U);
+  EXPECT_NE(parsed.skipped[0].find("file:///etc/passwd"), std::string::npos) << parsed.skipped[0];
+  EXPECT_NE(parsed.skipped[2].find("ftp://example.com/pkg-1.0.tar.gz"), std::string::npos) << parsed.skipped[2];
+  EXPECT_NE(parsed.skipped[2].find("not followed"), std::string::npos) << parsed.skipped[2];
+
+  // A <base href> cannot move the links of a web page onto the local disk either.
+  const auto based = parse_page("<base href=\"file:///srv/\"><a href=\"a-1.0-py3-none-any.whl\">a</a>", "text/html", k_page);
+  EXPECT_TRUE(based.files.empty());
+  ASSERT_EQ(based.skipped.size(), 1U);
+  EXPECT_NE(based.skipped[0].find("file:///srv/a-1.0-py3-none-any.whl"), std::string::npos) << based.skipped[0];
+}
+
+TEST(SimpleJson, DropsFilesWhoseUrlSchemeIsNotHttpWithANote) {
+  const std::string page = R"({"meta": {"api-version": "1.1"}, "name": "example-pkg", "files": [
+    {"filename": "a-1.0-py3-none-any.whl", "url": "file:///etc/passwd", "hashes": {"sha256": ")" + k_sha_a + R"("},
+     "core-metadata": true},
+    {"filename": "b-1.0-py3-none-any.whl", "url": "ftp://example.com/b-1.0-py3-none-any.whl", "hashes": {}},
+    {"filename": "c-1.0-py3-none-any.whl", "url": "c-1.0-py3-none-any.whl", "hashes": {}, "core-metadata": true}]})";
+  const auto parsed = parse_page(page, k_json_type, k_page);
+  EXPECT_EQ(urls(parsed), (std::vector<std::string>{"https://example.com/simple/example-pkg/c-1.0-py3-none-any.whl"}));
+  ASSERT_EQ(parsed.skipped.size(), 2U);
+  EXPECT_NE(parsed.skipped[0].find("files[0] (a-1.0-py3-none-any.whl)"), std::string::npos) << parsed.skipped[0];
+  EXPECT_NE(parsed.skipped[1].find("ftp://example.com/"), std::string::npos) << parsed.skipped[1];
+}
+
+TEST(SimplePage, KeepsFileLinksOnlyOnAFileIndex) {
+  const std::string page = "<a href=\"a-1.0-py3-none-any.whl\">a</a><a href=\"file:///mnt/b-1.0-py3-none-any.whl\">b</a>"
+                           "<a href=\"https://example.com/c-1.0-py3-none-any.whl\">c</a><a href=\"ftp://example.com/d.whl\">d</a>";
+  const auto local = parse_page(page, "text/html", "file:///srv/simple/pkg/");
+  EXPECT_EQ(urls(local), (std::vector<std::string>{"file:///srv/simple/pkg/a-1.0-py3-none-any.whl",
+                                                   "file:///mnt/b-1.0-py3-none-any.whl",
+                                                   "https://example.com/c-1.0-py3-none-any.whl"}));
+  EXPECT_EQ(local.skipped.size(), 1U);  // ftp stays out even there
+  const auto web = parse_page(page, "text/html", "http://127.0.0.1:8080/simple/pkg/");
+  EXPECT_EQ(urls(web), (std::vector<std::string>{"http://127.0.0.1:8080/simple/pkg/a-1.0-py3-none-any.whl",
+                                                 "https://example.com/c-1.0-py3-none-any.whl"}));
+  EXPECT_EQ(web.skipped.size(), 2U);
+  // A page read from something without a scheme gives links without one: none is followed.
+  const auto bare = parse_page(page, "text/html", "/srv/simple/pkg/");
+  EXPECT_EQ(urls(bare), (std::vector<std::string>{"https://example.com/c-1.0-py3-none-any.whl"}));
+}
+
+TEST(LinkAllowed, AllowsHttpEverywhereAndFileOnlyFromFile) {
+  EXPECT_TRUE(link_allowed("https://example.com/a.whl", "https://example.com/simple/a/"));
+  EXPECT_TRUE(link_allowed("HTTP://example.com/a.whl", "https://example.com/simple/a/"));
+  EXPECT_TRUE(link_allowed("http://127.0.0.1/a.whl", "file:///srv/simple/a/"));
+  EXPECT_TRUE(link_allowed("file:///srv/a.whl", "File:///srv/simple/a/"));
+  EXPECT_FALSE(link_allowed("file:///srv/a.whl", "https://example.com/simple/a/"));
+  EXPECT_FALSE(link_allowed("file:///srv/a.whl", "/srv/simple/a/"));
+  EXPECT_FALSE(link_allowed("ftp://example.com/a.whl", "file:///srv/simple/a/"));
+  EXPECT_FALSE(link_allowed("httpx://example.com/a.whl", "https://example.com/simple/a/"));
+  EXPECT_FALSE(link_allowed("/a.whl", "https://example.com/simple/a/"));  // unresolved
+  EXPECT_FALSE(link_allowed("", "https://example.com/simple/a/"));
 }
 
 TEST(ProjectPageUrl, NormalizesTheNameAndEndsWithASlash) {

@@ -10,7 +10,14 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/fakes/fake_fetcher.hpp"
@@ -496,6 +503,390 @@ TEST(RemoteWheelMetadata, ReadsStoredAndDeflatedMembersAndRefusesGarbage) {
             "wheel.remote_zip");
   f.files["https://example.com/junk.whl"] = std::string(5000, 'j');
   EXPECT_EQ(gpuenv::images::remote_wheel_metadata(f, "https://example.com/junk.whl", 5000, "demo").error().id, "wheel.remote_zip");
+}
+
+// ---- ZIP64 wheels read with range requests ------------------------------------------------------------------
+
+using gpuenv::images::remote_wheel_metadata;
+
+/// tests/data/zip64_demo-1.0-py3-none-any.whl, written by Python's zipfile in ZIP64 form (tests/data/gen_zip64_wheel.py).
+std::string zip64_fixture() {
+  std::ifstream in(std::string(GPUENV_SOURCE_DIR) + "/tests/data/zip64_demo-1.0-py3-none-any.whl", std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+/// The bytes of member `name` of the zip in `bytes`, read by libarchive's seekable zip reader (the oracle).
+std::string zip_member(const std::string& bytes, const std::string& name) {
+  std::unique_ptr<archive, decltype(&archive_read_free)> a(archive_read_new(), &archive_read_free);
+  archive_read_support_format_zip_seekable(a.get());
+  if (archive_read_open_memory(a.get(), bytes.data(), bytes.size()) != ARCHIVE_OK) return "<unreadable>";
+  archive_entry* e = nullptr;
+  while (archive_read_next_header(a.get(), &e) == ARCHIVE_OK) {
+    if (archive_entry_pathname(e) != name) continue;
+    std::string out(static_cast<std::size_t>(archive_entry_size(e)), '\0');
+    if (archive_read_data(a.get(), out.data(), out.size()) != static_cast<la_ssize_t>(out.size())) return "<short>";
+    return out;
+  }
+  return "<missing>";
+}
+
+std::uint64_t get_le(const std::string& s, std::size_t at, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(s[at + static_cast<std::size_t>(i)]);
+  return v;
+}
+void put_le(std::string& s, std::size_t at, std::uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) s[at + static_cast<std::size_t>(i)] = static_cast<char>(v >> (8 * i) & 0xFF);
+}
+void append_le(std::string& s, std::uint64_t v, int bytes) {
+  s.append(static_cast<std::size_t>(bytes), '\0');
+  put_le(s, s.size() - static_cast<std::size_t>(bytes), v, bytes);
+}
+
+std::uint32_t crc32(const std::string& data) {
+  std::uint32_t crc = 0xFFFFFFFFu;
+  for (char c : data) {
+    crc ^= static_cast<unsigned char>(c);
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+/// A ZIP64 wheel of stored members as a writer of huge archives lays it out: sizes and offsets only in ZIP64
+/// extra fields, 0xFFFF/0xFFFFFFFF in the end record; where its records start, for tests that damage them.
+struct Zip64Archive {
+  std::string bytes;
+  std::uint64_t base = 0;  ///< offset of bytes[0] in the file: everything before is zeros
+  std::vector<std::size_t> entries;  ///< central directory entries, in bytes
+  std::size_t cd = 0, record = 0, locator = 0, eocd = 0;
+  /// Where the ZIP64 extra field (its 4-byte header) of directory entry i starts, in bytes.
+  [[nodiscard]] std::size_t extra(std::size_t i) const { return entries[i] + 46 + get_le(bytes, entries[i] + 28, 2); }
+};
+
+/// Builds a Zip64Archive whose offsets start at `base` (a file that big is served sparsely), with
+/// `record_padding` bytes of extensible data in the ZIP64 end record.
+Zip64Archive zip64_archive(const std::vector<std::pair<std::string, std::string>>& members, std::uint64_t base,
+                           std::size_t record_padding = 0) {
+  Zip64Archive z;
+  z.base = base;
+  std::vector<std::uint64_t> offsets;
+  for (const auto& [name, data] : members) {
+    offsets.push_back(base + z.bytes.size());
+    append_le(z.bytes, 0x04034b50u, 4);
+    append_le(z.bytes, 45, 2);  // version needed: ZIP64
+    append_le(z.bytes, 0, 2);   // flags
+    append_le(z.bytes, 0, 2);   // stored
+    append_le(z.bytes, 0, 4);   // time, date
+    append_le(z.bytes, crc32(data), 4);
+    append_le(z.bytes, 0xFFFFFFFFu, 4);
+    append_le(z.bytes, 0xFFFFFFFFu, 4);
+    append_le(z.bytes, name.size(), 2);
+    append_le(z.bytes, 20, 2);
+    z.bytes += name;
+    append_le(z.bytes, 1, 2);
+    append_le(z.bytes, 16, 2);
+    append_le(z.bytes, data.size(), 8);
+    append_le(z.bytes, data.size(), 8);
+    z.bytes += data;
+  }
+  z.cd = z.bytes.size();
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    const auto& [name, data] = members[i];
+    z.entries.push_back(z.bytes.size());
+    append_le(z.bytes, 0x02014b50u, 4);
+    append_le(z.bytes, 0x031E, 2);  // made by: Unix, 3.0
+    append_le(z.bytes, 45, 2);
+    append_le(z.bytes, 0, 2);
+    append_le(z.bytes, 0, 2);
+    append_le(z.bytes, 0, 4);
+    append_le(z.bytes, crc32(data), 4);
+    append_le(z.bytes, 0xFFFFFFFFu, 4);  // compressed size
+    append_le(z.bytes, 0xFFFFFFFFu, 4);  // size
+    append_le(z.bytes, name.size(), 2);
+    append_le(z.bytes, 28, 2);           // extra field length
+    append_le(z.bytes, 0, 2);            // comment length
+    append_le(z.bytes, 0, 2);            // disk
+    append_le(z.bytes, 0, 2);            // internal attributes
+    append_le(z.bytes, 0100644u << 16, 4);
+    append_le(z.bytes, 0xFFFFFFFFu, 4);  // local header offset
+    z.bytes += name;
+    append_le(z.bytes, 1, 2);
+    append_le(z.bytes, 24, 2);
+    append_le(z.bytes, data.size(), 8);  // size, compressed size, offset: APPNOTE's order
+    append_le(z.bytes, data.size(), 8);
+    append_le(z.bytes, offsets[i], 8);
+  }
+  const std::size_t cd_size = z.bytes.size() - z.cd;
+  z.record = z.bytes.size();
+  append_le(z.bytes, 0x06064b50u, 4);
+  append_le(z.bytes, 44 + record_padding, 8);
+  append_le(z.bytes, 45, 2);
+  append_le(z.bytes, 45, 2);
+  append_le(z.bytes, 0, 4);
+  append_le(z.bytes, 0, 4);
+  append_le(z.bytes, members.size(), 8);
+  append_le(z.bytes, members.size(), 8);
+  append_le(z.bytes, cd_size, 8);
+  append_le(z.bytes, base + z.cd, 8);
+  z.bytes.append(record_padding, 'p');
+  z.locator = z.bytes.size();
+  append_le(z.bytes, 0x07064b50u, 4);
+  append_le(z.bytes, 0, 4);
+  append_le(z.bytes, base + z.record, 8);
+  append_le(z.bytes, 1, 4);
+  z.eocd = z.bytes.size();
+  append_le(z.bytes, 0x06054b50u, 4);
+  append_le(z.bytes, 0, 4);
+  append_le(z.bytes, 0xFFFF, 2);
+  append_le(z.bytes, 0xFFFF, 2);
+  append_le(z.bytes, 0xFFFFFFFFu, 4);
+  append_le(z.bytes, 0xFFFFFFFFu, 4);
+  append_le(z.bytes, 0, 2);
+  return z;
+}
+
+/// Serves one file of base + bytes.size() bytes, zeros up to `base`, by ranges only; remembers the requests and
+/// refuses (and counts) any range longer than 65 MiB, which the reader must never ask for.
+class SparseFetcher final : public gpuenv::images::Fetcher {
+ public:
+  std::uint64_t base = 0;
+  std::string bytes;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  ///< offset, length
+  int huge_requests = 0;
+
+  gpuenv::Result<std::string> get(const std::string& url, const std::string& = {}) override {
+    return gpuenv::make_error(ErrorKind::environment, "fetch.failed", "only ranges are served here", url);
+  }
+  gpuenv::Result<std::string> get_range(const std::string& url, std::uint64_t offset, std::uint64_t length) override {
+    ranges.emplace_back(offset, length);
+    const std::uint64_t size = base + bytes.size();
+    if (length > (65u << 20)) {
+      ++huge_requests;
+      return gpuenv::make_error(ErrorKind::environment, "fetch.failed", "range too long for this test", url);
+    }
+    if (offset >= size) return gpuenv::make_error(ErrorKind::environment, "fetch.http", "HTTP 416", url);
+    length = std::min(length, size - offset);
+    std::string out;
+    if (offset < base) out.assign(static_cast<std::size_t>(std::min(length, base - offset)), '\0');
+    const std::uint64_t from = std::max(offset, base) - base;
+    out += bytes.substr(static_cast<std::size_t>(from), static_cast<std::size_t>(length - out.size()));
+    return out;
+  }
+  std::vector<gpuenv::Result<gpuenv::images::FetchedFile>> fetch_all(const std::vector<gpuenv::images::FetchRequest>&) override {
+    return {};
+  }
+};
+
+constexpr const char* k_zip64_url = "https://example.com/files/zip64_demo-1.0-py3-none-any.whl";
+constexpr const char* k_zip64_metadata = "zip64_demo-1.0.dist-info/METADATA";
+constexpr std::uint64_t k_five_gib = 5ull << 30;
+
+TEST(RemoteWheelMetadata, ReadsAZip64WheelWrittenByPythonsZipfile) {
+  const std::string wheel = zip64_fixture();
+  ASSERT_GT(wheel.size(), 200U) << "tests/data/zip64_demo-1.0-py3-none-any.whl is missing";
+  ASSERT_NE(wheel.find(std::string("PK\x06\x07", 4)), std::string::npos);  // it has a ZIP64 locator
+  const std::string expected = zip_member(wheel, k_zip64_metadata);
+  ASSERT_NE(expected.find("Name: zip64-demo"), std::string::npos) << expected;
+  FakeFetcher f;
+  f.files[k_zip64_url] = wheel;
+  auto md = remote_wheel_metadata(f, k_zip64_url, wheel.size(), "zip64-demo");
+  ASSERT_TRUE(md.ok()) << md.error().to_string();
+  EXPECT_EQ(*md, expected);  // deflated, its sizes and offset in the ZIP64 extra field
+  EXPECT_TRUE(f.requested.empty());
+
+  // zipfile writes the true small values in the classic end record; a writer of a >4 GiB archive writes
+  // 0xFFFF/0xFFFFFFFF there and leaves them to the ZIP64 end record. Both read the same.
+  std::string marked = wheel;
+  const std::size_t eocd = marked.rfind(std::string("PK\x05\x06", 4));
+  ASSERT_NE(eocd, std::string::npos);
+  put_le(marked, eocd + 8, 0xFFFF, 2);
+  put_le(marked, eocd + 10, 0xFFFF, 2);
+  put_le(marked, eocd + 12, 0xFFFFFFFFu, 4);
+  put_le(marked, eocd + 16, 0xFFFFFFFFu, 4);
+  f.files[k_zip64_url] = marked;
+  auto again = remote_wheel_metadata(f, k_zip64_url, marked.size(), "zip64-demo");
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  EXPECT_EQ(*again, expected);
+  EXPECT_EQ(zip_member(marked, k_zip64_metadata), expected);  // libarchive agrees that it is still a valid zip
+
+  // Without the locator those marks lead nowhere.
+  std::string orphan = marked;
+  orphan[eocd - 20] = 'X';
+  f.files[k_zip64_url] = orphan;
+  auto bad = remote_wheel_metadata(f, k_zip64_url, orphan.size(), "zip64-demo");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().id, "wheel.remote_zip");
+  EXPECT_NE(bad.error().message.find("no ZIP64 locator"), std::string::npos) << bad.error().message;
+}
+
+TEST(RemoteWheelMetadata, ReadsMembersPastFourGibibytes) {
+  const std::string md = "Metadata-Version: 2.1\nName: huge\nVersion: 3.0\n\n";
+  const auto z = zip64_archive({{"huge/__init__.py", "x = 1\n"}, {"huge-3.0.dist-info/METADATA", md}, {"huge-3.0.dist-info/WHEEL", "Wheel-Version: 1.0\n"}},
+                               k_five_gib);
+  SparseFetcher f;
+  f.base = z.base;
+  f.bytes = z.bytes;
+  auto got = remote_wheel_metadata(f, k_zip64_url, z.base + z.bytes.size(), "huge");
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_EQ(*got, md);
+  ASSERT_EQ(f.ranges.size(), 2U);  // the tail (with every end record and the directory), then the member
+  EXPECT_GT(f.ranges[1].first, 0xFFFFFFFFu);
+  EXPECT_EQ(f.ranges[1].first, get_le(z.bytes, z.extra(1) + 20, 8));  // the offset from the ZIP64 extra field
+}
+
+TEST(RemoteWheelMetadata, FetchesAZip64EndRecordThatIsNotInTheTail) {
+  const std::string md = "Metadata-Version: 2.1\nName: huge\nVersion: 3.0\n\n";
+  // 70,000 bytes of extensible data push the ZIP64 end record (and the directory) out of the tail.
+  const auto z = zip64_archive({{"huge-3.0.dist-info/METADATA", md}}, k_five_gib, 70000);
+  SparseFetcher f;
+  f.base = z.base;
+  f.bytes = z.bytes;
+  auto got = remote_wheel_metadata(f, k_zip64_url, z.base + z.bytes.size(), "huge");
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_EQ(*got, md);
+  ASSERT_EQ(f.ranges.size(), 4U);  // tail, ZIP64 end record, central directory, member
+  EXPECT_EQ(f.ranges[1], (std::pair<std::uint64_t, std::uint64_t>{z.base + z.record, 56}));
+  EXPECT_EQ(f.ranges[2].first, z.base + z.cd);
+}
+
+TEST(RemoteWheelMetadata, RefusesDamagedZip64RecordsWithoutHugeRequests) {
+  const std::string md = "Metadata-Version: 2.1\nName: huge\nVersion: 3.0\n\n";
+  const auto z = zip64_archive({{"huge/__init__.py", "x = 1\n"}, {"huge-3.0.dist-info/METADATA", md}}, k_five_gib);
+  constexpr std::uint64_t k_max = std::numeric_limits<std::uint64_t>::max();
+  const std::size_t meta = z.extra(1);  // the METADATA entry's ZIP64 extra field
+  struct Damage {
+    const char* what;
+    std::function<void(std::string&)> apply;
+    const char* says;
+  };
+  const std::vector<Damage> damages = {
+      {"locator pointing at itself", [&](std::string& b) { put_le(b, z.locator + 8, z.base + z.locator, 8); }, "leaves no room"},
+      {"locator pointing past the end", [&](std::string& b) { put_le(b, z.locator + 8, k_max - 3, 8); }, "leaves no room"},
+      {"locator on another disk", [&](std::string& b) { put_le(b, z.locator + 16, 2, 4); }, "several disks"},
+      {"no record where the locator points", [&](std::string& b) { b[z.record] = 'X'; }, "no ZIP64 end-of-central-directory record"},
+      {"locator pointing into the directory", [&](std::string& b) { put_le(b, z.locator + 8, z.base + z.cd, 8); },
+       "no ZIP64 end-of-central-directory record"},
+      {"record longer than the space before the locator", [&](std::string& b) { put_le(b, z.record + 4, 1ull << 40, 8); }, "do not fit"},
+      {"record on another disk", [&](std::string& b) { put_le(b, z.record + 20, 1, 4); }, "several disks"},
+      {"directory larger than the file", [&](std::string& b) { put_le(b, z.record + 40, 1ull << 62, 8); }, "outside the file data"},
+      {"directory offset that overflows", [&](std::string& b) { put_le(b, z.record + 48, k_max - 10, 8); }, "outside the file data"},
+      {"directory over the limit", [&](std::string& b) {
+         put_le(b, z.record + 40, 100u << 20, 8);
+         put_le(b, z.record + 48, z.base + z.record - (100u << 20), 8);
+       }, "more than the"},
+      {"more entries than the directory holds", [&](std::string& b) {
+         put_le(b, z.record + 24, 1ull << 40, 8);
+         put_le(b, z.record + 32, 1ull << 40, 8);
+       }, "entries, more than"},
+      {"entry counts that disagree", [&](std::string& b) { put_le(b, z.record + 24, 7, 8); }, "entries on this disk"},
+      {"no ZIP64 extra field", [&](std::string& b) { put_le(b, meta, 0x7075, 2); }, "has no ZIP64 extra field"},
+      {"ZIP64 extra field too short", [&](std::string& b) { put_le(b, meta + 2, 16, 2); }, "too short"},
+      {"extra field running past the entry", [&](std::string& b) { put_le(b, meta + 2, 200, 2); }, "truncated"},
+      {"local header offset past the directory", [&](std::string& b) { put_le(b, meta + 20, 1ull << 63, 8); }, "does not fit before"},
+      {"local header offset just before the directory", [&](std::string& b) { put_le(b, meta + 20, z.base + z.cd - 10, 8); },
+       "does not fit before"},
+      {"huge METADATA", [&](std::string& b) { put_le(b, meta + 4, 1ull << 40, 8); }, "implausibly large"},
+      {"stored sizes that disagree", [&](std::string& b) { put_le(b, meta + 12, 5, 8); }, "stored METADATA"},
+      {"entry name running past the directory", [&](std::string& b) { put_le(b, z.entries[1] + 28, 0xFFFF, 2); }, "truncated central directory"},
+      {"bad entry signature", [&](std::string& b) { b[z.entries[0]] = 'X'; }, "bad central directory entry"},
+  };
+  for (const auto& d : damages) {
+    SparseFetcher f;
+    f.base = z.base;
+    f.bytes = z.bytes;
+    d.apply(f.bytes);
+    auto got = remote_wheel_metadata(f, k_zip64_url, z.base + z.bytes.size(), "huge");
+    ASSERT_FALSE(got.ok()) << d.what;
+    EXPECT_EQ(got.error().id, "wheel.remote_zip") << d.what << ": " << got.error().to_string();
+    EXPECT_NE(got.error().message.find(d.says), std::string::npos) << d.what << ": " << got.error().message;
+    EXPECT_EQ(f.huge_requests, 0) << d.what;
+  }
+}
+
+TEST(RemoteWheelMetadata, NeverCrashesOnDamagedOrTruncatedZip64Bytes) {
+  const std::string wheel = zip64_fixture();
+  ASSERT_GT(wheel.size(), 200U);
+  const std::string expected = zip_member(wheel, k_zip64_metadata);
+  FakeFetcher f;
+  int read = 0;
+  const auto check = [&](const std::string& bytes, std::uint64_t size, const std::string& what) {
+    f.files[k_zip64_url] = bytes;
+    auto got = remote_wheel_metadata(f, k_zip64_url, size, "zip64-demo");
+    if (got.ok()) {
+      ++read;  // a byte of a timestamp, an attribute or another member's data changes nothing
+      EXPECT_EQ(*got, expected) << what;  // damaged METADATA is refused (libarchive checks the CRC), never misread
+      return;
+    }
+    EXPECT_TRUE(got.error().id == "wheel.remote_zip" || got.error().id.rfind("fetch.", 0) == 0) << what << ": " << got.error().to_string();
+  };
+  for (std::size_t i = 0; i < wheel.size(); ++i) {
+    for (unsigned char v : {0x00, 0xFF, 0x7F}) {
+      std::string bytes = wheel;
+      bytes[i] = static_cast<char>(v);
+      check(bytes, bytes.size(), "byte " + std::to_string(i) + " set to " + std::to_string(v));
+    }
+  }
+  for (std::size_t n = 0; n < wheel.size(); ++n) check(wheel.substr(0, n), n, "truncated to " + std::to_string(n));
+  // A size from the index that does not match the file: refused, not misread.
+  check(wheel, wheel.size() + 100, "size too large");
+  EXPECT_GT(read, 0);
+  f.files[k_zip64_url] = wheel;
+  auto fine = remote_wheel_metadata(f, k_zip64_url, wheel.size(), "zip64-demo");
+  ASSERT_TRUE(fine.ok());
+  EXPECT_EQ(*fine, expected);
+}
+
+TEST(WheelResolver, ReadsMetadataOfAZip64WheelWithRangeRequests) {
+  FakeFetcher f;
+  const std::string wheel = zip64_fixture();
+  const std::string filename = "zip64_demo-1.0-py3-none-any.whl";
+  f.files[file_url(filename)] = wheel;
+  f.files[std::string(k_index) + "/zip64-demo/"] = R"({"meta": {"api-version": "1.1"}, "name": "zip64-demo", "files": [{"filename": ")" +
+                                                   filename + R"(", "url": ")" + file_url(filename) + R"(", "hashes": {"sha256": ")" +
+                                                   sha256_hex(wheel) + R"("}, "size": )" + std::to_string(wheel.size()) + "}]}";
+  publish_json(f, k_index, "core", {{"core-1.0-py3-none-any.whl"}});
+  const auto res = resolve_ok(f, request({"zip64-demo"}));
+  EXPECT_EQ(pins(res), (Strings{"core==1.0", "zip64-demo==1.0"}));
+  EXPECT_EQ(std::count(f.requested.begin(), f.requested.end(), file_url(filename)), 0);  // never downloaded whole
+}
+
+TEST(WheelResolver, NeverFollowsLinksOtherThanHttpFromAWebIndex) {
+  FakeFetcher f;
+  const std::string good = "demo-1.0-py3-none-any.whl";
+  const std::string md = metadata_text(Dist{good});
+  f.files[file_url(good) + ".metadata"] = md;
+  // Newer versions behind file: and ftp: links would win if they were followed.
+  const std::string newer_md = metadata_text(Dist{"demo-3.0-py3-none-any.whl"});
+  f.files["file:///etc/demo-3.0-py3-none-any.whl.metadata"] = newer_md;
+  f.files["ftp://example.com/demo-2.0-py3-none-any.whl.metadata"] = metadata_text(Dist{"demo-2.0-py3-none-any.whl"});
+  f.files[std::string(k_index) + "/demo/"] =
+      "<a href=\"file:///etc/demo-3.0-py3-none-any.whl#sha256=" + sha256_hex("3") + "\" data-core-metadata=\"sha256=" +
+      sha256_hex(newer_md) + "\">demo-3.0</a>\n"
+      "<a href=\"ftp://example.com/demo-2.0-py3-none-any.whl#sha256=" + sha256_hex("2") + "\" data-core-metadata=\"true\">demo-2.0</a>\n"
+      "<a href=\"" + file_url(good) + "#sha256=" + sha256_hex("1") + "\" data-core-metadata=\"sha256=" + sha256_hex(md) + "\">" + good + "</a>\n";
+  const auto res = resolve_ok(f, request({"demo"}));
+  EXPECT_EQ(pins(res), Strings{"demo==1.0"});
+  for (const auto& url : f.requested) EXPECT_EQ(url.rfind("https://", 0), 0U) << url;
+  EXPECT_TRUE(f.ranges.empty());
+  EXPECT_EQ(std::count_if(res.decisions.begin(), res.decisions.end(),
+                          [](const std::string& d) { return d.rfind("index: skipped", 0) == 0; }),
+            2);
+}
+
+TEST(WheelResolver, FollowsFileLinksFromAFileIndex) {
+  FakeFetcher f;
+  const std::string name = "demo-1.0-py3-none-any.whl";
+  const std::string md = metadata_text(Dist{name});
+  f.files["file:///srv/files/" + name + ".metadata"] = md;
+  f.files["file:///srv/simple/demo/"] = "<a href=\"../../files/" + name + "#sha256=" + sha256_hex("1") +
+                                        "\" data-core-metadata=\"sha256=" + sha256_hex(md) + "\">" + name + "</a>\n";
+  auto req = request({"demo"});
+  req.indexes = {"file:///srv/simple"};
+  const auto res = resolve_ok(f, req);
+  ASSERT_EQ(pins(res), Strings{"demo==1.0"});
+  EXPECT_EQ(res.wheels[0].url, "file:///srv/files/" + name);
 }
 
 TEST(WheelResolver, VerifiesTheMetadataFileAgainstItsHash) {
