@@ -27,7 +27,7 @@ Context production_context(char** envp) {
     const std::string name = kv.substr(0, eq);
     // Only what gpuenv uses: its own variables, the cache location, pip's index configuration.
     if (name.rfind("GPUENV_", 0) == 0 || name.rfind("PIP_", 0) == 0 || name.rfind("XDG_", 0) == 0 || name == "HOME" ||
-        name == "VIRTUAL_ENV")
+        name == "VIRTUAL_ENV" || name == "SOURCE_DATE_EPOCH" || name == "TMPDIR")
       ctx.env[name] = kv.substr(eq + 1);
   }
   ctx.make_probes = [] {
@@ -94,6 +94,21 @@ int run(const std::vector<std::string>& args, Context& ctx) {
   l->add_flag("--json", lock.resolve.json, "Print the resolution and the pinned packages as JSON");
   l->add_flag("--offline", lock.offline, "Use only what the cache holds; download nothing");
 
+  BuildOptions build;
+  auto* b = app.add_subcommand("build", "Build a reproducible OCI image from a spec (resolved and pinned first) or a lock");
+  b->add_option("input", build.lock.resolve.spec_path, "Spec (gpuenv-spec-v1) or lock (gpuenv-lock-v1)")->required();
+  b->add_option("-o,--output", build.output, "OCI layout directory to write (default gpuenv-out/NAME)");
+  b->add_option("--format", build.format, "Output format: oci-dir")->check(CLI::IsMember({"oci-dir", "oci-archive", "docker-archive"}));
+  b->add_option("--tag", build.tag, "Reference name recorded in the layout (default: the spec's image.tag)");
+  b->add_option("--allow-missing-lib", build.allow_missing, "A shared library the DT_NEEDED check may find absent; repeatable");
+  b->add_option("--threads", build.threads, "Compression threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  b->add_option("--driver", build.lock.resolve.driver, "The fleet's driver version (with a spec)");
+  b->add_option("--gpu", build.lock.resolve.gpus, "GPU model or architecture; repeatable (with a spec)");
+  b->add_option("--host-root", build.lock.host_root, "Read apt and pip configuration under this directory instead of /")
+      ->check(CLI::ExistingDirectory);
+  b->add_flag("--json", build.lock.resolve.json, "Print a gpuenv-build-result-v1 JSON document");
+  b->add_flag("--offline", build.lock.offline, "Use only what the cache holds; download nothing");
+
   SourcesOptions sources;
   auto* so = app.add_subcommand("sources", "Show where packages come from (apt repositories, pip indexes) and why");
   so->add_option("spec", sources.spec_path, "A spec whose sources: section wins over configuration");
@@ -138,6 +153,10 @@ int run(const std::vector<std::string>& args, Context& ctx) {
       return cmd_detect(detect, ctx);
     }
     if (so->parsed()) return cmd_sources(sources, ctx);
+    if (b->parsed()) {
+      build.lock.resolve.catalog_dir = catalog_dir;
+      return cmd_build(build, ctx);
+    }
     if (l->parsed()) {
       lock.resolve.catalog_dir = catalog_dir;
       return cmd_lock(lock, ctx);

@@ -35,8 +35,8 @@ std::vector<std::string> default_keyrings(const std::string& root) {
 
 }  // namespace
 
-int cmd_lock(const LockOptions& o, Context& ctx) {
-  PreparedResolution p;
+int make_lock(const LockOptions& o, Context& ctx, MadeLock& made) {
+  PreparedResolution& p = made.prepared;
   if (int rc = prepare_resolution(o.resolve, ctx, p); rc != k_exit_ok) return rc;
   if (!p.resolution.ok) {
     if (o.resolve.json) *ctx.out << resolution_json(p.spec, p.resolution).dump(2) << "\n";
@@ -85,7 +85,20 @@ int cmd_lock(const LockOptions& o, Context& ctx) {
     bytes += x.size;
   }
   resolver::LockInputs inputs{sha256_hex(p.spec_text), p.catalog.sha256, std::string("gpuenv ") + GPUENV_VERSION};
-  const std::string text = resolver::render_lock(p.spec, p.resolution, inputs, locked);
+  made.text = resolver::render_lock(p.spec, p.resolution, inputs, locked);
+  made.packages = std::move(locked);
+  made.wheel_requirements = pins->requirements;
+  made.debs = debs;
+  made.wheels = wheels;
+  made.bytes = bytes;
+  return k_exit_ok;
+}
+
+int cmd_lock(const LockOptions& o, Context& ctx) {
+  MadeLock made;
+  if (int rc = make_lock(o, ctx, made); rc != k_exit_ok) return rc;
+  const PreparedResolution& p = made.prepared;
+  const std::string& text = made.text;
   if (auto st = write_file_atomic(o.output, text); !st) {
     Error e = st.error();
     e.while_("writing the lock");
@@ -96,16 +109,16 @@ int cmd_lock(const LockOptions& o, Context& ctx) {
     j["schema"] = "gpuenv-lock-result-v1";
     j["lock"] = {{"path", o.output}, {"sha256", sha256_hex(text)}};
     auto list = nlohmann::ordered_json::array();
-    for (const auto& x : locked)
+    for (const auto& x : made.packages)
       list.push_back({{"name", x.name}, {"version", x.version}, {"kind", x.kind}, {"architecture", x.architecture}, {"size", x.size},
                       {"sha256", x.sha256}, {"url", x.url}, {"source", x.source}});
     j["packages"] = list;
-    j["wheel_requirements"] = pins->requirements;
+    j["wheel_requirements"] = made.wheel_requirements;
     *ctx.out << j.dump(2) << "\n";
   } else {
     print_resolution(*ctx.out, p.spec, p.resolution);
-    *ctx.out << "pinned " << debs << " Debian packages and " << wheels << " wheels (" << std::fixed << std::setprecision(1)
-             << static_cast<double>(bytes) / (1024.0 * 1024.0) << " MiB)\nwrote " << o.output << "\n";
+    *ctx.out << "pinned " << made.debs << " Debian packages and " << made.wheels << " wheels (" << std::fixed << std::setprecision(1)
+             << static_cast<double>(made.bytes) / (1024.0 * 1024.0) << " MiB)\nwrote " << o.output << "\n";
   }
   return k_exit_ok;
 }

@@ -7,6 +7,7 @@
 #include "cli/context.hpp"
 #include "images/sources.hpp"
 #include "resolver/catalog.hpp"
+#include "resolver/lockfile.hpp"
 #include "resolver/solver.hpp"
 #include "resolver/spec.hpp"
 
@@ -51,6 +52,27 @@ struct LockOptions {
   bool offline = false;  ///< use only the cache
 };
 int cmd_lock(const LockOptions& options, Context& ctx);
+
+/// A lock made in process (resolve, then pin every package).
+struct MadeLock {
+  PreparedResolution prepared;
+  std::string text;
+  std::vector<resolver::LockedPackage> packages;
+  std::vector<std::string> wheel_requirements;
+  std::uint64_t debs = 0, wheels = 0, bytes = 0;
+};
+/// The body of `gpuenv lock` without writing: returns 0, or the exit code of an error it has reported.
+int make_lock(const LockOptions& options, Context& ctx, MadeLock& out);
+
+struct BuildOptions {
+  LockOptions lock;           ///< lock.resolve.spec_path is the SPEC or LOCK argument; --host-root, --offline, --json
+  std::string output;         ///< layout directory; default ./gpuenv-out/NAME
+  std::string format = "oci-dir";
+  std::string tag;
+  std::vector<std::string> allow_missing;
+  unsigned threads = 0;
+};
+int cmd_build(const BuildOptions& options, Context& ctx);
 
 struct DetectOptions {
   bool json = false;

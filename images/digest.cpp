@@ -22,4 +22,15 @@ std::string sha256_hex(std::string_view bytes) {
   return to_hex(md, n);
 }
 
+Sha256::Sha256() : m_ctx(EVP_MD_CTX_new()) { reset(); }
+Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(m_ctx)); }
+void Sha256::reset() { EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(m_ctx), EVP_sha256(), nullptr); }
+void Sha256::update(const void* data, std::size_t size) { EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(m_ctx), data, size); }
+std::string Sha256::finish() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(m_ctx), md, &n);
+  return to_hex(md, n);
+}
+
 }  // namespace gpuenv::images

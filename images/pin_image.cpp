@@ -51,6 +51,8 @@ Result<ImagePins> pin_image(const PinImageRequest& req, AptFetchContext& apt) {
   AptPinRequest a;
   a.sources = req.sources->apt;
   a.codename = req.distro->codename;
+  a.preferences_text = req.sources->apt_preferences;
+  if (!req.sources->apt_preferences_origin.empty()) a.preferences_origin = req.sources->apt_preferences_origin;
   const bool wants_python = res.python && (!res.frameworks.empty() || !spec.pip_packages.empty() || spec.python_given);
   if (wants_python) a.packages.push_back("python3");
   for (const auto& p : spec.apt_packages) a.packages.push_back(p);

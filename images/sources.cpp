@@ -1,5 +1,10 @@
 #include "images/sources.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+
 namespace gpuenv::images {
 namespace {
 
@@ -36,6 +41,28 @@ Result<SourceSet> discover_sources(const SourceInputs& in) {
     out.apt = std::move(*host);
     out.apt_origin = "host " + (in.host_root == "/" ? std::string() : in.host_root) + "/etc/apt";
     if (out.apt.empty()) out.notes.push_back("no apt sources on the host; name them in the spec's sources.apt");
+    // apt reads preferences, then preferences.d/ files whose names are [A-Za-z0-9_.-] with no extension or
+    // ".pref", in name order.
+    const std::string etc = (in.host_root == "/" ? std::string() : in.host_root) + "/etc/apt";
+    std::vector<std::string> files;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(etc + "/preferences", ec)) files.push_back(etc + "/preferences");
+    std::vector<std::string> parts;
+    for (const auto& e : std::filesystem::directory_iterator(etc + "/preferences.d", ec)) {
+      const std::string n = e.path().filename().string();
+      const bool name_ok = !n.empty() && std::all_of(n.begin(), n.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'; });
+      const auto dot = n.rfind('.');
+      if (name_ok && (dot == std::string::npos || n.substr(dot) == ".pref") && e.is_regular_file(ec)) parts.push_back(e.path().string());
+    }
+    std::sort(parts.begin(), parts.end());
+    files.insert(files.end(), parts.begin(), parts.end());
+    for (const auto& f : files) {
+      std::ifstream pin(f, std::ios::binary);
+      std::string text((std::istreambuf_iterator<char>(pin)), {});
+      if (!out.apt_preferences.empty()) out.apt_preferences += "\n\n";
+      out.apt_preferences += text;
+      out.apt_preferences_origin += (out.apt_preferences_origin.empty() ? "" : " + ") + f;
+    }
   }
   // pip
   auto from_request = [&](const resolver::SourcesRequest& r, const std::string& where) {

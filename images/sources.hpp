@@ -27,6 +27,10 @@ struct SourceInputs {
 struct SourceSet {
   std::vector<AptSource> apt;  ///< every entry found, including skipped ones (is_used() tells)
   std::string apt_origin;      ///< "spec FILE", "user config FILE" or "host ROOT/etc/apt"
+  /// The host's apt preferences (etc/apt/preferences, then preferences.d/* in name order, files apt would
+  /// read), joined; only when the host's apt sources are used, since pins name those repositories.
+  std::string apt_preferences;
+  std::string apt_preferences_origin;  ///< the files, for error messages
   PipIndexConfig pip;
   std::string pip_origin;
   std::vector<std::string> notes;

@@ -1,6 +1,11 @@
 #include "resolver/lockfile.hpp"
 
+#include <algorithm>
 #include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "resolver/yaml_guard.hpp"
 
 namespace gpuenv::resolver {
 namespace {
@@ -57,12 +62,170 @@ std::string render_lock(const Spec& spec, const Resolution& r, const LockInputs&
     o << "  " << f.name << ":\n    version: " << q(f.version.str()) << "\n    variant: " << q(f.variant) << "\n    cuda: " << q(f.cuda.str())
       << "\n    cudnn: " << (f.cudnn ? q(f.cudnn->str()) : "null") << "\n";
   }
+  if (!packages.empty()) {  // what the spec asked for by name (the user's layer of an image)
+    auto list = [&](const std::vector<std::string>& v) {
+      std::string t = "[";
+      for (std::size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + q(v[i]);
+      return t + "]";
+    };
+    o << "requests:\n  apt: " << list(spec.apt_packages) << "\n  pip: " << list(spec.pip_packages) << "\n";
+  }
   o << "packages:" << (packages.empty() ? " []\n" : "\n");
   for (const auto& p : packages) {
     o << "  - {name: " << q(p.name) << ", version: " << q(p.version) << ", kind: " << q(p.kind) << ", architecture: " << q(p.architecture)
       << ", size: " << p.size << ",\n     sha256: " << q(p.sha256) << ",\n     url: " << q(p.url) << ",\n     source: " << q(p.source) << "}\n";
   }
   return o.str();
+}
+
+}  // namespace gpuenv::resolver
+
+#define GPUENV_TRY(var, expr)                      \
+  auto var##_r = (expr);                           \
+  if (!var##_r) return std::move(var##_r).error(); \
+  auto var = std::move(*var##_r)
+
+namespace gpuenv::resolver {
+namespace {
+
+class LockReader {
+ public:
+  explicit LockReader(std::string path) : m_path(std::move(path)) {}
+
+  Error error(const YAML::Node& at, const std::string& id, const std::string& what) const {
+    std::string where = m_path;
+    if (at.IsDefined() && at.Mark().line >= 0) where += ":" + std::to_string(at.Mark().line + 1) + ":" + std::to_string(at.Mark().column + 1);
+    return make_error(ErrorKind::spec, id, what, where, "re-create the lock with `gpuenv lock SPEC -o FILE` rather than editing it");
+  }
+  Result<std::string> str(const YAML::Node& parent, const char* key, bool nullable = false) const {
+    const YAML::Node n = parent[key];
+    if (!n.IsDefined()) return error(parent, "lock.missing", std::string("'") + key + "' is missing");
+    if (n.IsNull() && nullable) return std::string();
+    if (!n.IsScalar()) return error(n, "lock.bad_value", std::string("'") + key + "' must be a string");
+    return n.Scalar();
+  }
+  Result<std::vector<std::string>> list(const YAML::Node& parent, const char* key) const {
+    const YAML::Node n = parent[key];
+    std::vector<std::string> out;
+    if (!n.IsDefined() || n.IsNull()) return out;
+    if (!n.IsSequence()) return error(n, "lock.bad_value", std::string("'") + key + "' must be a list");
+    for (const auto& v : n) {
+      if (!v.IsScalar()) return error(v, "lock.bad_value", std::string("'") + key + "' must list strings");
+      out.push_back(v.Scalar());
+    }
+    return out;
+  }
+
+ private:
+  std::string m_path;
+};
+
+bool is_hex64(const std::string& s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+}  // namespace
+
+Result<Lock> parse_lock(std::string_view text, const std::string& path) {
+  if (auto st = check_yaml_bytes(text, path, 64u << 20, 64); !st) return std::move(st).error();
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return make_error(ErrorKind::spec, "lock.yaml_syntax", "YAML syntax error: " + e.msg,
+                      path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1),
+                      "re-create the lock with `gpuenv lock SPEC -o FILE`");
+  }
+  LockReader r(path);
+  if (!root.IsMap()) return r.error(root, "lock.schema", "not a gpuenv lock (expected a mapping with schema: gpuenv-lock-v1)");
+  try {
+    Lock lock;
+    GPUENV_TRY(schema, r.str(root, "schema"));
+    if (schema != k_lock_schema) return r.error(root["schema"], "lock.schema", "schema is '" + schema + "', not " + std::string(k_lock_schema));
+    GPUENV_TRY(generator, r.str(root, "generator"));
+    lock.generator = generator;
+    if (!root["spec"].IsMap()) return r.error(root, "lock.missing", "'spec' is missing");
+    GPUENV_TRY(spec_name, r.str(root["spec"], "name"));
+    GPUENV_TRY(spec_sha, r.str(root["spec"], "sha256"));
+    lock.spec_name = spec_name;
+    lock.spec_sha256 = spec_sha;
+    if (root["catalog"].IsMap()) {
+      GPUENV_TRY(cat, r.str(root["catalog"], "sha256"));
+      lock.catalog_sha256 = cat;
+    }
+    GPUENV_TRY(base, r.str(root, "base"));
+    GPUENV_TRY(cuda, r.str(root, "cuda", true));
+    GPUENV_TRY(cudnn, r.str(root, "cudnn", true));
+    GPUENV_TRY(python, r.str(root, "python", true));
+    lock.base = base;
+    lock.cuda = cuda;
+    lock.cudnn = cudnn;
+    lock.python = python;
+    if (!root["driver"].IsMap()) return r.error(root, "lock.missing", "'driver' is missing");
+    GPUENV_TRY(dmin, r.str(root["driver"], "min"));
+    lock.driver_min = dmin;
+    lock.forward_compat = root["driver"]["forward_compat"].IsDefined() && root["driver"]["forward_compat"].as<bool>();
+    if (root["gpu"].IsMap()) {
+      GPUENV_TRY(archs, r.list(root["gpu"], "archs"));
+      GPUENV_TRY(models, r.list(root["gpu"], "models"));
+      lock.archs = archs;
+      lock.models = models;
+      if (root["gpu"]["confidential"].IsScalar()) lock.confidential = root["gpu"]["confidential"].Scalar();
+    }
+    if (const YAML::Node fw = root["frameworks"]; fw.IsMap()) {
+      for (const auto& kv : fw) {
+        Lock::Framework f;
+        f.name = kv.first.Scalar();
+        GPUENV_TRY(v, r.str(kv.second, "version"));
+        GPUENV_TRY(variant, r.str(kv.second, "variant", true));
+        GPUENV_TRY(fc, r.str(kv.second, "cuda", true));
+        GPUENV_TRY(fd, r.str(kv.second, "cudnn", true));
+        f.version = v;
+        f.variant = variant;
+        f.cuda = fc;
+        f.cudnn = fd;
+        lock.frameworks.push_back(std::move(f));
+      }
+    }
+    if (const YAML::Node rq = root["requests"]; rq.IsMap()) {
+      GPUENV_TRY(apt, r.list(rq, "apt"));
+      GPUENV_TRY(pip, r.list(rq, "pip"));
+      lock.requested_apt = apt;
+      lock.requested_pip = pip;
+    }
+    const YAML::Node pk = root["packages"];
+    if (pk.IsDefined() && !pk.IsNull() && !pk.IsSequence()) return r.error(pk, "lock.bad_value", "'packages' must be a list");
+    if (pk.IsSequence()) {
+      for (const auto& p : pk) {
+        if (!p.IsMap()) return r.error(p, "lock.bad_value", "each package must be a mapping");
+        LockedPackage lp;
+        GPUENV_TRY(name, r.str(p, "name"));
+        GPUENV_TRY(version, r.str(p, "version"));
+        GPUENV_TRY(kind, r.str(p, "kind"));
+        GPUENV_TRY(arch, r.str(p, "architecture"));
+        GPUENV_TRY(url, r.str(p, "url"));
+        GPUENV_TRY(sha, r.str(p, "sha256"));
+        GPUENV_TRY(source, r.str(p, "source"));
+        GPUENV_TRY(size, r.str(p, "size"));
+        if (kind != "deb" && kind != "wheel") return r.error(p["kind"], "lock.bad_value", "package '" + name + "' has kind '" + kind + "' (deb or wheel expected)");
+        if (!is_hex64(sha)) return r.error(p["sha256"], "lock.bad_value", "package '" + name + "' has a sha256 that is not 64 lowercase hex digits");
+        if (size.empty() || size.size() > 15 || !std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; }))
+          return r.error(p["size"], "lock.bad_value", "package '" + name + "' has a size that is not a byte count");
+        lp.name = name;
+        lp.version = version;
+        lp.kind = kind;
+        lp.architecture = arch;
+        lp.url = url;
+        lp.sha256 = sha;
+        lp.source = source;
+        lp.size = std::stoull(size);
+        lock.packages.push_back(std::move(lp));
+      }
+    }
+    return lock;
+  } catch (const YAML::Exception& e) {
+    return make_error(ErrorKind::spec, "lock.bad_value", "malformed lock: " + e.msg, path + ":" + std::to_string(e.mark.line + 1), "");
+  }
 }
 
 }  // namespace gpuenv::resolver

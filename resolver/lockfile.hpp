@@ -27,4 +27,27 @@ struct LockedPackage {
 std::string render_lock(const Spec& spec, const Resolution& resolution, const LockInputs& inputs,
                         const std::vector<LockedPackage>& packages = {});
 
+/// A lock read back (what `gpuenv build` needs from it).
+struct Lock {
+  std::string generator;
+  std::string spec_name, spec_sha256, catalog_sha256;
+  std::string base;             ///< "debian:12"
+  std::string cuda, cudnn, python;  ///< "" when null
+  std::string driver_min;
+  bool forward_compat = false;
+  std::vector<std::string> archs, models;
+  std::string confidential;
+  struct Framework {
+    std::string name, version, variant, cuda, cudnn;
+  };
+  std::vector<Framework> frameworks;
+  std::vector<std::string> requested_apt, requested_pip;  ///< the spec's own package lists
+  std::vector<LockedPackage> packages;
+};
+
+/// Parses lock text. Errors (ErrorKind::spec, `where` = "path:line:col"): `lock.yaml_syntax`, `lock.schema` (not
+/// gpuenv-lock-v1), `lock.missing` (a required key is absent), `lock.bad_value` (wrong type, a package without
+/// url/sha256/size, a sha256 that is not 64 hex digits, an unknown kind).
+Result<Lock> parse_lock(std::string_view text, const std::string& path);
+
 }  // namespace gpuenv::resolver

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs gpuenv's build and test dependencies from Debian 12's packages. Idempotent: installs only what is missing.
 set -euo pipefail
-packages=(build-essential cmake pkg-config libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libssl-dev libcurl4-openssl-dev libarchive-dev
+packages=(build-essential cmake pkg-config libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libssl-dev libcurl4-openssl-dev libarchive-dev zlib1g-dev
           gpgv gnupg debian-archive-keyring
-          libgtest-dev libbenchmark-dev python3)
+          libgtest-dev libbenchmark-dev python3
+          skopeo umoci)
 if [ "${1:-}" = "--bench" ]; then packages+=(hyperfine); fi
 missing=()
 for p in "${packages[@]}"; do

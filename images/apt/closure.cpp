@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -36,6 +37,13 @@ int priority_rank(std::string_view priority) {
 }
 
 std::string describe(const BinaryPackage& p) { return std::string(p.name) + " " + p.version.str(); }
+
+// "2.0, 1.0": the versions of a name, newest first.
+std::string version_list(std::span<const BinaryPackage* const> versions) {
+  std::string s;
+  for (const BinaryPackage* p : versions) s += (s.empty() ? "" : ", ") + p->version.str();
+  return s;
+}
 
 std::string chain_text(const std::vector<const BinaryPackage*>& chain) {
   std::string s;
@@ -135,7 +143,13 @@ class Closure {
                             (known.empty() ? std::string() : " (it has " + known + ")"),
                         {}, "request a version the repositories have, or add the repository that has this one");
     }
-    if (!versions.empty()) return versions.front();
+    if (!versions.empty()) {
+      if (const BinaryPackage* c = candidate(name)) return c;
+      return make_error(ErrorKind::unsatisfiable, "apt.no_candidate",
+                        "'" + name + "' has no installation candidate: every version (" + version_list(versions) +
+                            ") has a pin priority of 0 or below",
+                        {}, "change the apt preferences that pin it, or request a version explicitly (name=version)");
+    }
     std::vector<const BinaryPackage*> providers;
     for (const Provision& pv : m_index.provisions(name)) {
       if (candidate(pv.package->name) != pv.package) continue;
@@ -283,7 +297,10 @@ class Closure {
       const BinaryPackage* c = candidate(r.name);
       const auto provisions = m_index.provisions(r.name);
       if (c == nullptr && provisions.empty()) {
-        reasons.push_back("no repository has '" + r.name + "'");
+        const auto versions = m_index.versions(r.name);
+        reasons.push_back(versions.empty() ? "no repository has '" + r.name + "'"
+                                           : "'" + r.name + "' has no installation candidate (its versions " +
+                                                 version_list(versions) + " have pin priorities of 0 or below)");
         continue;
       }
       nothing_at_all = false;

@@ -7,9 +7,12 @@
 //   order, depth first.
 // - Only Pre-Depends and Depends are followed (Pre-Depends first, each field in written order); Recommends and
 //   Suggests are not installed.
-// - Every package is installed at its candidate version (PackageIndex::candidate(), the highest version), or at
-//   the version a request names ("name=version"). As with apt, a dependency whose version constraint the
-//   candidate does not meet is NOT satisfied by an older or other version in the index: it fails.
+// - Every package is installed at its candidate version, or at the version a request names ("name=version").
+//   The candidate is PackageIndex::candidate(): apt's policy for an empty system, the version with the highest
+//   pin priority above 0 (500 by default, 1 from NotAutomatic and 100 from ButAutomaticUpgrades repositories,
+//   or what apt preferences give; see apt_preferences.hpp), the highest version among equal priorities. As
+//   with apt, a dependency whose version constraint the candidate does not meet is NOT satisfied by an older or
+//   other version in the index: it fails.
 // - A dependency group already satisfied by a selected package (through any alternative, real or provided) is
 //   left alone. Otherwise the possible solutions are listed alternative by alternative; within one alternative
 //   the real package of that name comes first, then the providers in apt's CompareProviders order (Essential
@@ -47,7 +50,8 @@ struct ClosureResult {
 
 /// Computes what `apt-get install --no-install-recommends` would install on an empty system (rules above).
 /// Fails with ErrorKind::unsatisfiable: `apt.unknown_package` for a request naming nothing in the index or an
-/// absent version, `apt.virtual_package` for a request naming a virtual package with several providers,
+/// absent version, `apt.no_candidate` for a request naming a package whose every version is pinned at 0 or
+/// below, `apt.virtual_package` for a request naming a virtual package with several providers,
 /// `apt.unsatisfiable` for a dependency nothing satisfies (naming the chain of packages that led to it) and
 /// `apt.conflict` when selected packages conflict or break each other (naming both and the relation); with
 /// ErrorKind::environment and `apt.relation_syntax` when a needed relation field is malformed.

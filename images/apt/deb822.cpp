@@ -33,6 +33,14 @@ std::string quoted_line(const char* begin, const char* end) {
   return "'" + s + "'";
 }
 
+// A yes/no field of a Release file, read as apt's StringToBool reads it; anything else is "no".
+bool release_flag(std::string_view value) {
+  value = trim(value);
+  for (std::string_view yes : {"yes", "true", "with", "on", "enable", "1"})
+    if (iequals(value, yes)) return true;
+  return false;
+}
+
 }  // namespace
 
 // Builds stanzas; a class only so that it may fill Stanza's private members.
@@ -318,6 +326,7 @@ Result<ReleaseFile> parse_release(std::string_view text, std::string_view origin
   r.label = std::string(s.get("Label"));
   r.suite = std::string(s.get("Suite"));
   r.codename = std::string(s.get("Codename"));
+  r.version = std::string(s.get("Version"));
   r.date = std::string(s.get("Date"));
   r.valid_until = std::string(s.get("Valid-Until"));
   for (auto [name, text_out, unix_out] :
@@ -331,6 +340,8 @@ Result<ReleaseFile> parse_release(std::string_view text, std::string_view origin
   for (std::string_view a : value_words(s.get("Architectures"))) r.architectures.emplace_back(a);
   for (std::string_view c : value_words(s.get("Components"))) r.components.emplace_back(c);
   r.acquire_by_hash = iequals(trim(s.get("Acquire-By-Hash")), "yes");
+  r.not_automatic = release_flag(s.get("NotAutomatic"));
+  r.but_automatic_upgrades = release_flag(s.get("ButAutomaticUpgrades"));
 
   const Field* sums = s.field("SHA256");
   if (sums == nullptr || trim(sums->value).empty())

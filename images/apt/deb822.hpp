@@ -80,6 +80,7 @@ struct ReleaseFile {
   std::string label;
   std::string suite;
   std::string codename;
+  std::string version;      ///< Version, e.g. "12.5"; empty when absent
   std::string date;         ///< as written, e.g. "Sat, 09 Nov 2024 10:05:58 UTC"
   std::string valid_until;  ///< as written; empty when absent
   std::optional<std::int64_t> date_unix;         ///< Date in seconds since 1970 (UTC)
@@ -87,6 +88,8 @@ struct ReleaseFile {
   std::vector<std::string> architectures;
   std::vector<std::string> components;
   bool acquire_by_hash = false;
+  bool not_automatic = false;           ///< `NotAutomatic: yes`: apt gives its packages priority 1
+  bool but_automatic_upgrades = false;  ///< `ButAutomaticUpgrades: yes`: apt gives its packages priority 100
   std::vector<ReleaseEntry> sha256;  ///< in file order
 
   /// The SHA256 entry for `path`, or nullptr.

@@ -329,6 +329,29 @@ bool newer_first(const BinaryPackage* a, const BinaryPackage* b) {
   return a->line < b->line;
 }
 
+// apt keeps one version for identical stanzas of a package in several repositories (same version, and the
+// fields of its version hash: Installed-Size, Depends, Pre-Depends, Conflicts, Breaks, Replaces).
+bool same_version(const BinaryPackage& a, const BinaryPackage& b) {
+  return a.version.str() == b.version.str() && a.architecture == b.architecture &&
+         a.installed_size == b.installed_size && a.depends == b.depends && a.pre_depends == b.pre_depends &&
+         a.conflicts == b.conflicts && a.breaks == b.breaks && a.replaces == b.replaces;
+}
+
+ReleaseInfo release_info(const RepositoryRef& r) {
+  ReleaseInfo info;
+  info.archive = r.archive;
+  info.codename = r.codename;
+  info.version = r.version;
+  info.origin = r.origin;
+  info.label = r.label;
+  info.component = r.component;
+  info.architecture = r.architecture;
+  info.site = uri_site(r.uri);
+  info.not_automatic = r.not_automatic;
+  info.but_automatic_upgrades = r.but_automatic_upgrades;
+  return info;
+}
+
 }  // namespace
 
 Result<std::vector<OrGroup>> parse_relations(std::string_view field, std::string_view origin) {
@@ -512,15 +535,22 @@ Status PackageIndex::add(std::string packages_text, RepositoryRef repo, const st
   // Everything parsed: commit.
   m_texts.push_back(std::move(text));
   m_repositories.push_back(std::move(repo));
+  update_repository(repo_index);
   const std::size_t first = m_packages.size();
   for (BinaryPackage& p : added) m_packages.push_back(std::move(p));
   m_names.reserve(m_names.size() + added.size() + provided.size() / 2);
   std::vector<std::string_view> touched_versions;
   std::vector<std::string_view> touched_providers;
+  std::vector<NameEntry*> touched_entries;  // references into an unordered_map survive rehashing
+  const std::uint64_t generation = ++m_generation;
   for (std::size_t i = first; i < m_packages.size(); ++i) {
     NameEntry& e = m_names[m_packages[i].name];
     if (!e.versions.empty()) touched_versions.push_back(m_packages[i].name);
     e.versions.push_back(&m_packages[i]);
+    if (e.generation != generation) {
+      e.generation = generation;
+      touched_entries.push_back(&e);
+    }
   }
   for (Provided& pr : provided) {
     NameEntry& e = m_names[pr.name];
@@ -546,6 +576,7 @@ Status PackageIndex::add(std::string packages_text, RepositoryRef repo, const st
     e.providers.clear();
     for (const Provision& pv : e.provisions) e.providers.push_back(pv.package);
   }
+  for (NameEntry* e : touched_entries) update_candidate(*e);
   return ok_status();
 }
 
@@ -568,8 +599,80 @@ std::span<const Provision> PackageIndex::provisions(std::string_view virtual_nam
 }
 
 const BinaryPackage* PackageIndex::candidate(std::string_view name) const {
-  const auto v = versions(name);
-  return v.empty() ? nullptr : v.front();
+  const auto it = m_names.find(name);
+  return it == m_names.end() ? nullptr : it->second.candidate;
+}
+
+int PackageIndex::priority(const BinaryPackage& package) const {
+  const auto v = versions(package.name);
+  const auto it = std::find(v.begin(), v.end(), &package);
+  if (it == v.end()) return 0;
+  return version_priority(v, static_cast<std::size_t>(it - v.begin()), nullptr);
+}
+
+void PackageIndex::set_preferences(AptPreferences preferences, std::string native_arch) {
+  m_preferences = std::move(preferences);
+  m_native_arch = std::move(native_arch);
+  for (std::size_t r = 0; r < m_repositories.size(); ++r) update_repository(r);
+  for (auto& [name, entry] : m_names)
+    if (!entry.versions.empty()) update_candidate(entry);
+}
+
+void PackageIndex::update_repository(std::size_t repo) {
+  m_releases.resize(m_repositories.size());
+  m_file_priorities.resize(m_repositories.size());
+  m_releases[repo] = release_info(m_repositories[repo]);
+  m_file_priorities[repo] = m_preferences.file_priority(m_releases[repo]);
+}
+
+int PackageIndex::version_priority(std::span<const BinaryPackage* const> versions, std::size_t i,
+                                   const BinaryPackage** instance) const {
+  const BinaryPackage& p = *versions[i];
+  // Identical instances sit among the versions that compare equal to p (sorted together).
+  std::size_t lo = i;
+  while (lo > 0 && compare_debian_versions(versions[lo - 1]->version, p.version) == 0) --lo;
+  std::size_t hi = i + 1;
+  while (hi < versions.size() && compare_debian_versions(versions[hi]->version, p.version) == 0) ++hi;
+
+  int best_file = 0;
+  const BinaryPackage* best = nullptr;
+  if (hi - lo == 1 && !m_preferences.has_specific()) {
+    best = &p;
+    best_file = m_file_priorities[p.repository];
+    if (instance != nullptr) *instance = best;
+    return best_file;
+  }
+  std::vector<const ReleaseInfo*> releases;
+  std::vector<int> files;
+  for (std::size_t k = lo; k < hi; ++k) {
+    const BinaryPackage& q = *versions[k];
+    if (k != i && !same_version(q, p)) continue;
+    releases.push_back(&m_releases[q.repository]);
+    files.push_back(m_file_priorities[q.repository]);
+    if (best == nullptr || files.back() > best_file) {
+      best = &q;
+      best_file = files.back();
+    }
+  }
+  if (instance != nullptr) *instance = best;
+  if (!m_preferences.has_specific()) return best_file;
+  const PinVersion v{p.name, p.version.str(), p.architecture, p.source, releases};
+  return m_preferences.priority(v, files, m_native_arch);
+}
+
+void PackageIndex::update_candidate(NameEntry& entry) const {
+  // apt's GetCandidateVer: newest first, a version replaces the candidate only with a strictly higher priority,
+  // and nothing at or below 0 is ever the candidate.
+  entry.candidate = nullptr;
+  int best = 0;
+  for (std::size_t i = 0; i < entry.versions.size(); ++i) {
+    const BinaryPackage* instance = nullptr;
+    const int priority = version_priority(entry.versions, i, &instance);
+    if (priority > best) {
+      best = priority;
+      entry.candidate = instance;
+    }
+  }
 }
 
 std::vector<std::string_view> PackageIndex::names() const {

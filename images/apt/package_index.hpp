@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "images/apt/apt_preferences.hpp"
 #include "images/apt/debian_version.hpp"
 #include "resolver/error.hpp"
 
@@ -64,9 +65,18 @@ std::string to_string(const OrGroup& group);
 /// One apt repository (a suite and component of a URI) that a Packages file came from.
 struct RepositoryRef {
   std::string uri;
-  std::string suite;
+  std::string suite;  ///< as the sources entry names it ("bookworm", "./")
   std::string component;
   std::string where;  ///< where its Packages text came from, used in error messages ("file" or URL)
+  // What apt preferences match (apt_preferences.hpp), from the repository's Release file; empty when absent.
+  std::string archive{};   ///< `a=`: the Release's Suite ("stable"), not the sources entry's suite
+  std::string codename{};  ///< `n=`: the Release's Codename
+  std::string version{};   ///< `v=`: the Release's Version ("12.5")
+  std::string origin{};    ///< `o=`: the Release's Origin
+  std::string label{};     ///< `l=`: the Release's Label
+  std::string architecture{};            ///< `b=`: the Packages file's architecture; "" for a flat repository
+  bool not_automatic = false;            ///< the Release says `NotAutomatic: yes` (priority 1)
+  bool but_automatic_upgrades = false;   ///< the Release says `ButAutomaticUpgrades: yes` (priority 100)
 };
 
 /// One stanza of a Packages file. The views point into text owned by the PackageIndex; absent fields are empty.
@@ -92,6 +102,10 @@ struct Provision {
 ///
 /// Versions of a name are kept newest first (dpkg order); equal versions from several repositories stay in
 /// repository order. Architectures are not told apart: index one architecture plus "all".
+///
+/// Each version has apt's priority (apt_preferences.hpp): its repository's default (500, or 1 and 100 for
+/// NotAutomatic repositories) changed by the preferences given to set_preferences(). The candidate of each name
+/// is computed when packages are added and when preferences are set, so candidate() is a lookup.
 class PackageIndex {
  public:
   PackageIndex() = default;
@@ -115,9 +129,19 @@ class PackageIndex {
   [[nodiscard]] std::span<const BinaryPackage* const> providers(std::string_view virtual_name) const;
   /// The same providers as providers(), in the same order, each with the version it provides.
   [[nodiscard]] std::span<const Provision> provisions(std::string_view virtual_name) const;
-  /// What apt's default policy picks without pinning: the highest version (the first repository on a tie);
-  /// nullptr when the name has no real package.
+  /// What apt would install on an empty system: the version with the highest priority above 0, the highest
+  /// version among equal priorities; of identical instances of that version in several repositories, the first
+  /// from a repository with the highest priority. nullptr when the name has no real package or every version's
+  /// priority is 0 or below.
   [[nodiscard]] const BinaryPackage* candidate(std::string_view name) const;
+  /// apt's priority of a version of this index (identical instances share the highest); 0 for a package that
+  /// is not from this index.
+  [[nodiscard]] int priority(const BinaryPackage& package) const;
+  /// Applies apt preferences to every version, now and in later add() calls; `native_arch` is what package
+  /// words without `:arch` match (packages of Architecture all count as native). Replaces earlier preferences.
+  void set_preferences(AptPreferences preferences, std::string native_arch = "amd64");
+  /// The preferences in force (none unless set_preferences() was called).
+  [[nodiscard]] const AptPreferences& preferences() const { return m_preferences; }
   /// The names of all real packages, sorted.
   [[nodiscard]] std::vector<std::string_view> names() const;
   /// Number of indexed stanzas.
@@ -132,12 +156,26 @@ class PackageIndex {
     std::vector<const BinaryPackage*> versions;
     std::vector<const BinaryPackage*> providers;
     std::vector<Provision> provisions;
+    const BinaryPackage* candidate = nullptr;
+    std::uint64_t generation = 0;  // the add() call that last touched its versions
   };
+
+  // The priority of versions[i] (shared with its identical instances) and, through `instance`, the instance to
+  // install: the first one from a repository with the highest priority.
+  int version_priority(std::span<const BinaryPackage* const> versions, std::size_t i,
+                       const BinaryPackage** instance) const;
+  void update_candidate(NameEntry& entry) const;
+  void update_repository(std::size_t repo);
 
   std::vector<std::unique_ptr<const std::string>> m_texts;  // heap-held so views survive moves
   std::deque<BinaryPackage> m_packages;                     // a deque keeps element addresses stable
   std::unordered_map<std::string_view, NameEntry> m_names;  // keys view m_texts
   std::vector<RepositoryRef> m_repositories;
+  std::vector<ReleaseInfo> m_releases;     // per repository: what pins match
+  std::vector<int> m_file_priorities;      // per repository: priority before specific pins
+  AptPreferences m_preferences;
+  std::string m_native_arch = "amd64";
+  std::uint64_t m_generation = 0;
 };
 
 }  // namespace gpuenv::images

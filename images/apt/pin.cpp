@@ -32,7 +32,16 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
                       "no apt source serves " + request.codename + (have.empty() ? "" : "; configured: " + have), "sources",
                       "name repositories for " + request.codename + " in the spec's sources.apt (see gpuenv sources)");
   }
+  // Preferences are read before anything is fetched, so that a mistake in them costs no download.
+  AptPreferences preferences;
+  if (!request.preferences_text.empty()) {
+    auto parsed = parse_apt_preferences(request.preferences_text, request.preferences_origin);
+    if (!parsed) return std::move(parsed).error().while_("reading the apt preferences");
+    preferences = std::move(*parsed);
+  }
+  const std::string native_arch = ctx.architectures.empty() ? "amd64" : ctx.architectures.front();
   PackageIndex index;
+  index.set_preferences(std::move(preferences), native_arch);  // before add(), so each name is evaluated once
   AptPinResult out;
   std::vector<std::string> archs = ctx.architectures;
   archs.push_back("all");
@@ -44,20 +53,36 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
       return e;
     }
     out.repositories.push_back(s->uri + " " + s->suite + (repo->signed_by.empty() ? " (trusted, unsigned)" : " signed by " + repo->signed_by));
+    const ReleaseFile& release = repo->release;
     for (auto& p : repo->packages) {
       RepositoryRef ref{s->uri, s->suite, p.component, p.url};
-      if (auto st = index.add(std::move(p.text), ref, archs); !st) return std::move(st).error();
+      ref.archive = release.suite;
+      ref.codename = release.codename;
+      ref.version = release.version;
+      ref.origin = release.origin;
+      ref.label = release.label;
+      ref.architecture = s->is_flat() ? std::string() : p.architecture;
+      ref.not_automatic = release.not_automatic;
+      ref.but_automatic_upgrades = release.but_automatic_upgrades;
+      if (auto st = index.add(std::move(p.text), std::move(ref), archs); !st) return std::move(st).error();
     }
   }
   ClosureRequest req;
   req.packages = request.packages;
   req.required_set = request.required_set;
-  req.native_arch = ctx.architectures.empty() ? "amd64" : ctx.architectures.front();
+  req.native_arch = native_arch;
   auto closure = dependency_closure(index, req);
   if (!closure) return std::move(closure).error();
   out.decisions = closure->decisions;
   for (const BinaryPackage* p : closure->packages) {
     const RepositoryRef& r = index.repositories()[p->repository];
+    // Say why a package is not at its newest version when pin priorities decided it.
+    if (const auto versions = index.versions(p->name); index.candidate(p->name) == p && versions.front() != p &&
+                                                       compare_debian_versions(versions.front()->version, p->version) > 0)
+      out.decisions.push_back(std::string(p->name) + " " + p->version.str() + " (pin priority " +
+                              std::to_string(index.priority(*p)) + ") instead of the newer " +
+                              versions.front()->version.str() + " (pin priority " +
+                              std::to_string(index.priority(*versions.front())) + ")");
     PinnedPackage pin;
     pin.name = std::string(p->name);
     pin.version = p->version.str();

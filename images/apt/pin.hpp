@@ -25,6 +25,11 @@ struct AptPinRequest {
   std::string codename;                 ///< the base's release ("bookworm"): suites must belong to it
   std::vector<std::string> packages;    ///< "name" or "name=version"
   bool required_set = true;
+  /// apt preferences (apt_preferences(5)) in the order apt reads them (preferences, then preferences.d/* by
+  /// name), concatenated with a blank line between files; empty for none.
+  std::string preferences_text;
+  /// Where preferences_text came from, for error messages ("/etc/apt/preferences").
+  std::string preferences_origin = "preferences";
 };
 
 struct AptPinResult {
@@ -33,8 +38,9 @@ struct AptPinResult {
   std::vector<std::string> repositories;///< what was used, with signer
 };
 
-/// Fetches, verifies and resolves. Errors: "apt.no_sources" when no source serves the base's release, and
-/// everything fetch_repository and dependency_closure report.
+/// Fetches, verifies and resolves, with each version at apt's pin priority (its repository's Release flags and
+/// the request's preferences). Errors: "apt.no_sources" when no source serves the base's release,
+/// "apt.preferences_*" from parse_apt_preferences, and everything fetch_repository and dependency_closure report.
 Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx);
 
 }  // namespace gpuenv::images

@@ -107,6 +107,8 @@ Status write_entry(Reader& r, archive* a, archive_entry* e, int root_fd) {
   ExtractedEntry out;
   out.path = path;
   out.mode = archive_entry_perm(e);
+  out.uid = static_cast<std::uint32_t>(archive_entry_uid(e));
+  out.gid = static_cast<std::uint32_t>(archive_entry_gid(e));
   const auto [parent_rel, name] = split_parent(path);
   auto parent = open_dir_beneath(root_fd, parent_rel, r.origin, path);
   if (!parent) return std::move(parent).error();

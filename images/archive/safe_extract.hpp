@@ -29,6 +29,7 @@ struct ExtractedEntry {
   std::string path;  ///< normalized, relative to the root
   Type type = Type::file;
   std::uint32_t mode = 0;
+  std::uint32_t uid = 0, gid = 0;  ///< numeric owner as the archive records it (files are written as the caller)
   std::uint64_t size = 0;
   std::string link_target;
 };

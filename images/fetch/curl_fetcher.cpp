@@ -4,7 +4,6 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,26 +24,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-
-/// Owns an EVP sha256 context.
-class Sha256 {
- public:
-  Sha256() : m_ctx(EVP_MD_CTX_new()) { reset(); }
-  ~Sha256() { EVP_MD_CTX_free(m_ctx); }
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void reset() { EVP_DigestInit_ex(m_ctx, EVP_sha256(), nullptr); }
-  void update(const void* p, std::size_t n) { EVP_DigestUpdate(m_ctx, p, n); }
-  std::string finish() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned n = 0;
-    EVP_DigestFinal_ex(m_ctx, md, &n);
-    return to_hex(md, n);
-  }
-
- private:
-  EVP_MD_CTX* m_ctx;
-};
 
 enum class Outcome { pending, done, failed };
 

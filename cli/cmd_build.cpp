@@ -1,0 +1,154 @@
+// gpuenv build SPEC|LOCK: resolve and pin when given a spec, then assemble and write the image.
+#include <unistd.h>
+
+#include <filesystem>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "cli/commands.hpp"
+#include "cli/io.hpp"
+#include "cli/render.hpp"
+#include "images/build/image_build.hpp"
+#include "images/cache/blob_store.hpp"
+#include "images/digest.hpp"
+#include "resolver/lockfile.hpp"
+
+#ifndef GPUENV_VERSION
+#define GPUENV_VERSION "0.0.0"
+#endif
+
+namespace gpuenv::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool looks_like_lock(const std::string& text) { return text.find("schema: \"gpuenv-lock-v1\"") != std::string::npos || text.find("schema: gpuenv-lock-v1") != std::string::npos; }
+
+/// The tag part of "registry/name:tag" (the OCI layout's ref.name); the whole text when it has no tag.
+std::string ref_name(const std::string& tag) {
+  const auto slash = tag.rfind('/');
+  const auto colon = tag.rfind(':');
+  if (colon != std::string::npos && (slash == std::string::npos || colon > slash)) return tag.substr(colon + 1);
+  return tag;
+}
+
+std::string human(std::uint64_t bytes) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(1);
+  if (bytes >= (1ull << 30)) o << static_cast<double>(bytes) / (1ull << 30) << " GiB";
+  else o << static_cast<double>(bytes) / (1ull << 20) << " MiB";
+  return o.str();
+}
+
+}  // namespace
+
+int cmd_build(const BuildOptions& o, Context& ctx) {
+  const bool json = o.lock.resolve.json;
+  if (o.format != "oci-dir") {
+    return report_error(make_error(ErrorKind::usage, "cli.format", "output format '" + o.format + "' is not available yet", "--format",
+                                   "use --format oci-dir (the default); oci-archive and docker-archive are planned"),
+                        json, ctx);
+  }
+  auto input = read_file_limited(o.lock.resolve.spec_path, 64u << 20);
+  if (!input) return report_error(input.error(), json, ctx);
+
+  std::string lock_text;
+  std::string spec_tag;
+  if (looks_like_lock(*input)) {
+    lock_text = *input;
+  } else {
+    MadeLock made;
+    if (int rc = make_lock(o.lock, ctx, made); rc != k_exit_ok) return rc;
+    lock_text = made.text;
+    spec_tag = made.prepared.spec.image_tag;
+  }
+  auto lock = resolver::parse_lock(lock_text, o.lock.resolve.spec_path);
+  if (!lock) return report_error(lock.error(), json, ctx);
+
+  const std::string output = o.output.empty() ? "gpuenv-out/" + lock->spec_name : o.output;
+  std::error_code ec;
+  if (fs::path(output).has_parent_path()) fs::create_directories(fs::path(output).parent_path(), ec);
+
+  const std::string cache = cache_root(ctx);
+  auto store = images::make_dir_blob_store(cache);
+  auto network = o.lock.offline ? nullptr : (ctx.make_fetcher ? ctx.make_fetcher() : nullptr);
+  if (!network && !o.lock.offline) {
+    return report_error(make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher configured", {}, ""), json, ctx);
+  }
+  auto work = store->temp_path();
+  if (!work) return report_error(work.error(), json, ctx);
+  fs::create_directories(*work, ec);
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code e;
+      fs::remove_all(dir, e);
+    }
+  } cleanup{*work};
+
+  std::int64_t epoch = 0;
+  if (auto it = ctx.env.find("SOURCE_DATE_EPOCH"); it != ctx.env.end() && !it->second.empty()) {
+    try {
+      std::size_t used = 0;
+      epoch = std::stoll(it->second, &used);
+      if (used != it->second.size() || epoch < 0) throw std::invalid_argument("x");
+    } catch (const std::exception&) {
+      return report_error(make_error(ErrorKind::usage, "cli.source_date_epoch", "SOURCE_DATE_EPOCH is '" + it->second + "', not a number of seconds",
+                                     "SOURCE_DATE_EPOCH", "set it to a non-negative integer (seconds since 1970) or unset it"),
+                          json, ctx);
+    }
+  }
+
+  images::BuildRequest rq;
+  rq.lock = &*lock;
+  rq.lock_text = lock_text;
+  rq.output_dir = output;
+  rq.work_dir = *work;
+  rq.tag = ref_name(o.tag.empty() ? spec_tag : o.tag);
+  rq.source_date_epoch = epoch;
+  rq.threads = o.threads;
+  rq.generator = std::string("gpuenv ") + GPUENV_VERSION;
+  rq.allow_missing = o.allow_missing;
+  rq.fetcher = network.get();
+  rq.cache = store.get();
+  rq.layer_memo_dir = cache + "/layers";
+  fs::create_directories(rq.layer_memo_dir, ec);
+  if (ctx.stderr_is_tty && ctx.err) rq.on_step = [&](const std::string& s) { *ctx.err << "gpuenv: " << s << "\n"; };
+  auto built = images::build_image(rq);
+  if (!built) {
+    Error e = std::move(built).error();
+    e.while_("building " + lock->spec_name);
+    return report_error(e, json, ctx);
+  }
+  std::uint64_t total = 0;
+  for (const auto& l : built->layers) total += l.blob.size;
+  if (json) {
+    nlohmann::ordered_json j;
+    j["schema"] = "gpuenv-build-result-v1";
+    j["digest"] = built->manifest.digest;
+    j["layout"] = output;
+    j["tag"] = rq.tag;
+    j["lock_sha256"] = built->lock_sha256;
+    j["config"] = built->config.digest;
+    j["unchanged"] = built->unchanged;
+    auto layers = nlohmann::ordered_json::array();
+    for (const auto& l : built->layers)
+      layers.push_back({{"name", l.name}, {"digest", l.blob.digest}, {"size", l.blob.size}, {"diff_id", l.diff_id},
+                        {"uncompressed_size", l.uncompressed_size}, {"entries", l.entries}, {"reused", l.reused}, {"packages", l.packages}});
+    j["layers"] = layers;
+    j["size"] = total;
+    *ctx.out << j.dump(2) << "\n";
+  } else {
+    if (built->unchanged) *ctx.out << "unchanged: " << output << " already holds this image\n";
+    for (const auto& l : built->layers) {
+      *ctx.out << "  layer " << std::left << std::setw(10) << l.name << std::right << std::setw(11) << human(l.blob.size);
+      if (!built->unchanged) *ctx.out << " (" << human(l.uncompressed_size) << " unpacked, " << l.packages.size() << " packages" << (l.reused ? ", reused" : "") << ")";
+      *ctx.out << "\n";
+    }
+    *ctx.out << "wrote " << output << " (" << human(total) << ")\n" << built->manifest.digest << "\n";
+  }
+  return k_exit_ok;
+}
+
+}  // namespace gpuenv::cli

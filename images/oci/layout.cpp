@@ -1,0 +1,179 @@
+#include "images/oci/layout.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "images/digest.hpp"
+
+namespace gpuenv::images {
+namespace {
+
+namespace fs = std::filesystem;
+
+Error io_error(const std::string& what, const std::string& where) {
+  return make_error(ErrorKind::environment, "oci.io", what + ": " + std::strerror(errno), where, "check free disk space and permissions");
+}
+
+Status write_synced(const std::string& path, const std::string& bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return io_error("cannot create", path);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) {
+      const int saved = errno;
+      ::close(fd);
+      ::unlink(path.c_str());
+      errno = saved;
+      return io_error("cannot write", path);
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) {
+    const int saved = errno;
+    ::close(fd);
+    ::unlink(path.c_str());
+    errno = saved;
+    return io_error("cannot write", path);
+  }
+  if (::close(fd) != 0) return io_error("cannot write", path);
+  return ok_status();
+}
+
+void fsync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+nlohmann::json to_json(const Descriptor& d) {
+  nlohmann::json j = {{"mediaType", d.media_type}, {"digest", d.digest}, {"size", d.size}};
+  if (!d.annotations.empty()) j["annotations"] = d.annotations;
+  return j;
+}
+
+std::atomic<unsigned> g_temp_counter{0};
+
+}  // namespace
+
+std::string descriptor_json(const Descriptor& d) { return to_json(d).dump(); }
+
+Result<OciLayout> OciLayout::open(const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec)) {
+    if (!fs::is_directory(dir, ec)) {
+      return make_error(ErrorKind::usage, "oci.not_layout", "exists and is not a directory", dir, "choose another output path with -o");
+    }
+    const bool empty = fs::is_empty(dir, ec);
+    if (!empty && !fs::exists(fs::path(dir) / "oci-layout", ec)) {
+      return make_error(ErrorKind::usage, "oci.not_layout", "directory is not empty and is not an OCI image layout", dir,
+                        "choose a new or empty output directory with -o; gpuenv does not write into other directories");
+    }
+  }
+  fs::create_directories(fs::path(dir) / "blobs" / "sha256", ec);
+  if (ec) {
+    errno = ec.value();
+    return io_error("cannot create the layout", dir);
+  }
+  OciLayout layout(dir);
+  if (!fs::exists(fs::path(dir) / "oci-layout", ec)) {
+    const std::string tmp = layout.temp_path("oci-layout");
+    if (auto st = write_synced(tmp, "{\"imageLayoutVersion\":\"1.0.0\"}"); !st) return std::move(st).error();
+    if (::rename(tmp.c_str(), (fs::path(dir) / "oci-layout").c_str()) != 0) return io_error("cannot write oci-layout", dir);
+  }
+  return layout;
+}
+
+std::string OciLayout::temp_path(const std::string& hint) const {
+  return m_dir + "/blobs/.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(g_temp_counter++) + "-" + hint;
+}
+
+std::string OciLayout::blob_path(const std::string& sha256_hex) const { return m_dir + "/blobs/sha256/" + sha256_hex; }
+
+bool OciLayout::has_blob(const std::string& sha256_hex) const {
+  struct stat st {};
+  return ::stat(blob_path(sha256_hex).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+Result<Descriptor> OciLayout::put_bytes(const std::string& bytes, const std::string& media_type) {
+  const std::string hex = sha256_hex(bytes);
+  Descriptor d{media_type, "sha256:" + hex, bytes.size(), {}};
+  if (has_blob(hex)) return d;
+  const std::string tmp = temp_path(hex.substr(0, 12));
+  if (auto st = write_synced(tmp, bytes); !st) return std::move(st).error();
+  if (::rename(tmp.c_str(), blob_path(hex).c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return io_error("cannot store blob", blob_path(hex));
+  }
+  return d;
+}
+
+Result<Descriptor> OciLayout::adopt_file(const std::string& path, const std::string& hex, std::uint64_t size, const std::string& media_type) {
+  Descriptor d{media_type, "sha256:" + hex, size, {}};
+  if (::rename(path.c_str(), blob_path(hex).c_str()) != 0) return io_error("cannot store blob", blob_path(hex));
+  return d;
+}
+
+Status OciLayout::write_index(const std::vector<Descriptor>& manifests) {
+  nlohmann::json index = {{"schemaVersion", 2}, {"mediaType", media_type::k_index}, {"manifests", nlohmann::json::array()}};
+  for (const auto& m : manifests) index["manifests"].push_back(to_json(m));
+  const std::string tmp = temp_path("index.json");
+  if (auto st = write_synced(tmp, index.dump()); !st) return st;
+  if (::rename(tmp.c_str(), (m_dir + "/index.json").c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return io_error("cannot write index.json", m_dir);
+  }
+  fsync_dir(m_dir);
+  return ok_status();
+}
+
+Result<std::uint64_t> OciLayout::collect_garbage() {
+  std::ifstream in(m_dir + "/index.json", std::ios::binary);
+  if (!in) return std::uint64_t{0};
+  std::set<std::string> live;
+  std::vector<std::pair<std::string, bool>> todo;  // digest, and whether it is a manifest or index to read
+  try {
+    const auto index = nlohmann::json::parse(in);
+    for (const auto& m : index.at("manifests")) todo.emplace_back(m.at("digest").get<std::string>(), true);
+    while (!todo.empty()) {
+      const auto [digest, read] = todo.back();
+      todo.pop_back();
+      if (digest.rfind("sha256:", 0) != 0 || !live.insert(digest.substr(7)).second || !read) continue;
+      std::ifstream blob(blob_path(digest.substr(7)), std::ios::binary);
+      if (!blob) continue;
+      const auto doc = nlohmann::json::parse(blob, nullptr, false);
+      if (doc.is_discarded() || !doc.is_object()) continue;
+      if (doc.contains("config") && doc["config"].is_object()) todo.emplace_back(doc["config"].value("digest", ""), false);
+      if (doc.contains("layers") && doc["layers"].is_array())
+        for (const auto& l : doc["layers"]) todo.emplace_back(l.value("digest", ""), false);
+      if (doc.contains("manifests") && doc["manifests"].is_array())
+        for (const auto& l : doc["manifests"]) todo.emplace_back(l.value("digest", ""), true);
+    }
+  } catch (const std::exception& e) {
+    return make_error(ErrorKind::environment, "oci.bad_index", std::string("cannot read index.json: ") + e.what(), m_dir, "");
+  }
+  std::uint64_t freed = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(m_dir + "/blobs/sha256", ec)) {
+    if (live.count(e.path().filename().string())) continue;
+    freed += e.file_size(ec);
+    fs::remove(e.path(), ec);
+  }
+  for (const auto& e : fs::directory_iterator(m_dir + "/blobs", ec))
+    if (e.path().filename().string().rfind(".tmp-", 0) == 0) fs::remove(e.path(), ec);
+  return freed;
+}
+
+}  // namespace gpuenv::images

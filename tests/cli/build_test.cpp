@@ -1,0 +1,276 @@
+// `gpuenv build` in process, through the real adapters, against a signed apt repository and a simple index
+// served on 127.0.0.1: real .debs (a libc taken from this machine, a library with an ld.so.conf.d entry, a
+// program needing it) and real wheels. The image is read back by independent tools (skopeo, umoci) and run
+// in a chroot; two builds under different umask, time zone, directories and caches must give one digest.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli/context.hpp"
+#include "fakes/loopback_server.hpp"
+#include "images/digest.hpp"
+#include "images/fetch/curl_fetcher.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool sh(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::string capture(const std::string& cmd) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+class CliBuild : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!sh("command -v gpg >/dev/null && command -v gpgv >/dev/null && command -v dpkg-deb >/dev/null && command -v dpkg-scanpackages >/dev/null "
+            "&& command -v cc >/dev/null && command -v python3 >/dev/null")) return;
+    dir = fs::temp_directory_path() / ("gpuenv-clibuild-" + std::to_string(::getpid()));
+    const fs::path www = dir / "www";
+    fs::create_directories(dir / "gnupg");
+    fs::permissions(dir / "gnupg", fs::perms::owner_all);
+    const std::string gpg = "GNUPGHOME=" + (dir / "gnupg").string() + " gpg --batch --quiet --passphrase '' ";
+    bool ok = sh(gpg + "--quick-gen-key 'repo <r@example.com>' ed25519 sign never 2>/dev/null") && sh(gpg + "--export > " + (dir / "repo.gpg").string());
+    fs::create_directories(www / "debian/pool");
+    // Each package: a staging tree under build/NAME, filled by `fill`, then dpkg-deb.
+    auto deb = [&](const std::string& name, const std::string& extra, const std::function<bool(const fs::path&)>& fill) {
+      const fs::path pkg = dir / "build" / name;
+      fs::create_directories(pkg / "DEBIAN");
+      std::ofstream(pkg / "DEBIAN/control") << "Package: " << name << "\nVersion: 1.0-1\nArchitecture: amd64\n" << extra
+                                            << "Maintainer: t <t@example.com>\nDescription: test\n";
+      return fill(pkg) && sh("dpkg-deb --root-owner-group --build " + pkg.string() + " " + (www / "debian/pool" / (name + ".deb")).string() + " >/dev/null");
+    };
+    const std::string triplet = "usr/lib/x86_64-linux-gnu";
+    ok = ok && deb("base-files", "Priority: required\nEssential: yes\n", [&](const fs::path& p) {
+      fs::create_directories(p / "var/mail");
+      fs::create_directories(p / "usr/share/doc/base-files");
+      std::ofstream(p / "usr/share/doc/base-files/README") << "left out of minimal images";
+      std::ofstream(p / "etc-issue") << "x";
+      fs::create_directories(p / "etc");
+      std::ofstream(p / "etc/issue") << "Debian GNU/Linux 12 \\n \\l\n";
+      fs::remove(p / "etc-issue");
+      return sh("chmod 2775 " + (p / "var/mail").string());
+    });
+    ok = ok && deb("libc6", "Priority: required\n", [&](const fs::path& p) {
+      fs::create_directories(p / triplet);
+      fs::create_directories(p / "lib64");
+      fs::create_directories(p / "etc/ld.so.conf.d");
+      std::ofstream(p / "etc/ld.so.conf") << "include /etc/ld.so.conf.d/*.conf\n";
+      return sh("cp -L /lib/x86_64-linux-gnu/libc.so.6 " + (p / triplet).string() + "/ && cp -L /lib64/ld-linux-x86-64.so.2 " + (p / "lib64").string() + "/");
+    });
+    ok = ok && deb("libfoo1", "Depends: libc6\n", [&](const fs::path& p) {
+      fs::create_directories(p / "opt/foo/lib");
+      fs::create_directories(p / "etc/ld.so.conf.d");
+      std::ofstream(p / "etc/ld.so.conf.d/foo.conf") << "/opt/foo/lib\n";
+      std::ofstream(dir / "foo.c") << "int foo_answer(void) { return 42; }\n";
+      return sh("cc -shared -fPIC -Wl,-soname,libfoo.so.1 -o " + (p / "opt/foo/lib/libfoo.so.1.0").string() + " " + (dir / "foo.c").string()) &&
+             sh("ln -s libfoo.so.1.0 " + (p / "opt/foo/lib/libfoo.so.1").string());
+    });
+    ok = ok && deb("foo-tools", "Depends: libfoo1, libc6\n", [&](const fs::path& p) {
+      fs::create_directories(p / "usr/bin");
+      std::ofstream(dir / "tool.c") << "#include <stdio.h>\nint foo_answer(void);\nint main(void){printf(\"foo says %d\\n\", foo_answer());return 0;}\n";
+      return sh("cc -o " + (p / "usr/bin/foo-tool").string() + " " + (dir / "tool.c").string() + " -L" + (dir / "build/libfoo1/opt/foo/lib").string() +
+                " -l:libfoo.so.1");
+    });
+    ok = ok && deb("broken-tool", "Depends: libc6\n", [&](const fs::path& p) {
+      fs::create_directories(p / "usr/bin");
+      std::ofstream(dir / "nothere.c") << "int nothere(void) { return 1; }\n";
+      std::ofstream(dir / "broken.c") << "int nothere(void);\nint main(void){return nothere();}\n";
+      return sh("cc -shared -fPIC -Wl,-soname,libnothere.so.7 -o " + (dir / "libnothere.so.7").string() + " " + (dir / "nothere.c").string()) &&
+             sh("cc -o " + (p / "usr/bin/broken-tool").string() + " " + (dir / "broken.c").string() + " " + (dir / "libnothere.so.7").string());
+    });
+    ok = ok && deb("fake-driver", "", [&](const fs::path& p) {
+      fs::create_directories(p / triplet);
+      return sh("cp " + (dir / "libnothere.so.7").string() + " " + (p / triplet / "libcuda.so.1").string());
+    });
+    ok = ok && deb("python3", "Depends: libc6\n", [](const fs::path& p) {
+      fs::create_directories(p / "usr/bin");
+      std::ofstream(p / "usr/bin/python3.11") << "#!/bin/sh\necho not really python\n";
+      return sh("chmod 755 " + (p / "usr/bin/python3.11").string());
+    });
+    const fs::path dists = www / "debian/dists/bookworm";
+    fs::create_directories(dists / "main/binary-amd64");
+    ok = ok && sh("cd " + (www / "debian").string() + " && dpkg-scanpackages pool /dev/null 2>/dev/null > " + (dists / "main/binary-amd64/Packages").string());
+    const std::string packages = slurp(dists / "main/binary-amd64/Packages");
+    std::ofstream(dists / "Release") << "Origin: test\nSuite: bookworm\nCodename: bookworm\nDate: Mon, 30 Nov 2026 00:00:00 UTC\n"
+                                        "Architectures: amd64\nComponents: main\nSHA256:\n "
+                                     << gpuenv::images::sha256_hex(packages) << " " << packages.size() << " main/binary-amd64/Packages\n";
+    ok = ok && sh(gpg + "--clearsign -o " + (dists / "InRelease").string() + " " + (dists / "Release").string());
+    // Wheels: torch (needing numpy) and safetensors, which the spec names.
+    auto wheel = [&](const std::string& project, const std::string& version, const std::string& requires_dist) {
+      fs::create_directories(www / "files");
+      fs::create_directories(www / "simple" / project);
+      const std::string filename = capture("python3 " + std::string(GPUENV_SOURCE_DIR) + "/tests/data/make_test_wheel.py " + (www / "files").string() + " " + project +
+                                           " " + version + (requires_dist.empty() ? "" : " '" + requires_dist + "'"));
+      const std::string name = filename.substr(0, filename.find('\n'));
+      if (name.empty()) return false;
+      const std::string body = slurp(www / "files" / name);
+      std::ofstream(www / "simple" / project / "index.json")
+          << R"({"meta": {"api-version": "1.1"}, "name": ")" << project << R"(", "files": [{"filename": ")" << name << R"(", "url": "../../files/)" << name
+          << R"(", "hashes": {"sha256": ")" << gpuenv::images::sha256_hex(body) << R"("}, "size": )" << body.size() << "}]}";
+      return true;
+    };
+    ok = ok && wheel("torch", "2.5.1", "numpy") && wheel("numpy", "2.1.3", "") && wheel("safetensors", "0.4.5", "");
+    ready = ok;
+  }
+  static void TearDownTestSuite() {
+    if (!dir.empty()) fs::remove_all(dir);
+  }
+
+  void SetUp() override {
+    if (!ready) GTEST_SKIP() << "gpg, gpgv, dpkg-deb, dpkg-scanpackages, cc or python3 missing";
+    server = std::make_unique<gpuenv::testing::LoopbackServer>((dir / "www").string());
+    ASSERT_GT(server->port(), 0);
+  }
+
+  std::string spec(const std::string& name, const std::string& apt) {
+    const std::string path = (dir / (name + "-" + std::to_string(server->port()) + ".yaml")).string();
+    std::ofstream(path) << "name: " << name << "\nbase: debian:12\nframeworks: {torch: '2.5.1'}\n"
+                        << "gpu: {models: [H100], driver: '550.54.15'}\npackages: {apt: [" << apt << "], pip: [safetensors]}\n"
+                        << "sources:\n  apt:\n    - {uri: '" << server->url("debian") << "', suite: bookworm, components: [main], signed_by: '"
+                        << (dir / "repo.gpg").string() << "'}\n  pip:\n    index_url: '" << server->url("simple") << "'\n";
+    return path;
+  }
+
+  int build(std::vector<std::string> args, const std::string& cache, std::string* out = nullptr, std::string* err = nullptr) {
+    std::ostringstream o, e;
+    gpuenv::cli::Context ctx;
+    ctx.out = &o;
+    ctx.err = &e;
+    ctx.env = {{"GPUENV_CACHE_DIR", cache}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}, {"SOURCE_DATE_EPOCH", "1700000000"}};
+    ctx.make_runner = [] { return gpuenv::images::make_process_runner(); };
+    ctx.make_fetcher = [] {
+      gpuenv::images::FetchOptions options;
+      options.max_attempts = 2;
+      return gpuenv::images::make_curl_fetcher(options);
+    };
+    args.insert(args.begin(), "build");
+    args.insert(args.end(), {"--host-root", dir.string()});
+    const int code = gpuenv::cli::run(args, ctx);
+    if (out) *out = o.str();
+    if (err) *err = e.str();
+    return code;
+  }
+
+  static inline fs::path dir;
+  static inline bool ready = false;
+  std::unique_ptr<gpuenv::testing::LoopbackServer> server;
+};
+
+TEST_F(CliBuild, WritesAnImageThatSkopeoUmociAndAChrootAccept) {
+  const std::string layout = (dir / "out-a").string();
+  std::string out, err;
+  ASSERT_EQ(build({spec("demo", "foo-tools"), "-o", layout, "--tag", "registry.example.com/ml/demo:1.0", "--json"}, (dir / "cache-a").string(), &out, &err), 0) << err << out;
+  const auto j = nlohmann::json::parse(out);
+  const std::string digest = j["digest"];
+  std::vector<std::string> layers;
+  for (const auto& l : j["layers"]) layers.push_back(l["name"]);
+  EXPECT_EQ(layers, (std::vector<std::string>{"base", "framework", "user", "metadata"}));
+  // The layout as the image spec wants it, index.json naming the manifest with the tag.
+  const auto index = nlohmann::json::parse(slurp(fs::path(layout) / "index.json"));
+  EXPECT_EQ(index["manifests"][0]["digest"], digest);
+  EXPECT_EQ(index["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"], "1.0");
+  EXPECT_TRUE(fs::exists(fs::path(layout) / "sbom.spdx.json"));
+  const auto config = nlohmann::json::parse(slurp(fs::path(layout) / "blobs/sha256" / j["config"].get<std::string>().substr(7)));
+  const auto env = config["config"]["Env"];
+  EXPECT_NE(std::find(env.begin(), env.end(), "NVIDIA_VISIBLE_DEVICES=all"), env.end());
+  EXPECT_NE(std::find(env.begin(), env.end(), "NVIDIA_REQUIRE_CUDA=cuda>=12.4"), env.end()) << env.dump();
+  EXPECT_EQ(config["config"]["Labels"]["dev.gpuenv.lock.sha256"], j["lock_sha256"]);
+  EXPECT_EQ(config["created"], "2023-11-14T22:13:20Z");
+
+  if (sh("command -v skopeo >/dev/null")) {
+    const auto inspect = nlohmann::json::parse(capture("skopeo inspect oci:" + layout + ":1.0 2>&1"));
+    EXPECT_EQ(inspect["Digest"], digest);
+    EXPECT_EQ(inspect["Layers"].size(), 4u);
+    EXPECT_TRUE(sh("skopeo copy -q oci:" + layout + ":1.0 dir:" + (dir / "skopeo-dir").string() + " >/dev/null 2>&1"));
+  } else {
+    ADD_FAILURE() << "skopeo missing (scripts/deps.sh installs it)";
+  }
+  if (sh("command -v umoci >/dev/null")) {
+    const fs::path bundle = dir / "bundle";
+    ASSERT_TRUE(sh("umoci unpack --image " + layout + ":1.0 " + bundle.string() + " >/dev/null 2>&1"));
+    const fs::path rootfs = bundle / "rootfs";
+    EXPECT_TRUE(fs::exists(rootfs / "usr/bin/foo-tool"));
+    EXPECT_FALSE(fs::exists(rootfs / "usr/share/doc/base-files/README"));  // minimal: no docs
+    EXPECT_TRUE(fs::exists(rootfs / "usr/local/lib/python3.11/dist-packages/torch/__init__.py"));
+    EXPECT_TRUE(fs::exists(rootfs / "usr/local/lib/python3.11/dist-packages/safetensors-0.4.5.dist-info/REQUESTED"));
+    EXPECT_TRUE(fs::exists(rootfs / "etc/ld.so.cache"));
+    EXPECT_TRUE(fs::exists(rootfs / "var/lib/dpkg/status"));
+    EXPECT_TRUE(fs::exists(rootfs / "usr/share/gpuenv/sbom.spdx.json"));
+    struct stat st {};
+    ASSERT_EQ(::stat((rootfs / "var/mail").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 02775u);
+    // The dynamic linker of the image finds libfoo through the cache gpuenv wrote.
+    if (::geteuid() == 0) EXPECT_EQ(capture("chroot " + rootfs.string() + " /usr/bin/foo-tool 2>&1"), "foo says 42\n");
+  } else {
+    ADD_FAILURE() << "umoci missing (scripts/deps.sh installs it)";
+  }
+}
+
+TEST_F(CliBuild, TheSameLockGivesTheSameDigestAnywhereAndARebuildIsANoOp) {
+  const std::string s = spec("repro", "foo-tools");
+  std::string out1, out2, out3, err;
+  const mode_t old = ::umask(022);
+  ::setenv("TZ", "UTC", 1);
+  ASSERT_EQ(build({s, "-o", (dir / "r1").string(), "--json", "--threads", "1"}, (dir / "cache-r1").string(), &out1, &err), 0) << err;
+  ::umask(077);
+  ::setenv("TZ", "Asia/Tokyo", 1);
+  ASSERT_EQ(build({s, "-o", (dir / "elsewhere/r2").string(), "--json", "--threads", "3"}, (dir / "cache-r2").string(), &out2, &err), 0) << err;
+  ::umask(old);
+  ::unsetenv("TZ");
+  const auto a = nlohmann::json::parse(out1), b = nlohmann::json::parse(out2);
+  EXPECT_EQ(a["digest"], b["digest"]);
+  EXPECT_EQ(a["layers"], b["layers"]);
+  EXPECT_FALSE(b["unchanged"].get<bool>());
+  ASSERT_EQ(build({s, "-o", (dir / "r1").string(), "--json"}, (dir / "cache-r1").string(), &out3, &err), 0) << err;
+  const auto c = nlohmann::json::parse(out3);
+  EXPECT_TRUE(c["unchanged"].get<bool>());
+  EXPECT_EQ(c["digest"], a["digest"]);
+}
+
+TEST_F(CliBuild, AMissingSharedLibraryFailsTheBuildNamingIt) {
+  std::string out, err;
+  EXPECT_EQ(build({spec("broken", "broken-tool"), "-o", (dir / "broken").string()}, (dir / "cache-b").string(), &out, &err), 4);
+  EXPECT_NE(err.find("build.unresolved_library"), std::string::npos) << err;
+  EXPECT_NE(err.find("libnothere.so.7"), std::string::npos) << err;
+  EXPECT_NE(err.find("/usr/bin/broken-tool"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir / "broken" / "index.json"));
+  // Accepting it explicitly lets the build through.
+  EXPECT_EQ(build({spec("broken", "broken-tool"), "-o", (dir / "broken").string(), "--allow-missing-lib", "libnothere.so.7"}, (dir / "cache-b").string(), &out, &err), 0) << err;
+}
+
+TEST_F(CliBuild, ADriverLibraryInAPackageIsRefused) {
+  std::string out, err;
+  EXPECT_EQ(build({spec("driver", "fake-driver"), "-o", (dir / "driver").string()}, (dir / "cache-d").string(), &out, &err), 4);
+  EXPECT_NE(err.find("build.driver_in_image"), std::string::npos) << err;
+  EXPECT_NE(err.find("libcuda.so.1"), std::string::npos) << err;
+}
+
+TEST_F(CliBuild, ADirectoryThatIsNotALayoutIsNeverWrittenInto) {
+  fs::create_directories(dir / "precious");
+  std::ofstream(dir / "precious" / "notes.txt") << "mine";
+  std::string out, err;
+  EXPECT_EQ(build({spec("demo", "foo-tools"), "-o", (dir / "precious").string()}, (dir / "cache-a").string(), &out, &err), 2);
+  EXPECT_NE(err.find("oci.not_layout"), std::string::npos) << err;
+  EXPECT_EQ(slurp(dir / "precious" / "notes.txt"), "mine");
+}
+
+}  // namespace
