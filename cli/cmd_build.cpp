@@ -12,6 +12,7 @@
 #include "images/build/image_build.hpp"
 #include "images/cache/blob_store.hpp"
 #include "images/digest.hpp"
+#include "images/oci/archive.hpp"
 #include "resolver/lockfile.hpp"
 
 #ifndef GPUENV_VERSION
@@ -45,11 +46,6 @@ std::string human(std::uint64_t bytes) {
 
 int cmd_build(const BuildOptions& o, Context& ctx) {
   const bool json = o.lock.resolve.json;
-  if (o.format != "oci-dir") {
-    return report_error(make_error(ErrorKind::usage, "cli.format", "output format '" + o.format + "' is not available yet", "--format",
-                                   "use --format oci-dir (the default); oci-archive and docker-archive are planned"),
-                        json, ctx);
-  }
   auto input = read_file_limited(o.lock.resolve.spec_path, 64u << 20);
   if (!input) return report_error(input.error(), json, ctx);
 
@@ -66,11 +62,20 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
   auto lock = resolver::parse_lock(lock_text, o.lock.resolve.spec_path);
   if (!lock) return report_error(lock.error(), json, ctx);
 
-  const std::string output = o.output.empty() ? "gpuenv-out/" + lock->spec_name : o.output;
+  const bool archive = o.format != "oci-dir";
+  const std::string output = o.output.empty() ? "gpuenv-out/" + lock->spec_name + (archive ? ".tar" : "") : o.output;
   std::error_code ec;
   if (fs::path(output).has_parent_path()) fs::create_directories(fs::path(output).parent_path(), ec);
+  if (archive && fs::is_directory(output, ec)) {
+    return report_error(make_error(ErrorKind::usage, "cli.output", "is a directory; --format " + o.format + " writes one file", output,
+                                   "give a file name with -o, e.g. -o image.tar"),
+                        json, ctx);
+  }
 
   const std::string cache = cache_root(ctx);
+  // An archive is written from a layout kept in the cache, so that a rebuild reuses its layers.
+  const std::string layout_dir = archive ? cache + "/images/" + lock->spec_name : output;
+  if (archive) fs::create_directories(cache + "/images", ec);
   auto store = images::make_dir_blob_store(cache);
   auto network = o.lock.offline ? nullptr : (ctx.make_fetcher ? ctx.make_fetcher() : nullptr);
   if (!network && !o.lock.offline) {
@@ -103,7 +108,7 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
   images::BuildRequest rq;
   rq.lock = &*lock;
   rq.lock_text = lock_text;
-  rq.output_dir = output;
+  rq.output_dir = layout_dir;
   rq.work_dir = *work;
   rq.tag = ref_name(o.tag.empty() ? spec_tag : o.tag);
   rq.source_date_epoch = epoch;
@@ -121,13 +126,24 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
     e.while_("building " + lock->spec_name);
     return report_error(e, json, ctx);
   }
+  if (archive) {
+    auto layout = images::OciLayout::open(layout_dir);
+    if (!layout) return report_error(layout.error(), json, ctx);
+    std::string repo_tag = o.tag.empty() ? spec_tag : o.tag;
+    if (repo_tag.empty()) repo_tag = lock->spec_name + ":latest";
+    else if (ref_name(repo_tag) == repo_tag) repo_tag += ":latest";
+    auto st = images::write_image_archive(*layout, built->manifest, o.format == "docker-archive" ? images::ArchiveFormat::docker : images::ArchiveFormat::oci,
+                                          repo_tag, output);
+    if (!st) return report_error(st.error(), json, ctx);
+  }
   std::uint64_t total = 0;
   for (const auto& l : built->layers) total += l.blob.size;
   if (json) {
     nlohmann::ordered_json j;
     j["schema"] = "gpuenv-build-result-v1";
     j["digest"] = built->manifest.digest;
-    j["layout"] = output;
+    j["output"] = output;
+    j["format"] = o.format;
     j["tag"] = rq.tag;
     j["lock_sha256"] = built->lock_sha256;
     j["config"] = built->config.digest;

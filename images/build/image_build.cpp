@@ -455,8 +455,9 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
     if (rq.on_step) rq.on_step(s);
   };
   const std::string lock_sha = sha256_hex(rq.lock_text);
+  // Everything the image's bytes depend on; the tag is not among them (it lives in index.json only).
   const std::string build_key = sha256_hex(rq.lock_text + '\0' + rq.generator + '\0' + std::to_string(rq.source_date_epoch) + '\0' + rq.architecture +
-                                           '\0' + rq.tag + '\0' + std::to_string(rq.gzip_level) + '\0' + [&] {
+                                           '\0' + std::to_string(rq.gzip_level) + '\0' + [&] {
                                              std::string s;
                                              for (const auto& a : rq.allow_missing) s += a + ",";
                                              return s;
@@ -465,6 +466,9 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
   if (!layout) return std::move(layout).error();
   if (auto prev = previous_build(*layout, build_key)) {
     prev->lock_sha256 = lock_sha;
+    Descriptor entry = prev->manifest;
+    if (!rq.tag.empty()) entry.annotations["org.opencontainers.image.ref.name"] = rq.tag;
+    if (auto st = layout->write_index({entry}); !st) return std::move(st).error();  // the tag may have changed
     return *prev;
   }
 

@@ -273,4 +273,23 @@ TEST_F(CliBuild, ADirectoryThatIsNotALayoutIsNeverWrittenInto) {
   EXPECT_EQ(slurp(dir / "precious" / "notes.txt"), "mine");
 }
 
+TEST_F(CliBuild, ArchivesHoldTheSameImageAndSkopeoReadsThem) {
+  if (std::system("command -v skopeo >/dev/null") != 0) GTEST_SKIP() << "skopeo missing";
+  const std::string s = spec("archived", "foo-tools");
+  const std::string cache = (dir / "cache-arch").string();
+  std::string out, err;
+  ASSERT_EQ(build({s, "-o", (dir / "arch-dir").string(), "--json"}, cache, &out, &err), 0) << err;
+  const std::string digest = nlohmann::json::parse(out)["digest"];
+  ASSERT_EQ(build({s, "--format", "oci-archive", "-o", (dir / "image-oci.tar").string(), "--tag", "registry.example.com/ml/archived:1", "--json"}, cache, &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["digest"], digest);  // the tag is not part of the image
+  EXPECT_EQ(nlohmann::json::parse(capture("skopeo inspect oci-archive:" + (dir / "image-oci.tar").string() + " 2>&1"))["Digest"], digest);
+  ASSERT_EQ(build({s, "--format", "docker-archive", "-o", (dir / "image-docker.tar").string(), "--tag", "registry.example.com/ml/archived:1"}, cache, &out, &err), 0) << err;
+  const auto docker = nlohmann::json::parse(capture("skopeo inspect docker-archive:" + (dir / "image-docker.tar").string() + " 2>&1"));
+  EXPECT_EQ(docker["Layers"].size(), 4u) << docker.dump();
+  EXPECT_NE(capture("tar -tf " + (dir / "image-docker.tar").string()).find("manifest.json"), std::string::npos);
+  EXPECT_TRUE(sh("skopeo copy -q docker-archive:" + (dir / "image-docker.tar").string() + " oci:" + (dir / "from-docker").string() + ":x >/dev/null 2>&1"));
+  // A directory is not a file name for an archive.
+  EXPECT_EQ(build({s, "--format", "oci-archive", "-o", (dir / "arch-dir").string()}, cache, &out, &err), 2);
+}
+
 }  // namespace

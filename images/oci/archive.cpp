@@ -1,0 +1,108 @@
+#include "images/oci/archive.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
+
+#include "images/oci/tar_writer.hpp"
+#include "images/util/unique_fd.hpp"
+
+namespace gpuenv::images {
+namespace {
+
+Error io_error(const std::string& what, const std::string& where) {
+  return make_error(ErrorKind::environment, "oci.io", what + ": " + std::strerror(errno), where, "check free disk space and permissions");
+}
+
+Result<std::string> read_small(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(ErrorKind::environment, "oci.bad_index", "cannot read", path, "rebuild the image");
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+Status write_image_archive(const OciLayout& layout, const Descriptor& manifest, ArchiveFormat format, const std::string& repo_tag,
+                           const std::string& output) {
+  const std::string hex = manifest.digest.substr(7);
+  auto text = read_small(layout.blob_path(hex));
+  if (!text) return std::move(text).error();
+  const auto doc = nlohmann::json::parse(*text, nullptr, false);
+  if (doc.is_discarded() || !doc.contains("config") || !doc.contains("layers"))
+    return make_error(ErrorKind::environment, "oci.bad_index", "the manifest is not an image manifest", layout.blob_path(hex), "rebuild the image");
+  std::set<std::string> blobs = {hex};
+  const std::string config_hex = doc["config"].value("digest", "").substr(7);
+  blobs.insert(config_hex);
+  std::vector<std::string> layers;
+  for (const auto& l : doc["layers"]) {
+    layers.push_back(l.value("digest", "").substr(7));
+    blobs.insert(layers.back());
+  }
+  auto index = read_small(layout.dir() + "/index.json");
+  if (!index) return std::move(index).error();
+
+  const std::string tmp = output + ".gpuenv-tmp";
+  UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (out.get() < 0) return io_error("cannot create", tmp);
+  auto fail = [&](Error e) -> Status {
+    ::unlink(tmp.c_str());
+    return e;
+  };
+  TarWriter tar(
+      [&](const char* d, std::size_t n) -> Status {
+        std::size_t done = 0;
+        while (done < n) {
+          const ssize_t w = ::write(out.get(), d + done, n - done);
+          if (w < 0 && errno == EINTR) continue;
+          if (w < 0) return io_error("cannot write", tmp);
+          done += static_cast<std::size_t>(w);
+        }
+        return ok_status();
+      },
+      0);
+  auto add_bytes = [&](const std::string& name, const std::string& bytes) -> Status {
+    if (auto st = tar.add({name, TarEntry::Type::file, 0644, 0, 0, bytes.size(), ""}); !st) return st;
+    return tar.write_data(bytes.data(), bytes.size());
+  };
+  auto add_file = [&](const std::string& name, const std::string& path) -> Status {
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat st {};
+    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return io_error("cannot read", path);
+    if (auto s = tar.add({name, TarEntry::Type::file, 0644, 0, 0, static_cast<std::uint64_t>(st.st_size), ""}); !s) return s;
+    std::vector<char> buf(1 << 20);
+    std::uint64_t left = static_cast<std::uint64_t>(st.st_size);
+    while (left > 0) {
+      const ssize_t r = ::read(fd.get(), buf.data(), std::min<std::uint64_t>(left, buf.size()));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return io_error("blob changed while it was being archived", path);
+      if (auto s = tar.write_data(buf.data(), static_cast<std::size_t>(r)); !s) return s;
+      left -= static_cast<std::uint64_t>(r);
+    }
+    return ok_status();
+  };
+  // Entries in byte order: blobs/, blobs/sha256/, blobs/sha256/<hex>..., index.json, manifest.json, oci-layout.
+  if (auto st = tar.add({"blobs", TarEntry::Type::directory, 0755, 0, 0, 0, ""}); !st) return fail(st.error());
+  if (auto st = tar.add({"blobs/sha256", TarEntry::Type::directory, 0755, 0, 0, 0, ""}); !st) return fail(st.error());
+  for (const auto& b : blobs)
+    if (auto st = add_file("blobs/sha256/" + b, layout.blob_path(b)); !st) return fail(st.error());
+  if (auto st = add_bytes("index.json", *index); !st) return fail(st.error());
+  if (format == ArchiveFormat::docker) {
+    nlohmann::json entry = {{"Config", "blobs/sha256/" + config_hex}, {"RepoTags", nlohmann::json::array()}, {"Layers", nlohmann::json::array()}};
+    if (!repo_tag.empty()) entry["RepoTags"].push_back(repo_tag);
+    for (const auto& l : layers) entry["Layers"].push_back("blobs/sha256/" + l);
+    if (auto st = add_bytes("manifest.json", nlohmann::json::array({entry}).dump()); !st) return fail(st.error());
+  }
+  if (auto st = add_bytes("oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}"); !st) return fail(st.error());
+  if (auto st = tar.finish(); !st) return fail(st.error());
+  if (::fsync(out.get()) != 0 || ::rename(tmp.c_str(), output.c_str()) != 0) return fail(io_error("cannot store", output));
+  return ok_status();
+}
+
+}  // namespace gpuenv::images
