@@ -27,7 +27,7 @@ Context production_context(char** envp) {
     const std::string name = kv.substr(0, eq);
     // Only what gpuenv uses: its own variables, the cache location, pip's index configuration.
     if (name.rfind("GPUENV_", 0) == 0 || name.rfind("PIP_", 0) == 0 || name.rfind("XDG_", 0) == 0 || name == "HOME" ||
-        name == "VIRTUAL_ENV" || name == "SOURCE_DATE_EPOCH" || name == "TMPDIR")
+        name == "VIRTUAL_ENV" || name == "SOURCE_DATE_EPOCH" || name == "TMPDIR" || name == "DOCKER_CONFIG")
       ctx.env[name] = kv.substr(eq + 1);
   }
   ctx.make_probes = [] {
@@ -101,6 +101,9 @@ int run(const std::vector<std::string>& args, Context& ctx) {
   b->add_option("--format", build.format, "Output format: oci-dir")->check(CLI::IsMember({"oci-dir", "oci-archive", "docker-archive"}));
   b->add_option("--tag", build.tag, "Reference name recorded in the layout (default: the spec's image.tag)");
   b->add_option("--allow-missing-lib", build.allow_missing, "A shared library the DT_NEEDED check may find absent; repeatable");
+  b->add_option("--push", build.push, "Push the image to this registry reference (host[:port]/repo[:tag])");
+  b->add_flag("--plain-http", build.plain_http, "Talk to the registry over plain HTTP (a loopback or test registry)");
+  b->add_option("--ca-bundle", build.ca_bundle, "Extra CA certificate file for the registry's TLS")->check(CLI::ExistingFile);
   b->add_option("--threads", build.threads, "Compression threads (default: all cores)")->check(CLI::NonNegativeNumber);
   b->add_option("--driver", build.lock.resolve.driver, "The fleet's driver version (with a spec)");
   b->add_option("--gpu", build.lock.resolve.gpus, "GPU model or architecture; repeatable (with a spec)");
@@ -108,6 +111,12 @@ int run(const std::vector<std::string>& args, Context& ctx) {
       ->check(CLI::ExistingDirectory);
   b->add_flag("--json", build.lock.resolve.json, "Print a gpuenv-build-result-v1 JSON document");
   b->add_flag("--offline", build.lock.offline, "Use only what the cache holds; download nothing");
+
+  RunOptions run_opts;
+  auto* rn = app.add_subcommand("run", "Run a command inside a built image (bubblewrap; the host's GPUs and driver bound in)");
+  rn->add_option("image", run_opts.image, "OCI layout directory (gpuenv-out/NAME), or DIR:REF")->required();
+  rn->add_option("command", run_opts.command, "Command and arguments, after --");
+  rn->add_flag("--no-gpu", run_opts.no_gpu, "Do not bind NVIDIA devices and driver libraries");
 
   SourcesOptions sources;
   auto* so = app.add_subcommand("sources", "Show where packages come from (apt repositories, pip indexes) and why");
@@ -153,6 +162,7 @@ int run(const std::vector<std::string>& args, Context& ctx) {
       return cmd_detect(detect, ctx);
     }
     if (so->parsed()) return cmd_sources(sources, ctx);
+    if (rn->parsed()) return cmd_run(run_opts, ctx);
     if (b->parsed()) {
       build.lock.resolve.catalog_dir = catalog_dir;
       return cmd_build(build, ctx);

@@ -13,6 +13,8 @@
 #include "images/cache/blob_store.hpp"
 #include "images/digest.hpp"
 #include "images/oci/archive.hpp"
+#include "images/registry/http_client.hpp"
+#include "images/registry/registry_client.hpp"
 #include "resolver/lockfile.hpp"
 
 #ifndef GPUENV_VERSION
@@ -136,6 +138,35 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
                                           repo_tag, output);
     if (!st) return report_error(st.error(), json, ctx);
   }
+  std::optional<images::PushStats> pushed;
+  if (!o.push.empty()) {
+    auto ref = images::parse_image_reference(o.push);
+    if (!ref) return report_error(ref.error(), json, ctx);
+    images::HttpOptions ho;
+    ho.ca_bundle = o.ca_bundle;
+    auto http = images::make_curl_http_client(ho);
+    images::RegistryOptions ro;
+    ro.plain_http = o.plain_http;
+    const std::string user = env_or(ctx, "GPUENV_REGISTRY_USER"), password = env_or(ctx, "GPUENV_REGISTRY_PASSWORD");
+    if (!user.empty()) {
+      ro.credentials = images::RegistryCredentials{user, password};
+    } else if (const std::string home = env_or(ctx, "HOME"); !home.empty()) {
+      auto creds = images::load_docker_config_credentials(env_or(ctx, "DOCKER_CONFIG").empty() ? home + "/.docker/config.json" : env_or(ctx, "DOCKER_CONFIG") + "/config.json", ref->registry);
+      if (!creds) return report_error(creds.error(), json, ctx);
+      ro.credentials = *creds;
+    }
+    images::RegistryClient client(*http, ro);
+    images::PushOptions po;
+    po.ref_name = rq.tag;
+    if (ctx.stderr_is_tty && ctx.err) *ctx.err << "gpuenv: pushing to " << ref->to_string() << "\n";
+    auto st = client.push(layout_dir, *ref, po);
+    if (!st) {
+      Error e = std::move(st).error();
+      e.while_("pushing to " + ref->to_string());
+      return report_error(e, json, ctx);
+    }
+    pushed = *st;
+  }
   std::uint64_t total = 0;
   for (const auto& l : built->layers) total += l.blob.size;
   if (json) {
@@ -154,6 +185,10 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
                         {"uncompressed_size", l.uncompressed_size}, {"entries", l.entries}, {"reused", l.reused}, {"packages", l.packages}});
     j["layers"] = layers;
     j["size"] = total;
+    if (pushed) {
+      j["push"] = {{"reference", o.push}, {"digest", pushed->digest}, {"blobs_uploaded", pushed->blobs_uploaded}, {"blobs_present", pushed->blobs_present},
+                   {"blobs_mounted", pushed->blobs_mounted}, {"bytes_uploaded", pushed->bytes_uploaded}};
+    }
     *ctx.out << j.dump(2) << "\n";
   } else {
     if (built->unchanged) *ctx.out << "unchanged: " << output << " already holds this image\n";
@@ -162,7 +197,9 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
       if (!built->unchanged) *ctx.out << " (" << human(l.uncompressed_size) << " unpacked, " << l.packages.size() << " packages" << (l.reused ? ", reused" : "") << ")";
       *ctx.out << "\n";
     }
-    *ctx.out << "wrote " << output << " (" << human(total) << ")\n" << built->manifest.digest << "\n";
+    *ctx.out << "wrote " << output << " (" << human(total) << ")\n";
+    if (pushed) *ctx.out << "pushed " << o.push << " (" << pushed->blobs_uploaded << " blobs uploaded, " << pushed->blobs_present << " already there)\n";
+    *ctx.out << built->manifest.digest << "\n";
   }
   return k_exit_ok;
 }

@@ -71,8 +71,19 @@ struct BuildOptions {
   std::string tag;
   std::vector<std::string> allow_missing;
   unsigned threads = 0;
+  std::string push;         ///< registry reference to push to; "" for none
+  bool plain_http = false;  ///< talk to the registry over http:// (a loopback test registry)
+  std::string ca_bundle;    ///< extra CA for the registry's TLS
 };
 int cmd_build(const BuildOptions& options, Context& ctx);
+
+struct RunOptions {
+  std::string image;                 ///< an OCI layout directory, or DIR:REF
+  std::vector<std::string> command;  ///< after "--"; empty: the image's own command
+  bool no_gpu = false;
+};
+/// Returns the command's exit status (128 + signal when killed), or a gpuenv exit code when it cannot start.
+int cmd_run(const RunOptions& options, Context& ctx);
 
 struct DetectOptions {
   bool json = false;

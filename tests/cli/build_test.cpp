@@ -4,7 +4,15 @@
 // in a chroot; two builds under different umask, time zone, directories and caches must give one digest.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <cstdlib>
 #include <filesystem>
@@ -290,6 +298,82 @@ TEST_F(CliBuild, ArchivesHoldTheSameImageAndSkopeoReadsThem) {
   EXPECT_TRUE(sh("skopeo copy -q docker-archive:" + (dir / "image-docker.tar").string() + " oci:" + (dir / "from-docker").string() + ":x >/dev/null 2>&1"));
   // A directory is not a file name for an archive.
   EXPECT_EQ(build({s, "--format", "oci-archive", "-o", (dir / "arch-dir").string()}, cache, &out, &err), 2);
+}
+
+
+TEST_F(CliBuild, RunExecutesTheImagesOwnProgramInASandbox) {
+  if (std::system("command -v bwrap >/dev/null") != 0 && ::geteuid() != 0) GTEST_SKIP() << "neither bubblewrap nor root";
+  const std::string layout = (dir / "run-img").string();
+  std::string out, err;
+  ASSERT_EQ(build({spec("runnable", "foo-tools"), "-o", layout}, (dir / "cache-run").string(), &out, &err), 0) << err;
+  const std::string env = "GPUENV_CACHE_DIR=" + (dir / "cache-run").string() + " ";
+  EXPECT_EQ(capture(env + GPUENV_BINARY + " run " + layout + " --no-gpu -- /usr/bin/foo-tool 2>&1"), "foo says 42\n");
+  // The image's environment, not the caller's: NVIDIA_VISIBLE_DEVICES comes from the image config.
+  EXPECT_EQ(capture(env + "SECRET=x " + GPUENV_BINARY + " run " + layout + " --no-gpu -- /usr/bin/foo-tool; echo rc=$?"), "foo says 42\nrc=0\n");
+  const std::string missing = capture(env + GPUENV_BINARY + " run " + layout + " --no-gpu -- /no/such/program 2>&1; echo rc=$?");
+  EXPECT_NE(missing.find("/no/such/program"), std::string::npos) << missing;
+  EXPECT_EQ(missing.find("rc=0"), std::string::npos) << missing;
+}
+
+/// The real docker-registry on 127.0.0.1 (plain HTTP), storage in a temporary directory.
+class Registry {
+ public:
+  explicit Registry(const fs::path& dir) : m_dir(dir) {
+    if (std::system("command -v docker-registry >/dev/null") != 0) return;
+    fs::create_directories(dir / "storage");
+    int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+    m_port = ntohs(a.sin_port);
+    ::close(s);
+    std::ofstream(dir / "config.yml") << "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: "
+                                      << (dir / "storage").string() << "\nhttp:\n  addr: 127.0.0.1:" << m_port << "\n";
+    m_pid = ::fork();
+    if (m_pid == 0) {
+      ::execlp("docker-registry", "docker-registry", "serve", (dir / "config.yml").c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 200; ++i) {
+      if (sh("curl -s -o /dev/null http://127.0.0.1:" + std::to_string(m_port) + "/v2/")) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+  }
+  ~Registry() {
+    if (m_pid > 0) {
+      ::kill(m_pid, SIGTERM);
+      ::waitpid(m_pid, nullptr, 0);
+    }
+  }
+  [[nodiscard]] bool up() const { return m_pid > 0; }
+  [[nodiscard]] std::string host() const { return "127.0.0.1:" + std::to_string(m_port); }
+
+ private:
+  fs::path m_dir;
+  int m_port = 0;
+  pid_t m_pid = -1;
+};
+
+TEST_F(CliBuild, PushesToARegistryThatSkopeoReadsBackWithTheSameDigest) {
+  Registry registry(dir / "registry");
+  if (!registry.up()) GTEST_SKIP() << "docker-registry missing (scripts/deps.sh installs it)";
+  const std::string ref = registry.host() + "/ml/pushed:1.0";
+  std::string out, err;
+  ASSERT_EQ(build({spec("pushed", "foo-tools"), "-o", (dir / "push-img").string(), "--push", ref, "--plain-http", "--json"}, (dir / "cache-push").string(), &out, &err), 0) << err;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["push"]["digest"], j["digest"]);
+  EXPECT_EQ(j["push"]["blobs_uploaded"], 5);  // four layers and the config
+  const auto inspect = nlohmann::json::parse(capture("skopeo inspect --tls-verify=false docker://" + ref + " 2>&1"));
+  EXPECT_EQ(inspect["Digest"], j["digest"]);
+  // Pushing the same image again uploads nothing.
+  ASSERT_EQ(build({spec("pushed", "foo-tools"), "-o", (dir / "push-img").string(), "--push", ref, "--plain-http", "--json"}, (dir / "cache-push").string(), &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["push"]["blobs_uploaded"], 0);
+  // A registry that is not there is a clear error, exit 4.
+  EXPECT_EQ(build({spec("pushed", "foo-tools"), "-o", (dir / "push-img").string(), "--push", "127.0.0.1:1/ml/x:1", "--plain-http"}, (dir / "cache-push").string(), &out, &err), 4);
+  EXPECT_NE(err.find("pushing to"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -1,0 +1,147 @@
+#pragma once
+// A client of the OCI distribution spec (v1.1): pushes an image from an OCI image layout to a registry and
+// pulls one from a registry into a layout. Speaks anonymous, HTTP basic and bearer-token authentication
+// (the WWW-Authenticate challenge of the Docker token protocol), with credentials taken from the caller or
+// from a Docker config.json. Credentials never appear in errors.
+//
+// Retries: requests that are safe to repeat (HEAD, GET, the manifest PUT, the monolithic blob PUT, the POST
+// that starts an upload) are retried by the HttpClient. A chunk (PATCH) of a chunked upload is not retried: a
+// failed chunk fails that blob, and pushing again resumes at blob granularity (blobs already in the registry
+// are skipped).
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "images/oci/layout.hpp"
+#include "images/registry/http_client.hpp"
+#include "resolver/error.hpp"
+
+namespace gpuenv::images {
+
+namespace media_type {
+inline constexpr const char* k_docker_manifest = "application/vnd.docker.distribution.manifest.v2+json";
+inline constexpr const char* k_docker_manifest_list = "application/vnd.docker.distribution.manifest.list.v2+json";
+}  // namespace media_type
+
+/// Where an image lives: "host[:port]/repo/path[:tag][@sha256:hex]".
+struct ImageReference {
+  std::string registry;    ///< host[:port], as written
+  std::string repository;  ///< "team/image"
+  std::string tag;         ///< "latest" when neither tag nor digest is given
+  std::string digest;      ///< "sha256:<hex>" or empty
+
+  /// The tag or, when given, the digest: what goes after /manifests/.
+  [[nodiscard]] std::string manifest_reference() const { return digest.empty() ? tag : digest; }
+  /// The reference written back in canonical form.
+  [[nodiscard]] std::string to_string() const;
+};
+
+/// Parses an image reference; the registry host must be explicit (contain '.' or ':', or be "localhost").
+/// Error: `registry.bad_reference` (ErrorKind::usage) naming what is wrong.
+Result<ImageReference> parse_image_reference(std::string_view text);
+
+/// A user name and password (or token) for a registry.
+struct RegistryCredentials {
+  std::string username;
+  std::string password;
+};
+
+/// The credentials for `registry` (host[:port]) in the text of a Docker config.json ("auths" entries keyed by
+/// host, with or without scheme and path; "auth" base64 "user:password", or "username"/"password"). No entry,
+/// or an entry without usable credentials (a credential helper's), is nullopt. Error: `registry.config`.
+Result<std::optional<RegistryCredentials>> parse_docker_config_credentials(std::string_view json_text, const std::string& registry,
+                                                                           const std::string& where = "config.json");
+
+/// Like parse_docker_config_credentials, reading `path` (e.g. $HOME/.docker/config.json, given by the caller);
+/// a missing file is nullopt.
+Result<std::optional<RegistryCredentials>> load_docker_config_credentials(const std::string& path, const std::string& registry);
+
+/// A parsed WWW-Authenticate challenge: `Bearer realm="...",service="...",scope="..."`.
+struct AuthChallenge {
+  std::string scheme;                         ///< lower-cased: "bearer", "basic"
+  std::map<std::string, std::string> params;  ///< names lower-cased, values unquoted
+};
+
+/// Parses the first challenge of a WWW-Authenticate header. Error: `registry.auth_challenge`.
+Result<AuthChallenge> parse_auth_challenge(std::string_view header);
+
+/// Base64 (standard alphabet, padded) of `bytes`.
+std::string base64_encode(std::string_view bytes);
+/// Decodes standard base64 (padding optional); nullopt when malformed.
+std::optional<std::string> base64_decode(std::string_view text);
+
+/// How to reach a registry.
+struct RegistryOptions {
+  bool plain_http = false;                              ///< http:// instead of https:// (a loopback test registry)
+  std::optional<RegistryCredentials> credentials;       ///< for basic auth and for the token realm
+  std::uint64_t chunk_threshold = std::uint64_t{64} << 20;  ///< blobs larger than this are uploaded in chunks
+  std::uint64_t chunk_size = std::uint64_t{64} << 20;
+  int parallel_blobs = 3;                               ///< blobs pushed or pulled at once
+  std::uint64_t max_manifest_bytes = 4u << 20;
+};
+
+/// What to push.
+struct PushOptions {
+  std::string ref_name;    ///< the index.json entry whose org.opencontainers.image.ref.name is this; empty: the only one
+  std::string mount_from;  ///< a repository on the same registry to mount blobs from (empty: no mount attempt)
+};
+
+/// What a push did.
+struct PushStats {
+  int blobs_present = 0;   ///< already in the repository (HEAD said so)
+  int blobs_mounted = 0;   ///< mounted from `mount_from`
+  int blobs_uploaded = 0;  ///< uploaded (monolithic or chunked)
+  int chunks = 0;          ///< PATCH requests sent
+  std::uint64_t bytes_uploaded = 0;
+  int manifests = 0;       ///< manifests and indexes PUT
+  std::string digest;      ///< of the top manifest, as the registry confirmed it
+};
+
+/// Which image to pull out of a multi-platform index.
+struct PullOptions {
+  std::string os = "linux";
+  std::string architecture = "amd64";
+  std::string variant;  ///< empty: any
+};
+
+/// What a pull did.
+struct PullStats {
+  Descriptor manifest;  ///< as written to index.json (media type, digest, size, ref name)
+  int blobs_downloaded = 0;
+  int blobs_present = 0;  ///< already in the layout
+  std::uint64_t bytes_downloaded = 0;
+};
+
+struct RegistryAuthCache;
+
+/// Talks to registries through an HttpClient. Errors (ErrorKind::environment unless noted): `registry.auth`
+/// (401/403), `registry.not_found` (404), `registry.http` (other failures, with the registry's error codes),
+/// `registry.digest_mismatch`, `registry.truncated` (a blob shorter than its descriptor), `registry.media_type`,
+/// `registry.layout` (the local layout is unusable), and the HttpClient's own errors.
+class RegistryClient {
+ public:
+  /// `http` must outlive the client.
+  RegistryClient(HttpClient& http, RegistryOptions options);
+
+  /// Pushes the image named by `options.ref_name` in the OCI layout at `layout_dir` (an image manifest or an
+  /// index with its manifests) to `ref` (its tag; a digest in `ref` must match the manifest's).
+  Result<PushStats> push(const std::string& layout_dir, const ImageReference& ref, const PushOptions& options = {});
+
+  /// Pulls `ref` into the OCI layout at `layout_dir` (created if missing), choosing a platform from an index;
+  /// index.json is written last and names the pulled manifest with ref name = the tag (or the digest).
+  Result<PullStats> pull(const ImageReference& ref, const std::string& layout_dir, const PullOptions& options = {});
+
+  /// Whether blob `digest` exists in `ref`'s repository.
+  Result<bool> blob_exists(const ImageReference& ref, const std::string& digest);
+
+ private:
+  HttpClient& m_http;
+  RegistryOptions m_o;
+  std::shared_ptr<RegistryAuthCache> m_auth;  // Authorization values by registry and scope
+};
+
+}  // namespace gpuenv::images

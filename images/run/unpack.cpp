@@ -1,0 +1,158 @@
+#include "images/run/unpack.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "images/archive/safe_extract.hpp"
+#include "images/util/unique_fd.hpp"
+
+namespace gpuenv::images {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+Error bad_image(const std::string& what, const std::string& where) {
+  return make_error(ErrorKind::environment, "run.bad_image", what, where, "rebuild the image with `gpuenv build`");
+}
+
+Result<json> read_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return bad_image("cannot read", path);
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return bad_image("not a JSON object", path);
+  return j;
+}
+
+std::string blob(const std::string& layout, const std::string& digest) {
+  return layout + "/blobs/sha256/" + (digest.rfind("sha256:", 0) == 0 ? digest.substr(7) : digest);
+}
+
+Status extract_layer(const std::string& path, const std::string& root) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return bad_image(std::string("cannot open a layer: ") + std::strerror(errno), path);
+  if (st.st_size == 0) return ok_status();
+  void* p = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  if (p == MAP_FAILED) return bad_image(std::string("cannot map a layer: ") + std::strerror(errno), path);
+  ExtractOptions options;
+  auto entries = extract_archive(std::string_view(static_cast<const char*>(p), static_cast<std::size_t>(st.st_size)), path, root, options);
+  ::munmap(p, static_cast<std::size_t>(st.st_size));
+  if (!entries) return std::move(entries).error();
+  // Whiteouts: ".wh.NAME" removes NAME from the layers below; the marker itself goes too.
+  std::error_code ec;
+  for (const auto& e : *entries) {
+    const fs::path rel(e.path);
+    const std::string name = rel.filename().string();
+    if (name.rfind(".wh.", 0) != 0) continue;
+    const fs::path dir = fs::path(root) / rel.parent_path();
+    if (name != ".wh..wh..opq") fs::remove_all(dir / name.substr(4), ec);
+    fs::remove(dir / name, ec);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::string& ref, const std::string& cache_dir) {
+  auto index = read_json(layout_dir + "/index.json");
+  if (!index) return std::move(index).error();
+  const json manifests = index->value("manifests", json::array());
+  const json* chosen = nullptr;
+  std::size_t count = 0;
+  for (const auto& m : manifests) {
+    ++count;
+    const std::string name = m.is_object() && m.contains("annotations") ? m["annotations"].value("org.opencontainers.image.ref.name", "") : "";
+    if (m.is_object() && ((!ref.empty() && name == ref) || (ref.empty() && chosen == nullptr))) chosen = &m;
+  }
+  if (chosen == nullptr || (ref.empty() && count > 1)) {
+    return make_error(ErrorKind::usage, "run.no_image", ref.empty() ? "the layout holds " + std::to_string(count) + " images; name one" : "no image named '" + ref + "'",
+                      layout_dir, "give the image as DIR:REF (the ref name in index.json)");
+  }
+  UnpackedImage out;
+  out.manifest_digest = chosen->value("digest", "");
+  auto manifest = read_json(blob(layout_dir, out.manifest_digest));
+  if (!manifest) return std::move(manifest).error();
+  if (!manifest->contains("config") || !manifest->contains("layers")) return bad_image("not an image manifest", blob(layout_dir, out.manifest_digest));
+  auto config = read_json(blob(layout_dir, (*manifest)["config"].value("digest", "")));
+  if (!config) return std::move(config).error();
+  const json c = config->value("config", json::object());
+  for (const auto& e : c.value("Env", json::array())) out.env.push_back(e.get<std::string>());
+  for (const auto& e : c.value("Entrypoint", json::array())) out.command.push_back(e.get<std::string>());
+  for (const auto& e : c.value("Cmd", json::array())) out.command.push_back(e.get<std::string>());
+  if (c.contains("WorkingDir") && c["WorkingDir"].is_string() && !c["WorkingDir"].get<std::string>().empty()) out.working_dir = c["WorkingDir"];
+
+  const std::string hex = out.manifest_digest.substr(out.manifest_digest.find(':') + 1);
+  out.rootfs = cache_dir + "/" + hex;
+  std::error_code ec;
+  if (fs::is_directory(out.rootfs, ec)) {
+    out.reused = true;
+    return out;
+  }
+  fs::create_directories(cache_dir, ec);
+  const std::string tmp = cache_dir + "/.tmp-" + hex + "-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) return make_error(ErrorKind::environment, "run.io", "cannot create " + tmp + ": " + ec.message(), tmp, "check free disk space");
+  for (const auto& l : (*manifest)["layers"]) {
+    const std::string type = l.value("mediaType", "");
+    if (type.find("tar") == std::string::npos || type.find("zstd") != std::string::npos) {
+      fs::remove_all(tmp, ec);
+      return bad_image("layer media type '" + type + "' is not tar or tar+gzip", blob(layout_dir, l.value("digest", "")));
+    }
+    if (auto st = extract_layer(blob(layout_dir, l.value("digest", "")), tmp); !st) {
+      fs::remove_all(tmp, ec);
+      return std::move(st).error();
+    }
+  }
+  fs::permissions(tmp, fs::perms(0755), ec);
+  // Mount points the sandbox needs, for images whose base does not ship them (base-files does).
+  for (const char* d : {"dev", "proc", "tmp", "run", "var/tmp"}) {
+    if (fs::symlink_status(fs::path(tmp) / d, ec).type() == fs::file_type::not_found) {
+      fs::create_directories(fs::path(tmp) / d, ec);
+      fs::permissions(fs::path(tmp) / d, fs::perms(std::string(d).find("tmp") != std::string::npos ? 01777 : 0755), ec);
+    }
+  }
+  fs::rename(tmp, out.rootfs, ec);
+  if (ec) {
+    fs::remove_all(tmp, ec);
+    if (!fs::is_directory(out.rootfs)) return make_error(ErrorKind::environment, "run.io", "cannot place the unpacked image", out.rootfs, "");
+  }
+  return out;
+}
+
+std::vector<std::string> bwrap_arguments(const SandboxRequest& r) {
+  std::vector<std::string> a = {"--ro-bind", r.rootfs, "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs",
+                                "/var/tmp", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--clearenv"};
+  for (const auto& d : r.devices) {
+    a.insert(a.end(), {"--dev-bind", d, d});
+  }
+  for (const auto& [host, name] : r.driver_libraries) {
+    a.insert(a.end(), {"--ro-bind", host, "/run/gpuenv/driver/" + name});
+  }
+  bool ld_set = false;
+  for (const auto& e : r.env) {
+    const auto eq = e.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    std::string key = e.substr(0, eq), value = e.substr(eq + 1);
+    if (key == "LD_LIBRARY_PATH" && !r.driver_libraries.empty()) {
+      value = "/run/gpuenv/driver" + (value.empty() ? "" : ":" + value);
+      ld_set = true;
+    }
+    a.insert(a.end(), {"--setenv", key, value});
+  }
+  if (!ld_set && !r.driver_libraries.empty()) a.insert(a.end(), {"--setenv", "LD_LIBRARY_PATH", "/run/gpuenv/driver"});
+  a.insert(a.end(), {"--chdir", r.working_dir.empty() ? "/" : r.working_dir, "--"});
+  a.insert(a.end(), r.command.begin(), r.command.end());
+  return a;
+}
+
+}  // namespace gpuenv::images

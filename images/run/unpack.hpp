@@ -1,0 +1,43 @@
+#pragma once
+// Unpacking an image from an OCI layout into a root filesystem directory (cached by manifest digest), for
+// `gpuenv run` and validation inside the image.
+#include <string>
+#include <vector>
+
+#include "resolver/error.hpp"
+
+namespace gpuenv::images {
+
+struct UnpackedImage {
+  std::string rootfs;                 ///< the unpacked tree (treat as read-only: it is shared by later runs)
+  std::string manifest_digest;
+  std::vector<std::string> env;       ///< the config's Env ("KEY=VALUE")
+  std::vector<std::string> command;   ///< the config's Entrypoint followed by Cmd
+  std::string working_dir = "/";
+  bool reused = false;                ///< it was already unpacked
+};
+
+/// The manifest of `layout_dir` named `ref` (org.opencontainers.image.ref.name), or its only manifest when
+/// `ref` is empty, unpacked layer by layer (safe extraction: nothing lands outside the tree; `.wh.NAME`
+/// whiteouts remove NAME) into `cache_dir`/<digest>. A tree is only renamed into place when complete, so an
+/// interrupted unpack is redone. Errors: `run.no_image` (no such ref, or several manifests and no ref),
+/// `run.bad_image` (unreadable manifest or config, a layer media type other than tar/tar+gzip), and those of
+/// extraction.
+Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::string& ref, const std::string& cache_dir);
+
+struct SandboxRequest {
+  std::string rootfs;
+  std::vector<std::string> command;
+  std::vector<std::string> env;                 ///< the process environment, exactly
+  std::string working_dir = "/";
+  std::vector<std::string> devices;             ///< host device nodes to bind (/dev/nvidia0, /dev/nvidiactl, ...)
+  std::vector<std::pair<std::string, std::string>> driver_libraries;  ///< host path -> name under /run/gpuenv/driver
+};
+
+/// bubblewrap's argument vector (without the program name) for running `command` inside the image: the tree
+/// bound read-only as /, fresh /dev, /proc and tmpfs /tmp, /run and /var/tmp, PID and IPC namespaces, the
+/// environment replaced, the host's NVIDIA device nodes and driver libraries bound in as the NVIDIA container
+/// toolkit does (libraries under /run/gpuenv/driver, added to LD_LIBRARY_PATH).
+std::vector<std::string> bwrap_arguments(const SandboxRequest& request);
+
+}  // namespace gpuenv::images
