@@ -376,4 +376,61 @@ TEST_F(CliBuild, PushesToARegistryThatSkopeoReadsBackWithTheSameDigest) {
   EXPECT_NE(err.find("pushing to"), std::string::npos) << err;
 }
 
+
+/// Every blob index.json reaches exists and has the digest it is named by.
+std::string layout_problem(const fs::path& layout) {
+  if (!fs::exists(layout / "index.json")) return "";
+  const auto index = nlohmann::json::parse(slurp(layout / "index.json"), nullptr, false);
+  if (index.is_discarded()) return "index.json is not JSON";
+  auto check = [&](const std::string& digest) -> std::string {
+    const fs::path p = layout / "blobs/sha256" / digest.substr(7);
+    if (!fs::exists(p)) return "missing " + digest;
+    if ("sha256:" + gpuenv::images::sha256_hex(slurp(p)) != digest) return "partial or wrong " + digest;
+    return "";
+  };
+  for (const auto& m : index["manifests"]) {
+    if (auto e = check(m["digest"]); !e.empty()) return e;
+    const auto manifest = nlohmann::json::parse(slurp(layout / "blobs/sha256" / m["digest"].get<std::string>().substr(7)));
+    if (auto e = check(manifest["config"]["digest"]); !e.empty()) return e;
+    for (const auto& l : manifest["layers"])
+      if (auto e = check(l["digest"]); !e.empty()) return e;
+  }
+  return "";
+}
+
+TEST_F(CliBuild, AnInterruptedBuildNeverLeavesAnIndexNamingAMissingOrPartialBlob) {
+  const std::string s = spec("interrupted", "foo-tools");
+  const fs::path layout = dir / "interrupted";
+  std::string out, err;
+  // The reference digest, from a build elsewhere; the cache is shared so that the runs below reach the layers.
+  ASSERT_EQ(build({s, "-o", (dir / "interrupted-ref").string(), "--json"}, (dir / "cache-int").string(), &out, &err), 0) << err;
+  const std::string digest = nlohmann::json::parse(out)["digest"];
+  int interrupted = 0;
+  for (int signal_number : {SIGKILL, SIGINT}) {
+    for (int delay_ms : {5, 20, 50, 100, 200, 400, 700}) {
+      fs::remove_all(layout);
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        ::setenv("GPUENV_CACHE_DIR", (dir / "cache-int").c_str(), 1);
+        ::setenv("HOME", dir.c_str(), 1);
+        ::setenv("GPUENV_CONFIG", (dir / "no-config.yaml").c_str(), 1);
+        ::execl(GPUENV_BINARY, GPUENV_BINARY, "build", s.c_str(), "-o", layout.c_str(), "--host-root", dir.c_str(), "--threads", "1",
+                static_cast<char*>(nullptr));
+        ::_exit(127);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      ::kill(pid, signal_number);
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      if (WIFSIGNALED(status)) ++interrupted;
+      EXPECT_EQ(layout_problem(layout), "") << "signal " << signal_number << " after " << delay_ms << " ms";
+    }
+  }
+  EXPECT_GT(interrupted, 4) << "the builds finished before the signals; the test proves little";
+  // A build after all that completes with the reference digest.
+  ASSERT_EQ(build({s, "-o", layout.string(), "--json"}, (dir / "cache-int").string(), &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["digest"], digest);
+  EXPECT_EQ(layout_problem(layout), "");
+}
+
 }  // namespace
