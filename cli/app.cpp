@@ -112,6 +112,13 @@ int run(const std::vector<std::string>& args, Context& ctx) {
   b->add_flag("--json", build.lock.resolve.json, "Print a gpuenv-build-result-v1 JSON document");
   b->add_flag("--offline", build.lock.offline, "Use only what the cache holds; download nothing");
 
+  InspectOptions inspect;
+  auto* in = app.add_subcommand("inspect", "Show an image's layers, packages and sizes, or what changed between two images");
+  in->add_option("image", inspect.image, "OCI layout directory (gpuenv-out/NAME), or DIR:REF")->required();
+  in->add_option("--diff", inspect.diff, "A second image: show what changed from IMAGE to it");
+  in->add_flag("--all", inspect.all, "List every package, not the five largest per layer");
+  in->add_flag("--json", inspect.json, "Print a gpuenv-inspect-v1 (or -diff-v1) JSON document");
+
   RunOptions run_opts;
   auto* rn = app.add_subcommand("run", "Run a command inside a built image (bubblewrap; the host's GPUs and driver bound in)");
   rn->add_option("image", run_opts.image, "OCI layout directory (gpuenv-out/NAME), or DIR:REF")->required();
@@ -163,6 +170,7 @@ int run(const std::vector<std::string>& args, Context& ctx) {
     }
     if (so->parsed()) return cmd_sources(sources, ctx);
     if (rn->parsed()) return cmd_run(run_opts, ctx);
+    if (in->parsed()) return cmd_inspect(inspect, ctx);
     if (b->parsed()) {
       build.lock.resolve.catalog_dir = catalog_dir;
       return cmd_build(build, ctx);

@@ -77,6 +77,14 @@ struct BuildOptions {
 };
 int cmd_build(const BuildOptions& options, Context& ctx);
 
+struct InspectOptions {
+  std::string image;  ///< an OCI layout directory, or DIR:REF
+  std::string diff;   ///< a second image to compare with; "" for none
+  bool json = false;
+  bool all = false;   ///< every package, not the five largest per layer
+};
+int cmd_inspect(const InspectOptions& options, Context& ctx);
+
 struct RunOptions {
   std::string image;                 ///< an OCI layout directory, or DIR:REF
   std::vector<std::string> command;  ///< after "--"; empty: the image's own command

@@ -637,6 +637,7 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
   // 7. Layers.
   std::map<std::string, std::vector<const Node*>> by_layer;
   std::map<std::string, std::set<std::string>> layer_packages;
+  std::map<std::string, std::map<int, std::uint64_t>> package_bytes;  // layer -> package -> bytes of its files
   {
     std::map<std::string, std::set<std::string>> dirs_needed;  // layer -> ancestor directories
     std::map<std::string, std::string> node_layer;
@@ -647,6 +648,7 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
         const auto& p = lock.packages[static_cast<std::size_t>(it->second.package)];
         layer = layer_of(p, lock);
         layer_packages[layer].insert(p.name + " " + p.version);
+        package_bytes[layer][it->second.package] += n.type == TarEntry::Type::file ? n.size : 0;
       }
       if (n.type == TarEntry::Type::directory && it == owners.end()) continue;  // only as someone's parent
       node_layer[n.path] = layer;
@@ -751,7 +753,13 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
     history.push_back({{"created", rfc3339(rq.source_date_epoch)},
                        {"created_by", "gpuenv build: " + name + " layer (" + std::to_string(bl.packages.size()) + " packages)"}});
     json layer = {{"mediaType", bl.blob.media_type}, {"digest", bl.blob.digest}, {"size", bl.blob.size}};
-    layer["annotations"] = {{"dev.gpuenv.layer", name}};
+    // What the layer holds, for `gpuenv inspect`: [name, version, kind, bytes] per package.
+    json held = json::array();
+    for (const auto& [index, bytes] : package_bytes[name]) {
+      const auto& p = lock.packages[static_cast<std::size_t>(index)];
+      held.push_back(json::array({p.name, p.version, p.kind, bytes}));
+    }
+    layer["annotations"] = {{"dev.gpuenv.layer", name}, {"dev.gpuenv.packages", held.dump()}};
     manifest_layers.push_back(layer);
     result.layers.push_back(std::move(bl));
   }

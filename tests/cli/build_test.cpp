@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "cli/context.hpp"
@@ -431,6 +432,43 @@ TEST_F(CliBuild, AnInterruptedBuildNeverLeavesAnIndexNamingAMissingOrPartialBlob
   ASSERT_EQ(build({s, "-o", layout.string(), "--json"}, (dir / "cache-int").string(), &out, &err), 0) << err;
   EXPECT_EQ(nlohmann::json::parse(out)["digest"], digest);
   EXPECT_EQ(layout_problem(layout), "");
+}
+
+
+TEST_F(CliBuild, InspectShowsLayersAndPackagesAndDiffShowsWhatChanged) {
+  std::string out, err;
+  const std::string a = (dir / "inspect-a").string(), b = (dir / "inspect-b").string();
+  ASSERT_EQ(build({spec("inspected", "foo-tools"), "-o", a}, (dir / "cache-in").string(), &out, &err), 0) << err;
+  ASSERT_EQ(build({spec("inspected", ""), "-o", b}, (dir / "cache-in").string(), &out, &err), 0) << err;
+  auto run_cli = [&](std::vector<std::string> args) {
+    std::ostringstream o, e;
+    gpuenv::cli::Context ctx;
+    ctx.out = &o;
+    ctx.err = &e;
+    EXPECT_EQ(gpuenv::cli::run(args, ctx), 0) << e.str();
+    return o.str();
+  };
+  const auto j = nlohmann::json::parse(run_cli({"inspect", a, "--json"}));
+  std::map<std::string, std::uint64_t> bytes;
+  for (const auto& l : j["layers"])
+    for (const auto& p : l["packages"]) bytes[l["name"].get<std::string>() + "/" + p["name"].get<std::string>()] = p["bytes"];
+  EXPECT_GT(bytes["user/foo-tools"], 1000u);
+  EXPECT_GT(bytes["base/libfoo1"], 1000u);
+  EXPECT_GT(bytes["framework/torch"], 0u);
+  EXPECT_NE(run_cli({"inspect", a}).find("layer user"), std::string::npos);
+  const auto d = nlohmann::json::parse(run_cli({"inspect", a, "--diff", b, "--json"}));
+  std::map<std::string, std::string> status;
+  std::vector<std::string> removed;
+  for (const auto& l : d["layers"]) {
+    status[l["layer"]] = l["status"];
+    for (const auto& p : l["packages"])
+      if (p["after"].is_null()) removed.push_back(p["name"]);
+  }
+  EXPECT_EQ(status["framework"], "unchanged");
+  EXPECT_EQ(status["base"], "changed");
+  EXPECT_EQ(status["user"], "changed");
+  std::sort(removed.begin(), removed.end());
+  EXPECT_EQ(removed, (std::vector<std::string>{"foo-tools", "libfoo1"}));
 }
 
 }  // namespace
