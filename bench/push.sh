@@ -13,12 +13,12 @@ log: {level: error, accesslog: {disabled: true}}
 storage: {filesystem: {rootdirectory: $work/storage}}
 http: {addr: 127.0.0.1:$port}
 CONF
-docker-registry serve "$work/config.yml" & pid=$!
+docker-registry serve "$work/config.yml" 2>/dev/null & pid=$!
 trap 'kill $pid; rm -rf "$work"' EXIT
 for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/v2/" && break; sleep 0.1; done
 gpuenv=build/cli/gpuenv
 "$gpuenv" build "$lock" -o "$layout" --offline >/dev/null
-n=0
+
 hyperfine -N --runs 3 \
   --prepare "rm -rf $work/storage" \
   -n "gpuenv build --push (image already built)" "$gpuenv build $lock -o $layout --offline --plain-http --push 127.0.0.1:$port/bench/gpuenv:1" \
