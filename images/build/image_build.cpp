@@ -688,7 +688,8 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
     bl.uncompressed_size = raw_size;
     bl.entries = *entries;
     bl.packages.assign(layer_packages[name].begin(), layer_packages[name].end());
-    const std::string memo = rq.layer_memo_dir.empty() ? std::string() : rq.layer_memo_dir + "/" + bl.diff_id.substr(7) + "-gzip" + std::to_string(rq.gzip_level);
+    const std::string memo = rq.layer_memo_dir.empty() ? std::string() : rq.layer_memo_dir + "/" + bl.diff_id.substr(7) + "-" +
+                                                                  sha256_hex("gzip " + std::to_string(rq.gzip_level) + " " + deflate_implementation()).substr(0, 16);
     if (!memo.empty()) {
       std::ifstream in(memo);
       std::string digest;
