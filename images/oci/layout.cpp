@@ -76,22 +76,36 @@ Result<OciLayout> OciLayout::open(const std::string& dir) {
     if (!fs::is_directory(dir, ec)) {
       return make_error(ErrorKind::usage, "oci.not_layout", "exists and is not a directory", dir, "choose another output path with -o");
     }
-    const bool empty = fs::is_empty(dir, ec);
-    if (!empty && !fs::exists(fs::path(dir) / "oci-layout", ec)) {
+    // A layout, or what an interrupted first write of one leaves (only gpuenv's own names), may be written to.
+    bool ours = fs::exists(fs::path(dir) / "oci-layout", ec);
+    if (!ours) {
+      ours = true;
+      for (const auto& e : fs::directory_iterator(dir, ec)) {
+        const std::string n = e.path().filename().string();
+        if (n != "blobs" && n != ".oci-layout.gpuenv-tmp" && n != "sbom.spdx.json" && n != "sbom.spdx.json.gpuenv-tmp") ours = false;
+      }
+    }
+    if (!ours) {
       return make_error(ErrorKind::usage, "oci.not_layout", "directory is not empty and is not an OCI image layout", dir,
                         "choose a new or empty output directory with -o; gpuenv does not write into other directories");
     }
   }
-  fs::create_directories(fs::path(dir) / "blobs" / "sha256", ec);
+  fs::create_directories(dir, ec);
   if (ec) {
     errno = ec.value();
     return io_error("cannot create the layout", dir);
   }
   OciLayout layout(dir);
+  // The marker first, so that a directory holding anything of ours is recognisably a layout.
   if (!fs::exists(fs::path(dir) / "oci-layout", ec)) {
-    const std::string tmp = layout.temp_path("oci-layout");
+    const std::string tmp = dir + "/.oci-layout.gpuenv-tmp";
     if (auto st = write_synced(tmp, "{\"imageLayoutVersion\":\"1.0.0\"}"); !st) return std::move(st).error();
     if (::rename(tmp.c_str(), (fs::path(dir) / "oci-layout").c_str()) != 0) return io_error("cannot write oci-layout", dir);
+  }
+  fs::create_directories(fs::path(dir) / "blobs" / "sha256", ec);
+  if (ec) {
+    errno = ec.value();
+    return io_error("cannot create the layout", dir);
   }
   return layout;
 }

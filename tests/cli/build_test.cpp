@@ -280,6 +280,10 @@ TEST_F(CliBuild, ADirectoryThatIsNotALayoutIsNeverWrittenInto) {
   EXPECT_EQ(build({spec("demo", "foo-tools"), "-o", (dir / "precious").string()}, (dir / "cache-a").string(), &out, &err), 2);
   EXPECT_NE(err.find("oci.not_layout"), std::string::npos) << err;
   EXPECT_EQ(slurp(dir / "precious" / "notes.txt"), "mine");
+  // What a first build killed early leaves (its own directories and temporary files) is taken up again.
+  fs::create_directories(dir / "half" / "blobs" / "sha256");
+  std::ofstream(dir / "half" / ".oci-layout.gpuenv-tmp") << "{";
+  EXPECT_EQ(build({spec("demo", "foo-tools"), "-o", (dir / "half").string()}, (dir / "cache-a").string(), &out, &err), 0) << err;
 }
 
 TEST_F(CliBuild, ArchivesHoldTheSameImageAndSkopeoReadsThem) {
@@ -469,6 +473,24 @@ TEST_F(CliBuild, InspectShowsLayersAndPackagesAndDiffShowsWhatChanged) {
   EXPECT_EQ(status["user"], "changed");
   std::sort(removed.begin(), removed.end());
   EXPECT_EQ(removed, (std::vector<std::string>{"foo-tools", "libfoo1"}));
+}
+
+
+TEST_F(CliBuild, AFullDiskIsAClearErrorAndLeavesNoIndex) {
+  // A file size limit makes writes fail part way (EFBIG), as a full disk does (ENOSPC); SIGXFSZ is ignored so
+  // that gpuenv sees the error instead of being killed.
+  const std::string s = spec("diskfull", "foo-tools");
+  std::string out, err;
+  ASSERT_EQ(build({s, "-o", (dir / "diskfull-warm").string()}, (dir / "cache-df").string(), &out, &err), 0) << err;  // packages cached
+  const fs::path layout = dir / "diskfull";
+  const std::string cmd = "trap '' XFSZ; ulimit -f 64; GPUENV_CACHE_DIR=" + (dir / "cache-df").string() + " HOME=" + dir.string() +
+                          " GPUENV_CONFIG=" + (dir / "none.yaml").string() + " " + GPUENV_BINARY + " build " + s + " -o " + layout.string() +
+                          " --host-root " + dir.string() + " --offline 2>&1; echo rc=\\$?";
+  const std::string result = capture("bash -c \"" + cmd + "\"");
+  EXPECT_NE(result.find("rc=4"), std::string::npos) << result;
+  EXPECT_NE(result.find("File too large"), std::string::npos) << result;
+  EXPECT_FALSE(fs::exists(layout / "index.json")) << result;
+  EXPECT_EQ(layout_problem(layout), "");
 }
 
 }  // namespace
