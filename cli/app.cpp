@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
@@ -39,8 +40,19 @@ Context production_context(char** envp) {
   };
   ctx.make_runner = [] { return images::make_process_runner(); };
   ctx.stderr_is_tty = ::isatty(2) == 1;
-  ctx.make_fetcher = [tty = ctx.stderr_is_tty] {
+  const std::string ca_bundle = ctx.env.count("GPUENV_CA_BUNDLE") ? ctx.env.at("GPUENV_CA_BUNDLE") : std::string();
+  int jobs = 8;
+  if (auto it = ctx.env.find("GPUENV_FETCH_JOBS"); it != ctx.env.end()) {
+    try {
+      jobs = std::clamp(std::stoi(it->second), 1, 64);
+    } catch (const std::exception&) {
+      // not a number: keep the default
+    }
+  }
+  ctx.make_fetcher = [tty = ctx.stderr_is_tty, ca_bundle, jobs] {
     images::FetchOptions o;
+    o.ca_bundle = ca_bundle;
+    o.parallel = jobs;
     if (tty) {
       auto line = std::make_shared<ProgressLine>(std::cerr);
       o.on_progress = [line](const images::FetchProgress& p) {

@@ -143,7 +143,7 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
     auto ref = images::parse_image_reference(o.push);
     if (!ref) return report_error(ref.error(), json, ctx);
     images::HttpOptions ho;
-    ho.ca_bundle = o.ca_bundle;
+    ho.ca_bundle = o.ca_bundle.empty() ? env_or(ctx, "GPUENV_CA_BUNDLE") : o.ca_bundle;
     auto http = images::make_curl_http_client(ho);
     images::RegistryOptions ro;
     ro.plain_http = o.plain_http;
