@@ -76,7 +76,7 @@ Status TarWriter::header(std::string_view name_field, char type, const TarEntry&
     prefix = {};
     name = name_field.substr(0, 100);
   }
-  std::memcpy(h.data(), name.data(), name.size());
+  if (!name.empty()) std::memcpy(h.data(), name.data(), name.size());
   octal(h.data() + 100, 8, entry.mode & 07777);
   octal(h.data() + 108, 8, entry.uid);
   octal(h.data() + 116, 8, entry.gid);
@@ -84,12 +84,12 @@ Status TarWriter::header(std::string_view name_field, char type, const TarEntry&
   octal(h.data() + 136, 12, static_cast<std::uint64_t>(m_mtime));
   std::memset(h.data() + 148, ' ', 8);
   h[156] = type;
-  std::memcpy(h.data() + 157, link.data(), std::min<std::size_t>(link.size(), 100));
+  if (!link.empty()) std::memcpy(h.data() + 157, link.data(), std::min<std::size_t>(link.size(), 100));
   std::memcpy(h.data() + 257, "ustar", 6);
   std::memcpy(h.data() + 263, "00", 2);
   octal(h.data() + 329, 8, 0);
   octal(h.data() + 337, 8, 0);
-  std::memcpy(h.data() + 345, prefix.data(), prefix.size());
+  if (!prefix.empty()) std::memcpy(h.data() + 345, prefix.data(), prefix.size());
   unsigned sum = 0;
   for (char c : h) sum += static_cast<unsigned char>(c);
   octal(h.data() + 148, 7, sum);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -339,6 +340,7 @@ class Registry {
                                       << (dir / "storage").string() << "\nhttp:\n  addr: 127.0.0.1:" << m_port << "\n";
     m_pid = ::fork();
     if (m_pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       ::execlp("docker-registry", "docker-registry", "serve", (dir / "config.yml").c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }

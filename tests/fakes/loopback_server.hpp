@@ -1,5 +1,6 @@
 #pragma once
 // Starts tests/images/fault_server.py on 127.0.0.1 for the duration of a test and stops it after.
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@ class LoopbackServer {
     if (pipe(fds) != 0) return;
     m_pid = fork();
     if (m_pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL);  // a test that dies must not leave the server holding ctest's pipes
       dup2(fds[1], 1);
       close(fds[0]);
       const std::string script = std::string(GPUENV_SOURCE_DIR) + "/tests/images/fault_server.py";

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -104,6 +105,7 @@ class Child {
     if (out_pipe && ::pipe(fds) != 0) return;
     m_pid = ::fork();
     if (m_pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // a test that dies must not leave the server holding ctest's pipes
       const int lfd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (lfd >= 0) ::dup2(lfd, 2);
       if (out_pipe) {
