@@ -3,6 +3,8 @@
 #include "images/digest.hpp"
 
 #include <curl/curl.h>
+
+#include "images/fetch/curl_common.hpp"
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -174,31 +176,7 @@ void DiskWriter::loop() {
   }
 }
 
-void init_curl_once() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
 
-bool retryable_curl(CURLcode c) {
-  switch (c) {
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_RESOLVE_PROXY:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_RECV_ERROR:
-    case CURLE_SEND_ERROR:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_GOT_NOTHING:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-    case CURLE_SSL_CONNECT_ERROR:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool retryable_http(long code) { return code == 408 || code == 429 || code >= 500; }
 
 class CurlFetcher final : public Fetcher {
  public:
@@ -298,9 +276,9 @@ class CurlFetcher final : public Fetcher {
       std::size_t done = 0;
       while (done < len) {
         if (t->stage.capacity() == 0) t->stage = t->writer->take_buffer();
-        const std::size_t n = std::min(len - done, DiskWriter::chunk_bytes - t->stage.size());
-        t->stage.insert(t->stage.end(), data + done, data + done + n);
-        done += n;
+        const std::size_t take = std::min(len - done, DiskWriter::chunk_bytes - t->stage.size());
+        t->stage.insert(t->stage.end(), data + done, data + done + take);
+        done += take;
         if (t->stage.size() == DiskWriter::chunk_bytes) t->writer->submit(t, std::exchange(t->stage, {}));
       }
     } else {

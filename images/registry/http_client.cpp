@@ -1,6 +1,8 @@
 #include "images/registry/http_client.hpp"
 
 #include <curl/curl.h>
+
+#include "images/fetch/curl_common.hpp"
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -31,36 +33,12 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b);
 }
 
-void init_curl_once() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-bool retryable_curl(CURLcode c) {
-  switch (c) {
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_RESOLVE_PROXY:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_RECV_ERROR:
-    case CURLE_SEND_ERROR:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_GOT_NOTHING:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-    case CURLE_SSL_CONNECT_ERROR:
-      return true;
-    default:
-      return false;
-  }
-}
 
 bool tls_problem(CURLcode c) {
   return c == CURLE_PEER_FAILED_VERIFICATION || c == CURLE_SSL_CACERT_BADFILE || c == CURLE_SSL_CERTPROBLEM ||
          c == CURLE_SSL_ISSUER_ERROR;
 }
 
-bool retryable_status(long s) { return s == 408 || s == 429 || s >= 500; }
 
 bool may_retry(const HttpRequest& r) {
   switch (r.retry) {
@@ -237,7 +215,7 @@ class CurlHttpClient final : public HttpClient {
       }
       const bool last = attempt >= max_attempts;
       if (code == CURLE_OK) {
-        if (!retryable_status(resp.status) || last) return resp;
+        if (!retryable_http(resp.status) || last) return resp;
       } else if (!retryable_curl(code) || last) {
         const std::string why = std::string(curl_easy_strerror(code)) + (errbuf[0] ? std::string(": ") + errbuf : "");
         const std::string tries = " (after " + std::to_string(attempt) + " attempt" + (attempt == 1 ? "" : "s") + ")";
