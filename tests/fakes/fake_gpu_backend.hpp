@@ -1,0 +1,134 @@
+#pragma once
+// A programmable GpuBackend for tests: the inventory, readings and measurements are public fields a test sets.
+// A method answers from its field; an `error_*` field set makes it fail; `hang_in` makes the named session method
+// block until the backend is destroyed (the runner's watchdog must catch it).
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "validate/backend.hpp"
+
+namespace gpuenv::testing {
+
+class FakeGpuBackend final : public validate::GpuBackend {
+ public:
+  validate::DriverState driver_state;
+  std::vector<validate::GpuInfo> inventory;
+  std::map<int, validate::GpuHealth> healths;        ///< idle readings
+  std::map<int, validate::GpuHealth> load_healths;   ///< readings from a session (under load); falls back to healths
+  std::map<int, std::uint64_t> compute_mismatch_counts;
+  std::map<int, validate::MemtestResult> memtests;
+  std::map<int, validate::ConsistencyResult> gemm_consistencies;
+  std::map<int, validate::Samples> hbm;
+  std::map<int, validate::Samples> h2d, d2h;
+  std::map<std::pair<int, std::string>, validate::Samples> gemm;  ///< (gpu, dtype)
+  std::map<std::pair<int, int>, validate::Samples> p2p;
+  std::optional<validate::Samples> nccl;
+  std::set<int> open_fails;            ///< open(gpu) returns an error
+  std::set<std::string> hang_in;       ///< session methods that block: "memtest", "hbm_bandwidth", ...
+  std::string backend_name = "fake";
+
+  ~FakeGpuBackend() override {
+    {
+      std::lock_guard lock(m_mutex);
+      m_released = true;
+    }
+    m_cv.notify_all();
+    // Hung calls run on threads the runner abandoned; give them a moment to leave before the fields go away.
+    while (m_blocked.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+  [[nodiscard]] std::string name() const override { return backend_name; }
+  Result<validate::DriverState> driver() override { return driver_state; }
+  Result<std::vector<validate::GpuInfo>> gpus() override { return inventory; }
+  Result<validate::GpuHealth> health(int gpu) override {
+    auto it = healths.find(gpu);
+    return it == healths.end() ? validate::GpuHealth{} : it->second;
+  }
+  Result<std::unique_ptr<validate::GpuSession>> open(int gpu) override;
+  Result<std::optional<validate::Samples>> p2p_bandwidth(int src, int dst, int) override {
+    auto it = p2p.find({src, dst});
+    if (it == p2p.end()) return std::optional<validate::Samples>{};
+    return std::optional<validate::Samples>{it->second};
+  }
+  Result<std::optional<validate::Samples>> nccl_allreduce(const std::vector<int>&, int) override { return nccl; }
+
+  /// Blocks the calling thread while `method` is listed in hang_in, until the backend is destroyed.
+  void maybe_hang(const std::string& method) {
+    if (!hang_in.count(method)) return;
+    ++m_blocked;
+    std::unique_lock lock(m_mutex);
+    m_cv.wait(lock, [&] { return m_released; });
+    --m_blocked;
+  }
+
+ private:
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  bool m_released = false;
+  std::atomic<int> m_blocked{0};
+};
+
+class FakeGpuSession final : public validate::GpuSession {
+ public:
+  FakeGpuSession(FakeGpuBackend& backend, int gpu) : m_backend(backend), m_gpu(gpu) {}
+
+  Result<std::uint64_t> compute_mismatches() override {
+    m_backend.maybe_hang("compute_mismatches");
+    auto it = m_backend.compute_mismatch_counts.find(m_gpu);
+    return it == m_backend.compute_mismatch_counts.end() ? std::uint64_t{0} : it->second;
+  }
+  Result<validate::MemtestResult> memtest(const validate::MemtestRequest&) override {
+    m_backend.maybe_hang("memtest");
+    return find_or_error(m_backend.memtests, "memtest");
+  }
+  Result<validate::ConsistencyResult> gemm_consistency(int) override {
+    m_backend.maybe_hang("gemm_consistency");
+    return find_or_error(m_backend.gemm_consistencies, "gemm_consistency");
+  }
+  Result<validate::Samples> hbm_bandwidth(int) override {
+    m_backend.maybe_hang("hbm_bandwidth");
+    return find_or_error(m_backend.hbm, "hbm_bandwidth");
+  }
+  Result<validate::Samples> copy_bandwidth(bool to_device, int) override {
+    m_backend.maybe_hang(to_device ? "h2d_bandwidth" : "d2h_bandwidth");
+    return find_or_error(to_device ? m_backend.h2d : m_backend.d2h, to_device ? "h2d_bandwidth" : "d2h_bandwidth");
+  }
+  Result<std::optional<validate::Samples>> gemm_tflops(const std::string& dtype, int) override {
+    m_backend.maybe_hang("gemm_tflops");
+    auto it = m_backend.gemm.find({m_gpu, dtype});
+    if (it == m_backend.gemm.end()) return std::optional<validate::Samples>{};
+    return std::optional<validate::Samples>{it->second};
+  }
+  Result<validate::GpuHealth> health() override {
+    auto it = m_backend.load_healths.find(m_gpu);
+    if (it != m_backend.load_healths.end()) return it->second;
+    return m_backend.health(m_gpu);
+  }
+
+ private:
+  template <class T>
+  Result<T> find_or_error(const std::map<int, T>& values, const char* what) {
+    auto it = values.find(m_gpu);
+    if (it == values.end())
+      return make_error(ErrorKind::environment, "fake.unset", std::string("fake backend has no ") + what + " for GPU " +
+                                                         std::to_string(m_gpu), "fake", "set it in the test");
+    return it->second;
+  }
+  FakeGpuBackend& m_backend;
+  int m_gpu;
+};
+
+inline Result<std::unique_ptr<validate::GpuSession>> FakeGpuBackend::open(int gpu) {
+  if (open_fails.count(gpu))
+    return make_error(ErrorKind::environment, "cuda.context", "cuCtxCreate failed on GPU " + std::to_string(gpu) + " (fake)",
+                      "fake", "set by the test");
+  return std::unique_ptr<validate::GpuSession>(std::make_unique<FakeGpuSession>(*this, gpu));
+}
+
+}  // namespace gpuenv::testing

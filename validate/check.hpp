@@ -1,0 +1,86 @@
+#pragma once
+// The check model: what a validation check is, what it may read, and what it returns. Checks judge readings from
+// the GpuBackend port; they never print, never read the environment (the CLI hands the variables in) and never
+// change the GPU.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "validate/backend.hpp"
+#include "validate/thresholds.hpp"
+
+namespace gpuenv::validate {
+
+/// A check's verdict. SKIP is never counted as passed.
+enum class Status { pass, warn, fail, skip };
+const char* to_string(Status status);
+/// The worse of two statuses for aggregation: fail > warn > pass; skip counts only when nothing ran.
+Status worse(Status a, Status b);
+
+/// Depth of a run: `quick` is the boot pre-flight (<= 15 s on one GPU), `standard` <= 2 min, `long` <= 15 min.
+enum class Level { quick, standard, long_ };
+const char* to_string(Level level);
+std::optional<Level> parse_level(const std::string& text);
+
+/// One named measured value ("bandwidth_gbs": 4012.5).
+struct Metric {
+  std::string name;
+  double value = 0;
+  std::string unit;
+};
+
+/// The outcome of a check on one GPU (gpu = -1 for a host-wide outcome).
+struct GpuOutcome {
+  int gpu = -1;
+  Status status = Status::skip;
+  std::string message;          ///< one line: what was found, with values
+  std::string code;             ///< stable error code from the catalog (error_codes.hpp) when WARN or FAIL
+  std::string hint;             ///< what to do next, when WARN or FAIL or SKIP
+  std::vector<Metric> metrics;
+};
+
+/// What the checks know about the run: from the CLI (lock, spec, environment), never read by the checks.
+struct CheckInputs {
+  Level level = Level::standard;
+  std::vector<int> gpus;                         ///< GPU indices to check; empty = all
+  std::optional<std::string> lock_driver_floor;  ///< "525.60.13" from the lock
+  std::optional<std::string> lock_cuda;          ///< "12.4": the image's CUDA version
+  std::optional<bool> spec_mig;                  ///< MIG expected on (true) or off (false); empty = not asked
+  std::map<std::string, std::string> environment;  ///< the variables the CLI chose to pass (CUDA_*, NCCL_*, LD_*)
+  const ThresholdTable* thresholds = nullptr;    ///< per-GPU references; null = none loaded
+};
+
+/// Everything a check may use while it runs.
+struct CheckContext {
+  GpuBackend& backend;
+  const CheckInputs& inputs;
+  const DriverState& driver;
+  const std::vector<GpuInfo>& gpus;  ///< the GPUs selected for this run
+  std::chrono::steady_clock::time_point deadline;
+};
+
+/// A validation check. Stable snake_case key, a one-line description, the levels it runs at, and a deadline.
+class Check {
+ public:
+  virtual ~Check() = default;
+  [[nodiscard]] virtual std::string key() const = 0;
+  [[nodiscard]] virtual std::string category() const = 0;  ///< software | health | kernels | throughput
+  [[nodiscard]] virtual std::string description() const = 0;
+  /// Whether the check belongs to `level` at all (a check outside the level is not listed in the report).
+  [[nodiscard]] virtual bool runs_at(Level level) const = 0;
+  /// The longest the check may take at `level` on `gpu_count` GPUs; the watchdog fails it with `hang` after that.
+  [[nodiscard]] virtual std::chrono::milliseconds deadline(Level level, std::size_t gpu_count) const = 0;
+  /// Why the check cannot run here (no driver, no GPU, unsupported): the reason for SKIP, or empty to run.
+  [[nodiscard]] virtual std::optional<std::string> not_applicable(const CheckContext& context) const = 0;
+  /// Runs the check. One outcome per GPU checked, or a single host-wide outcome (gpu = -1).
+  virtual std::vector<GpuOutcome> run(CheckContext& context) = 0;
+};
+
+/// Every check gpuenv has, in the order they run (software, health, kernels, throughput).
+std::vector<std::unique_ptr<Check>> all_checks();
+
+}  // namespace gpuenv::validate

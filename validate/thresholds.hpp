@@ -1,0 +1,49 @@
+#pragma once
+// Per-GPU performance references (recipes/gpus/thresholds.yaml), keyed by PCI device id, with units checked when
+// loaded. The default rule: a measurement below fail_fraction x the reference fails; a GPU below
+// (1 - node_tolerance) x the node's mean fails. Where no reference exists the metric is reported unjudged.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "resolver/error.hpp"
+
+namespace gpuenv::validate {
+
+/// A known-good figure for one metric on one GPU model.
+struct Reference {
+  double value = 0;    ///< in the metric's canonical unit (GB/s for bandwidths, TFLOPS for GEMM)
+  std::string unit;    ///< the canonical unit
+  std::string source;  ///< where the figure comes from (URL or "measured on ... with ...")
+};
+
+/// The references of one GPU model.
+struct GpuThresholds {
+  std::string model;                            ///< "H200 SXM 141GB"
+  std::vector<std::uint32_t> pci_device_ids;    ///< 0x2335
+  std::map<std::string, Reference> references;  ///< metric key ("hbm_bandwidth", "gemm_tflops.bf16") -> reference
+  std::optional<double> fail_fraction;          ///< overrides the table's default
+};
+
+/// All loaded references plus the default rule.
+struct ThresholdTable {
+  double fail_fraction = 0.75;   ///< fail below this fraction of the reference
+  double node_tolerance = 0.10;  ///< fail below (1 - tolerance) x the node's mean
+  std::vector<GpuThresholds> gpus;
+  /// The model with this PCI device id, or null.
+  [[nodiscard]] const GpuThresholds* find(std::uint32_t pci_device_id) const;
+};
+
+/// The canonical unit of a metric key ("hbm_bandwidth" -> "GB/s", "gemm_tflops.bf16" -> "TFLOPS"), or empty for
+/// a metric gpuenv does not know.
+std::string canonical_unit(std::string_view metric);
+
+/// Parses the thresholds YAML. Values given in another unit of the same quantity (TB/s, MB/s, GFLOPS) are
+/// converted; a unit of the wrong quantity, a missing source, a value outside the plausible range for the metric
+/// (the unit slip DCGM shipped) or an unknown metric key is an error naming the file and line.
+Result<ThresholdTable> parse_thresholds(std::string_view yaml_text, std::string_view origin);
+
+}  // namespace gpuenv::validate
