@@ -185,10 +185,12 @@ int run(const std::vector<std::string>& args, Context& ctx) {
     if (in->parsed()) return cmd_inspect(inspect, ctx);
     if (b->parsed()) {
       build.lock.resolve.catalog_dir = catalog_dir;
+      build.lock.resolve.offline = build.lock.offline;
       return cmd_build(build, ctx);
     }
     if (l->parsed()) {
       lock.resolve.catalog_dir = catalog_dir;
+      lock.resolve.offline = lock.offline;
       return cmd_lock(lock, ctx);
     }
     if (c->parsed()) {

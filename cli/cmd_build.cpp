@@ -122,6 +122,12 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
   rq.layer_memo_dir = cache + "/layers";
   fs::create_directories(rq.layer_memo_dir, ec);
   if (ctx.stderr_is_tty && ctx.err) rq.on_step = [&](const std::string& s) { *ctx.err << "gpuenv: " << s << "\n"; };
+  if (!lock->base_image.empty()) {
+    auto base = prepare_base_image(lock->base_image, o.lock.offline, ctx);
+    if (!base) return report_error(base.error(), json, ctx);
+    rq.base_layout_dir = base->layout_dir;
+    rq.base_manifest_digest = base->manifest_digest;
+  }
   auto built = images::build_image(rq);
   if (!built) {
     Error e = std::move(built).error();
@@ -145,16 +151,9 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
     images::HttpOptions ho;
     ho.ca_bundle = o.ca_bundle.empty() ? env_or(ctx, "GPUENV_CA_BUNDLE") : o.ca_bundle;
     auto http = images::make_curl_http_client(ho);
-    images::RegistryOptions ro;
-    ro.plain_http = o.plain_http;
-    const std::string user = env_or(ctx, "GPUENV_REGISTRY_USER"), password = env_or(ctx, "GPUENV_REGISTRY_PASSWORD");
-    if (!user.empty()) {
-      ro.credentials = images::RegistryCredentials{user, password};
-    } else if (const std::string home = env_or(ctx, "HOME"); !home.empty()) {
-      auto creds = images::load_docker_config_credentials(env_or(ctx, "DOCKER_CONFIG").empty() ? home + "/.docker/config.json" : env_or(ctx, "DOCKER_CONFIG") + "/config.json", ref->registry);
-      if (!creds) return report_error(creds.error(), json, ctx);
-      ro.credentials = *creds;
-    }
+    Status problem = ok_status();
+    images::RegistryOptions ro = registry_options(ctx, ref->registry, o.plain_http, &problem);
+    if (!problem) return report_error(problem.error(), json, ctx);
     images::RegistryClient client(*http, ro);
     images::PushOptions po;
     po.ref_name = rq.tag;

@@ -67,7 +67,7 @@ int make_lock(const LockOptions& o, Context& ctx, MadeLock& made) {
   apt.work_dir = *work;
   apt.default_keyrings = default_keyrings(o.host_root);
   apt.now_unix = std::time(nullptr);
-  images::PinImageRequest req{&p.spec, &p.resolution, distro, &*sources};
+  images::PinImageRequest req{&p.spec, &p.resolution, distro, &*sources, p.base ? p.base->dpkg_status : std::string()};
   auto pins = images::pin_image(req, apt);
   std::error_code ec;
   std::filesystem::remove_all(*work, ec);
@@ -84,7 +84,7 @@ int make_lock(const LockOptions& o, Context& ctx, MadeLock& made) {
     (x.kind == "deb" ? debs : wheels) += 1;
     bytes += x.size;
   }
-  resolver::LockInputs inputs{sha256_hex(p.spec_text), p.catalog.sha256, std::string("gpuenv ") + GPUENV_VERSION};
+  resolver::LockInputs inputs{sha256_hex(p.spec_text), p.catalog.sha256, std::string("gpuenv ") + GPUENV_VERSION, p.base ? p.base->pinned : std::string()};
   made.text = resolver::render_lock(p.spec, p.resolution, inputs, locked);
   made.packages = std::move(locked);
   made.wheel_requirements = pins->requirements;

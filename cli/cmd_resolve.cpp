@@ -82,6 +82,18 @@ int prepare_resolution(const ResolveOptions& o, Context& ctx, PreparedResolution
   if (!parsed) return report_error(parsed.error(), o.json, ctx);
   out.spec = std::move(*parsed);
   resolver::Spec* spec = &out.spec;
+  if (!spec->base_image.empty()) {
+    // The distribution comes from the image itself.
+    auto base = prepare_base_image(spec->base_image, o.offline, ctx);
+    if (!base) {
+      Error e = std::move(base).error();
+      if (e.where.empty()) e.where = spec->where("base");
+      return report_error(e, o.json, ctx);
+    }
+    spec->base_distro = base->distro;
+    spec->base_release = base->release;
+    out.base = std::move(*base);
+  }
 
   resolver::ResolveRequest req;
   req.spec = spec;
@@ -164,7 +176,7 @@ int cmd_resolve(const ResolveOptions& o, Context& ctx) {
   if (!p.resolution.ok) return k_exit_unsatisfiable;
 
   if (o.lock_path) {
-    resolver::LockInputs in{sha256_hex(p.spec_text), p.catalog.sha256, std::string("gpuenv ") + GPUENV_VERSION};
+    resolver::LockInputs in{sha256_hex(p.spec_text), p.catalog.sha256, std::string("gpuenv ") + GPUENV_VERSION, p.base ? p.base->pinned : std::string()};
     if (auto st = write_file_atomic(*o.lock_path, resolver::render_lock(p.spec, p.resolution, in)); !st) {
       Error e = st.error();
       e.while_("writing the lock");

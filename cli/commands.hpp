@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/context.hpp"
+#include "images/registry/registry_client.hpp"
 #include "images/sources.hpp"
 #include "resolver/catalog.hpp"
 #include "resolver/lockfile.hpp"
@@ -30,8 +31,25 @@ struct ResolveOptions {
   std::optional<std::string> lock_path;
   bool json = false;
   std::string catalog_dir;
+  bool offline = false;  ///< a base image comes from the cache only
 };
 int cmd_resolve(const ResolveOptions& options, Context& ctx);
+
+/// A base image, in a local layout and unpacked, with what resolving and pinning read from it.
+struct BaseImage {
+  std::string pinned;           ///< "docker://host/repo:tag@sha256:..." or "oci:/abs/path[:ref]@sha256:..."
+  std::string layout_dir;       ///< the OCI layout holding it (the cache's copy of a registry image)
+  std::string manifest_digest;  ///< "sha256:..."
+  std::string rootfs;           ///< unpacked, read-only
+  std::string distro, release;  ///< ID and VERSION_ID of its /etc/os-release ("debian", "12")
+  std::string dpkg_status;      ///< its /var/lib/dpkg/status; "" when it has none
+};
+/// Gets `reference` (docker://REF, pulled into the cache unless a pinned digest is cached already; or
+/// oci:PATH[:REF][@sha256:...]) and reads it. Errors: `base.*`, `registry.*`, `run.*`.
+Result<BaseImage> prepare_base_image(const std::string& reference, bool offline, Context& ctx);
+/// Registry options for `registry` (host[:port]): plain HTTP with `plain_http` or when GPUENV_INSECURE_REGISTRIES
+/// lists it; credentials from GPUENV_REGISTRY_USER/PASSWORD or the Docker config.json (a bad one in *problem).
+images::RegistryOptions registry_options(const Context& ctx, const std::string& registry, bool plain_http, Status* problem);
 
 /// A spec read, checked and resolved (the first half of resolve and lock).
 struct PreparedResolution {
@@ -39,6 +57,7 @@ struct PreparedResolution {
   std::string spec_text;
   resolver::Spec spec;
   resolver::Resolution resolution;
+  std::optional<BaseImage> base;  ///< when the spec names a base image
 };
 /// Loads the catalog, reads and parses the spec, gathers GPUs and driver (flags, spec, host) and resolves.
 /// Returns 0, or the exit code of an error it has already reported. An unsatisfiable answer returns 0 with

@@ -57,6 +57,7 @@ Result<ImagePins> pin_image(const PinImageRequest& req, AptFetchContext& apt) {
   if (wants_python) a.packages.push_back("python3");
   for (const auto& p : spec.apt_packages) a.packages.push_back(p);
   a.required_set = true;
+  a.installed_status = req.base_dpkg_status;
   auto debs = pin_apt(a, apt);
   if (!debs) return std::move(debs).error();
   out.packages = std::move(debs->packages);

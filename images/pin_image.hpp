@@ -17,6 +17,7 @@ struct PinImageRequest {
   const resolver::Resolution* resolution = nullptr;  ///< ok == true
   const resolver::Distro* distro = nullptr;          ///< the base, from the catalog
   const SourceSet* sources = nullptr;
+  std::string base_dpkg_status;  ///< a base image's /var/lib/dpkg/status; "" when the root is built from packages
 };
 
 struct ImagePins {

@@ -42,6 +42,7 @@ std::string render_lock(const Spec& spec, const Resolution& r, const LockInputs&
   o << "spec:\n  name: " << q(spec.name) << "\n  sha256: " << q(in.spec_sha256) << "\n";
   o << "catalog:\n  sha256: " << q(in.catalog_sha256) << "\n";
   o << "base: " << q(r.base) << "\n";
+  if (!in.base_image.empty()) o << "base_image: " << q(in.base_image) << "\n";
   o << "cuda: " << q(r.cuda ? r.cuda->str() : "") << "\n";
   o << "cudnn: " << (r.cudnn ? q(r.cudnn->str()) : "null") << "\n";
   o << "python: " << (r.python ? q(r.python->str()) : "null") << "\n";
@@ -158,6 +159,12 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
     GPUENV_TRY(cudnn, r.str(root, "cudnn", true));
     GPUENV_TRY(python, r.str(root, "python", true));
     lock.base = base;
+    if (root["base_image"].IsDefined()) {
+      GPUENV_TRY(base_image, r.str(root, "base_image"));
+      if (base_image.find("@sha256:") == std::string::npos)
+        return r.error(root["base_image"], "lock.bad_value", "base_image '" + base_image + "' is not pinned by digest");
+      lock.base_image = base_image;
+    }
     lock.cuda = cuda;
     lock.cudnn = cudnn;
     lock.python = python;

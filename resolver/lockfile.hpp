@@ -14,6 +14,7 @@ struct LockInputs {
   std::string spec_sha256;
   std::string catalog_sha256;
   std::string generator;  ///< "gpuenv 0.1.0"
+  std::string base_image; ///< the spec's base image pinned by digest ("docker://host/repo:tag@sha256:..."); "" for none
 };
 
 /// One pinned artifact: a .deb or a wheel, with where it comes from and its digest.
@@ -32,6 +33,7 @@ struct Lock {
   std::string generator;
   std::string spec_name, spec_sha256, catalog_sha256;
   std::string base;             ///< "debian:12"
+  std::string base_image;       ///< "docker://host/repo:tag@sha256:..." or "oci:PATH@sha256:..."; "" when built from packages
   std::string cuda, cudnn, python;  ///< "" when null
   std::string driver_min;
   bool forward_compat = false;

@@ -313,10 +313,21 @@ Result<Spec> parse_spec(std::string_view text, const std::string& path) {
       spec.name = s;
     } else if (k == "base") {
       GPUENV_TRY(s, w.scalar(value, "base"));
+      if (s.rfind("docker://", 0) == 0 || s.rfind("oci:", 0) == 0) {
+        const std::string rest = s.substr(s.rfind("docker://", 0) == 0 ? 9 : (s.rfind("oci://", 0) == 0 ? 6 : 4));
+        if (rest.empty() || rest.find_first_of(" \t\n") != std::string::npos) {
+          return w.error(value, "spec.bad_base", "base image '" + s + "' names no image",
+                         "write docker://registry.example.com/repo:tag (or @sha256:...) or oci:/path/to/layout[:ref]");
+        }
+        spec.base_image = s;
+        spec.base_distro.clear();
+        spec.base_release.clear();
+        continue;
+      }
       const auto colon = s.find(':');
       if (colon == std::string::npos || colon == 0 || colon + 1 == s.size() || s.find(':', colon + 1) != std::string::npos) {
         return w.error(value, "spec.bad_base", "base '" + s + "' is not distro:release",
-                       "write it as debian:12 or ubuntu:22.04");
+                       "write it as debian:12 or ubuntu:22.04, or name an image: docker://REF or oci:PATH[:REF]");
       }
       spec.base_distro = s.substr(0, colon);
       spec.base_release = s.substr(colon + 1);

@@ -67,6 +67,10 @@ struct Spec {
   std::string name = "gpuenv-image";
   std::string base_distro = "debian";
   std::string base_release = "12";
+  /// A base image instead of a root built from packages: "docker://host/repo[:tag][@sha256:...]" or
+  /// "oci:PATH[:REF]" as written. base_distro and base_release are then empty until the caller reads them
+  /// from the image's /etc/os-release.
+  std::string base_image;
   Constraint python, cuda, cudnn;
   bool python_given = false, cuda_given = false, cudnn_given = false;
   std::vector<FrameworkRequest> frameworks;  ///< in the order torch, tensorflow, jax

@@ -69,6 +69,10 @@ class Closure {
   Result<ClosureResult> run() {
     std::vector<const BinaryPackage*> tops;
     for (const std::string& spec : m_request.packages) {
+      if (const BinaryPackage* i = installed(spec.substr(0, spec.find('=')))) {
+        m_decisions.push_back(spec + ": already installed in the base (" + describe(*i) + ")");
+        continue;
+      }
       auto p = resolve_request(spec);
       if (!p) return std::move(p).error();
       if (std::find(tops.begin(), tops.end(), *p) == tops.end()) tops.push_back(*p);
@@ -78,6 +82,7 @@ class Closure {
         const BinaryPackage* c = candidate(name);
         if (c == nullptr || !arch_ok_plain(*c)) continue;
         if (!c->essential && priority_rank(c->priority) != 1) continue;
+        if (installed(name) != nullptr) continue;
         if (std::find_if(tops.begin(), tops.end(), [&](const BinaryPackage* t) { return t->name == name; }) ==
             tops.end())
           tops.push_back(c);
@@ -241,13 +246,29 @@ class Closure {
   }
 
   // The selected package that satisfies some alternative of `g`, or nullptr.
+  // An installed package satisfies it too (a base image's).
   const BinaryPackage* satisfier_selected(const OrGroup& g) const {
     for (const Relation& r : g) {
       if (const BinaryPackage* s = selected(r.name); s != nullptr && matches(r, *s)) return s;
       for (const Provision& pv : m_index.provisions(r.name))
         if (selected(pv.package->name) == pv.package && matches(r, pv)) return pv.package;
     }
+    if (m_request.installed != nullptr) {
+      for (const Relation& r : g) {
+        for (const BinaryPackage* s : m_request.installed->versions(r.name))
+          if (matches(r, *s)) return s;
+        for (const Provision& pv : m_request.installed->provisions(r.name))
+          if (matches(r, pv)) return pv.package;
+      }
+    }
     return nullptr;
+  }
+
+  // The installed package of that name, or nullptr.
+  const BinaryPackage* installed(std::string_view name) const {
+    if (m_request.installed == nullptr) return nullptr;
+    auto v = m_request.installed->versions(name);
+    return v.empty() ? nullptr : v.front();
   }
 
   // apt's DepCVer: some alternative is met by a candidate version (directly or through its Provides).
@@ -518,6 +539,36 @@ class Closure {
 };
 
 }  // namespace
+
+std::string installed_packages_text(std::string_view status) {
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < status.size()) {
+    std::size_t end = status.find("\n\n", pos);
+    if (end == std::string_view::npos) end = status.size();
+    const std::string_view stanza = status.substr(pos, end - pos);
+    pos = end + 2;
+    bool installed = false;
+    std::size_t line = 0;
+    while (line < stanza.size()) {
+      std::size_t eol = stanza.find('\n', line);
+      if (eol == std::string_view::npos) eol = stanza.size();
+      std::string_view l = stanza.substr(line, eol - line);
+      if (l.substr(0, 7) == "Status:") {
+        l.remove_prefix(7);
+        while (!l.empty() && (l.front() == ' ' || l.front() == '\t')) l.remove_prefix(1);
+        while (!l.empty() && (l.back() == ' ' || l.back() == '\r')) l.remove_suffix(1);
+        installed = l == "install ok installed" || l == "hold ok installed";
+      }
+      line = eol + 1;
+    }
+    if (installed) {
+      out.append(stanza);
+      out += "\n\n";
+    }
+  }
+  return out;
+}
 
 Result<ClosureResult> dependency_closure(const PackageIndex& index, const ClosureRequest& request) {
   try {

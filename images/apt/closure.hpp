@@ -40,7 +40,15 @@ struct ClosureRequest {
   std::vector<std::string> packages;  ///< "name" or "name=version"
   bool required_set = true;  ///< add every package with Essential: yes or Priority: required, as a minimal root needs
   std::string native_arch = "amd64";
+  /// What is already installed (a base image's dpkg status as a PackageIndex, see installed_packages_text):
+  /// a dependency an installed package satisfies pulls in nothing, and a request or required package that is
+  /// installed is left as it is (its installed version stays). Conflicts with installed packages are not checked.
+  const PackageIndex* installed = nullptr;
 };
+
+/// The stanzas of a dpkg status file (/var/lib/dpkg/status) whose Status is "install ok installed", as text that
+/// PackageIndex::add() reads.
+std::string installed_packages_text(std::string_view dpkg_status);
 
 /// The packages to install and why each choice among alternatives or providers was made.
 struct ClosureResult {

@@ -71,6 +71,12 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
   req.packages = request.packages;
   req.required_set = request.required_set;
   req.native_arch = native_arch;
+  PackageIndex installed;
+  if (!request.installed_status.empty()) {
+    RepositoryRef base{"base-image:", "installed", "", "the base image's /var/lib/dpkg/status"};
+    if (auto st = installed.add(installed_packages_text(request.installed_status), std::move(base), archs); !st) return std::move(st).error();
+    req.installed = &installed;
+  }
   auto closure = dependency_closure(index, req);
   if (!closure) return std::move(closure).error();
   out.decisions = closure->decisions;

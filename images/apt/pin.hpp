@@ -30,6 +30,9 @@ struct AptPinRequest {
   std::string preferences_text;
   /// Where preferences_text came from, for error messages ("/etc/apt/preferences").
   std::string preferences_origin = "preferences";
+  /// A base image's dpkg status (/var/lib/dpkg/status): what it has installed satisfies dependencies and is
+  /// not pinned again (closure.hpp). Empty for a root built from packages alone.
+  std::string installed_status;
 };
 
 struct AptPinResult {

@@ -22,6 +22,7 @@
 #include "images/elf/elf.hpp"
 #include "images/oci/parallel_gzip.hpp"
 #include "images/oci/tar_writer.hpp"
+#include "images/run/unpack.hpp"
 #include "images/rootfs/deb_rootfs.hpp"
 #include "images/rootfs/ld_cache.hpp"
 #include "images/util/unique_fd.hpp"
@@ -112,10 +113,19 @@ struct Node {
   dev_t dev = 0;
   ino_t ino = 0;
   nlink_t nlink = 1;
+  std::int64_t ctime_ns = 0;
   std::string link;
 };
 
-Status walk(int dir_fd, const std::string& prefix, std::vector<Node>& out) {
+/// A base image's file as unpacked: a later node with the same inode and change time was not touched.
+struct BaseMark {
+  ino_t ino = 0;
+  std::int64_t ctime_ns = 0;
+};
+
+/// Walks the tree; device nodes, FIFOs and sockets are refused unless `skip_special` (a base image's, which
+/// stay in its own layers).
+Status walk(int dir_fd, const std::string& prefix, std::vector<Node>& out, bool skip_special = false) {
   const int dup_fd = ::dup(dir_fd);
   DIR* d = dup_fd >= 0 ? ::fdopendir(dup_fd) : nullptr;
   if (d == nullptr) {
@@ -138,12 +148,13 @@ Status walk(int dir_fd, const std::string& prefix, std::vector<Node>& out) {
     node.dev = st.st_dev;
     node.ino = st.st_ino;
     node.nlink = st.st_nlink;
+    node.ctime_ns = static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
     if (S_ISDIR(st.st_mode)) {
       node.type = TarEntry::Type::directory;
       out.push_back(node);
       UniqueFd sub(::openat(dir_fd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (sub.get() < 0) return io_error("cannot open", node.path);
-      if (auto s = walk(sub.get(), node.path + "/", out); !s) return s;
+      if (auto s = walk(sub.get(), node.path + "/", out, skip_special); !s) return s;
     } else if (S_ISLNK(st.st_mode)) {
       node.type = TarEntry::Type::symlink;
       std::string target(static_cast<std::size_t>(st.st_size) + 1, '\0');
@@ -156,7 +167,7 @@ Status walk(int dir_fd, const std::string& prefix, std::vector<Node>& out) {
       node.type = TarEntry::Type::file;
       node.size = static_cast<std::uint64_t>(st.st_size);
       out.push_back(node);
-    } else {
+    } else if (!skip_special) {
       return build_error("build.special_file", "the image tree holds a device, FIFO or socket, which gpuenv does not put into layers", node.path,
                          "report the package that installed it");
     }
@@ -502,7 +513,36 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
   fs::remove_all(root, ec);
   fs::create_directories(root, ec);
   if (ec) return io_error("cannot create the root filesystem directory", root);
-  std::unordered_map<std::string, Owner> owners;
+  // 3a. A base image's layers, as the bottom of the tree; what they hold is remembered so that only what the
+  //     build adds or changes goes into gpuenv's layers.
+  std::optional<LayoutImage> base_image;
+  std::unordered_map<std::string, BaseMark> base_marks;
+  std::unordered_map<std::string, Owner> base_owners;
+  if (!rq.base_layout_dir.empty()) {
+    step("unpacking the base image");
+    auto image = read_layout_image(rq.base_layout_dir, rq.base_manifest_digest);
+    if (!image) return std::move(image).error();
+    std::vector<ExtractedEntry> base_entries;
+    if (auto st = extract_image_layers(rq.base_layout_dir, *image, root, &base_entries); !st) {
+      Error e = st.error();
+      e.while_("unpacking the base image " + rq.base_manifest_digest);
+      return e;
+    }
+    std::vector<Node> base_nodes;
+    UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (root_fd.get() < 0) return io_error("cannot open", root);
+    if (auto st = walk(root_fd.get(), "", base_nodes, true); !st) return std::move(st).error();
+    for (const auto& n : base_nodes) base_marks[n.path] = BaseMark{n.ino, n.ctime_ns};
+    // Mode and owner as the base's layers give them (the tree itself belongs to whoever runs the build).
+    for (const auto& e : base_entries) base_owners[e.path] = Owner{-1, true, e.mode, e.uid, e.gid};
+    base_image = std::move(*image);
+  }
+  auto from_base_unchanged = [&](const Node& n) {
+    auto it = base_marks.find(n.path);
+    return it != base_marks.end() && it->second.ino == n.ino && it->second.ctime_ns == n.ctime_ns;
+  };
+
+  std::unordered_map<std::string, Owner> owners = std::move(base_owners);
   std::vector<InstalledDeb> debs;
   ExtractOptions xo;
   xo.keep = [](std::string_view p) { return keep_in_minimal_image(p); };
@@ -603,8 +643,10 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
   {
     UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (root_fd.get() < 0) return io_error("cannot open", root);
-    if (auto st = walk(root_fd.get(), "", nodes); !st) return std::move(st).error();
+    if (auto st = walk(root_fd.get(), "", nodes, base_image.has_value()); !st) return std::move(st).error();
   }
+  // A base image's untouched files stay in its own layers and are not checked: its maker answers for them.
+  if (base_image) nodes.erase(std::remove_if(nodes.begin(), nodes.end(), from_base_unchanged), nodes.end());
   NeededChecker checker(root, ld, lo.multiarch_triplet);
   std::map<std::string, std::vector<std::string>> unresolved;
   for (const auto& n : nodes) {
@@ -650,7 +692,7 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
         layer_packages[layer].insert(p.name + " " + p.version);
         package_bytes[layer][it->second.package] += n.type == TarEntry::Type::file ? n.size : 0;
       }
-      if (n.type == TarEntry::Type::directory && it == owners.end()) continue;  // only as someone's parent
+      if (n.type == TarEntry::Type::directory && (it == owners.end() || it->second.package < 0)) continue;  // only as someone's parent
       node_layer[n.path] = layer;
       for (auto slash = n.path.rfind('/'); slash != std::string::npos && slash > 0; slash = n.path.rfind('/', slash - 1))
         dirs_needed[layer].insert(n.path.substr(0, slash));
@@ -668,6 +710,50 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
   json diff_ids = json::array();
   json history = json::array();
   json manifest_layers = json::array();
+  json base_config = json::object();
+  if (base_image) {
+    // The base image's layers, as they are (their blobs copied into this layout), then gpuenv's.
+    step("copying the base image's layers");
+    const json base_manifest = json::parse(base_image->manifest_text, nullptr, false);
+    base_config = json::parse(base_image->config_text, nullptr, false);
+    if (!base_config.is_object() || !base_config.contains("rootfs") || !base_config["rootfs"].is_object() ||
+        !base_config["rootfs"].contains("diff_ids") || !base_config["rootfs"]["diff_ids"].is_array() ||
+        base_config["rootfs"]["diff_ids"].size() != base_manifest["layers"].size())
+      return build_error("build.bad_base", "the base image's config does not list one diff_id per layer", rq.base_manifest_digest,
+                         "use another base image, or rebuild it");
+    std::size_t i = 0;
+    for (const auto& l : base_manifest["layers"]) {
+      const std::string digest = l.value("digest", "");
+      std::string type = l.value("mediaType", "");
+      // Docker's layer types hold the same bytes as OCI's.
+      if (type == "application/vnd.docker.image.rootfs.diff.tar.gzip") type = media_type::k_layer_gzip;
+      else if (type == "application/vnd.docker.image.rootfs.diff.tar") type = "application/vnd.oci.image.layer.v1.tar";
+      const std::uint64_t size = l.value("size", std::uint64_t{0});
+      if (digest.size() != 71 || digest.rfind("sha256:", 0) != 0) return build_error("build.bad_base", "a base layer has no sha256 digest", rq.base_manifest_digest, "use another base image");
+      if (!layout->has_blob(digest.substr(7))) {
+        const std::string tmp = layout->temp_path("base-layer");
+        std::error_code cec;
+        fs::copy_file(rq.base_layout_dir + "/blobs/sha256/" + digest.substr(7), tmp, fs::copy_options::overwrite_existing, cec);
+        UniqueFd fd(::open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
+        if (cec || fd.get() < 0 || ::fsync(fd.get()) != 0) {
+          ::unlink(tmp.c_str());
+          return io_error("cannot copy a base layer", tmp);
+        }
+        if (auto d = layout->adopt_file(tmp, digest.substr(7), size, type); !d) return std::move(d).error();
+      }
+      BuiltLayer bl;
+      bl.name = "base-image";
+      bl.blob = Descriptor{type, digest, size, {}};
+      bl.diff_id = base_config["rootfs"]["diff_ids"][i++].get<std::string>();
+      bl.reused = true;
+      diff_ids.push_back(bl.diff_id);
+      json layer = {{"mediaType", type}, {"digest", digest}, {"size", size}};
+      layer["annotations"] = {{"dev.gpuenv.layer", "base-image"}};
+      manifest_layers.push_back(layer);
+      result.layers.push_back(std::move(bl));
+    }
+    if (base_config.contains("history") && base_config["history"].is_array()) history = base_config["history"];
+  }
   for (const auto& name : k_layer_order) {
     auto it = by_layer.find(name);
     if (it == by_layer.end() || it->second.empty()) continue;
@@ -783,6 +869,23 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
   if (!lock.cuda.empty()) {
     const auto second_dot = lock.cuda.find('.', lock.cuda.find('.') + 1);
     env.push_back("NVIDIA_REQUIRE_CUDA=cuda>=" + lock.cuda.substr(0, second_dot));
+  }
+  if (base_image) {
+    // The base's own variables and labels stay unless gpuenv sets the same name.
+    const json bc = base_config.value("config", json::object());
+    std::set<std::string> ours;
+    for (const auto& e : env) ours.insert(e.get<std::string>().substr(0, e.get<std::string>().find('=')));
+    json merged = json::array();
+    if (bc.is_object() && bc.contains("Env") && bc["Env"].is_array())
+      for (const auto& e : bc["Env"])
+        if (e.is_string() && !ours.count(e.get<std::string>().substr(0, e.get<std::string>().find('=')))) merged.push_back(e);
+    for (const auto& e : env) merged.push_back(e);
+    env = merged;
+    if (bc.is_object() && bc.contains("Labels") && bc["Labels"].is_object())
+      for (const auto& [k, v] : bc["Labels"].items())
+        if (!labels.contains(k) && v.is_string()) labels[k] = v;
+    labels["org.opencontainers.image.base.digest"] = rq.base_manifest_digest;
+    labels["dev.gpuenv.base.image"] = lock.base_image;
   }
   json config = {{"created", rfc3339(rq.source_date_epoch)},
                  {"architecture", oci_arch(rq.architecture)},

@@ -12,7 +12,8 @@
 // 4. The tree is split into layers by what installed each path (base, cuda, cudnn, framework, user, gpuenv
 //    metadata), each a deterministic tar (sorted, parents first, one mtime, numeric owners) compressed with a
 //    deterministic gzip; a layer whose uncompressed digest (diff_id) was compressed before is not compressed
-//    again.
+//    again. With a base image, its layers come first as they are, and only what the build adds or changes goes
+//    into gpuenv's layers (its dpkg status is extended, its installed packages satisfy dependencies).
 // 5. The image config (environment, NVIDIA_* variables, labels), manifest and index.json are written last; an
 //    SPDX 2.3 SBOM goes into the image and beside the layout.
 #include <cstdint>
@@ -43,10 +44,14 @@ struct BuildRequest {
   BlobStore* cache = nullptr;        ///< required
   std::string layer_memo_dir;        ///< remembers diff_id -> compressed digest across builds; "" disables
   std::function<void(const std::string&)> on_step;  ///< progress lines ("unpacking 121 .debs"), may be empty
+  /// A base image (the lock's base_image), already in a local OCI layout: its layers come first, unchanged, and
+  /// gpuenv's layers hold only what the build adds or changes. "" for a root built from packages alone.
+  std::string base_layout_dir;
+  std::string base_manifest_digest;  ///< the base image in base_layout_dir ("sha256:...")
 };
 
 struct BuiltLayer {
-  std::string name;                   ///< base, cuda, cudnn, framework, user, metadata
+  std::string name;                   ///< base-image, base, cuda, cudnn, framework, user, metadata
   Descriptor blob;                    ///< compressed
   std::string diff_id;                ///< "sha256:<hex>" of the uncompressed tar
   std::uint64_t uncompressed_size = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <openssl/evp.h>
 
@@ -126,7 +127,61 @@ Status write_dpkg_database(const std::string& root, const std::vector<InstalledD
     if (!fs::exists(fs::path(root) / "var/lib/dpkg" / f, ec))
       if (auto st = write_atomic(fs::path(root) / "var/lib/dpkg" / f, ""); !st) return st;
   }
-  return write_atomic(fs::path(root) / "var/lib/dpkg/status", status);
+  // A base image's status: its stanzas stay, except those of packages installed now, and all stay sorted.
+  std::error_code ec;
+  const fs::path status_path = fs::path(root) / "var/lib/dpkg/status";
+  if (fs::is_regular_file(status_path, ec)) {
+    std::ifstream in(status_path, std::ios::binary);
+    const std::string old(std::istreambuf_iterator<char>(in), {});
+    std::map<std::string, std::string> stanzas;  // "name:arch" -> stanza text with its blank line
+    auto key_of = [](std::string_view stanza) {
+      std::string name, arch;
+      std::size_t pos = 0;
+      while (pos < stanza.size()) {
+        std::size_t eol = stanza.find('\n', pos);
+        if (eol == std::string_view::npos) eol = stanza.size();
+        const std::string_view line = stanza.substr(pos, eol - pos);
+        auto value = [&](std::size_t n) {
+          std::string_view v = line.substr(n);
+          while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+          while (!v.empty() && (v.back() == ' ' || v.back() == '\r')) v.remove_suffix(1);
+          return std::string(v);
+        };
+        if (line.rfind("Package:", 0) == 0) name = value(8);
+        else if (line.rfind("Architecture:", 0) == 0) arch = value(13);
+        pos = eol + 1;
+      }
+      return name + ":" + arch;
+    };
+    std::size_t pos = 0;
+    while (pos < old.size()) {
+      std::size_t end = old.find("\n\n", pos);
+      if (end == std::string::npos) end = old.size();
+      std::string stanza = old.substr(pos, end - pos);
+      pos = end + 2;
+      while (!stanza.empty() && stanza.front() == '\n') stanza.erase(0, 1);
+      if (stanza.empty()) continue;
+      stanzas[key_of(stanza)] = stanza + "\n\n";
+    }
+    for (const InstalledDeb* p : sorted) {
+      // A package installed now replaces the base's stanza of any architecture of that name (all <-> amd64).
+      for (auto it = stanzas.begin(); it != stanzas.end();) {
+        if (it->first.substr(0, it->first.find(':')) == p->name) it = stanzas.erase(it);
+        else ++it;
+      }
+    }
+    std::size_t start = 0;
+    while (start < status.size()) {
+      std::size_t end = status.find("\n\n", start);
+      if (end == std::string::npos) end = status.size();
+      const std::string stanza = status.substr(start, end - start);
+      start = end + 2;
+      if (!stanza.empty()) stanzas[key_of(stanza)] = stanza + "\n\n";
+    }
+    status.clear();
+    for (const auto& [key, text] : stanzas) status += text;
+  }
+  return write_atomic(status_path, status);
 }
 
 Status apply_base_passwd(const std::string& root) {

@@ -36,7 +36,7 @@ std::string blob(const std::string& layout, const std::string& digest) {
   return layout + "/blobs/sha256/" + (digest.rfind("sha256:", 0) == 0 ? digest.substr(7) : digest);
 }
 
-Status extract_layer(const std::string& path, const std::string& root) {
+Status extract_layer(const std::string& path, const std::string& root, std::vector<ExtractedEntry>* out) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return bad_image(std::string("cannot open a layer: ") + std::strerror(errno), path);
@@ -52,7 +52,10 @@ Status extract_layer(const std::string& path, const std::string& root) {
   for (const auto& e : *entries) {
     const fs::path rel(e.path);
     const std::string name = rel.filename().string();
-    if (name.rfind(".wh.", 0) != 0) continue;
+    if (name.rfind(".wh.", 0) != 0) {
+      if (out) out->push_back(e);
+      continue;
+    }
     const fs::path dir = fs::path(root) / rel.parent_path();
     if (name != ".wh..wh..opq") fs::remove_all(dir / name.substr(4), ec);
     fs::remove(dir / name, ec);
@@ -62,7 +65,7 @@ Status extract_layer(const std::string& path, const std::string& root) {
 
 }  // namespace
 
-Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::string& ref, const std::string& cache_dir) {
+Result<LayoutImage> read_layout_image(const std::string& layout_dir, const std::string& ref) {
   auto index = read_json(layout_dir + "/index.json");
   if (!index) return std::move(index).error();
   const json manifests = index->value("manifests", json::array());
@@ -70,25 +73,63 @@ Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::str
   std::size_t count = 0;
   for (const auto& m : manifests) {
     ++count;
-    const std::string name = m.is_object() && m.contains("annotations") ? m["annotations"].value("org.opencontainers.image.ref.name", "") : "";
-    if (m.is_object() && ((!ref.empty() && name == ref) || (ref.empty() && chosen == nullptr))) chosen = &m;
+    if (!m.is_object()) continue;
+    const std::string name = m.contains("annotations") && m["annotations"].is_object() ? m["annotations"].value("org.opencontainers.image.ref.name", "") : "";
+    const bool by_digest = ref.rfind("sha256:", 0) == 0 && m.value("digest", "") == ref;
+    if ((!ref.empty() && (name == ref || by_digest)) || (ref.empty() && chosen == nullptr)) chosen = &m;
   }
   if (chosen == nullptr || (ref.empty() && count > 1)) {
     return make_error(ErrorKind::usage, "run.no_image", ref.empty() ? "the layout holds " + std::to_string(count) + " images; name one" : "no image named '" + ref + "'",
                       layout_dir, "give the image as DIR:REF (the ref name in index.json)");
   }
-  UnpackedImage out;
+  LayoutImage out;
   out.manifest_digest = chosen->value("digest", "");
-  auto manifest = read_json(blob(layout_dir, out.manifest_digest));
-  if (!manifest) return std::move(manifest).error();
-  if (!manifest->contains("config") || !manifest->contains("layers")) return bad_image("not an image manifest", blob(layout_dir, out.manifest_digest));
-  auto config = read_json(blob(layout_dir, (*manifest)["config"].value("digest", "")));
-  if (!config) return std::move(config).error();
-  const json c = config->value("config", json::object());
-  for (const auto& e : c.value("Env", json::array())) out.env.push_back(e.get<std::string>());
-  for (const auto& e : c.value("Entrypoint", json::array())) out.command.push_back(e.get<std::string>());
-  for (const auto& e : c.value("Cmd", json::array())) out.command.push_back(e.get<std::string>());
-  if (c.contains("WorkingDir") && c["WorkingDir"].is_string() && !c["WorkingDir"].get<std::string>().empty()) out.working_dir = c["WorkingDir"];
+  auto read_text = [&](const std::string& digest) -> Result<std::string> {
+    std::ifstream in(blob(layout_dir, digest), std::ios::binary);
+    if (!in) return bad_image("cannot read", blob(layout_dir, digest));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  auto manifest_text = read_text(out.manifest_digest);
+  if (!manifest_text) return std::move(manifest_text).error();
+  const json manifest = json::parse(*manifest_text, nullptr, false);
+  if (!manifest.is_object() || !manifest.contains("config") || !manifest["config"].is_object() || !manifest.contains("layers") || !manifest["layers"].is_array())
+    return bad_image("not an image manifest", blob(layout_dir, out.manifest_digest));
+  auto config_text = read_text(manifest["config"].value("digest", ""));
+  if (!config_text) return std::move(config_text).error();
+  out.manifest_text = std::move(*manifest_text);
+  out.config_text = std::move(*config_text);
+  return out;
+}
+
+Status extract_image_layers(const std::string& layout_dir, const LayoutImage& image, const std::string& root, std::vector<ExtractedEntry>* entries) {
+  const json manifest = json::parse(image.manifest_text, nullptr, false);
+  if (!manifest.is_object() || !manifest.contains("layers") || !manifest["layers"].is_array()) return bad_image("not an image manifest", image.manifest_digest);
+  for (const auto& l : manifest["layers"]) {
+    const std::string type = l.is_object() ? l.value("mediaType", "") : "";
+    if (type.find("tar") == std::string::npos || type.find("zstd") != std::string::npos)
+      return bad_image("layer media type '" + type + "' is not tar or tar+gzip", blob(layout_dir, l.is_object() ? l.value("digest", "") : ""));
+    if (auto st = extract_layer(blob(layout_dir, l.value("digest", "")), root, entries); !st) return st;
+  }
+  return ok_status();
+}
+
+Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::string& ref, const std::string& cache_dir) {
+  auto image = read_layout_image(layout_dir, ref);
+  if (!image) return std::move(image).error();
+  UnpackedImage out;
+  out.manifest_digest = image->manifest_digest;
+  const json config = json::parse(image->config_text, nullptr, false);
+  if (!config.is_object()) return bad_image("not a JSON object", image->manifest_digest + " config");
+  const json c = config.value("config", json::object());
+  auto strings = [&](const char* key, std::vector<std::string>& into) {
+    if (!c.is_object() || !c.contains(key) || !c[key].is_array()) return;
+    for (const auto& e : c[key])
+      if (e.is_string()) into.push_back(e.get<std::string>());
+  };
+  strings("Env", out.env);
+  strings("Entrypoint", out.command);
+  strings("Cmd", out.command);
+  if (c.is_object() && c.contains("WorkingDir") && c["WorkingDir"].is_string() && !c["WorkingDir"].get<std::string>().empty()) out.working_dir = c["WorkingDir"];
 
   const std::string hex = out.manifest_digest.substr(out.manifest_digest.find(':') + 1);
   out.rootfs = cache_dir + "/" + hex;
@@ -102,16 +143,9 @@ Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::str
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   if (ec) return make_error(ErrorKind::environment, "run.io", "cannot create " + tmp + ": " + ec.message(), tmp, "check free disk space");
-  for (const auto& l : (*manifest)["layers"]) {
-    const std::string type = l.value("mediaType", "");
-    if (type.find("tar") == std::string::npos || type.find("zstd") != std::string::npos) {
-      fs::remove_all(tmp, ec);
-      return bad_image("layer media type '" + type + "' is not tar or tar+gzip", blob(layout_dir, l.value("digest", "")));
-    }
-    if (auto st = extract_layer(blob(layout_dir, l.value("digest", "")), tmp); !st) {
-      fs::remove_all(tmp, ec);
-      return std::move(st).error();
-    }
+  if (auto st = extract_image_layers(layout_dir, *image, tmp); !st) {
+    fs::remove_all(tmp, ec);
+    return st.error();
   }
   fs::permissions(tmp, fs::perms(0755), ec);
   // Mount points the sandbox needs, for images whose base does not ship them (base-files does).

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "cli/context.hpp"
@@ -76,6 +77,9 @@ class CliBuild : public ::testing::Test {
       std::ofstream(p / "etc-issue") << "x";
       fs::create_directories(p / "etc");
       std::ofstream(p / "etc/issue") << "Debian GNU/Linux 12 \\n \\l\n";
+      fs::create_directories(p / "usr/lib");
+      std::ofstream(p / "usr/lib/os-release") << "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nID=debian\nVERSION_ID=\"12\"\n";
+      fs::create_symlink("../usr/lib/os-release", p / "etc/os-release");
       fs::remove(p / "etc-issue");
       return sh("chmod 2775 " + (p / "var/mail").string());
     });
@@ -151,21 +155,23 @@ class CliBuild : public ::testing::Test {
     ASSERT_GT(server->port(), 0);
   }
 
-  std::string spec(const std::string& name, const std::string& apt) {
+  std::string spec(const std::string& name, const std::string& apt, const std::string& base = "debian:12") {
     const std::string path = (dir / (name + "-" + std::to_string(server->port()) + ".yaml")).string();
-    std::ofstream(path) << "name: " << name << "\nbase: debian:12\nframeworks: {torch: '2.5.1'}\n"
+    std::ofstream(path) << "name: " << name << "\nbase: '" << base << "'\nframeworks: {torch: '2.5.1'}\n"
                         << "gpu: {models: [H100], driver: '550.54.15'}\npackages: {apt: [" << apt << "], pip: [safetensors]}\n"
                         << "sources:\n  apt:\n    - {uri: '" << server->url("debian") << "', suite: bookworm, components: [main], signed_by: '"
                         << (dir / "repo.gpg").string() << "'}\n  pip:\n    index_url: '" << server->url("simple") << "'\n";
     return path;
   }
 
-  int build(std::vector<std::string> args, const std::string& cache, std::string* out = nullptr, std::string* err = nullptr) {
+  int build(std::vector<std::string> args, const std::string& cache, std::string* out = nullptr, std::string* err = nullptr,
+            const std::map<std::string, std::string>& env = {}) {
     std::ostringstream o, e;
     gpuenv::cli::Context ctx;
     ctx.out = &o;
     ctx.err = &e;
     ctx.env = {{"GPUENV_CACHE_DIR", cache}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}, {"SOURCE_DATE_EPOCH", "1700000000"}};
+    for (const auto& [k, v] : env) ctx.env[k] = v;
     ctx.make_runner = [] { return gpuenv::images::make_process_runner(); };
     ctx.make_fetcher = [] {
       gpuenv::images::FetchOptions options;
@@ -496,3 +502,55 @@ TEST_F(CliBuild, AFullDiskIsAClearErrorAndLeavesNoIndex) {
 }
 
 }  // namespace
+
+// A base image from a registry (and from a layout): its layers come first, unchanged; its installed packages
+// are not added again; gpuenv's layers hold only what is new, and programs find the base's libraries.
+TEST_F(CliBuild, ExtendsABaseImagePulledFromARegistryOrReadFromALayout) {
+  Registry registry(dir / "registry-base");
+  if (!registry.up()) GTEST_SKIP() << "docker-registry missing (scripts/deps.sh installs it)";
+  std::string out, err;
+  const std::string cache = (dir / "cache-base").string();
+  const std::string base_ref = registry.host() + "/ml/base:1";
+  ASSERT_EQ(build({spec("basea", "libfoo1"), "-o", (dir / "base-a").string(), "--push", base_ref, "--plain-http", "--json"}, cache, &out, &err), 0) << err;
+  const auto a = nlohmann::json::parse(out);
+  const std::map<std::string, std::string> insecure = {{"GPUENV_INSECURE_REGISTRIES", registry.host()}};
+
+  ASSERT_EQ(build({spec("derived", "foo-tools", "docker://" + base_ref), "-o", (dir / "derived").string(), "--tag", "1", "--json"}, cache, &out, &err, insecure), 0) << err;
+  const auto b = nlohmann::json::parse(out);
+  ASSERT_GT(b["layers"].size(), a["layers"].size());
+  for (std::size_t i = 0; i < a["layers"].size(); ++i) {
+    EXPECT_EQ(b["layers"][i]["digest"], a["layers"][i]["digest"]) << i;
+    EXPECT_EQ(b["layers"][i]["name"], "base-image");
+  }
+  // Only foo-tools is new: libc6, libfoo1, base-files and python3 come from the base.
+  std::set<std::string> added;
+  for (std::size_t i = a["layers"].size(); i < b["layers"].size(); ++i)
+    for (const auto& p : b["layers"][i]["packages"]) added.insert(p.get<std::string>().substr(0, p.get<std::string>().find(' ')));
+  EXPECT_TRUE(added.count("foo-tools"));
+  for (const char* from_base : {"libc6", "libfoo1", "base-files", "python3"}) EXPECT_FALSE(added.count(from_base)) << from_base;
+
+  // The derived image: skopeo reads it, its program runs and finds the base's library, dpkg knows both.
+  EXPECT_EQ(nlohmann::json::parse(capture("skopeo inspect oci:" + (dir / "derived").string() + " 2>&1"))["Digest"], b["digest"]);
+  const fs::path tree = dir / "derived-unpacked";
+  ASSERT_TRUE(sh("umoci unpack --image " + (dir / "derived").string() + ":1 " + tree.string() + " >/dev/null 2>&1"));
+  EXPECT_EQ(capture("chroot " + (tree / "rootfs").string() + " /usr/bin/foo-tool 2>&1"), "foo says 42\n");
+  const std::string status = slurp(tree / "rootfs/var/lib/dpkg/status");
+  for (const char* p : {"Package: foo-tools", "Package: libfoo1", "Package: libc6", "Package: base-files"}) EXPECT_NE(status.find(p), std::string::npos) << p;
+  const std::string image_lock = slurp(tree / "rootfs/usr/share/gpuenv/gpuenv.lock");
+  EXPECT_NE(image_lock.find("base_image: \"docker://" + base_ref + "@" + a["digest"].get<std::string>() + "\""), std::string::npos) << image_lock;
+  const auto config = nlohmann::json::parse(capture("skopeo inspect --config oci:" + (dir / "derived").string() + " 2>&1"));
+  EXPECT_EQ(config["config"]["Labels"]["org.opencontainers.image.base.digest"], a["digest"]);
+
+  // The same from the layout itself, and the same digest again from the lock alone, offline.
+  ASSERT_EQ(build({spec("derived", "foo-tools", "oci:" + (dir / "base-a").string()), "-o", (dir / "derived-oci").string(), "--json"}, cache, &out, &err), 0) << err;
+  const auto c = nlohmann::json::parse(out);
+  EXPECT_EQ(c["layers"][0]["digest"], a["layers"][0]["digest"]);
+  std::ofstream(dir / "derived.lock") << image_lock;
+  ASSERT_EQ(build({(dir / "derived.lock").string(), "-o", (dir / "derived-again").string(), "--json", "--offline"}, cache, &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["digest"], b["digest"]);
+
+  // A base that does not exist, or that says nothing about its distribution: clear errors.
+  EXPECT_EQ(build({spec("derived", "foo-tools", "docker://" + registry.host() + "/ml/nothere:1"), "-o", (dir / "nothere").string()}, cache, &out, &err, insecure), 4);
+  EXPECT_NE(err.find("pulling the base image"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir / "nothere" / "index.json"));
+}

@@ -14,6 +14,7 @@ using gpuenv::images::BinaryPackage;
 using gpuenv::images::ClosureRequest;
 using gpuenv::images::ClosureResult;
 using gpuenv::images::dependency_closure;
+using gpuenv::images::installed_packages_text;
 using gpuenv::images::PackageIndex;
 using gpuenv::images::RepositoryRef;
 
@@ -374,3 +375,35 @@ TEST(DependencyClosureOracle, MatchesWhatAptGetInstalls) {
 }
 
 }  // namespace
+
+// A base image's installed packages (its dpkg status) satisfy dependencies and are not installed again.
+TEST(DependencyClosure, InstalledPackagesOfABaseSatisfyDependencies) {
+  const PackageIndex index =
+      index_of(pkg("app", "1", "Depends: libc6 (>= 2.36), libfoo | libbar, mail-transport-agent") + pkg("libc6", "2.36-9") +
+               pkg("libfoo", "1") + pkg("postfix", "3", "Provides: mail-transport-agent") +
+               pkg("base-files", "12", "Essential: yes") + pkg("newthing", "1", "Essential: yes"));
+  const std::string status =
+      "Package: libc6\nStatus: install ok installed\nVersion: 2.36-9\nArchitecture: amd64\n\n"
+      "Package: libbar\nStatus: install ok installed\nVersion: 0.5\nArchitecture: amd64\n\n"
+      "Package: exim4\nStatus: install ok installed\nVersion: 4.96\nArchitecture: amd64\nProvides: mail-transport-agent\n\n"
+      "Package: base-files\nStatus: install ok installed\nVersion: 12.4\nArchitecture: amd64\n\n"
+      "Package: removed\nStatus: deinstall ok config-files\nVersion: 1\nArchitecture: amd64\n";
+  const std::string text = installed_packages_text(status);
+  EXPECT_EQ(text.find("removed"), std::string::npos);
+  PackageIndex installed = index_of(text);
+  ClosureRequest r = req({"app", "libc6"}, true);
+  r.installed = &installed;
+  const ClosureResult result = closure_ok(index, r);
+  // libc6, libbar (an alternative), exim4 (a provider) and base-files come from the base; newthing is new.
+  EXPECT_EQ(names(result), (std::vector<std::string>{"app", "newthing"}));
+  EXPECT_TRUE(any_contains(result.decisions, "libc6: already installed in the base (libc6 2.36-9)"));
+}
+
+TEST(DependencyClosure, AnInstalledVersionTooOldForADependencyIsNotEnough) {
+  const PackageIndex index = index_of(pkg("app", "1", "Depends: libc6 (>= 2.36)") + pkg("libc6", "2.36-9"));
+  PackageIndex installed = index_of(installed_packages_text(
+      "Package: libc6\nStatus: install ok installed\nVersion: 2.31-13\nArchitecture: amd64\n"));
+  ClosureRequest r = req({"app"});
+  r.installed = &installed;
+  EXPECT_EQ(names(closure_ok(index, r)), (std::vector<std::string>{"app", "libc6"}));
+}
