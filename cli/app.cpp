@@ -28,7 +28,11 @@ Context production_context(char** envp) {
     const std::string name = kv.substr(0, eq);
     // Only what gpuenv uses: its own variables, the cache location, pip's index configuration.
     if (name.rfind("GPUENV_", 0) == 0 || name.rfind("PIP_", 0) == 0 || name.rfind("XDG_", 0) == 0 || name == "HOME" ||
-        name == "VIRTUAL_ENV" || name == "SOURCE_DATE_EPOCH" || name == "TMPDIR" || name == "DOCKER_CONFIG")
+        name == "VIRTUAL_ENV" || name == "SOURCE_DATE_EPOCH" || name == "TMPDIR" || name == "DOCKER_CONFIG" ||
+        // What the validator's env_vars check looks at: variables that change CUDA, NCCL or the loader.
+        name.rfind("CUDA_", 0) == 0 || name.rfind("NCCL_", 0) == 0 || name.rfind("LD_", 0) == 0 || name.rfind("CUBLAS", 0) == 0 ||
+        name.rfind("CUDNN_", 0) == 0 || name.rfind("PYTORCH_", 0) == 0 || name.rfind("TF_", 0) == 0 || name.rfind("XLA_", 0) == 0 ||
+        name.rfind("NVIDIA_", 0) == 0)
       ctx.env[name] = kv.substr(eq + 1);
   }
   ctx.make_probes = [] {
@@ -40,6 +44,7 @@ Context production_context(char** envp) {
   };
   ctx.make_runner = [] { return images::make_process_runner(); };
   ctx.stderr_is_tty = ::isatty(2) == 1;
+  ctx.stdout_is_tty = ::isatty(1) == 1;
   const std::string ca_bundle = ctx.env.count("GPUENV_CA_BUNDLE") ? ctx.env.at("GPUENV_CA_BUNDLE") : std::string();
   int jobs = 8;
   if (auto it = ctx.env.find("GPUENV_FETCH_JOBS"); it != ctx.env.end()) {
@@ -124,12 +129,38 @@ int run(const std::vector<std::string>& args, Context& ctx) {
   b->add_flag("--json", build.lock.resolve.json, "Print a gpuenv-build-result-v1 JSON document");
   b->add_flag("--offline", build.lock.offline, "Use only what the cache holds; download nothing");
 
+  ValidateOptions val;
+  auto* va = app.add_subcommand("validate", "Validate this machine's GPUs: software, health, kernels, memory, bandwidth, GEMM");
+  va->add_option("--level", val.level, "quick (boot pre-flight), standard or long")->check(CLI::IsMember({"quick", "standard", "long"}));
+  va->add_option("--gpus", val.gpus, "GPU indices to check, e.g. 0,1 (default: all)");
+  va->add_option("--lock", val.lock, "A gpuenv.lock: the driver floor and CUDA version to check against");
+  va->add_option("--check", val.checks, "Only this check, key prefix or category; repeatable (see gpuenv checks)");
+  va->add_option("--junit", val.junit, "Also write a JUnit XML report to this file");
+  va->add_option("--backend", val.backend, "replay:FILE answers from a recorded inventory and scenario (docs/replay.md)");
+  va->add_option("--thresholds", val.thresholds, "Per-GPU references YAML instead of the built-in one")->check(CLI::ExistingFile);
+  va->add_option("--mig", val.mig, "Expected MIG mode for mig_state: on or off")->check(CLI::IsMember({"on", "off"}));
+  va->add_flag("--json", val.json, "Print a gpuenv-validation-v1 JSON report");
+
+  PreflightOptions pre;
+  auto* pf = app.add_subcommand("preflight", "Boot pre-flight: the quick level, with a status JSON written atomically");
+  pf->add_option("--status-file", pre.status_file, "Where to write the status (default /run/gpuenv/status.json)");
+  pf->add_option("--lock", pre.lock, "A gpuenv.lock to check the driver against");
+  pf->add_option("--backend", pre.backend, "replay:FILE (docs/replay.md)");
+  pf->add_flag("--json", pre.json, "Print the status JSON");
+
+  ChecksOptions chk;
+  auto* ck = app.add_subcommand("checks", "List the validation checks with their levels and deadlines");
+  ck->add_flag("--json", chk.json, "Print a gpuenv-checks-v1 JSON document");
+
   InspectOptions inspect;
   auto* in = app.add_subcommand("inspect", "Show an image's layers, packages and sizes, or what changed between two images");
-  in->add_option("image", inspect.image, "OCI layout directory (gpuenv-out/NAME), or DIR:REF")->required();
-  in->add_option("--diff", inspect.diff, "A second image: show what changed from IMAGE to it");
+  in->add_option("image", inspect.image,
+                 "OCI layout directory (DIR[:REF], oci:DIR[:REF]), archive (FILE, oci-archive:FILE, docker-archive:FILE) or docker://host/repo:tag")
+      ->required();
+  in->add_option("--diff", inspect.diff, "A second image (any of IMAGE's forms): show what changed from IMAGE to it");
   in->add_flag("--all", inspect.all, "List every package, not the five largest per layer");
   in->add_flag("--json", inspect.json, "Print a gpuenv-inspect-v1 (or -diff-v1) JSON document");
+  in->add_flag("--plain-http", inspect.plain_http, "Talk to a docker:// registry over plain HTTP (a loopback or test registry)");
 
   RunOptions run_opts;
   auto* rn = app.add_subcommand("run", "Run a command inside a built image (bubblewrap; the host's GPUs and driver bound in)");
@@ -183,6 +214,9 @@ int run(const std::vector<std::string>& args, Context& ctx) {
     if (so->parsed()) return cmd_sources(sources, ctx);
     if (rn->parsed()) return cmd_run(run_opts, ctx);
     if (in->parsed()) return cmd_inspect(inspect, ctx);
+    if (va->parsed()) return cmd_validate(val, ctx);
+    if (pf->parsed()) return cmd_preflight(pre, ctx);
+    if (ck->parsed()) return cmd_checks(chk, ctx);
     if (b->parsed()) {
       build.lock.resolve.catalog_dir = catalog_dir;
       build.lock.resolve.offline = build.lock.offline;

@@ -35,6 +35,33 @@ struct ResolveOptions {
 };
 int cmd_resolve(const ResolveOptions& options, Context& ctx);
 
+struct ValidateOptions {
+  std::string level = "standard";   ///< quick | standard | long
+  std::string gpus;                 ///< "0,1"; empty = all
+  std::string lock;                 ///< a lock whose driver floor and CUDA version the checks compare with
+  std::string image;                ///< an image whose framework runs inside it (not yet)
+  std::vector<std::string> checks;  ///< --check KEY|PREFIX|CATEGORY, repeatable
+  std::string junit;                ///< write JUnit XML here
+  std::string backend;              ///< "replay:FILE"; empty = GPUENV_BACKEND, else the real GPU
+  std::string thresholds;           ///< a thresholds YAML instead of the built-in one
+  std::string mig;                  ///< "on" | "off": what mig_state expects; empty = not checked
+  bool json = false;
+};
+int cmd_validate(const ValidateOptions& options, Context& ctx);
+
+struct PreflightOptions {
+  std::string status_file = "/run/gpuenv/status.json";
+  std::string backend;
+  std::string lock;
+  bool json = false;
+};
+int cmd_preflight(const PreflightOptions& options, Context& ctx);
+
+struct ChecksOptions {
+  bool json = false;
+};
+int cmd_checks(const ChecksOptions& options, Context& ctx);
+
 /// A base image, in a local layout and unpacked, with what resolving and pinning read from it.
 struct BaseImage {
   std::string pinned;           ///< "docker://host/repo:tag@sha256:..." or "oci:/abs/path[:ref]@sha256:..."
@@ -97,10 +124,11 @@ struct BuildOptions {
 int cmd_build(const BuildOptions& options, Context& ctx);
 
 struct InspectOptions {
-  std::string image;  ///< an OCI layout directory, or DIR:REF
+  std::string image;  ///< DIR[:REF], oci:DIR[:REF], oci-archive:FILE, docker-archive:FILE, a tar FILE, or docker://REF
   std::string diff;   ///< a second image to compare with; "" for none
   bool json = false;
   bool all = false;   ///< every package, not the five largest per layer
+  bool plain_http = false;  ///< talk to a docker:// registry over plain HTTP
 };
 int cmd_inspect(const InspectOptions& options, Context& ctx);
 

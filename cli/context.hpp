@@ -24,6 +24,11 @@ struct Context {
   std::function<std::unique_ptr<images::CommandRunner>()> make_runner;
   /// True when stderr is a terminal: progress is shown there, nothing otherwise.
   bool stderr_is_tty = false;
+  /// True when stdout is a terminal: reports use colour.
+  bool stdout_is_tty = false;
+  /// Set by a command after a check hung: main() must exit at once (std::_Exit) once output is flushed, since
+  /// an abandoned thread may still be inside the driver.
+  bool exit_now = false;
   /// Builds the network adapter.
   std::function<std::unique_ptr<images::Fetcher>()> make_fetcher;
 };

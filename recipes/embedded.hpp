@@ -8,5 +8,7 @@ namespace gpuenv::recipes {
 std::string_view compiled_catalog();
 /// The catalog digest (hex sha256 over each file's name and bytes), as recorded in locks.
 std::string_view compiled_catalog_sha256();
+/// recipes/gpus/thresholds.yaml as written (validate/thresholds.hpp parses it).
+std::string_view thresholds_yaml();
 
 }  // namespace gpuenv::recipes

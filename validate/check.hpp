@@ -70,6 +70,9 @@ class Check {
   [[nodiscard]] virtual std::string key() const = 0;
   [[nodiscard]] virtual std::string category() const = 0;  ///< software | health | kernels | throughput
   [[nodiscard]] virtual std::string description() const = 0;
+  /// Whether the check reads a GPU (skipped without GPUs and after a GPU hung). Software checks that read a
+  /// GPU's state (persistence_mode, mig_state) override this.
+  [[nodiscard]] virtual bool uses_gpu() const { return category() != "software"; }
   /// Whether the check belongs to `level` at all (a check outside the level is not listed in the report).
   [[nodiscard]] virtual bool runs_at(Level level) const = 0;
   /// The longest the check may take at `level` on `gpu_count` GPUs; the watchdog fails it with `hang` after that.

@@ -58,13 +58,17 @@ class FakeGpuBackend final : public validate::GpuBackend {
   }
   Result<std::optional<validate::Samples>> nccl_allreduce(const std::vector<int>&, int) override { return nccl; }
 
-  /// Blocks the calling thread while `method` is listed in hang_in, until the backend is destroyed.
-  void maybe_hang(const std::string& method) {
-    if (!hang_in.count(method)) return;
+  /// Blocks the calling thread while `method` is listed in hang_in, until the backend is destroyed; then
+  /// returns true, and the caller must return without touching the backend again.
+  bool maybe_hang(const std::string& method) {
+    if (!hang_in.count(method)) return false;
     ++m_blocked;
-    std::unique_lock lock(m_mutex);
-    m_cv.wait(lock, [&] { return m_released; });
+    {
+      std::unique_lock lock(m_mutex);
+      m_cv.wait(lock, [&] { return m_released; });
+    }
     --m_blocked;
+    return true;
   }
 
  private:
@@ -79,28 +83,28 @@ class FakeGpuSession final : public validate::GpuSession {
   FakeGpuSession(FakeGpuBackend& backend, int gpu) : m_backend(backend), m_gpu(gpu) {}
 
   Result<std::uint64_t> compute_mismatches() override {
-    m_backend.maybe_hang("compute_mismatches");
+    if (m_backend.maybe_hang("compute_mismatches")) return hung();
     auto it = m_backend.compute_mismatch_counts.find(m_gpu);
     return it == m_backend.compute_mismatch_counts.end() ? std::uint64_t{0} : it->second;
   }
   Result<validate::MemtestResult> memtest(const validate::MemtestRequest&) override {
-    m_backend.maybe_hang("memtest");
+    if (m_backend.maybe_hang("memtest")) return hung();
     return find_or_error(m_backend.memtests, "memtest");
   }
   Result<validate::ConsistencyResult> gemm_consistency(int) override {
-    m_backend.maybe_hang("gemm_consistency");
+    if (m_backend.maybe_hang("gemm_consistency")) return hung();
     return find_or_error(m_backend.gemm_consistencies, "gemm_consistency");
   }
   Result<validate::Samples> hbm_bandwidth(int) override {
-    m_backend.maybe_hang("hbm_bandwidth");
+    if (m_backend.maybe_hang("hbm_bandwidth")) return hung();
     return find_or_error(m_backend.hbm, "hbm_bandwidth");
   }
   Result<validate::Samples> copy_bandwidth(bool to_device, int) override {
-    m_backend.maybe_hang(to_device ? "h2d_bandwidth" : "d2h_bandwidth");
+    if (m_backend.maybe_hang(to_device ? "h2d_bandwidth" : "d2h_bandwidth")) return hung();
     return find_or_error(to_device ? m_backend.h2d : m_backend.d2h, to_device ? "h2d_bandwidth" : "d2h_bandwidth");
   }
   Result<std::optional<validate::Samples>> gemm_tflops(const std::string& dtype, int) override {
-    m_backend.maybe_hang("gemm_tflops");
+    if (m_backend.maybe_hang("gemm_tflops")) return hung();
     auto it = m_backend.gemm.find({m_gpu, dtype});
     if (it == m_backend.gemm.end()) return std::optional<validate::Samples>{};
     return std::optional<validate::Samples>{it->second};
@@ -112,6 +116,9 @@ class FakeGpuSession final : public validate::GpuSession {
   }
 
  private:
+  static Error hung() {
+    return make_error(ErrorKind::environment, "fake.released", "the fake backend was destroyed while this call hung", "fake", "");
+  }
   template <class T>
   Result<T> find_or_error(const std::map<int, T>& values, const char* what) {
     auto it = values.find(m_gpu);

@@ -1,0 +1,229 @@
+// gpuenv validate, gpuenv checks, gpuenv preflight: build the backend (real NVML + CUDA, or replay), run the
+// checks, render the report. The judgement is validate/'s; this file only composes and prints.
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "cli/io.hpp"
+#include "cli/render.hpp"
+#include "recipes/embedded.hpp"
+#include "resolver/lockfile.hpp"
+#include "validate/adapters/cuda_session.hpp"
+#include "validate/adapters/real_backend.hpp"
+#include "validate/check.hpp"
+#include "validate/replay/replay_backend.hpp"
+#include "validate/report.hpp"
+#include "validate/runner.hpp"
+#include "validate/thresholds.hpp"
+
+namespace gpuenv::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string rfc3339_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+/// The backend named by --backend or GPUENV_BACKEND: "replay:FILE", or the real NVML + CUDA adapter.
+Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& flag, const Context& ctx) {
+  const std::string choice = !flag.empty() ? flag : env_or(ctx, "GPUENV_BACKEND");
+  if (choice.rfind("replay:", 0) == 0) {
+    auto b = validate::load_replay_backend_file(choice.substr(7));
+    if (!b) return std::move(b).error();
+    return std::move(*b);
+  }
+  if (!choice.empty() && choice != "real" && choice != "nvml+cuda") {
+    return make_error(ErrorKind::usage, "validate.backend", "unknown backend '" + choice + "'", flag.empty() ? "GPUENV_BACKEND" : "--backend",
+                      "use replay:FILE (a recorded inventory and scenario, docs/replay.md) or leave it out for the real GPU");
+  }
+  validate::RealBackendOptions o;
+  o.session_factory = [](const std::string& bus, std::function<Result<validate::GpuHealth>()> health) {
+    validate::CudaSessionOptions so;
+    so.fatbin = validate::embedded_validation_fatbin();
+    so.health_reader = std::move(health);
+    return validate::open_cuda_session(bus, so);
+  };
+  return validate::make_real_backend(o);
+}
+
+Result<validate::ThresholdTable> load_thresholds(const std::string& path) {
+  if (path.empty()) return validate::parse_thresholds(recipes::thresholds_yaml(), "recipes/gpus/thresholds.yaml (built in)");
+  auto text = read_file_limited(path, 1u << 20);
+  if (!text) return std::move(text).error();
+  return validate::parse_thresholds(*text, path);
+}
+
+/// "0,2,3" -> {0, 2, 3}.
+Result<std::vector<int>> parse_gpu_list(const std::string& text) {
+  std::vector<int> out;
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    try {
+      std::size_t used = 0;
+      const int v = std::stoi(item, &used);
+      if (used != item.size() || v < 0) throw std::invalid_argument("x");
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return make_error(ErrorKind::usage, "validate.gpus", "'" + item + "' in --gpus '" + text + "' is not a GPU index", "--gpus",
+                        "give indices as nvidia-smi numbers them, separated by commas: --gpus 0,1");
+    }
+  }
+  return out;
+}
+
+bool has_hang(const validate::Report& r) {
+  for (const auto& c : r.checks)
+    for (const auto& g : c.results)
+      if (g.code == validate::k_code_hang) return true;
+  return false;
+}
+
+struct Prepared {
+  std::unique_ptr<validate::GpuBackend> backend;
+  std::unique_ptr<validate::ThresholdTable> thresholds;
+  validate::CheckInputs inputs;
+};
+
+int prepare(const ValidateOptions& o, Context& ctx, Prepared& p) {
+  auto level = validate::parse_level(o.level);
+  if (!level) {
+    return report_error(make_error(ErrorKind::usage, "validate.level", "unknown level '" + o.level + "'", "--level", "use quick, standard or long"), o.json, ctx);
+  }
+  p.inputs.level = *level;
+  if (!o.gpus.empty()) {
+    auto list = parse_gpu_list(o.gpus);
+    if (!list) return report_error(list.error(), o.json, ctx);
+    p.inputs.gpus = *list;
+  }
+  if (!o.lock.empty()) {
+    auto text = read_file_limited(o.lock, 64u << 20);
+    if (!text) return report_error(text.error(), o.json, ctx);
+    auto lock = resolver::parse_lock(*text, o.lock);
+    if (!lock) return report_error(lock.error(), o.json, ctx);
+    if (!lock->driver_min.empty()) p.inputs.lock_driver_floor = lock->driver_min;
+    if (!lock->cuda.empty()) p.inputs.lock_cuda = lock->cuda;
+  }
+  if (!o.mig.empty()) p.inputs.spec_mig = o.mig == "on";
+  // Variables that change how CUDA, NCCL or the loader behave, for the env_vars check.
+  for (const auto& [k, v] : ctx.env)
+    if (k.rfind("CUDA_", 0) == 0 || k.rfind("NCCL_", 0) == 0 || k.rfind("LD_", 0) == 0 || k.rfind("CUBLAS", 0) == 0 || k.rfind("CUDNN_", 0) == 0 ||
+        k.rfind("PYTORCH_", 0) == 0 || k.rfind("TF_", 0) == 0 || k.rfind("XLA_", 0) == 0 || k.rfind("NVIDIA_", 0) == 0)
+      p.inputs.environment[k] = v;
+  auto table = load_thresholds(o.thresholds);
+  if (!table) return report_error(table.error(), o.json, ctx);
+  p.thresholds = std::make_unique<validate::ThresholdTable>(std::move(*table));
+  p.inputs.thresholds = p.thresholds.get();
+  auto backend = make_backend(o.backend, ctx);
+  if (!backend) return report_error(backend.error(), o.json, ctx);
+  p.backend = std::move(*backend);
+  return k_exit_ok;
+}
+
+/// Runs and keeps what abandoned threads may still use alive when a check hung (the caller then exits at once).
+Result<validate::Report> run_checks(Prepared& p, const std::vector<std::string>& filter, Context& ctx) {
+  validate::RunOptions ro;
+  ro.filter = filter;
+  ro.started_at = rfc3339_now();
+  if (ctx.stderr_is_tty && ctx.err) {
+    ro.progress = [&](const std::string& key, validate::Status status, int done, int total) {
+      *ctx.err << "gpuenv: [" << done << "/" << total << "] " << key << " " << validate::to_string(status) << "\n";
+    };
+  }
+  auto report = validate::run_validation(*p.backend, p.inputs, validate::all_checks(), ro);
+  if (report && has_hang(*report)) {
+    // A hung check's thread may still be inside the driver: never destroy what it uses, and leave quickly.
+    (void)p.backend.release();
+    (void)p.thresholds.release();
+    ctx.exit_now = true;
+  }
+  return report;
+}
+
+}  // namespace
+
+int cmd_validate(const ValidateOptions& o, Context& ctx) {
+  Prepared p;
+  if (int rc = prepare(o, ctx, p); rc != k_exit_ok) return rc;
+  auto report = run_checks(p, o.checks, ctx);
+  if (!report) return report_error(report.error(), o.json, ctx);
+  if (!o.junit.empty()) {
+    if (auto st = write_file_atomic(o.junit, validate::report_junit(*report)); !st) {
+      Error e = st.error();
+      e.while_("writing the JUnit report");
+      return report_error(e, o.json, ctx);
+    }
+  }
+  if (o.json) *ctx.out << validate::report_json(*report).dump(2) << "\n";
+  else *ctx.out << validate::report_text(*report, ctx.stdout_is_tty);
+  return validate::exit_code(*report);
+}
+
+int cmd_preflight(const PreflightOptions& o, Context& ctx) {
+  ValidateOptions v;
+  v.level = "quick";
+  v.backend = o.backend;
+  v.lock = o.lock;
+  v.json = o.json;
+  Prepared p;
+  if (int rc = prepare(v, ctx, p); rc != k_exit_ok) return rc;
+  auto report = run_checks(p, {}, ctx);
+  if (!report) return report_error(report.error(), o.json, ctx);
+  const int code = validate::exit_code(*report);
+  nlohmann::ordered_json status = validate::report_json(*report);
+  status["exit_code"] = code;
+  std::error_code ec;
+  if (fs::path(o.status_file).has_parent_path()) fs::create_directories(fs::path(o.status_file).parent_path(), ec);
+  if (auto st = write_file_atomic(o.status_file, status.dump(2) + "\n"); !st) {
+    Error e = st.error();
+    e.while_("writing the pre-flight status");
+    return report_error(e, o.json, ctx);
+  }
+  if (o.json) *ctx.out << status.dump(2) << "\n";
+  else *ctx.out << validate::report_text(*report, ctx.stdout_is_tty) << "wrote " << o.status_file << "\n";
+  return code;
+}
+
+int cmd_checks(const ChecksOptions& o, Context& ctx) {
+  const auto checks = validate::all_checks();
+  const validate::Level levels[] = {validate::Level::quick, validate::Level::standard, validate::Level::long_};
+  if (o.json) {
+    auto list = nlohmann::ordered_json::array();
+    for (const auto& c : checks) {
+      nlohmann::ordered_json j = {{"key", c->key()}, {"category", c->category()}, {"description", c->description()}, {"uses_gpu", c->uses_gpu()}};
+      auto at = nlohmann::ordered_json::array();
+      auto deadlines = nlohmann::ordered_json::object();
+      for (auto l : levels) {
+        if (!c->runs_at(l)) continue;
+        at.push_back(validate::to_string(l));
+        deadlines[validate::to_string(l)] = c->deadline(l, 1).count();
+      }
+      j["levels"] = at;
+      j["deadline_ms_one_gpu"] = deadlines;
+      list.push_back(j);
+    }
+    *ctx.out << nlohmann::ordered_json{{"schema", "gpuenv-checks-v1"}, {"checks", list}}.dump(2) << "\n";
+    return k_exit_ok;
+  }
+  std::size_t width = 0;
+  for (const auto& c : checks) width = std::max(width, c->key().size());
+  for (const auto& c : checks) {
+    std::string at;
+    for (auto l : levels)
+      if (c->runs_at(l)) at += std::string(at.empty() ? "" : ",") + validate::to_string(l);
+    *ctx.out << std::left << std::setw(static_cast<int>(width) + 2) << c->key() << std::setw(12) << c->category() << std::setw(23) << at << c->description() << "\n";
+  }
+  return k_exit_ok;
+}
+
+}  // namespace gpuenv::cli

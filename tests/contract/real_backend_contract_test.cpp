@@ -1,0 +1,515 @@
+// Contract tests of the real GpuBackend (validate/adapters/real_backend.cpp) against fake libnvidia-ml builds
+// (tests/contract/fake_nvml_full.cpp, current and -DFAKE_NVML_OLD), the fake libcuda builds, and /proc, /dev and
+// /sys fixture trees in a temporary directory.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "validate/adapters/real_backend.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using gpuenv::Result;
+using gpuenv::validate::GpuHealth;
+using gpuenv::validate::GpuSession;
+using gpuenv::validate::make_real_backend;
+using gpuenv::validate::RealBackendOptions;
+
+/// Sets an environment variable for the fake library for the lifetime of the guard.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : m_name(name) { ::setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { ::unsetenv(m_name); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* m_name;
+};
+
+/// A /proc, /dev and /sys tree under a fresh temporary directory: by default an NVIDIA host with nouveau listed in
+/// /proc/modules, /dev/nvidiactl, /dev/nvidia0 and /dev/nvidia3 (the fake GPUs' minor numbers) but no
+/// /dev/nvidia-uvm, and the NUMA nodes of both fake GPUs.
+class HostTree {
+ public:
+  HostTree() {
+    static std::atomic<int> counter{0};
+    m_root = fs::temp_directory_path() / ("gpuenv-real-backend-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(m_root);
+    write("proc/modules", "nouveau 2306048 0 - Live 0x0000000000000000\nnvidia_uvm 1523712 0 - Live 0x0000000000000000\n");
+    write("dev/nvidiactl", "");
+    write("dev/nvidia0", "");
+    write("dev/nvidia3", "");
+    write("sys/bus/pci/devices/0000:19:00.0/numa_node", "0\n");
+    write("sys/bus/pci/devices/0000:3b:00.0/numa_node", "1\n");
+  }
+  ~HostTree() {
+    std::error_code ec;
+    fs::remove_all(m_root, ec);
+  }
+  HostTree(const HostTree&) = delete;
+  HostTree& operator=(const HostTree&) = delete;
+
+  void write(const std::string& relative, const std::string& text) const {
+    const fs::path p = m_root / relative;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  void remove(const std::string& relative) const { fs::remove_all(m_root / relative); }
+  [[nodiscard]] std::string path(const std::string& relative) const { return (m_root / relative).string(); }
+
+  /// Options pointing every host path at this tree.
+  [[nodiscard]] RealBackendOptions options(std::string nvml_library = FAKE_NVML_FULL_PATH) const {
+    RealBackendOptions o;
+    o.nvml_library = std::move(nvml_library);
+    o.cuda_library = FAKE_CUDA_OK_PATH;
+    o.cuinit_timeout = 5000ms;
+    o.proc_root = path("proc");
+    o.dev_root = path("dev");
+    o.sys_root = path("sys");
+    return o;
+  }
+
+ private:
+  fs::path m_root;
+};
+
+/// A session that only answers health() through the reader the backend handed to the factory.
+class ReaderSession final : public GpuSession {
+ public:
+  explicit ReaderSession(std::function<Result<GpuHealth>()> reader) : m_reader(std::move(reader)) {}
+  Result<std::uint64_t> compute_mismatches() override { return unset(); }
+  Result<gpuenv::validate::MemtestResult> memtest(const gpuenv::validate::MemtestRequest&) override { return unset(); }
+  Result<gpuenv::validate::ConsistencyResult> gemm_consistency(int) override { return unset(); }
+  Result<gpuenv::validate::Samples> hbm_bandwidth(int) override { return unset(); }
+  Result<gpuenv::validate::Samples> copy_bandwidth(bool, int) override { return unset(); }
+  Result<std::optional<gpuenv::validate::Samples>> gemm_tflops(const std::string&, int) override { return unset(); }
+  Result<GpuHealth> health() override { return m_reader(); }
+
+ private:
+  static gpuenv::Error unset() { return gpuenv::make_error(gpuenv::ErrorKind::internal, "test.unset", "not in this test"); }
+  std::function<Result<GpuHealth>()> m_reader;
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(RealBackend, IsNamedNvmlPlusCuda) {
+  HostTree tree;
+  EXPECT_EQ(make_real_backend(tree.options())->name(), "nvml+cuda");
+}
+
+TEST(RealBackend, ReadsDriverStateFromNvmlAndHostFiles) {
+  HostTree tree;
+  auto backend = make_real_backend(tree.options());
+  auto d = backend->driver();
+  ASSERT_TRUE(d.ok()) << d.error().to_string();
+  EXPECT_TRUE(d->loaded);
+  EXPECT_EQ(d->version, "550.54.15");
+  EXPECT_EQ(d->cuda_driver_version, 12040);
+  EXPECT_EQ(d->cc_state, "off");
+  EXPECT_TRUE(d->nouveau_loaded);
+  EXPECT_FALSE(d->nvswitch_present);
+  ASSERT_EQ(d->device_nodes_missing.size(), 1u);
+  EXPECT_EQ(d->device_nodes_missing[0], tree.path("dev/nvidia-uvm"));
+}
+
+TEST(RealBackend, ChecksTheDeviceNodeOfEachGpuByItsMinorNumber) {
+  HostTree tree;
+  tree.write("dev/nvidia-uvm", "");
+  tree.remove("dev/nvidia3");  // GPU 1 has minor number 3: /dev/nvidia1 is not the node to look for
+  tree.write("proc/modules", "nvidia 56487936 2 nvidia_uvm, Live 0x0000000000000000\n");
+  auto d = make_real_backend(tree.options())->driver();
+  ASSERT_TRUE(d.ok());
+  EXPECT_FALSE(d->nouveau_loaded);
+  ASSERT_EQ(d->device_nodes_missing.size(), 1u);
+  EXPECT_EQ(d->device_nodes_missing[0], tree.path("dev/nvidia3"));
+}
+
+TEST(RealBackend, FabricManagerFollowsTheGpusFabricRegistration) {
+  HostTree tree;
+  tree.write("proc/driver/nvidia-nvswitch/devices/0000:05:00.0", "");
+  {
+    auto d = make_real_backend(tree.options())->driver();
+    ASSERT_TRUE(d.ok());
+    EXPECT_TRUE(d->nvswitch_present);
+    EXPECT_EQ(d->fabric_manager_running, std::optional<bool>(true));
+  }
+  for (const char* mode : {"in_progress", "failed"}) {
+    ScopedEnv fabric("FAKE_NVML_FABRIC", mode);
+    auto d = make_real_backend(tree.options())->driver();
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->fabric_manager_running, std::optional<bool>(false)) << mode;
+  }
+}
+
+TEST(RealBackend, FabricManagerProcessIsLookedForWhenNvmlCannotTell) {
+  HostTree tree;
+  ScopedEnv fabric("FAKE_NVML_FABRIC", "unsupported");
+  {
+    auto d = make_real_backend(tree.options())->driver();
+    ASSERT_TRUE(d.ok());
+    EXPECT_FALSE(d->nvswitch_present);
+    EXPECT_FALSE(d->fabric_manager_running.has_value()) << "not asked without NVSwitches";
+  }
+  tree.write("dev/nvidia-nvswitchctl", "");
+  EXPECT_FALSE(make_real_backend(tree.options())->driver()->nvswitch_present) << "the control node alone is no switch";
+  tree.write("dev/nvidia-nvswitch0", "");
+  tree.write("proc/1/comm", "systemd\n");
+  {
+    auto d = make_real_backend(tree.options())->driver();
+    ASSERT_TRUE(d.ok());
+    EXPECT_TRUE(d->nvswitch_present);
+    EXPECT_EQ(d->fabric_manager_running, std::optional<bool>(false));
+  }
+  tree.write("proc/4242/comm", "nv-fabricmanage\n");
+  EXPECT_EQ(make_real_backend(tree.options())->driver()->fabric_manager_running, std::optional<bool>(true));
+}
+
+TEST(RealBackend, EnumeratesGpusWithEveryField) {
+  HostTree tree;
+  auto g = make_real_backend(tree.options())->gpus();
+  ASSERT_TRUE(g.ok()) << g.error().to_string();
+  ASSERT_EQ(g->size(), 2u);
+  const auto& a = (*g)[0];
+  EXPECT_EQ(a.index, 0);
+  EXPECT_EQ(a.uuid, "GPU-11111111-2222-3333-4444-555555555555");
+  EXPECT_EQ(a.name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(a.pci_bus_id, "00000000:19:00.0");
+  EXPECT_EQ(a.pci_device_id, 0x2330u);
+  EXPECT_EQ(a.cc_major, 9);
+  EXPECT_EQ(a.cc_minor, 0);
+  EXPECT_EQ(a.memory_total_bytes, 85520809984ull);
+  EXPECT_EQ(a.numa_node, 0);
+  EXPECT_EQ(a.nvlink_links_active, 18);
+  const auto& b = (*g)[1];
+  EXPECT_EQ(b.index, 1);
+  EXPECT_EQ(b.name, "NVIDIA H200");
+  EXPECT_EQ(b.pci_bus_id, "00000000:3B:00.0");
+  EXPECT_EQ(b.pci_device_id, 0x2335u);
+  EXPECT_EQ(b.memory_total_bytes, 150754820096ull);
+  EXPECT_EQ(b.numa_node, 1) << "sysfs names the device 0000:3b:00.0";
+  EXPECT_EQ(b.nvlink_links_active, 4) << "links 0, 1, 3 and 4: a disabled link 2 does not end the count";
+}
+
+TEST(RealBackend, NumaNodeIsUnknownWithoutSysfs) {
+  HostTree tree;
+  tree.remove("sys");
+  auto g = make_real_backend(tree.options())->gpus();
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ((*g)[0].numa_node, -1);
+}
+
+TEST(RealBackend, ReadsEveryHealthFieldOfAHealthyGpu) {
+  HostTree tree;
+  auto h = make_real_backend(tree.options())->health(0);
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  EXPECT_EQ(h->ecc_enabled, std::optional<bool>(true));
+  EXPECT_EQ(h->ecc_pending_change, std::optional<bool>(false));
+  EXPECT_EQ(h->ecc_volatile_corrected, std::optional<std::uint64_t>(7));
+  EXPECT_EQ(h->ecc_volatile_uncorrected, std::optional<std::uint64_t>(0));
+  EXPECT_EQ(h->ecc_aggregate_uncorrected, std::optional<std::uint64_t>(0));
+  ASSERT_TRUE(h->row_remap.has_value());
+  EXPECT_EQ(h->row_remap->corrected_rows, 0u);
+  EXPECT_FALSE(h->row_remap->pending);
+  EXPECT_FALSE(h->retired_pages.has_value()) << "NOT_SUPPORTED on this GPU";
+  ASSERT_TRUE(h->pcie_link.has_value());
+  EXPECT_EQ(h->pcie_link->current_gen, 5);
+  EXPECT_EQ(h->pcie_link->current_width, 16);
+  EXPECT_EQ(h->pcie_link->max_gen, 5);
+  EXPECT_EQ(h->pcie_link->max_width, 16);
+  EXPECT_EQ(h->pcie_replays, std::optional<std::uint64_t>(0));
+  EXPECT_EQ(h->clock_event_reasons, std::optional<std::uint64_t>(0x1));
+  EXPECT_EQ(h->temperature_c, std::optional<int>(45));
+  EXPECT_EQ(h->slowdown_temperature_c, std::optional<int>(87));
+  ASSERT_TRUE(h->power_w.has_value());
+  EXPECT_DOUBLE_EQ(*h->power_w, 650.123);
+  EXPECT_DOUBLE_EQ(h->power_limit_w.value_or(0), 700.0);
+  EXPECT_EQ(h->persistence_mode, std::optional<bool>(true));
+  EXPECT_EQ(h->mig_enabled, std::optional<bool>(false));
+  EXPECT_EQ(h->mig_pending_change, std::optional<bool>(false));
+}
+
+TEST(RealBackend, ReadsPendingRowRemapAndDowntrainedLink) {
+  HostTree tree;
+  auto h = make_real_backend(tree.options())->health(1);
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  EXPECT_EQ(h->ecc_enabled, std::optional<bool>(true));
+  EXPECT_EQ(h->ecc_pending_change, std::optional<bool>(true));
+  // Distinct counts per NVML_MEMORY_ERROR_TYPE_* x NVML_VOLATILE_ECC/NVML_AGGREGATE_ECC pin the enum values.
+  EXPECT_EQ(h->ecc_volatile_corrected, std::optional<std::uint64_t>(12));
+  EXPECT_EQ(h->ecc_volatile_uncorrected, std::optional<std::uint64_t>(2));
+  EXPECT_EQ(h->ecc_aggregate_uncorrected, std::optional<std::uint64_t>(9));
+  ASSERT_TRUE(h->row_remap.has_value());
+  EXPECT_EQ(h->row_remap->corrected_rows, 1u);
+  EXPECT_EQ(h->row_remap->uncorrected_rows, 2u);
+  EXPECT_TRUE(h->row_remap->pending);
+  EXPECT_FALSE(h->row_remap->failure);
+  ASSERT_TRUE(h->retired_pages.has_value());
+  EXPECT_EQ(h->retired_pages->single_bit, 4u);
+  EXPECT_EQ(h->retired_pages->double_bit, 1u);
+  EXPECT_TRUE(h->retired_pages->pending);
+  ASSERT_TRUE(h->pcie_link.has_value());
+  EXPECT_EQ(h->pcie_link->current_width, 8);
+  EXPECT_EQ(h->pcie_link->max_width, 16);
+  EXPECT_EQ(h->pcie_replays, std::optional<std::uint64_t>(17));
+  EXPECT_EQ(h->clock_event_reasons,
+            std::optional<std::uint64_t>(gpuenv::validate::k_clock_event_sw_power_cap | gpuenv::validate::k_clock_event_hw_thermal));
+  EXPECT_EQ(h->temperature_c, std::optional<int>(83));
+  EXPECT_FALSE(h->slowdown_temperature_c.has_value()) << "NOT_SUPPORTED leaves the field empty";
+  EXPECT_DOUBLE_EQ(h->power_w.value_or(0), 512.5);
+  EXPECT_EQ(h->persistence_mode, std::optional<bool>(false));
+  EXPECT_EQ(h->mig_enabled, std::optional<bool>(false));
+  EXPECT_EQ(h->mig_pending_change, std::optional<bool>(true));
+}
+
+TEST(RealBackend, OlderDriverLeavesNewFieldsEmptyAndFallsBack) {
+  HostTree tree;
+  tree.write("dev/nvidia-nvswitch0", "");
+  tree.write("proc/77/comm", "nv-fabricmanage\n");
+  auto backend = make_real_backend(tree.options(FAKE_NVML_FULL_OLD_PATH));
+  auto h = backend->health(1);
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  EXPECT_FALSE(h->row_remap.has_value()) << "no nvmlDeviceGetRemappedRows";
+  EXPECT_EQ(h->clock_event_reasons,
+            std::optional<std::uint64_t>(gpuenv::validate::k_clock_event_sw_power_cap | gpuenv::validate::k_clock_event_hw_thermal))
+      << "from nvmlDeviceGetCurrentClocksThrottleReasons";
+  EXPECT_EQ(h->temperature_c, std::optional<int>(83)) << "from nvmlDeviceGetTemperature";
+  ASSERT_TRUE(h->retired_pages.has_value());
+  EXPECT_EQ(h->retired_pages->single_bit, 4u);
+  auto d = backend->driver();
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->cc_state, "unknown") << "no nvmlSystemGetConfComputeState";
+  EXPECT_EQ(d->fabric_manager_running, std::optional<bool>(true)) << "no fabric info: the process was found";
+}
+
+TEST(RealBackend, NoLibraryMeansNoDriverAndNoError) {
+  HostTree tree;
+  auto backend = make_real_backend(tree.options("libnvidia-ml-not-here.so.1"));
+  auto d = backend->driver();
+  ASSERT_TRUE(d.ok()) << d.error().to_string();
+  EXPECT_FALSE(d->loaded);
+  EXPECT_TRUE(d->version.empty());
+  EXPECT_TRUE(d->nouveau_loaded) << "host files are still read";
+  auto g = backend->gpus();
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(g->empty());
+  auto h = backend->health(0);
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.error().id, "validate.no_driver");
+}
+
+TEST(RealBackend, KernelDriverNotLoadedMeansNoDriverAndNoError) {
+  HostTree tree;
+  ScopedEnv rc("FAKE_NVML_INIT_RC", "9");  // NVML_ERROR_DRIVER_NOT_LOADED
+  auto backend = make_real_backend(tree.options());
+  auto d = backend->driver();
+  ASSERT_TRUE(d.ok()) << d.error().to_string();
+  EXPECT_FALSE(d->loaded);
+  EXPECT_TRUE(backend->gpus()->empty());
+}
+
+TEST(RealBackend, ProcfsTellsTheDriverWhenNvmlIsAbsent) {
+  HostTree tree;
+  tree.write("proc/driver/nvidia/version",
+             "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:55 UTC 2024\n");
+  auto d = make_real_backend(tree.options("libnvidia-ml-not-here.so.1"))->driver();
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->loaded);
+  EXPECT_EQ(d->version, "550.54.15");
+}
+
+TEST(RealBackend, FailedNvmlInitIsAnError) {
+  HostTree tree;
+  ScopedEnv rc("FAKE_NVML_INIT_RC", "18");  // NVML_ERROR_LIB_RM_VERSION_MISMATCH
+  auto d = make_real_backend(tree.options())->driver();
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error().id, "validate.nvml_init");
+}
+
+TEST(RealBackend, LibraryWithoutNvmlIsAnError) {
+  HostTree tree;
+  auto d = make_real_backend(tree.options(FAKE_CUDA_OK_PATH))->driver();
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.error().id, "validate.nvml_symbols");
+}
+
+TEST(RealBackend, LostGpuIsAnErrorOnlyForThatGpu) {
+  HostTree tree;
+  ScopedEnv lost("FAKE_NVML_LOST_GPU", "1");
+  auto backend = make_real_backend(tree.options());
+  EXPECT_TRUE(backend->health(0).ok());
+  auto h = backend->health(1);
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.error().id, "validate.gpu_lost");
+  EXPECT_NE(h.error().message.find("GPU is lost"), std::string::npos) << h.error().message;
+}
+
+TEST(RealBackend, UnknownGpuIndexIsAnError) {
+  HostTree tree;
+  auto backend = make_real_backend(tree.options());
+  for (int gpu : {2, -1}) {
+    auto h = backend->health(gpu);
+    ASSERT_FALSE(h.ok());
+    EXPECT_EQ(h.error().id, "validate.gpu_handle");
+  }
+}
+
+TEST(RealBackend, OpenWithoutSessionFactoryFails) {
+  HostTree tree;
+  auto s = make_real_backend(tree.options())->open(0);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().id, "validate.no_cuda_session");
+  EXPECT_NE(s.error().message.find("built without the CUDA session"), std::string::npos);
+}
+
+TEST(RealBackend, OpenHandsTheFactoryTheBusIdAndAHealthReader) {
+  HostTree tree;
+  auto options = tree.options();
+  std::string seen_bus_id;
+  options.session_factory = [&](const std::string& bus_id, std::function<Result<GpuHealth>()> reader)
+      -> Result<std::unique_ptr<GpuSession>> {
+    seen_bus_id = bus_id;
+    return std::unique_ptr<GpuSession>(std::make_unique<ReaderSession>(std::move(reader)));
+  };
+  auto backend = make_real_backend(options);
+  auto session = backend->open(1);
+  ASSERT_TRUE(session.ok()) << session.error().to_string();
+  EXPECT_EQ(seen_bus_id, "00000000:3B:00.0");
+  backend.reset();  // the reader keeps NVML alive on its own
+  auto h = (*session)->health();
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  ASSERT_TRUE(h->row_remap.has_value());
+  EXPECT_TRUE(h->row_remap->pending);
+  EXPECT_EQ(h->pcie_link->current_width, 8);
+}
+
+TEST(RealBackend, HungCuInitFailsOpenWithoutCallingTheFactory) {
+  HostTree tree;
+  auto options = tree.options();
+  options.cuda_library = FAKE_CUDA_HANG_PATH;
+  options.cuinit_timeout = 300ms;
+  int calls = 0;
+  options.session_factory = [&](const std::string&, std::function<Result<GpuHealth>()>) -> Result<std::unique_ptr<GpuSession>> {
+    ++calls;
+    return gpuenv::make_error(gpuenv::ErrorKind::internal, "test.unexpected", "factory called");
+  };
+  auto backend = make_real_backend(options);
+  const auto start = std::chrono::steady_clock::now();
+  auto first = backend->open(0);
+  ASSERT_FALSE(first.ok());
+  EXPECT_EQ(first.error().id, "detect.cuinit_timeout");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  const auto again = std::chrono::steady_clock::now();
+  auto second = backend->open(1);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.error().id, "detect.cuinit_timeout");
+  EXPECT_LT(std::chrono::steady_clock::now() - again, 250ms) << "the hung driver is not waited for twice";
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(RealBackend, OpenWithoutLibcudaFails) {
+  HostTree tree;
+  auto options = tree.options();
+  options.cuda_library = "libcuda-not-here.so.1";
+  options.session_factory = [](const std::string&, std::function<Result<GpuHealth>()>) -> Result<std::unique_ptr<GpuSession>> {
+    return gpuenv::make_error(gpuenv::ErrorKind::internal, "test.unexpected", "factory called");
+  };
+  auto s = make_real_backend(options)->open(0);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().id, "validate.no_libcuda");
+}
+
+TEST(RealBackend, PeerAndNcclMeasurementsAreNotOfferedYet) {
+  HostTree tree;
+  auto backend = make_real_backend(tree.options());
+  auto p2p = backend->p2p_bandwidth(0, 1, 3);
+  ASSERT_TRUE(p2p.ok());
+  EXPECT_FALSE(p2p->has_value());
+  auto nccl = backend->nccl_allreduce({0, 1}, 3);
+  ASSERT_TRUE(nccl.ok());
+  EXPECT_FALSE(nccl->has_value());
+}
+
+TEST(RealBackend, NeverCallsAStateChangingNvmlFunction) {
+  HostTree tree;
+  const std::string log = tree.path("nvml-writes.log");
+  ScopedEnv env("FAKE_NVML_CALL_LOG", log);
+  // The log works: a writer called directly is recorded.
+  void* lib = dlopen(FAKE_NVML_FULL_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr);
+  auto set_persistence = reinterpret_cast<int (*)(void*, int)>(dlsym(lib, "nvmlDeviceSetPersistenceMode"));
+  ASSERT_NE(set_persistence, nullptr);
+  set_persistence(nullptr, 1);
+  EXPECT_EQ(read_all(log), "nvmlDeviceSetPersistenceMode\n");
+  fs::remove(log);
+
+  for (const char* library : {FAKE_NVML_FULL_PATH, FAKE_NVML_FULL_OLD_PATH}) {
+    auto options = tree.options(library);
+    options.session_factory = [](const std::string&, std::function<Result<GpuHealth>()> reader) -> Result<std::unique_ptr<GpuSession>> {
+      return std::unique_ptr<GpuSession>(std::make_unique<ReaderSession>(std::move(reader)));
+    };
+    auto backend = make_real_backend(options);
+    ASSERT_TRUE(backend->driver().ok());
+    ASSERT_TRUE(backend->gpus().ok());
+    for (int gpu : {0, 1}) {
+      ASSERT_TRUE(backend->health(gpu).ok());
+      auto session = backend->open(gpu);
+      ASSERT_TRUE(session.ok()) << session.error().to_string();
+      ASSERT_TRUE((*session)->health().ok());
+    }
+  }
+  EXPECT_FALSE(fs::exists(log)) << "state-changing NVML calls: " << read_all(log);
+  dlclose(lib);
+}
+
+#ifdef GPUENV_SOURCE_DIR
+TEST(RealBackend, SourceResolvesNoStateChangingNvmlSymbol) {
+  const std::string source = read_all(std::string(GPUENV_SOURCE_DIR) + "/validate/adapters/real_backend.cpp");
+  ASSERT_FALSE(source.empty());
+  for (const char* writer : {"\"nvmlDeviceSet", "\"nvmlDeviceReset", "\"nvmlDeviceClear", "\"nvmlSystemSet", "\"nvmlDeviceModify",
+                             "\"nvmlDeviceRemove", "\"nvmlGpuInstance", "\"nvmlDeviceCreate"})
+    EXPECT_EQ(source.find(writer), std::string::npos) << writer;
+}
+#endif
+
+TEST(ProcModules, FindsNouveauOnlyAsAWholeModuleName) {
+  EXPECT_TRUE(gpuenv::validate::proc_modules_list_nouveau("nouveau 2306048 0 - Live 0x0\n"));
+  EXPECT_TRUE(gpuenv::validate::proc_modules_list_nouveau("nvidia 1 0 - Live 0x0\nnouveau 2306048 0 - Live 0x0"));
+  EXPECT_FALSE(gpuenv::validate::proc_modules_list_nouveau("nvidia 1 0 - Live 0x0\ndrm_nouveau_helper 1 0 - Live 0x0\n"));
+  EXPECT_FALSE(gpuenv::validate::proc_modules_list_nouveau("nouveau_x 1 0 - Live 0x0\n"));
+  EXPECT_FALSE(gpuenv::validate::proc_modules_list_nouveau(""));
+}
+
+TEST(SysfsPciAddress, ShortensTheDomainAndLowersTheCase) {
+  using gpuenv::validate::sysfs_pci_address;
+  EXPECT_EQ(sysfs_pci_address("00000000:3B:00.0"), "0000:3b:00.0");
+  EXPECT_EQ(sysfs_pci_address("0000:19:00.0"), "0000:19:00.0");
+  EXPECT_EQ(sysfs_pci_address("00000001:C1:1F.0"), "0001:c1:1f.0");
+  EXPECT_EQ(sysfs_pci_address("0001A2B3:01:00.0"), "1a2b3:01:00.0") << "a domain above 0xffff keeps its digits";
+  for (const char* bad : {"", "3B:00.0", "000000000:3B:00.0", "0000:3B:00", "0000:3B-00.0", "zz:3B:00.0", "0000:3G:00.0"})
+    EXPECT_EQ(sysfs_pci_address(bad), "") << bad;
+}
+
+TEST(FabricManagerComm, MatchesTheTruncatedProcessName) {
+  EXPECT_TRUE(gpuenv::validate::comm_is_fabric_manager("nv-fabricmanage\n"));
+  EXPECT_TRUE(gpuenv::validate::comm_is_fabric_manager("nv-fabricmanager"));
+  EXPECT_FALSE(gpuenv::validate::comm_is_fabric_manager("nvidia-persiste\n"));
+  EXPECT_FALSE(gpuenv::validate::comm_is_fabric_manager(""));
+}
+
+}  // namespace

@@ -1,0 +1,898 @@
+// The built-in checks against the fake backend: recorded-style inventories (8x H100 SXM, 1x L4, A100 with MIG,
+// H200) and one fault at a time, each of which must give the right check, status and code. Checks are run directly
+// (Check::run with a CheckContext built here); the runner has its own tests.
+#include "validate/check.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <tuple>
+
+#include "fakes/fake_gpu_backend.hpp"
+#include "validate/error_codes.hpp"
+
+namespace {
+
+using gpuenv::testing::FakeGpuBackend;
+using gpuenv::validate::all_checks;
+using gpuenv::validate::Check;
+using gpuenv::validate::CheckContext;
+using gpuenv::validate::CheckInputs;
+using gpuenv::validate::GpuHealth;
+using gpuenv::validate::GpuInfo;
+using gpuenv::validate::GpuOutcome;
+using gpuenv::validate::Level;
+using gpuenv::validate::Samples;
+using gpuenv::validate::Status;
+using gpuenv::validate::ThresholdTable;
+
+constexpr std::uint32_t k_h100 = 0x2330, k_l4 = 0x27b8, k_a100 = 0x20b2, k_h200 = 0x2335;
+constexpr std::uint64_t k_gib = 1024ULL * 1024 * 1024;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Inventories
+
+// Figures a healthy GPU of a model measures (made up for the tests, in the range of the real parts).
+struct Profile {
+  const char* name;
+  std::uint32_t pci;
+  int cc_major, cc_minor;
+  std::uint64_t memory;
+  int nvlinks;
+  double hbm, h2d, d2h;
+  std::map<std::string, double> tflops;  // dtype -> TFLOPS; a missing dtype is unsupported
+  bool row_remap;                        // Ampere and later
+  int pcie_gen;
+  int slowdown_c;
+};
+
+const Profile k_h100_sxm{"NVIDIA H100 80GB HBM3", k_h100, 9, 0, 80 * k_gib, 18, 3000, 55, 55,
+                         {{"bf16", 700}, {"fp16", 700}, {"tf32", 350}, {"fp64", 55}}, true, 5, 87};
+const Profile k_l4_pcie{"NVIDIA L4", k_l4, 8, 9, 24 * k_gib, 0, 250, 25, 25,
+                        {{"bf16", 100}, {"fp16", 100}, {"tf32", 50}, {"fp64", 0.4}}, true, 4, 90};
+const Profile k_a100_sxm{"NVIDIA A100-SXM4-80GB", k_a100, 8, 0, 80 * k_gib, 12, 1700, 25, 25,
+                         {{"bf16", 250}, {"fp16", 250}, {"tf32", 130}, {"fp64", 18}}, true, 4, 88};
+const Profile k_h200_sxm{"NVIDIA H200", k_h200, 9, 0, 141 * k_gib, 18, 4200, 55, 55,
+                         {{"bf16", 700}, {"fp16", 700}, {"tf32", 350}, {"fp64", 55}}, true, 5, 87};
+
+Samples samples_around(double value, const char* unit) {
+  return Samples{{value * 0.99, value, value * 1.01, value * 0.995, value * 1.005}, unit, "gpuenv", true};
+}
+
+GpuHealth healthy_idle(const Profile& p) {
+  GpuHealth h;
+  h.ecc_enabled = true;
+  h.ecc_pending_change = false;
+  h.ecc_volatile_uncorrected = 0;
+  h.ecc_volatile_corrected = 0;
+  h.ecc_aggregate_uncorrected = 0;
+  if (p.row_remap) h.row_remap = gpuenv::validate::RowRemap{};
+  // Idle links downtrain to Gen1 to save power; only the reading under load counts.
+  h.pcie_link = gpuenv::validate::PcieLink{1, p.pcie_gen, 16, 16};
+  h.pcie_replays = 0;
+  h.clock_event_reasons = 0x1;  // GPU idle
+  h.temperature_c = 35;
+  h.slowdown_temperature_c = p.slowdown_c;
+  h.power_w = 70;
+  h.power_limit_w = 700;
+  h.persistence_mode = true;
+  h.mig_enabled = false;
+  h.mig_pending_change = false;
+  return h;
+}
+
+GpuHealth healthy_loaded(const Profile& p) {
+  GpuHealth h = healthy_idle(p);
+  h.pcie_link = gpuenv::validate::PcieLink{p.pcie_gen, p.pcie_gen, 16, 16};
+  h.clock_event_reasons = gpuenv::validate::k_clock_event_sw_power_cap;
+  h.temperature_c = 62;
+  h.power_w = 650;
+  return h;
+}
+
+void add_gpu(FakeGpuBackend& b, const Profile& p) {
+  const int i = static_cast<int>(b.inventory.size());
+  GpuInfo g;
+  g.index = i;
+  g.uuid = "GPU-0000000" + std::to_string(i);
+  g.name = p.name;
+  g.pci_bus_id = "00000000:" + std::to_string(10 + i) + ":00.0";
+  g.pci_device_id = p.pci;
+  g.cc_major = p.cc_major;
+  g.cc_minor = p.cc_minor;
+  g.memory_total_bytes = p.memory;
+  g.numa_node = i < 4 ? 0 : 1;
+  g.nvlink_links_active = p.nvlinks;
+  b.inventory.push_back(g);
+  b.healths[i] = healthy_idle(p);
+  b.load_healths[i] = healthy_loaded(p);
+  b.compute_mismatch_counts[i] = 0;
+  gpuenv::validate::MemtestResult m;
+  m.bytes_tested = p.memory / 4;
+  m.patterns = {"walking_ones", "walking_zeros", "own_address", "moving_inversions", "random"};
+  m.truncated_by_deadline = true;
+  b.memtests[i] = m;
+  b.gemm_consistencies[i] = gpuenv::validate::ConsistencyResult{{0xabcdef, 0xabcdef, 0xabcdef}, 0xabcdef, true, "gpuenv"};
+  b.hbm[i] = samples_around(p.hbm, "GB/s");
+  b.h2d[i] = samples_around(p.h2d, "GB/s");
+  b.d2h[i] = samples_around(p.d2h, "GB/s");
+  for (const auto& [dtype, tflops] : p.tflops) b.gemm[{i, dtype}] = samples_around(tflops, "TFLOPS");
+}
+
+void add_peers(FakeGpuBackend& b, double gbs) {
+  for (const auto& src : b.inventory)
+    for (const auto& dst : b.inventory)
+      if (src.index != dst.index) b.p2p[{src.index, dst.index}] = samples_around(gbs, "GB/s");
+}
+
+gpuenv::validate::DriverState driver(const char* version = "550.54.15", int cuda = 12040) {
+  gpuenv::validate::DriverState d;
+  d.loaded = true;
+  d.version = version;
+  d.cuda_driver_version = cuda;
+  d.cc_state = "off";
+  return d;
+}
+
+void h100x8(FakeGpuBackend& b) {
+  b.driver_state = driver();
+  b.driver_state.nvswitch_present = true;
+  b.driver_state.fabric_manager_running = true;
+  for (int i = 0; i < 8; ++i) add_gpu(b, k_h100_sxm);
+  add_peers(b, 370);
+  b.nccl = samples_around(360, "GB/s");
+}
+
+void l4x1(FakeGpuBackend& b) {
+  b.driver_state = driver("535.183.01", 12020);
+  add_gpu(b, k_l4_pcie);
+}
+
+void a100_mig(FakeGpuBackend& b) {
+  b.driver_state = driver("535.183.01", 12020);
+  add_gpu(b, k_a100_sxm);
+  b.healths[0].mig_enabled = true;
+  b.healths[0].row_remap.reset();  // NVML does not report remapped rows with MIG instances
+  b.load_healths[0] = b.healths[0];
+}
+
+void h200x1(FakeGpuBackend& b) {
+  b.driver_state = driver("560.35.03", 12060);
+  add_gpu(b, k_h200_sxm);
+}
+
+// References in the table the tests load (the real table is recipes/gpus/thresholds.yaml): H100, A100 and H200
+// are known, the L4 is not.
+ThresholdTable thresholds() {
+  ThresholdTable t;
+  auto model = [](const char* name, std::uint32_t pci, double hbm, double h2d, double bf16) {
+    gpuenv::validate::GpuThresholds g;
+    g.model = name;
+    g.pci_device_ids = {pci};
+    g.references["hbm_bandwidth"] = {hbm, "GB/s", "test"};
+    g.references["h2d_bandwidth"] = {h2d, "GB/s", "test"};
+    g.references["d2h_bandwidth"] = {h2d, "GB/s", "test"};
+    g.references["gemm_tflops.bf16"] = {bf16, "TFLOPS", "test"};
+    return g;
+  };
+  t.gpus.push_back(model("H100 SXM5 80GB", k_h100, 3000, 55, 700));
+  t.gpus.back().references["p2p_bandwidth"] = {370, "GB/s", "test"};
+  t.gpus.back().references["nccl_allreduce"] = {360, "GB/s", "test"};
+  t.gpus.push_back(model("A100 SXM4 80GB", k_a100, 1700, 25, 250));
+  t.gpus.push_back(model("H200 SXM 141GB", k_h200, 4200, 55, 700));
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Running one check
+
+std::unique_ptr<Check> check(const std::string& key) {
+  for (auto& c : all_checks())
+    if (c->key() == key) return std::move(c);
+  ADD_FAILURE() << "no check " << key;
+  return nullptr;
+}
+
+struct Ran {
+  std::optional<std::string> not_applicable;
+  std::vector<GpuOutcome> outcomes;
+
+  const GpuOutcome& gpu(int index) const {
+    for (const auto& o : outcomes)
+      if (o.gpu == index) return o;
+    static const GpuOutcome k_none{-99, Status::skip, "no outcome", "", "", {}};
+    ADD_FAILURE() << "no outcome for GPU " << index;
+    return k_none;
+  }
+  const GpuOutcome& host() const { return gpu(-1); }
+};
+
+// Every outcome keeps the contract: WARN and FAIL carry a catalogued code and a hint; a SKIP says why.
+void expect_well_formed(const std::string& key, const GpuOutcome& o) {
+  EXPECT_FALSE(o.message.empty()) << key;
+  if (o.status == Status::warn || o.status == Status::fail) {
+    EXPECT_FALSE(o.code.empty()) << key << ": " << o.message;
+    EXPECT_FALSE(o.hint.empty()) << key << ": " << o.message;
+  }
+  if (!o.code.empty()) {
+    EXPECT_NE(gpuenv::validate::find_error_code(o.code), nullptr) << key << ": " << o.code;
+  }
+}
+
+Ran run_check(const std::string& key, FakeGpuBackend& backend, const CheckInputs& inputs,
+              std::chrono::milliseconds extra_deadline = std::chrono::milliseconds(0)) {
+  Ran ran;
+  auto c = check(key);
+  if (!c) return ran;
+  EXPECT_TRUE(c->runs_at(inputs.level)) << key << " does not run at " << gpuenv::validate::to_string(inputs.level);
+  const auto state = *backend.driver();
+  std::vector<GpuInfo> gpus;
+  const std::vector<GpuInfo> inventory = *backend.gpus();
+  for (const auto& g : inventory)
+    if (inputs.gpus.empty() || std::count(inputs.gpus.begin(), inputs.gpus.end(), g.index) > 0) gpus.push_back(g);
+  CheckContext context{backend, inputs, state, gpus,
+                       std::chrono::steady_clock::now() + c->deadline(inputs.level, gpus.size()) + extra_deadline};
+  ran.not_applicable = c->not_applicable(context);
+  if (ran.not_applicable) return ran;
+  ran.outcomes = c->run(context);
+  for (const auto& o : ran.outcomes) expect_well_formed(key, o);
+  return ran;
+}
+
+class Checks : public ::testing::Test {
+ protected:
+  FakeGpuBackend backend;
+  ThresholdTable table = thresholds();
+  CheckInputs inputs;
+  void SetUp() override {
+    inputs.level = Level::standard;
+    inputs.thresholds = &table;
+  }
+  Ran run(const std::string& key) { return run_check(key, backend, inputs); }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// The registry, levels and deadlines
+
+std::vector<std::string> keys_at(Level level) {
+  std::vector<std::string> out;
+  for (const auto& c : all_checks())
+    if (c->runs_at(level)) out.push_back(c->key());
+  return out;
+}
+
+TEST(AllChecks, ListsEveryIssueCheckInCategoryOrder) {
+  std::vector<std::string> keys, categories;
+  for (const auto& c : all_checks()) {
+    keys.push_back(c->key());
+    categories.push_back(c->category());
+    EXPECT_FALSE(c->description().empty()) << c->key();
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      "driver_loaded", "driver_meets_lock", "nouveau_absent", "device_nodes", "persistence_mode",
+                      "fabric_manager", "mig_state", "env_vars", "ecc_mode", "ecc_errors", "row_remap", "retired_pages",
+                      "pcie_link", "pcie_replays", "clock_events", "temperature", "context_create",
+                      "compute_correctness", "memtest", "gemm_consistency", "hbm_bandwidth", "h2d_bandwidth",
+                      "d2h_bandwidth", "gemm_tflops", "p2p_bandwidth", "nccl_allreduce"}));
+  const std::vector<std::string> order{"software", "health", "kernels", "throughput"};
+  std::size_t at = 0;
+  for (const auto& cat : categories) {
+    while (at < order.size() && order[at] != cat) ++at;
+    ASSERT_LT(at, order.size()) << "category " << cat << " out of order";
+  }
+}
+
+TEST(AllChecks, KeysAreUniqueSnakeCase) {
+  std::set<std::string> seen;
+  for (const auto& c : all_checks()) {
+    const std::string k = c->key();
+    EXPECT_TRUE(seen.insert(k).second) << k;
+    EXPECT_TRUE(std::all_of(k.begin(), k.end(), [](char ch) { return std::islower(static_cast<unsigned char>(ch)) || std::isdigit(static_cast<unsigned char>(ch)) || ch == '_'; })) << k;
+  }
+}
+
+TEST(Levels, QuickIsTheBootPreflight) {
+  EXPECT_EQ(keys_at(Level::quick),
+            (std::vector<std::string>{"driver_loaded", "driver_meets_lock", "nouveau_absent", "device_nodes",
+                                      "persistence_mode", "fabric_manager", "mig_state", "env_vars", "ecc_mode",
+                                      "ecc_errors", "row_remap", "retired_pages", "pcie_replays", "context_create",
+                                      "compute_correctness", "memtest", "hbm_bandwidth"}));
+}
+
+TEST(Levels, StandardAndLongRunEveryCheck) {
+  EXPECT_EQ(keys_at(Level::standard).size(), all_checks().size());
+  EXPECT_EQ(keys_at(Level::long_).size(), all_checks().size());
+}
+
+// The sum of the deadlines of the checks that run at `level` on one GPU (p2p_bandwidth and nccl_allreduce need two).
+std::chrono::milliseconds total_deadline_one_gpu(Level level) {
+  std::chrono::milliseconds sum{0};
+  for (const auto& c : all_checks()) {
+    if (c->key() == "p2p_bandwidth" || c->key() == "nccl_allreduce") continue;
+    if (c->runs_at(level)) sum += c->deadline(level, 1);
+  }
+  return sum;
+}
+
+TEST(Levels, EveryLevelFitsItsTimeOnOneGpuEvenIfEveryCheckUsesItsWholeDeadline) {
+  EXPECT_LE(total_deadline_one_gpu(Level::quick), std::chrono::seconds(15));
+  EXPECT_LE(total_deadline_one_gpu(Level::standard), std::chrono::minutes(2));
+  EXPECT_LE(total_deadline_one_gpu(Level::long_), std::chrono::minutes(15));
+}
+
+TEST(Levels, DeadlinesGrowWithGpusAndPairs) {
+  auto memtest = check("memtest");
+  EXPECT_GT(memtest->deadline(Level::standard, 8), memtest->deadline(Level::standard, 1));
+  EXPECT_GT(memtest->deadline(Level::long_, 1), memtest->deadline(Level::standard, 1));
+  // The memory test's time is split among GPUs (with a floor), so long on 8 GPUs stays near 15 minutes.
+  EXPECT_LE(memtest->deadline(Level::long_, 8), std::chrono::minutes(15));
+  auto p2p = check("p2p_bandwidth");
+  EXPECT_EQ(p2p->deadline(Level::standard, 8), std::chrono::milliseconds(500 + 2000 * 56));  // 56 ordered pairs
+}
+
+TEST(ErrorCodes, AreUniqueSnakeCaseWithSummaryAndHint) {
+  std::set<std::string> seen;
+  for (const auto& e : gpuenv::validate::error_codes()) {
+    const std::string code = e.code;
+    EXPECT_TRUE(seen.insert(code).second) << code;
+    EXPECT_TRUE(std::all_of(code.begin(), code.end(), [](char ch) { return std::islower(static_cast<unsigned char>(ch)) || ch == '_'; })) << code;
+    EXPECT_GT(std::string(e.summary).size(), 10u) << code;
+    EXPECT_GT(std::string(e.hint).size(), 10u) << code;
+  }
+}
+
+TEST(ErrorCodes, FindKnownCodesAndNothingElse) {
+  for (const char* code : {"no_driver", "driver_too_old", "driver_cuda_too_old", "nouveau_loaded", "device_node_missing",
+                           "persistence_off", "fabric_manager_down", "mig_mismatch", "env_debug_var", "ecc_disabled",
+                           "ecc_uncorrectable", "row_remap_pending", "row_remap_failure", "retired_pages_pending",
+                           "retired_pages_limit", "pcie_downtrained", "pcie_replays", "clock_throttled",
+                           "temperature_high", "context_failed", "compute_mismatch", "memtest_error", "gemm_mismatch",
+                           "bandwidth_low", "tflops_low", "node_outlier", "hang", "internal", "no_threshold"}) {
+    ASSERT_NE(gpuenv::validate::find_error_code(code), nullptr) << code;
+    EXPECT_STREQ(gpuenv::validate::find_error_code(code)->code, code);
+  }
+  EXPECT_EQ(gpuenv::validate::find_error_code("no_such_code"), nullptr);
+  EXPECT_EQ(gpuenv::validate::find_error_code(""), nullptr);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Healthy inventories
+
+// Every check of the level passes, except those in `may_skip`, which may be not applicable or SKIP (never FAIL).
+void expect_all_pass(FakeGpuBackend& backend, CheckInputs& inputs, const std::set<std::string>& may_skip = {}) {
+  for (const auto& c : all_checks()) {
+    if (!c->runs_at(inputs.level)) continue;
+    Ran ran = run_check(c->key(), backend, inputs);
+    const bool skip_ok = may_skip.count(c->key()) > 0;
+    if (ran.not_applicable) {
+      EXPECT_TRUE(skip_ok) << c->key() << " not applicable: " << *ran.not_applicable;
+      continue;
+    }
+    ASSERT_FALSE(ran.outcomes.empty()) << c->key();
+    for (const auto& o : ran.outcomes) {
+      if (skip_ok && o.status == Status::skip) continue;
+      EXPECT_EQ(o.status, Status::pass) << c->key() << " GPU " << o.gpu << ": " << o.message << " [" << o.code << "]";
+    }
+  }
+}
+
+TEST_F(Checks, HealthyH100NodePassesEveryCheckAtStandard) {
+  h100x8(backend);
+  inputs.lock_driver_floor = "535.104.05";
+  inputs.lock_cuda = "12.4";
+  inputs.spec_mig = false;
+  expect_all_pass(backend, inputs, {"retired_pages"});  // Hopper remaps rows instead of retiring pages
+}
+
+TEST_F(Checks, HealthyH200PassesAtQuickWithTheOthersNotApplicable) {
+  h200x1(backend);
+  inputs.level = Level::quick;
+  expect_all_pass(backend, inputs, {"driver_meets_lock", "fabric_manager", "mig_state", "retired_pages"});
+}
+
+TEST_F(Checks, HealthyL4PassesAndSaysWhatWasNotJudged) {
+  l4x1(backend);
+  expect_all_pass(backend, inputs,
+                  {"driver_meets_lock", "fabric_manager", "mig_state", "retired_pages", "p2p_bandwidth",
+                   "nccl_allreduce"});
+  Ran hbm = run("hbm_bandwidth");
+  EXPECT_EQ(hbm.gpu(0).code, "no_threshold");
+  EXPECT_NE(hbm.gpu(0).message.find("not judged"), std::string::npos) << hbm.gpu(0).message;
+}
+
+TEST_F(Checks, SingleGpuHasNoPeerOrCollectiveChecks) {
+  l4x1(backend);
+  EXPECT_TRUE(run("p2p_bandwidth").not_applicable);
+  EXPECT_TRUE(run("nccl_allreduce").not_applicable);
+  EXPECT_TRUE(run("fabric_manager").not_applicable);
+}
+
+TEST_F(Checks, HbmMetricsCarryMedianRangeReferenceAndFraction) {
+  h200x1(backend);
+  Ran r = run("hbm_bandwidth");
+  const GpuOutcome& o = r.gpu(0);
+  EXPECT_EQ(o.status, Status::pass);
+  std::map<std::string, double> m;
+  for (const auto& metric : o.metrics) m[metric.name] = metric.value;
+  EXPECT_DOUBLE_EQ(m["median_gbs"], 4200);
+  EXPECT_DOUBLE_EQ(m["min_gbs"], 4200 * 0.99);
+  EXPECT_DOUBLE_EQ(m["max_gbs"], 4200 * 1.01);
+  EXPECT_DOUBLE_EQ(m["reference_gbs"], 4200);
+  EXPECT_DOUBLE_EQ(m["fraction_of_reference"], 1.0);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Software faults
+
+TEST_F(Checks, NoDriverFailsDriverLoadedAndLeavesTheRestNotApplicable) {
+  backend.driver_state = gpuenv::validate::DriverState{};
+  Ran r = run("driver_loaded");
+  EXPECT_EQ(r.host().status, Status::fail);
+  EXPECT_EQ(r.host().code, "no_driver");
+  inputs.lock_driver_floor = "535.104.05";
+  for (const char* key : {"driver_meets_lock", "device_nodes", "persistence_mode", "ecc_errors", "memtest",
+                          "hbm_bandwidth"})
+    EXPECT_TRUE(run(key).not_applicable) << key;
+  EXPECT_FALSE(run("nouveau_absent").not_applicable);
+  EXPECT_FALSE(run("env_vars").not_applicable);
+}
+
+TEST_F(Checks, DriverOlderThanTheLockFails) {
+  h100x8(backend);
+  backend.driver_state.version = "470.182.03";
+  backend.driver_state.cuda_driver_version = 11040;
+  inputs.lock_driver_floor = "525.60.13";
+  Ran r = run("driver_meets_lock");
+  EXPECT_EQ(r.host().status, Status::fail);
+  EXPECT_EQ(r.host().code, "driver_too_old");
+  EXPECT_NE(r.host().message.find("470.182.03"), std::string::npos);
+}
+
+TEST_F(Checks, DriverTooOldForTheImagesCudaFails) {
+  l4x1(backend);  // driver CUDA 12.2
+  inputs.lock_driver_floor = "525.60.13";
+  inputs.lock_cuda = "12.4";
+  Ran r = run("driver_meets_lock");
+  EXPECT_EQ(r.host().status, Status::fail);
+  EXPECT_EQ(r.host().code, "driver_cuda_too_old");
+}
+
+TEST_F(Checks, DriverMeetsLockNeedsALock) {
+  h200x1(backend);
+  EXPECT_TRUE(run("driver_meets_lock").not_applicable);
+}
+
+TEST_F(Checks, NouveauLoadedFails) {
+  l4x1(backend);
+  backend.driver_state.nouveau_loaded = true;
+  Ran r = run("nouveau_absent");
+  EXPECT_EQ(r.host().status, Status::fail);
+  EXPECT_EQ(r.host().code, "nouveau_loaded");
+}
+
+TEST_F(Checks, MissingDeviceNodeFailsAndNamesIt) {
+  l4x1(backend);
+  backend.driver_state.device_nodes_missing = {"/dev/nvidia-uvm"};
+  Ran r = run("device_nodes");
+  EXPECT_EQ(r.host().code, "device_node_missing");
+  EXPECT_NE(r.host().message.find("/dev/nvidia-uvm"), std::string::npos);
+}
+
+TEST_F(Checks, PersistenceOffWarnsPerGpu) {
+  h100x8(backend);
+  backend.healths[2].persistence_mode = false;
+  Ran r = run("persistence_mode");
+  EXPECT_EQ(r.gpu(2).status, Status::warn);
+  EXPECT_EQ(r.gpu(2).code, "persistence_off");
+  EXPECT_EQ(r.gpu(1).status, Status::pass);
+}
+
+TEST_F(Checks, FabricManagerDownFailsOnNvswitchSystems) {
+  h100x8(backend);
+  backend.driver_state.fabric_manager_running = false;
+  EXPECT_EQ(run("fabric_manager").host().code, "fabric_manager_down");
+  backend.driver_state.fabric_manager_running.reset();
+  EXPECT_EQ(run("fabric_manager").host().status, Status::skip);
+}
+
+TEST_F(Checks, MigStateIsComparedWithTheSpec) {
+  a100_mig(backend);
+  EXPECT_TRUE(run("mig_state").not_applicable);  // the spec does not ask
+  inputs.spec_mig = true;
+  EXPECT_EQ(run("mig_state").gpu(0).status, Status::pass);
+  inputs.spec_mig = false;
+  Ran off = run("mig_state");
+  EXPECT_EQ(off.gpu(0).status, Status::fail);
+  EXPECT_EQ(off.gpu(0).code, "mig_mismatch");
+  inputs.spec_mig = true;
+  backend.healths[0].mig_pending_change = true;
+  EXPECT_EQ(run("mig_state").gpu(0).code, "mig_pending");
+}
+
+TEST_F(Checks, MigOnWantedButUnsupportedFails) {
+  l4x1(backend);
+  backend.healths[0].mig_enabled.reset();
+  inputs.spec_mig = true;
+  EXPECT_EQ(run("mig_state").gpu(0).code, "mig_mismatch");
+  inputs.spec_mig = false;
+  EXPECT_EQ(run("mig_state").gpu(0).status, Status::pass);
+}
+
+TEST_F(Checks, InjectionAndDebugVariablesWarn) {
+  l4x1(backend);
+  inputs.environment = {{"CUDA_INJECTION64_PATH", "/opt/tool/libinject.so"}, {"CUDA_LAUNCH_BLOCKING", "1"}};
+  Ran r = run("env_vars");
+  EXPECT_EQ(r.host().status, Status::warn);
+  EXPECT_EQ(r.host().code, "env_debug_var");
+  EXPECT_NE(r.host().message.find("CUDA_INJECTION64_PATH"), std::string::npos);
+  EXPECT_NE(r.host().message.find("CUDA_LAUNCH_BLOCKING=1"), std::string::npos);
+}
+
+TEST_F(Checks, HarmlessValuesAndVisibleDevicesAreOnlyNoted) {
+  l4x1(backend);
+  inputs.environment = {{"CUDA_LAUNCH_BLOCKING", "0"}, {"NCCL_DEBUG", "WARN"}, {"CUDA_VISIBLE_DEVICES", "0"}};
+  Ran r = run("env_vars");
+  EXPECT_EQ(r.host().status, Status::pass);
+  EXPECT_NE(r.host().message.find("CUDA_VISIBLE_DEVICES=0"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Health faults
+
+TEST_F(Checks, UncorrectableEccFailsOnlyThatGpu) {
+  h100x8(backend);
+  backend.healths[5].ecc_volatile_uncorrected = 2;
+  Ran r = run("ecc_errors");
+  EXPECT_EQ(r.gpu(5).status, Status::fail);
+  EXPECT_EQ(r.gpu(5).code, "ecc_uncorrectable");
+  for (int i : {0, 1, 2, 3, 4, 6, 7}) EXPECT_EQ(r.gpu(i).status, Status::pass) << i;
+}
+
+TEST_F(Checks, LifetimeUncorrectableEccWarns) {
+  h200x1(backend);
+  backend.healths[0].ecc_aggregate_uncorrected = 1;
+  Ran r = run("ecc_errors");
+  EXPECT_EQ(r.gpu(0).status, Status::warn);
+  EXPECT_EQ(r.gpu(0).code, "ecc_uncorrectable_aggregate");
+}
+
+TEST_F(Checks, EccDisabledWarnsAndItsCountersAreSkipped) {
+  l4x1(backend);
+  backend.healths[0].ecc_enabled = false;
+  EXPECT_EQ(run("ecc_mode").gpu(0).code, "ecc_disabled");
+  EXPECT_EQ(run("ecc_errors").gpu(0).status, Status::skip);
+}
+
+TEST_F(Checks, PendingRowRemapWarnsToResetTheGpu) {
+  h100x8(backend);
+  backend.healths[3].row_remap = gpuenv::validate::RowRemap{0, 1, true, false};
+  Ran r = run("row_remap");
+  EXPECT_EQ(r.gpu(3).status, Status::warn);
+  EXPECT_EQ(r.gpu(3).code, "row_remap_pending");
+  EXPECT_NE(r.gpu(3).hint.find("reset"), std::string::npos) << r.gpu(3).hint;
+}
+
+TEST_F(Checks, RowRemapFailureAndDcgmsLimitFail) {
+  h200x1(backend);
+  backend.healths[0].row_remap = gpuenv::validate::RowRemap{0, 3, false, true};
+  EXPECT_EQ(run("row_remap").gpu(0).code, "row_remap_failure");
+  backend.healths[0].row_remap = gpuenv::validate::RowRemap{0, 512, false, false};
+  EXPECT_EQ(run("row_remap").gpu(0).code, "row_remap_limit");
+  backend.healths[0].row_remap = gpuenv::validate::RowRemap{0, 511, false, false};
+  EXPECT_EQ(run("row_remap").gpu(0).status, Status::pass);
+}
+
+TEST_F(Checks, RowRemapUnderMigIsSkippedWithTheReason) {
+  a100_mig(backend);
+  Ran r = run("row_remap");
+  EXPECT_EQ(r.gpu(0).status, Status::skip);
+  EXPECT_NE(r.gpu(0).message.find("MIG"), std::string::npos);
+}
+
+TEST_F(Checks, RetiredPagesPendingWarnsAndDcgmsLimitFails) {
+  l4x1(backend);
+  EXPECT_EQ(run("retired_pages").gpu(0).status, Status::skip);  // Ampere and later report remapped rows instead
+  backend.healths[0].retired_pages = gpuenv::validate::RetiredPages{2, 1, true};
+  EXPECT_EQ(run("retired_pages").gpu(0).code, "retired_pages_pending");
+  backend.healths[0].retired_pages = gpuenv::validate::RetiredPages{40, 23, false};
+  Ran r = run("retired_pages");
+  EXPECT_EQ(r.gpu(0).status, Status::fail);
+  EXPECT_EQ(r.gpu(0).code, "retired_pages_limit");
+  backend.healths[0].retired_pages = gpuenv::validate::RetiredPages{40, 22, false};
+  EXPECT_EQ(run("retired_pages").gpu(0).status, Status::warn);  // 22 double-bit pages: above the soft limit of 15
+}
+
+TEST_F(Checks, PcieAtX8UnderLoadFails) {
+  h100x8(backend);
+  backend.load_healths[6].pcie_link = gpuenv::validate::PcieLink{5, 5, 8, 16};
+  Ran r = run("pcie_link");
+  EXPECT_EQ(r.gpu(6).status, Status::fail);
+  EXPECT_EQ(r.gpu(6).code, "pcie_downtrained");
+  EXPECT_NE(r.gpu(6).message.find("x8"), std::string::npos);
+  EXPECT_EQ(r.gpu(0).status, Status::pass);
+}
+
+TEST_F(Checks, PcieLinkIsJudgedUnderLoadNotIdle) {
+  h200x1(backend);  // idle reading is Gen1 (power saving), the loaded one Gen5
+  EXPECT_EQ(run("pcie_link").gpu(0).status, Status::pass);
+  backend.load_healths[0].pcie_link = gpuenv::validate::PcieLink{4, 5, 16, 16};
+  Ran r = run("pcie_link");
+  EXPECT_EQ(r.gpu(0).status, Status::warn);
+  EXPECT_EQ(r.gpu(0).code, "pcie_downtrained");
+}
+
+TEST_F(Checks, PcieReplaysWarnOnTotalAndOnRateUnderLoad) {
+  h200x1(backend);
+  backend.healths[0].pcie_replays = 500;
+  backend.load_healths[0].pcie_replays = 500;
+  Ran total = run("pcie_replays");
+  EXPECT_EQ(total.gpu(0).status, Status::warn);
+  EXPECT_EQ(total.gpu(0).code, "pcie_replays");
+  backend.healths[0].pcie_replays = 10;
+  backend.load_healths[0].pcie_replays = 10 + 40;  // 40 during the copy > DCGM's 31 per minute at Gen5 x16
+  Ran rate = run("pcie_replays");
+  EXPECT_EQ(rate.gpu(0).status, Status::warn);
+  EXPECT_NE(rate.gpu(0).message.find("31 per minute"), std::string::npos) << rate.gpu(0).message;
+  backend.load_healths[0].pcie_replays = 10 + 5;
+  EXPECT_EQ(run("pcie_replays").gpu(0).status, Status::pass);
+}
+
+TEST_F(Checks, HardwareSlowdownUnderLoadFailsAndPowerCapIsNormal) {
+  h100x8(backend);
+  backend.load_healths[1].clock_event_reasons = gpuenv::validate::k_clock_event_hw_slowdown;
+  backend.load_healths[2].clock_event_reasons = gpuenv::validate::k_clock_event_hw_power_brake;
+  backend.load_healths[3].clock_event_reasons = gpuenv::validate::k_clock_event_sw_thermal;
+  Ran r = run("clock_events");
+  EXPECT_EQ(r.gpu(0).status, Status::pass);  // software power cap only
+  EXPECT_EQ(r.gpu(1).code, "clock_throttled");
+  EXPECT_EQ(r.gpu(1).status, Status::fail);
+  EXPECT_EQ(r.gpu(2).status, Status::fail);
+  EXPECT_EQ(r.gpu(3).status, Status::warn);
+}
+
+TEST_F(Checks, TemperatureNearOrAtSlowdownUnderLoad) {
+  h200x1(backend);
+  backend.load_healths[0].temperature_c = 83;  // slowdown at 87: within 5 C
+  EXPECT_EQ(run("temperature").gpu(0).status, Status::warn);
+  backend.load_healths[0].temperature_c = 87;
+  Ran hot = run("temperature");
+  EXPECT_EQ(hot.gpu(0).status, Status::fail);
+  EXPECT_EQ(hot.gpu(0).code, "temperature_high");
+  backend.load_healths[0].temperature_c = 70;
+  Ran ok = run("temperature");
+  EXPECT_EQ(ok.gpu(0).status, Status::pass);
+  bool has_power = false;
+  for (const auto& m : ok.gpu(0).metrics) has_power = has_power || m.name == "power_w";
+  EXPECT_TRUE(has_power);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Kernel faults
+
+TEST_F(Checks, ContextFailureFailsContextCreate) {
+  h100x8(backend);
+  backend.open_fails = {4};
+  Ran r = run("context_create");
+  EXPECT_EQ(r.gpu(4).status, Status::fail);
+  EXPECT_EQ(r.gpu(4).code, "context_failed");
+  EXPECT_EQ(r.gpu(3).status, Status::pass);
+  EXPECT_EQ(run("hbm_bandwidth").gpu(4).code, "context_failed");
+}
+
+TEST_F(Checks, ComputeMismatchFails) {
+  h200x1(backend);
+  backend.compute_mismatch_counts[0] = 3;
+  Ran r = run("compute_correctness");
+  EXPECT_EQ(r.gpu(0).status, Status::fail);
+  EXPECT_EQ(r.gpu(0).code, "compute_mismatch");
+}
+
+TEST_F(Checks, MemtestBitFlipFailsWithOffsetExpectedAndActual) {
+  h100x8(backend);
+  auto& m = backend.memtests[7];
+  m.errors = 1;
+  m.first_error_offset = 0x12345678;
+  m.expected = 0xffffffffffffffffULL;
+  m.actual = 0xfffffffffffffffeULL;
+  Ran r = run("memtest");
+  EXPECT_EQ(r.gpu(7).status, Status::fail);
+  EXPECT_EQ(r.gpu(7).code, "memtest_error");
+  EXPECT_NE(r.gpu(7).message.find("0x0000000012345678"), std::string::npos) << r.gpu(7).message;
+  EXPECT_NE(r.gpu(7).message.find("expected 0xffffffffffffffff"), std::string::npos);
+  EXPECT_NE(r.gpu(7).message.find("read 0xfffffffffffffffe"), std::string::npos);
+  EXPECT_EQ(r.gpu(0).status, Status::pass);
+}
+
+TEST_F(Checks, MemtestStoppedByItsDeadlineWarnsOnlyAtLong) {
+  h200x1(backend);
+  inputs.level = Level::quick;
+  EXPECT_EQ(run("memtest").gpu(0).status, Status::pass);
+  inputs.level = Level::long_;
+  Ran r = run("memtest");
+  EXPECT_EQ(r.gpu(0).status, Status::warn);
+  EXPECT_EQ(r.gpu(0).code, "memtest_truncated");
+}
+
+TEST_F(Checks, MemtestThatTestedNothingIsNotAPass) {
+  h200x1(backend);
+  backend.memtests[0].bytes_tested = 0;
+  EXPECT_EQ(run("memtest").gpu(0).code, "unverified");
+}
+
+// Records what the checks ask the session for, passing everything else to the fake.
+class RecordingBackend final : public gpuenv::validate::GpuBackend {
+ public:
+  explicit RecordingBackend(FakeGpuBackend& inner) : m_inner(inner) {}
+  std::vector<gpuenv::validate::MemtestRequest> memtests;
+  [[nodiscard]] std::string name() const override { return m_inner.name(); }
+  gpuenv::Result<gpuenv::validate::DriverState> driver() override { return m_inner.driver(); }
+  gpuenv::Result<std::vector<GpuInfo>> gpus() override { return m_inner.gpus(); }
+  gpuenv::Result<GpuHealth> health(int gpu) override { return m_inner.health(gpu); }
+  gpuenv::Result<std::unique_ptr<gpuenv::validate::GpuSession>> open(int gpu) override;
+  gpuenv::Result<std::optional<Samples>> p2p_bandwidth(int s, int d, int n) override { return m_inner.p2p_bandwidth(s, d, n); }
+  gpuenv::Result<std::optional<Samples>> nccl_allreduce(const std::vector<int>& g, int n) override {
+    return m_inner.nccl_allreduce(g, n);
+  }
+
+ private:
+  FakeGpuBackend& m_inner;
+};
+
+class RecordingSession final : public gpuenv::validate::GpuSession {
+ public:
+  RecordingSession(std::unique_ptr<gpuenv::validate::GpuSession> inner, RecordingBackend& owner)
+      : m_inner(std::move(inner)), m_owner(owner) {}
+  gpuenv::Result<std::uint64_t> compute_mismatches() override { return m_inner->compute_mismatches(); }
+  gpuenv::Result<gpuenv::validate::MemtestResult> memtest(const gpuenv::validate::MemtestRequest& r) override {
+    m_owner.memtests.push_back(r);
+    return m_inner->memtest(r);
+  }
+  gpuenv::Result<gpuenv::validate::ConsistencyResult> gemm_consistency(int n) override { return m_inner->gemm_consistency(n); }
+  gpuenv::Result<Samples> hbm_bandwidth(int n) override { return m_inner->hbm_bandwidth(n); }
+  gpuenv::Result<Samples> copy_bandwidth(bool to_device, int n) override { return m_inner->copy_bandwidth(to_device, n); }
+  gpuenv::Result<std::optional<Samples>> gemm_tflops(const std::string& d, int n) override { return m_inner->gemm_tflops(d, n); }
+  gpuenv::Result<GpuHealth> health() override { return m_inner->health(); }
+
+ private:
+  std::unique_ptr<gpuenv::validate::GpuSession> m_inner;
+  RecordingBackend& m_owner;
+};
+
+gpuenv::Result<std::unique_ptr<gpuenv::validate::GpuSession>> RecordingBackend::open(int gpu) {
+  auto inner = m_inner.open(gpu);
+  if (!inner) return std::move(inner).error();
+  return std::unique_ptr<gpuenv::validate::GpuSession>(std::make_unique<RecordingSession>(std::move(*inner), *this));
+}
+
+TEST(MemtestLevels, SizeAndTimeFollowTheLevel) {
+  FakeGpuBackend fake;
+  h200x1(fake);
+  RecordingBackend backend(fake);
+  const auto state = *backend.driver();
+  const auto gpus = *backend.gpus();
+  auto memtest = check("memtest");
+  for (auto [level, fraction, ms] : {std::tuple{Level::quick, 0.25, 3000}, std::tuple{Level::standard, 0.5, 30000},
+                                     std::tuple{Level::long_, 0.9, 600000}}) {
+    CheckInputs in;
+    in.level = level;
+    CheckContext context{backend, in, state, gpus, std::chrono::steady_clock::now() + std::chrono::seconds(60)};
+    backend.memtests.clear();
+    memtest->run(context);
+    ASSERT_EQ(backend.memtests.size(), 1u);
+    EXPECT_DOUBLE_EQ(backend.memtests[0].fraction_of_free, fraction);
+    EXPECT_EQ(backend.memtests[0].deadline_ms, ms);
+  }
+}
+
+TEST_F(Checks, GemmMismatchFails) {
+  h100x8(backend);
+  backend.gemm_consistencies[2].result_digests = {0xabcdef, 0xabcdef, 0xabcdee};
+  Ran r = run("gemm_consistency");
+  EXPECT_EQ(r.gpu(2).status, Status::fail);
+  EXPECT_EQ(r.gpu(2).code, "gemm_mismatch");
+  EXPECT_NE(r.gpu(2).message.find("1 of 3"), std::string::npos) << r.gpu(2).message;
+  EXPECT_EQ(r.gpu(1).status, Status::pass);
+}
+
+TEST_F(Checks, GemmResultsThatAgreeButDifferFromTheReferenceFail) {
+  h200x1(backend);
+  backend.gemm_consistencies[0] = {{7, 7, 7}, 8, true, "cublasLt"};
+  EXPECT_EQ(run("gemm_consistency").gpu(0).code, "gemm_mismatch");
+  backend.gemm_consistencies[0] = {{7, 7, 7}, 0, false, "cublasLt"};
+  EXPECT_EQ(run("gemm_consistency").gpu(0).status, Status::pass);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Throughput faults
+
+TEST_F(Checks, LowHbmBandwidthFails) {
+  h100x8(backend);
+  backend.hbm[3] = samples_around(2000, "GB/s");  // 67% of 3000, below 75%
+  Ran r = run("hbm_bandwidth");
+  EXPECT_EQ(r.gpu(3).status, Status::fail);
+  EXPECT_EQ(r.gpu(3).code, "bandwidth_low");
+  EXPECT_EQ(r.gpu(0).status, Status::pass);
+}
+
+TEST_F(Checks, GpuWellBelowItsPeersFailsTheNodeRule) {
+  h100x8(backend);
+  backend.hbm[6] = samples_around(2600, "GB/s");  // above 75% of the reference, below 90% of the node's mean
+  Ran r = run("hbm_bandwidth");
+  EXPECT_EQ(r.gpu(6).status, Status::fail);
+  EXPECT_EQ(r.gpu(6).code, "node_outlier");
+  EXPECT_EQ(r.gpu(5).status, Status::pass);
+}
+
+TEST_F(Checks, NodeRuleAppliesWithoutAReference) {
+  h100x8(backend);
+  ThresholdTable empty;
+  inputs.thresholds = &empty;
+  backend.hbm[1] = samples_around(1000, "GB/s");
+  Ran r = run("hbm_bandwidth");
+  EXPECT_EQ(r.gpu(1).code, "node_outlier");
+  EXPECT_EQ(r.gpu(0).code, "no_threshold");
+  EXPECT_EQ(r.gpu(0).status, Status::pass);
+}
+
+TEST_F(Checks, TooFewOrUnverifiedSamplesAreNeverAPass) {
+  h200x1(backend);
+  backend.hbm[0].values = {4200, 4200};
+  EXPECT_EQ(run("hbm_bandwidth").gpu(0).code, "unverified");
+  backend.h2d[0].data_verified = false;
+  EXPECT_EQ(run("h2d_bandwidth").gpu(0).code, "unverified");
+}
+
+TEST_F(Checks, LowGemmTypeFailsWithTflopsLowAndUnsupportedTypesAreNoted) {
+  h200x1(backend);
+  backend.gemm[{0, "bf16"}] = samples_around(300, "TFLOPS");
+  backend.gemm.erase({0, "fp64"});
+  Ran r = run("gemm_tflops");
+  EXPECT_EQ(r.gpu(0).status, Status::fail);
+  EXPECT_EQ(r.gpu(0).code, "tflops_low");
+  EXPECT_NE(r.gpu(0).message.find("not supported by this GPU: fp64"), std::string::npos) << r.gpu(0).message;
+  bool bf16_metric = false;
+  for (const auto& m : r.gpu(0).metrics) bf16_metric = bf16_metric || m.name == "bf16.median_tflops";
+  EXPECT_TRUE(bf16_metric);
+}
+
+TEST_F(Checks, GpuWithoutAnyGemmTypeIsSkippedNotPassed) {
+  h200x1(backend);
+  backend.gemm.clear();
+  EXPECT_EQ(run("gemm_tflops").gpu(0).status, Status::skip);
+}
+
+TEST_F(Checks, PeerBandwidthIsJudgedPerPair) {
+  h100x8(backend);
+  backend.p2p[{2, 5}] = samples_around(150, "GB/s");
+  Ran r = run("p2p_bandwidth");
+  EXPECT_EQ(r.gpu(2).status, Status::fail);
+  EXPECT_EQ(r.gpu(2).code, "bandwidth_low");
+  EXPECT_NE(r.gpu(2).message.find("to GPU 5"), std::string::npos);
+  EXPECT_EQ(r.gpu(5).status, Status::pass);
+}
+
+TEST_F(Checks, NoPeerAccessAnywhereIsSkipped) {
+  h100x8(backend);
+  backend.p2p.clear();
+  EXPECT_EQ(run("p2p_bandwidth").gpu(0).status, Status::skip);
+}
+
+TEST_F(Checks, NcclAbsentIsSkippedAndPresentIsJudged) {
+  h100x8(backend);
+  EXPECT_EQ(run("nccl_allreduce").host().status, Status::pass);
+  backend.nccl = samples_around(100, "GB/s");
+  EXPECT_EQ(run("nccl_allreduce").host().code, "bandwidth_low");
+  backend.nccl.reset();
+  EXPECT_EQ(run("nccl_allreduce").host().status, Status::skip);
+}
+
+TEST_F(Checks, ACheckPastItsDeadlineStopsAndFailsTheRemainingGpus) {
+  h100x8(backend);
+  Ran r = run_check("ecc_errors", backend, inputs, -std::chrono::hours(1));
+  ASSERT_EQ(r.outcomes.size(), 8u);
+  EXPECT_EQ(r.gpu(0).code, "hang");
+}
+
+}  // namespace

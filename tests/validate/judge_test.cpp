@@ -1,0 +1,273 @@
+#include "validate/checks/judge.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace {
+
+using gpuenv::validate::find_reference;
+using gpuenv::validate::judge_samples;
+using gpuenv::validate::Metric;
+using gpuenv::validate::MetricJudgement;
+using gpuenv::validate::ReferenceRule;
+using gpuenv::validate::Samples;
+using gpuenv::validate::Status;
+using gpuenv::validate::ThresholdTable;
+
+Samples gbs(std::vector<double> values, bool verified = true) {
+  Samples s;
+  s.values = std::move(values);
+  s.unit = "GB/s";
+  s.engine = "gpuenv";
+  s.data_verified = verified;
+  return s;
+}
+
+ThresholdTable table() {
+  ThresholdTable t;
+  gpuenv::validate::GpuThresholds h100;
+  h100.model = "H100 SXM5 80GB";
+  h100.pci_device_ids = {0x2330};
+  h100.references["hbm_bandwidth"] = {3000, "GB/s", "test"};
+  h100.references["gemm_tflops.bf16"] = {700, "TFLOPS", "test"};
+  t.gpus.push_back(h100);
+  gpuenv::validate::GpuThresholds strict;
+  strict.model = "Strict GPU";
+  strict.pci_device_ids = {0x1234};
+  strict.references["hbm_bandwidth"] = {1000, "GB/s", "test"};
+  strict.fail_fraction = 0.9;
+  t.gpus.push_back(strict);
+  return t;
+}
+
+const Metric* metric(const MetricJudgement& j, const std::string& name) {
+  for (const auto& m : j.metrics)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+TEST(SampleStats, MedianOfOddCountIsTheMiddleValue) {
+  auto s = gpuenv::validate::sample_stats({5, 1, 3});
+  ASSERT_TRUE(s);
+  EXPECT_DOUBLE_EQ(s->median, 3);
+  EXPECT_DOUBLE_EQ(s->min, 1);
+  EXPECT_DOUBLE_EQ(s->max, 5);
+  EXPECT_EQ(s->count, 3u);
+}
+
+TEST(SampleStats, MedianOfEvenCountIsTheMeanOfTheMiddleTwo) {
+  auto s = gpuenv::validate::sample_stats({4, 1, 3, 10});
+  ASSERT_TRUE(s);
+  EXPECT_DOUBLE_EQ(s->median, 3.5);
+}
+
+TEST(SampleStats, EmptyHasNoStatistics) { EXPECT_FALSE(gpuenv::validate::sample_stats({})); }
+
+TEST(SamplesProblem, NeedsThreeVerifiedPositiveSamples) {
+  EXPECT_FALSE(gpuenv::validate::samples_problem(gbs({1, 2, 3})));
+  EXPECT_TRUE(gpuenv::validate::samples_problem(gbs({1, 2})));
+  EXPECT_TRUE(gpuenv::validate::samples_problem(gbs({1, 2, 3}, false)));
+  EXPECT_TRUE(gpuenv::validate::samples_problem(gbs({1, 0, 3})));
+  EXPECT_TRUE(gpuenv::validate::samples_problem(gbs({1, -2, 3})));
+  EXPECT_TRUE(gpuenv::validate::samples_problem(gbs({1, std::numeric_limits<double>::quiet_NaN(), 3})));
+  EXPECT_TRUE(gpuenv::validate::samples_problem(gbs({1, std::numeric_limits<double>::infinity(), 3})));
+}
+
+TEST(FindReference, NoTableMeansNoReferenceAndTheDefaultFraction) {
+  ReferenceRule r = find_reference(nullptr, 0x2330, "hbm_bandwidth");
+  EXPECT_FALSE(r.reference);
+  EXPECT_DOUBLE_EQ(r.fail_fraction, 0.75);
+  EXPECT_TRUE(r.model.empty());
+}
+
+TEST(FindReference, FindsTheModelByPciIdAndTheMetricByKey) {
+  const ThresholdTable t = table();
+  ReferenceRule r = find_reference(&t, 0x2330, "hbm_bandwidth");
+  ASSERT_TRUE(r.reference);
+  EXPECT_DOUBLE_EQ(r.reference->value, 3000);
+  EXPECT_EQ(r.model, "H100 SXM5 80GB");
+  EXPECT_FALSE(find_reference(&t, 0x2330, "h2d_bandwidth").reference);
+  EXPECT_EQ(find_reference(&t, 0x2330, "h2d_bandwidth").model, "H100 SXM5 80GB");
+  EXPECT_FALSE(find_reference(&t, 0x27b8, "hbm_bandwidth").reference);
+}
+
+TEST(FindReference, ModelOverridesTheTablesFailFraction) {
+  const ThresholdTable t = table();
+  EXPECT_DOUBLE_EQ(find_reference(&t, 0x1234, "hbm_bandwidth").fail_fraction, 0.9);
+  EXPECT_DOUBLE_EQ(find_reference(&t, 0x2330, "hbm_bandwidth").fail_fraction, 0.75);
+}
+
+TEST(JudgeSamples, PassesAtOrAboveTheFailFractionAndReportsTheMetrics) {
+  const ThresholdTable t = table();
+  auto j = judge_samples("hbm_bandwidth", gbs({2900, 2950, 3010, 2990, 2970}), find_reference(&t, 0x2330, "hbm_bandwidth"));
+  EXPECT_EQ(j.status, Status::pass);
+  EXPECT_TRUE(j.code.empty());
+  ASSERT_TRUE(j.median);
+  EXPECT_DOUBLE_EQ(*j.median, 2970);
+  ASSERT_TRUE(metric(j, "median_gbs"));
+  EXPECT_DOUBLE_EQ(metric(j, "median_gbs")->value, 2970);
+  EXPECT_EQ(metric(j, "median_gbs")->unit, "GB/s");
+  EXPECT_DOUBLE_EQ(metric(j, "min_gbs")->value, 2900);
+  EXPECT_DOUBLE_EQ(metric(j, "max_gbs")->value, 3010);
+  EXPECT_DOUBLE_EQ(metric(j, "reference_gbs")->value, 3000);
+  EXPECT_DOUBLE_EQ(metric(j, "fraction_of_reference")->value, 0.99);
+  EXPECT_DOUBLE_EQ(metric(j, "samples")->value, 5);
+  EXPECT_NE(j.message.find("99% of the reference"), std::string::npos) << j.message;
+}
+
+TEST(JudgeSamples, JudgesTheMedianNotTheBestOrWorstSample) {
+  const ThresholdTable t = table();
+  // One fast outlier must not rescue a slow GPU, one slow sample must not fail a good one.
+  EXPECT_EQ(judge_samples("hbm_bandwidth", gbs({1000, 1100, 3000}), find_reference(&t, 0x2330, "hbm_bandwidth")).status,
+            Status::fail);
+  EXPECT_EQ(judge_samples("hbm_bandwidth", gbs({100, 2900, 3000}), find_reference(&t, 0x2330, "hbm_bandwidth")).status,
+            Status::pass);
+}
+
+TEST(JudgeSamples, BelowTheFailFractionFailsWithBandwidthLow) {
+  const ThresholdTable t = table();
+  auto j = judge_samples("hbm_bandwidth", gbs({2000, 2100, 2200}), find_reference(&t, 0x2330, "hbm_bandwidth"));
+  EXPECT_EQ(j.status, Status::fail);
+  EXPECT_EQ(j.code, "bandwidth_low");
+  EXPECT_NE(j.message.find("below the fail fraction of 75%"), std::string::npos) << j.message;
+}
+
+TEST(JudgeSamples, ExactlyAtTheFailFractionPasses) {
+  const ThresholdTable t = table();
+  EXPECT_EQ(judge_samples("hbm_bandwidth", gbs({2250, 2250, 2250}), find_reference(&t, 0x2330, "hbm_bandwidth")).status,
+            Status::pass);
+}
+
+TEST(JudgeSamples, LowTflopsFailsWithTflopsLowAndPrefixedMetrics) {
+  const ThresholdTable t = table();
+  Samples s{{300, 310, 320}, "TFLOPS", "cublasLt", true};
+  auto j = judge_samples("gemm_tflops.bf16", s, find_reference(&t, 0x2330, "gemm_tflops.bf16"), "bf16.");
+  EXPECT_EQ(j.status, Status::fail);
+  EXPECT_EQ(j.code, "tflops_low");
+  EXPECT_TRUE(metric(j, "bf16.median_tflops"));
+  EXPECT_TRUE(metric(j, "bf16.reference_tflops"));
+}
+
+TEST(JudgeSamples, WithoutAReferenceReportsAndSaysNotJudged) {
+  const ThresholdTable t = table();
+  auto j = judge_samples("hbm_bandwidth", gbs({250, 260, 270}), find_reference(&t, 0x27b8, "hbm_bandwidth"));
+  EXPECT_EQ(j.status, Status::pass);
+  EXPECT_EQ(j.code, "no_threshold");
+  EXPECT_NE(j.message.find("not judged"), std::string::npos) << j.message;
+  EXPECT_TRUE(metric(j, "median_gbs"));
+  EXPECT_FALSE(metric(j, "reference_gbs"));
+  EXPECT_FALSE(metric(j, "fraction_of_reference"));
+}
+
+TEST(JudgeSamples, UntrustedSamplesFailUnverifiedAndHaveNoMedian) {
+  const ThresholdTable t = table();
+  auto two = judge_samples("hbm_bandwidth", gbs({3000, 3000}), find_reference(&t, 0x2330, "hbm_bandwidth"));
+  EXPECT_EQ(two.status, Status::fail);
+  EXPECT_EQ(two.code, "unverified");
+  EXPECT_FALSE(two.median);
+  auto unchecked = judge_samples("hbm_bandwidth", gbs({3000, 3000, 3000}, false), find_reference(&t, 0x2330, "hbm_bandwidth"));
+  EXPECT_EQ(unchecked.code, "unverified");
+  // Never judged on zeros, even without a reference.
+  auto zeros = judge_samples("hbm_bandwidth", gbs({0, 0, 0}), ReferenceRule{});
+  EXPECT_EQ(zeros.status, Status::fail);
+  EXPECT_EQ(zeros.code, "unverified");
+}
+
+TEST(JudgeSamples, UnitThatDiffersFromTheReferenceIsAnInternalFailure) {
+  const ThresholdTable t = table();
+  Samples s{{3, 3, 3}, "TB/s", "gpuenv", true};
+  auto j = judge_samples("hbm_bandwidth", s, find_reference(&t, 0x2330, "hbm_bandwidth"));
+  EXPECT_EQ(j.status, Status::fail);
+  EXPECT_EQ(j.code, "internal");
+}
+
+TEST(NodeOutliers, NeedTwoValues) { EXPECT_TRUE(gpuenv::validate::node_outliers({100}, 0.1).empty()); }
+
+TEST(NodeOutliers, FlagValuesBelowToleranceTimesTheMean) {
+  // Mean of 8 values: 7 x 3000 + 2400 = 23400 / 8 = 2925; floor 2632.5.
+  std::vector<double> v(8, 3000);
+  v[5] = 2400;
+  auto o = gpuenv::validate::node_outliers(v, 0.10);
+  ASSERT_EQ(o.size(), 1u);
+  EXPECT_EQ(o[0].index, 5u);
+  EXPECT_DOUBLE_EQ(o[0].mean, 2925);
+  EXPECT_DOUBLE_EQ(o[0].floor, 2632.5);
+}
+
+TEST(NodeOutliers, EqualValuesHaveNoOutlier) {
+  EXPECT_TRUE(gpuenv::validate::node_outliers({3000, 3000, 3000}, 0.10).empty());
+  EXPECT_TRUE(gpuenv::validate::node_outliers({3000, 2800}, 0.10).empty());
+}
+
+TEST(PcieReplayRate, FollowsDcgmsPerLaneTable) {
+  using gpuenv::validate::expected_pcie_replays_per_minute;
+  EXPECT_EQ(expected_pcie_replays_per_minute(5, 16), 31);  // ceil(1.92 x 16)
+  EXPECT_EQ(expected_pcie_replays_per_minute(4, 16), 16);  // ceil(0.96 x 16)
+  EXPECT_EQ(expected_pcie_replays_per_minute(3, 16), 8);   // ceil(0.48 x 16)
+  EXPECT_EQ(expected_pcie_replays_per_minute(1, 1), 1);    // ceil(0.15)
+  EXPECT_EQ(expected_pcie_replays_per_minute(7, 16), expected_pcie_replays_per_minute(6, 16));
+  EXPECT_EQ(expected_pcie_replays_per_minute(0, 16), 0);
+}
+
+TEST(CudaVersionText, SplitsTheDriverApiNumber) {
+  EXPECT_EQ(gpuenv::validate::cuda_version_text(12040), "12.4");
+  EXPECT_EQ(gpuenv::validate::cuda_version_text(11080), "11.8");
+  EXPECT_EQ(gpuenv::validate::cuda_version_text(12100), "12.10");
+  EXPECT_EQ(gpuenv::validate::cuda_version_text(0), "");
+}
+
+TEST(DriverFloor, ComparesNumerically) {
+  using gpuenv::validate::judge_driver_floor;
+  EXPECT_EQ(judge_driver_floor("550.54.15", "525.60.13").status, Status::pass);
+  EXPECT_EQ(judge_driver_floor("535.104.05", "535.54.03").status, Status::pass);
+  auto old = judge_driver_floor("470.182.03", "525.60.13");
+  EXPECT_EQ(old.status, Status::fail);
+  EXPECT_EQ(old.code, "driver_too_old");
+  EXPECT_NE(old.message.find("470.182.03"), std::string::npos);
+  EXPECT_NE(old.message.find("525.60.13"), std::string::npos);
+}
+
+TEST(DriverFloor, UnreadableVersionsAreNamed) {
+  using gpuenv::validate::judge_driver_floor;
+  EXPECT_EQ(judge_driver_floor("", "525.60.13").code, "driver_version_unknown");
+  EXPECT_EQ(judge_driver_floor("garbage", "525.60.13").status, Status::warn);
+  EXPECT_EQ(judge_driver_floor("550.54.15", "5x5").code, "lock_invalid");
+}
+
+TEST(DriverCuda, DriverAtOrAboveTheImagesCudaPasses) {
+  using gpuenv::validate::judge_driver_cuda;
+  EXPECT_EQ(judge_driver_cuda(12040, "12.4", std::nullopt).status, Status::pass);
+  EXPECT_EQ(judge_driver_cuda(12040, "12.4.1", std::nullopt).status, Status::pass);
+  EXPECT_EQ(judge_driver_cuda(12060, "12.4", std::nullopt).status, Status::pass);
+  EXPECT_EQ(judge_driver_cuda(12000, "11.8", std::nullopt).status, Status::pass);
+}
+
+TEST(DriverCuda, OlderDriverFailsUnlessForwardCompatibilityIsPresent) {
+  using gpuenv::validate::judge_driver_cuda;
+  auto unknown = judge_driver_cuda(12020, "12.4", std::nullopt);
+  EXPECT_EQ(unknown.status, Status::fail);
+  EXPECT_EQ(unknown.code, "driver_cuda_too_old");
+  EXPECT_EQ(judge_driver_cuda(12020, "12.4", false).code, "driver_cuda_too_old");
+  auto compat = judge_driver_cuda(12020, "12.4", true);
+  EXPECT_EQ(compat.status, Status::warn);
+  EXPECT_EQ(compat.code, "forward_compat_used");
+}
+
+TEST(DriverCuda, UnknownDriverCudaWarnsAndBadLockFails) {
+  using gpuenv::validate::judge_driver_cuda;
+  EXPECT_EQ(judge_driver_cuda(0, "12.4", std::nullopt).code, "driver_version_unknown");
+  EXPECT_EQ(judge_driver_cuda(12040, "twelve", std::nullopt).code, "lock_invalid");
+}
+
+TEST(UnitSuffix, NamesMetricsByUnit) {
+  EXPECT_EQ(gpuenv::validate::unit_suffix("GB/s"), "gbs");
+  EXPECT_EQ(gpuenv::validate::unit_suffix("TFLOPS"), "tflops");
+  EXPECT_EQ(gpuenv::validate::unit_suffix("ms"), "ms");
+  EXPECT_EQ(gpuenv::validate::unit_suffix(""), "value");
+  EXPECT_STREQ(gpuenv::validate::low_code("TFLOPS"), "tflops_low");
+  EXPECT_STREQ(gpuenv::validate::low_code("GB/s"), "bandwidth_low");
+}
+
+}  // namespace

@@ -1,0 +1,60 @@
+#pragma once
+// The real GpuSession: the CUDA driver API by dlopen of libcuda.so.1 (never linked), the validation kernels from
+// the embedded fatbin (validate/kernels), and cuBLAS by dlopen when a libcublas is found. Every driver error
+// becomes an Error naming the call and the CUresult (cuGetErrorName); every wait on the GPU is bounded.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "resolver/error.hpp"
+#include "validate/backend.hpp"
+
+/// The validation kernels' fatbin, defined by the library gpuenv_kernels_embedded (validate/kernels/kernels.cmake)
+/// or, in a build without CUDA, by validate/kernels/no_fatbin.cpp with size 0.
+extern const unsigned char gpuenv_validation_fatbin[];
+extern const std::size_t gpuenv_validation_fatbin_size;
+
+namespace gpuenv::validate {
+
+/// A fatbin image in memory, not owned. Size 0 = no kernels (a build without CUDA).
+struct FatbinImage {
+  const void* data = nullptr;
+  std::size_t size = 0;
+};
+
+/// The fatbin embedded in this binary (needs gpuenv_kernels_embedded or no_fatbin.cpp at link time).
+inline FatbinImage embedded_validation_fatbin() {
+  return FatbinImage{gpuenv_validation_fatbin, gpuenv_validation_fatbin_size};
+}
+
+/// How a CUDA session is opened. The CLI (composition root) fills it; nothing here reads the environment.
+struct CudaSessionOptions {
+  std::string library = "libcuda.so.1";  ///< the driver library, by name or path
+  FatbinImage fatbin;                    ///< the validation kernels; size 0 makes kernel methods fail `cuda.no_kernels`
+  /// Reads NVML health for this GPU; health() calls it (also while kernels run on another thread). Empty: every
+  /// health field is unknown.
+  std::function<Result<GpuHealth>()> health_reader;
+  /// cuBLAS libraries tried in order for gemm_consistency and gemm_tflops; the first whose handle can be created
+  /// on this driver is used. Empty: never use cuBLAS.
+  std::vector<std::string> cublas_libraries = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
+  int numa_node = -1;  ///< NUMA node of the GPU: pinned host buffers are placed there when >= 0
+  /// Longest a single GPU operation may run before the session reports `cuda.timeout` and stops using the GPU.
+  std::chrono::milliseconds operation_timeout{30000};
+  std::uint64_t seed = 1;  ///< seeds the compute kernels and the data of the bandwidth measurements
+};
+
+/// Opens a session on the GPU at `pci_bus_id` ("00000000:19:00.0"): loads the driver library, runs cuInit in this
+/// process (the caller has already survived one in a child process), retains the device's primary context and
+/// loads the kernels. Fails with `cuda.library` (library absent), `cuda.symbols`, `cuda.init`, `cuda.device`
+/// (no such bus id), `cuda.context` or `cuda.module` (the fatbin has no code this GPU or driver can run).
+Result<std::unique_ptr<GpuSession>> open_cuda_session(const std::string& pci_bus_id, const CudaSessionOptions& options);
+
+/// The PCI bus ids of the CUDA devices in CUDA's order, through `library` (runs cuInit in this process). Fails
+/// like open_cuda_session does before it picks a device.
+Result<std::vector<std::string>> cuda_device_bus_ids(const std::string& library);
+
+}  // namespace gpuenv::validate

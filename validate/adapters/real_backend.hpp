@@ -1,0 +1,48 @@
+#pragma once
+// The real GpuBackend: NVML (dlopen of libnvidia-ml.so.1) for inventory, driver state and health counters, procfs,
+// sysfs and /dev for what NVML does not say, and an injected factory for CUDA sessions (the CLI wires
+// validate/adapters/cuda_session.hpp into it). Read-only: it calls NVML getters only, never a Set*, Reset* or
+// Clear* function. A machine without the driver is an answer (DriverState::loaded = false), not an error.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "resolver/error.hpp"
+#include "validate/backend.hpp"
+
+namespace gpuenv::validate {
+
+/// Makes a CUDA session on the GPU with this PCI bus id ("00000000:19:00.0"); `health_reader` reads that GPU's
+/// health through NVML (GpuSession::health() may return it). Fails with the CUDA error when no context can be made.
+using SessionFactory = std::function<Result<std::unique_ptr<GpuSession>>(
+    const std::string& pci_bus_id, std::function<Result<GpuHealth>()> health_reader)>;
+
+/// Where the real backend finds its libraries and host files; every path can point at a test fixture.
+struct RealBackendOptions {
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string cuda_library = "libcuda.so.1";
+  std::chrono::milliseconds cuinit_timeout{15000};  ///< the child-process cuInit is killed after this
+  std::string proc_root = "/proc";                   ///< modules, driver/nvidia*, <pid>/comm
+  std::string dev_root = "/dev";                     ///< nvidiactl, nvidia-uvm, nvidiaN, nvidia-nvswitchN
+  std::string sys_root = "/sys";                     ///< bus/pci/devices/<address>/numa_node
+  SessionFactory session_factory;                    ///< empty: open() fails ("built without the CUDA session")
+};
+
+/// The NVML + CUDA backend ("nvml+cuda"). Construction never fails; NVML is loaded on first use. p2p_bandwidth and
+/// nccl_allreduce are not measured by this adapter yet and return an empty optional, so those checks SKIP.
+std::unique_ptr<GpuBackend> make_real_backend(const RealBackendOptions& options);
+
+/// Whether the text of /proc/modules lists the nouveau module. Never fails.
+bool proc_modules_list_nouveau(std::string_view proc_modules_text);
+
+/// The sysfs name of a PCI device from NVML's bus id: "00000000:3B:00.0" -> "0000:3b:00.0" (domain printed with at
+/// least 4 hex digits, lower case, as Linux names /sys/bus/pci/devices entries). Empty when the id is malformed.
+std::string sysfs_pci_address(std::string_view nvml_bus_id);
+
+/// Whether a /proc/<pid>/comm text names NVIDIA's fabric manager (comm is truncated to 15 characters:
+/// "nv-fabricmanage"). Never fails.
+bool comm_is_fabric_manager(std::string_view comm_text);
+
+}  // namespace gpuenv::validate

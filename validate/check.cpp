@@ -1,0 +1,46 @@
+#include "validate/check.hpp"
+
+namespace gpuenv::validate {
+
+const char* to_string(Status status) {
+  switch (status) {
+    case Status::pass: return "pass";
+    case Status::warn: return "warn";
+    case Status::fail: return "fail";
+    case Status::skip: return "skip";
+  }
+  return "skip";
+}
+
+Status worse(Status a, Status b) {
+  // skip is the identity: it only survives when nothing else ran, so a skipped check never reads as passed and
+  // never hides a failure.
+  auto rank = [](Status s) {
+    switch (s) {
+      case Status::skip: return 0;
+      case Status::pass: return 1;
+      case Status::warn: return 2;
+      case Status::fail: return 3;
+    }
+    return 0;
+  };
+  return rank(b) > rank(a) ? b : a;
+}
+
+const char* to_string(Level level) {
+  switch (level) {
+    case Level::quick: return "quick";
+    case Level::standard: return "standard";
+    case Level::long_: return "long";
+  }
+  return "standard";
+}
+
+std::optional<Level> parse_level(const std::string& text) {
+  if (text == "quick") return Level::quick;
+  if (text == "standard") return Level::standard;
+  if (text == "long") return Level::long_;
+  return std::nullopt;
+}
+
+}  // namespace gpuenv::validate

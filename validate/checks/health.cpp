@@ -1,0 +1,473 @@
+// Health checks: ECC, row remapping, retired pages, the PCIe link and its replays, clock events and temperature.
+// The first five read idle counters through GpuBackend::health(); pcie_link, clock_events and temperature (and
+// pcie_replays' rate at standard and long) read the GPU under load, because an idle link downtrains to save power
+// and idle clocks show no slowdown.
+//
+// Reading under load: the check opens a session, runs a load method on it, and calls GpuSession::health() right
+// after it returns. The real adapter samples link state, clock event reasons, temperature and power while that
+// method's kernels run and returns those readings (the peak temperature and power, the lowest link, the union of
+// clock event reasons); a read taken after the kernels ended would see an idle GPU and prove nothing.
+#include <utility>
+
+#include "validate/checks/check_support.hpp"
+#include "validate/checks/judge.hpp"
+
+namespace gpuenv::validate::checks {
+namespace {
+
+// DCGM's limits (NVIDIA/DCGM 4.6.0, common/DcgmGPUHardwareLimits.h):
+// DCGM_LIMIT_MAX_ROW_REMAP_UNCORRECTABLE = 512, "this number of uncorrectable row remaps indicates GPU is in a bad
+// state"; DCGM's diagnostic fails at >= 512 (nvvs/src/Software.cpp, checkRowRemapping, DCGM_FR_UNCORRECTABLE_ROW_
+// REMAP_LIMIT) and its health watch warns (modules/health/DcgmHealthWatch.cpp).
+constexpr std::uint64_t k_dcgm_max_uncorrectable_row_remaps = 512;
+// DCGM_LIMIT_MAX_RETIRED_PAGES = 63 (bug 1665722, "updated to match the field diag"): single- plus double-bit
+// retired pages >= 63 fails (Software.cpp checkPageRetirement and DcgmHealthWatch MonitorMemSbeDbeRetiredPages,
+// DCGM_FR_RETIRED_PAGES_LIMIT).
+constexpr std::uint64_t k_dcgm_max_retired_pages = 63;
+// DCGM_LIMIT_MAX_RETIRED_PAGES_SOFT_LIMIT = 15 double-bit pages: DCGM fails beyond it when more than one further
+// page was retired in the past week (DCGM_FR_RETIRED_PAGES_DBE_LIMIT). gpuenv keeps no history, so it warns.
+constexpr std::uint64_t k_dcgm_retired_dbe_soft_limit = 15;
+// The replay counter is cumulative since the driver loaded and gpuenv does not know for how long, so the idle
+// reading is judged against a fixed count: a healthy link shows 0, link training at boot can add a few, and
+// hundreds mean a marginal link. gpuenv's heuristic, not DCGM's (DCGM judges only the rate; see below).
+constexpr std::uint64_t k_pcie_replays_warn_total = 100;
+// Under load within a degree margin of the slowdown temperature: WARN (the next hot day throttles it).
+constexpr int k_temperature_margin_c = 5;
+
+// Budgets. Idle reads: one NVML query per GPU. Under load: the load's run time plus the read.
+constexpr Budget k_idle_read{100, 200};
+constexpr Budget k_short_load{500, 3000};
+constexpr Budget k_standard_load{500, 10000};
+constexpr Budget k_long_load{500, 30000};
+
+// GEMM samples that make the load for clock_events and temperature.
+int load_samples(Level level) { return level == Level::long_ ? 200 : 20; }
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += separator;
+    out += item;
+  }
+  return out;
+}
+
+// What the health read under load found, or the outcome that says why there is no reading.
+struct LoadReading {
+  std::optional<GpuHealth> health;
+  std::string load;  // what ran: "bf16 GEMM x20", "HBM copy x1", ...
+  std::optional<GpuOutcome> failure;
+};
+
+enum class LoadKind { hbm, host_copy, gemm };
+
+LoadReading read_under_load(GpuBackend& backend, const GpuInfo& gpu, LoadKind kind, int samples) {
+  LoadReading out;
+  auto session = backend.open(gpu.index);
+  if (!session) {
+    out.failure = failed(gpu.index, "creating a context for the load", session.error(), "context_failed");
+    return out;
+  }
+  GpuSession& s = **session;
+  std::optional<Error> load_error;
+  switch (kind) {
+    case LoadKind::hbm: {
+      auto r = s.hbm_bandwidth(samples);
+      if (!r) load_error = r.error();
+      out.load = "HBM copy x" + std::to_string(samples);
+      break;
+    }
+    case LoadKind::host_copy: {
+      auto r = s.copy_bandwidth(true, samples);
+      if (!r) load_error = r.error();
+      out.load = "host-to-device copy x" + std::to_string(samples);
+      break;
+    }
+    case LoadKind::gemm: {
+      // The most power-hungry work the GPU supports: bf16, then fp16 GEMM, else the memory copy.
+      bool ran = false;
+      for (const char* dtype : {"bf16", "fp16"}) {
+        auto r = s.gemm_tflops(dtype, samples);
+        if (!r) {
+          load_error = r.error();
+          ran = true;
+          break;
+        }
+        if (r->has_value()) {
+          out.load = std::string(dtype) + " GEMM x" + std::to_string(samples);
+          ran = true;
+          break;
+        }
+      }
+      if (!ran) {
+        auto r = s.hbm_bandwidth(samples);
+        if (!r) load_error = r.error();
+        out.load = "HBM copy x" + std::to_string(samples);
+      }
+      break;
+    }
+  }
+  if (load_error) {
+    out.failure = failed(gpu.index, "running the load (" + out.load + ")", *load_error);
+    return out;
+  }
+  auto health = s.health();
+  if (!health) {
+    out.failure = failed(gpu.index, "reading health under load", health.error());
+    return out;
+  }
+  out.health = std::move(*health);
+  return out;
+}
+
+Metric count_metric(std::string name, std::uint64_t value) {
+  return Metric{std::move(name), static_cast<double>(value), "count"};
+}
+
+class EccMode final : public SpecCheck {
+ public:
+  EccMode()
+      : SpecCheck({"ecc_mode", "health", "ECC is enabled and no mode change is pending", k_idle_read, k_idle_read,
+                   k_idle_read}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+      auto h = context.backend.health(gpu.index);
+      if (!h) return failed(gpu.index, "reading the ECC mode", h.error());
+      if (!h->ecc_enabled) return skipped(gpu.index, gpu_label(gpu) + " does not report an ECC mode (no ECC support)");
+      const bool on = *h->ecc_enabled;
+      if (h->ecc_pending_change.value_or(false))
+        return outcome(gpu.index, Status::warn,
+                       std::string("ECC is ") + (on ? "on" : "off") + " and a change to " + (on ? "off" : "on") +
+                           " is pending until the next reboot",
+                       "ecc_pending");
+      if (!on) return outcome(gpu.index, Status::warn, "ECC is disabled on " + gpu_label(gpu), "ecc_disabled");
+      return outcome(gpu.index, Status::pass, "ECC is enabled");
+    });
+  }
+};
+
+class EccErrors final : public SpecCheck {
+ public:
+  EccErrors()
+      : SpecCheck({"ecc_errors", "health",
+                   "No volatile uncorrectable ECC errors (fails); no lifetime uncorrectable errors (warns)", k_idle_read,
+                   k_idle_read, k_idle_read}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+      auto h = context.backend.health(gpu.index);
+      if (!h) return failed(gpu.index, "reading ECC counters", h.error());
+      if (h->ecc_enabled && !*h->ecc_enabled) return skipped(gpu.index, "ECC is disabled: the GPU keeps no ECC counts");
+      if (!h->ecc_volatile_uncorrected && !h->ecc_aggregate_uncorrected)
+        return skipped(gpu.index, gpu_label(gpu) + " does not report ECC error counts");
+      std::vector<Metric> metrics;
+      if (h->ecc_volatile_uncorrected) metrics.push_back(count_metric("volatile_uncorrected", *h->ecc_volatile_uncorrected));
+      if (h->ecc_volatile_corrected) metrics.push_back(count_metric("volatile_corrected", *h->ecc_volatile_corrected));
+      if (h->ecc_aggregate_uncorrected)
+        metrics.push_back(count_metric("aggregate_uncorrected", *h->ecc_aggregate_uncorrected));
+      const std::uint64_t vol = h->ecc_volatile_uncorrected.value_or(0);
+      const std::uint64_t agg = h->ecc_aggregate_uncorrected.value_or(0);
+      GpuOutcome out;
+      if (vol > 0)
+        out = outcome(gpu.index, Status::fail,
+                      std::to_string(vol) + " uncorrectable ECC error(s) since the driver loaded", "ecc_uncorrectable");
+      else if (agg > 0)
+        out = outcome(gpu.index, Status::warn,
+                      "no uncorrectable ECC errors since the driver loaded, " + std::to_string(agg) +
+                          " in the GPU's lifetime",
+                      "ecc_uncorrectable_aggregate");
+      else
+        out = outcome(gpu.index, Status::pass, "no uncorrectable ECC errors");
+      out.metrics = std::move(metrics);
+      return out;
+    });
+  }
+};
+
+class RowRemapCheck final : public SpecCheck {
+ public:
+  RowRemapCheck()
+      : SpecCheck({"row_remap", "health",
+                   "No row remap failure or pending remap, and fewer uncorrectable remaps than DCGM's limit (512)",
+                   k_idle_read, k_idle_read, k_idle_read}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+      auto h = context.backend.health(gpu.index);
+      if (!h) return failed(gpu.index, "reading remapped rows", h.error());
+      if (!h->row_remap)
+        return skipped(gpu.index, gpu_label(gpu) +
+                                      " does not report row remapping (before Ampere, or MIG with active instances)");
+      const RowRemap& r = *h->row_remap;
+      const std::string counts = std::to_string(r.uncorrected_rows) + " row(s) remapped for uncorrectable and " +
+                                 std::to_string(r.corrected_rows) + " for correctable errors";
+      GpuOutcome out;
+      if (r.failure)
+        out = outcome(gpu.index, Status::fail, "a row remap failed; " + counts, "row_remap_failure");
+      else if (r.uncorrected_rows >= k_dcgm_max_uncorrectable_row_remaps)
+        out = outcome(gpu.index, Status::fail,
+                      counts + ", at or above DCGM's limit of " + std::to_string(k_dcgm_max_uncorrectable_row_remaps),
+                      "row_remap_limit");
+      else if (r.pending)
+        out = outcome(gpu.index, Status::warn, "a row remap is pending until the next GPU reset; " + counts,
+                      "row_remap_pending");
+      else
+        out = outcome(gpu.index, Status::pass, "no remap pending or failed; " + counts);
+      out.metrics = {count_metric("uncorrected_rows", r.uncorrected_rows), count_metric("corrected_rows", r.corrected_rows),
+                     {"pending", r.pending ? 1.0 : 0.0, "bool"}, {"failure", r.failure ? 1.0 : 0.0, "bool"}};
+      return out;
+    });
+  }
+};
+
+class RetiredPagesCheck final : public SpecCheck {
+ public:
+  RetiredPagesCheck()
+      : SpecCheck({"retired_pages", "health",
+                   "No pending page retirement, and fewer retired pages than DCGM's limit (63)", k_idle_read,
+                   k_idle_read, k_idle_read}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+      auto h = context.backend.health(gpu.index);
+      if (!h) return failed(gpu.index, "reading retired pages", h.error());
+      if (!h->retired_pages)
+        return skipped(gpu.index, gpu_label(gpu) + " does not report retired pages (Ampere and later remap rows instead)");
+      const RetiredPages& p = *h->retired_pages;
+      const std::uint64_t total = p.single_bit + p.double_bit;
+      const std::string counts = std::to_string(total) + " page(s) retired (" + std::to_string(p.single_bit) +
+                                 " single-bit, " + std::to_string(p.double_bit) + " double-bit)";
+      GpuOutcome out;
+      if (total >= k_dcgm_max_retired_pages)
+        out = outcome(gpu.index, Status::fail,
+                      counts + ", at or above DCGM's limit of " + std::to_string(k_dcgm_max_retired_pages),
+                      "retired_pages_limit");
+      else if (p.pending)
+        out = outcome(gpu.index, Status::warn, "a page retirement is pending until the next GPU reset; " + counts,
+                      "retired_pages_pending");
+      else if (p.double_bit > k_dcgm_retired_dbe_soft_limit)
+        out = outcome(gpu.index, Status::warn,
+                      counts + "; double-bit pages above DCGM's soft limit of " +
+                          std::to_string(k_dcgm_retired_dbe_soft_limit),
+                      "retired_pages_limit");
+      else
+        out = outcome(gpu.index, Status::pass, "no retirement pending; " + counts);
+      out.metrics = {count_metric("single_bit", p.single_bit), count_metric("double_bit", p.double_bit),
+                     {"pending", p.pending ? 1.0 : 0.0, "bool"}};
+      return out;
+    });
+  }
+};
+
+class PcieLinkCheck final : public SpecCheck {
+ public:
+  PcieLinkCheck()
+      : SpecCheck({"pcie_link", "health",
+                   "Under load, the PCIe link runs at its maximum width (fails) and generation (warns)", std::nullopt,
+                   k_short_load, k_short_load}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+      LoadReading reading = read_under_load(context.backend, gpu, LoadKind::hbm, 1);
+      if (reading.failure) return *reading.failure;
+      if (!reading.health->pcie_link) return skipped(gpu.index, gpu_label(gpu) + " does not report its PCIe link");
+      const PcieLink& l = *reading.health->pcie_link;
+      const std::string state = "Gen" + std::to_string(l.current_gen) + " x" + std::to_string(l.current_width) +
+                                " (maximum Gen" + std::to_string(l.max_gen) + " x" + std::to_string(l.max_width) +
+                                ") under " + reading.load;
+      GpuOutcome out;
+      if (l.current_width < l.max_width)
+        out = outcome(gpu.index, Status::fail, "link width below its maximum: " + state, "pcie_downtrained");
+      else if (l.current_gen < l.max_gen)
+        out = outcome(gpu.index, Status::warn, "link generation below its maximum: " + state, "pcie_downtrained");
+      else
+        out = outcome(gpu.index, Status::pass, state);
+      out.metrics = {{"current_gen", static_cast<double>(l.current_gen), "gen"},
+                     {"max_gen", static_cast<double>(l.max_gen), "gen"},
+                     {"current_width", static_cast<double>(l.current_width), "lanes"},
+                     {"max_width", static_cast<double>(l.max_width), "lanes"}};
+      return out;
+    });
+  }
+};
+
+// Idle (every level): the cumulative counter against k_pcie_replays_warn_total. Standard and long also read the
+// counter before and after a host-to-device copy: more replays during that copy (well under a minute) than DCGM
+// allows per minute for the link (expected_pcie_replays_per_minute, DCGM_FR_PCI_REPLAY_RATE) warns.
+class PcieReplays final : public SpecCheck {
+ public:
+  PcieReplays()
+      : SpecCheck({"pcie_replays", "health",
+                   "PCIe replays stay low: cumulative count, and the rate under a host copy (DCGM's per-minute limit)",
+                   k_idle_read, k_short_load, k_short_load}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const bool with_load = context.inputs.level != Level::quick;
+    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+      auto h = context.backend.health(gpu.index);
+      if (!h) return failed(gpu.index, "reading the PCIe replay counter", h.error());
+      if (!h->pcie_replays) return skipped(gpu.index, gpu_label(gpu) + " does not report PCIe replays");
+      const std::uint64_t before = *h->pcie_replays;
+      std::vector<std::string> problems;
+      std::vector<std::string> notes{std::to_string(before) + " replay(s) since the driver loaded"};
+      std::vector<Metric> metrics{count_metric("replays_total", before)};
+      if (before > k_pcie_replays_warn_total)
+        problems.push_back(std::to_string(before) + " replays since the driver loaded (warns above " +
+                           std::to_string(k_pcie_replays_warn_total) + ")");
+      if (with_load) {
+        LoadReading reading = read_under_load(context.backend, gpu, LoadKind::host_copy, 3);
+        if (reading.failure) {
+          notes.push_back("no rate measured: " + reading.failure->message);
+        } else if (reading.health->pcie_replays) {
+          const std::uint64_t after = *reading.health->pcie_replays;
+          const std::uint64_t during = after >= before ? after - before : 0;
+          metrics.push_back(count_metric("replays_under_load", during));
+          const PcieLink link = reading.health->pcie_link.value_or(h->pcie_link.value_or(PcieLink{}));
+          const int limit = expected_pcie_replays_per_minute(link.current_gen, link.current_width);
+          notes.push_back(std::to_string(during) + " during a " + reading.load);
+          if (limit > 0) {
+            metrics.push_back(count_metric("dcgm_limit_per_minute", static_cast<std::uint64_t>(limit)));
+            if (during > static_cast<std::uint64_t>(limit))
+              problems.push_back(std::to_string(during) + " replays during a " + reading.load +
+                                 " (under a minute), above DCGM's " + std::to_string(limit) + " per minute for Gen" +
+                                 std::to_string(link.current_gen) + " x" + std::to_string(link.current_width));
+          }
+        }
+      }
+      GpuOutcome out = problems.empty() ? outcome(gpu.index, Status::pass, join(notes, "; "))
+                                        : outcome(gpu.index, Status::warn, join(problems, "; "), "pcie_replays");
+      out.metrics = std::move(metrics);
+      return out;
+    });
+  }
+};
+
+std::string reason_names(std::uint64_t reasons, std::uint64_t mask) {
+  std::vector<std::string> names;
+  const std::pair<std::uint64_t, const char*> k_names[] = {
+      {k_clock_event_sw_power_cap, "software power cap"},
+      {k_clock_event_hw_slowdown, "hardware slowdown"},
+      {k_clock_event_sw_thermal, "software thermal slowdown"},
+      {k_clock_event_hw_thermal, "hardware thermal slowdown"},
+      {k_clock_event_hw_power_brake, "hardware power brake"},
+  };
+  for (const auto& [bit, name] : k_names) {
+    if ((reasons & mask & bit) != 0) names.emplace_back(name);
+  }
+  return join(names, ", ");
+}
+
+class ClockEvents final : public SpecCheck {
+ public:
+  ClockEvents()
+      : SpecCheck({"clock_events", "health",
+                   "Under load, no hardware slowdown, thermal slowdown or power brake slows the clocks", std::nullopt,
+                   k_standard_load, k_long_load}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const int samples = load_samples(context.inputs.level);
+    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+      LoadReading reading = read_under_load(context.backend, gpu, LoadKind::gemm, samples);
+      if (reading.failure) return *reading.failure;
+      if (!reading.health->clock_event_reasons)
+        return skipped(gpu.index, gpu_label(gpu) + " does not report clock event reasons");
+      const std::uint64_t reasons = *reading.health->clock_event_reasons;
+      constexpr std::uint64_t k_hardware = k_clock_event_hw_slowdown | k_clock_event_hw_thermal | k_clock_event_hw_power_brake;
+      GpuOutcome out;
+      if ((reasons & k_hardware) != 0)
+        out = outcome(gpu.index, Status::fail, reason_names(reasons, k_hardware) + " under " + reading.load,
+                      "clock_throttled");
+      else if ((reasons & k_clock_event_sw_thermal) != 0)
+        out = outcome(gpu.index, Status::warn, "software thermal slowdown under " + reading.load, "clock_throttled");
+      else if ((reasons & k_clock_event_sw_power_cap) != 0)
+        out = outcome(gpu.index, Status::pass,
+                      "clocks held at the power limit under " + reading.load + " (normal at full load)");
+      else
+        out = outcome(gpu.index, Status::pass, "no clock slowdown under " + reading.load);
+      out.metrics = {{"clock_event_reasons", static_cast<double>(reasons), "bitmask"}};
+      return out;
+    });
+  }
+};
+
+class Temperature final : public SpecCheck {
+ public:
+  Temperature()
+      : SpecCheck({"temperature", "health",
+                   "Under load, the temperature stays more than 5 C below the slowdown threshold; power is reported",
+                   std::nullopt, k_standard_load, k_long_load}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const int samples = load_samples(context.inputs.level);
+    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+      LoadReading reading = read_under_load(context.backend, gpu, LoadKind::gemm, samples);
+      if (reading.failure) return *reading.failure;
+      const GpuHealth& h = *reading.health;
+      if (!h.temperature_c) return skipped(gpu.index, gpu_label(gpu) + " does not report its temperature");
+      const int t = *h.temperature_c;
+      std::vector<Metric> metrics{{"temperature_c", static_cast<double>(t), "C"}};
+      std::string power;
+      if (h.power_w) {
+        metrics.push_back({"power_w", *h.power_w, "W"});
+        power = ", " + fixed(*h.power_w, 0) + " W";
+        if (h.power_limit_w) {
+          metrics.push_back({"power_limit_w", *h.power_limit_w, "W"});
+          power += " of " + fixed(*h.power_limit_w, 0) + " W";
+        }
+      }
+      const std::string reading_text = std::to_string(t) + " C" + power + " under " + reading.load;
+      GpuOutcome out;
+      if (!h.slowdown_temperature_c) {
+        out = outcome(gpu.index, Status::pass, reading_text + "; not judged: the GPU reports no slowdown threshold");
+      } else {
+        const int slowdown = *h.slowdown_temperature_c;
+        metrics.push_back({"slowdown_temperature_c", static_cast<double>(slowdown), "C"});
+        metrics.push_back({"margin_c", static_cast<double>(slowdown - t), "C"});
+        const std::string versus = reading_text + ", slowdown at " + std::to_string(slowdown) + " C";
+        if (t >= slowdown)
+          out = outcome(gpu.index, Status::fail, versus + ": at or above it", "temperature_high");
+        else if (t >= slowdown - k_temperature_margin_c)
+          out = outcome(gpu.index, Status::warn,
+                        versus + ": within " + std::to_string(k_temperature_margin_c) + " C of it", "temperature_high");
+        else
+          out = outcome(gpu.index, Status::pass, versus);
+      }
+      out.metrics = std::move(metrics);
+      return out;
+    });
+  }
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Check>> health_checks() {
+  std::vector<std::unique_ptr<Check>> out;
+  out.push_back(std::make_unique<EccMode>());
+  out.push_back(std::make_unique<EccErrors>());
+  out.push_back(std::make_unique<RowRemapCheck>());
+  out.push_back(std::make_unique<RetiredPagesCheck>());
+  out.push_back(std::make_unique<PcieLinkCheck>());
+  out.push_back(std::make_unique<PcieReplays>());
+  out.push_back(std::make_unique<ClockEvents>());
+  out.push_back(std::make_unique<Temperature>());
+  return out;
+}
+
+}  // namespace gpuenv::validate::checks

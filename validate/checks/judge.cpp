@@ -1,0 +1,197 @@
+#include "validate/checks/judge.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+
+#include "resolver/version.hpp"
+
+namespace gpuenv::validate {
+namespace {
+
+std::string fixed(double value, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
+  return buffer;
+}
+
+std::string percent(double fraction) { return fixed(fraction * 100.0, 0) + "%"; }
+
+}  // namespace
+
+std::optional<SampleStats> sample_stats(std::vector<double> values) {
+  if (values.empty()) return std::nullopt;
+  std::sort(values.begin(), values.end());
+  SampleStats stats;
+  stats.count = values.size();
+  stats.min = values.front();
+  stats.max = values.back();
+  const std::size_t mid = values.size() / 2;
+  stats.median = values.size() % 2 == 1 ? values[mid] : (values[mid - 1] + values[mid]) / 2.0;
+  return stats;
+}
+
+std::optional<std::string> samples_problem(const Samples& samples) {
+  if (samples.values.size() < k_min_samples)
+    return std::to_string(samples.values.size()) + " sample(s), at least " + std::to_string(k_min_samples) +
+           " are needed for a median";
+  if (!samples.data_verified) return std::string("the data was not verified after each sample");
+  for (std::size_t i = 0; i < samples.values.size(); ++i) {
+    const double v = samples.values[i];
+    if (!std::isfinite(v) || v <= 0)
+      return "sample " + std::to_string(i + 1) + " is " + fixed(v, 3) + ", not a positive finite number";
+  }
+  return std::nullopt;
+}
+
+ReferenceRule find_reference(const ThresholdTable* table, std::uint32_t pci_device_id, std::string_view metric) {
+  ReferenceRule rule;
+  if (table == nullptr) return rule;
+  rule.fail_fraction = table->fail_fraction;
+  const GpuThresholds* model = table->find(pci_device_id);
+  if (model == nullptr) return rule;
+  rule.model = model->model;
+  if (model->fail_fraction) rule.fail_fraction = *model->fail_fraction;
+  auto it = model->references.find(std::string(metric));
+  if (it != model->references.end()) rule.reference = it->second;
+  return rule;
+}
+
+std::string unit_suffix(std::string_view unit) {
+  if (unit == "GB/s") return "gbs";
+  if (unit == "TFLOPS") return "tflops";
+  std::string out;
+  for (char c : unit) {
+    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out.empty() ? std::string("value") : out;
+}
+
+const char* low_code(std::string_view unit) { return unit == "TFLOPS" ? "tflops_low" : "bandwidth_low"; }
+
+MetricJudgement judge_samples(std::string_view metric, const Samples& samples, const ReferenceRule& rule,
+                              std::string_view prefix) {
+  MetricJudgement out;
+  const std::string p(prefix);
+  const std::string suffix = unit_suffix(samples.unit);
+  out.unit = samples.unit;
+  out.metrics.push_back({p + "samples", static_cast<double>(samples.values.size()), "count"});
+
+  if (auto problem = samples_problem(samples)) {
+    out.status = Status::fail;
+    out.code = "unverified";
+    out.message = std::string(metric) + " not trusted: " + *problem;
+    return out;
+  }
+  // samples_problem() guarantees at least k_min_samples values.
+  const SampleStats stats = *sample_stats(samples.values);
+  out.median = stats.median;
+  out.metrics.push_back({p + "median_" + suffix, stats.median, samples.unit});
+  out.metrics.push_back({p + "min_" + suffix, stats.min, samples.unit});
+  out.metrics.push_back({p + "max_" + suffix, stats.max, samples.unit});
+  out.message = "median " + fixed(stats.median, 1) + " " + samples.unit + " (min " + fixed(stats.min, 1) + ", max " +
+                fixed(stats.max, 1) + ", " + std::to_string(stats.count) + " samples)";
+
+  if (!rule.reference) {
+    out.status = Status::pass;
+    out.code = "no_threshold";
+    out.message += "; not judged: no reference for " +
+                   (rule.model.empty() ? std::string("this GPU") : rule.model) + " and " + std::string(metric);
+    return out;
+  }
+  const Reference& ref = *rule.reference;
+  if (!ref.unit.empty() && ref.unit != samples.unit) {
+    out.status = Status::fail;
+    out.code = "internal";
+    out.message = std::string(metric) + " was measured in '" + samples.unit + "' but its reference is in '" +
+                  ref.unit + "'";
+    return out;
+  }
+  if (!(ref.value > 0)) {
+    out.status = Status::fail;
+    out.code = "internal";
+    out.message = std::string(metric) + " has a reference of " + fixed(ref.value, 3) + ", which cannot be judged against";
+    return out;
+  }
+  const double fraction = stats.median / ref.value;
+  out.metrics.push_back({p + "reference_" + suffix, ref.value, samples.unit});
+  out.metrics.push_back({p + "fraction_of_reference", fraction, "ratio"});
+  out.message += "; " + percent(fraction) + " of the reference " + fixed(ref.value, 1) + " " + samples.unit +
+                 " for " + rule.model;
+  if (fraction < rule.fail_fraction) {
+    out.status = Status::fail;
+    out.code = low_code(samples.unit);
+    out.message += ", below the fail fraction of " + percent(rule.fail_fraction);
+  }
+  return out;
+}
+
+std::vector<Outlier> node_outliers(const std::vector<double>& values, double tolerance) {
+  std::vector<Outlier> out;
+  if (values.size() < 2) return out;
+  double sum = 0;
+  for (double v : values) sum += v;
+  const double mean = sum / static_cast<double>(values.size());
+  const double floor = (1.0 - tolerance) * mean;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i] < floor) out.push_back({i, values[i], mean, floor});
+  }
+  return out;
+}
+
+int expected_pcie_replays_per_minute(int gen, int width) {
+  if (gen <= 0 || width <= 0) return 0;
+  // Line rate per lane in GT/s; 1e-12 errors per bit x rate x 1e9 x 60 s = rate x 0.06 per lane per minute.
+  static constexpr double k_rate_gts[] = {2.5, 5.0, 8.0, 16.0, 32.0, 64.0};
+  const int index = std::min(gen, 6) - 1;
+  return static_cast<int>(std::ceil(k_rate_gts[index] / 1000.0 * 60.0 * width));
+}
+
+std::string cuda_version_text(int cuda_driver_version) {
+  if (cuda_driver_version <= 0) return {};
+  return std::to_string(cuda_driver_version / 1000) + "." + std::to_string((cuda_driver_version % 1000) / 10);
+}
+
+Verdict judge_driver_floor(std::string_view driver_version, std::string_view floor) {
+  auto wanted = resolver::Version::parse(floor);
+  if (!wanted)
+    return {Status::fail, "lock_invalid", "the lock's driver floor '" + std::string(floor) + "' is not a version"};
+  if (driver_version.empty())
+    return {Status::warn, "driver_version_unknown", "the driver reported no version; the lock needs >= " + wanted->str()};
+  auto have = resolver::Version::parse(driver_version);
+  if (!have)
+    return {Status::warn, "driver_version_unknown",
+            "the driver's version '" + std::string(driver_version) + "' could not be read; the lock needs >= " +
+                wanted->str()};
+  if (*have < *wanted)
+    return {Status::fail, "driver_too_old",
+            "driver " + have->str() + " is older than the lock's floor " + wanted->str()};
+  return {Status::pass, "", "driver " + have->str() + " >= the lock's floor " + wanted->str()};
+}
+
+Verdict judge_driver_cuda(int cuda_driver_version, std::string_view image_cuda, std::optional<bool> forward_compat) {
+  auto image = resolver::Version::parse(image_cuda);
+  if (!image)
+    return {Status::fail, "lock_invalid", "the lock's CUDA version '" + std::string(image_cuda) + "' is not a version"};
+  const std::string driver_text = cuda_version_text(cuda_driver_version);
+  if (driver_text.empty())
+    return {Status::warn, "driver_version_unknown",
+            "the driver reported no CUDA version; the image uses CUDA " + image->str()};
+  // The driver's CUDA version is major.minor; compare the image's at the same depth (12.4.1 runs on a 12.4 driver).
+  const auto driver = resolver::Version::of({static_cast<std::uint32_t>(cuda_driver_version / 1000),
+                                             static_cast<std::uint32_t>((cuda_driver_version % 1000) / 10)});
+  const auto wanted = image->truncated(2);
+  if (driver >= wanted)
+    return {Status::pass, "", "driver supports CUDA " + driver_text + " >= the image's CUDA " + image->str()};
+  if (forward_compat.value_or(false))
+    return {Status::warn, "forward_compat_used",
+            "driver supports CUDA " + driver_text + " < the image's CUDA " + image->str() +
+                "; the image runs through forward compatibility (cuda-compat)"};
+  return {Status::fail, "driver_cuda_too_old",
+          "driver supports CUDA " + driver_text + " < the image's CUDA " + image->str() +
+              (forward_compat.has_value() ? std::string(" and the image has no forward compatibility")
+                                          : std::string(" and forward compatibility is not known to be present"))};
+}
+
+}  // namespace gpuenv::validate

@@ -1,0 +1,111 @@
+#pragma once
+// The judgement shared by the checks, as pure functions: sample statistics, references and the fail fraction,
+// the node-outlier rule, DCGM's PCIe replay rate, and the driver version rules. No backend, no clock, no I/O, so
+// the replay backend and the real one are judged by exactly this code, and it is unit-tested on its own.
+//
+// Throughput rule (issue 5): the median of at least k_min_samples samples, each verified, is compared with the
+// GPU model's reference; below fail_fraction x reference is FAIL `bandwidth_low` / `tflops_low`. Where the
+// thresholds hold no reference for the model and metric, the outcome is PASS with code `no_threshold` and a message
+// saying "not judged": the measurement ran and its data was verified (so it is not a SKIP), but no performance
+// threshold was checked, and the code lets reports and dashboards tell it apart from a judged PASS.
+// Node rule: among GPUs of the same model, any median below (1 - node_tolerance) x their mean is FAIL
+// `node_outlier` (only with >= 2 such GPUs).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "validate/backend.hpp"
+#include "validate/check.hpp"
+#include "validate/thresholds.hpp"
+
+namespace gpuenv::validate {
+
+/// Fewest samples a throughput measurement is judged on (issue 5: median of at least 3).
+inline constexpr std::size_t k_min_samples = 3;
+
+/// Median, minimum and maximum of a sample set.
+struct SampleStats {
+  double median = 0, min = 0, max = 0;
+  std::size_t count = 0;
+};
+
+/// Statistics of `values` (the median of an even count is the mean of the middle two); nullopt when empty.
+std::optional<SampleStats> sample_stats(std::vector<double> values);
+
+/// Why `samples` cannot be judged, or nullopt when they can: fewer than k_min_samples, data not verified after each
+/// sample, or a value that is not a positive finite number (a measurement of zero moved no verified data).
+std::optional<std::string> samples_problem(const Samples& samples);
+
+/// The reference rule for one metric on one GPU model.
+struct ReferenceRule {
+  std::optional<Reference> reference;  ///< empty: no reference for this model and metric
+  double fail_fraction = 0.75;         ///< the model's override, else the table's default
+  std::string model;                   ///< the table's model name; empty when the table does not know the GPU
+};
+
+/// Looks up `metric` for the GPU with `pci_device_id` in `table` (null = no table loaded: no reference, default
+/// fail fraction).
+ReferenceRule find_reference(const ThresholdTable* table, std::uint32_t pci_device_id, std::string_view metric);
+
+/// The metric-name suffix for a unit: "GB/s" -> "gbs", "TFLOPS" -> "tflops", else the unit's letters and digits
+/// lowercased ("value" when none).
+std::string unit_suffix(std::string_view unit);
+
+/// The code for a value below its reference: `tflops_low` for TFLOPS, else `bandwidth_low`.
+const char* low_code(std::string_view unit);
+
+/// The judgement of one metric on one GPU.
+struct MetricJudgement {
+  Status status = Status::pass;
+  std::string code;              ///< "" | unverified | bandwidth_low | tflops_low | no_threshold | internal
+  std::string message;           ///< "median 4012.5 GB/s (min ..., max ..., 5 samples); 95% of the reference ..."
+  std::optional<double> median;  ///< empty when the samples were not trusted (then left out of the node rule)
+  std::string unit;              ///< the samples' unit
+  std::vector<Metric> metrics;   ///< prefix + median_<u>, min_<u>, max_<u>, samples, reference_<u>, fraction_of_reference
+};
+
+/// Judges one metric's samples against `rule`. `metric` is the thresholds key ("hbm_bandwidth",
+/// "gemm_tflops.bf16"); `prefix` is put before every metric name ("bf16." -> "bf16.median_tflops"). A unit that
+/// differs from the reference's is FAIL `internal` (the adapter broke the port's contract).
+MetricJudgement judge_samples(std::string_view metric, const Samples& samples, const ReferenceRule& rule,
+                              std::string_view prefix = {});
+
+/// A value caught by the node rule.
+struct Outlier {
+  std::size_t index = 0;  ///< position in the input
+  double value = 0;
+  double mean = 0;   ///< mean of all values
+  double floor = 0;  ///< (1 - tolerance) x mean
+};
+
+/// The values below (1 - tolerance) x the mean of all `values`; none with fewer than 2 values.
+std::vector<Outlier> node_outliers(const std::vector<double>& values, double tolerance);
+
+/// DCGM's expected PCIe replays per minute for a link: a bit error rate of 1e-12 at the generation's line rate
+/// (2.5, 5, 8, 16, 32, 64 GT/s per lane) times 60 s, times the width, rounded up; generations above 6 count as 6
+/// (NVIDIA/DCGM modules/health/DcgmHealthWatch.cpp, GetExpectedPcieReplayRate). 0 for an unknown link.
+int expected_pcie_replays_per_minute(int gen, int width);
+
+/// "12.4" for cuDriverGetVersion()'s 12040; empty for 0 or less.
+std::string cuda_version_text(int cuda_driver_version);
+
+/// A judgement without metrics.
+struct Verdict {
+  Status status = Status::pass;
+  std::string code;
+  std::string message;
+};
+
+/// The host driver against the lock's floor: PASS when driver >= floor, FAIL `driver_too_old` below it, WARN
+/// `driver_version_unknown` when the driver's version cannot be read, FAIL `lock_invalid` when the floor cannot.
+Verdict judge_driver_floor(std::string_view driver_version, std::string_view floor);
+
+/// The driver's CUDA version (cuDriverGetVersion) against the image's CUDA: PASS when driver >= image (compared
+/// as major.minor); below it WARN `forward_compat_used` when the image has forward compatibility
+/// (`forward_compat` true), else FAIL `driver_cuda_too_old` (false or unknown: gpuenv cannot show it is present).
+/// WARN `driver_version_unknown` when the driver reports no CUDA version; FAIL `lock_invalid` for a bad image CUDA.
+Verdict judge_driver_cuda(int cuda_driver_version, std::string_view image_cuda, std::optional<bool> forward_compat);
+
+}  // namespace gpuenv::validate

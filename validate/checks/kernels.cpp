@@ -1,0 +1,240 @@
+// Kernel checks: a context can be created, validation kernels compute what the host reference computes, memory
+// holds what is written, and repeated GEMMs agree bit for bit (as gpu-burn checks). cudnn_smoke needs the image's
+// cuDNN and is added by the CLI when --image is given.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <set>
+
+#include "validate/checks/check_support.hpp"
+#include "validate/checks/judge.hpp"
+
+namespace gpuenv::validate::checks {
+namespace {
+
+// Context creation includes the real adapter's first cuInit in a child process on a cold driver.
+constexpr Budget k_context{500, 4000};
+constexpr Budget k_compute{300, 1200};
+
+std::string hex(std::uint64_t value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "0x%016" PRIx64, value);
+  return buffer;
+}
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += separator;
+    out += item;
+  }
+  return out;
+}
+
+class ContextCreate final : public SpecCheck {
+ public:
+  ContextCreate()
+      : SpecCheck({"context_create", "kernels", "A CUDA context can be created on each GPU", k_context, k_context,
+                   k_context}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+      const auto start = std::chrono::steady_clock::now();
+      auto session = context.backend.open(gpu.index);
+      const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      if (!session) return failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
+      GpuOutcome out = outcome(gpu.index, Status::pass, "context created in " + fixed(ms, 0) + " ms");
+      out.metrics = {{"open_ms", ms, "ms"}};
+      return out;
+    });
+  }
+};
+
+class ComputeCorrectness final : public SpecCheck {
+ public:
+  ComputeCorrectness()
+      : SpecCheck({"compute_correctness", "kernels",
+                   "Integer and floating-point validation kernels match the host reference", k_compute, k_compute,
+                   k_compute}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+      auto session = context.backend.open(gpu.index);
+      if (!session) return failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
+      auto mismatches = (*session)->compute_mismatches();
+      if (!mismatches) return failed(gpu.index, "running the validation kernels", mismatches.error());
+      GpuOutcome out =
+          *mismatches > 0
+              ? outcome(gpu.index, Status::fail,
+                        std::to_string(*mismatches) + " result(s) differ from the host reference", "compute_mismatch")
+              : outcome(gpu.index, Status::pass, "every result matches the host reference");
+      out.metrics = {{"mismatches", static_cast<double>(*mismatches), "count"}};
+      return out;
+    });
+  }
+};
+
+// The memory test's size and time per level. The time is the level's budget for one GPU; with n GPUs (visited one
+// after another) each gets budget / n, but never less than the floor, so that the level's total stays bounded.
+struct MemtestPlan {
+  double fraction_of_free;
+  int budget_ms;    // one GPU
+  int floor_ms;     // per GPU, with many GPUs
+  int overhead_ms;  // allocation, context, teardown
+};
+
+MemtestPlan memtest_plan(Level level) {
+  switch (level) {
+    case Level::quick: return {0.25, 3000, 1000, 500};
+    case Level::standard: return {0.5, 30000, 5000, 5000};
+    case Level::long_: return {0.9, 600000, 60000, 30000};
+  }
+  return {0.5, 30000, 5000, 5000};
+}
+
+int memtest_ms_per_gpu(Level level, std::size_t gpu_count) {
+  const MemtestPlan plan = memtest_plan(level);
+  const int split = plan.budget_ms / static_cast<int>(std::max<std::size_t>(gpu_count, 1));
+  return std::max(plan.floor_ms, split);
+}
+
+class Memtest final : public SpecCheck {
+ public:
+  Memtest()
+      : SpecCheck({"memtest", "kernels",
+                   "Walking ones and zeros, own address, moving inversions and seeded random patterns read back as "
+                   "written (25% of free memory for 3 s at quick, 50% for 30 s at standard, 90% for 10 min at long)",
+                   Budget{500, 3500}, Budget{500, 35000}, Budget{500, 630000}}) {}
+  [[nodiscard]] std::chrono::milliseconds deadline(Level level, std::size_t gpu_count) const override {
+    const std::size_t n = std::max<std::size_t>(gpu_count, 1);
+    const auto per_gpu = static_cast<long long>(memtest_ms_per_gpu(level, n) + memtest_plan(level).overhead_ms);
+    return std::chrono::milliseconds(500 + per_gpu * static_cast<long long>(n));
+  }
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const Level level = context.inputs.level;
+    const MemtestPlan plan = memtest_plan(level);
+    MemtestRequest request;
+    request.fraction_of_free = plan.fraction_of_free;
+    request.deadline_ms = memtest_ms_per_gpu(level, context.gpus.size());
+    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+      auto session = context.backend.open(gpu.index);
+      if (!session) return failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
+      MemtestRequest r = request;
+      r.seed = 0x5eedULL + static_cast<std::uint64_t>(gpu.index);  // fixed per GPU: a rerun repeats the same test
+      auto result = (*session)->memtest(r);
+      if (!result) return failed(gpu.index, "running the memory test", result.error());
+      return judge(gpu, *result, level, r);
+    });
+  }
+
+ private:
+  static GpuOutcome judge(const GpuInfo& gpu, const MemtestResult& m, Level level, const MemtestRequest& request) {
+    const double gib = static_cast<double>(m.bytes_tested) / (1024.0 * 1024.0 * 1024.0);
+    const std::string patterns = m.patterns.empty() ? std::string("none listed") : join(m.patterns, ", ");
+    std::vector<Metric> metrics{{"bytes_tested", static_cast<double>(m.bytes_tested), "B"},
+                                {"errors", static_cast<double>(m.errors), "count"}};
+    if (gpu.memory_total_bytes > 0)
+      metrics.push_back({"fraction_of_memory",
+                         static_cast<double>(m.bytes_tested) / static_cast<double>(gpu.memory_total_bytes), "ratio"});
+    GpuOutcome out;
+    if (m.errors > 0) {
+      out = outcome(gpu.index, Status::fail,
+                    std::to_string(m.errors) + " bad word(s) in " + fixed(gib, 1) + " GiB; first at offset " +
+                        hex(m.first_error_offset) + ": expected " + hex(m.expected) + ", read " + hex(m.actual) +
+                        " (patterns: " + patterns + ")",
+                    "memtest_error");
+    } else if (m.bytes_tested == 0) {
+      out = outcome(gpu.index, Status::fail, "the memory test tested no memory", "unverified");
+    } else {
+      std::string message = fixed(gib, 1) + " GiB read back as written (patterns: " + patterns + ")";
+      if (m.truncated_by_deadline && level == Level::long_) {
+        out = outcome(gpu.index, Status::warn,
+                      message + "; stopped at its " + std::to_string(request.deadline_ms / 1000) +
+                          " s deadline before covering " + fixed(request.fraction_of_free * 100, 0) + "% of free memory",
+                      "memtest_truncated");
+      } else {
+        if (m.truncated_by_deadline)
+          message += "; time-bounded at " + std::to_string(request.deadline_ms) + " ms, as this level intends";
+        out = outcome(gpu.index, Status::pass, message);
+      }
+    }
+    out.metrics = std::move(metrics);
+    return out;
+  }
+};
+
+int gemm_repetitions(Level level) { return level == Level::long_ ? 100 : 10; }
+
+class GemmConsistency final : public SpecCheck {
+ public:
+  GemmConsistency()
+      : SpecCheck({"gemm_consistency", "kernels",
+                   "Repeated GEMMs on the same inputs give bit-identical results (and match the host reference when "
+                   "one is computed)",
+                   std::nullopt, Budget{500, 10000}, Budget{500, 60000}}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const int repetitions = gemm_repetitions(context.inputs.level);
+    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+      auto session = context.backend.open(gpu.index);
+      if (!session) return failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
+      auto result = (*session)->gemm_consistency(repetitions);
+      if (!result) return failed(gpu.index, "running repeated GEMMs", result.error());
+      return judge(gpu, *result);
+    });
+  }
+
+ private:
+  static GpuOutcome judge(const GpuInfo& gpu, const ConsistencyResult& r) {
+    const auto& d = r.result_digests;
+    const std::string engine = r.engine.empty() ? std::string("unknown engine") : r.engine;
+    if (d.empty()) return outcome(gpu.index, Status::fail, "no GEMM result was returned (" + engine + ")", "unverified");
+    const std::set<std::uint64_t> distinct(d.begin(), d.end());
+    const std::size_t differing =
+        static_cast<std::size_t>(std::count_if(d.begin(), d.end(), [&](std::uint64_t x) { return x != d.front(); }));
+    std::vector<Metric> metrics{{"repetitions", static_cast<double>(d.size()), "count"},
+                                {"distinct_results", static_cast<double>(distinct.size()), "count"}};
+    GpuOutcome out;
+    if (distinct.size() > 1) {
+      out = outcome(gpu.index, Status::fail,
+                    std::to_string(differing) + " of " + std::to_string(d.size()) +
+                        " repetitions differ from the first; " + std::to_string(distinct.size()) +
+                        " distinct results (" + engine + ")",
+                    "gemm_mismatch");
+    } else if (r.has_reference && d.front() != r.reference_digest) {
+      out = outcome(gpu.index, Status::fail,
+                    "all " + std::to_string(d.size()) + " repetitions agree, but differ from the host reference: " +
+                        hex(d.front()) + " vs " + hex(r.reference_digest) + " (" + engine + ")",
+                    "gemm_mismatch");
+    } else {
+      out = outcome(gpu.index, Status::pass,
+                    std::to_string(d.size()) + " repetitions bit-identical" +
+                        (r.has_reference ? std::string(" and equal to the host reference") : std::string()) + " (" +
+                        engine + ")");
+    }
+    out.metrics = std::move(metrics);
+    return out;
+  }
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Check>> kernel_checks() {
+  std::vector<std::unique_ptr<Check>> out;
+  out.push_back(std::make_unique<ContextCreate>());
+  out.push_back(std::make_unique<ComputeCorrectness>());
+  out.push_back(std::make_unique<Memtest>());
+  out.push_back(std::make_unique<GemmConsistency>());
+  return out;
+}
+
+}  // namespace gpuenv::validate::checks

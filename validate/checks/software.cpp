@@ -1,0 +1,300 @@
+// Software checks: the driver, its version against the lock, conflicting modules, device nodes, persistence,
+// the NVSwitch fabric manager, MIG mode against the spec, and debugging variables. They read DriverState and idle
+// health only, so they are cheap and run at every level. libraries_load and cudnn_smoke need the image and are
+// added by the CLI when --image is given.
+#include <algorithm>
+#include <cctype>
+
+#include "validate/checks/check_support.hpp"
+#include "validate/checks/judge.hpp"
+
+namespace gpuenv::validate::checks {
+namespace {
+
+// Pure host reads: 100 ms is generous and keeps quick's sum low.
+constexpr Budget k_host_only{100, 0};
+// One NVML read per GPU.
+constexpr Budget k_per_gpu_read{100, 200};
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += separator;
+    out += item;
+  }
+  return out;
+}
+
+class DriverLoaded final : public SpecCheck {
+ public:
+  DriverLoaded()
+      : SpecCheck({"driver_loaded", "software", "An NVIDIA kernel driver is loaded and answers", k_host_only,
+                   k_host_only, k_host_only}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext&) const override { return std::nullopt; }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const DriverState& d = context.driver;
+    if (!d.loaded) return {outcome(-1, Status::fail, "no NVIDIA driver is loaded", "no_driver")};
+    std::string message = "NVIDIA driver " + (d.version.empty() ? std::string("(version unknown)") : d.version);
+    const std::string cuda = cuda_version_text(d.cuda_driver_version);
+    if (!cuda.empty()) message += ", CUDA " + cuda;
+    message += " loaded; " + std::to_string(context.gpus.size()) + " GPU(s) selected";
+    if (d.cc_state != "unknown" && d.cc_state != "off") message += "; confidential computing " + d.cc_state;
+    return {outcome(-1, Status::pass, message)};
+  }
+};
+
+class DriverMeetsLock final : public SpecCheck {
+ public:
+  DriverMeetsLock()
+      : SpecCheck({"driver_meets_lock", "software",
+                   "The driver is at least the lock's floor and supports the image's CUDA (or forward compatibility)",
+                   k_host_only, k_host_only, k_host_only}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& context) const override {
+    if (!context.driver.loaded) return std::string("no NVIDIA driver is loaded");
+    if (!context.inputs.lock_driver_floor && !context.inputs.lock_cuda)
+      return std::string("no lock given (--lock): no driver floor or CUDA version to compare with");
+    return std::nullopt;
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    std::vector<Verdict> verdicts;
+    if (context.inputs.lock_driver_floor)
+      verdicts.push_back(judge_driver_floor(context.driver.version, *context.inputs.lock_driver_floor));
+    if (context.inputs.lock_cuda) {
+      // CheckInputs carries no forward-compatibility fact yet, so it is "unknown": a driver too old for the image's
+      // CUDA fails rather than being waved through on an assumption.
+      verdicts.push_back(judge_driver_cuda(context.driver.cuda_driver_version, *context.inputs.lock_cuda, std::nullopt));
+    }
+    Status status = Status::skip;
+    std::string code;
+    std::vector<std::string> parts;
+    for (const auto& v : verdicts) {
+      const Status before = status;
+      status = worse(status, v.status);
+      if (status != before && !v.code.empty()) code = v.code;
+      parts.push_back(v.message);
+    }
+    return {outcome(-1, status, join(parts, "; "), status == Status::pass ? std::string_view{} : std::string_view(code))};
+  }
+};
+
+class NouveauAbsent final : public SpecCheck {
+ public:
+  NouveauAbsent()
+      : SpecCheck({"nouveau_absent", "software", "The nouveau driver is not loaded", k_host_only, k_host_only,
+                   k_host_only}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext&) const override { return std::nullopt; }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    if (context.driver.nouveau_loaded)
+      return {outcome(-1, Status::fail, "the nouveau kernel module is loaded (/proc/modules)", "nouveau_loaded")};
+    return {outcome(-1, Status::pass, "nouveau is not loaded")};
+  }
+};
+
+class DeviceNodes final : public SpecCheck {
+ public:
+  DeviceNodes()
+      : SpecCheck({"device_nodes", "software", "/dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidiaN exist", k_host_only,
+                   k_host_only, k_host_only}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& context) const override {
+    if (!context.driver.loaded) return std::string("no NVIDIA driver is loaded");
+    return std::nullopt;
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const auto& missing = context.driver.device_nodes_missing;
+    if (!missing.empty())
+      return {outcome(-1, Status::fail, "missing device node(s): " + join(missing, ", "), "device_node_missing")};
+    return {outcome(-1, Status::pass, "all NVIDIA device nodes are present")};
+  }
+};
+
+class PersistenceMode final : public SpecCheck {
+ public:
+  PersistenceMode()
+      : SpecCheck({"persistence_mode", "software", "Persistence mode is on (warns when off)", k_per_gpu_read,
+                   k_per_gpu_read, k_per_gpu_read}) {}
+  // Reads each GPU's state: skipped without GPUs and after a GPU hung, like the GPU checks.
+  [[nodiscard]] bool uses_gpu() const override { return true; }
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& context) const override {
+    return needs_driver_and_gpus(context);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    std::vector<GpuOutcome> out;
+    for (const auto& gpu : context.gpus) {
+      if (past_deadline(context)) {
+        out.push_back(out_of_time(gpu.index));
+        continue;
+      }
+      auto health = context.backend.health(gpu.index);
+      if (!health) {
+        out.push_back(failed(gpu.index, "reading persistence mode", health.error()));
+      } else if (!health->persistence_mode) {
+        out.push_back(skipped(gpu.index, "the driver does not report persistence mode for " + gpu_label(gpu)));
+      } else if (!*health->persistence_mode) {
+        out.push_back(outcome(gpu.index, Status::warn, "persistence mode is off on " + gpu_label(gpu), "persistence_off"));
+      } else {
+        out.push_back(outcome(gpu.index, Status::pass, "persistence mode is on"));
+      }
+    }
+    return out;
+  }
+};
+
+class FabricManager final : public SpecCheck {
+ public:
+  FabricManager()
+      : SpecCheck({"fabric_manager", "software", "The fabric manager runs on NVSwitch systems", k_host_only,
+                   k_host_only, k_host_only}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& context) const override {
+    if (!context.driver.loaded) return std::string("no NVIDIA driver is loaded");
+    if (!context.driver.nvswitch_present) return std::string("no NVSwitch: the fabric manager is not needed");
+    return std::nullopt;
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const auto& running = context.driver.fabric_manager_running;
+    if (!running)
+      return {skipped(-1, "NVSwitch present, but the driver does not report the fabric manager's state",
+                      "check `systemctl status nvidia-fabricmanager`")};
+    if (!*running)
+      return {outcome(-1, Status::fail, "NVSwitch present and the fabric manager is not running or failed training",
+                      "fabric_manager_down")};
+    return {outcome(-1, Status::pass, "the fabric manager is running")};
+  }
+};
+
+class MigState final : public SpecCheck {
+ public:
+  MigState()
+      : SpecCheck({"mig_state", "software", "Each GPU's MIG mode matches the spec", k_per_gpu_read, k_per_gpu_read,
+                   k_per_gpu_read}) {}
+  // Reads each GPU's state: skipped without GPUs and after a GPU hung, like the GPU checks.
+  [[nodiscard]] bool uses_gpu() const override { return true; }
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& context) const override {
+    if (!context.inputs.spec_mig) return std::string("the spec does not ask for a MIG mode");
+    return needs_driver_and_gpus(context);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const bool want = context.inputs.spec_mig.value_or(false);
+    const char* want_text = want ? "on" : "off";
+    std::vector<GpuOutcome> out;
+    for (const auto& gpu : context.gpus) {
+      if (past_deadline(context)) {
+        out.push_back(out_of_time(gpu.index));
+        continue;
+      }
+      auto health = context.backend.health(gpu.index);
+      if (!health) {
+        out.push_back(failed(gpu.index, "reading the MIG mode", health.error()));
+        continue;
+      }
+      const bool pending = health->mig_pending_change.value_or(false);
+      if (!health->mig_enabled) {
+        // No MIG mode reported: the GPU has no MIG (or the driver cannot tell), which satisfies "off" only.
+        if (want)
+          out.push_back(outcome(gpu.index, Status::fail,
+                                "the spec asks for MIG on, but " + gpu_label(gpu) + " reports no MIG mode", "mig_mismatch"));
+        else
+          out.push_back(outcome(gpu.index, Status::pass, "no MIG mode reported; off, as the spec asks"));
+        continue;
+      }
+      const bool have = *health->mig_enabled;
+      const char* have_text = have ? "on" : "off";
+      if (have != want) {
+        std::string message = std::string("MIG is ") + have_text + " on " + gpu_label(gpu) + "; the spec asks for " + want_text;
+        if (pending) message += " (a pending change applies it at the next GPU reset)";
+        out.push_back(outcome(gpu.index, Status::fail, message, "mig_mismatch"));
+      } else if (pending) {
+        out.push_back(outcome(gpu.index, Status::warn,
+                              std::string("MIG is ") + have_text + " as the spec asks, but a pending change flips it at the next GPU reset",
+                              "mig_pending"));
+      } else {
+        out.push_back(outcome(gpu.index, Status::pass, std::string("MIG is ") + have_text + ", as the spec asks"));
+      }
+    }
+    return out;
+  }
+};
+
+// Variables that change how CUDA or NCCL run. The first ten are the list DCGM's diagnostic warns about
+// (NVIDIA/DCGM nvvs/src/Software.cpp, checkForBadEnvVaribles); the rest are gpuenv's additions. A value listed as
+// harmless (case-insensitive) does not warn.
+struct WatchedVariable {
+  const char* name;
+  const char* why;
+  std::vector<const char*> harmless;
+};
+
+const std::vector<WatchedVariable>& watched_variables() {
+  static const std::vector<WatchedVariable> k_list = {
+      {"NSIGHT_CUDA_DEBUGGER", "runs CUDA under the Nsight debugger", {}},
+      {"CUDA_INJECTION32_PATH", "injects a library into every CUDA process", {}},
+      {"CUDA_INJECTION64_PATH", "injects a library into every CUDA process", {}},
+      {"CUDA_AUTO_BOOST", "overrides the clock boost policy", {}},
+      {"CUDA_ENABLE_COREDUMP_ON_EXCEPTION", "writes GPU core dumps and slows exceptions", {"0"}},
+      {"CUDA_COREDUMP_FILE", "writes GPU core dumps", {}},
+      {"CUDA_DEVICE_WAITS_ON_EXCEPTION", "halts the GPU on an exception for a debugger", {"0"}},
+      {"CUDA_PROFILE", "enables the legacy command-line profiler", {"0"}},
+      {"COMPUTE_PROFILE", "enables the legacy command-line profiler", {"0"}},
+      {"OPENCL_PROFILE", "enables the legacy command-line profiler", {"0"}},
+      {"CUDA_LAUNCH_BLOCKING", "serialises every kernel launch, so throughput is wrong", {"0"}},
+      {"LD_PRELOAD", "interposes libraries into every process (profilers, shims)", {}},
+      {"NCCL_DEBUG", "verbose NCCL logging slows collectives", {"WARN", "VERSION"}},
+      {"NCCL_P2P_DISABLE", "routes NCCL around peer-to-peer links", {"0"}},
+      {"NCCL_SHM_DISABLE", "routes NCCL around shared memory", {"0"}},
+      {"NCCL_IB_DISABLE", "routes NCCL around InfiniBand", {"0"}},
+  };
+  return k_list;
+}
+
+bool equal_ignoring_case(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+class EnvVars final : public SpecCheck {
+ public:
+  EnvVars()
+      : SpecCheck({"env_vars", "software",
+                   "No debugging or injection variables are set (CUDA_INJECTION64_PATH, LD_PRELOAD, "
+                   "CUDA_LAUNCH_BLOCKING, ...)",
+                   k_host_only, k_host_only, k_host_only}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext&) const override { return std::nullopt; }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const auto& env = context.inputs.environment;
+    std::vector<std::string> found;
+    for (const auto& var : watched_variables()) {
+      auto it = env.find(var.name);
+      if (it == env.end() || it->second.empty()) continue;
+      const bool harmless = std::any_of(var.harmless.begin(), var.harmless.end(),
+                                        [&](const char* h) { return equal_ignoring_case(it->second, h); });
+      if (!harmless) found.push_back(std::string(var.name) + "=" + it->second + " (" + var.why + ")");
+    }
+    // Reported, not judged: they decide which GPUs CUDA sees and how it numbers them, which explains a GPU that
+    // NVML lists but CUDA cannot open.
+    std::vector<std::string> noted;
+    for (const char* name : {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"}) {
+      auto it = env.find(name);
+      if (it != env.end()) noted.push_back(std::string(name) + "=" + it->second);
+    }
+    std::string note = noted.empty() ? std::string() : "; noted: " + join(noted, ", ");
+    if (!found.empty()) return {outcome(-1, Status::warn, "set: " + join(found, "; ") + note, "env_debug_var")};
+    return {outcome(-1, Status::pass, "no debugging or injection variables are set" + note)};
+  }
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Check>> software_checks() {
+  std::vector<std::unique_ptr<Check>> out;
+  out.push_back(std::make_unique<DriverLoaded>());
+  out.push_back(std::make_unique<DriverMeetsLock>());
+  out.push_back(std::make_unique<NouveauAbsent>());
+  out.push_back(std::make_unique<DeviceNodes>());
+  out.push_back(std::make_unique<PersistenceMode>());
+  out.push_back(std::make_unique<FabricManager>());
+  out.push_back(std::make_unique<MigState>());
+  out.push_back(std::make_unique<EnvVars>());
+  return out;
+}
+
+}  // namespace gpuenv::validate::checks

@@ -1,0 +1,342 @@
+// Throughput checks: HBM, host-to-device and device-to-host bandwidth, GEMM TFLOPS per type, peer-to-peer
+// bandwidth and NCCL all-reduce. The adapter times them as nvbandwidth does and verifies the data after each sample;
+// the checks judge the samples with judge.hpp: median of >= 3 verified samples against fail_fraction x the GPU
+// model's reference ("not judged" PASS with code no_threshold when there is none), then the node rule among GPUs of
+// the same model. GPUs are measured one after another so that one GPU's work does not disturb another's figures.
+#include <functional>
+#include <map>
+
+#include "validate/checks/check_support.hpp"
+#include "validate/checks/judge.hpp"
+
+namespace gpuenv::validate::checks {
+namespace {
+
+// Budgets per GPU: warm-up plus samples (3, 5 or 10) of a measurement that takes well under a second each.
+constexpr Budget k_bw_quick{300, 1200};
+constexpr Budget k_bw_standard{500, 3000};
+constexpr Budget k_bw_long{500, 5000};
+// Four GEMM types; fp64 on GPUs with little fp64 throughput (L4: ~0.5 TFLOPS) dominates.
+constexpr Budget k_gemm_standard{500, 20000};
+constexpr Budget k_gemm_long{500, 40000};
+
+const std::vector<std::string>& gemm_dtypes() {
+  static const std::vector<std::string> k_dtypes = {"bf16", "fp16", "tf32", "fp64"};
+  return k_dtypes;
+}
+
+double node_tolerance(const CheckContext& context) {
+  return context.inputs.thresholds ? context.inputs.thresholds->node_tolerance : ThresholdTable{}.node_tolerance;
+}
+
+// One judged measurement, with what the node rule needs to know about it.
+struct Part {
+  std::string label;        // "" for a check with one metric per GPU, "bf16", "to GPU 3"
+  std::string prefix;       // metric-name prefix: "", "bf16.", "to_gpu3."
+  std::uint32_t pci = 0;    // the model the node rule groups by
+  std::string group;        // node-rule group within the model: the dtype, or "" when there is one metric
+  MetricJudgement judgement;
+};
+
+MetricJudgement error_judgement(std::string_view what, const Error& error) {
+  MetricJudgement j;
+  j.status = Status::fail;
+  j.code = "backend_error";
+  j.message = std::string(what) + ": " + error.message + (error.id.empty() ? std::string() : " [" + error.id + "]");
+  return j;
+}
+
+// The node rule: within each (model, group), medians below (1 - tolerance) x their mean fail with node_outlier.
+void apply_node_rule(std::vector<Part*>& parts, double tolerance) {
+  std::map<std::pair<std::uint32_t, std::string>, std::vector<Part*>> groups;
+  for (Part* p : parts) {
+    if (p->judgement.median) groups[{p->pci, p->group}].push_back(p);
+  }
+  for (auto& [key, members] : groups) {
+    if (members.size() < 2) continue;
+    std::vector<double> medians;
+    for (Part* p : members) medians.push_back(*p->judgement.median);
+    const auto outliers = node_outliers(medians, tolerance);
+    double mean = 0;
+    for (double m : medians) mean += m;
+    mean /= static_cast<double>(medians.size());
+    for (Part* p : members) {
+      const std::string& unit = p->judgement.unit;
+      p->judgement.metrics.push_back({p->prefix + "node_mean_" + unit_suffix(unit), mean, unit});
+    }
+    for (const auto& o : outliers) {
+      MetricJudgement& j = members[o.index]->judgement;
+      j.message += "; below the node rule: " + fixed(o.value, 1) + " < " + fixed(o.floor, 1) + " (" +
+                   fixed((1.0 - tolerance) * 100, 0) + "% of the mean " + fixed(o.mean, 1) + " of " +
+                   std::to_string(members.size()) + " such GPUs)";
+      if (j.status != Status::fail) {
+        j.status = Status::fail;
+        j.code = "node_outlier";
+      }
+    }
+  }
+}
+
+// One outcome from a GPU's parts: the worst status, the code of the first part with that status (no_threshold on a
+// PASS where any part was not judged), the parts' messages, all metrics, and notes (unsupported types, ...).
+GpuOutcome combine(int gpu, const std::vector<Part>& parts, const std::vector<std::string>& notes,
+                   const std::string& none_reason) {
+  std::string note_text;
+  for (const auto& n : notes) note_text += (note_text.empty() ? "" : "; ") + n;
+  if (parts.empty()) return skipped(gpu, none_reason + (note_text.empty() ? "" : ": " + note_text));
+  Status status = Status::skip;
+  for (const auto& p : parts) status = worse(status, p.judgement.status);
+  std::string code;
+  for (const auto& p : parts) {
+    if (p.judgement.status == status && !p.judgement.code.empty()) {
+      code = p.judgement.code;
+      break;
+    }
+  }
+  if (status == Status::pass && code.empty()) {
+    for (const auto& p : parts)
+      if (p.judgement.code == "no_threshold") code = "no_threshold";
+  }
+  std::string message;
+  for (const auto& p : parts) {
+    if (!message.empty()) message += "; ";
+    message += p.label.empty() ? p.judgement.message : p.label + ": " + p.judgement.message;
+  }
+  if (!note_text.empty()) message += "; " + note_text;
+  GpuOutcome out = outcome(gpu, status, message, code);
+  for (const auto& p : parts)
+    out.metrics.insert(out.metrics.end(), p.judgement.metrics.begin(), p.judgement.metrics.end());
+  return out;
+}
+
+// A per-GPU measurement through a session, judged against one metric key (hbm, h2d, d2h).
+class SessionMetricCheck final : public SpecCheck {
+ public:
+  using Measure = std::function<Result<Samples>(GpuSession&, int samples)>;
+  SessionMetricCheck(CheckSpec spec, std::string metric, Measure measure)
+      : SpecCheck(std::move(spec)), m_metric(std::move(metric)), m_measure(std::move(measure)) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const int samples = samples_at(context.inputs.level);
+    std::vector<std::optional<GpuOutcome>> early(context.gpus.size());
+    std::vector<std::vector<Part>> parts(context.gpus.size());
+    for (std::size_t i = 0; i < context.gpus.size(); ++i) {
+      const GpuInfo& gpu = context.gpus[i];
+      if (past_deadline(context)) {
+        early[i] = out_of_time(gpu.index);
+        continue;
+      }
+      auto session = context.backend.open(gpu.index);
+      if (!session) {
+        early[i] = failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
+        continue;
+      }
+      auto measured = m_measure(**session, samples);
+      Part part;
+      part.pci = gpu.pci_device_id;
+      part.judgement = measured ? judge_samples(m_metric, *measured,
+                                                find_reference(context.inputs.thresholds, gpu.pci_device_id, m_metric))
+                                : error_judgement("measuring " + m_metric, measured.error());
+      parts[i].push_back(std::move(part));
+    }
+    std::vector<Part*> all;
+    for (auto& list : parts)
+      for (auto& p : list) all.push_back(&p);
+    apply_node_rule(all, node_tolerance(context));
+    std::vector<GpuOutcome> out;
+    for (std::size_t i = 0; i < context.gpus.size(); ++i)
+      out.push_back(early[i] ? *early[i] : combine(context.gpus[i].index, parts[i], {}, "not measured"));
+    return out;
+  }
+
+ private:
+  std::string m_metric;
+  Measure m_measure;
+};
+
+class GemmTflops final : public SpecCheck {
+ public:
+  GemmTflops()
+      : SpecCheck({"gemm_tflops", "throughput",
+                   "Dense GEMM throughput for bf16, fp16, tf32 and fp64 (a type the GPU lacks is noted, not failed)",
+                   std::nullopt, k_gemm_standard, k_gemm_long}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const int samples = samples_at(context.inputs.level);
+    const std::size_t n = context.gpus.size();
+    std::vector<std::optional<GpuOutcome>> early(n);
+    std::vector<std::vector<Part>> parts(n);
+    std::vector<std::vector<std::string>> notes(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const GpuInfo& gpu = context.gpus[i];
+      if (past_deadline(context)) {
+        early[i] = out_of_time(gpu.index);
+        continue;
+      }
+      auto session = context.backend.open(gpu.index);
+      if (!session) {
+        early[i] = failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
+        continue;
+      }
+      std::vector<std::string> unsupported;
+      for (const auto& dtype : gemm_dtypes()) {
+        const std::string metric = "gemm_tflops." + dtype;
+        auto measured = (*session)->gemm_tflops(dtype, samples);
+        if (measured && !measured->has_value()) {
+          unsupported.push_back(dtype);
+          continue;
+        }
+        Part part;
+        part.label = dtype;
+        part.prefix = dtype + ".";
+        part.pci = gpu.pci_device_id;
+        part.group = dtype;
+        part.judgement =
+            measured ? judge_samples(metric, **measured,
+                                     find_reference(context.inputs.thresholds, gpu.pci_device_id, metric), part.prefix)
+                     : error_judgement("measuring " + metric, measured.error());
+        parts[i].push_back(std::move(part));
+      }
+      if (!unsupported.empty()) {
+        std::string list;
+        for (const auto& d : unsupported) list += (list.empty() ? "" : ", ") + d;
+        notes[i].push_back("not supported by this GPU: " + list);
+      }
+    }
+    std::vector<Part*> all;
+    for (auto& list : parts)
+      for (auto& p : list) all.push_back(&p);
+    apply_node_rule(all, node_tolerance(context));
+    std::vector<GpuOutcome> out;
+    for (std::size_t i = 0; i < n; ++i)
+      out.push_back(early[i] ? *early[i]
+                             : combine(context.gpus[i].index, parts[i], notes[i], "no GEMM type could be measured"));
+    return out;
+  }
+};
+
+class P2pBandwidth final : public SpecCheck {
+ public:
+  P2pBandwidth()
+      : SpecCheck({"p2p_bandwidth", "throughput",
+                   "Peer-to-peer copy bandwidth between every ordered pair of GPUs; NVLink links are reported",
+                   std::nullopt, Budget{500, 2000}, Budget{500, 4000}}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    if (auto reason = needs_driver_and_gpus(c)) return reason;
+    if (c.gpus.size() < 2) return std::string("needs two or more GPUs; " + std::to_string(c.gpus.size()) + " selected");
+    return std::nullopt;
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const int samples = samples_at(context.inputs.level);
+    const std::size_t n = context.gpus.size();
+    std::vector<std::optional<GpuOutcome>> early(n);
+    std::vector<std::vector<Part>> parts(n);
+    std::vector<std::vector<std::string>> notes(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const GpuInfo& src = context.gpus[i];
+      if (past_deadline(context)) {
+        early[i] = out_of_time(src.index);
+        continue;
+      }
+      std::string no_peer;
+      for (const auto& dst : context.gpus) {
+        if (dst.index == src.index) continue;
+        auto measured = context.backend.p2p_bandwidth(src.index, dst.index, samples);
+        if (measured && !measured->has_value()) {
+          no_peer += (no_peer.empty() ? "" : ", ") + std::to_string(dst.index);
+          continue;
+        }
+        Part part;
+        part.label = "to GPU " + std::to_string(dst.index);
+        part.prefix = "to_gpu" + std::to_string(dst.index) + ".";
+        part.pci = src.pci_device_id;
+        part.judgement =
+            measured ? judge_samples("p2p_bandwidth", **measured,
+                                     find_reference(context.inputs.thresholds, src.pci_device_id, "p2p_bandwidth"),
+                                     part.prefix)
+                     : error_judgement("measuring p2p_bandwidth to GPU " + std::to_string(dst.index), measured.error());
+        parts[i].push_back(std::move(part));
+      }
+      if (!no_peer.empty()) notes[i].push_back("no peer access to GPU(s) " + no_peer);
+    }
+    std::vector<Part*> all;
+    for (auto& list : parts)
+      for (auto& p : list) all.push_back(&p);
+    apply_node_rule(all, node_tolerance(context));
+    std::vector<GpuOutcome> out;
+    for (std::size_t i = 0; i < n; ++i) {
+      const GpuInfo& src = context.gpus[i];
+      GpuOutcome o = early[i] ? *early[i] : combine(src.index, parts[i], notes[i], "peer access is not possible");
+      o.metrics.push_back({"nvlink_links_active", static_cast<double>(src.nvlink_links_active), "count"});
+      out.push_back(std::move(o));
+    }
+    return out;
+  }
+
+ protected:
+  // One measurement per ordered pair.
+  [[nodiscard]] std::size_t budget_units(std::size_t gpu_count) const override {
+    return gpu_count < 2 ? 1 : gpu_count * (gpu_count - 1);
+  }
+};
+
+class NcclAllreduce final : public SpecCheck {
+ public:
+  NcclAllreduce()
+      : SpecCheck({"nccl_allreduce", "throughput", "NCCL all-reduce bus bandwidth across the selected GPUs",
+                   std::nullopt, Budget{10000, 1000}, Budget{20000, 2000}}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    if (auto reason = needs_driver_and_gpus(c)) return reason;
+    if (c.gpus.size() < 2) return std::string("needs two or more GPUs; " + std::to_string(c.gpus.size()) + " selected");
+    return std::nullopt;
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    std::vector<int> indices;
+    bool one_model = true;
+    for (const auto& g : context.gpus) {
+      indices.push_back(g.index);
+      one_model = one_model && g.pci_device_id == context.gpus.front().pci_device_id;
+    }
+    auto measured = context.backend.nccl_allreduce(indices, samples_at(context.inputs.level));
+    if (!measured) return {failed(-1, "running the NCCL all-reduce", measured.error())};
+    if (!measured->has_value())
+      return {skipped(-1, "NCCL is not present (libnccl could not be loaded)",
+                      "install NCCL in the image, or run with --image so the image's NCCL is used")};
+    // With mixed models there is no one reference that applies: reported, not judged.
+    ReferenceRule rule = one_model ? find_reference(context.inputs.thresholds, context.gpus.front().pci_device_id,
+                                                    "nccl_allreduce")
+                                   : ReferenceRule{std::nullopt, 0.75, "a node of mixed GPU models"};
+    MetricJudgement j = judge_samples("nccl_allreduce", **measured, rule);
+    GpuOutcome out = outcome(-1, j.status, std::to_string(indices.size()) + " GPUs: " + j.message, j.code);
+    out.metrics = std::move(j.metrics);
+    return {out};
+  }
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<Check>> throughput_checks() {
+  std::vector<std::unique_ptr<Check>> out;
+  out.push_back(std::make_unique<SessionMetricCheck>(
+      CheckSpec{"hbm_bandwidth", "throughput", "Device memory bandwidth (STREAM copy, bytes read plus written)",
+                k_bw_quick, k_bw_standard, k_bw_long},
+      "hbm_bandwidth", [](GpuSession& s, int samples) { return s.hbm_bandwidth(samples); }));
+  out.push_back(std::make_unique<SessionMetricCheck>(
+      CheckSpec{"h2d_bandwidth", "throughput", "Host-to-device copy-engine bandwidth from pinned memory on the GPU's NUMA node",
+                std::nullopt, k_bw_standard, k_bw_long},
+      "h2d_bandwidth", [](GpuSession& s, int samples) { return s.copy_bandwidth(true, samples); }));
+  out.push_back(std::make_unique<SessionMetricCheck>(
+      CheckSpec{"d2h_bandwidth", "throughput", "Device-to-host copy-engine bandwidth to pinned memory on the GPU's NUMA node",
+                std::nullopt, k_bw_standard, k_bw_long},
+      "d2h_bandwidth", [](GpuSession& s, int samples) { return s.copy_bandwidth(false, samples); }));
+  out.push_back(std::make_unique<GemmTflops>());
+  out.push_back(std::make_unique<P2pBandwidth>());
+  out.push_back(std::make_unique<NcclAllreduce>());
+  return out;
+}
+
+}  // namespace gpuenv::validate::checks

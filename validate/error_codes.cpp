@@ -1,0 +1,116 @@
+#include "validate/error_codes.hpp"
+
+namespace gpuenv::validate {
+
+const std::vector<ErrorCode>& error_codes() {
+  // Append-only. Keep the hint an instruction a node operator can follow without reading gpuenv's source.
+  static const std::vector<ErrorCode> k_codes = {
+      // The run itself.
+      {"hang", "a check did not finish within its deadline",
+       "the GPU or driver stopped answering: look for Xid errors in `dmesg`, then reset the GPU or reboot the node "
+       "and rerun; if it hangs again, drain the node"},
+      {"internal", "gpuenv itself failed (a bug, or an adapter broke the port's contract)",
+       "rerun with the same arguments and report the message to the gpuenv maintainers"},
+      {"backend_error", "the driver returned an error while gpuenv read or ran work on the GPU",
+       "read the message and look for Xid errors in `dmesg`; rerun once, and drain the node if it repeats"},
+      {"no_gpu", "no NVIDIA GPU was found, or none of the requested GPUs exists",
+       "check `lspci | grep -i nvidia` and the --gpus list; reseat or replace the GPU if it is missing from lspci"},
+
+      // software
+      {"no_driver", "the NVIDIA kernel driver is not loaded",
+       "install the NVIDIA driver or load it (`modprobe nvidia`), then check `dmesg` for load errors"},
+      {"driver_too_old", "the host driver is older than the lock's minimum driver",
+       "update the host driver to at least the lock's floor, or re-lock the image for this driver"},
+      {"driver_cuda_too_old", "the host driver supports an older CUDA than the image uses, without forward compatibility",
+       "update the host driver; or add the cuda-compat package to the image (data-center GPUs only); or lock an "
+       "older CUDA"},
+      {"forward_compat_used", "the image's CUDA is newer than the driver's and runs through forward compatibility",
+       "works on data-center GPUs with a supported driver branch; update the host driver to drop the dependency"},
+      {"driver_version_unknown", "the driver did not report a version gpuenv could read",
+       "check `nvidia-smi`; reinstall the driver if it cannot report its version"},
+      {"lock_invalid", "a version in the lock could not be read",
+       "regenerate the lock with `gpuenv lock`; the lock file may have been edited by hand"},
+      {"nouveau_loaded", "the nouveau driver is loaded and conflicts with the NVIDIA driver",
+       "blacklist nouveau (`modprobe.blacklist=nouveau` or /etc/modprobe.d), rebuild the initramfs and reboot"},
+      {"device_node_missing", "a /dev/nvidia* device node is missing",
+       "load nvidia-uvm (`nvidia-modprobe -u -c=0`) or run `nvidia-smi` once as root to create the nodes; in a "
+       "container, pass the device nodes through"},
+      {"persistence_off", "persistence mode is off, so the driver re-initialises the GPU for every client",
+       "enable the persistence daemon (`systemctl enable --now nvidia-persistenced`)"},
+      {"fabric_manager_down", "the NVSwitch fabric manager is not running or its training failed",
+       "start the fabric manager matching the driver version (`systemctl start nvidia-fabricmanager`) and check "
+       "its log"},
+      {"mig_mismatch", "the GPU's MIG mode differs from the spec",
+       "change the MIG mode as an administrator (`nvidia-smi -i N -mig 1|0`, then reset the GPU), or fix the spec"},
+      {"mig_pending", "a MIG mode change is pending and takes effect after a GPU reset",
+       "reset the GPU (`nvidia-smi -r -i N`) or reboot the node"},
+      {"env_debug_var", "a debugging or injection variable is set and changes how CUDA runs",
+       "unset the named variables for validation and production runs"},
+
+      // health
+      {"ecc_disabled", "ECC is disabled on a GPU that supports it",
+       "enable ECC as an administrator (`nvidia-smi -e 1`) and reboot, unless it was turned off on purpose"},
+      {"ecc_pending", "an ECC mode change is pending and takes effect after a reboot",
+       "reboot the node (or reset the GPU) to apply the pending ECC mode"},
+      {"ecc_uncorrectable", "uncorrectable ECC errors occurred since the driver loaded",
+       "drain the node; reset the GPU or reboot, rerun `gpuenv validate --level long`, and replace the GPU if the "
+       "errors return"},
+      {"ecc_uncorrectable_aggregate", "uncorrectable ECC errors occurred during the GPU's lifetime",
+       "watch the count: if it grows, or row remaps or retired pages are pending, drain the node and open an RMA"},
+      {"row_remap_pending", "a row remap is pending and is applied at the next GPU reset",
+       "drain the node, then reset the GPU (`nvidia-smi -r`) or reboot to apply the pending remap"},
+      {"row_remap_failure", "a row remap failed: the GPU has run out of spare rows in a bank",
+       "drain the node and replace the GPU (RMA)"},
+      {"row_remap_limit", "the GPU has remapped at least DCGM's limit of rows for uncorrectable errors",
+       "drain the node and replace the GPU (RMA)"},
+      {"retired_pages_pending", "a page retirement is pending and is applied at the next driver reload",
+       "drain the node, then reset the GPU or reboot to retire the pending pages"},
+      {"retired_pages_limit", "the GPU has retired at least DCGM's limit of memory pages",
+       "drain the node and replace the GPU (RMA)"},
+      {"pcie_downtrained", "the PCIe link runs below its maximum generation or width under load",
+       "reseat the GPU or riser, check the slot's BIOS settings, and update the system firmware; replace the riser "
+       "or GPU if it persists"},
+      {"pcie_replays", "the PCIe link replays packets more often than expected",
+       "reseat the GPU and its riser or cables; a rising count points at a failing link"},
+      {"clock_throttled", "clocks were slowed by hardware, thermal or power-brake events under load",
+       "check cooling (fans, airflow, inlet temperature) and the power supply; drain the node if it persists"},
+      {"temperature_high", "the GPU runs at or near its slowdown temperature under load",
+       "check fans, airflow and inlet temperature, and clean dust filters"},
+
+      // kernels
+      {"context_failed", "a CUDA context could not be created on the GPU",
+       "read the message; check `dmesg` for Xid errors, reset the GPU or reboot; drain the node if it repeats"},
+      {"compute_mismatch", "validation kernels computed results that differ from the host reference",
+       "drain the node: the GPU computes wrong results; rerun at --level long and replace the GPU if it repeats"},
+      {"memtest_error", "GPU memory read back differently from what was written",
+       "drain the node; reset the GPU to apply any pending remap, rerun `gpuenv validate --level long --check "
+       "memtest`, and replace the GPU if errors remain"},
+      {"memtest_truncated", "the memory test stopped at its deadline before covering the requested memory",
+       "rerun `gpuenv validate --level long --check memtest` on an idle GPU"},
+      {"gemm_mismatch", "repeated identical GEMMs gave different results, or differed from the reference",
+       "drain the node: the GPU computes inconsistently; check clocks and temperature, and replace the GPU if it "
+       "repeats"},
+      {"unverified", "a measurement had too few samples or its data was not verified, so it was not trusted",
+       "rerun; if it repeats, the adapter or kernels are at fault: report it to the gpuenv maintainers"},
+
+      // throughput
+      {"bandwidth_low", "a bandwidth is below the fail fraction of the known-good reference for this GPU",
+       "check for other work on the GPU, clocks, the PCIe link and NUMA placement; drain the node if it stays low"},
+      {"tflops_low", "GEMM throughput is below the fail fraction of the known-good reference for this GPU",
+       "check for other work on the GPU, clocks, power limits and temperature; drain the node if it stays low"},
+      {"node_outlier", "one GPU measures well below the mean of the same GPUs in this node",
+       "compare with the node's other GPUs: check this GPU's link, clocks and cooling; reseat or replace it"},
+      {"no_threshold", "no reference exists for this GPU model: the value is reported but not judged",
+       "add a measured reference for this model to recipes/gpus/thresholds.yaml"},
+  };
+  return k_codes;
+}
+
+const ErrorCode* find_error_code(std::string_view code) {
+  for (const auto& entry : error_codes()) {
+    if (code == entry.code) return &entry;
+  }
+  return nullptr;
+}
+
+}  // namespace gpuenv::validate

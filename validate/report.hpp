@@ -1,0 +1,69 @@
+#pragma once
+// The validation report: what ran, on which GPUs, with which verdicts, and its three renderings (JSON for programs,
+// JUnit XML for CI, a text table for people). The model holds no clock: the runner fills in times from the clock it
+// was given, so a report is the same bytes for the same inputs apart from those times.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "validate/backend.hpp"
+#include "validate/check.hpp"
+
+namespace gpuenv::validate {
+
+/// The schema tag of the JSON report; a new incompatible layout gets a new tag.
+inline constexpr const char* k_report_schema = "gpuenv-validation-v1";
+
+/// One check's entry: its identity, its aggregated status, how long it took and the per-GPU outcomes.
+struct CheckReport {
+  std::string key;
+  std::string category;
+  std::string description;
+  Status status = Status::skip;      ///< worse() over the outcomes; skip only when every outcome skipped
+  std::int64_t duration_ms = 0;
+  std::vector<GpuOutcome> results;   ///< at least one; gpu = -1 for a host-wide outcome
+};
+
+/// A whole validation run.
+struct Report {
+  std::string schema = k_report_schema;
+  Status status = Status::skip;      ///< overall_status(checks)
+  std::string backend;               ///< GpuBackend::name(): "nvml+cuda", "replay", ...
+  Level level = Level::standard;
+  std::string started_at;            ///< as given by the caller (RFC 3339 UTC by convention)
+  std::int64_t duration_ms = 0;
+  bool could_not_run = false;        ///< no driver or no GPU: the GPU checks were skipped (exit 4)
+  std::string could_not_run_reason;  ///< "no NVIDIA driver loaded", ...
+  std::vector<std::string> notes;    ///< backend errors met while gathering the inventory
+  DriverState driver;
+  std::vector<GpuInfo> gpus;         ///< the GPUs selected for the run
+  std::vector<CheckReport> checks;
+};
+
+/// worse() over the outcomes of one check: fail > warn > pass; skip only when all skipped (or none).
+Status aggregate_outcomes(const std::vector<GpuOutcome>& results);
+/// The overall rule: fail if any check failed, else warn if any warned, else pass if any passed, else skip.
+Status overall_status(const std::vector<CheckReport>& checks);
+
+/// Process exit code for a report: 4 (k_exit_environment) when it could not run (no driver or no GPU) or when
+/// nothing ran at all (every check skipped, so nothing was validated and 0 would claim a pass); otherwise 1 when
+/// any check failed and 0 when all passed, warnings allowed. Skips beside checks that ran change nothing.
+int exit_code(const Report& report);
+
+/// The JSON report ("schema": "gpuenv-validation-v1"). Host-wide outcomes have "gpu": null; an absent code or
+/// hint is null; strings that are not valid UTF-8 are repaired (U+FFFD), so dump() cannot throw.
+nlohmann::ordered_json report_json(const Report& report);
+
+/// JUnit XML: one testsuite "gpuenv-validate", one testcase per (check, GPU); FAIL is a <failure> carrying the code
+/// and hint, SKIP a <skipped message=...>, WARN a passed testcase with the message in <system-out>. Text is
+/// XML-escaped and characters XML 1.0 forbids are replaced.
+std::string report_junit(const Report& report);
+
+/// The human table: a header naming the backend (the replay backend says it is not a real GPU), the driver and
+/// GPUs, one row per check and GPU, hints under WARN/FAIL/SKIP rows, and a summary line. ANSI colour codes only
+/// when `colour` is true.
+std::string report_text(const Report& report, bool colour);
+
+}  // namespace gpuenv::validate

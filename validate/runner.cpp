@@ -1,0 +1,349 @@
+#include "validate/runner.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+namespace gpuenv::validate {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr const char* k_hang_hint =
+    "the GPU or its driver stopped responding: look for Xid errors in the kernel log (dmesg) and keep the node out "
+    "of service until the GPU has been reset or the node rebooted";
+constexpr const char* k_internal_hint = "this is a bug in gpuenv: report it with the JSON report (--json) attached";
+
+// Everything a check's worker thread touches, owned jointly by the runner and the thread, so that a thread the
+// watchdog abandoned never reads the runner's stack and keeps its Check alive for as long as it runs.
+struct Job {
+  std::shared_ptr<Check> check;
+  GpuBackend* backend = nullptr;
+  CheckInputs inputs;
+  DriverState driver;
+  std::vector<GpuInfo> gpus;
+  SteadyClock::time_point deadline;
+
+  std::mutex mutex;
+  std::condition_variable finished;
+  bool done = false;
+  std::vector<GpuOutcome> outcomes;
+  std::optional<std::string> thrown;  // what() of what the check threw
+};
+
+void work(const std::shared_ptr<Job>& job) {
+  try {
+    std::vector<GpuOutcome> outcomes;
+    std::optional<std::string> thrown;
+    try {
+      CheckContext context{*job->backend, job->inputs, job->driver, job->gpus, job->deadline};
+      outcomes = job->check->run(context);
+    } catch (const std::exception& e) {
+      thrown = std::string(e.what());
+    } catch (...) {
+      thrown = std::string("an exception that is not a std::exception");
+    }
+    {
+      std::lock_guard lock(job->mutex);
+      job->outcomes = std::move(outcomes);
+      job->thrown = std::move(thrown);
+      job->done = true;
+    }
+    job->finished.notify_all();
+  } catch (...) {
+    // Nothing may escape a thread (std::terminate). Left undone, the job reads as a hang: still a bounded FAIL.
+  }
+}
+
+// The same outcome for each GPU of a GPU check, or one host-wide outcome.
+std::vector<GpuOutcome> outcomes_for(const std::vector<GpuInfo>& gpus, bool per_gpu, Status status,
+                                     const std::string& message, const std::string& code, const std::string& hint) {
+  std::vector<GpuOutcome> out;
+  if (per_gpu && !gpus.empty()) {
+    for (const auto& g : gpus) out.push_back(GpuOutcome{g.index, status, message, code, hint, {}});
+  } else {
+    out.push_back(GpuOutcome{-1, status, message, code, hint, {}});
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += separator;
+    out += item;
+  }
+  return out;
+}
+
+std::string levels_of(const Check& check) {
+  std::vector<std::string> levels;
+  for (Level l : {Level::quick, Level::standard, Level::long_})
+    if (check.runs_at(l)) levels.emplace_back(to_string(l));
+  return levels.empty() ? std::string("none") : join(levels, ", ");
+}
+
+struct Planned {
+  std::shared_ptr<Check> check;
+  bool in_level = true;  // false: asked for by exact key but not part of the level
+};
+
+struct Outcome {
+  std::vector<GpuOutcome> results;
+  bool hung = false;
+};
+
+// Runs one check on a worker thread and waits for it until its deadline.
+Outcome run_guarded(const std::shared_ptr<Job>& job, std::chrono::milliseconds limit, bool per_gpu) {
+  std::thread worker;
+  try {
+    worker = std::thread([job] { work(job); });
+  } catch (const std::exception& e) {
+    return {outcomes_for(job->gpus, per_gpu, Status::fail, "could not start the check's thread: " + std::string(e.what()),
+                         k_code_internal, k_internal_hint),
+            false};
+  }
+  bool done = false;
+  {
+    std::unique_lock lock(job->mutex);
+    done = job->finished.wait_until(lock, job->deadline, [&] { return job->done; });
+  }
+  if (!done) {
+    // Abandoned on purpose: the thread holds `job` (and through it the check) until it returns, if ever.
+    worker.detach();
+    return {outcomes_for(job->gpus, per_gpu, Status::fail,
+                         "did not finish within its deadline of " + std::to_string(limit.count()) +
+                             " ms; abandoned (GPU hung?)",
+                         k_code_hang, k_hang_hint),
+            true};
+  }
+  worker.join();
+  std::lock_guard lock(job->mutex);
+  if (job->thrown)
+    return {outcomes_for(job->gpus, per_gpu, Status::fail, "the check threw: " + *job->thrown, k_code_internal,
+                         k_internal_hint),
+            false};
+  if (job->outcomes.empty()) {
+    if (job->gpus.empty()) return {outcomes_for(job->gpus, false, Status::skip, "no GPU to check", "", ""), false};
+    return {outcomes_for(job->gpus, per_gpu, Status::fail, "the check returned no outcome", k_code_internal,
+                         k_internal_hint),
+            false};
+  }
+  return {std::move(job->outcomes), false};
+}
+
+Result<Report> run_unguarded(GpuBackend& backend, const CheckInputs& inputs,
+                             std::vector<std::unique_ptr<Check>> owned_checks, const RunOptions& options) {
+  const std::function<SteadyClock::time_point()> now =
+      options.clock ? options.clock : std::function<SteadyClock::time_point()>([] { return SteadyClock::now(); });
+  const auto run_start = now();
+
+  std::vector<std::shared_ptr<Check>> checks;
+  checks.reserve(owned_checks.size());
+  for (auto& c : owned_checks)
+    if (c) checks.emplace_back(std::move(c));
+
+  // Every --check entry must select something, whatever the level: a typo must not read as "nothing to check".
+  for (const auto& entry : options.filter) {
+    const bool known = !entry.empty() && std::any_of(checks.begin(), checks.end(), [&](const auto& c) {
+      return filter_matches(*c, entry);
+    });
+    if (known) continue;
+    std::vector<std::string> keys, categories;
+    for (const auto& c : checks) {
+      keys.push_back(c->key());
+      if (std::find(categories.begin(), categories.end(), c->category()) == categories.end())
+        categories.push_back(c->category());
+    }
+    return make_error(ErrorKind::usage, "validate.unknown_check",
+                      "no check matches --check '" + entry + "'; known checks: " + join(keys, ", ") +
+                          "; categories: " + join(categories, ", "),
+                      "--check", "give a check key, a key prefix such as gemm_, or a category; `gpuenv checks` lists them");
+  }
+
+  Report report;
+  report.backend = backend.name();
+  report.level = inputs.level;
+  report.started_at = options.started_at;
+
+  if (auto d = backend.driver(); d.ok()) {
+    report.driver = std::move(d.value());
+  } else {
+    report.notes.push_back("driver state: " + d.error().message);
+  }
+  std::vector<GpuInfo> all_gpus;
+  if (auto g = backend.gpus(); g.ok()) {
+    all_gpus = std::move(g.value());
+  } else {
+    report.notes.push_back("GPU inventory: " + g.error().message);
+  }
+
+  std::string could_not_run_hint;
+  if (!report.driver.loaded) {
+    report.could_not_run = true;
+    report.could_not_run_reason = "no NVIDIA driver loaded";
+    could_not_run_hint = "install or load the NVIDIA driver (nvidia-smi must work), then run gpuenv validate again";
+  } else if (all_gpus.empty()) {
+    report.could_not_run = true;
+    report.could_not_run_reason = "no NVIDIA GPU found";
+    could_not_run_hint =
+        "check that the GPUs are visible here (nvidia-smi -L; in a container, the runtime must pass them in)";
+  }
+
+  std::vector<GpuInfo> selected;
+  if (!report.could_not_run) {
+    if (inputs.gpus.empty()) {
+      selected = all_gpus;
+    } else {
+      std::set<int> wanted(inputs.gpus.begin(), inputs.gpus.end());
+      for (int index : wanted) {
+        auto it = std::find_if(all_gpus.begin(), all_gpus.end(), [&](const GpuInfo& g) { return g.index == index; });
+        if (it == all_gpus.end()) {
+          std::vector<std::string> have;
+          for (const auto& g : all_gpus) have.push_back(std::to_string(g.index));
+          return make_error(ErrorKind::usage, "validate.unknown_gpu",
+                            "GPU " + std::to_string(index) + " does not exist; this machine has GPU " + join(have, ", "),
+                            "--gpus", "give indices as nvidia-smi numbers them, e.g. --gpus 0,1");
+        }
+        selected.push_back(*it);
+      }
+    }
+  }
+  report.gpus = selected;
+
+  CheckInputs job_inputs = inputs;
+  job_inputs.gpus.clear();
+  for (const auto& g : selected) job_inputs.gpus.push_back(g.index);
+
+  std::vector<Planned> plan;
+  for (const auto& c : checks) {
+    const bool in_level = c->runs_at(inputs.level);
+    if (options.filter.empty()) {
+      if (in_level) plan.push_back({c, true});
+      continue;
+    }
+    const bool selected_by_filter = std::any_of(options.filter.begin(), options.filter.end(),
+                                                [&](const std::string& e) { return filter_matches(*c, e); });
+    if (!selected_by_filter) continue;
+    const bool named = std::find(options.filter.begin(), options.filter.end(), c->key()) != options.filter.end();
+    if (in_level || named) plan.push_back({c, in_level});
+  }
+
+  const int total = static_cast<int>(plan.size());
+  std::set<int> hung;             // GPUs a check hung on
+  std::map<int, std::string> hung_in;  // GPU -> the check that hung there
+  int done = 0;
+  for (const auto& item : plan) {
+    const auto start = now();
+    const Check& check = *item.check;
+    const bool per_gpu = uses_gpu(check);
+    CheckReport entry;
+    entry.key = check.key();
+    entry.category = check.category();
+    entry.description = check.description();
+
+    if (!item.in_level) {
+      entry.results = outcomes_for(selected, per_gpu, Status::skip,
+                                   "not part of level " + std::string(to_string(inputs.level)) + " (runs at: " +
+                                       levels_of(check) + ")",
+                                   "", "choose a level that includes it with --level");
+    } else if (report.could_not_run && per_gpu) {
+      entry.results = outcomes_for(selected, per_gpu, Status::skip, "could not run: " + report.could_not_run_reason,
+                                   "", could_not_run_hint);
+    } else {
+      std::vector<GpuInfo> usable;
+      std::vector<GpuOutcome> hung_skips;
+      for (const auto& g : selected) {
+        if (per_gpu && hung.count(g.index)) {
+          hung_skips.push_back(GpuOutcome{g.index, Status::skip, "GPU hung in " + hung_in[g.index], "",
+                                          "fix the hang reported by " + hung_in[g.index] + " first", {}});
+        } else {
+          usable.push_back(g);
+        }
+      }
+      if (!(per_gpu && usable.empty() && !hung_skips.empty())) {
+        auto job = std::make_shared<Job>();
+        job->check = item.check;
+        job->backend = &backend;
+        job->inputs = job_inputs;
+        job->driver = report.driver;
+        job->gpus = usable;
+        std::optional<std::string> reason;
+        bool probe_failed = false;
+        try {
+          CheckContext probe{backend, job->inputs, job->driver, job->gpus, SteadyClock::now()};
+          reason = check.not_applicable(probe);
+        } catch (const std::exception& e) {
+          probe_failed = true;
+          entry.results = outcomes_for(usable, per_gpu, Status::fail,
+                                       "the applicability test threw: " + std::string(e.what()), k_code_internal,
+                                       k_internal_hint);
+        } catch (...) {
+          probe_failed = true;
+          entry.results = outcomes_for(usable, per_gpu, Status::fail, "the applicability test threw", k_code_internal,
+                                       k_internal_hint);
+        }
+        if (!probe_failed && reason) {
+          entry.results = outcomes_for(usable, per_gpu, Status::skip, *reason, "", "");
+        } else if (!probe_failed) {
+          const auto limit = std::max(check.deadline(inputs.level, usable.size()), std::chrono::milliseconds(1));
+          job->deadline = SteadyClock::now() + limit;
+          Outcome outcome = run_guarded(job, limit, per_gpu);
+          entry.results = std::move(outcome.results);
+          if (outcome.hung && per_gpu) {
+            for (const auto& g : usable) {
+              hung.insert(g.index);
+              hung_in.emplace(g.index, entry.key);
+            }
+          }
+        }
+      }
+      entry.results.insert(entry.results.end(), hung_skips.begin(), hung_skips.end());
+      std::stable_sort(entry.results.begin(), entry.results.end(),
+                       [](const GpuOutcome& a, const GpuOutcome& b) { return a.gpu < b.gpu; });
+    }
+
+    entry.status = aggregate_outcomes(entry.results);
+    entry.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now() - start).count();
+    report.checks.push_back(std::move(entry));
+    ++done;
+    if (options.progress) {
+      try {
+        options.progress(report.checks.back().key, report.checks.back().status, done, total);
+      } catch (...) {
+        // Progress display is best effort; it must not cost the report.
+      }
+    }
+  }
+
+  report.status = overall_status(report.checks);
+  report.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now() - run_start).count();
+  return report;
+}
+
+}  // namespace
+
+bool uses_gpu(const Check& check) { return check.uses_gpu(); }
+
+bool filter_matches(const Check& check, const std::string& entry) {
+  if (entry.empty()) return false;
+  const std::string key = check.key();
+  return entry == check.category() || key.compare(0, entry.size(), entry) == 0;
+}
+
+Result<Report> run_validation(GpuBackend& backend, const CheckInputs& inputs, std::vector<std::unique_ptr<Check>> checks,
+                              const RunOptions& options) {
+  try {
+    return run_unguarded(backend, inputs, std::move(checks), options);
+  } catch (const std::exception& e) {
+    return make_error(ErrorKind::internal, "validate.runner", std::string("validation run failed: ") + e.what(), {},
+                      k_internal_hint);
+  }
+}
+
+}  // namespace gpuenv::validate
