@@ -32,7 +32,7 @@ Context production_context(char** envp) {
         // What the validator's env_vars check looks at: variables that change CUDA, NCCL or the loader.
         name.rfind("CUDA_", 0) == 0 || name.rfind("NCCL_", 0) == 0 || name.rfind("LD_", 0) == 0 || name.rfind("CUBLAS", 0) == 0 ||
         name.rfind("CUDNN_", 0) == 0 || name.rfind("PYTORCH_", 0) == 0 || name.rfind("TF_", 0) == 0 || name.rfind("XLA_", 0) == 0 ||
-        name.rfind("NVIDIA_", 0) == 0)
+        name.rfind("NVIDIA_", 0) == 0 || name == "NSIGHT_CUDA_DEBUGGER" || name == "COMPUTE_PROFILE" || name == "OPENCL_PROFILE")
       ctx.env[name] = kv.substr(eq + 1);
   }
   ctx.make_probes = [] {

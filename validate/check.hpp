@@ -49,6 +49,7 @@ struct CheckInputs {
   std::vector<int> gpus;                         ///< GPU indices to check; empty = all
   std::optional<std::string> lock_driver_floor;  ///< "525.60.13" from the lock
   std::optional<std::string> lock_cuda;          ///< "12.4": the image's CUDA version
+  std::optional<bool> lock_forward_compat;       ///< the lock ships CUDA forward compatibility (cuda-compat)
   std::optional<bool> spec_mig;                  ///< MIG expected on (true) or off (false); empty = not asked
   std::map<std::string, std::string> environment;  ///< the variables the CLI chose to pass (CUDA_*, NCCL_*, LD_*)
   const ThresholdTable* thresholds = nullptr;    ///< per-GPU references; null = none loaded

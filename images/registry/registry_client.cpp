@@ -581,6 +581,73 @@ std::string platform_text(const json& p) {
   return out;
 }
 
+/// `ref`'s image manifest: the one it names, or the one for the platform of `options` from the index it names
+/// (whose digest goes to *index_digest). `doing` ("pulling") starts the context of errors.
+Result<FetchedManifest> get_image_manifest(Session& s, const RegistryOptions& o, const ImageReference& ref, const PullOptions& options,
+                                           const std::string& doing, std::string* index_digest) {
+  auto m = get_manifest(s, o, ref.manifest_reference());
+  if (!m) return std::move(m).error().while_(doing + " " + ref.to_string());
+  if (is_index_type(m->media_type)) {
+    if (index_digest) *index_digest = m->digest;
+    const auto j = json::parse(m->bytes, nullptr, false);
+    std::string chosen, seen;
+    if (j.contains("manifests") && j["manifests"].is_array()) {
+      for (const auto& e : j["manifests"]) {
+        const json p = e.is_object() && e.contains("platform") ? e["platform"] : json();
+        seen += (seen.empty() ? "" : ", ") + platform_text(p);
+        if (!p.is_object() || p.value("os", "") != options.os || p.value("architecture", "") != options.architecture) continue;
+        if (!options.variant.empty() && p.value("variant", "") != options.variant) continue;
+        if (e.contains("digest") && e["digest"].is_string()) {
+          chosen = e["digest"].get<std::string>();
+          break;
+        }
+      }
+    }
+    const std::string wanted = options.os + "/" + options.architecture + (options.variant.empty() ? "" : "/" + options.variant);
+    if (chosen.empty()) {
+      return make_error(ErrorKind::environment, "registry.not_found", "no image for platform " + wanted + " in " + ref.to_string() + " (it has: " + seen + ")",
+                        ref.to_string(), "choose one of the platforms the image is built for");
+    }
+    if (!valid_digest(chosen)) return make_error(ErrorKind::environment, "registry.manifest", "unsupported digest '" + chosen + "'", ref.to_string(), "");
+    m = get_manifest(s, o, chosen);
+    if (!m) return std::move(m).error().while_(doing + " " + ref.to_string() + " for " + wanted);
+    if (!is_manifest_type(m->media_type)) return media_type_error(m->media_type, ref.to_string() + " for " + wanted);
+  }
+  return m;
+}
+
+/// The blob `d` in memory (a config: small), checked against its size and digest.
+Result<std::string> get_small_blob(Session& s, const Descriptor& d, std::uint64_t limit) {
+  HttpRequest req;
+  req.url = s.url("/blobs/" + d.digest);
+  req.follow_redirects = true;  // registries send blobs from storage elsewhere; curl drops Authorization there
+  const std::string where = "GET " + redact_url(req.url);
+  if (d.size > limit) {
+    return make_error(ErrorKind::environment, "registry.manifest", "blob " + d.digest + " is " + std::to_string(d.size) + " bytes, more than the " +
+                      std::to_string(limit) + " a config may have", where, "this is not an image configuration gpuenv reads");
+  }
+  req.max_body = d.size;
+  auto resp = s.send(req);
+  if (!resp) {
+    if (resp.error().id == "http.too_large") {
+      return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest + " is larger than its " + std::to_string(d.size) + " bytes",
+                        where, "the registry serves other bytes than the manifest names; do not use this image");
+    }
+    return std::move(resp).error().while_("fetching blob " + d.digest);
+  }
+  if (resp->status != 200) return s.response_error(*resp, "cannot fetch blob " + d.digest, req);
+  if (resp->body.size() < d.size) {
+    return make_error(ErrorKind::environment, "registry.truncated",
+                      "blob " + d.digest + " has " + std::to_string(resp->body.size()) + " of its " + std::to_string(d.size) + " bytes", where,
+                      "the transfer or the registry's storage is incomplete; try again");
+  }
+  if ("sha256:" + sha256_hex(resp->body) != d.digest) {
+    return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest + " arrived with digest sha256:" + sha256_hex(resp->body),
+                      where, "the registry serves other bytes than the manifest names; do not use this image");
+  }
+  return std::move(resp->body);
+}
+
 }  // namespace
 
 // ---- public functions ----
@@ -838,6 +905,24 @@ Result<bool> RegistryClient::blob_exists(const ImageReference& ref, const std::s
   return s.response_error(*resp, "cannot check blob " + digest, req);
 }
 
+Result<RemoteImage> RegistryClient::fetch_manifest_and_config(const ImageReference& ref, const PullOptions& options) {
+  Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
+  RemoteImage out;
+  auto m = get_image_manifest(s, m_o, ref, options, "reading the manifest of", &out.index_digest);
+  if (!m) return std::move(m).error();
+  const auto j = json::parse(m->bytes, nullptr, false);
+  auto blobs = manifest_blobs(j, ref.to_string());
+  if (!blobs) return std::move(blobs).error();
+  out.config_descriptor = blobs->front();
+  auto config = get_small_blob(s, out.config_descriptor, std::uint64_t{16} << 20);
+  if (!config) return std::move(config).error().while_("reading the config of " + ref.to_string());
+  out.config = std::move(*config);
+  out.manifest = std::move(m->bytes);
+  out.manifest_digest = m->digest;
+  out.media_type = m->media_type;
+  return out;
+}
+
 Result<PushStats> RegistryClient::push(const std::string& layout_dir, const ImageReference& ref, const PushOptions& options) {
   const std::string index_path = layout_dir + "/index.json";
   auto index_text = read_file_limited(index_path, m_o.max_manifest_bytes);
@@ -884,33 +969,8 @@ Result<PushStats> RegistryClient::push(const std::string& layout_dir, const Imag
 
 Result<PullStats> RegistryClient::pull(const ImageReference& ref, const std::string& layout_dir, const PullOptions& options) {
   Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
-  auto m = get_manifest(s, m_o, ref.manifest_reference());
-  if (!m) return std::move(m).error().while_("pulling " + ref.to_string());
-  if (is_index_type(m->media_type)) {
-    const auto j = json::parse(m->bytes, nullptr, false);
-    std::string chosen, seen;
-    if (j.contains("manifests") && j["manifests"].is_array()) {
-      for (const auto& e : j["manifests"]) {
-        const json p = e.is_object() && e.contains("platform") ? e["platform"] : json();
-        seen += (seen.empty() ? "" : ", ") + platform_text(p);
-        if (!p.is_object() || p.value("os", "") != options.os || p.value("architecture", "") != options.architecture) continue;
-        if (!options.variant.empty() && p.value("variant", "") != options.variant) continue;
-        if (e.contains("digest") && e["digest"].is_string()) {
-          chosen = e["digest"].get<std::string>();
-          break;
-        }
-      }
-    }
-    const std::string wanted = options.os + "/" + options.architecture + (options.variant.empty() ? "" : "/" + options.variant);
-    if (chosen.empty()) {
-      return make_error(ErrorKind::environment, "registry.not_found", "no image for platform " + wanted + " in " + ref.to_string() + " (it has: " + seen + ")",
-                        ref.to_string(), "choose one of the platforms the image is built for");
-    }
-    if (!valid_digest(chosen)) return make_error(ErrorKind::environment, "registry.manifest", "unsupported digest '" + chosen + "'", ref.to_string(), "");
-    m = get_manifest(s, m_o, chosen);
-    if (!m) return std::move(m).error().while_("pulling " + ref.to_string() + " for " + wanted);
-    if (!is_manifest_type(m->media_type)) return media_type_error(m->media_type, ref.to_string() + " for " + wanted);
-  }
+  auto m = get_image_manifest(s, m_o, ref, options, "pulling", nullptr);
+  if (!m) return std::move(m).error();
   const auto j = json::parse(m->bytes, nullptr, false);
   auto blobs = manifest_blobs(j, ref.to_string());
   if (!blobs) return std::move(blobs).error();

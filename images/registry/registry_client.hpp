@@ -116,6 +116,16 @@ struct PullStats {
   std::uint64_t bytes_downloaded = 0;
 };
 
+/// An image's manifest and config as a registry serves them, without any layer.
+struct RemoteImage {
+  std::string manifest;         ///< the image manifest's bytes (the chosen platform's when the reference names an index)
+  std::string manifest_digest;  ///< "sha256:<hex>" of `manifest`
+  std::string media_type;       ///< of `manifest`
+  std::string index_digest;     ///< the index the manifest was chosen from; empty when the reference named a manifest
+  Descriptor config_descriptor;  ///< as the manifest names it
+  std::string config;           ///< the config blob's bytes, matching config_descriptor
+};
+
 struct RegistryAuthCache;
 
 /// Talks to registries through an HttpClient. Errors (ErrorKind::environment unless noted): `registry.auth`
@@ -134,6 +144,10 @@ class RegistryClient {
   /// Pulls `ref` into the OCI layout at `layout_dir` (created if missing), choosing a platform from an index;
   /// index.json is written last and names the pulled manifest with ref name = the tag (or the digest).
   Result<PullStats> pull(const ImageReference& ref, const std::string& layout_dir, const PullOptions& options = {});
+
+  /// Fetches `ref`'s image manifest (choosing a platform from an index as pull does) and its config blob, each
+  /// checked against its digest, and no layer. Errors as pull's; a config over 16 MiB is `registry.manifest`.
+  Result<RemoteImage> fetch_manifest_and_config(const ImageReference& ref, const PullOptions& options = {});
 
   /// Whether blob `digest` exists in `ref`'s repository.
   Result<bool> blob_exists(const ImageReference& ref, const std::string& digest);

@@ -659,6 +659,48 @@ TEST_F(PlainRegistry, PullsByDigestAndChoosesThePlatformFromAnIndex) {
   EXPECT_NE(no_platform.error().message.find("linux/arm64"), std::string::npos);
 }
 
+TEST_F(PlainRegistry, FetchesTheManifestAndConfigAndChoosesThePlatformFromAnIndex) {
+  TempDir src;
+  const TestImage img = make_image(src.path(), {1200, 1300}, 21);
+  RegistryClient client(*m_http, m_options);
+  const auto target = parse_ref(s_registry->host() + "/gpuenv/fetch-mc:v1");
+  ASSERT_TRUE(client.push(src.path(), target).ok());
+  const auto got = client.fetch_manifest_and_config(target);
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_EQ(got->manifest_digest, img.manifest.digest);
+  EXPECT_EQ(got->manifest, read_file(src / ("blobs/sha256/" + img.manifest.digest.substr(7))));
+  EXPECT_EQ(got->media_type, media_type::k_manifest);
+  EXPECT_EQ(got->index_digest, "");
+  EXPECT_EQ(got->config_descriptor.digest, img.blobs[0].digest);
+  EXPECT_EQ(got->config, read_file(src / ("blobs/sha256/" + img.blobs[0].digest.substr(7))));
+
+  // An index pushed under a tag: the linux/amd64 image's manifest and config come back, with the index digest.
+  TempDir multi;
+  const TestImage amd = make_image(multi.path(), {300}, 22, "amd64", false);
+  const TestImage arm = make_image(multi.path(), {400}, 23, "arm64", false);
+  auto layout = OciLayout::open(multi.path());
+  ASSERT_TRUE(layout.ok());
+  auto platform = [](const Descriptor& d, const std::string& arch) {
+    auto j = nlohmann::json::parse(descriptor_json(Descriptor{d.media_type, d.digest, d.size, {}}));
+    j["platform"] = {{"os", "linux"}, {"architecture", arch}};
+    return j;
+  };
+  const nlohmann::json index = {{"schemaVersion", 2}, {"mediaType", media_type::k_index}, {"manifests", {platform(arm.manifest, "arm64"), platform(amd.manifest, "amd64")}}};
+  Descriptor top = *layout->put_bytes(index.dump(), media_type::k_index);
+  top.annotations["org.opencontainers.image.ref.name"] = "multi";
+  ASSERT_TRUE(layout->write_index({top}).ok());
+  const auto multi_ref = parse_ref(s_registry->host() + "/gpuenv/fetch-mc:multi");
+  ASSERT_TRUE(client.push(multi.path(), multi_ref).ok());
+  const auto chosen = client.fetch_manifest_and_config(multi_ref);
+  ASSERT_TRUE(chosen.ok()) << chosen.error().to_string();
+  EXPECT_EQ(chosen->index_digest, top.digest);
+  EXPECT_EQ(chosen->manifest_digest, amd.manifest.digest);
+  EXPECT_EQ(nlohmann::json::parse(chosen->config)["architecture"], "amd64");
+  const auto missing = client.fetch_manifest_and_config(parse_ref(s_registry->host() + "/gpuenv/fetch-mc:v9"));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().id, "registry.not_found");
+}
+
 TEST_F(PlainRegistry, MissingTagIsNotFoundWithTheRegistrysErrorCode) {
   TempDir dst;
   RegistryClient client(*m_http, m_options);
@@ -807,6 +849,34 @@ Result<PullStats> push_then_pull(const std::string& mode, const std::string& dst
   const auto pushed = client.push(src.path(), target);
   if (!pushed) return pushed.error();
   return client.pull(target, dst);
+}
+
+TEST(FakeRegistry, FetchingManifestAndConfigDownloadsNoLayerAndVerifiesTheConfig) {
+  for (const std::string mode : {"plain", "alter", "short"}) {
+    FakeRegistry fake(mode);
+    ASSERT_NE(fake.port(), 0);
+    TempDir src;
+    const TestImage img = make_image(src.path(), {4000, 6000}, 15);
+    auto http = make_curl_http_client(quick_http());
+    RegistryOptions o;
+    o.plain_http = true;
+    RegistryClient client(*http, o);
+    const auto target = parse_ref(fake.host() + "/team/app:v1");
+    ASSERT_TRUE(client.push(src.path(), target).ok()) << mode;
+    const auto got = client.fetch_manifest_and_config(target);
+    const std::string log = fake.log();
+    EXPECT_EQ(count(log, "GET /v2/team/app/blobs/"), 1) << mode << "\n" << log;  // the config only
+    EXPECT_NE(log.find("GET /v2/team/app/blobs/" + img.blobs[0].digest), std::string::npos) << mode << "\n" << log;
+    if (mode == "plain") {
+      ASSERT_TRUE(got.ok()) << got.error().to_string();
+      EXPECT_EQ(got->manifest_digest, img.manifest.digest);
+      EXPECT_EQ(got->config, read_file(src / ("blobs/sha256/" + img.blobs[0].digest.substr(7))));
+    } else {
+      ASSERT_FALSE(got.ok()) << mode;
+      EXPECT_EQ(got.error().id, mode == "alter" ? "registry.digest_mismatch" : "registry.truncated") << got.error().to_string();
+      EXPECT_NE(got.error().to_string().find(img.blobs[0].digest), std::string::npos) << got.error().to_string();
+    }
+  }
 }
 
 TEST(FakeRegistry, AlteredBlobIsADigestMismatchAndLeavesNothing) {

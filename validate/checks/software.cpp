@@ -62,7 +62,7 @@ class DriverMeetsLock final : public SpecCheck {
     if (context.inputs.lock_cuda) {
       // CheckInputs carries no forward-compatibility fact yet, so it is "unknown": a driver too old for the image's
       // CUDA fails rather than being waved through on an assumption.
-      verdicts.push_back(judge_driver_cuda(context.driver.cuda_driver_version, *context.inputs.lock_cuda, std::nullopt));
+      verdicts.push_back(judge_driver_cuda(context.driver.cuda_driver_version, *context.inputs.lock_cuda, context.inputs.lock_forward_compat));
     }
     Status status = Status::skip;
     std::string code;
