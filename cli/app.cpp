@@ -116,6 +116,8 @@ int run(const std::vector<std::string>& args, Context& ctx) {
   b->add_option("input", build.lock.resolve.spec_path, "Spec (gpuenv-spec-v1) or lock (gpuenv-lock-v1)")->required();
   b->add_option("-o,--output", build.output, "OCI layout directory to write (default gpuenv-out/NAME)");
   b->add_option("--format", build.format, "Output format: oci-dir")->check(CLI::IsMember({"oci-dir", "oci-archive", "docker-archive"}));
+  b->add_option("--compression", build.compression, "Layer compression: gzip (default, level 6) or zstd (level 3)")
+      ->check(CLI::IsMember({"gzip", "zstd"}));
   b->add_option("--tag", build.tag, "Reference name recorded in the layout (default: the spec's image.tag)");
   b->add_option("--allow-missing-lib", build.allow_missing, "A shared library the DT_NEEDED check may find absent; repeatable");
   b->add_option("--push", build.push, "Push the image to this registry reference (host[:port]/repo[:tag])");

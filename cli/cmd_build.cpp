@@ -115,6 +115,7 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
   rq.tag = ref_name(o.tag.empty() ? spec_tag : o.tag);
   rq.source_date_epoch = epoch;
   rq.threads = o.threads;
+  rq.compression = o.compression;
   rq.generator = std::string("gpuenv ") + GPUENV_VERSION;
   rq.allow_missing = o.allow_missing;
   rq.fetcher = network.get();

@@ -114,6 +114,7 @@ struct BuildOptions {
   LockOptions lock;           ///< lock.resolve.spec_path is the SPEC or LOCK argument; --host-root, --offline, --json
   std::string output;         ///< layout directory; default ./gpuenv-out/NAME
   std::string format = "oci-dir";
+  std::string compression = "gzip";  ///< layer compression: gzip or zstd
   std::string tag;
   std::vector<std::string> allow_missing;
   unsigned threads = 0;

@@ -21,6 +21,7 @@
 #include "images/digest.hpp"
 #include "images/elf/elf.hpp"
 #include "images/oci/parallel_gzip.hpp"
+#include "images/oci/parallel_zstd.hpp"
 #include "images/oci/tar_writer.hpp"
 #include "images/run/unpack.hpp"
 #include "images/rootfs/deb_rootfs.hpp"
@@ -468,7 +469,7 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
   const std::string lock_sha = sha256_hex(rq.lock_text);
   // Everything the image's bytes depend on; the tag is not among them (it lives in index.json only).
   const std::string build_key = sha256_hex(rq.lock_text + '\0' + rq.generator + '\0' + std::to_string(rq.source_date_epoch) + '\0' + rq.architecture +
-                                           '\0' + std::to_string(rq.gzip_level) + '\0' + [&] {
+                                           '\0' + std::to_string(rq.gzip_level) + '\0' + (rq.compression == "gzip" ? std::string() : rq.compression + std::to_string(rq.zstd_level) + '\0') + [&] {
                                              std::string s;
                                              for (const auto& a : rq.allow_missing) s += a + ",";
                                              return s;
@@ -774,14 +775,20 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
     bl.uncompressed_size = raw_size;
     bl.entries = *entries;
     bl.packages.assign(layer_packages[name].begin(), layer_packages[name].end());
-    const std::string memo = rq.layer_memo_dir.empty() ? std::string() : rq.layer_memo_dir + "/" + bl.diff_id.substr(7) + "-" +
-                                                                  sha256_hex("gzip " + std::to_string(rq.gzip_level) + " " + deflate_implementation()).substr(0, 16);
+    const bool zstd = rq.compression == "zstd";
+    ZstdOptions zo;
+    zo.level = rq.zstd_level;
+    zo.threads = rq.threads;
+    zo.content_size = raw_size;
+    const char* layer_type = zstd ? media_type::k_layer_zstd : media_type::k_layer_gzip;
+    const std::string compressor = zstd ? zstd_implementation(zo) : "gzip " + std::to_string(rq.gzip_level) + " " + deflate_implementation();
+    const std::string memo = rq.layer_memo_dir.empty() ? std::string() : rq.layer_memo_dir + "/" + bl.diff_id.substr(7) + "-" + sha256_hex(compressor).substr(0, 16);
     if (!memo.empty()) {
       std::ifstream in(memo);
       std::string digest;
       std::uint64_t size = 0;
       if (in >> digest >> size && digest.size() == 71 && layout->has_blob(digest.substr(7))) {
-        bl.blob = Descriptor{media_type::k_layer_gzip, digest, size, {}};
+        bl.blob = Descriptor{layer_type, digest, size, {}};
         bl.reused = true;
       }
     }
@@ -795,30 +802,37 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
       GzipOptions go;
       go.level = rq.gzip_level;
       go.threads = rq.threads;
-      ParallelGzip gz(
-          [&](const char* d, std::size_t n) -> Status {
-            digest.update(d, n);
-            zsize += n;
-            std::size_t done = 0;
-            while (done < n) {
-              const ssize_t w = ::write(out.get(), d + done, n - done);
-              if (w < 0 && errno == EINTR) continue;
-              if (w < 0) return io_error("cannot write a layer", tmp);
-              done += static_cast<std::size_t>(w);
-            }
-            return ok_status();
-          },
-          go);
+      auto sink = [&](const char* d, std::size_t n) -> Status {
+        digest.update(d, n);
+        zsize += n;
+        std::size_t done = 0;
+        while (done < n) {
+          const ssize_t w = ::write(out.get(), d + done, n - done);
+          if (w < 0 && errno == EINTR) continue;
+          if (w < 0) return io_error("cannot write a layer", tmp);
+          done += static_cast<std::size_t>(w);
+        }
+        return ok_status();
+      };
+      std::optional<ParallelGzip> gz;
+      std::optional<ParallelZstd> zs;
+      if (zstd) zs.emplace(sink, zo);
+      else gz.emplace(sink, go);
       Sha256 check;
       auto again = stream.write([&](const char* d, std::size_t n) {
         check.update(d, n);
-        return gz.write(d, n);
+        return zstd ? zs->write(d, n) : gz->write(d, n);
       });
       if (!again) {
         ::unlink(tmp.c_str());
         return std::move(again).error();
       }
-      auto fin = gz.finish();
+      Status fin = ok_status();
+      if (zstd) {
+        if (auto f = zs->finish(); !f) fin = std::move(f).error();
+      } else {
+        if (auto f = gz->finish(); !f) fin = std::move(f).error();
+      }
       if (!fin) {
         ::unlink(tmp.c_str());
         return std::move(fin).error();
@@ -831,7 +845,7 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
         ::unlink(tmp.c_str());
         return io_error("cannot write a layer", tmp);
       }
-      auto d = layout->adopt_file(tmp, digest.finish(), zsize, media_type::k_layer_gzip);
+      auto d = layout->adopt_file(tmp, digest.finish(), zsize, layer_type);
       if (!d) return std::move(d).error();
       bl.blob = *d;
       if (!memo.empty()) (void)write_file(memo, bl.blob.digest + " " + std::to_string(bl.blob.size) + "\n");

@@ -106,8 +106,8 @@ Status extract_image_layers(const std::string& layout_dir, const LayoutImage& im
   if (!manifest.is_object() || !manifest.contains("layers") || !manifest["layers"].is_array()) return bad_image("not an image manifest", image.manifest_digest);
   for (const auto& l : manifest["layers"]) {
     const std::string type = l.is_object() ? l.value("mediaType", "") : "";
-    if (type.find("tar") == std::string::npos || type.find("zstd") != std::string::npos)
-      return bad_image("layer media type '" + type + "' is not tar or tar+gzip", blob(layout_dir, l.is_object() ? l.value("digest", "") : ""));
+    if (type.find("tar") == std::string::npos)
+      return bad_image("layer media type '" + type + "' is not tar, tar+gzip or tar+zstd", blob(layout_dir, l.is_object() ? l.value("digest", "") : ""));
     if (auto st = extract_layer(blob(layout_dir, l.value("digest", "")), root, entries); !st) return st;
   }
   return ok_status();

@@ -554,3 +554,30 @@ TEST_F(CliBuild, ExtendsABaseImagePulledFromARegistryOrReadFromALayout) {
   EXPECT_NE(err.find("pulling the base image"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(dir / "nothere" / "index.json"));
 }
+
+// zstd layers: the option changes the media type and the digest, stays reproducible across thread counts, and
+// independent readers (skopeo copy, the zstd tool) and gpuenv run accept the image.
+TEST_F(CliBuild, ZstdLayersAreReproducibleAndReadable) {
+  if (std::system("command -v skopeo >/dev/null && command -v zstd >/dev/null") != 0) GTEST_SKIP() << "skopeo or zstd missing (scripts/deps.sh installs them)";
+  const std::string s = spec("zstd-image", "foo-tools");
+  std::string out, err;
+  ASSERT_EQ(build({s, "-o", (dir / "zstd-gz").string(), "--json"}, (dir / "cache-zstd").string(), &out, &err), 0) << err;
+  const std::string gzip_digest = nlohmann::json::parse(out)["digest"];
+  ASSERT_EQ(build({s, "-o", (dir / "zstd-1").string(), "--compression", "zstd", "--threads", "1", "--tag", "1", "--json"}, (dir / "cache-zstd").string(), &out, &err), 0) << err;
+  const auto one = nlohmann::json::parse(out);
+  ASSERT_EQ(build({s, "-o", (dir / "zstd-4").string(), "--compression", "zstd", "--threads", "4", "--json"}, (dir / "cache-zstd-cold").string(), &out, &err), 0) << err;
+  const auto four = nlohmann::json::parse(out);
+  EXPECT_EQ(one["digest"], four["digest"]);
+  EXPECT_NE(one["digest"], gzip_digest);
+  const auto manifest = nlohmann::json::parse(capture("skopeo inspect --raw oci:" + (dir / "zstd-1").string() + ":1 2>&1"));
+  for (const auto& l : manifest["layers"]) {
+    EXPECT_EQ(l["mediaType"], "application/vnd.oci.image.layer.v1.tar+zstd");
+    const std::string blob = (dir / "zstd-1/blobs/sha256" / l["digest"].get<std::string>().substr(7)).string();
+    EXPECT_TRUE(sh("zstd -q -t " + blob)) << blob;
+  }
+  EXPECT_TRUE(sh("skopeo copy -q oci:" + (dir / "zstd-1").string() + ":1 dir:" + (dir / "zstd-copy").string() + " >/dev/null 2>&1"));
+  // gpuenv run unpacks the zstd layers itself.
+  if (std::system("command -v bwrap >/dev/null") == 0 || ::geteuid() == 0)
+    EXPECT_EQ(capture("GPUENV_CACHE_DIR=" + (dir / "cache-zstd").string() + " " + GPUENV_BINARY + " run " + (dir / "zstd-1").string() + " --no-gpu -- /usr/bin/foo-tool 2>&1"),
+              "foo says 42\n");
+}
