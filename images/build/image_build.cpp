@@ -17,6 +17,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "images/apt/closure.hpp"
 #include "images/cache/cached_fetch.hpp"
 #include "images/digest.hpp"
 #include "images/elf/elf.hpp"
@@ -196,8 +197,44 @@ std::string spdx_id(std::string_view kind, std::string_view name) {
   return out;
 }
 
+/// A package a base image brings, from its dpkg status.
+struct BasePackage {
+  std::string name, version, architecture;
+};
+
+/// The installed packages of a dpkg status text.
+std::vector<BasePackage> base_packages(std::string_view status) {
+  std::vector<BasePackage> out;
+  const std::string text = installed_packages_text(status);
+  std::size_t pos = 0;
+  BasePackage cur;
+  auto flush = [&] {
+    if (!cur.name.empty()) out.push_back(cur);
+    cur = BasePackage{};
+  };
+  while (pos <= text.size()) {
+    std::size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    const std::string_view line(text.data() + pos, eol - pos);
+    auto value = [&](std::size_t n) {
+      std::string_view v = line.substr(n);
+      while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+      while (!v.empty() && (v.back() == ' ' || v.back() == '\r')) v.remove_suffix(1);
+      return std::string(v);
+    };
+    if (line.empty()) flush();
+    else if (line.rfind("Package:", 0) == 0) cur.name = value(8);
+    else if (line.rfind("Version:", 0) == 0) cur.version = value(8);
+    else if (line.rfind("Architecture:", 0) == 0) cur.architecture = value(13);
+    if (eol == text.size()) break;
+    pos = eol + 1;
+  }
+  flush();
+  return out;
+}
+
 std::string sbom_json(const resolver::Lock& lock, const std::string& lock_sha, std::int64_t epoch, const std::string& generator,
-                      const std::string& distro) {
+                      const std::string& distro, const std::string& base_digest = {}, const std::vector<BasePackage>& base = {}) {
   json doc;
   doc["spdxVersion"] = "SPDX-2.3";
   doc["dataLicense"] = "CC0-1.0";
@@ -230,6 +267,38 @@ std::string sbom_json(const resolver::Lock& lock, const std::string& lock_sha, s
                         {"checksums", json::array({{{"algorithm", "SHA256"}, {"checksumValue", p.sha256}}})},
                         {"externalRefs", json::array({{{"referenceCategory", "PACKAGE-MANAGER"}, {"referenceType", "purl"}, {"referenceLocator", purl}}})}});
     relationships.push_back({{"spdxElementId", "SPDXRef-Image"}, {"relationshipType", "CONTAINS"}, {"relatedSpdxElement", id}});
+  }
+  if (!base_digest.empty()) {
+    // The base image and what its dpkg status says it holds (their download location is not known).
+    packages.push_back({{"SPDXID", "SPDXRef-BaseImage"},
+                        {"name", lock.base_image},
+                        {"downloadLocation", "NOASSERTION"},
+                        {"filesAnalyzed", false},
+                        {"primaryPackagePurpose", "CONTAINER"},
+                        {"checksums", json::array({{{"algorithm", "SHA256"}, {"checksumValue", base_digest.substr(base_digest.find(':') + 1)}}})}});
+    relationships.push_back({{"spdxElementId", "SPDXRef-Image"}, {"relationshipType", "DESCENDANT_OF"}, {"relatedSpdxElement", "SPDXRef-BaseImage"}});
+    std::set<std::string> locked;
+    for (const auto& p : lock.packages)
+      if (p.kind == "deb") locked.insert(p.name);
+    for (const auto& b : base) {
+      if (locked.count(b.name)) continue;  // replaced by the lock's version
+      std::string id = spdx_id("base-deb", b.name);
+      for (int n = 2; !ids.insert(id).second; ++n) id = spdx_id("base-deb", b.name) + "-" + std::to_string(n);
+      packages.push_back({{"SPDXID", id},
+                          {"name", b.name},
+                          {"versionInfo", b.version},
+                          {"downloadLocation", "NOASSERTION"},
+                          {"filesAnalyzed", false},
+                          {"supplier", "NOASSERTION"},
+                          {"licenseConcluded", "NOASSERTION"},
+                          {"licenseDeclared", "NOASSERTION"},
+                          {"copyrightText", "NOASSERTION"},
+                          {"externalRefs", json::array({{{"referenceCategory", "PACKAGE-MANAGER"},
+                                                         {"referenceType", "purl"},
+                                                         {"referenceLocator", "pkg:deb/" + distro + "/" + purl_escape(b.name) + "@" + purl_escape(b.version) +
+                                                                                  (b.architecture.empty() ? "" : "?arch=" + purl_escape(b.architecture))}}})}});
+      relationships.push_back({{"spdxElementId", "SPDXRef-BaseImage"}, {"relationshipType", "CONTAINS"}, {"relatedSpdxElement", id}});
+    }
   }
   doc["packages"] = packages;
   doc["relationships"] = relationships;
@@ -519,6 +588,7 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
   std::optional<LayoutImage> base_image;
   std::unordered_map<std::string, BaseMark> base_marks;
   std::unordered_map<std::string, Owner> base_owners;
+  std::vector<BasePackage> base_debs;
   if (!rq.base_layout_dir.empty()) {
     step("unpacking the base image");
     auto image = read_layout_image(rq.base_layout_dir, rq.base_manifest_digest);
@@ -537,6 +607,8 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
     // Mode and owner as the base's layers give them (the tree itself belongs to whoever runs the build).
     for (const auto& e : base_entries) base_owners[e.path] = Owner{-1, true, e.mode, e.uid, e.gid};
     base_image = std::move(*image);
+    std::ifstream status_in(root + "/var/lib/dpkg/status", std::ios::binary);
+    base_debs = base_packages(std::string(std::istreambuf_iterator<char>(status_in), {}));
   }
   auto from_base_unchanged = [&](const Node& n) {
     auto it = base_marks.find(n.path);
@@ -634,7 +706,7 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
 
   // 5. gpuenv's own files: the lock and the SBOM.
   const std::string distro = lock.base.substr(0, lock.base.find(':'));
-  const std::string sbom = sbom_json(lock, lock_sha, rq.source_date_epoch, rq.generator, distro);
+  const std::string sbom = sbom_json(lock, lock_sha, rq.source_date_epoch, rq.generator, distro, base_image ? base_image->manifest_digest : std::string(), base_debs);
   if (auto st = write_file(root + "/usr/share/gpuenv/gpuenv.lock", rq.lock_text); !st) return std::move(st).error();
   if (auto st = write_file(root + "/usr/share/gpuenv/sbom.spdx.json", sbom); !st) return std::move(st).error();
 

@@ -538,6 +538,12 @@ TEST_F(CliBuild, ExtendsABaseImagePulledFromARegistryOrReadFromALayout) {
   for (const char* p : {"Package: foo-tools", "Package: libfoo1", "Package: libc6", "Package: base-files"}) EXPECT_NE(status.find(p), std::string::npos) << p;
   const std::string image_lock = slurp(tree / "rootfs/usr/share/gpuenv/gpuenv.lock");
   EXPECT_NE(image_lock.find("base_image: \"docker://" + base_ref + "@" + a["digest"].get<std::string>() + "\""), std::string::npos) << image_lock;
+  // The SBOM names the base image and the packages it brought.
+  const auto sbom = nlohmann::json::parse(slurp(tree / "rootfs/usr/share/gpuenv/sbom.spdx.json"));
+  std::set<std::string> sbom_names;
+  for (const auto& p : sbom["packages"]) sbom_names.insert(p["name"].get<std::string>());
+  for (const char* p : {"foo-tools", "libfoo1", "libc6", "base-files"}) EXPECT_TRUE(sbom_names.count(p)) << p;
+  EXPECT_TRUE(sbom_names.count("docker://" + base_ref + "@" + a["digest"].get<std::string>()));
   const auto config = nlohmann::json::parse(capture("skopeo inspect --config oci:" + (dir / "derived").string() + " 2>&1"));
   EXPECT_EQ(config["config"]["Labels"]["org.opencontainers.image.base.digest"], a["digest"]);
 
