@@ -516,7 +516,7 @@ class CurlFetcher final : public Fetcher {
     }
     t.error = fail(t, "fetch.failed", why,
                    code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE
-                       ? "TLS verification failed; give the right CA bundle (ca_bundle) rather than disabling verification"
+                       ? "TLS verification failed; give the right CA bundle (GPUENV_CA_BUNDLE) rather than disabling verification"
                        : "");
     finish_failed(t);
   }

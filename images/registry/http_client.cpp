@@ -221,7 +221,7 @@ class CurlHttpClient final : public HttpClient {
         const std::string tries = " (after " + std::to_string(attempt) + " attempt" + (attempt == 1 ? "" : "s") + ")";
         if (tls_problem(code)) {
           return make_error(ErrorKind::environment, "http.tls", why + tries, where,
-                            "TLS verification failed; give the CA that signed the server's certificate (ca_bundle) rather than "
+                            "TLS verification failed; give the CA that signed the server's certificate (--ca-bundle FILE or GPUENV_CA_BUNDLE) rather than "
                             "disabling verification");
         }
         return make_error(ErrorKind::environment, "http.failed", why + tries, where,
