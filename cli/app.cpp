@@ -135,7 +135,9 @@ int run(const std::vector<std::string>& args, Context& ctx) {
   auto* va = app.add_subcommand("validate", "Validate this machine's GPUs: software, health, kernels, memory, bandwidth, GEMM");
   va->add_option("--level", val.level, "quick (boot pre-flight), standard or long")->check(CLI::IsMember({"quick", "standard", "long"}));
   va->add_option("--gpus", val.gpus, "GPU indices to check, e.g. 0,1 (default: all)");
-  va->add_option("--lock", val.lock, "A gpuenv.lock: the driver floor and CUDA version to check against");
+  va->add_option("--lock", val.lock, "A gpuenv.lock: the driver floor and CUDA version to check against (default with --image: the image's own)");
+  va->add_option("--image", val.image,
+                 "An image built by gpuenv (layout DIR or DIR:REF): its CUDA libraries and frameworks run inside it (libraries_load, framework_smoke, cudnn_smoke)");
   va->add_option("--check", val.checks, "Only this check, key prefix or category; repeatable (see gpuenv checks)");
   va->add_option("--junit", val.junit, "Also write a JUnit XML report to this file");
   va->add_option("--backend", val.backend, "replay:FILE answers from a recorded inventory and scenario (docs/replay.md)");

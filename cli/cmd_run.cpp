@@ -1,6 +1,8 @@
 // gpuenv run IMAGE -- CMD...: unpack (cached) and run a command inside an image with bubblewrap (chroot when
-// bubblewrap is missing), with the host's NVIDIA devices and driver libraries bound in when present.
+// bubblewrap is missing), with the host's NVIDIA devices and driver libraries bound in when present. The same
+// sandbox, with output captured and a timeout, runs the image checks of `gpuenv validate --image`.
 #include <glob.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include "cli/commands.hpp"
 #include "cli/render.hpp"
 #include "images/build/image_build.hpp"
+#include "images/process/command_runner.hpp"
 #include "images/rootfs/ld_cache.hpp"
 #include "images/run/unpack.hpp"
 
@@ -68,34 +71,85 @@ bool have_bwrap() {
   return false;
 }
 
+/// The first of `paths` that is an executable file, or "".
+std::string first_executable(std::initializer_list<const char*> paths) {
+  for (const char* p : paths)
+    if (::access(p, X_OK) == 0) return p;
+  return {};
+}
+
 }  // namespace
 
-int cmd_run(const RunOptions& o, Context& ctx) {
-  std::string layout = o.image, ref;
+Result<images::UnpackedImage> unpack_image_argument(const std::string& image, const Context& ctx) {
+  std::string layout = image, ref;
   if (!fs::is_directory(layout)) {
-    const auto colon = o.image.rfind(':');
-    if (colon != std::string::npos && fs::is_directory(o.image.substr(0, colon))) {
-      layout = o.image.substr(0, colon);
-      ref = o.image.substr(colon + 1);
+    const auto colon = image.rfind(':');
+    if (colon != std::string::npos && fs::is_directory(image.substr(0, colon))) {
+      layout = image.substr(0, colon);
+      ref = image.substr(colon + 1);
     } else {
-      return report_error(make_error(ErrorKind::usage, "run.no_image", "no OCI layout directory at '" + o.image + "'", o.image,
-                                     "give the directory `gpuenv build` wrote (gpuenv-out/NAME), optionally as DIR:REF"),
-                          false, ctx);
+      return make_error(ErrorKind::usage, "run.no_image", "no OCI layout directory at '" + image + "'", image,
+                        "give the directory `gpuenv build` wrote (gpuenv-out/NAME), optionally as DIR:REF");
     }
   }
-  auto image = images::unpack_image(layout, ref, cache_root(ctx) + "/rootfs");
-  if (!image) return report_error(image.error(), false, ctx);
+  return images::unpack_image(layout, ref, cache_root(ctx) + "/rootfs");
+}
+
+images::SandboxRequest image_sandbox(const images::UnpackedImage& image, std::vector<std::string> command, bool gpu) {
   images::SandboxRequest rq;
-  rq.rootfs = image->rootfs;
-  rq.command = o.command.empty() ? image->command : o.command;
-  rq.env = image->env;
-  rq.working_dir = image->working_dir;
-  if (rq.command.empty()) {
-    return report_error(make_error(ErrorKind::usage, "run.no_command", "no command given and the image has none", o.image, "add -- COMMAND ARGS..."), false, ctx);
-  }
-  if (!o.no_gpu) {
+  rq.rootfs = image.rootfs;
+  rq.command = command.empty() ? image.command : std::move(command);
+  rq.env = image.env;
+  rq.working_dir = image.working_dir;
+  if (gpu) {
     rq.devices = nvidia_devices();
     rq.driver_libraries = driver_libraries();
+  }
+  return rq;
+}
+
+Result<validate::ImageRun> run_in_image_captured(const images::SandboxRequest& request, std::chrono::milliseconds timeout) {
+  std::vector<std::string> argv;
+  if (have_bwrap()) {
+    argv = images::bwrap_arguments(request);
+    argv.insert(argv.begin(), "bwrap");
+  } else {
+    // Without bubblewrap: the host's env and chroot run the command in the tree with exactly the image's
+    // environment (root only; no private /dev or /proc, so no GPU binding).
+    const std::string env = first_executable({"/usr/bin/env", "/bin/env"});
+    const std::string chroot = first_executable({"/usr/sbin/chroot", "/usr/bin/chroot", "/sbin/chroot"});
+    if (::geteuid() != 0 || env.empty() || chroot.empty()) {
+      return make_error(ErrorKind::environment, "run.no_sandbox", "bubblewrap (bwrap) is missing and chroot needs root", "",
+                        "install bubblewrap (Debian package bubblewrap)");
+    }
+    argv = {env, "-i"};
+    argv.insert(argv.end(), request.env.begin(), request.env.end());
+    argv.insert(argv.end(), {chroot, request.rootfs});
+    argv.insert(argv.end(), request.command.begin(), request.command.end());
+  }
+  auto result = images::make_process_runner()->run(argv, {}, timeout);
+  if (!result) {
+    if (result.error().id == "process.timeout") {
+      validate::ImageRun timed_out;
+      timed_out.exit_code = 128 + SIGKILL;
+      timed_out.timed_out = true;
+      return timed_out;
+    }
+    return std::move(result).error();
+  }
+  validate::ImageRun run;
+  run.exit_code = result->exit_code;
+  run.out = std::move(result->out);
+  run.err = std::move(result->err);
+  return run;
+}
+
+int cmd_run(const RunOptions& o, Context& ctx) {
+  auto image = unpack_image_argument(o.image, ctx);
+  if (!image) return report_error(image.error(), false, ctx);
+  images::SandboxRequest rq = image_sandbox(*image, o.command, !o.no_gpu);
+  if (rq.command.empty()) {
+    return report_error(make_error(ErrorKind::usage, "run.no_command", "no command given and the image has none", o.image, "add -- COMMAND ARGS..."), false, ctx);
   }
   ctx.out->flush();
   if (have_bwrap()) {

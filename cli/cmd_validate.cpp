@@ -1,5 +1,6 @@
 // gpuenv validate, gpuenv checks, gpuenv preflight: build the backend (real NVML + CUDA, or replay), run the
-// checks, render the report. The judgement is validate/'s; this file only composes and prints.
+// checks, render the report. The judgement is validate/'s; this file only composes and prints. With --image, the
+// image is unpacked once and the image checks run their probe in it through the sandbox of `gpuenv run`.
 #include <chrono>
 #include <ctime>
 #include <filesystem>
@@ -89,6 +90,18 @@ bool has_hang(const validate::Report& r) {
   return false;
 }
 
+/// Where `gpuenv build` puts the lock inside an image.
+constexpr const char* k_image_lock = "usr/share/gpuenv/gpuenv.lock";
+
+/// The lock's facts the checks compare with.
+void apply_lock(const resolver::Lock& lock, validate::CheckInputs& inputs) {
+  if (!lock.driver_min.empty()) inputs.lock_driver_floor = lock.driver_min;
+  if (!lock.cuda.empty()) inputs.lock_cuda = lock.cuda;
+  if (!lock.cudnn.empty()) inputs.lock_cudnn = lock.cudnn;
+  inputs.lock_forward_compat = lock.forward_compat;
+  for (const auto& f : lock.frameworks) inputs.lock_frameworks.emplace_back(f.name, f.version);
+}
+
 struct Prepared {
   std::unique_ptr<validate::GpuBackend> backend;
   std::unique_ptr<validate::ThresholdTable> thresholds;
@@ -106,14 +119,43 @@ int prepare(const ValidateOptions& o, Context& ctx, Prepared& p) {
     if (!list) return report_error(list.error(), o.json, ctx);
     p.inputs.gpus = *list;
   }
-  if (!o.lock.empty()) {
-    auto text = read_file_limited(o.lock, 64u << 20);
+  std::optional<images::UnpackedImage> image;
+  if (!o.image.empty()) {
+    auto unpacked = unpack_image_argument(o.image, ctx);
+    if (!unpacked) {
+      Error e = unpacked.error();
+      e.while_("unpacking the image of --image");
+      return report_error(e, o.json, ctx);
+    }
+    image = std::move(*unpacked);
+  }
+  // The lock: --lock, else the one `gpuenv build` put into the image.
+  std::string lock_path = o.lock;
+  if (lock_path.empty() && image) {
+    const fs::path in_image = fs::path(image->rootfs) / k_image_lock;
+    std::error_code ec;
+    if (fs::is_regular_file(in_image, ec)) lock_path = in_image.string();
+  }
+  if (!lock_path.empty()) {
+    auto text = read_file_limited(lock_path, 64u << 20);
     if (!text) return report_error(text.error(), o.json, ctx);
-    auto lock = resolver::parse_lock(*text, o.lock);
-    if (!lock) return report_error(lock.error(), o.json, ctx);
-    if (!lock->driver_min.empty()) p.inputs.lock_driver_floor = lock->driver_min;
-    if (!lock->cuda.empty()) p.inputs.lock_cuda = lock->cuda;
-    p.inputs.lock_forward_compat = lock->forward_compat;
+    auto lock = resolver::parse_lock(*text, lock_path);
+    if (!lock) {
+      Error e = lock.error();
+      if (o.lock.empty()) e.while_("reading the lock inside the image " + o.image + " (give one with --lock)");
+      return report_error(e, o.json, ctx);
+    }
+    apply_lock(*lock, p.inputs);
+  }
+  if (image) {
+    p.inputs.image = o.image;
+    // The devices and driver libraries are looked up once, here; each run copies the sandbox with its command.
+    const images::SandboxRequest sandbox = image_sandbox(*image, {}, true);
+    p.inputs.run_in_image = [sandbox](const std::vector<std::string>& command, std::chrono::milliseconds timeout) {
+      images::SandboxRequest rq = sandbox;
+      rq.command = command;
+      return run_in_image_captured(rq, timeout);
+    };
   }
   if (!o.mig.empty()) p.inputs.spec_mig = o.mig == "on";
   // Variables that change how CUDA, NCCL or the loader behave, for the env_vars check.

@@ -1,16 +1,19 @@
 #pragma once
 // The commands of gpuenv: each turns its options into one library call and renders the result.
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/context.hpp"
 #include "images/registry/registry_client.hpp"
+#include "images/run/unpack.hpp"
 #include "images/sources.hpp"
 #include "resolver/catalog.hpp"
 #include "resolver/lockfile.hpp"
 #include "resolver/solver.hpp"
 #include "resolver/spec.hpp"
+#include "validate/check.hpp"
 
 namespace gpuenv::cli {
 
@@ -39,7 +42,7 @@ struct ValidateOptions {
   std::string level = "standard";   ///< quick | standard | long
   std::string gpus;                 ///< "0,1"; empty = all
   std::string lock;                 ///< a lock whose driver floor and CUDA version the checks compare with
-  std::string image;                ///< an image whose framework runs inside it (not yet)
+  std::string image;                ///< DIR[:REF]: run libraries_load, framework_smoke, cudnn_smoke inside it
   std::vector<std::string> checks;  ///< --check KEY|PREFIX|CATEGORY, repeatable
   std::string junit;                ///< write JUnit XML here
   std::string backend;              ///< "replay:FILE"; empty = GPUENV_BACKEND, else the real GPU
@@ -140,6 +143,17 @@ struct RunOptions {
 };
 /// Returns the command's exit status (128 + signal when killed), or a gpuenv exit code when it cannot start.
 int cmd_run(const RunOptions& options, Context& ctx);
+
+/// An image argument of `gpuenv run` and `gpuenv validate --image` (a layout DIR, or DIR:REF) unpacked into the
+/// cache (once per digest). Errors: `run.no_image` (no such directory), and those of images::unpack_image.
+Result<images::UnpackedImage> unpack_image_argument(const std::string& image, const Context& ctx);
+/// The sandbox that runs `command` in `image` with the image's environment and working directory, and, with
+/// `gpu`, the host's NVIDIA device nodes and driver libraries bound in.
+images::SandboxRequest image_sandbox(const images::UnpackedImage& image, std::vector<std::string> command, bool gpu);
+/// Runs `request` with bubblewrap (a plain chroot as root when bubblewrap is missing: no GPU there), capturing
+/// stdout and stderr through pipes; past `timeout` the process group is killed and the result says timed_out.
+/// Errors: `run.no_sandbox` (no bubblewrap and not root), `process.*` (the sandbox could not be started).
+Result<validate::ImageRun> run_in_image_captured(const images::SandboxRequest& request, std::chrono::milliseconds timeout);
 
 struct DetectOptions {
   bool json = false;

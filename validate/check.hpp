@@ -4,12 +4,15 @@
 // change the GPU.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "resolver/error.hpp"
 #include "validate/backend.hpp"
 #include "validate/thresholds.hpp"
 
@@ -43,6 +46,13 @@ struct GpuOutcome {
   std::vector<Metric> metrics;
 };
 
+/// What a command run inside the image under validation did (CheckInputs::run_in_image).
+struct ImageRun {
+  int exit_code = 0;  ///< 128 + signal number when killed by a signal
+  std::string out, err;
+  bool timed_out = false;  ///< killed at the timeout; out and err may then be empty
+};
+
 /// What the checks know about the run: from the CLI (lock, spec, environment), never read by the checks.
 struct CheckInputs {
   Level level = Level::standard;
@@ -53,6 +63,13 @@ struct CheckInputs {
   std::optional<bool> spec_mig;                  ///< MIG expected on (true) or off (false); empty = not asked
   std::map<std::string, std::string> environment;  ///< the variables the CLI chose to pass (CUDA_*, NCCL_*, LD_*)
   const ThresholdTable* thresholds = nullptr;    ///< per-GPU references; null = none loaded
+  /// Runs a command inside the image under validation (`--image`), with the host's GPUs and driver libraries
+  /// bound in, capturing its output; kills it at `timeout` (timed_out). An Error when it cannot be started at all.
+  /// Empty = no image given: the image checks SKIP.
+  std::function<Result<ImageRun>(const std::vector<std::string>& command, std::chrono::milliseconds timeout)> run_in_image;
+  std::optional<std::string> lock_cudnn;  ///< "9.1.0": the image's cuDNN version from the lock
+  std::vector<std::pair<std::string, std::string>> lock_frameworks;  ///< (name, version) as the lock records them
+  std::string image;                      ///< the image as given (`DIR[:REF]`), for messages
 };
 
 /// Everything a check may use while it runs.
@@ -69,7 +86,7 @@ class Check {
  public:
   virtual ~Check() = default;
   [[nodiscard]] virtual std::string key() const = 0;
-  [[nodiscard]] virtual std::string category() const = 0;  ///< software | health | kernels | throughput
+  [[nodiscard]] virtual std::string category() const = 0;  ///< software | health | kernels | throughput | image
   [[nodiscard]] virtual std::string description() const = 0;
   /// Whether the check reads a GPU (skipped without GPUs and after a GPU hung). Software checks that read a
   /// GPU's state (persistence_mode, mig_state) override this.

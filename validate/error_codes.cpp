@@ -102,6 +102,42 @@ const std::vector<ErrorCode>& error_codes() {
        "compare with the node's other GPUs: check this GPU's link, clocks and cooling; reseat or replace it"},
       {"no_threshold", "no reference exists for this GPU model: the value is reported but not judged",
        "add a measured reference for this model to recipes/gpus/thresholds.yaml"},
+
+      // image (`--image`: the probe runs inside the image with the image's python3)
+      {"image_probe_failed", "the probe could not run inside the image, or printed no report",
+       "read the message's stderr; check that the image starts and has python3 (`gpuenv run IMAGE -- python3 "
+       "--version`) and that bubblewrap is installed on the host"},
+      {"image_timeout", "the probe inside the image did not finish within its time and was killed",
+       "a first import from a cold disk can be slow: rerun once; if it repeats, find the step that hangs with "
+       "`gpuenv run IMAGE -- python3 -c 'import torch; print(torch.cuda.is_available())'` and look for Xid errors "
+       "in `dmesg`"},
+      {"image_library_load_failed", "a CUDA library of the image (libcudart, libcublas, libcudnn) does not load or "
+       "does not answer",
+       "check that the image holds the library the lock names (`gpuenv inspect IMAGE --all`) and that the host "
+       "driver works (`nvidia-smi`); rebuild the image from its lock"},
+      {"image_cuda_mismatch", "a CUDA or cuDNN version in the image (as its library or framework reports it) differs "
+       "from the lock",
+       "rebuild the image from its lock (`gpuenv build LOCK`); if the lock is stale, re-lock the spec and rebuild"},
+      {"image_import_failed", "the image's Python cannot import a framework the lock names",
+       "read the Python error: a missing module means the image lacks the framework, a missing shared library names "
+       "the CUDA library it needs; rebuild the image from its lock"},
+      {"image_framework_mismatch", "a framework in the image has another version than the lock",
+       "rebuild the image from the lock; the image was changed after the build or built from another lock"},
+      {"image_no_gpu", "the image's CUDA runtime or framework sees no GPU",
+       "the host's /dev/nvidia* device nodes and driver libraries (libcuda.so.1, under /run/gpuenv/driver) must be "
+       "bound into the sandbox: install bubblewrap (the chroot fallback binds no GPU), check the host driver with "
+       "`nvidia-smi`, and check that the framework is a CUDA build"},
+      {"image_framework_error", "the framework raised an error while running work on the GPU inside the image",
+       "read the error: out of memory means other work holds the GPU; a CUDA or cuDNN error often means the image's "
+       "libraries and the host driver disagree (see libraries_load)"},
+      {"image_matmul_mismatch", "a matmul on the GPU through the image's framework differs from the CPU result",
+       "rerun; if it repeats, run `gpuenv validate --check kernels`: a GPU that computes wrong results must be drained"},
+      {"image_conv_mismatch", "a cuDNN convolution through the image's framework differs from the CPU result",
+       "rerun; if it repeats while the matmul and the kernel checks pass, the image's cuDNN is at fault: rebuild the "
+       "image from its lock, else drain the node"},
+      {"image_cudnn_unavailable", "the framework reports that cuDNN is unavailable or disabled",
+       "the image lacks the cuDNN the framework was built for, or it does not load: see libraries_load, and rebuild "
+       "the image from its lock"},
   };
   return k_codes;
 }

@@ -144,6 +144,22 @@ TEST(Validate, BadInputsAreUsageErrors) {
   EXPECT_NE(missing.err.find("/nonexistent/replay.yaml"), std::string::npos) << missing.err;
 }
 
+TEST(Validate, AnImageThatIsNotALayoutIsAUsageError) {
+  const Outcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "h200x1.yaml", "--image", "/nonexistent/gpuenv-out/x"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no OCI layout directory at '/nonexistent/gpuenv-out/x'"), std::string::npos) << r.err;
+}
+
+TEST(Validate, WithoutAnImageTheImageChecksSkipAndNeverPass) {
+  int code = -1;
+  const auto report = validate_json("h200x1.yaml", {"--check", "image"}, &code);
+  EXPECT_EQ(code, 4);  // nothing ran, so nothing was validated
+  for (const char* key : {"libraries_load", "framework_smoke", "cudnn_smoke"}) {
+    EXPECT_TRUE(results(report, key, "pass").empty()) << key;
+    EXPECT_FALSE(results(report, key, "skip").empty()) << key << ": " << report.dump(1).substr(0, 2000);
+  }
+}
+
 TEST(Validate, PreflightWritesItsStatusAtomically) {
   const fs::path dir = fs::temp_directory_path() / ("gpuenv-preflight-" + std::to_string(::getpid()));
   const Outcome r = gpuenv({"preflight", "--backend", "replay:" + k_data + "h200x1.yaml", "--status-file", (dir / "run/status.json").string()});

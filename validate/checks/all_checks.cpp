@@ -1,5 +1,10 @@
 // The registry: every built-in check, in the order they run. Adding a check means adding it to its category's
-// factory (software.cpp, health.cpp, kernels.cpp, throughput.cpp); its key is then stable forever.
+// factory (software.cpp, health.cpp, kernels.cpp, throughput.cpp, image.cpp); its key is then stable forever.
+//
+// The image checks come last: they judge the software stack of the image (`--image`) on GPUs the checks before them
+// have proven, and a GPU that hung earlier skips them. Without --image they SKIP and take no time; with it, their
+// probe (one run of the image's Python, shared by the three) adds up to 90 s at standard and 180 s at long, on top
+// of the level's budget below, which covers the GPU checks.
 //
 // Levels and deadlines (seconds on 1 GPU / on 8 GPUs; "-" = not at that level). The budgets live next to each
 // check; checks_test.cpp asserts that on one GPU quick sums to <= 15 s, standard to <= 2 min, long to <= 15 min.
@@ -32,6 +37,9 @@
 //   gemm_tflops          throughput   -            20.5/160.5    40.5/320.5    (bf16, fp16, tf32, fp64)
 //   p2p_bandwidth        throughput   -            -/112.5       -/224.5       (per ordered pair; >= 2 GPUs)
 //   nccl_allreduce       throughput   -            -/18.0        -/36.0        (>= 2 GPUs and NCCL)
+//   libraries_load       image        -            100/100       190/190       (the first image check to run pays
+//   framework_smoke      image        -            100/100       190/190        for the shared probe: <= 90 s at
+//   cudnn_smoke          image        -            100/100       190/190        standard, 180 s at long)
 #include "validate/check.hpp"
 #include "validate/checks/check_support.hpp"
 
@@ -40,7 +48,7 @@ namespace gpuenv::validate {
 std::vector<std::unique_ptr<Check>> all_checks() {
   std::vector<std::unique_ptr<Check>> out;
   for (auto factory : {&checks::software_checks, &checks::health_checks, &checks::kernel_checks,
-                       &checks::throughput_checks}) {
+                       &checks::throughput_checks, &checks::image_checks}) {
     for (auto& check : factory()) out.push_back(std::move(check));
   }
   return out;

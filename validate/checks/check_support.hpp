@@ -27,7 +27,7 @@ struct Budget {
 /// What a built-in check is, without its behaviour. An empty budget means the check does not run at that level.
 struct CheckSpec {
   std::string key;
-  std::string category;  ///< software | health | kernels | throughput
+  std::string category;  ///< software | health | kernels | throughput | image
   std::string description;
   std::optional<Budget> quick, standard, long_;
 };
@@ -95,5 +95,11 @@ std::vector<std::unique_ptr<Check>> software_checks();
 std::vector<std::unique_ptr<Check>> health_checks();
 std::vector<std::unique_ptr<Check>> kernel_checks();
 std::vector<std::unique_ptr<Check>> throughput_checks();
+/// libraries_load, framework_smoke and cudnn_smoke: they share one run of the image probe (image.cpp).
+std::vector<std::unique_ptr<Check>> image_checks();
+
+/// The Python script run inside the image by the image checks (image_probe.cpp): prints one
+/// gpuenv-image-probe-v1 JSON object and never raises.
+std::string_view image_probe_script();
 
 }  // namespace gpuenv::validate::checks

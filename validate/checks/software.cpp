@@ -1,7 +1,7 @@
 // Software checks: the driver, its version against the lock, conflicting modules, device nodes, persistence,
 // the NVSwitch fabric manager, MIG mode against the spec, and debugging variables. They read DriverState and idle
-// health only, so they are cheap and run at every level. libraries_load and cudnn_smoke need the image and are
-// added by the CLI when --image is given.
+// health only, so they are cheap and run at every level. libraries_load, framework_smoke and cudnn_smoke need the
+// image and live in image.cpp.
 #include <algorithm>
 #include <cctype>
 
