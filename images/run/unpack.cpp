@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "images/archive/safe_extract.hpp"
@@ -47,8 +49,22 @@ Status extract_layer(const std::string& path, const std::string& root, std::vect
   auto entries = extract_archive(std::string_view(static_cast<const char*>(p), static_cast<std::size_t>(st.st_size)), path, root, options);
   ::munmap(p, static_cast<std::size_t>(st.st_size));
   if (!entries) return std::move(entries).error();
-  // Whiteouts: ".wh.NAME" removes NAME from the layers below; the marker itself goes too.
+  // Whiteouts: ".wh.NAME" removes NAME from the layers below; ".wh..wh..opq" makes its directory opaque: what the
+  // layers below put there goes, and only this layer's entries stay. The markers themselves go too.
   std::error_code ec;
+  std::set<std::string> here;  // this layer's paths and their ancestors
+  for (const auto& e : *entries) {
+    for (fs::path anc(e.path); !anc.empty() && anc != anc.root_path(); anc = anc.parent_path()) {
+      if (!here.insert(anc.string()).second) break;
+    }
+  }
+  std::function<void(const fs::path&)> keep_only_this_layer = [&](const fs::path& rel_dir) {
+    for (const auto& child : fs::directory_iterator(fs::path(root) / rel_dir, ec)) {
+      const fs::path rel = rel_dir / child.path().filename();
+      if (!here.count(rel.string())) fs::remove_all(child.path(), ec);
+      else if (child.is_directory(ec) && !child.is_symlink(ec)) keep_only_this_layer(rel);
+    }
+  };
   for (const auto& e : *entries) {
     const fs::path rel(e.path);
     const std::string name = rel.filename().string();
@@ -57,7 +73,8 @@ Status extract_layer(const std::string& path, const std::string& root, std::vect
       continue;
     }
     const fs::path dir = fs::path(root) / rel.parent_path();
-    if (name != ".wh..wh..opq") fs::remove_all(dir / name.substr(4), ec);
+    if (name == ".wh..wh..opq") keep_only_this_layer(rel.parent_path());
+    else fs::remove_all(dir / name.substr(4), ec);
     fs::remove(dir / name, ec);
   }
   return ok_status();

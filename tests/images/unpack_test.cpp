@@ -1,0 +1,120 @@
+// Unpacking an image's layers in order with OCI whiteouts: ".wh.NAME" deletes NAME from the layers below, and
+// ".wh..wh..opq" makes a directory opaque (what the layers below put there goes; the layer's own entries stay).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "images/oci/layout.hpp"
+#include "images/run/unpack.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using gpuenv::images::OciLayout;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class Unpack : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("gpuenv-unpack-" + std::to_string(::getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  /// A gzip layer from the files under `tree` (made by `fill`, a shell command run inside it).
+  std::string layer(OciLayout& layout, const std::string& name, const std::string& fill) {
+    const fs::path tree = dir / name;
+    fs::create_directories(tree);
+    EXPECT_EQ(std::system(("cd " + tree.string() + " && " + fill).c_str()), 0);
+    const fs::path tar = dir / (name + ".tar.gz");
+    EXPECT_EQ(std::system(("tar -C " + tree.string() + " --sort=name --numeric-owner -czf " + tar.string() + " .").c_str()), 0);
+    auto d = layout.put_bytes(slurp(tar), "application/vnd.oci.image.layer.v1.tar+gzip");
+    EXPECT_TRUE(d.ok());
+    return d.ok() ? d->digest : "";
+  }
+
+  fs::path dir;
+};
+
+TEST_F(Unpack, WhiteoutsAndOpaqueDirectoriesHideWhatLowerLayersPutThere) {
+  auto layout = OciLayout::open((dir / "layout").string());
+  ASSERT_TRUE(layout.ok());
+  std::vector<std::string> layers = {
+      layer(*layout, "l1", "mkdir -p etc/app/conf.d opt/keep && echo a > etc/app/a && echo b > etc/app/conf.d/b && echo old > opt/keep/x && echo gone > opt/gone"),
+      layer(*layout, "l2", "mkdir -p etc/app opt && touch etc/app/.wh..wh..opq && echo new > etc/app/new && touch opt/.wh.gone"),
+      layer(*layout, "l3", "mkdir -p opt/keep && echo y > opt/keep/y")};
+  nlohmann::json diff_ids = nlohmann::json::array();
+  nlohmann::json manifest_layers = nlohmann::json::array();
+  for (const auto& d : layers) {
+    diff_ids.push_back(d);  // not checked by unpacking
+    manifest_layers.push_back({{"mediaType", "application/vnd.oci.image.layer.v1.tar+gzip"}, {"digest", d}, {"size", fs::file_size(layout->blob_path(d.substr(7)))}});
+  }
+  const nlohmann::json config = {{"architecture", "amd64"}, {"os", "linux"}, {"rootfs", {{"type", "layers"}, {"diff_ids", diff_ids}}}, {"config", {{"Cmd", {"/bin/sh"}}}}};
+  auto c = layout->put_bytes(config.dump(), "application/vnd.oci.image.config.v1+json");
+  ASSERT_TRUE(c.ok());
+  const nlohmann::json manifest = {{"schemaVersion", 2},
+                                   {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+                                   {"config", {{"mediaType", c->media_type}, {"digest", c->digest}, {"size", c->size}}},
+                                   {"layers", manifest_layers}};
+  auto m = layout->put_bytes(manifest.dump(), "application/vnd.oci.image.manifest.v1+json");
+  ASSERT_TRUE(m.ok());
+  ASSERT_TRUE(layout->write_index({*m}).ok());
+
+  auto unpacked = gpuenv::images::unpack_image((dir / "layout").string(), "", (dir / "cache").string());
+  ASSERT_TRUE(unpacked.ok()) << unpacked.error().to_string();
+  const fs::path root = unpacked->rootfs;
+  // The opaque directory holds only the upper layer's entries.
+  EXPECT_FALSE(fs::exists(root / "etc/app/a"));
+  EXPECT_FALSE(fs::exists(root / "etc/app/conf.d"));
+  EXPECT_EQ(slurp(root / "etc/app/new"), "new\n");
+  EXPECT_FALSE(fs::exists(root / "etc/app/.wh..wh..opq"));
+  // A plain whiteout deletes one name; its siblings stay, and later layers add to them.
+  EXPECT_FALSE(fs::exists(root / "opt/gone"));
+  EXPECT_FALSE(fs::exists(root / "opt/.wh.gone"));
+  EXPECT_EQ(slurp(root / "opt/keep/x"), "old\n");
+  EXPECT_EQ(slurp(root / "opt/keep/y"), "y\n");
+  EXPECT_EQ(unpacked->command, (std::vector<std::string>{"/bin/sh"}));
+
+  // The same layers through extract_image_layers, and by manifest digest.
+  auto image = gpuenv::images::read_layout_image((dir / "layout").string(), m->digest);
+  ASSERT_TRUE(image.ok()) << image.error().to_string();
+  fs::create_directories(dir / "again");
+  std::vector<gpuenv::images::ExtractedEntry> entries;
+  ASSERT_TRUE(gpuenv::images::extract_image_layers((dir / "layout").string(), *image, (dir / "again").string(), &entries).ok());
+  EXPECT_FALSE(fs::exists(dir / "again/etc/app/a"));
+  for (const auto& e : entries) EXPECT_EQ(e.path.find(".wh."), std::string::npos) << e.path;
+}
+
+TEST_F(Unpack, AnUnknownRefOrLayerTypeIsAClearError) {
+  auto layout = OciLayout::open((dir / "layout").string());
+  ASSERT_TRUE(layout.ok());
+  auto bad_layer = layout->put_bytes("x", "application/vnd.example.not-a-layer");
+  ASSERT_TRUE(bad_layer.ok());
+  auto c = layout->put_bytes(R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}})", "application/vnd.oci.image.config.v1+json");
+  ASSERT_TRUE(c.ok());
+  const nlohmann::json manifest = {{"schemaVersion", 2},
+                                   {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+                                   {"config", {{"mediaType", c->media_type}, {"digest", c->digest}, {"size", c->size}}},
+                                   {"layers", {{{"mediaType", "application/vnd.example.not-a-layer"}, {"digest", bad_layer->digest}, {"size", 1}}}}};
+  auto m = layout->put_bytes(manifest.dump(), "application/vnd.oci.image.manifest.v1+json");
+  ASSERT_TRUE(m.ok());
+  ASSERT_TRUE(layout->write_index({*m}).ok());
+  auto unpacked = gpuenv::images::unpack_image((dir / "layout").string(), "", (dir / "cache").string());
+  ASSERT_FALSE(unpacked.ok());
+  EXPECT_EQ(unpacked.error().id, "run.bad_image");
+  EXPECT_FALSE(fs::exists(dir / "cache" / m->digest.substr(7)));  // nothing half-unpacked left in place
+  auto missing = gpuenv::images::unpack_image((dir / "layout").string(), "no-such-ref", (dir / "cache").string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().id, "run.no_image");
+}
+
+}  // namespace
