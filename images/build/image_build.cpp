@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "images/apt/closure.hpp"
+#include "images/apt/deb822.hpp"
 #include "images/cache/cached_fetch.hpp"
 #include "images/digest.hpp"
 #include "images/elf/elf.hpp"
@@ -202,34 +203,14 @@ struct BasePackage {
   std::string name, version, architecture;
 };
 
-/// The installed packages of a dpkg status text.
+/// The installed packages of a dpkg status text (stanzas that do not parse are not listed).
 std::vector<BasePackage> base_packages(std::string_view status) {
   std::vector<BasePackage> out;
   const std::string text = installed_packages_text(status);
-  std::size_t pos = 0;
-  BasePackage cur;
-  auto flush = [&] {
-    if (!cur.name.empty()) out.push_back(cur);
-    cur = BasePackage{};
-  };
-  while (pos <= text.size()) {
-    std::size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    const std::string_view line(text.data() + pos, eol - pos);
-    auto value = [&](std::size_t n) {
-      std::string_view v = line.substr(n);
-      while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-      while (!v.empty() && (v.back() == ' ' || v.back() == '\r')) v.remove_suffix(1);
-      return std::string(v);
-    };
-    if (line.empty()) flush();
-    else if (line.rfind("Package:", 0) == 0) cur.name = value(8);
-    else if (line.rfind("Version:", 0) == 0) cur.version = value(8);
-    else if (line.rfind("Architecture:", 0) == 0) cur.architecture = value(13);
-    if (eol == text.size()) break;
-    pos = eol + 1;
-  }
-  flush();
+  auto stanzas = parse_deb822(text, "/var/lib/dpkg/status");
+  if (!stanzas) return out;
+  for (const auto& st : *stanzas)
+    out.push_back({std::string(st.get("Package")), std::string(st.get("Version")), std::string(st.get("Architecture"))});
   return out;
 }
 

@@ -23,6 +23,7 @@
 #include <sstream>
 
 #include "cli/context.hpp"
+#include "fakes/docker_registry.hpp"
 #include "fakes/loopback_server.hpp"
 #include "images/digest.hpp"
 #include "images/fetch/curl_fetcher.hpp"
@@ -328,51 +329,11 @@ TEST_F(CliBuild, RunExecutesTheImagesOwnProgramInASandbox) {
 }
 
 /// The real docker-registry on 127.0.0.1 (plain HTTP), storage in a temporary directory.
-class Registry {
- public:
-  explicit Registry(const fs::path& dir) : m_dir(dir) {
-    if (std::system("command -v docker-registry >/dev/null") != 0) return;
-    fs::create_directories(dir / "storage");
-    int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    m_port = ntohs(a.sin_port);
-    ::close(s);
-    std::ofstream(dir / "config.yml") << "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: "
-                                      << (dir / "storage").string() << "\nhttp:\n  addr: 127.0.0.1:" << m_port << "\n";
-    m_pid = ::fork();
-    if (m_pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::execlp("docker-registry", "docker-registry", "serve", (dir / "config.yml").c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    for (int i = 0; i < 200; ++i) {
-      if (sh("curl -s -o /dev/null http://127.0.0.1:" + std::to_string(m_port) + "/v2/")) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-  }
-  ~Registry() {
-    if (m_pid > 0) {
-      ::kill(m_pid, SIGTERM);
-      ::waitpid(m_pid, nullptr, 0);
-    }
-  }
-  [[nodiscard]] bool up() const { return m_pid > 0; }
-  [[nodiscard]] std::string host() const { return "127.0.0.1:" + std::to_string(m_port); }
-
- private:
-  fs::path m_dir;
-  int m_port = 0;
-  pid_t m_pid = -1;
-};
+using Registry = gpuenv::testing::DockerRegistry;
 
 TEST_F(CliBuild, PushesToARegistryThatSkopeoReadsBackWithTheSameDigest) {
-  Registry registry(dir / "registry");
-  if (!registry.up()) GTEST_SKIP() << "docker-registry missing (scripts/deps.sh installs it)";
+  Registry registry(Registry::Setup::plain);
+  if (!registry.skip_reason().empty()) GTEST_SKIP() << registry.skip_reason();
   const std::string ref = registry.host() + "/ml/pushed:1.0";
   std::string out, err;
   ASSERT_EQ(build({spec("pushed", "foo-tools"), "-o", (dir / "push-img").string(), "--push", ref, "--plain-http", "--json"}, (dir / "cache-push").string(), &out, &err), 0) << err;
@@ -506,8 +467,8 @@ TEST_F(CliBuild, AFullDiskIsAClearErrorAndLeavesNoIndex) {
 // A base image from a registry (and from a layout): its layers come first, unchanged; its installed packages
 // are not added again; gpuenv's layers hold only what is new, and programs find the base's libraries.
 TEST_F(CliBuild, ExtendsABaseImagePulledFromARegistryOrReadFromALayout) {
-  Registry registry(dir / "registry-base");
-  if (!registry.up()) GTEST_SKIP() << "docker-registry missing (scripts/deps.sh installs it)";
+  Registry registry(Registry::Setup::plain);
+  if (!registry.skip_reason().empty()) GTEST_SKIP() << registry.skip_reason();
   std::string out, err;
   const std::string cache = (dir / "cache-base").string();
   const std::string base_ref = registry.host() + "/ml/base:1";

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "cli/context.hpp"
+#include "fakes/docker_registry.hpp"
 #include "images/digest.hpp"
 #include "images/oci/archive.hpp"
 #include "images/oci/layout.hpp"
@@ -95,48 +96,7 @@ Descriptor write_layout(const fs::path& dir, const std::string& title, const std
 }
 
 /// The real docker-registry on 127.0.0.1 (plain HTTP), storage in a temporary directory.
-class Registry {
- public:
-  explicit Registry(const fs::path& dir) {
-    if (!sh("command -v docker-registry >/dev/null")) return;
-    fs::create_directories(dir / "storage");
-    int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    m_port = ntohs(a.sin_port);
-    ::close(s);
-    std::ofstream(dir / "config.yml") << "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: "
-                                      << (dir / "storage").string() << "\nhttp:\n  addr: 127.0.0.1:" << m_port << "\n";
-    m_pid = ::fork();
-    if (m_pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::execlp("docker-registry", "docker-registry", "serve", (dir / "config.yml").c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    for (int i = 0; i < 200; ++i) {
-      if (sh("curl -s -o /dev/null http://127.0.0.1:" + std::to_string(m_port) + "/v2/")) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
-    }
-  }
-  ~Registry() {
-    if (m_pid > 0) {
-      ::kill(m_pid, SIGTERM);
-      ::waitpid(m_pid, nullptr, 0);
-    }
-  }
-  Registry(const Registry&) = delete;
-  Registry& operator=(const Registry&) = delete;
-  [[nodiscard]] bool up() const { return m_pid > 0; }
-  [[nodiscard]] std::string host() const { return "127.0.0.1:" + std::to_string(m_port); }
-
- private:
-  int m_port = 0;
-  pid_t m_pid = -1;
-};
+using Registry = gpuenv::testing::DockerRegistry;
 
 class CliInspect : public ::testing::Test {
  protected:
@@ -309,8 +269,8 @@ TEST_F(CliInspect, DiffBetweenALayoutAndAnArchiveShowsWhatChanged) {
 }
 
 TEST_F(CliInspect, ARegistryImageIsReadFromItsManifestAndConfigOnly) {
-  Registry registry(dir / "registry");
-  if (!registry.up()) GTEST_SKIP() << "docker-registry missing (scripts/deps.sh installs it)";
+  Registry registry(Registry::Setup::plain);
+  if (!registry.skip_reason().empty()) GTEST_SKIP() << registry.skip_reason();
   auto http = gpuenv::images::make_curl_http_client({});
   gpuenv::images::RegistryOptions ro;
   ro.plain_http = true;
