@@ -15,6 +15,7 @@
 #include "recipes/embedded.hpp"
 #include "resolver/lockfile.hpp"
 #include "validate/adapters/cuda_session.hpp"
+#include "validate/adapters/multi_gpu.hpp"
 #include "validate/adapters/real_backend.hpp"
 #include "validate/check.hpp"
 #include "validate/replay/replay_backend.hpp"
@@ -49,11 +50,22 @@ Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& fl
                       "use replay:FILE (a recorded inventory and scenario, docs/replay.md) or leave it out for the real GPU");
   }
   validate::RealBackendOptions o;
-  o.session_factory = [](const std::string& bus, std::function<Result<validate::GpuHealth>()> health) {
+  o.session_factory = [](validate::SessionTarget target) {
     validate::CudaSessionOptions so;
     so.fatbin = validate::embedded_validation_fatbin();
-    so.health_reader = std::move(health);
-    return validate::open_cuda_session(bus, so);
+    so.health_reader = std::move(target.health_reader);
+    so.numa_node = target.numa_node;
+    return validate::open_cuda_session(target.pci_bus_id, so);
+  };
+  o.p2p_measure = [](const std::string& src_bus_id, const std::string& dst_bus_id, int samples) {
+    validate::MultiGpuOptions mo;
+    mo.fatbin = validate::embedded_validation_fatbin();
+    return validate::measure_p2p_bandwidth(mo, src_bus_id, dst_bus_id, samples);
+  };
+  o.nccl_measure = [](const std::vector<std::string>& bus_ids, int samples) {
+    validate::MultiGpuOptions mo;
+    mo.fatbin = validate::embedded_validation_fatbin();
+    return validate::measure_nccl_allreduce(mo, bus_ids, samples);
   };
   return validate::make_real_backend(o);
 }

@@ -144,6 +144,10 @@ class GpuBackend {
   /// "nvml+cuda" for the real adapter, "replay" for recorded answers. Reports print it.
   [[nodiscard]] virtual std::string name() const = 0;
   virtual Result<DriverState> driver() = 0;
+  /// Work that must happen before checks run on worker threads: the real adapter runs its child-process cuInit
+  /// probe here, since fork() is only safe while the process has a single thread. The runner calls it once, on its
+  /// own thread, before the first GPU check; open() reports a failure again. The default does nothing.
+  virtual gpuenv::Status prepare() { return ok_status(); }
   /// The GPUs; empty when there are none or no driver.
   virtual Result<std::vector<GpuInfo>> gpus() = 0;
   virtual Result<GpuHealth> health(int gpu) = 0;

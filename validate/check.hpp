@@ -79,6 +79,10 @@ struct CheckContext {
   const DriverState& driver;
   const std::vector<GpuInfo>& gpus;  ///< the GPUs selected for this run
   std::chrono::steady_clock::time_point deadline;
+  /// Tells the runner one GPU's outcome as soon as it is known (may be empty; may be called from any thread while
+  /// run() has not returned). When the check passes its deadline, GPUs with an outcome keep it and only the others
+  /// are FAIL `hang`, so one hung GPU does not take the verdicts of the others with it.
+  std::function<void(const GpuOutcome&)> partial = {};
 };
 
 /// A validation check. Stable snake_case key, a one-line description, the levels it runs at, and a deadline.

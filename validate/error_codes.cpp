@@ -90,6 +90,9 @@ const std::vector<ErrorCode>& error_codes() {
       {"gemm_mismatch", "repeated identical GEMMs gave different results, or differed from the reference",
        "drain the node: the GPU computes inconsistently; check clocks and temperature, and replace the GPU if it "
        "repeats"},
+      {"throughput_degraded", "GEMM throughput fell by more than 10% between the start and the end of a sustained load",
+       "check the GPU's cooling (fans, airflow, inlet temperature) and power delivery, and compare clock_events and "
+       "temperature; drain the node if it repeats"},
       {"unverified", "a measurement had too few samples or its data was not verified, so it was not trusted",
        "rerun; if it repeats, the adapter or kernels are at fault: report it to the gpuenv maintainers"},
 

@@ -33,6 +33,7 @@ struct Job {
   std::condition_variable finished;
   bool done = false;
   std::vector<GpuOutcome> outcomes;
+  std::vector<GpuOutcome> partial;    // per-GPU outcomes told before run() returned (CheckContext::partial)
   std::optional<std::string> thrown;  // what() of what the check threw
 };
 
@@ -41,7 +42,14 @@ void work(const std::shared_ptr<Job>& job) {
     std::vector<GpuOutcome> outcomes;
     std::optional<std::string> thrown;
     try {
-      CheckContext context{*job->backend, job->inputs, job->driver, job->gpus, job->deadline};
+      // The callback may run on the check's own threads; they end before run() returns, or, if the watchdog gave
+      // up, while this thread still holds `job`.
+      Job* raw = job.get();
+      CheckContext context{*job->backend, job->inputs, job->driver, job->gpus, job->deadline,
+                           [raw](const GpuOutcome& o) {
+                             std::lock_guard lock(raw->mutex);
+                             raw->partial.push_back(o);
+                           }};
       outcomes = job->check->run(context);
     } catch (const std::exception& e) {
       thrown = std::string(e.what());
@@ -96,6 +104,7 @@ struct Planned {
 struct Outcome {
   std::vector<GpuOutcome> results;
   bool hung = false;
+  std::vector<int> hung_gpus;  // the GPUs without an outcome when the deadline passed
 };
 
 // Runs one check on a worker thread and waits for it until its deadline.
@@ -116,11 +125,29 @@ Outcome run_guarded(const std::shared_ptr<Job>& job, std::chrono::milliseconds l
   if (!done) {
     // Abandoned on purpose: the thread holds `job` (and through it the check) until it returns, if ever.
     worker.detach();
-    return {outcomes_for(job->gpus, per_gpu, Status::fail,
-                         "did not finish within its deadline of " + std::to_string(limit.count()) +
-                             " ms; abandoned (GPU hung?)",
-                         k_code_hang, k_hang_hint),
-            true};
+    const std::string message =
+        "did not finish within its deadline of " + std::to_string(limit.count()) + " ms; abandoned (GPU hung?)";
+    std::vector<GpuOutcome> told;
+    {
+      std::lock_guard lock(job->mutex);
+      told = job->partial;
+    }
+    Outcome out;
+    out.hung = true;
+    if (!per_gpu || job->gpus.empty()) {
+      out.results = outcomes_for(job->gpus, per_gpu, Status::fail, message, k_code_hang, k_hang_hint);
+      return out;
+    }
+    for (const auto& g : job->gpus) {
+      auto it = std::find_if(told.begin(), told.end(), [&](const GpuOutcome& o) { return o.gpu == g.index; });
+      if (it != told.end()) {
+        out.results.push_back(*it);
+      } else {
+        out.results.push_back(GpuOutcome{g.index, Status::fail, message, k_code_hang, k_hang_hint, {}});
+        out.hung_gpus.push_back(g.index);
+      }
+    }
+    return out;
   }
   worker.join();
   std::lock_guard lock(job->mutex);
@@ -234,6 +261,13 @@ Result<Report> run_unguarded(GpuBackend& backend, const CheckInputs& inputs,
     if (in_level || named) plan.push_back({c, in_level});
   }
 
+  // Before any worker thread exists: the real adapter forks its cuInit probe here (fork is only safe while this
+  // process has one thread). A failure is a note; the GPU checks report it again when they open a session.
+  const bool gpu_work = std::any_of(plan.begin(), plan.end(), [](const Planned& p) { return p.in_level && uses_gpu(*p.check); });
+  if (gpu_work && !report.could_not_run) {
+    if (gpuenv::Status prepared = backend.prepare(); !prepared) report.notes.push_back("CUDA driver: " + prepared.error().message);
+  }
+
   const int total = static_cast<int>(plan.size());
   std::set<int> hung;             // GPUs a check hung on
   std::map<int, std::string> hung_in;  // GPU -> the check that hung there
@@ -296,9 +330,9 @@ Result<Report> run_unguarded(GpuBackend& backend, const CheckInputs& inputs,
           Outcome outcome = run_guarded(job, limit, per_gpu);
           entry.results = std::move(outcome.results);
           if (outcome.hung && per_gpu) {
-            for (const auto& g : usable) {
-              hung.insert(g.index);
-              hung_in.emplace(g.index, entry.key);
+            for (int index : outcome.hung_gpus) {
+              hung.insert(index);
+              hung_in.emplace(index, entry.key);
             }
           }
         }

@@ -11,7 +11,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "validate/adapters/real_backend.hpp"
 
@@ -24,6 +27,8 @@ using gpuenv::validate::GpuHealth;
 using gpuenv::validate::GpuSession;
 using gpuenv::validate::make_real_backend;
 using gpuenv::validate::RealBackendOptions;
+using gpuenv::validate::Samples;
+using gpuenv::validate::SessionTarget;
 
 /// Sets an environment variable for the fake library for the lifetime of the guard.
 class ScopedEnv {
@@ -377,19 +382,21 @@ TEST(RealBackend, OpenWithoutSessionFactoryFails) {
   EXPECT_NE(s.error().message.find("built without the CUDA session"), std::string::npos);
 }
 
-TEST(RealBackend, OpenHandsTheFactoryTheBusIdAndAHealthReader) {
+TEST(RealBackend, OpenHandsTheFactoryTheBusIdNumaNodeAndAHealthReader) {
   HostTree tree;
   auto options = tree.options();
   std::string seen_bus_id;
-  options.session_factory = [&](const std::string& bus_id, std::function<Result<GpuHealth>()> reader)
-      -> Result<std::unique_ptr<GpuSession>> {
-    seen_bus_id = bus_id;
-    return std::unique_ptr<GpuSession>(std::make_unique<ReaderSession>(std::move(reader)));
+  int seen_numa_node = -2;
+  options.session_factory = [&](SessionTarget target) -> Result<std::unique_ptr<GpuSession>> {
+    seen_bus_id = target.pci_bus_id;
+    seen_numa_node = target.numa_node;
+    return std::unique_ptr<GpuSession>(std::make_unique<ReaderSession>(std::move(target.health_reader)));
   };
   auto backend = make_real_backend(options);
   auto session = backend->open(1);
   ASSERT_TRUE(session.ok()) << session.error().to_string();
   EXPECT_EQ(seen_bus_id, "00000000:3B:00.0");
+  EXPECT_EQ(seen_numa_node, 1) << "pinned host memory goes on the GPU's NUMA node (sysfs 0000:3b:00.0)";
   backend.reset();  // the reader keeps NVML alive on its own
   auto h = (*session)->health();
   ASSERT_TRUE(h.ok()) << h.error().to_string();
@@ -404,7 +411,7 @@ TEST(RealBackend, HungCuInitFailsOpenWithoutCallingTheFactory) {
   options.cuda_library = FAKE_CUDA_HANG_PATH;
   options.cuinit_timeout = 300ms;
   int calls = 0;
-  options.session_factory = [&](const std::string&, std::function<Result<GpuHealth>()>) -> Result<std::unique_ptr<GpuSession>> {
+  options.session_factory = [&](SessionTarget) -> Result<std::unique_ptr<GpuSession>> {
     ++calls;
     return gpuenv::make_error(gpuenv::ErrorKind::internal, "test.unexpected", "factory called");
   };
@@ -422,11 +429,30 @@ TEST(RealBackend, HungCuInitFailsOpenWithoutCallingTheFactory) {
   EXPECT_EQ(calls, 0);
 }
 
+TEST(RealBackend, PrepareRunsTheCuInitProbeOnceForEveryLaterOpen) {
+  HostTree tree;
+  auto options = tree.options();
+  options.cuda_library = FAKE_CUDA_HANG_PATH;
+  options.cuinit_timeout = 300ms;
+  options.session_factory = [](SessionTarget) -> Result<std::unique_ptr<GpuSession>> {
+    return gpuenv::make_error(gpuenv::ErrorKind::internal, "test.unexpected", "factory called");
+  };
+  auto backend = make_real_backend(options);
+  auto prepared = backend->prepare();
+  ASSERT_FALSE(prepared.ok());
+  EXPECT_EQ(prepared.error().id, "detect.cuinit_timeout");
+  const auto start = std::chrono::steady_clock::now();
+  auto opened = backend->open(0);
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.error().id, "detect.cuinit_timeout");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 250ms) << "open() reuses what prepare() found";
+}
+
 TEST(RealBackend, OpenWithoutLibcudaFails) {
   HostTree tree;
   auto options = tree.options();
   options.cuda_library = "libcuda-not-here.so.1";
-  options.session_factory = [](const std::string&, std::function<Result<GpuHealth>()>) -> Result<std::unique_ptr<GpuSession>> {
+  options.session_factory = [](SessionTarget) -> Result<std::unique_ptr<GpuSession>> {
     return gpuenv::make_error(gpuenv::ErrorKind::internal, "test.unexpected", "factory called");
   };
   auto s = make_real_backend(options)->open(0);
@@ -434,15 +460,168 @@ TEST(RealBackend, OpenWithoutLibcudaFails) {
   EXPECT_EQ(s.error().id, "validate.no_libcuda");
 }
 
-TEST(RealBackend, PeerAndNcclMeasurementsAreNotOfferedYet) {
+TEST(RealBackend, PeerAndNcclAreNotMeasuredWithoutInjectedFunctions) {
   HostTree tree;
   auto backend = make_real_backend(tree.options());
   auto p2p = backend->p2p_bandwidth(0, 1, 3);
-  ASSERT_TRUE(p2p.ok());
+  ASSERT_TRUE(p2p.ok()) << p2p.error().to_string();
   EXPECT_FALSE(p2p->has_value());
   auto nccl = backend->nccl_allreduce({0, 1}, 3);
-  ASSERT_TRUE(nccl.ok());
+  ASSERT_TRUE(nccl.ok()) << nccl.error().to_string();
   EXPECT_FALSE(nccl->has_value());
+}
+
+/// Samples as a measurement would return them.
+Samples measured(double value, const std::string& engine) {
+  Samples s;
+  s.values = {value, value + 1};
+  s.unit = "GB/s";
+  s.engine = engine;
+  s.data_verified = true;
+  return s;
+}
+
+TEST(RealBackend, PeerMeasurementGetsNvmlBusIdsAndItsAnswerPassesThrough) {
+  HostTree tree;
+  auto options = tree.options();
+  std::vector<std::string> seen;
+  int seen_samples = 0;
+  Result<std::optional<Samples>> answer = std::optional<Samples>(measured(41.5, "gpuenv"));
+  options.p2p_measure = [&](const std::string& src, const std::string& dst, int samples) {
+    seen = {src, dst};
+    seen_samples = samples;
+    return answer;
+  };
+  auto backend = make_real_backend(options);
+  auto r = backend->p2p_bandwidth(1, 0, 5);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(seen, (std::vector<std::string>{"00000000:3B:00.0", "00000000:19:00.0"}));
+  EXPECT_EQ(seen_samples, 5);
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ((*r)->values, (std::vector<double>{41.5, 42.5}));
+  EXPECT_EQ((*r)->engine, "gpuenv");
+  EXPECT_TRUE((*r)->data_verified);
+
+  answer = std::optional<Samples>{};  // no peer access between the two
+  auto none = backend->p2p_bandwidth(0, 1, 5);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+
+  answer = gpuenv::make_error(gpuenv::ErrorKind::environment, "validate.data_mismatch", "3 of 100 words differ");
+  auto bad = backend->p2p_bandwidth(0, 1, 5);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().id, "validate.data_mismatch");
+  EXPECT_EQ(bad.error().message, "3 of 100 words differ");
+}
+
+TEST(RealBackend, NcclMeasurementGetsNvmlBusIdsInOrderAndItsAnswerPassesThrough) {
+  HostTree tree;
+  auto options = tree.options();
+  std::vector<std::string> seen;
+  int seen_samples = 0;
+  Result<std::optional<Samples>> answer = std::optional<Samples>(measured(180, "nccl"));
+  options.nccl_measure = [&](const std::vector<std::string>& bus_ids, int samples) {
+    seen = bus_ids;
+    seen_samples = samples;
+    return answer;
+  };
+  auto backend = make_real_backend(options);
+  auto r = backend->nccl_allreduce({1, 0}, 4);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(seen, (std::vector<std::string>{"00000000:3B:00.0", "00000000:19:00.0"}));
+  EXPECT_EQ(seen_samples, 4);
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ((*r)->engine, "nccl");
+  EXPECT_EQ((*r)->values, (std::vector<double>{180, 181}));
+
+  auto single = backend->nccl_allreduce({0}, 2);
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"00000000:19:00.0"}));
+
+  answer = std::optional<Samples>{};  // NCCL not present
+  auto none = backend->nccl_allreduce({0, 1}, 4);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+
+  answer = gpuenv::make_error(gpuenv::ErrorKind::environment, "nccl.call", "ncclCommInitAll failed");
+  auto bad = backend->nccl_allreduce({0, 1}, 4);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().id, "nccl.call");
+}
+
+TEST(RealBackend, MultiGpuMeasurementOfAnUnknownGpuIsAnErrorWithoutMeasuring) {
+  HostTree tree;
+  auto options = tree.options();
+  int calls = 0;
+  options.p2p_measure = [&](const std::string&, const std::string&, int) -> Result<std::optional<Samples>> {
+    ++calls;
+    return std::optional<Samples>{};
+  };
+  options.nccl_measure = [&](const std::vector<std::string>&, int) -> Result<std::optional<Samples>> {
+    ++calls;
+    return std::optional<Samples>{};
+  };
+  auto backend = make_real_backend(options);
+  for (auto [src, dst] : {std::pair{0, 2}, std::pair{-1, 1}}) {
+    auto r = backend->p2p_bandwidth(src, dst, 3);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().id, "validate.gpu_handle");
+  }
+  auto r = backend->nccl_allreduce({0, 1, 7}, 3);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, "validate.gpu_handle");
+  EXPECT_NE(r.error().message.find("GPU 7"), std::string::npos) << r.error().message;
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(RealBackend, MultiGpuMeasurementNeedsTheCuInitProbeAndADriver) {
+  HostTree tree;
+  auto options = tree.options();
+  options.cuda_library = FAKE_CUDA_HANG_PATH;
+  options.cuinit_timeout = 300ms;
+  int calls = 0;
+  options.p2p_measure = [&](const std::string&, const std::string&, int) -> Result<std::optional<Samples>> {
+    ++calls;
+    return std::optional<Samples>{};
+  };
+  options.nccl_measure = [&](const std::vector<std::string>&, int) -> Result<std::optional<Samples>> {
+    ++calls;
+    return std::optional<Samples>{};
+  };
+  {
+    auto backend = make_real_backend(options);
+    auto p2p = backend->p2p_bandwidth(0, 1, 3);
+    ASSERT_FALSE(p2p.ok());
+    EXPECT_EQ(p2p.error().id, "detect.cuinit_timeout");
+    auto nccl = backend->nccl_allreduce({0, 1}, 3);
+    ASSERT_FALSE(nccl.ok());
+    EXPECT_EQ(nccl.error().id, "detect.cuinit_timeout");
+  }
+  auto no_nvml = options;
+  no_nvml.nvml_library = "libnvidia-ml-not-here.so.1";
+  auto r = make_real_backend(no_nvml)->nccl_allreduce({0}, 3);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, "validate.no_driver");
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(RealBackend, MultiGpuMeasurementThatThrowsIsAnError) {
+  HostTree tree;
+  auto options = tree.options();
+  options.p2p_measure = [](const std::string&, const std::string&, int) -> Result<std::optional<Samples>> {
+    throw std::runtime_error("boom");
+  };
+  options.nccl_measure = [](const std::vector<std::string>&, int) -> Result<std::optional<Samples>> {
+    throw std::bad_alloc();
+  };
+  auto backend = make_real_backend(options);
+  auto p2p = backend->p2p_bandwidth(0, 1, 3);
+  ASSERT_FALSE(p2p.ok());
+  EXPECT_EQ(p2p.error().id, "validate.multi_gpu");
+  EXPECT_NE(p2p.error().message.find("boom"), std::string::npos);
+  auto nccl = backend->nccl_allreduce({0, 1}, 3);
+  ASSERT_FALSE(nccl.ok());
+  EXPECT_EQ(nccl.error().id, "validate.multi_gpu");
 }
 
 TEST(RealBackend, NeverCallsAStateChangingNvmlFunction) {
@@ -460,8 +639,8 @@ TEST(RealBackend, NeverCallsAStateChangingNvmlFunction) {
 
   for (const char* library : {FAKE_NVML_FULL_PATH, FAKE_NVML_FULL_OLD_PATH}) {
     auto options = tree.options(library);
-    options.session_factory = [](const std::string&, std::function<Result<GpuHealth>()> reader) -> Result<std::unique_ptr<GpuSession>> {
-      return std::unique_ptr<GpuSession>(std::make_unique<ReaderSession>(std::move(reader)));
+    options.session_factory = [](SessionTarget target) -> Result<std::unique_ptr<GpuSession>> {
+      return std::unique_ptr<GpuSession>(std::make_unique<ReaderSession>(std::move(target.health_reader)));
     };
     auto backend = make_real_backend(options);
     ASSERT_TRUE(backend->driver().ok());

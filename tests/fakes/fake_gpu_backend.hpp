@@ -21,6 +21,11 @@ class FakeGpuBackend final : public validate::GpuBackend {
   std::vector<validate::GpuInfo> inventory;
   std::map<int, validate::GpuHealth> healths;        ///< idle readings
   std::map<int, validate::GpuHealth> load_healths;   ///< readings from a session (under load); falls back to healths
+  /// Readings a session returns one after another (the last repeats); wins over load_healths.
+  std::map<int, std::vector<validate::GpuHealth>> load_health_sequences;
+  /// The load methods (hbm_bandwidth, copy_bandwidth, gemm_tflops) return only after the session's health() was
+  /// called this many times (or 5 s passed): readings are then known to be taken while the load "runs".
+  int load_waits_for_health_reads = 0;
   std::map<int, std::uint64_t> compute_mismatch_counts;
   std::map<int, validate::MemtestResult> memtests;
   std::map<int, validate::ConsistencyResult> gemm_consistencies;
@@ -31,7 +36,16 @@ class FakeGpuBackend final : public validate::GpuBackend {
   std::optional<validate::Samples> nccl;
   std::set<int> open_fails;            ///< open(gpu) returns an error
   std::set<std::string> hang_in;       ///< session methods that block: "memtest", "hbm_bandwidth", ...
+  std::set<int> hang_only_on;          ///< when not empty, hang_in applies to these GPUs only
+  /// gemm_tflops answers per GPU, one per call on a session (the last repeats); wins over `gemm` for bf16.
+  std::map<int, std::vector<validate::Samples>> gemm_bf16_sequence;
+  /// gemm_tflops fails on a session's Nth call (counted from 1) on a GPU with the error.
+  std::map<int, std::pair<int, Error>> gemm_fails_at_call;
   std::string backend_name = "fake";
+  std::optional<Error> prepare_error;  ///< prepare() fails with it
+  int prepare_calls = 0;
+  std::thread::id prepare_thread;      ///< the thread prepare() last ran on
+  int opens_before_prepare = 0;        ///< open() calls made while prepare() had not run
 
   ~FakeGpuBackend() override {
     {
@@ -45,6 +59,12 @@ class FakeGpuBackend final : public validate::GpuBackend {
 
   [[nodiscard]] std::string name() const override { return backend_name; }
   Result<validate::DriverState> driver() override { return driver_state; }
+  gpuenv::Status prepare() override {
+    ++prepare_calls;
+    prepare_thread = std::this_thread::get_id();
+    if (prepare_error) return *prepare_error;
+    return ok_status();
+  }
   Result<std::vector<validate::GpuInfo>> gpus() override { return inventory; }
   Result<validate::GpuHealth> health(int gpu) override {
     auto it = healths.find(gpu);
@@ -60,8 +80,9 @@ class FakeGpuBackend final : public validate::GpuBackend {
 
   /// Blocks the calling thread while `method` is listed in hang_in, until the backend is destroyed; then
   /// returns true, and the caller must return without touching the backend again.
-  bool maybe_hang(const std::string& method) {
+  bool maybe_hang(const std::string& method, int gpu = -1) {
     if (!hang_in.count(method)) return false;
+    if (!hang_only_on.empty() && !hang_only_on.count(gpu)) return false;
     ++m_blocked;
     {
       std::unique_lock lock(m_mutex);
@@ -83,33 +104,50 @@ class FakeGpuSession final : public validate::GpuSession {
   FakeGpuSession(FakeGpuBackend& backend, int gpu) : m_backend(backend), m_gpu(gpu) {}
 
   Result<std::uint64_t> compute_mismatches() override {
-    if (m_backend.maybe_hang("compute_mismatches")) return hung();
+    if (m_backend.maybe_hang("compute_mismatches", m_gpu)) return hung();
     auto it = m_backend.compute_mismatch_counts.find(m_gpu);
     return it == m_backend.compute_mismatch_counts.end() ? std::uint64_t{0} : it->second;
   }
   Result<validate::MemtestResult> memtest(const validate::MemtestRequest&) override {
-    if (m_backend.maybe_hang("memtest")) return hung();
+    if (m_backend.maybe_hang("memtest", m_gpu)) return hung();
     return find_or_error(m_backend.memtests, "memtest");
   }
   Result<validate::ConsistencyResult> gemm_consistency(int) override {
-    if (m_backend.maybe_hang("gemm_consistency")) return hung();
+    if (m_backend.maybe_hang("gemm_consistency", m_gpu)) return hung();
     return find_or_error(m_backend.gemm_consistencies, "gemm_consistency");
   }
   Result<validate::Samples> hbm_bandwidth(int) override {
-    if (m_backend.maybe_hang("hbm_bandwidth")) return hung();
+    if (m_backend.maybe_hang("hbm_bandwidth", m_gpu)) return hung();
+    wait_for_health_reads();
     return find_or_error(m_backend.hbm, "hbm_bandwidth");
   }
   Result<validate::Samples> copy_bandwidth(bool to_device, int) override {
-    if (m_backend.maybe_hang(to_device ? "h2d_bandwidth" : "d2h_bandwidth")) return hung();
+    if (m_backend.maybe_hang(to_device ? "h2d_bandwidth" : "d2h_bandwidth", m_gpu)) return hung();
+    wait_for_health_reads();
     return find_or_error(to_device ? m_backend.h2d : m_backend.d2h, to_device ? "h2d_bandwidth" : "d2h_bandwidth");
   }
   Result<std::optional<validate::Samples>> gemm_tflops(const std::string& dtype, int) override {
-    if (m_backend.maybe_hang("gemm_tflops")) return hung();
+    if (m_backend.maybe_hang("gemm_tflops", m_gpu)) return hung();
+    wait_for_health_reads();
+    const int call = ++m_gemm_calls;
+    if (auto f = m_backend.gemm_fails_at_call.find(m_gpu); f != m_backend.gemm_fails_at_call.end() && f->second.first == call)
+      return f->second.second;
+    if (auto seq = m_backend.gemm_bf16_sequence.find(m_gpu);
+        dtype == "bf16" && seq != m_backend.gemm_bf16_sequence.end() && !seq->second.empty()) {
+      const auto& list = seq->second;
+      return std::optional<validate::Samples>{list[std::min<std::size_t>(static_cast<std::size_t>(call - 1), list.size() - 1)]};
+    }
     auto it = m_backend.gemm.find({m_gpu, dtype});
     if (it == m_backend.gemm.end()) return std::optional<validate::Samples>{};
     return std::optional<validate::Samples>{it->second};
   }
   Result<validate::GpuHealth> health() override {
+    const int call = m_health_calls++;
+    if (auto seq = m_backend.load_health_sequences.find(m_gpu);
+        seq != m_backend.load_health_sequences.end() && !seq->second.empty()) {
+      const auto& readings = seq->second;
+      return readings[std::min<std::size_t>(static_cast<std::size_t>(call), readings.size() - 1)];
+    }
     auto it = m_backend.load_healths.find(m_gpu);
     if (it != m_backend.load_healths.end()) return it->second;
     return m_backend.health(m_gpu);
@@ -127,11 +165,19 @@ class FakeGpuSession final : public validate::GpuSession {
                                                          std::to_string(m_gpu), "fake", "set it in the test");
     return it->second;
   }
+  void wait_for_health_reads() {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (m_health_calls.load() < m_backend.load_waits_for_health_reads && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   FakeGpuBackend& m_backend;
   int m_gpu;
+  std::atomic<int> m_health_calls{0};
+  int m_gemm_calls = 0;
 };
 
 inline Result<std::unique_ptr<validate::GpuSession>> FakeGpuBackend::open(int gpu) {
+  if (prepare_calls == 0) ++opens_before_prepare;
   if (open_fails.count(gpu))
     return make_error(ErrorKind::environment, "cuda.context", "cuCtxCreate failed on GPU " + std::to_string(gpu) + " (fake)",
                       "fake", "set by the test");

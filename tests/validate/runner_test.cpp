@@ -471,4 +471,37 @@ TEST(RunValidation, BackendNameIsRecorded) {
   EXPECT_EQ(run(backend, list(fixed("a", "kernels"))).backend, "nvml+cuda");
 }
 
+TEST(RunValidation, PrepareRunsOnceOnTheCallingThreadBeforeAnySession) {
+  auto owner = machine(2);
+  FakeGpuBackend& backend = *owner;
+  Report r = run(backend, list(fixed("driver_loaded", "software"), std::make_unique<SessionCheck>(),
+                               std::make_unique<SessionCheck>()));
+  EXPECT_EQ(r.status, Status::pass);
+  EXPECT_EQ(backend.prepare_calls, 1);
+  EXPECT_EQ(backend.prepare_thread, std::this_thread::get_id()) << "fork-safe: before any worker thread";
+  EXPECT_EQ(backend.opens_before_prepare, 0);
+  EXPECT_TRUE(r.notes.empty());
+}
+
+TEST(RunValidation, PrepareIsSkippedWithoutGpuWork) {
+  auto owner = machine(1);
+  FakeGpuBackend& backend = *owner;
+  (void)run(backend, list(fixed("driver_loaded", "software")));
+  EXPECT_EQ(backend.prepare_calls, 0);
+  owner->driver_state.loaded = false;
+  (void)run(backend, list(std::make_unique<SessionCheck>()));
+  EXPECT_EQ(backend.prepare_calls, 0) << "no driver: nothing to prepare";
+}
+
+TEST(RunValidation, PrepareFailureIsANoteAndTheChecksStillReport) {
+  auto owner = machine(1);
+  FakeGpuBackend& backend = *owner;
+  backend.prepare_error = gpuenv::make_error(ErrorKind::environment, "detect.cuinit_timeout", "cuInit did not return within 15000 ms");
+  backend.open_fails.insert(0);
+  Report r = run(backend, list(std::make_unique<SessionCheck>()));
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("cuInit did not return"), std::string::npos);
+  EXPECT_EQ(r.status, Status::fail);
+}
+
 }  // namespace

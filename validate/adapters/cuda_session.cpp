@@ -1,7 +1,8 @@
 // The CUDA driver API session behind GpuBackend::open: the validation kernels (validate/kernels) run from the
-// embedded fatbin, cuBLAS is used when a libcublas loads, and every result is checked against the host reference
-// (validate/kernels/reference.hpp). libcuda and libcublas are opened with dlopen and declared here by hand, so
-// gpuenv builds and runs without the CUDA toolkit or a driver.
+// embedded fatbin, the GEMMs run through cuBLASLt when a libcublasLt loads, else through cuBLAS (cublasGemmEx) when
+// a libcublas loads, else (gemm_consistency only) through gpuenv's own kernel, and every result is checked against
+// the host reference (validate/kernels/reference.hpp). libcuda, libcublasLt and libcublas are opened with dlopen
+// and declared here by hand, so gpuenv builds and runs without the CUDA toolkit or a driver.
 //
 // Bounded waits: nothing here calls cuStreamSynchronize; the stream is polled with cuStreamQuery until
 // options.operation_timeout, and then the session is marked broken: it returns `cuda.timeout`, fails every later
@@ -27,183 +28,37 @@
 #include <thread>
 #include <utility>
 
+#include "validate/adapters/driver_api.hpp"
+#include "validate/adapters/gemm_types.hpp"
 #include "validate/kernels/reference.hpp"
 
 namespace gpuenv::validate {
 namespace {
 
 namespace ref = reference;
+using namespace cuda;  // NOLINT: the driver API names of driver_api.hpp
 
-// The few driver API types, as cuda.h declares them (opaque handles are pointers; CUdeviceptr is 64-bit).
-using CUresult = int;
-using CUdevice = int;
-using CUdeviceptr = unsigned long long;
-using CUcontext = void*;
-using CUmodule = void*;
-using CUfunction = void*;
-using CUstream = void*;
-using CUevent = void*;
-
-constexpr CUresult k_cuda_success = 0;
-constexpr CUresult k_cuda_out_of_memory = 2;       // CUDA_ERROR_OUT_OF_MEMORY
-constexpr CUresult k_cuda_not_ready = 600;         // CUDA_ERROR_NOT_READY
-constexpr int k_attr_multiprocessor_count = 16;    // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
-constexpr int k_attr_cc_major = 75;                // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
-constexpr int k_attr_cc_minor = 76;                // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
-constexpr unsigned k_host_alloc_portable = 0x01;   // CU_MEMHOSTALLOC_PORTABLE
-constexpr unsigned k_host_alloc_devicemap = 0x02;  // CU_MEMHOSTALLOC_DEVICEMAP
-constexpr unsigned k_stream_non_blocking = 0x01;   // CU_STREAM_NON_BLOCKING
-
-// cuBLAS and library_types.h values.
+// cuBLAS and cuBLASLt values (cublas_api.h, cublasLt.h); the data and compute types are in gemm_types.hpp.
 using cublasStatus = int;
 using cublasHandle = void*;
-constexpr int k_cublas_op_n = 0;               // CUBLAS_OP_N
-constexpr int k_cublas_gemm_default = -1;      // CUBLAS_GEMM_DEFAULT
-constexpr int k_cublas_compute_32f = 68;       // CUBLAS_COMPUTE_32F
-constexpr int k_cublas_compute_32f_tf32 = 77;  // CUBLAS_COMPUTE_32F_FAST_TF32
-constexpr int k_cublas_compute_64f = 70;       // CUBLAS_COMPUTE_64F
-constexpr int k_cublas_not_supported = 15;     // CUBLAS_STATUS_NOT_SUPPORTED
-constexpr int k_cublas_arch_mismatch = 8;      // CUBLAS_STATUS_ARCH_MISMATCH
-constexpr int k_cuda_r_16f = 2, k_cuda_r_32f = 0, k_cuda_r_64f = 1, k_cuda_r_16bf = 14;
+using gemm::k_cuda_r_16bf;
+using gemm::k_cuda_r_16f;
+using gemm::k_cuda_r_32f;
+using gemm::k_cuda_r_64f;
+constexpr int k_cublas_op_n = 0;                       // CUBLAS_OP_N
+constexpr int k_cublas_gemm_default = -1;              // CUBLAS_GEMM_DEFAULT
+constexpr int k_cublas_arch_mismatch = 8;              // CUBLAS_STATUS_ARCH_MISMATCH
+constexpr int k_cublas_not_supported = 15;             // CUBLAS_STATUS_NOT_SUPPORTED
+constexpr int k_cublaslt_matmul_desc_transa = 3;       // CUBLASLT_MATMUL_DESC_TRANSA
+constexpr int k_cublaslt_matmul_desc_transb = 4;       // CUBLASLT_MATMUL_DESC_TRANSB
+constexpr int k_cublaslt_pref_max_workspace = 1;       // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
+constexpr std::size_t k_cublaslt_workspace = 32u << 20;  // 32 MiB, what cuBLAS's documentation advises for Hopper
 
 constexpr unsigned k_block = 256;                              // threads per block of the one-dimensional kernels
 constexpr unsigned k_blocks_per_sm = 8;                        // one full wave at 2048 threads per SM
 constexpr std::uint64_t k_spin_timeout_ns = 5'000'000'000ull;  // spin_wait gives up after 5 s
 constexpr std::uint64_t k_mib = 1024ull * 1024ull;
 constexpr std::uint64_t k_gib = 1024ull * k_mib;
-
-// The entry points, resolved once per session with dlsym. Versioned names where cuda.h maps to them.
-struct DriverApi {
-  std::string library;
-  void* handle = nullptr;
-  CUresult (*init)(unsigned) = nullptr;
-  CUresult (*get_error_name)(CUresult, const char**) = nullptr;
-  CUresult (*device_get_count)(int*) = nullptr;
-  CUresult (*device_get)(CUdevice*, int) = nullptr;
-  CUresult (*device_get_by_pci_bus_id)(CUdevice*, const char*) = nullptr;
-  CUresult (*device_get_pci_bus_id)(char*, int, CUdevice) = nullptr;
-  CUresult (*device_get_attribute)(int*, int, CUdevice) = nullptr;
-  CUresult (*primary_ctx_retain)(CUcontext*, CUdevice) = nullptr;
-  CUresult (*primary_ctx_release)(CUdevice) = nullptr;
-  CUresult (*ctx_set_current)(CUcontext) = nullptr;
-  CUresult (*mem_get_info)(std::size_t*, std::size_t*) = nullptr;
-  CUresult (*mem_alloc)(CUdeviceptr*, std::size_t) = nullptr;
-  CUresult (*mem_free)(CUdeviceptr) = nullptr;
-  CUresult (*mem_host_alloc)(void**, std::size_t, unsigned) = nullptr;
-  CUresult (*mem_free_host)(void*) = nullptr;
-  CUresult (*mem_host_get_device_pointer)(CUdeviceptr*, void*, unsigned) = nullptr;
-  CUresult (*mem_host_register)(void*, std::size_t, unsigned) = nullptr;
-  CUresult (*mem_host_unregister)(void*) = nullptr;
-  CUresult (*memcpy_dtoh)(void*, CUdeviceptr, std::size_t) = nullptr;
-  CUresult (*memcpy_htod_async)(CUdeviceptr, const void*, std::size_t, CUstream) = nullptr;
-  CUresult (*memcpy_dtoh_async)(void*, CUdeviceptr, std::size_t, CUstream) = nullptr;
-  CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, std::size_t, CUstream) = nullptr;
-  CUresult (*stream_create)(CUstream*, unsigned) = nullptr;
-  CUresult (*stream_destroy)(CUstream) = nullptr;
-  CUresult (*stream_query)(CUstream) = nullptr;
-  CUresult (*event_create)(CUevent*, unsigned) = nullptr;
-  CUresult (*event_destroy)(CUevent) = nullptr;
-  CUresult (*event_record)(CUevent, CUstream) = nullptr;
-  CUresult (*event_elapsed_time)(float*, CUevent, CUevent) = nullptr;
-  CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
-  CUresult (*module_unload)(CUmodule) = nullptr;
-  CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
-  CUresult (*func_load)(CUfunction) = nullptr;  // CUDA 12.4+; absent before (then kernels load at first launch)
-  CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
-                            void**, void**) = nullptr;
-
-  [[nodiscard]] std::string error_name(CUresult rc) const {
-    const char* name = nullptr;
-    if (get_error_name && get_error_name(rc, &name) == k_cuda_success && name) return name;
-    return "CUDA error";
-  }
-};
-
-template <class F>
-bool resolve(void* handle, F& fn, const char* name, std::vector<std::string>& missing) {
-  fn = reinterpret_cast<F>(dlsym(handle, name));
-  if (!fn) missing.emplace_back(name);
-  return fn != nullptr;
-}
-
-Error call_error(const DriverApi& api, const char* call, CUresult rc, const std::string& doing) {
-  const std::string what =
-      std::string(call) + " failed with " + api.error_name(rc) + " (" + std::to_string(rc) + ") while " + doing;
-  if (rc == k_cuda_out_of_memory) {
-    return make_error(ErrorKind::environment, "cuda.out_of_memory", what, api.library,
-                      "another process may be using the GPU's memory: check nvidia-smi, or test less memory");
-  }
-  return make_error(ErrorKind::environment, "cuda.call", what, api.library,
-                    "check dmesg for Xid errors and nvidia-smi -q for the GPU's state; a faulted GPU may need a reset");
-}
-
-// Opens the library and resolves every entry point the session uses.
-Result<std::shared_ptr<DriverApi>> load_driver(const std::string& library) {
-  auto api = std::make_shared<DriverApi>();
-  api->library = library;
-  api->handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!api->handle) {
-    const char* why = dlerror();
-    return make_error(ErrorKind::environment, "cuda.library",
-                      "cannot load the CUDA driver library " + library + ": " + (why ? why : "unknown reason"), library,
-                      "install the NVIDIA driver (it provides libcuda.so.1) or check that the library path is right");
-  }
-  std::vector<std::string> missing;
-  void* h = api->handle;
-  resolve(h, api->init, "cuInit", missing);
-  resolve(h, api->get_error_name, "cuGetErrorName", missing);
-  resolve(h, api->device_get_count, "cuDeviceGetCount", missing);
-  resolve(h, api->device_get, "cuDeviceGet", missing);
-  resolve(h, api->device_get_by_pci_bus_id, "cuDeviceGetByPCIBusId", missing);
-  resolve(h, api->device_get_pci_bus_id, "cuDeviceGetPCIBusId", missing);
-  resolve(h, api->device_get_attribute, "cuDeviceGetAttribute", missing);
-  resolve(h, api->primary_ctx_retain, "cuDevicePrimaryCtxRetain", missing);
-  resolve(h, api->primary_ctx_release, "cuDevicePrimaryCtxRelease_v2", missing);
-  resolve(h, api->ctx_set_current, "cuCtxSetCurrent", missing);
-  resolve(h, api->mem_get_info, "cuMemGetInfo_v2", missing);
-  resolve(h, api->mem_alloc, "cuMemAlloc_v2", missing);
-  resolve(h, api->mem_free, "cuMemFree_v2", missing);
-  resolve(h, api->mem_host_alloc, "cuMemHostAlloc", missing);
-  resolve(h, api->mem_free_host, "cuMemFreeHost", missing);
-  resolve(h, api->mem_host_get_device_pointer, "cuMemHostGetDevicePointer_v2", missing);
-  resolve(h, api->mem_host_register, "cuMemHostRegister_v2", missing);
-  resolve(h, api->mem_host_unregister, "cuMemHostUnregister", missing);
-  resolve(h, api->memcpy_dtoh, "cuMemcpyDtoH_v2", missing);
-  resolve(h, api->memcpy_htod_async, "cuMemcpyHtoDAsync_v2", missing);
-  resolve(h, api->memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2", missing);
-  resolve(h, api->memset_d8_async, "cuMemsetD8Async", missing);
-  resolve(h, api->stream_create, "cuStreamCreate", missing);
-  resolve(h, api->stream_destroy, "cuStreamDestroy_v2", missing);
-  resolve(h, api->stream_query, "cuStreamQuery", missing);
-  resolve(h, api->event_create, "cuEventCreate", missing);
-  resolve(h, api->event_destroy, "cuEventDestroy_v2", missing);
-  resolve(h, api->event_record, "cuEventRecord", missing);
-  resolve(h, api->module_load_data, "cuModuleLoadData", missing);
-  resolve(h, api->module_unload, "cuModuleUnload", missing);
-  resolve(h, api->module_get_function, "cuModuleGetFunction", missing);
-  resolve(h, api->launch_kernel, "cuLaunchKernel", missing);
-  api->func_load = reinterpret_cast<decltype(api->func_load)>(dlsym(h, "cuFuncLoad"));
-  // cuda.h maps cuEventElapsedTime to _v2 from CUDA 12.8; older drivers only have the first version.
-  api->event_elapsed_time = reinterpret_cast<decltype(api->event_elapsed_time)>(dlsym(h, "cuEventElapsedTime_v2"));
-  if (!api->event_elapsed_time) resolve(h, api->event_elapsed_time, "cuEventElapsedTime", missing);
-  if (!missing.empty()) {
-    std::string names;
-    for (const auto& name : missing) names += (names.empty() ? "" : ", ") + name;
-    return make_error(ErrorKind::environment, "cuda.symbols", library + " lacks CUDA driver API entry points: " + names,
-                      library,
-                      "the library is not an NVIDIA CUDA driver or is too old; install a current NVIDIA driver");
-  }
-  return api;
-}
-
-Status init_driver(const DriverApi& api) {
-  if (const CUresult rc = api.init(0); rc != k_cuda_success) {
-    return make_error(ErrorKind::environment, "cuda.init",
-                      "cuInit failed with " + api.error_name(rc) + " (" + std::to_string(rc) + ")", api.library,
-                      "check that the NVIDIA kernel module is loaded (nvidia-smi) and /dev/nvidia* exist");
-  }
-  return ok_status();
-}
 
 // cuBLAS through dlopen: just what the GEMMs need.
 struct CublasApi {
@@ -222,25 +77,133 @@ struct CublasApi {
   }
 };
 
-// The element types of a GEMM measurement.
-struct GemmType {
-  int input_type = 0, output_type = 0, compute_type = 0;
-  std::size_t input_bytes = 0, output_bytes = 0;
+// cuBLASLt through dlopen: just what one matmul needs. Handles and descriptors are opaque pointers; enum
+// arguments are passed as int, as the C ABI does.
+using cublasLtHandle = void*;
+using cublasLtMatmulDesc = void*;
+using cublasLtMatrixLayout = void*;
+using cublasLtMatmulPreference = void*;
+
+struct CublasLtMatmulAlgo {  // cublasLtMatmulAlgo_t
+  std::uint64_t data[8];
+};
+
+struct CublasLtHeuristicResult {  // cublasLtMatmulHeuristicResult_t
+  CublasLtMatmulAlgo algo;
+  std::size_t workspace_size;
+  cublasStatus state;
+  float waves_count;
+  int reserved[4];
+};
+static_assert(sizeof(CublasLtHeuristicResult) == 96, "cublasLtMatmulHeuristicResult_t is 96 bytes");
+
+struct CublasLtApi {
+  std::string library;
+  cublasLtHandle handle = nullptr;
+  std::size_t (*get_version)() = nullptr;
+  cublasStatus (*create)(cublasLtHandle*) = nullptr;
+  cublasStatus (*destroy)(cublasLtHandle) = nullptr;
+  cublasStatus (*desc_create)(cublasLtMatmulDesc*, int, int) = nullptr;
+  cublasStatus (*desc_destroy)(cublasLtMatmulDesc) = nullptr;
+  cublasStatus (*desc_set_attribute)(cublasLtMatmulDesc, int, const void*, std::size_t) = nullptr;
+  cublasStatus (*layout_create)(cublasLtMatrixLayout*, int, std::uint64_t, std::uint64_t, std::int64_t) = nullptr;
+  cublasStatus (*layout_destroy)(cublasLtMatrixLayout) = nullptr;
+  cublasStatus (*pref_create)(cublasLtMatmulPreference*) = nullptr;
+  cublasStatus (*pref_destroy)(cublasLtMatmulPreference) = nullptr;
+  cublasStatus (*pref_set_attribute)(cublasLtMatmulPreference, int, const void*, std::size_t) = nullptr;
+  cublasStatus (*get_heuristic)(cublasLtHandle, cublasLtMatmulDesc, cublasLtMatrixLayout, cublasLtMatrixLayout,
+                                cublasLtMatrixLayout, cublasLtMatrixLayout, cublasLtMatmulPreference, int,
+                                CublasLtHeuristicResult*, int*) = nullptr;
+  cublasStatus (*matmul)(cublasLtHandle, cublasLtMatmulDesc, const void*, const void*, cublasLtMatrixLayout,
+                         const void*, cublasLtMatrixLayout, const void*, const void*, cublasLtMatrixLayout, void*,
+                         cublasLtMatrixLayout, const CublasLtMatmulAlgo*, void*, std::size_t, CUstream) = nullptr;
+  const char* (*status_name)(cublasStatus) = nullptr;  // cublasLtGetStatusName; absent in early 11.x releases
+
+  [[nodiscard]] std::string name_of(cublasStatus status) const {
+    const char* name = status_name ? status_name(status) : nullptr;
+    return (name ? std::string(name) : std::string("CUBLAS_STATUS")) + " (" + std::to_string(status) + ")";
+  }
+};
+
+// The major version of a cublasLtGetVersion() number, which releases have encoded as major * 10000 + minor * 100 +
+// patch (12 and later) or major * 1000 + minor * 100 + patch (earlier); good enough to tell 10 from 11 and later.
+constexpr std::size_t cublas_major(std::size_t version) {
+  return version >= 100000 ? version / 10000 : version / 1000;
+}
+
+// A matmul status saying this library cannot run these types on this GPU: the caller falls back.
+constexpr bool unsupported(cublasStatus status) {
+  return status == k_cublas_not_supported || status == k_cublas_arch_mismatch;
+}
+
+// One planned cuBLASLt matmul D = A * B of square column-major matrices (C = D, beta = 0): the descriptor, the
+// layouts and the algorithm the heuristic chose. Destroys what it holds; descriptors live on the host, so this is
+// safe even when the session is broken.
+struct CublasLtMatmul {
+  explicit CublasLtMatmul(const CublasLtApi* lt) : api(lt) {}
+  CublasLtMatmul(CublasLtMatmul&& other) noexcept { *this = std::move(other); }
+  CublasLtMatmul& operator=(CublasLtMatmul&& other) noexcept {
+    if (this != &other) {
+      release();
+      api = other.api;
+      desc = std::exchange(other.desc, nullptr);
+      layout_a = std::exchange(other.layout_a, nullptr);
+      layout_b = std::exchange(other.layout_b, nullptr);
+      layout_c = std::exchange(other.layout_c, nullptr);
+      pref = std::exchange(other.pref, nullptr);
+      algo = other.algo;
+      size = other.size;
+      workspace = other.workspace;
+      workspace_bytes = other.workspace_bytes;
+    }
+    return *this;
+  }
+  CublasLtMatmul(const CublasLtMatmul&) = delete;
+  CublasLtMatmul& operator=(const CublasLtMatmul&) = delete;
+  ~CublasLtMatmul() { release(); }
+
+  // Queues D = alpha * A * B + beta * D on `stream`; alpha and beta point to the scale type.
+  cublasStatus run(const void* alpha, CUdeviceptr a, CUdeviceptr b, const void* beta, CUdeviceptr d,
+                   CUstream stream) const {
+    return api->matmul(api->handle, desc, alpha, reinterpret_cast<const void*>(a), layout_a,
+                       reinterpret_cast<const void*>(b), layout_b, beta, reinterpret_cast<const void*>(d), layout_c,
+                       reinterpret_cast<void*>(d), layout_c, &algo, reinterpret_cast<void*>(workspace),
+                       workspace_bytes, stream);
+  }
+
+  void release() {
+    if (!api) return;
+    if (pref) api->pref_destroy(pref);
+    if (layout_c) api->layout_destroy(layout_c);
+    if (layout_b) api->layout_destroy(layout_b);
+    if (layout_a) api->layout_destroy(layout_a);
+    if (desc) api->desc_destroy(desc);
+    pref = layout_a = layout_b = layout_c = desc = nullptr;
+  }
+
+  const CublasLtApi* api = nullptr;
+  cublasLtMatmulDesc desc = nullptr;
+  cublasLtMatrixLayout layout_a = nullptr, layout_b = nullptr, layout_c = nullptr;  // C and D share layout_c
+  cublasLtMatmulPreference pref = nullptr;
+  CublasLtMatmulAlgo algo{};
+  int size = 0;
+  CUdeviceptr workspace = 0;
+  std::size_t workspace_bytes = 0;
+};
+
+// The element types of a GEMM measurement: how cuBLAS(Lt) takes them, how gpuenv fills and checks them.
+struct GemmType : gemm::GemmTypes {
   ref::Fill fill = ref::Fill::grid_f32;
   double relative_tolerance = 0;  // against the exact host result (grid inputs are exact; only the output rounds)
-  bool scalars_double = false;    // alpha and beta are doubles for COMPUTE_64F
 };
 
 std::optional<GemmType> gemm_type(const std::string& dtype) {
-  if (dtype == "bf16")
-    return GemmType{k_cuda_r_16bf, k_cuda_r_16bf, k_cublas_compute_32f, 2, 2, ref::Fill::grid_bf16, 0x1p-8, false};
-  if (dtype == "fp16")
-    return GemmType{k_cuda_r_16f, k_cuda_r_16f, k_cublas_compute_32f, 2, 2, ref::Fill::grid_f16, 0x1p-10, false};
-  if (dtype == "tf32")
-    return GemmType{k_cuda_r_32f, k_cuda_r_32f, k_cublas_compute_32f_tf32, 4, 4, ref::Fill::grid_f32, 0x1p-20, false};
-  if (dtype == "fp64")
-    return GemmType{k_cuda_r_64f, k_cuda_r_64f, k_cublas_compute_64f, 8, 8, ref::Fill::grid_f64, 0x1p-40, true};
-  return std::nullopt;
+  const auto types = gemm::tflops_gemm_types(dtype);
+  if (!types) return std::nullopt;
+  if (dtype == "bf16") return GemmType{*types, ref::Fill::grid_bf16, 0x1p-8};
+  if (dtype == "fp16") return GemmType{*types, ref::Fill::grid_f16, 0x1p-10};
+  if (dtype == "tf32") return GemmType{*types, ref::Fill::grid_f32, 0x1p-20};
+  return GemmType{*types, ref::Fill::grid_f64, 0x1p-40};
 }
 
 double half_to_double(std::uint16_t bits) {
@@ -392,6 +355,8 @@ class CudaSession final : public GpuSession {
     if (m_broken) return;  // leak rather than block in a driver that stopped answering
     if (m_ctx) m_api->ctx_set_current(m_ctx);
     if (m_cublas && m_cublas->handle) m_cublas->destroy(m_cublas->handle);
+    if (m_cublaslt && m_cublaslt->handle) m_cublaslt->destroy(m_cublaslt->handle);
+    m_cublaslt_workspace = DeviceBuffer();
     m_scratch = DeviceBuffer();
     if (m_flags) m_api->mem_free_host(m_flags);
     if (m_start) m_api->event_destroy(m_start);
@@ -399,7 +364,8 @@ class CudaSession final : public GpuSession {
     if (m_stream) m_api->stream_destroy(m_stream);
     if (m_module) m_api->module_unload(m_module);
     if (m_ctx) m_api->primary_ctx_release(m_device);
-    // libcuda and libcublas stay loaded: unloading them under other sessions or atexit handlers is not safe.
+    // libcuda, libcublas and libcublasLt stay loaded: unloading them under other sessions or atexit handlers is not
+    // safe.
   }
   CudaSession(const CudaSession&) = delete;
   CudaSession& operator=(const CudaSession&) = delete;
@@ -856,6 +822,114 @@ class CudaSession final : public GpuSession {
     return m_cublas.get();
   }
 
+  // Loads cuBLASLt on first use: the first library whose entry points resolve, whose version is 11 or newer (the
+  // cublasComputeType_t interface) and whose handle can be created on this driver. Null when none.
+  CublasLtApi* cublaslt() {
+    if (m_cublaslt_tried) return m_cublaslt.get();
+    m_cublaslt_tried = true;
+    for (const std::string& name : m_options.cublaslt_libraries) {
+      void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!lib) continue;
+      auto api = std::make_unique<CublasLtApi>();
+      api->library = name;
+      std::vector<std::string> missing;
+      resolve(lib, api->get_version, "cublasLtGetVersion", missing);
+      resolve(lib, api->create, "cublasLtCreate", missing);
+      resolve(lib, api->destroy, "cublasLtDestroy", missing);
+      resolve(lib, api->desc_create, "cublasLtMatmulDescCreate", missing);
+      resolve(lib, api->desc_destroy, "cublasLtMatmulDescDestroy", missing);
+      resolve(lib, api->desc_set_attribute, "cublasLtMatmulDescSetAttribute", missing);
+      resolve(lib, api->layout_create, "cublasLtMatrixLayoutCreate", missing);
+      resolve(lib, api->layout_destroy, "cublasLtMatrixLayoutDestroy", missing);
+      resolve(lib, api->pref_create, "cublasLtMatmulPreferenceCreate", missing);
+      resolve(lib, api->pref_destroy, "cublasLtMatmulPreferenceDestroy", missing);
+      resolve(lib, api->pref_set_attribute, "cublasLtMatmulPreferenceSetAttribute", missing);
+      resolve(lib, api->get_heuristic, "cublasLtMatmulAlgoGetHeuristic", missing);
+      resolve(lib, api->matmul, "cublasLtMatmul", missing);
+      api->status_name = reinterpret_cast<decltype(api->status_name)>(dlsym(lib, "cublasLtGetStatusName"));
+      if (!missing.empty()) continue;  // not a usable cuBLASLt; stays loaded (dlclose of CUDA libraries is unsafe)
+      if (cublas_major(api->get_version()) < 11) continue;  // cuBLASLt 10 takes a cudaDataType compute type
+      if (api->create(&api->handle) != 0) continue;         // e.g. a cuBLASLt newer than the driver
+      m_cublaslt = std::move(api);
+      break;
+    }
+    return m_cublaslt.get();
+  }
+
+  // The cuBLASLt workspace, allocated once per session: 32 MiB, less when free memory is short, none when even
+  // that fails (cuBLASLt then picks algorithms that need no workspace).
+  Status ensure_cublaslt_workspace() {
+    if (m_cublaslt_workspace_tried) return ok_status();
+    m_cublaslt_workspace_tried = true;
+    auto free_bytes = free_memory();
+    if (!free_bytes) return std::move(free_bytes).error();
+    const std::size_t bytes = std::min<std::size_t>(k_cublaslt_workspace, (*free_bytes / 64) & ~(k_mib - 1));
+    if (bytes == 0) return ok_status();
+    CUdeviceptr ptr = 0;
+    const CUresult rc = m_api->mem_alloc(&ptr, bytes);
+    if (rc == k_cuda_out_of_memory) return ok_status();
+    if (rc != k_cuda_success) return fail("cuMemAlloc_v2", rc, "allocating the cuBLASLt workspace");
+    m_cublaslt_workspace = DeviceBuffer(m_api.get(), &m_broken, ptr, bytes);
+    return ok_status();
+  }
+
+  Error cublaslt_error(const CublasLtApi& lt, const char* call, cublasStatus status, const std::string& doing) const {
+    return make_error(ErrorKind::environment, "cuda.cublaslt",
+                      std::string(call) + " failed with " + lt.name_of(status) + " " + doing + " on " + m_bus_id,
+                      lt.library, "check that the image's cuBLAS matches the driver");
+  }
+
+  // Plans D = A * B for `size` x `size` column-major matrices of `types` through cuBLASLt: no transposes, the
+  // session's workspace, the heuristic's first algorithm. Empty when cuBLASLt has no algorithm for these types on
+  // this GPU (the caller falls back to cuBLAS); `cuda.cublaslt` when a call fails.
+  Result<std::optional<CublasLtMatmul>> plan_cublaslt(const CublasLtApi& lt, const gemm::GemmTypes& types, int size,
+                                                      const std::string& what) {
+    if (auto s = ensure_cublaslt_workspace(); !s) return std::move(s).error();
+    CublasLtMatmul plan(&lt);
+    plan.size = size;
+    plan.workspace = m_cublaslt_workspace.ptr();
+    plan.workspace_bytes = m_cublaslt_workspace.bytes();
+    const std::string doing = "planning the " + what + " GEMM";
+    if (cublasStatus st = lt.desc_create(&plan.desc, types.compute_type, types.scale_type); st != 0) {
+      plan.desc = nullptr;
+      return cublaslt_error(lt, "cublasLtMatmulDescCreate", st, doing);
+    }
+    const int op_n = k_cublas_op_n;
+    for (int attribute : {k_cublaslt_matmul_desc_transa, k_cublaslt_matmul_desc_transb}) {
+      if (cublasStatus st = lt.desc_set_attribute(plan.desc, attribute, &op_n, sizeof op_n); st != 0)
+        return cublaslt_error(lt, "cublasLtMatmulDescSetAttribute", st, doing);
+    }
+    const auto rows = static_cast<std::uint64_t>(size);
+    const auto ld = static_cast<std::int64_t>(size);
+    const std::pair<cublasLtMatrixLayout*, int> layouts[] = {
+        {&plan.layout_a, types.input_type}, {&plan.layout_b, types.input_type}, {&plan.layout_c, types.output_type}};
+    for (const auto& [layout, data_type] : layouts) {
+      if (cublasStatus st = lt.layout_create(layout, data_type, rows, rows, ld); st != 0) {
+        *layout = nullptr;
+        return cublaslt_error(lt, "cublasLtMatrixLayoutCreate", st, doing);
+      }
+    }
+    if (cublasStatus st = lt.pref_create(&plan.pref); st != 0) {
+      plan.pref = nullptr;
+      return cublaslt_error(lt, "cublasLtMatmulPreferenceCreate", st, doing);
+    }
+    const std::uint64_t max_workspace = plan.workspace_bytes;
+    if (cublasStatus st =
+            lt.pref_set_attribute(plan.pref, k_cublaslt_pref_max_workspace, &max_workspace, sizeof max_workspace);
+        st != 0) {
+      return cublaslt_error(lt, "cublasLtMatmulPreferenceSetAttribute", st, doing);
+    }
+    CublasLtHeuristicResult heuristic{};
+    int found = 0;
+    const cublasStatus st = lt.get_heuristic(lt.handle, plan.desc, plan.layout_a, plan.layout_b, plan.layout_c,
+                                             plan.layout_c, plan.pref, 1, &heuristic, &found);
+    if (unsupported(st)) return std::optional<CublasLtMatmul>{};
+    if (st != 0) return cublaslt_error(lt, "cublasLtMatmulAlgoGetHeuristic", st, doing);
+    if (found < 1 || heuristic.state != 0) return std::optional<CublasLtMatmul>{};
+    plan.algo = heuristic.algo;
+    return std::optional<CublasLtMatmul>(std::move(plan));
+  }
+
   Result<ConsistencyResult> run_gemm_consistency(int repetitions) {
     if (repetitions < 1)
       return bad_request("gemm_consistency needs at least one repetition, got " + std::to_string(repetitions));
@@ -876,18 +950,37 @@ class CudaSession final : public GpuSession {
       return launch(m_kernels.fill_values, grid_for(n), {&pb, &n, &seed_b, &f}, "fill_values");
     };
 
+    // cuBLASLt, else cuBLAS, else gemm_simple. The libraries get bf16 inputs on tensor cores with fp32 output, or
+    // fp32 inputs where bf16 is not supported (before sm_80); gemm_simple gets fp32.
     ConsistencyResult result;
-    CublasApi* blas = cublas();
+    const float alpha = 1, beta = 0;
+    std::optional<CublasLtMatmul> plan;
+    if (CublasLtApi* lt = cublaslt()) {
+      for (const bool bf16 : {true, false}) {
+        const gemm::GemmTypes types = gemm::consistency_gemm_types(bf16);
+        auto planned = plan_cublaslt(*lt, types, k_n, bf16 ? "bf16 consistency" : "fp32 consistency");
+        if (!planned) return std::move(planned).error();
+        if (!*planned) continue;
+        if (auto s = fill(bf16 ? ref::Fill::random_bf16 : ref::Fill::random_f32); !s) return std::move(s).error();
+        const cublasStatus st = (*planned)->run(&alpha, pa, pb, &beta, pc, m_stream);
+        if (unsupported(st)) continue;
+        if (st != 0) return cublaslt_error(*lt, "cublasLtMatmul", st, "running a warm-up GEMM");
+        if (auto s = wait("running a warm-up GEMM"); !s) return std::move(s).error();
+        plan = std::move(*planned);
+        break;
+      }
+    }
+    CublasApi* blas = plan ? nullptr : cublas();
     int input_type = k_cuda_r_16bf;
-    if (blas) {
-      // bf16 inputs with fp32 output on tensor cores; fp32 where bf16 is not supported (before sm_80).
+    if (plan) {
+      result.engine = "cublasLt";
+    } else if (blas) {
       if (auto s = fill(ref::Fill::random_bf16); !s) return std::move(s).error();
-      const float alpha = 1, beta = 0;
       cublasStatus st = blas->gemm_ex(
           blas->handle, k_cublas_op_n, k_cublas_op_n, k_n, k_n, k_n, &alpha, reinterpret_cast<const void*>(pa),
           input_type, k_n, reinterpret_cast<const void*>(pb), input_type, k_n, &beta, reinterpret_cast<void*>(pc),
-          k_cuda_r_32f, k_n, k_cublas_compute_32f, k_cublas_gemm_default);
-      if (st == k_cublas_not_supported || st == k_cublas_arch_mismatch) {
+          k_cuda_r_32f, k_n, gemm::k_cublas_compute_32f, k_cublas_gemm_default);
+      if (unsupported(st)) {
         input_type = k_cuda_r_32f;
       } else if (st != 0) {
         return make_error(ErrorKind::environment, "cuda.cublas",
@@ -906,12 +999,14 @@ class CudaSession final : public GpuSession {
 
     for (int r = 0; r < repetitions; ++r) {
       if (auto s = clear(pc, k_elements * 4, "clearing the GEMM output"); !s) return std::move(s).error();
-      if (blas) {
-        const float alpha = 1, beta = 0;
+      if (plan) {
+        if (const cublasStatus st = plan->run(&alpha, pa, pb, &beta, pc, m_stream); st != 0)
+          return cublaslt_error(*plan->api, "cublasLtMatmul", st, "running a consistency GEMM");
+      } else if (blas) {
         const cublasStatus st = blas->gemm_ex(
             blas->handle, k_cublas_op_n, k_cublas_op_n, k_n, k_n, k_n, &alpha, reinterpret_cast<const void*>(pa),
             input_type, k_n, reinterpret_cast<const void*>(pb), input_type, k_n, &beta, reinterpret_cast<void*>(pc),
-            k_cuda_r_32f, k_n, k_cublas_compute_32f, k_cublas_gemm_default);
+            k_cuda_r_32f, k_n, gemm::k_cublas_compute_32f, k_cublas_gemm_default);
         if (st != 0) {
           return make_error(ErrorKind::environment, "cuda.cublas",
                             "cublasGemmEx failed with " + blas->name_of(st) + " on " + m_bus_id, blas->library,
@@ -936,8 +1031,14 @@ class CudaSession final : public GpuSession {
     const auto type = gemm_type(dtype);
     if (!type) return bad_request("gemm_tflops: unknown dtype '" + dtype + "' (bf16, fp16, tf32 or fp64)");
     if (samples < 1) return bad_request("gemm_tflops needs at least one sample, got " + std::to_string(samples));
-    CublasApi* blas = cublas();
-    if (!blas) return std::optional<Samples>{};
+    // cuBLASLt first; cuBLAS when it is absent or cannot run this type on this GPU; empty when neither can.
+    CublasLtApi* lt = cublaslt();
+    CublasApi* blas = lt ? nullptr : cublas();
+    if (!lt && !blas) return std::optional<Samples>{};
+    if (lt) {
+      // Before sizing: the workspace takes device memory too.
+      if (auto s = ensure_cublaslt_workspace(); !s) return std::move(s).error();
+    }
     auto free_bytes = free_memory();
     if (!free_bytes) return std::move(free_bytes).error();
     // 8192^3 keeps the GPU busy for a few ms per GEMM on the fastest GPUs; 4096 where memory is short.
@@ -968,10 +1069,17 @@ class CudaSession final : public GpuSession {
     };
     const double alpha_d = 1, beta_d = 0;
     const float alpha_f = 1, beta_f = 0;
-    const void* alpha = type->scalars_double ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
-    const void* beta = type->scalars_double ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
+    const bool scalars_double = type->scale_type == k_cuda_r_64f;
+    const void* alpha = scalars_double ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
+    const void* beta = scalars_double ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
+    std::optional<CublasLtMatmul> plan;  // the cuBLASLt matmul for `size`; empty once cuBLAS is used instead
     cublasStatus status = 0;
     auto gemm = [&]() -> Status {
+      if (plan) {
+        status = plan->run(alpha, a->ptr(), b->ptr(), beta, c->ptr(), m_stream);
+        if (status != 0) return cublaslt_error(*plan->api, "cublasLtMatmul", status, "running " + dtype + " GEMMs");
+        return ok_status();
+      }
       status = blas->gemm_ex(
           blas->handle, k_cublas_op_n, k_cublas_op_n, size, size, size, alpha, reinterpret_cast<const void*>(a->ptr()),
           type->input_type, size, reinterpret_cast<const void*>(b->ptr()), type->input_type, size, beta,
@@ -985,12 +1093,33 @@ class CudaSession final : public GpuSession {
     };
 
     // Warm-up, also sizing: a GEMM slower than 250 ms (fp64 on GPUs without fp64 units) shrinks to the next size.
+    // cuBLASLt without an algorithm for this type, or whose warm-up says NOT_SUPPORTED or ARCH_MISMATCH, gives way
+    // to cuBLAS.
     double warm_ms = 0;
     while (true) {
+      if (lt && (!plan || plan->size != size)) {
+        plan.reset();
+        auto planned = plan_cublaslt(*lt, *type, size, dtype);
+        if (!planned) return std::move(planned).error();
+        if (*planned) {
+          plan = std::move(*planned);
+        } else {
+          lt = nullptr;
+        }
+      }
+      if (!lt && !blas) {
+        blas = cublas();
+        if (!blas) return std::optional<Samples>{};
+      }
       if (auto s = fill(); !s) return std::move(s).error();
       auto ms = timed(false, "running a warm-up " + dtype + " GEMM", gemm);
       if (!ms) {
-        if (status == k_cublas_not_supported || status == k_cublas_arch_mismatch) return std::optional<Samples>{};
+        if (unsupported(status) && plan) {
+          plan.reset();
+          lt = nullptr;
+          continue;
+        }
+        if (unsupported(status)) return std::optional<Samples>{};
         return std::move(ms).error();
       }
       warm_ms = *ms;
@@ -1002,7 +1131,7 @@ class CudaSession final : public GpuSession {
 
     Samples result;
     result.unit = "TFLOPS";
-    result.engine = "cublas";
+    result.engine = plan ? "cublasLt" : "cublas";
     std::optional<std::uint64_t> first_digest;
     const std::uint64_t out_words =
         static_cast<std::uint64_t>(size) * static_cast<std::uint64_t>(size) * type->output_bytes / 8;
@@ -1205,6 +1334,10 @@ class CudaSession final : public GpuSession {
   int m_sm_count = 1, m_cc_major = 0, m_cc_minor = 0;
   std::unique_ptr<CublasApi> m_cublas;
   bool m_cublas_tried = false;
+  std::unique_ptr<CublasLtApi> m_cublaslt;
+  bool m_cublaslt_tried = false;
+  DeviceBuffer m_cublaslt_workspace;  // allocated on the first cuBLASLt matmul; may stay empty (no workspace)
+  bool m_cublaslt_workspace_tried = false;
 };
 
 }  // namespace

@@ -1,7 +1,8 @@
 #pragma once
 // The real GpuSession: the CUDA driver API by dlopen of libcuda.so.1 (never linked), the validation kernels from
-// the embedded fatbin (validate/kernels), and cuBLAS by dlopen when a libcublas is found. Every driver error
-// becomes an Error naming the call and the CUresult (cuGetErrorName); every wait on the GPU is bounded.
+// the embedded fatbin (validate/kernels), and for the GEMMs cuBLASLt by dlopen when a libcublasLt is found, else
+// cuBLAS when a libcublas is found. Every driver error becomes an Error naming the call and the CUresult
+// (cuGetErrorName); every wait on the GPU is bounded.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -38,8 +39,12 @@ struct CudaSessionOptions {
   /// Reads NVML health for this GPU; health() calls it (also while kernels run on another thread). Empty: every
   /// health field is unknown.
   std::function<Result<GpuHealth>()> health_reader;
-  /// cuBLAS libraries tried in order for gemm_consistency and gemm_tflops; the first whose handle can be created
-  /// on this driver is used. Empty: never use cuBLAS.
+  /// cuBLASLt libraries tried in order for gemm_consistency and gemm_tflops, before cuBLAS; the first whose entry
+  /// points resolve and whose handle can be created on this driver is used. Empty: never use cuBLASLt.
+  std::vector<std::string> cublaslt_libraries = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11",
+                                                 "libcublasLt.so"};
+  /// cuBLAS libraries tried in order for gemm_consistency and gemm_tflops when cuBLASLt is absent or cannot run a
+  /// GEMM on this GPU; the first whose handle can be created on this driver is used. Empty: never use cuBLAS.
   std::vector<std::string> cublas_libraries = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
   int numa_node = -1;  ///< NUMA node of the GPU: pinned host buffers are placed there when >= 0
   /// Longest a single GPU operation may run before the session reports `cuda.timeout` and stops using the GPU.

@@ -599,6 +599,8 @@ class RealBackend final : public GpuBackend {
     return read_health(**loaded, gpu);
   }
 
+  gpuenv::Status prepare() override { return cuda_ready(); }
+
   Result<std::unique_ptr<GpuSession>> open(int gpu) override {
     const std::string where = "GPU " + std::to_string(gpu);
     if (!m_options.session_factory) {
@@ -610,35 +612,91 @@ class RealBackend final : public GpuBackend {
     if (!loaded) return std::move(loaded).error();
     if (!*loaded) return no_driver(gpu);
     std::shared_ptr<Nvml> nv = *loaded;
-    auto device = nv->device(gpu);
-    if (!device) return std::move(device).error();
-    NvmlPciInfo pci{};
-    if (NvmlReturn rc = nv->api().pci_info ? nv->api().pci_info(*device, &pci) : -1; rc != k_nvml_success) {
-      return make_error(ErrorKind::environment, "validate.gpu_pci", "NVML cannot tell the PCI bus id of " + where +
-                        (rc == -1 ? std::string(": no nvmlDeviceGetPciInfo_v3") : ": " + nv->why(rc)), nv->library(),
-                        "update the NVIDIA driver; run nvidia-smi");
-    }
-    const std::string bus_id = c_string(pci.busId);
+    auto pci_bus_id = nvml_bus_id(gpu);
+    if (!pci_bus_id) return std::move(pci_bus_id).error();
+    const std::string bus_id = *pci_bus_id;
 
     if (Status ready = cuda_ready(); !ready) {
       Error e = std::move(ready).error();
       e.while_("checking that cuInit returns before creating a context on " + where);
       return e;
     }
-    std::function<Result<GpuHealth>()> health_reader = [nv, gpu]() { return read_health(*nv, gpu); };
+    SessionTarget target;
+    target.pci_bus_id = bus_id;
+    target.numa_node = numa_node(fs::path(m_options.sys_root), bus_id);
+    target.health_reader = [nv, gpu]() { return read_health(*nv, gpu); };
     try {
-      return m_options.session_factory(bus_id, std::move(health_reader));
+      return m_options.session_factory(std::move(target));
     } catch (const std::exception& ex) {
       return make_error(ErrorKind::internal, "validate.cuda_session", "creating the CUDA session on " + where + " threw: " + ex.what(),
                         bus_id, "report this as a gpuenv bug");
     }
   }
 
-  // Not measured by this adapter yet: an empty answer makes the p2p_bandwidth and nccl_allreduce checks SKIP.
-  Result<std::optional<Samples>> p2p_bandwidth(int, int, int) override { return std::optional<Samples>{}; }
-  Result<std::optional<Samples>> nccl_allreduce(const std::vector<int>&, int) override { return std::optional<Samples>{}; }
+  // Without an injected measurement an empty answer makes the p2p_bandwidth and nccl_allreduce checks SKIP.
+  Result<std::optional<Samples>> p2p_bandwidth(int src, int dst, int samples) override {
+    if (!m_options.p2p_measure) return std::optional<Samples>{};
+    const std::string what = "peer-to-peer bandwidth from GPU " + std::to_string(src) + " to GPU " + std::to_string(dst);
+    auto from = nvml_bus_id(src);
+    if (!from) return std::move(from).error();
+    auto to = nvml_bus_id(dst);
+    if (!to) return std::move(to).error();
+    if (Status ready = cuda_ready(); !ready) {
+      Error e = std::move(ready).error();
+      e.while_("checking that cuInit returns before measuring " + what);
+      return e;
+    }
+    try {
+      return m_options.p2p_measure(*from, *to, samples);
+    } catch (const std::exception& ex) {
+      return make_error(ErrorKind::internal, "validate.multi_gpu", "measuring " + what + " threw: " + ex.what(), *from,
+                        "report this as a gpuenv bug");
+    }
+  }
+
+  Result<std::optional<Samples>> nccl_allreduce(const std::vector<int>& gpus, int samples) override {
+    if (!m_options.nccl_measure) return std::optional<Samples>{};
+    std::vector<std::string> bus_ids;
+    std::string names;
+    for (int gpu : gpus) {
+      auto id = nvml_bus_id(gpu);
+      if (!id) return std::move(id).error();
+      bus_ids.push_back(std::move(*id));
+      names += (names.empty() ? "" : ",") + std::to_string(gpu);
+    }
+    const std::string what = "the NCCL all-reduce across GPUs " + names;
+    if (Status ready = cuda_ready(); !ready) {
+      Error e = std::move(ready).error();
+      e.while_("checking that cuInit returns before measuring " + what);
+      return e;
+    }
+    try {
+      return m_options.nccl_measure(bus_ids, samples);
+    } catch (const std::exception& ex) {
+      return make_error(ErrorKind::internal, "validate.multi_gpu", "measuring " + what + " threw: " + ex.what(), names,
+                        "report this as a gpuenv bug");
+    }
+  }
 
  private:
+  /// NVML's PCI bus id of GPU `gpu` ("00000000:19:00.0"). Fails without a driver, for an unknown GPU, or when NVML
+  /// cannot tell.
+  Result<std::string> nvml_bus_id(int gpu) {
+    auto loaded = nvml();
+    if (!loaded) return std::move(loaded).error();
+    if (!*loaded) return no_driver(gpu);
+    const std::shared_ptr<Nvml>& nv = *loaded;
+    auto device = nv->device(gpu);
+    if (!device) return std::move(device).error();
+    NvmlPciInfo pci{};
+    if (NvmlReturn rc = nv->api().pci_info ? nv->api().pci_info(*device, &pci) : -1; rc != k_nvml_success) {
+      return make_error(ErrorKind::environment, "validate.gpu_pci", "NVML cannot tell the PCI bus id of GPU " +
+                        std::to_string(gpu) + (rc == -1 ? std::string(": no nvmlDeviceGetPciInfo_v3") : ": " + nv->why(rc)),
+                        nv->library(), "update the NVIDIA driver; run nvidia-smi");
+    }
+    return c_string(pci.busId);
+  }
+
   /// NVML, loaded on first use; the outcome (nullptr for "no driver") is kept for the backend's lifetime.
   Result<std::shared_ptr<Nvml>> nvml() {
     std::lock_guard lock(m_nvml_mutex);

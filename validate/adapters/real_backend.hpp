@@ -6,18 +6,35 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "resolver/error.hpp"
 #include "validate/backend.hpp"
 
 namespace gpuenv::validate {
 
-/// Makes a CUDA session on the GPU with this PCI bus id ("00000000:19:00.0"); `health_reader` reads that GPU's
-/// health through NVML (GpuSession::health() may return it). Fails with the CUDA error when no context can be made.
-using SessionFactory = std::function<Result<std::unique_ptr<GpuSession>>(
-    const std::string& pci_bus_id, std::function<Result<GpuHealth>()> health_reader)>;
+/// The GPU a session is made for, as the backend knows it.
+struct SessionTarget {
+  std::string pci_bus_id;  ///< "00000000:19:00.0"
+  int numa_node = -1;      ///< the GPU's NUMA node from sysfs; -1 unknown (pinned host memory is then not placed)
+  /// Reads that GPU's health through NVML (GpuSession::health() returns it, also while kernels run).
+  std::function<Result<GpuHealth>()> health_reader;
+};
+
+/// Makes a CUDA session on a GPU. Fails with the CUDA error when no context can be made.
+using SessionFactory = std::function<Result<std::unique_ptr<GpuSession>>(SessionTarget target)>;
+
+/// Measures peer-to-peer copy bandwidth from the GPU at `src_bus_id` to the one at `dst_bus_id` (GpuBackend::p2p_bandwidth
+/// with NVML's bus ids). Empty when peer access is not possible.
+using P2pMeasure = std::function<Result<std::optional<Samples>>(const std::string& src_bus_id,
+                                                                const std::string& dst_bus_id, int samples)>;
+
+/// Measures NCCL all-reduce bus bandwidth across the GPUs at `bus_ids` (GpuBackend::nccl_allreduce with NVML's bus
+/// ids). Empty when NCCL is not present.
+using NcclMeasure = std::function<Result<std::optional<Samples>>(const std::vector<std::string>& bus_ids, int samples)>;
 
 /// Where the real backend finds its libraries and host files; every path can point at a test fixture.
 struct RealBackendOptions {
@@ -28,10 +45,15 @@ struct RealBackendOptions {
   std::string dev_root = "/dev";                     ///< nvidiactl, nvidia-uvm, nvidiaN, nvidia-nvswitchN
   std::string sys_root = "/sys";                     ///< bus/pci/devices/<address>/numa_node
   SessionFactory session_factory;                    ///< empty: open() fails ("built without the CUDA session")
+  P2pMeasure p2p_measure;                            ///< empty: p2p_bandwidth is not measured (empty answer)
+  NcclMeasure nccl_measure;                          ///< empty: nccl_allreduce is not measured (empty answer)
 };
 
 /// The NVML + CUDA backend ("nvml+cuda"). Construction never fails; NVML is loaded on first use. p2p_bandwidth and
-/// nccl_allreduce are not measured by this adapter yet and return an empty optional, so those checks SKIP.
+/// nccl_allreduce map the GPU indices to NVML's PCI bus ids, run the child-process cuInit probe, then call the
+/// injected p2p_measure / nccl_measure (validate/adapters/multi_gpu.hpp in the CLI); without one they return an
+/// empty optional, so those checks SKIP. They fail like open() for an unknown GPU or a driver that does not answer,
+/// and with `validate.multi_gpu` when the injected function throws.
 std::unique_ptr<GpuBackend> make_real_backend(const RealBackendOptions& options);
 
 /// Whether the text of /proc/modules lists the nouveau module. Never fails.

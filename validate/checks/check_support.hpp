@@ -8,6 +8,10 @@
 // disturbed by work on another. The budgets are chosen so that on one GPU the sum over a level stays within the
 // level's promise (quick <= 15 s, standard <= 2 min, long <= 15 min; checks_test.cpp asserts it).
 #include <chrono>
+#include <exception>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +34,9 @@ struct CheckSpec {
   std::string category;  ///< software | health | kernels | throughput | image
   std::string description;
   std::optional<Budget> quick, standard, long_;
+  /// Visits GPUs at once (for_each_gpu_parallel): the per-unit budget then counts once, plus an eighth of it for
+  /// each further GPU as slack for the host's share of the work.
+  bool parallel = false;
 };
 
 /// Base of the built-in checks: key, category, description, levels and deadlines come from a CheckSpec.
@@ -40,12 +47,17 @@ class SpecCheck : public Check {
   [[nodiscard]] std::string category() const override { return m_spec.category; }
   [[nodiscard]] std::string description() const override { return m_spec.description; }
   [[nodiscard]] bool runs_at(Level level) const override { return budget(level).has_value(); }
-  /// fixed + per_unit x budget_units(gpu_count); a level the check does not run at uses its largest budget.
+  /// fixed + per_unit x budget_eighths(gpu_count) / 8; a level the check does not run at uses its largest budget.
   [[nodiscard]] std::chrono::milliseconds deadline(Level level, std::size_t gpu_count) const override;
 
  protected:
-  /// The units the per-unit budget multiplies; the GPU count unless a check says otherwise.
-  [[nodiscard]] virtual std::size_t budget_units(std::size_t gpu_count) const { return gpu_count; }
+  /// The units the per-unit budget multiplies, in eighths: 8 x the GPU count, or for a parallel check 8 for the
+  /// first GPU and 1 for each further one.
+  [[nodiscard]] virtual std::size_t budget_eighths(std::size_t gpu_count) const {
+    if (!m_spec.parallel) return 8 * gpu_count;
+    return gpu_count == 0 ? 0 : 8 + (gpu_count - 1);
+  }
+  [[nodiscard]] bool parallel() const { return m_spec.parallel; }
   /// The budget at `level`, empty when the check does not run there.
   [[nodiscard]] const std::optional<Budget>& budget(Level level) const;
 
@@ -75,18 +87,120 @@ std::optional<std::string> needs_driver_and_gpus(const CheckContext& context);
 /// Timed samples per measurement at `level`: 3 (quick), 5 (standard), 10 (long).
 int samples_at(Level level);
 
+/// Folds one health reading into the readings taken so far during a load: the best PCIe link seen (a link may
+/// still be training up when the load starts; one at its maximum under load is healthy), the union of clock event
+/// reasons (one slowdown is enough), the peak temperature and power, and the latest value of every other field.
+void fold_health(GpuHealth& folded, const GpuHealth& next);
+
+/// Reads a session's health on its own thread, every `period`, while the caller runs a load on the same session,
+/// so that link state, clock event reasons, temperature and power are seen while the kernels run rather than
+/// after they ended. Stops by `deadline` at the latest (a hung load leaves no reader behind for long). The session
+/// must outlive the monitor; GpuSession::health() is called concurrently with the load (the port allows it).
+class HealthMonitor {
+ public:
+  HealthMonitor(GpuSession& session, std::chrono::milliseconds period, std::chrono::steady_clock::time_point deadline);
+  ~HealthMonitor();
+  HealthMonitor(const HealthMonitor&) = delete;
+  HealthMonitor& operator=(const HealthMonitor&) = delete;
+  /// Stops the reader, takes one last reading, and returns the fold of every successful reading; the last error
+  /// when none succeeded.
+  Result<GpuHealth> finish();
+  /// Readings folded so far (successful ones).
+  [[nodiscard]] int readings() const;
+
+ private:
+  void read_once();
+  GpuSession& m_session;
+  std::chrono::milliseconds m_period;
+  std::chrono::steady_clock::time_point m_deadline;
+  mutable std::mutex m_mutex;
+  std::condition_variable m_wake;
+  bool m_stop = false;
+  int m_readings = 0;
+  GpuHealth m_folded;
+  std::optional<Error> m_last_error;
+  std::thread m_thread;
+};
+
+/// The verdict on the clock event reasons (nvmlClocksEventReason* bits) seen under `load` ("bf16 GEMM x20"):
+/// hardware slowdown, hardware thermal slowdown or a power brake FAIL and software thermal slowdown WARNs (code
+/// `clock_throttled`); a software power cap (normal at full load) or nothing PASS. Metric clock_event_reasons.
+GpuOutcome judge_clock_events(int gpu, std::uint64_t reasons, const std::string& load);
+
+/// The verdict on the temperature read under `load` (health.temperature_c must be set): at or above the slowdown
+/// threshold FAIL, within 5 C of it WARN (code `temperature_high`: the next hot day throttles it), else PASS; not
+/// judged (PASS, said so) without a threshold. Metrics: temperature, power and its limit, slowdown, margin.
+GpuOutcome judge_temperature(int gpu, const GpuHealth& health, const std::string& load);
+
+/// Tells the runner one GPU's outcome early (CheckContext::partial), when it listens.
+inline void tell(const CheckContext& context, const GpuOutcome& out) {
+  if (context.partial) context.partial(out);
+}
+
 /// Calls `visit(gpu)` for each selected GPU in order and collects its outcome; a GPU reached after the deadline gets
-/// out_of_time() instead, so a check whose runner already gave up stops touching the GPUs soon.
+/// out_of_time() instead, so a check whose runner already gave up stops touching the GPUs soon. Each outcome is
+/// told to the runner as it is known.
 template <class Visit>
 std::vector<GpuOutcome> for_each_gpu(const CheckContext& context, Visit&& visit) {
   std::vector<GpuOutcome> out;
   for (const auto& gpu : context.gpus) {
     if (past_deadline(context)) {
       out.push_back(out_of_time(gpu.index));
-      continue;
+    } else {
+      out.push_back(visit(gpu));
     }
-    out.push_back(visit(gpu));
+    tell(context, out.back());
   }
+  return out;
+}
+
+/// Calls `task(i)` for i in [0, n), each on its own thread (on this one when n is 1 or no thread can be had), and
+/// returns when all have returned. `task` must not throw.
+template <class Task>
+void run_concurrently(std::size_t n, Task&& task) {
+  if (n == 1) {
+    task(std::size_t{0});
+    return;
+  }
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    try {
+      threads.emplace_back([&task, i] {
+        try {
+          task(i);
+        } catch (...) {
+          // Nothing may leave a thread (std::terminate); the task's slot stays as it was, which its caller reports.
+        }
+      });
+    } catch (const std::exception&) {
+      task(i);  // no thread to be had: this one runs here
+    }
+  }
+  for (auto& t : threads) t.join();
+}
+
+/// Like for_each_gpu, but visits every GPU at once, one thread each, as DCGM's diagnostics and gpu-burn load a
+/// node: work that stays on one GPU (kernels, memory tests, GEMMs, device-local bandwidth) then takes one GPU's time
+/// on eight, and the node is stressed as a whole. Returns when every GPU's visit has returned; a hung GPU keeps the
+/// check waiting, and the runner's watchdog then keeps the outcomes already told. `visit` must not throw (an
+/// exception becomes FAIL `internal` for that GPU) and must be safe to call concurrently for different GPUs.
+template <class Visit>
+std::vector<GpuOutcome> for_each_gpu_parallel(const CheckContext& context, Visit&& visit) {
+  const std::size_t n = context.gpus.size();
+  if (n <= 1) return for_each_gpu(context, visit);
+  std::vector<GpuOutcome> out(n);
+  run_concurrently(n, [&](std::size_t i) {
+    const GpuInfo& gpu = context.gpus[i];
+    try {
+      out[i] = visit(gpu);
+    } catch (const std::exception& e) {
+      out[i] = outcome(gpu.index, Status::fail, std::string("the check threw: ") + e.what(), "internal");
+    } catch (...) {
+      out[i] = outcome(gpu.index, Status::fail, "the check threw", "internal");
+    }
+    tell(context, out[i]);
+  });
   return out;
 }
 

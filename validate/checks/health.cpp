@@ -3,10 +3,10 @@
 // pcie_replays' rate at standard and long) read the GPU under load, because an idle link downtrains to save power
 // and idle clocks show no slowdown.
 //
-// Reading under load: the check opens a session, runs a load method on it, and calls GpuSession::health() right
-// after it returns. The real adapter samples link state, clock event reasons, temperature and power while that
-// method's kernels run and returns those readings (the peak temperature and power, the lowest link, the union of
-// clock event reasons); a read taken after the kernels ended would see an idle GPU and prove nothing.
+// Reading under load: the check opens a session and runs a load method on it while a HealthMonitor
+// (check_support.hpp) reads GpuSession::health() every 50 ms on another thread, once before the load and once after
+// it; the readings are folded into one (the best link seen, the union of clock event reasons, the peak temperature
+// and power). A single read taken after the kernels ended would see a GPU going idle and prove little.
 #include <utility>
 
 #include "validate/checks/check_support.hpp"
@@ -31,17 +31,15 @@ constexpr std::uint64_t k_dcgm_retired_dbe_soft_limit = 15;
 // reading is judged against a fixed count: a healthy link shows 0, link training at boot can add a few, and
 // hundreds mean a marginal link. gpuenv's heuristic, not DCGM's (DCGM judges only the rate; see below).
 constexpr std::uint64_t k_pcie_replays_warn_total = 100;
-// Under load within a degree margin of the slowdown temperature: WARN (the next hot day throttles it).
-constexpr int k_temperature_margin_c = 5;
 
 // Budgets. Idle reads: one NVML query per GPU. Under load: the load's run time plus the read.
 constexpr Budget k_idle_read{100, 200};
 constexpr Budget k_short_load{500, 3000};
 constexpr Budget k_standard_load{500, 10000};
-constexpr Budget k_long_load{500, 30000};
 
-// GEMM samples that make the load for clock_events and temperature.
-int load_samples(Level level) { return level == Level::long_ ? 200 : 20; }
+// GEMM samples that make the load for clock_events and temperature (about 2 s on a current GPU). The long level's
+// sustained load is gemm_sustained's (kernels.cpp).
+int load_samples(Level) { return 20; }
 
 std::string join(const std::vector<std::string>& items, const char* separator) {
   std::string out;
@@ -61,14 +59,18 @@ struct LoadReading {
 
 enum class LoadKind { hbm, host_copy, gemm };
 
-LoadReading read_under_load(GpuBackend& backend, const GpuInfo& gpu, LoadKind kind, int samples) {
+// How often health is read while a load runs.
+constexpr std::chrono::milliseconds k_monitor_period{50};
+
+LoadReading read_under_load(const CheckContext& context, const GpuInfo& gpu, LoadKind kind, int samples) {
   LoadReading out;
-  auto session = backend.open(gpu.index);
+  auto session = context.backend.open(gpu.index);
   if (!session) {
     out.failure = failed(gpu.index, "creating a context for the load", session.error(), "context_failed");
     return out;
   }
   GpuSession& s = **session;
+  HealthMonitor monitor(s, k_monitor_period, context.deadline);
   std::optional<Error> load_error;
   switch (kind) {
     case LoadKind::hbm: {
@@ -111,7 +113,7 @@ LoadReading read_under_load(GpuBackend& backend, const GpuInfo& gpu, LoadKind ki
     out.failure = failed(gpu.index, "running the load (" + out.load + ")", *load_error);
     return out;
   }
-  auto health = s.health();
+  auto health = monitor.finish();
   if (!health) {
     out.failure = failed(gpu.index, "reading health under load", health.error());
     return out;
@@ -273,13 +275,13 @@ class PcieLinkCheck final : public SpecCheck {
   PcieLinkCheck()
       : SpecCheck({"pcie_link", "health",
                    "Under load, the PCIe link runs at its maximum width (fails) and generation (warns)", std::nullopt,
-                   k_short_load, k_short_load}) {}
+                   k_short_load, k_short_load, /*parallel=*/true}) {}
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
   std::vector<GpuOutcome> run(CheckContext& context) override {
-    return for_each_gpu(context, [&](const GpuInfo& gpu) {
-      LoadReading reading = read_under_load(context.backend, gpu, LoadKind::hbm, 1);
+    return for_each_gpu_parallel(context, [&](const GpuInfo& gpu) {
+      LoadReading reading = read_under_load(context, gpu, LoadKind::hbm, 1);
       if (reading.failure) return *reading.failure;
       if (!reading.health->pcie_link) return skipped(gpu.index, gpu_label(gpu) + " does not report its PCIe link");
       const PcieLink& l = *reading.health->pcie_link;
@@ -328,7 +330,7 @@ class PcieReplays final : public SpecCheck {
         problems.push_back(std::to_string(before) + " replays since the driver loaded (warns above " +
                            std::to_string(k_pcie_replays_warn_total) + ")");
       if (with_load) {
-        LoadReading reading = read_under_load(context.backend, gpu, LoadKind::host_copy, 3);
+        LoadReading reading = read_under_load(context, gpu, LoadKind::host_copy, 3);
         if (reading.failure) {
           notes.push_back("no rate measured: " + reading.failure->message);
         } else if (reading.health->pcie_replays) {
@@ -355,52 +357,23 @@ class PcieReplays final : public SpecCheck {
   }
 };
 
-std::string reason_names(std::uint64_t reasons, std::uint64_t mask) {
-  std::vector<std::string> names;
-  const std::pair<std::uint64_t, const char*> k_names[] = {
-      {k_clock_event_sw_power_cap, "software power cap"},
-      {k_clock_event_hw_slowdown, "hardware slowdown"},
-      {k_clock_event_sw_thermal, "software thermal slowdown"},
-      {k_clock_event_hw_thermal, "hardware thermal slowdown"},
-      {k_clock_event_hw_power_brake, "hardware power brake"},
-  };
-  for (const auto& [bit, name] : k_names) {
-    if ((reasons & mask & bit) != 0) names.emplace_back(name);
-  }
-  return join(names, ", ");
-}
-
 class ClockEvents final : public SpecCheck {
  public:
   ClockEvents()
       : SpecCheck({"clock_events", "health",
                    "Under load, no hardware slowdown, thermal slowdown or power brake slows the clocks", std::nullopt,
-                   k_standard_load, k_long_load}) {}
+                   k_standard_load, k_standard_load, /*parallel=*/true}) {}
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
   std::vector<GpuOutcome> run(CheckContext& context) override {
     const int samples = load_samples(context.inputs.level);
-    return for_each_gpu(context, [&](const GpuInfo& gpu) {
-      LoadReading reading = read_under_load(context.backend, gpu, LoadKind::gemm, samples);
+    return for_each_gpu_parallel(context, [&](const GpuInfo& gpu) {
+      LoadReading reading = read_under_load(context, gpu, LoadKind::gemm, samples);
       if (reading.failure) return *reading.failure;
       if (!reading.health->clock_event_reasons)
         return skipped(gpu.index, gpu_label(gpu) + " does not report clock event reasons");
-      const std::uint64_t reasons = *reading.health->clock_event_reasons;
-      constexpr std::uint64_t k_hardware = k_clock_event_hw_slowdown | k_clock_event_hw_thermal | k_clock_event_hw_power_brake;
-      GpuOutcome out;
-      if ((reasons & k_hardware) != 0)
-        out = outcome(gpu.index, Status::fail, reason_names(reasons, k_hardware) + " under " + reading.load,
-                      "clock_throttled");
-      else if ((reasons & k_clock_event_sw_thermal) != 0)
-        out = outcome(gpu.index, Status::warn, "software thermal slowdown under " + reading.load, "clock_throttled");
-      else if ((reasons & k_clock_event_sw_power_cap) != 0)
-        out = outcome(gpu.index, Status::pass,
-                      "clocks held at the power limit under " + reading.load + " (normal at full load)");
-      else
-        out = outcome(gpu.index, Status::pass, "no clock slowdown under " + reading.load);
-      out.metrics = {{"clock_event_reasons", static_cast<double>(reasons), "bitmask"}};
-      return out;
+      return judge_clock_events(gpu.index, *reading.health->clock_event_reasons, reading.load);
     });
   }
 };
@@ -410,47 +383,18 @@ class Temperature final : public SpecCheck {
   Temperature()
       : SpecCheck({"temperature", "health",
                    "Under load, the temperature stays more than 5 C below the slowdown threshold; power is reported",
-                   std::nullopt, k_standard_load, k_long_load}) {}
+                   std::nullopt, k_standard_load, k_standard_load, /*parallel=*/true}) {}
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
   std::vector<GpuOutcome> run(CheckContext& context) override {
     const int samples = load_samples(context.inputs.level);
-    return for_each_gpu(context, [&](const GpuInfo& gpu) {
-      LoadReading reading = read_under_load(context.backend, gpu, LoadKind::gemm, samples);
+    return for_each_gpu_parallel(context, [&](const GpuInfo& gpu) {
+      LoadReading reading = read_under_load(context, gpu, LoadKind::gemm, samples);
       if (reading.failure) return *reading.failure;
       const GpuHealth& h = *reading.health;
       if (!h.temperature_c) return skipped(gpu.index, gpu_label(gpu) + " does not report its temperature");
-      const int t = *h.temperature_c;
-      std::vector<Metric> metrics{{"temperature_c", static_cast<double>(t), "C"}};
-      std::string power;
-      if (h.power_w) {
-        metrics.push_back({"power_w", *h.power_w, "W"});
-        power = ", " + fixed(*h.power_w, 0) + " W";
-        if (h.power_limit_w) {
-          metrics.push_back({"power_limit_w", *h.power_limit_w, "W"});
-          power += " of " + fixed(*h.power_limit_w, 0) + " W";
-        }
-      }
-      const std::string reading_text = std::to_string(t) + " C" + power + " under " + reading.load;
-      GpuOutcome out;
-      if (!h.slowdown_temperature_c) {
-        out = outcome(gpu.index, Status::pass, reading_text + "; not judged: the GPU reports no slowdown threshold");
-      } else {
-        const int slowdown = *h.slowdown_temperature_c;
-        metrics.push_back({"slowdown_temperature_c", static_cast<double>(slowdown), "C"});
-        metrics.push_back({"margin_c", static_cast<double>(slowdown - t), "C"});
-        const std::string versus = reading_text + ", slowdown at " + std::to_string(slowdown) + " C";
-        if (t >= slowdown)
-          out = outcome(gpu.index, Status::fail, versus + ": at or above it", "temperature_high");
-        else if (t >= slowdown - k_temperature_margin_c)
-          out = outcome(gpu.index, Status::warn,
-                        versus + ": within " + std::to_string(k_temperature_margin_c) + " C of it", "temperature_high");
-        else
-          out = outcome(gpu.index, Status::pass, versus);
-      }
-      out.metrics = std::move(metrics);
-      return out;
+      return judge_temperature(gpu.index, h, reading.load);
     });
   }
 };

@@ -5,6 +5,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <set>
+#include <chrono>
 
 #include "validate/checks/check_support.hpp"
 #include "validate/checks/judge.hpp"
@@ -35,12 +36,12 @@ class ContextCreate final : public SpecCheck {
  public:
   ContextCreate()
       : SpecCheck({"context_create", "kernels", "A CUDA context can be created on each GPU", k_context, k_context,
-                   k_context}) {}
+                   k_context, /*parallel=*/true}) {}
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
   std::vector<GpuOutcome> run(CheckContext& context) override {
-    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+    return for_each_gpu_parallel(context, [&](const GpuInfo& gpu) {
       const auto start = std::chrono::steady_clock::now();
       auto session = context.backend.open(gpu.index);
       const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -57,12 +58,12 @@ class ComputeCorrectness final : public SpecCheck {
   ComputeCorrectness()
       : SpecCheck({"compute_correctness", "kernels",
                    "Integer and floating-point validation kernels match the host reference", k_compute, k_compute,
-                   k_compute}) {}
+                   k_compute, /*parallel=*/true}) {}
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
   std::vector<GpuOutcome> run(CheckContext& context) override {
-    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+    return for_each_gpu_parallel(context, [&](const GpuInfo& gpu) {
       auto session = context.backend.open(gpu.index);
       if (!session) return failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
       auto mismatches = (*session)->compute_mismatches();
@@ -78,28 +79,20 @@ class ComputeCorrectness final : public SpecCheck {
   }
 };
 
-// The memory test's size and time per level. The time is the level's budget for one GPU; with n GPUs (visited one
-// after another) each gets budget / n, but never less than the floor, so that the level's total stays bounded.
+// The memory test's size and time per level. GPUs are tested at once, so each gets the level's whole time.
 struct MemtestPlan {
   double fraction_of_free;
-  int budget_ms;    // one GPU
-  int floor_ms;     // per GPU, with many GPUs
+  int budget_ms;    // the test's own time limit on each GPU
   int overhead_ms;  // allocation, context, teardown
 };
 
 MemtestPlan memtest_plan(Level level) {
   switch (level) {
-    case Level::quick: return {0.25, 3000, 1000, 500};
-    case Level::standard: return {0.5, 30000, 5000, 5000};
-    case Level::long_: return {0.9, 600000, 60000, 30000};
+    case Level::quick: return {0.25, 3000, 500};
+    case Level::standard: return {0.5, 30000, 5000};
+    case Level::long_: return {0.9, 600000, 30000};
   }
-  return {0.5, 30000, 5000, 5000};
-}
-
-int memtest_ms_per_gpu(Level level, std::size_t gpu_count) {
-  const MemtestPlan plan = memtest_plan(level);
-  const int split = plan.budget_ms / static_cast<int>(std::max<std::size_t>(gpu_count, 1));
-  return std::max(plan.floor_ms, split);
+  return {0.5, 30000, 5000};
 }
 
 class Memtest final : public SpecCheck {
@@ -108,11 +101,13 @@ class Memtest final : public SpecCheck {
       : SpecCheck({"memtest", "kernels",
                    "Walking ones and zeros, own address, moving inversions and seeded random patterns read back as "
                    "written (25% of free memory for 3 s at quick, 50% for 30 s at standard, 90% for 10 min at long)",
-                   Budget{500, 3500}, Budget{500, 35000}, Budget{500, 630000}}) {}
+                   Budget{500, 3500}, Budget{500, 35000}, Budget{500, 630000}, /*parallel=*/true}) {}
+  // The test's time plus its overhead, and a quarter of the overhead again for each further GPU (host work).
   [[nodiscard]] std::chrono::milliseconds deadline(Level level, std::size_t gpu_count) const override {
     const std::size_t n = std::max<std::size_t>(gpu_count, 1);
-    const auto per_gpu = static_cast<long long>(memtest_ms_per_gpu(level, n) + memtest_plan(level).overhead_ms);
-    return std::chrono::milliseconds(500 + per_gpu * static_cast<long long>(n));
+    const MemtestPlan plan = memtest_plan(level);
+    const auto slack = static_cast<long long>(plan.overhead_ms) * static_cast<long long>(n - 1) / 4;
+    return std::chrono::milliseconds(500 + plan.budget_ms + plan.overhead_ms + slack);
   }
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
@@ -122,8 +117,8 @@ class Memtest final : public SpecCheck {
     const MemtestPlan plan = memtest_plan(level);
     MemtestRequest request;
     request.fraction_of_free = plan.fraction_of_free;
-    request.deadline_ms = memtest_ms_per_gpu(level, context.gpus.size());
-    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+    request.deadline_ms = plan.budget_ms;
+    return for_each_gpu_parallel(context, [&](const GpuInfo& gpu) {
       auto session = context.backend.open(gpu.index);
       if (!session) return failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
       MemtestRequest r = request;
@@ -178,13 +173,13 @@ class GemmConsistency final : public SpecCheck {
       : SpecCheck({"gemm_consistency", "kernels",
                    "Repeated GEMMs on the same inputs give bit-identical results (and match the host reference when "
                    "one is computed)",
-                   std::nullopt, Budget{500, 10000}, Budget{500, 60000}}) {}
+                   std::nullopt, Budget{500, 10000}, Budget{500, 60000}, /*parallel=*/true}) {}
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
   std::vector<GpuOutcome> run(CheckContext& context) override {
     const int repetitions = gemm_repetitions(context.inputs.level);
-    return for_each_gpu(context, [&](const GpuInfo& gpu) {
+    return for_each_gpu_parallel(context, [&](const GpuInfo& gpu) {
       auto session = context.backend.open(gpu.index);
       if (!session) return failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
       auto result = (*session)->gemm_consistency(repetitions);
@@ -226,6 +221,131 @@ class GemmConsistency final : public SpecCheck {
   }
 };
 
+// gpu-burn's test at the long level, on every GPU at once: GEMMs back to back for k_sustained_ms, each round's
+// result checked by the adapter (against the exact host reference for the round's first sample, and every further
+// sample against the first), health read all along by a HealthMonitor, and the throughput of the last rounds compared
+// with the first: a GPU that heats up, throttles or computes wrongly after minutes of full load shows it here.
+constexpr int k_sustained_ms = 60000;
+constexpr int k_sustained_samples_per_round = 5;  // about half a second of GEMMs per round on a current GPU
+constexpr int k_sustained_max_rounds = 1000;      // bounds the loop when rounds are instant (replay)
+// The last quarter of the rounds below this fraction of the first quarter: throughput fell under sustained load.
+constexpr double k_sustained_min_ratio = 0.9;
+constexpr std::chrono::milliseconds k_sustained_monitor_period{250};
+
+class GemmSustained final : public SpecCheck {
+ public:
+  GemmSustained()
+      : SpecCheck({"gemm_sustained", "kernels",
+                   "One minute of back-to-back bf16 GEMMs on every GPU at once, results verified every round: no "
+                   "wrong result, no hardware or thermal slowdown, temperature below slowdown, throughput steady",
+                   std::nullopt, std::nullopt, Budget{10000, k_sustained_ms + 10000}, /*parallel=*/true}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
+    return needs_driver_and_gpus(c);
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    return for_each_gpu_parallel(context, [&](const GpuInfo& gpu) { return burn(context, gpu); });
+  }
+
+ private:
+  static GpuOutcome burn(const CheckContext& context, const GpuInfo& gpu) {
+    auto session = context.backend.open(gpu.index);
+    if (!session) return failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
+    GpuSession& s = **session;
+    // Stop early enough to judge before the check's deadline.
+    const auto start = std::chrono::steady_clock::now();
+    const auto until = std::min(start + std::chrono::milliseconds(k_sustained_ms), context.deadline - std::chrono::seconds(5));
+    HealthMonitor monitor(s, k_sustained_monitor_period, context.deadline);
+
+    std::string dtype;
+    std::vector<double> round_tflops;
+    std::optional<GpuOutcome> failure;
+    for (const char* candidate : {"bf16", "fp16", "tf32"}) {
+      auto first = s.gemm_tflops(candidate, k_sustained_samples_per_round);
+      if (!first) {
+        failure = round_failure(gpu, candidate, 1, first.error());
+        break;
+      }
+      if (!first->has_value()) continue;
+      dtype = candidate;
+      round_tflops.push_back(median_of((*first)->values));
+      break;
+    }
+    while (!failure && !dtype.empty() && static_cast<int>(round_tflops.size()) < k_sustained_max_rounds &&
+           std::chrono::steady_clock::now() < until) {
+      auto round = s.gemm_tflops(dtype, k_sustained_samples_per_round);
+      if (!round) {
+        failure = round_failure(gpu, dtype, static_cast<int>(round_tflops.size()) + 1, round.error());
+      } else if (!round->has_value()) {
+        failure = outcome(gpu.index, Status::fail,
+                          dtype + " GEMM became unsupported after " + std::to_string(round_tflops.size()) + " round(s)",
+                          "backend_error");
+      } else {
+        round_tflops.push_back(median_of((*round)->values));
+      }
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    auto health = monitor.finish();
+    if (failure) return *failure;
+    if (dtype.empty()) return skipped(gpu.index, gpu_label(gpu) + " runs no bf16, fp16 or tf32 GEMM here");
+
+    const std::string load = dtype + " GEMM for " + fixed(seconds, 0) + " s (" + std::to_string(round_tflops.size()) +
+                             " rounds, every result verified)";
+    std::vector<Metric> metrics{{"rounds", static_cast<double>(round_tflops.size()), "count"},
+                                {"seconds", seconds, "s"}};
+    // Throughput: the last quarter of the rounds against the first.
+    std::optional<double> ratio;
+    double first = 0, last = 0;
+    if (round_tflops.size() >= 4) {
+      const auto quarter = static_cast<std::ptrdiff_t>(round_tflops.size() / 4);
+      first = median_of({round_tflops.begin(), round_tflops.begin() + quarter});
+      last = median_of({round_tflops.end() - quarter, round_tflops.end()});
+      metrics.push_back({"tflops_first", first, "TFLOPS"});
+      metrics.push_back({"tflops_last", last, "TFLOPS"});
+      if (first > 0) ratio = last / first;
+    }
+    GpuOutcome out = outcome(gpu.index, Status::pass, load);
+    // The first WARN or FAIL found stands, unless a FAIL comes after a WARN.
+    auto worse_of = [&](GpuOutcome candidate) {
+      if (candidate.status == Status::pass) return;
+      if (out.status == Status::pass || (candidate.status == Status::fail && out.status != Status::fail))
+        out = std::move(candidate);
+    };
+    if (health) {
+      if (health->clock_event_reasons) {
+        GpuOutcome clocks = judge_clock_events(gpu.index, *health->clock_event_reasons, load);
+        metrics.insert(metrics.end(), clocks.metrics.begin(), clocks.metrics.end());
+        worse_of(std::move(clocks));
+      }
+      if (health->temperature_c) {
+        GpuOutcome temperature = judge_temperature(gpu.index, *health, load);
+        metrics.insert(metrics.end(), temperature.metrics.begin(), temperature.metrics.end());
+        worse_of(std::move(temperature));
+      }
+    }
+    if (ratio && *ratio < k_sustained_min_ratio) {
+      worse_of(outcome(gpu.index, Status::warn,
+                       "throughput fell to " + fixed(*ratio * 100, 0) + "% of its start (" + fixed(last, 1) + " of " +
+                           fixed(first, 1) + " TFLOPS) under " + load,
+                       "throughput_degraded"));
+    }
+    if (ratio) metrics.push_back({"tflops_ratio", *ratio, "ratio"});
+    if (!health) out.message += "; health not read: " + health.error().message;
+    out.metrics = std::move(metrics);
+    return out;
+  }
+
+  static double median_of(std::vector<double> values) {
+    auto stats = sample_stats(std::move(values));
+    return stats ? stats->median : 0.0;
+  }
+
+  static GpuOutcome round_failure(const GpuInfo& gpu, const std::string& dtype, int round, const Error& error) {
+    const bool wrong = error.id == "validate.data_mismatch";
+    return failed(gpu.index, dtype + " GEMM round " + std::to_string(round) + (wrong ? " computed wrong results" : ""),
+                  error, wrong ? "gemm_mismatch" : "backend_error");
+  }
+};
+
 }  // namespace
 
 std::vector<std::unique_ptr<Check>> kernel_checks() {
@@ -234,6 +354,7 @@ std::vector<std::unique_ptr<Check>> kernel_checks() {
   out.push_back(std::make_unique<ComputeCorrectness>());
   out.push_back(std::make_unique<Memtest>());
   out.push_back(std::make_unique<GemmConsistency>());
+  out.push_back(std::make_unique<GemmSustained>());
   return out;
 }
 

@@ -2,7 +2,9 @@
 // bandwidth and NCCL all-reduce. The adapter times them as nvbandwidth does and verifies the data after each sample;
 // the checks judge the samples with judge.hpp: median of >= 3 verified samples against fail_fraction x the GPU
 // model's reference ("not judged" PASS with code no_threshold when there is none), then the node rule among GPUs of
-// the same model. GPUs are measured one after another so that one GPU's work does not disturb another's figures.
+// the same model. Device-local measurements (HBM bandwidth, GEMM TFLOPS) run on every GPU at once, as a node works
+// under load; the copies that share the host's links (host-to-device, device-to-host, peer-to-peer) are measured
+// one after another so that one GPU's traffic does not lower another's figure.
 #include <functional>
 #include <map>
 
@@ -11,6 +13,18 @@
 
 namespace gpuenv::validate::checks {
 namespace {
+
+// Calls visit(i) for each GPU index: all at once (parallel) or one after another. `visit` must not throw: a
+// standard exception from it (an allocation failure) would end the process on a thread, so callers keep to
+// Result-returning calls.
+template <class Visit>
+void visit_indices(std::size_t n, bool parallel, Visit&& visit) {
+  if (parallel) {
+    run_concurrently(n, visit);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) visit(i);
+  }
+}
 
 // Budgets per GPU: warm-up plus samples (3, 5 or 10) of a measurement that takes well under a second each.
 constexpr Budget k_bw_quick{300, 1200};
@@ -122,16 +136,16 @@ class SessionMetricCheck final : public SpecCheck {
     const int samples = samples_at(context.inputs.level);
     std::vector<std::optional<GpuOutcome>> early(context.gpus.size());
     std::vector<std::vector<Part>> parts(context.gpus.size());
-    for (std::size_t i = 0; i < context.gpus.size(); ++i) {
+    auto measure_one = [&](std::size_t i) {
       const GpuInfo& gpu = context.gpus[i];
       if (past_deadline(context)) {
         early[i] = out_of_time(gpu.index);
-        continue;
+        return;
       }
       auto session = context.backend.open(gpu.index);
       if (!session) {
         early[i] = failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
-        continue;
+        return;
       }
       auto measured = m_measure(**session, samples);
       Part part;
@@ -140,7 +154,8 @@ class SessionMetricCheck final : public SpecCheck {
                                                 find_reference(context.inputs.thresholds, gpu.pci_device_id, m_metric))
                                 : error_judgement("measuring " + m_metric, measured.error());
       parts[i].push_back(std::move(part));
-    }
+    };
+    visit_indices(context.gpus.size(), parallel(), measure_one);
     std::vector<Part*> all;
     for (auto& list : parts)
       for (auto& p : list) all.push_back(&p);
@@ -161,7 +176,7 @@ class GemmTflops final : public SpecCheck {
   GemmTflops()
       : SpecCheck({"gemm_tflops", "throughput",
                    "Dense GEMM throughput for bf16, fp16, tf32 and fp64 (a type the GPU lacks is noted, not failed)",
-                   std::nullopt, k_gemm_standard, k_gemm_long}) {}
+                   std::nullopt, k_gemm_standard, k_gemm_long, /*parallel=*/true}) {}
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
@@ -171,16 +186,16 @@ class GemmTflops final : public SpecCheck {
     std::vector<std::optional<GpuOutcome>> early(n);
     std::vector<std::vector<Part>> parts(n);
     std::vector<std::vector<std::string>> notes(n);
-    for (std::size_t i = 0; i < n; ++i) {
+    auto measure_one = [&](std::size_t i) {
       const GpuInfo& gpu = context.gpus[i];
       if (past_deadline(context)) {
         early[i] = out_of_time(gpu.index);
-        continue;
+        return;
       }
       auto session = context.backend.open(gpu.index);
       if (!session) {
         early[i] = failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
-        continue;
+        return;
       }
       std::vector<std::string> unsupported;
       for (const auto& dtype : gemm_dtypes()) {
@@ -206,7 +221,8 @@ class GemmTflops final : public SpecCheck {
         for (const auto& d : unsupported) list += (list.empty() ? "" : ", ") + d;
         notes[i].push_back("not supported by this GPU: " + list);
       }
-    }
+    };
+    visit_indices(n, parallel(), measure_one);
     std::vector<Part*> all;
     for (auto& list : parts)
       for (auto& p : list) all.push_back(&p);
@@ -279,8 +295,8 @@ class P2pBandwidth final : public SpecCheck {
 
  protected:
   // One measurement per ordered pair.
-  [[nodiscard]] std::size_t budget_units(std::size_t gpu_count) const override {
-    return gpu_count < 2 ? 1 : gpu_count * (gpu_count - 1);
+  [[nodiscard]] std::size_t budget_eighths(std::size_t gpu_count) const override {
+    return 8 * (gpu_count < 2 ? 1 : gpu_count * (gpu_count - 1));
   }
 };
 
@@ -323,7 +339,7 @@ std::vector<std::unique_ptr<Check>> throughput_checks() {
   std::vector<std::unique_ptr<Check>> out;
   out.push_back(std::make_unique<SessionMetricCheck>(
       CheckSpec{"hbm_bandwidth", "throughput", "Device memory bandwidth (STREAM copy, bytes read plus written)",
-                k_bw_quick, k_bw_standard, k_bw_long},
+                k_bw_quick, k_bw_standard, k_bw_long, /*parallel=*/true},
       "hbm_bandwidth", [](GpuSession& s, int samples) { return s.hbm_bandwidth(samples); }));
   out.push_back(std::make_unique<SessionMetricCheck>(
       CheckSpec{"h2d_bandwidth", "throughput", "Host-to-device copy-engine bandwidth from pinned memory on the GPU's NUMA node",
