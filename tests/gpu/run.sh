@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one script for a machine with an NVIDIA GPU (run it through the device tool, then give the machine back).
 # Builds gpuenv and the contract tests, runs the GPU and contract tests, times `validate --level quick`, runs
-# `validate --level standard --json`, and cross-checks hbm_bandwidth against a PyTorch device-to-device copy
+# `validate --level standard --json`, runs the long level's gemm_sustained for a minute, and cross-checks hbm_bandwidth against a PyTorch device-to-device copy
 # and bf16 gemm_tflops against torch.matmul on the same GPU, printing a short table. Writes what it measured
 # under $OUT (when set) or build-gpu/out. Read-only on the GPU: no clocks, power, ECC, MIG or persistence change.
 set -uo pipefail
@@ -75,5 +75,9 @@ else: print("hbm_bandwidth: no gpuenv figure; pytorch copy %.1f GB/s" % torch_co
 if bf16: print("%-28s %12.1f %12.1f %8.3f %8s" % ("gemm_tflops bf16 TFLOPS", bf16, torch_mm, bf16 / torch_mm, ">=0.90"))
 else: print("gemm_tflops bf16: no gpuenv figure; torch.matmul %.1f TFLOPS" % torch_mm)
 PY
+# The long level's sustained load alone (a minute of verified bf16 GEMMs with health read every 250 ms).
+timeout 150 $gpuenv validate --level long --check gemm_sustained --gpus 0 --json > "$out/sustained.json" 2> "$out/sustained.err"
+echo "gemm_sustained: exit $?"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); [print(" ", x["status"], x.get("code",""), x["message"][:160], {m["name"]: round(m["value"],1) for m in x.get("metrics",[])}) for c in r["checks"] for x in c["results"]]' "$out/sustained.json" 2>&1 | tee "$out/sustained.txt"
 ./build-gpu/cli/gpuenv resolve recipes/examples/torch-h100.yaml --gpu H200 --driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)" | tail -3
 echo "quick_rc=$quick_rc standard_rc=$standard_rc"

@@ -808,6 +808,18 @@ TEST_F(Checks, SustainedGemmWarnsWhenThroughputFallsAndFailsOnAWrongRound) {
   EXPECT_NE(wrong.gpu(0).message.find("round 7"), std::string::npos) << wrong.gpu(0).message;
 }
 
+TEST_F(Checks, SustainedGemmNeverCallsUnverifiedRoundsVerified) {
+  h200x1(backend);
+  inputs.level = Level::long_;
+  Samples unchecked = samples_around(700, "TFLOPS");
+  unchecked.data_verified = false;
+  backend.gemm_bf16_sequence[0] = {samples_around(700, "TFLOPS"), samples_around(700, "TFLOPS"), unchecked};
+  Ran r = run("gemm_sustained");
+  EXPECT_EQ(r.gpu(0).status, Status::fail);
+  EXPECT_EQ(r.gpu(0).code, "unverified");
+  EXPECT_NE(r.gpu(0).message.find("round 3"), std::string::npos) << r.gpu(0).message;
+}
+
 TEST_F(Checks, SustainedGemmFailsOnHardwareSlowdownSeenDuringTheLoad) {
   h200x1(backend);
   inputs.level = Level::long_;

@@ -267,6 +267,7 @@ class GemmSustained final : public SpecCheck {
       }
       if (!first->has_value()) continue;
       dtype = candidate;
+      if (auto problem = samples_problem(**first)) failure = unverified(gpu, dtype, 1, *problem);
       round_tflops.push_back(median_of((*first)->values));
       break;
     }
@@ -279,6 +280,8 @@ class GemmSustained final : public SpecCheck {
         failure = outcome(gpu.index, Status::fail,
                           dtype + " GEMM became unsupported after " + std::to_string(round_tflops.size()) + " round(s)",
                           "backend_error");
+      } else if (auto problem = samples_problem(**round)) {
+        failure = unverified(gpu, dtype, static_cast<int>(round_tflops.size()) + 1, *problem);
       } else {
         round_tflops.push_back(median_of((*round)->values));
       }
@@ -337,6 +340,11 @@ class GemmSustained final : public SpecCheck {
   static double median_of(std::vector<double> values) {
     auto stats = sample_stats(std::move(values));
     return stats ? stats->median : 0.0;
+  }
+
+  static GpuOutcome unverified(const GpuInfo& gpu, const std::string& dtype, int round, const std::string& problem) {
+    return outcome(gpu.index, Status::fail, dtype + " GEMM round " + std::to_string(round) + " not trusted: " + problem,
+                   "unverified");
   }
 
   static GpuOutcome round_failure(const GpuInfo& gpu, const std::string& dtype, int round, const Error& error) {
