@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -15,6 +16,7 @@
 #include "recipes/embedded.hpp"
 #include "resolver/lockfile.hpp"
 #include "validate/adapters/cuda_session.hpp"
+#include "validate/adapters/image_blas.hpp"
 #include "validate/adapters/multi_gpu.hpp"
 #include "validate/adapters/real_backend.hpp"
 #include "validate/check.hpp"
@@ -38,7 +40,10 @@ std::string rfc3339_now() {
 }
 
 /// The backend named by --backend or GPUENV_BACKEND: "replay:FILE", or the real NVML + CUDA adapter.
-Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& flag, const Context& ctx) {
+/// The backend --backend or GPUENV_BACKEND names. With `image_blas` (from --image), the real backend's GEMMs run
+/// through the image's cuBLASLt and cuBLAS only (gpuenv's own kernel when the image has none), not the host's.
+Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& flag, const Context& ctx,
+                                                           const std::optional<validate::ImageBlas>& image_blas) {
   const std::string choice = !flag.empty() ? flag : env_or(ctx, "GPUENV_BACKEND");
   if (choice.rfind("replay:", 0) == 0) {
     auto b = validate::load_replay_backend_file(choice.substr(7));
@@ -50,11 +55,15 @@ Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& fl
                       "use replay:FILE (a recorded inventory and scenario, docs/replay.md) or leave it out for the real GPU");
   }
   validate::RealBackendOptions o;
-  o.session_factory = [](validate::SessionTarget target) {
+  o.session_factory = [image_blas](validate::SessionTarget target) {
     validate::CudaSessionOptions so;
     so.fatbin = validate::embedded_validation_fatbin();
     so.health_reader = std::move(target.health_reader);
     so.numa_node = target.numa_node;
+    if (image_blas) {
+      so.cublaslt_libraries = image_blas->cublaslt;
+      so.cublas_libraries = image_blas->cublas;
+    }
     return validate::open_cuda_session(target.pci_bus_id, so);
   };
   o.p2p_measure = [](const std::string& src_bus_id, const std::string& dst_bus_id, int samples) {
@@ -179,7 +188,9 @@ int prepare(const ValidateOptions& o, Context& ctx, Prepared& p) {
   if (!table) return report_error(table.error(), o.json, ctx);
   p.thresholds = std::make_unique<validate::ThresholdTable>(std::move(*table));
   p.inputs.thresholds = p.thresholds.get();
-  auto backend = make_backend(o.backend, ctx);
+  std::optional<validate::ImageBlas> image_blas;
+  if (image) image_blas = validate::find_image_blas(image->rootfs);
+  auto backend = make_backend(o.backend, ctx, image_blas);
   if (!backend) return report_error(backend.error(), o.json, ctx);
   p.backend = std::move(*backend);
   return k_exit_ok;

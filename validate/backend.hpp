@@ -100,6 +100,7 @@ struct ConsistencyResult {
   std::uint64_t reference_digest = 0;         ///< the host reference, 0 when none is computed
   bool has_reference = false;
   std::string engine;                          ///< "cublasLt", "cublas", "gpuenv"
+  std::string library;                         ///< the library file the engine came from; empty for gpuenv's kernels
 };
 
 /// Timed samples of one measurement, each already verified (data checked after every sample).
@@ -108,6 +109,7 @@ struct Samples {
   std::string unit;            ///< "GB/s" or "TFLOPS"
   std::string engine;          ///< what produced it ("gpuenv", "cublasLt", "nccl")
   bool data_verified = false;  ///< the moved or computed data was checked after each sample
+  std::string library;         ///< the library file the engine came from ("" for gpuenv's kernels)
 };
 
 /// Work size for memory tests and timed measurements.

@@ -115,7 +115,7 @@ Outcome run_guarded(const std::shared_ptr<Job>& job, std::chrono::milliseconds l
   } catch (const std::exception& e) {
     return {outcomes_for(job->gpus, per_gpu, Status::fail, "could not start the check's thread: " + std::string(e.what()),
                          k_code_internal, k_internal_hint),
-            false};
+            false, {}};
   }
   bool done = false;
   {
@@ -154,14 +154,14 @@ Outcome run_guarded(const std::shared_ptr<Job>& job, std::chrono::milliseconds l
   if (job->thrown)
     return {outcomes_for(job->gpus, per_gpu, Status::fail, "the check threw: " + *job->thrown, k_code_internal,
                          k_internal_hint),
-            false};
+            false, {}};
   if (job->outcomes.empty()) {
-    if (job->gpus.empty()) return {outcomes_for(job->gpus, false, Status::skip, "no GPU to check", "", ""), false};
+    if (job->gpus.empty()) return {outcomes_for(job->gpus, false, Status::skip, "no GPU to check", "", ""), false, {}};
     return {outcomes_for(job->gpus, per_gpu, Status::fail, "the check returned no outcome", k_code_internal,
                          k_internal_hint),
-            false};
+            false, {}};
   }
-  return {std::move(job->outcomes), false};
+  return {std::move(job->outcomes), false, {}};
 }
 
 Result<Report> run_unguarded(GpuBackend& backend, const CheckInputs& inputs,

@@ -974,6 +974,7 @@ class CudaSession final : public GpuSession {
     int input_type = k_cuda_r_16bf;
     if (plan) {
       result.engine = "cublasLt";
+      result.library = m_cublaslt->library;
     } else if (blas) {
       if (auto s = fill(ref::Fill::random_bf16); !s) return std::move(s).error();
       cublasStatus st = blas->gemm_ex(
@@ -992,6 +993,7 @@ class CudaSession final : public GpuSession {
         if (auto s = fill(ref::Fill::random_f32); !s) return std::move(s).error();
       }
       result.engine = "cublas";
+      result.library = blas->library;
     } else {
       if (auto s = fill(ref::Fill::random_f32); !s) return std::move(s).error();
       result.engine = "gpuenv";
@@ -1132,6 +1134,7 @@ class CudaSession final : public GpuSession {
     Samples result;
     result.unit = "TFLOPS";
     result.engine = plan ? "cublasLt" : "cublas";
+    result.library = plan ? m_cublaslt->library : m_cublas ? m_cublas->library : std::string();
     std::optional<std::uint64_t> first_digest;
     const std::uint64_t out_words =
         static_cast<std::uint64_t>(size) * static_cast<std::uint64_t>(size) * type->output_bytes / 8;

@@ -90,8 +90,11 @@ MetricJudgement judge_samples(std::string_view metric, const Samples& samples, c
   out.metrics.push_back({p + "median_" + suffix, stats.median, samples.unit});
   out.metrics.push_back({p + "min_" + suffix, stats.min, samples.unit});
   out.metrics.push_back({p + "max_" + suffix, stats.max, samples.unit});
+  std::string engine;
+  if (!samples.engine.empty()) engine = ", " + samples.engine;
+  if (!samples.library.empty()) engine += " from " + samples.library;
   out.message = "median " + fixed(stats.median, 1) + " " + samples.unit + " (min " + fixed(stats.min, 1) + ", max " +
-                fixed(stats.max, 1) + ", " + std::to_string(stats.count) + " samples)";
+                fixed(stats.max, 1) + ", " + std::to_string(stats.count) + " samples" + engine + ")";
 
   if (!rule.reference) {
     out.status = Status::pass;

@@ -191,7 +191,8 @@ class GemmConsistency final : public SpecCheck {
  private:
   static GpuOutcome judge(const GpuInfo& gpu, const ConsistencyResult& r) {
     const auto& d = r.result_digests;
-    const std::string engine = r.engine.empty() ? std::string("unknown engine") : r.engine;
+    std::string engine = r.engine.empty() ? std::string("unknown engine") : r.engine;
+    if (!r.library.empty()) engine += " from " + r.library;
     if (d.empty()) return outcome(gpu.index, Status::fail, "no GEMM result was returned (" + engine + ")", "unverified");
     const std::set<std::uint64_t> distinct(d.begin(), d.end());
     const std::size_t differing =

@@ -1,0 +1,84 @@
+#include "validate/adapters/image_blas.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+using gpuenv::validate::find_image_blas;
+
+// A scratch root filesystem, removed at the end of the test.
+class Rootfs {
+ public:
+  Rootfs() {
+    char pattern[] = "/tmp/gpuenv-image-blas-XXXXXX";
+    m_root = mkdtemp(pattern);
+  }
+  ~Rootfs() {
+    std::error_code ec;
+    fs::remove_all(m_root, ec);
+  }
+  void file(const std::string& relative) {
+    fs::create_directories((m_root / relative).parent_path());
+    std::ofstream(m_root / relative) << "ELF";
+  }
+  void link(const std::string& relative, const std::string& target) {
+    fs::create_directories((m_root / relative).parent_path());
+    fs::create_symlink(target, m_root / relative);
+  }
+  [[nodiscard]] std::string at(const std::string& relative) const { return (m_root / relative).string(); }
+  [[nodiscard]] std::string root() const { return m_root.string(); }
+
+ private:
+  fs::path m_root;
+};
+
+TEST(ImageBlas, FindsWheelToolkitAndDistributionLibrariesNewestMajorFirst) {
+  Rootfs r;
+  r.file("usr/local/lib/python3.11/dist-packages/nvidia/cublas/lib/libcublasLt.so.12");
+  r.file("usr/local/lib/python3.11/dist-packages/nvidia/cublas/lib/libcublas.so.12");
+  r.link("usr/local/cuda", "cuda-12.4");
+  r.file("usr/local/cuda-12.4/lib64/libcublasLt.so.12.4.5.8");
+  r.link("usr/local/cuda-12.4/lib64/libcublasLt.so.12", "libcublasLt.so.12.4.5.8");
+  r.file("usr/local/cuda-12.4/lib64/libcublas.so.11");
+  r.file("usr/lib/x86_64-linux-gnu/libcublasLt.so.13.0.1");
+  r.link("usr/lib/x86_64-linux-gnu/libcublasLt.so.13", "/usr/lib/x86_64-linux-gnu/libcublasLt.so.13.0.1");
+  auto found = find_image_blas(r.root());
+  EXPECT_EQ(found.cublaslt,
+            (std::vector<std::string>{r.at("usr/lib/x86_64-linux-gnu/libcublasLt.so.13.0.1"),
+                                      r.at("usr/local/lib/python3.11/dist-packages/nvidia/cublas/lib/libcublasLt.so.12"),
+                                      r.at("usr/local/cuda-12.4/lib64/libcublasLt.so.12.4.5.8")}))
+      << "an absolute link is followed inside the image; the toolkit seen twice (cuda and cuda-12.4) is listed once";
+  EXPECT_EQ(found.cublas,
+            (std::vector<std::string>{r.at("usr/local/lib/python3.11/dist-packages/nvidia/cublas/lib/libcublas.so.12"),
+                                      r.at("usr/local/cuda-12.4/lib64/libcublas.so.11")}));
+}
+
+TEST(ImageBlas, LinksNeverLeaveTheImageAndBadNamesAreIgnored) {
+  Rootfs r;
+  // Absolute and climbing links resolve inside the image, where these targets do not exist.
+  r.link("usr/lib/x86_64-linux-gnu/libcublas.so.13", "/etc/hostname");
+  r.link("usr/lib/x86_64-linux-gnu/libcublasLt.so.13", "../../../../../../../../etc/hostname");
+  r.link("usr/lib/x86_64-linux-gnu/libcublas.so.14", "libcublas.so.14");  // a loop
+  r.file("usr/lib/x86_64-linux-gnu/libcublas.so");                        // no major version
+  r.file("usr/lib/x86_64-linux-gnu/libcublas.so.12.0");                   // not a soname
+  r.file("usr/lib/x86_64-linux-gnu/libcublas.so.x");
+  fs::create_directories(r.at("usr/lib64/libcublas.so.12"));              // a directory, not a library
+  auto found = find_image_blas(r.root());
+  EXPECT_TRUE(found.cublaslt.empty());
+  EXPECT_TRUE(found.cublas.empty());
+}
+
+TEST(ImageBlas, AnEmptyOrMissingRootHasNoLibraries) {
+  EXPECT_TRUE(find_image_blas("").cublas.empty());
+  auto found = find_image_blas("/nonexistent/gpuenv-rootfs");
+  EXPECT_TRUE(found.cublaslt.empty());
+  EXPECT_TRUE(found.cublas.empty());
+}
+
+}  // namespace
