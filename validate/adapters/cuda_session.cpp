@@ -387,6 +387,7 @@ class CudaSession final : public GpuSession {
                         "the GPU may be in exclusive-process compute mode and used by another process, or faulted; "
                         "check nvidia-smi");
     }
+    keep_primary_context(api, m_device);
     if (CUresult rc = api.ctx_set_current(m_ctx); rc != k_cuda_success)
       return fail("cuCtxSetCurrent", rc, "making the context current");
     api.device_get_attribute(&m_sm_count, k_attr_multiprocessor_count, m_device);

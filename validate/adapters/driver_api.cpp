@@ -1,5 +1,9 @@
 #include "validate/adapters/driver_api.hpp"
 
+#include <mutex>
+#include <set>
+#include <utility>
+
 namespace gpuenv::validate::cuda {
 
 Error call_error(const DriverApi& api, const char* call, CUresult rc, const std::string& doing) {
@@ -75,6 +79,15 @@ Result<std::shared_ptr<DriverApi>> load_driver(const std::string& library) {
                       "the library is not an NVIDIA CUDA driver or is too old; install a current NVIDIA driver");
   }
   return api;
+}
+
+void keep_primary_context(const DriverApi& api, CUdevice device) {
+  static std::mutex mutex;
+  static std::set<std::pair<void*, CUdevice>> kept;  // (library handle, device)
+  std::lock_guard lock(mutex);
+  if (kept.count({api.handle, device})) return;
+  CUcontext ctx = nullptr;
+  if (api.primary_ctx_retain(&ctx, device) == k_cuda_success) kept.insert({api.handle, device});
 }
 
 Status init_driver(const DriverApi& api) {

@@ -103,6 +103,11 @@ Error call_error(const DriverApi& api, const char* call, CUresult rc, const std:
 /// or `cuda.symbols` (names the missing entry points).
 Result<std::shared_ptr<DriverApi>> load_driver(const std::string& library);
 
+/// Takes one more reference on `device`'s primary context (already retained by the caller) and keeps it until the
+/// process exits, once per library and device: each check opens its own session, and without this the context
+/// would be destroyed and created again (0.1 to 0.5 s each on a large GPU) between checks. Thread-safe.
+void keep_primary_context(const DriverApi& api, CUdevice device);
+
 /// cuInit(0) in this process; `cuda.init` when it fails.
 Status init_driver(const DriverApi& api);
 

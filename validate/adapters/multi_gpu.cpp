@@ -186,6 +186,7 @@ class Run {
     }
     const CUdevice device = gpu.device;
     m_cleanup.emplace_back([api = m_api, device]() { api->primary_ctx_release(device); });
+    keep_primary_context(*m_api, device);
     if (auto s = current(gpu.ctx, "making the context of " + bus_id + " current"); !s) return std::move(s).error();
     if (CUresult rc = m_api->stream_create(&gpu.stream, k_stream_non_blocking); rc != k_cuda_success)
       return fail("cuStreamCreate", rc, "creating a stream on " + bus_id);
