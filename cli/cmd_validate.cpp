@@ -120,6 +120,7 @@ void apply_lock(const resolver::Lock& lock, validate::CheckInputs& inputs) {
   if (!lock.cuda.empty()) inputs.lock_cuda = lock.cuda;
   if (!lock.cudnn.empty()) inputs.lock_cudnn = lock.cudnn;
   inputs.lock_forward_compat = lock.forward_compat;
+  if (!lock.confidential.empty()) inputs.lock_confidential = lock.confidential;
   for (const auto& f : lock.frameworks) inputs.lock_frameworks.emplace_back(f.name, f.version);
 }
 

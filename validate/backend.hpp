@@ -27,6 +27,9 @@ struct DriverState {
   bool nvswitch_present = false;     ///< NVSwitch devices (fabric manager needed)
   std::vector<std::string> device_nodes_missing;  ///< of /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidiaN
   std::string cc_state = "unknown";  ///< confidential computing: on | off | devtools | unknown
+  /// With confidential computing on: whether the GPUs accept work (the ready state an attestation flow sets with
+  /// nvmlSystemSetConfComputeGpusReadyState, which gpuenv never calls). Empty = not reported.
+  std::optional<bool> cc_gpus_ready;
 };
 
 /// PCIe link: current and maximum generation and width.

@@ -61,6 +61,8 @@ struct CheckInputs {
   std::optional<std::string> lock_cuda;          ///< "12.4": the image's CUDA version
   std::optional<bool> lock_forward_compat;       ///< the lock ships CUDA forward compatibility (cuda-compat)
   std::optional<bool> spec_mig;                  ///< MIG expected on (true) or off (false); empty = not asked
+  /// Confidential computing as the lock asks for it: "off", "allowed" or "required"; empty = no lock.
+  std::optional<std::string> lock_confidential;
   std::map<std::string, std::string> environment;  ///< the variables the CLI chose to pass (CUDA_*, NCCL_*, LD_*)
   const ThresholdTable* thresholds = nullptr;    ///< per-GPU references; null = none loaded
   /// Runs a command inside the image under validation (`--image`), with the host's GPUs and driver libraries

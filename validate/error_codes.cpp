@@ -44,6 +44,16 @@ const std::vector<ErrorCode>& error_codes() {
        "change the MIG mode as an administrator (`nvidia-smi -i N -mig 1|0`, then reset the GPU), or fix the spec"},
       {"mig_pending", "a MIG mode change is pending and takes effect after a GPU reset",
        "reset the GPU (`nvidia-smi -r -i N`) or reboot the node"},
+      {"cc_mismatch", "the confidential-computing mode differs from the lock's gpu.confidential",
+       "set the mode the lock asks for with NVIDIA's gpu-admin-tools (nvidia_gpu_tools.py --set-cc-mode) while the "
+       "node is out of service (it resets the GPU), or lock for this node's mode; gpuenv never changes it"},
+      {"cc_devtools", "confidential computing is in dev-tools mode, which gives no confidentiality",
+       "switch the GPUs to production CC mode (cc-mode on, not devtools) before running confidential work"},
+      {"cc_unknown", "the lock requires confidential computing, but the driver does not report its state",
+       "use a GPU that supports confidential computing and a driver at least the catalog's confidential_driver_min "
+       "for it (recipes/catalog/gpus.yaml)"},
+      {"cc_not_ready", "confidential computing is on, but the GPUs do not accept work yet",
+       "run the attestation flow (NVIDIA's local GPU verifier sets the ready state after attesting); then rerun"},
       {"env_debug_var", "a debugging or injection variable is set and changes how CUDA runs",
        "unset the named variables for validation and production runs"},
 

@@ -87,9 +87,21 @@ INSTANTIATE_TEST_SUITE_P(
                       Fault{"kernel_hang.yaml", {"--level", "quick", "--gpus", "0"}, "memtest", "fail", {"0:hang"}, 1},
                       Fault{"driver_old.yaml", {"--lock", std::string(GPUENV_SOURCE_DIR) + "/tests/data/golden/torch-h100.lock"}, "driver_meets_lock", "fail",
                             {"-:driver_too_old"}, 1},
+                      Fault{"cc_not_ready.yaml", {}, "cc_mode", "fail", {"-:cc_not_ready"}, 1},
                       Fault{"nouveau.yaml", {}, "nouveau_absent", "fail", {"-:nouveau_loaded"}, 4},
                       Fault{"no_driver.yaml", {}, "driver_loaded", "fail", {"-:no_driver"}, 4}),
     [](const auto& info) { return info.param.file.substr(0, info.param.file.find('.')); });
+
+TEST(Validate, AHungGpuFailsAloneWhileTheOtherSevenAreChecked) {
+  int code = -1;
+  const auto report = validate_json("faults/kernel_hang.yaml", {"--level", "quick"}, &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(results(report, "memtest", "fail"), (std::vector<std::string>{"0:hang"}));
+  EXPECT_EQ(results(report, "memtest", "pass").size(), 7u) << "GPUs 1-7 are tested at the same time as GPU 0";
+  const auto skipped = results(report, "hbm_bandwidth", "skip");
+  EXPECT_EQ(skipped, (std::vector<std::string>{"0:"})) << "later checks skip only the hung GPU";
+  EXPECT_EQ(results(report, "hbm_bandwidth", "pass").size() + results(report, "hbm_bandwidth", "warn").size(), 7u);
+}
 
 TEST(Validate, HealthyRecordingsPassEveryInventory) {
   for (const char* file : {"h100x8.yaml", "l4x1.yaml", "h200x1.yaml", "a100_mig.yaml"}) {

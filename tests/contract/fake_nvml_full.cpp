@@ -126,7 +126,17 @@ int nvmlSystemGetDriverVersion(char* out, unsigned len) { std::snprintf(out, len
 int nvmlSystemGetCudaDriverVersion_v2(int* v) { *v = 12040; return k_success; }
 int nvmlSystemGetCudaDriverVersion(int* v) { *v = 12040; return k_success; }
 #ifndef FAKE_NVML_OLD
-int nvmlSystemGetConfComputeState(CcState* s) { s->environment = 2; s->ccFeature = 0; s->devToolsMode = 0; return k_success; }
+// FAKE_NVML_CC=1 turns the confidential-computing feature on; FAKE_NVML_CC_READY (0 or 1) is the GPUs' ready state.
+int nvmlSystemGetConfComputeState(CcState* s) {
+  s->environment = 2;
+  s->ccFeature = static_cast<unsigned>(env_int("FAKE_NVML_CC", 0));
+  s->devToolsMode = 0;
+  return k_success;
+}
+int nvmlSystemGetConfComputeGpusReadyState(unsigned* accepting) {
+  *accepting = static_cast<unsigned>(env_int("FAKE_NVML_CC_READY", 0));
+  return k_success;
+}
 #endif
 
 int nvmlDeviceGetCount_v2(unsigned* n) { *n = 2; return k_success; }

@@ -118,6 +118,27 @@ TEST(RealBackend, IsNamedNvmlPlusCuda) {
   EXPECT_EQ(make_real_backend(tree.options())->name(), "nvml+cuda");
 }
 
+TEST(RealBackend, ReadsTheConfidentialComputingReadyStateOnlyWhenTheFeatureIsOn) {
+  HostTree tree;
+  auto off = make_real_backend(tree.options())->driver();
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->cc_state, "off");
+  EXPECT_FALSE(off->cc_gpus_ready.has_value());
+  ScopedEnv on("FAKE_NVML_CC", "1");
+  {
+    ScopedEnv not_ready("FAKE_NVML_CC_READY", "0");
+    auto d = make_real_backend(tree.options())->driver();
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->cc_state, "on");
+    ASSERT_TRUE(d->cc_gpus_ready.has_value());
+    EXPECT_FALSE(*d->cc_gpus_ready);
+  }
+  ScopedEnv ready("FAKE_NVML_CC_READY", "1");
+  auto d = make_real_backend(tree.options())->driver();
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->cc_gpus_ready.value_or(false));
+}
+
 TEST(RealBackend, ReadsDriverStateFromNvmlAndHostFiles) {
   HostTree tree;
   auto backend = make_real_backend(tree.options());

@@ -275,7 +275,7 @@ TEST(AllChecks, ListsEveryIssueCheckInCategoryOrder) {
   }
   EXPECT_EQ(keys, (std::vector<std::string>{
                       "driver_loaded", "driver_meets_lock", "nouveau_absent", "device_nodes", "persistence_mode",
-                      "fabric_manager", "mig_state", "env_vars", "ecc_mode", "ecc_errors", "row_remap", "retired_pages",
+                      "fabric_manager", "mig_state", "cc_mode", "env_vars", "ecc_mode", "ecc_errors", "row_remap", "retired_pages",
                       "pcie_link", "pcie_replays", "clock_events", "temperature", "context_create",
                       "compute_correctness", "memtest", "gemm_consistency", "gemm_sustained", "hbm_bandwidth", "h2d_bandwidth",
                       "d2h_bandwidth", "gemm_tflops", "p2p_bandwidth", "nccl_allreduce", "libraries_load",
@@ -300,7 +300,7 @@ TEST(AllChecks, KeysAreUniqueSnakeCase) {
 TEST(Levels, QuickIsTheBootPreflight) {
   EXPECT_EQ(keys_at(Level::quick),
             (std::vector<std::string>{"driver_loaded", "driver_meets_lock", "nouveau_absent", "device_nodes",
-                                      "persistence_mode", "fabric_manager", "mig_state", "env_vars", "ecc_mode",
+                                      "persistence_mode", "fabric_manager", "mig_state", "cc_mode", "env_vars", "ecc_mode",
                                       "ecc_errors", "row_remap", "retired_pages", "pcie_replays", "context_create",
                                       "compute_correctness", "memtest", "hbm_bandwidth"}));
 }
@@ -769,6 +769,45 @@ TEST_F(Checks, ContextFailureFailsContextCreate) {
   EXPECT_EQ(r.gpu(4).code, "context_failed");
   EXPECT_EQ(r.gpu(3).status, Status::pass);
   EXPECT_EQ(run("hbm_bandwidth").gpu(4).code, "context_failed");
+}
+
+TEST_F(Checks, ConfidentialComputingIsJudgedAgainstTheLock) {
+  h200x1(backend);
+  struct Case {
+    std::optional<std::string> asked;
+    std::string state;
+    std::optional<bool> ready;
+    Status status;
+    std::string code;
+  };
+  const std::vector<Case> cases = {
+      {std::nullopt, "off", std::nullopt, Status::pass, ""},
+      {std::nullopt, "on", true, Status::pass, ""},
+      {std::nullopt, "on", false, Status::fail, "cc_not_ready"},
+      {"required", "on", true, Status::pass, ""},
+      {"required", "on", std::nullopt, Status::pass, ""},
+      {"required", "on", false, Status::fail, "cc_not_ready"},
+      {"required", "off", std::nullopt, Status::fail, "cc_mismatch"},
+      {"required", "devtools", true, Status::fail, "cc_devtools"},
+      {"required", "unknown", std::nullopt, Status::fail, "cc_unknown"},
+      {"allowed", "on", true, Status::pass, ""},
+      {"allowed", "off", std::nullopt, Status::pass, ""},
+      {"off", "off", std::nullopt, Status::pass, ""},
+      {"off", "unknown", std::nullopt, Status::pass, ""},
+      {"off", "on", true, Status::warn, "cc_mismatch"},
+      {"off", "devtools", true, Status::warn, "cc_mismatch"},
+  };
+  for (const auto& c : cases) {
+    inputs.lock_confidential = c.asked;
+    backend.driver_state.cc_state = c.state;
+    backend.driver_state.cc_gpus_ready = c.ready;
+    Ran r = run("cc_mode");
+    const std::string what = c.asked.value_or("(no lock)") + " vs " + c.state;
+    EXPECT_EQ(r.host().status, c.status) << what << ": " << r.host().message;
+    EXPECT_EQ(r.host().code, c.code) << what;
+  }
+  backend.driver_state.loaded = false;
+  EXPECT_TRUE(run("cc_mode").not_applicable.has_value());
 }
 
 // ---------------------------------------------------------------------------------------------------------------

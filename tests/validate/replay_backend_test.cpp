@@ -419,6 +419,20 @@ TEST(ReplayBackend, RejectsWrongSchemaAndBadYaml) {
   EXPECT_EQ(twice.id, "replay.duplicate_key");
 }
 
+TEST(ReplayBackend, ConfidentialComputingReadyStateOnlyWithTheFeatureOn) {
+  auto backend = load_replay_backend(
+      replace(k_one_gpu, "    cc_state: off\n", "    cc_state: on\n    cc_gpus_ready: false\n"), "mem.yaml");
+  ASSERT_TRUE(backend.ok()) << backend.error().to_string();
+  auto driver = (*backend)->driver();
+  ASSERT_TRUE(driver.ok());
+  EXPECT_EQ(driver->cc_state, "on");
+  ASSERT_TRUE(driver->cc_gpus_ready.has_value());
+  EXPECT_FALSE(*driver->cc_gpus_ready);
+  const auto e = load_error(replace(k_one_gpu, "    cc_state: off\n", "    cc_state: off\n    cc_gpus_ready: true\n"));
+  EXPECT_EQ(e.id, "replay.bad_value");
+  EXPECT_NE(e.message.find("cc_gpus_ready"), std::string::npos) << e.message;
+}
+
 TEST(ReplayBackend, RejectsGpusWithoutADriver) {
   std::string text = replace(k_one_gpu, "loaded: true\n    version: \"550.54.15\"\n    cuda_driver_version: 12040",
                              "loaded: false\n    version: \"\"\n    cuda_driver_version: 0");

@@ -121,6 +121,7 @@ struct NvmlApi {
   NvmlReturn (*cuda_driver_version_v2)(int*) = nullptr;
   NvmlReturn (*cuda_driver_version)(int*) = nullptr;
   NvmlReturn (*conf_compute_state)(NvmlConfComputeSystemState*) = nullptr;
+  NvmlReturn (*conf_compute_gpus_ready)(unsigned*) = nullptr;  // nvmlSystemGetConfComputeGpusReadyState
   NvmlReturn (*count)(unsigned*) = nullptr;
   NvmlReturn (*handle_by_index)(unsigned, NvmlDevice*) = nullptr;
   NvmlReturn (*name)(NvmlDevice, char*, unsigned) = nullptr;
@@ -166,6 +167,7 @@ void bind_all(void* h, NvmlApi& a) {
   bind(h, a.cuda_driver_version_v2, "nvmlSystemGetCudaDriverVersion_v2");
   bind(h, a.cuda_driver_version, "nvmlSystemGetCudaDriverVersion");
   bind(h, a.conf_compute_state, "nvmlSystemGetConfComputeState");
+  bind(h, a.conf_compute_gpus_ready, "nvmlSystemGetConfComputeGpusReadyState");
   bind(h, a.count, "nvmlDeviceGetCount_v2");
   bind(h, a.handle_by_index, "nvmlDeviceGetHandleByIndex_v2");
   bind(h, a.name, "nvmlDeviceGetName");
@@ -501,6 +503,11 @@ class RealBackend final : public GpuBackend {
       NvmlConfComputeSystemState cc{};
       if (api.conf_compute_state && api.conf_compute_state(&cc) == k_nvml_success)
         s.cc_state = cc.devToolsMode ? "devtools" : (cc.ccFeature ? "on" : "off");
+      // NVML_CC_ACCEPTING_CLIENT_REQUESTS_TRUE = 1 (nvml.h); only meaningful with the feature on.
+      unsigned accepting = 0;
+      if (s.cc_state != "off" && s.cc_state != "unknown" && api.conf_compute_gpus_ready &&
+          api.conf_compute_gpus_ready(&accepting) == k_nvml_success)
+        s.cc_gpus_ready = accepting == 1;
       unsigned count = 0;
       if (api.count && api.handle_by_index && api.count(&count) == k_nvml_success) {
         for (unsigned i = 0; i < count; ++i) {

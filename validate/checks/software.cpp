@@ -282,6 +282,52 @@ class EnvVars final : public SpecCheck {
   }
 };
 
+// Confidential computing as the lock asks for it (gpu.confidential: off, allowed, required). gpuenv only reads
+// the state (nvmlSystemGetConfComputeState and ...GpusReadyState); it never sets the ready state, which belongs to
+// the attestation flow.
+class CcMode final : public SpecCheck {
+ public:
+  CcMode()
+      : SpecCheck({"cc_mode", "software",
+                   "Confidential computing is on when the lock requires it (not in dev-tools mode), off when the lock "
+                   "says off, and the GPUs accept work when it is on",
+                   k_host_only, k_host_only, k_host_only}) {}
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& context) const override {
+    if (!context.driver.loaded) return std::string("no NVIDIA driver is loaded");
+    return std::nullopt;
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const DriverState& d = context.driver;
+    const std::string asked = context.inputs.lock_confidential.value_or("");
+    const std::string state = d.cc_state;
+    std::string seen = "confidential computing " + state;
+    if (state == "unknown") seen = "the driver does not report the confidential-computing state";
+    if (d.cc_gpus_ready) seen += *d.cc_gpus_ready ? ", GPUs accept work" : ", GPUs do not accept work yet";
+    const std::string versus = asked.empty() ? std::string("no lock given") : "the lock says " + asked;
+    GpuOutcome out;
+    if (asked == "required" && state == "unknown") {
+      out = outcome(-1, Status::fail, seen + "; " + versus + ", so it cannot be confirmed", "cc_unknown");
+    } else if (asked == "required" && state == "off") {
+      out = outcome(-1, Status::fail, seen + "; " + versus, "cc_mismatch");
+    } else if (asked == "required" && state == "devtools") {
+      out = outcome(-1, Status::fail, seen + " (no confidentiality: memory is readable for debugging); " + versus,
+                    "cc_devtools");
+    } else if ((state == "on" || state == "devtools") && d.cc_gpus_ready && !*d.cc_gpus_ready) {
+      out = outcome(-1, Status::fail, seen + "; " + versus + ": CUDA work is refused until attestation sets the "
+                                              "ready state",
+                    "cc_not_ready");
+    } else if (asked == "off" && (state == "on" || state == "devtools")) {
+      out = outcome(-1, Status::warn, seen + "; " + versus + " (host copies then go through encrypted bounce buffers "
+                                              "and are slower)",
+                    "cc_mismatch");
+    } else {
+      out = outcome(-1, Status::pass, seen + "; " + versus);
+    }
+    out.metrics = {{"cc_on", state == "on" ? 1.0 : 0.0, "bool"}};
+    return {out};
+  }
+};
+
 }  // namespace
 
 std::vector<std::unique_ptr<Check>> software_checks() {
@@ -293,6 +339,7 @@ std::vector<std::unique_ptr<Check>> software_checks() {
   out.push_back(std::make_unique<PersistenceMode>());
   out.push_back(std::make_unique<FabricManager>());
   out.push_back(std::make_unique<MigState>());
+  out.push_back(std::make_unique<CcMode>());
   out.push_back(std::make_unique<EnvVars>());
   return out;
 }

@@ -515,7 +515,7 @@ class RecordingParser {
  private:
   DriverState parse_driver(const Tree& d) {
     expect_map(d, {"loaded", "version", "cuda_driver_version", "nouveau_loaded", "nvswitch_present",
-                   "fabric_manager_running", "device_nodes_missing", "cc_state"});
+                   "fabric_manager_running", "device_nodes_missing", "cc_state", "cc_gpus_ready"});
     DriverState s;
     s.loaded = to_bool(required(d, "loaded"));
     const Tree& version = required(d, "version");
@@ -554,6 +554,13 @@ class RecordingParser {
       s.device_nodes_missing.push_back(std::move(path));
     }
     s.cc_state = to_choice(required(d, "cc_state"), {"on", "off", "devtools", "unknown"});
+    if (const Tree* ready = d.find("cc_gpus_ready")) {
+      if (s.cc_state == "off" || s.cc_state == "unknown") {
+        fail(ready->where, "replay.bad_value", "'driver.cc_gpus_ready' is set but cc_state is " + s.cc_state,
+             "leave cc_gpus_ready out unless cc_state is on or devtools");
+      }
+      s.cc_gpus_ready = to_bool(*ready);
+    }
     return s;
   }
 
