@@ -54,10 +54,6 @@ constexpr int k_cublaslt_matmul_desc_transb = 4;       // CUBLASLT_MATMUL_DESC_T
 constexpr int k_cublaslt_pref_max_workspace = 1;       // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
 constexpr std::size_t k_cublaslt_workspace = 32u << 20;  // 32 MiB, what cuBLAS's documentation advises for Hopper
 
-constexpr unsigned k_block = 256;                              // threads per block of the one-dimensional kernels
-constexpr unsigned k_blocks_per_sm = 8;                        // one full wave at 2048 threads per SM
-constexpr std::uint64_t k_spin_timeout_ns = 5'000'000'000ull;  // spin_wait gives up after 5 s
-constexpr std::uint64_t k_mib = 1024ull * 1024ull;
 constexpr std::uint64_t k_gib = 1024ull * k_mib;
 
 // cuBLAS through dlopen: just what the GEMMs need.

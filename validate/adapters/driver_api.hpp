@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -86,6 +87,12 @@ struct DriverApi {
     return "CUDA error";
   }
 };
+
+// How the validation kernels (validate/kernels) are launched, shared by the adapters that run them.
+constexpr unsigned k_block = 256;                              // threads per block of the one-dimensional kernels
+constexpr unsigned k_blocks_per_sm = 8;                        // one full wave at 2048 threads per SM
+constexpr std::uint64_t k_spin_timeout_ns = 5'000'000'000ull;  // spin_wait gives up after 5 s
+constexpr std::uint64_t k_mib = 1024ull * 1024ull;
 
 /// Resolves `name` in `handle` into `fn`; a missing name is added to `missing`.
 template <class F>

@@ -103,10 +103,6 @@ Result<std::shared_ptr<NcclApi>> load_nccl(const std::vector<std::string>& libra
 
 // ---- shared plumbing --------------------------------------------------------------------------------------------
 
-constexpr unsigned k_block = 256;                              // threads per block of the one-dimensional kernels
-constexpr unsigned k_blocks_per_sm = 8;                        // one full wave at 2048 threads per SM
-constexpr std::uint64_t k_spin_timeout_ns = 5'000'000'000ull;  // spin_wait gives up after 5 s
-constexpr std::uint64_t k_mib = 1024ull * 1024ull;
 constexpr std::uint64_t k_buffer_bytes = 256 * k_mib;  // per buffer: far beyond any L2 cache
 constexpr std::uint64_t k_min_buffer_bytes = 16 * k_mib;
 
