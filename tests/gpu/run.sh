@@ -17,10 +17,9 @@ gpuenv=./build-gpu/cli/gpuenv
 $gpuenv detect | tee "$out/detect.txt"
 
 start=$(date +%s.%N)
-$gpuenv validate --level quick --gpus 0 > "$out/quick.txt" 2>&1
+$gpuenv validate --level quick --gpus 0 --json > "$out/quick.json" 2> "$out/quick.err"
 quick_rc=$?
 quick_s=$(echo "$(date +%s.%N) - $start" | bc)
-tail -3 "$out/quick.txt"
 echo "quick: exit $quick_rc in ${quick_s} s (target <= 15 s)"
 
 start=$(date +%s.%N)
@@ -28,6 +27,18 @@ timeout 300 $gpuenv validate --level standard --gpus 0 --json --junit "$out/stan
 standard_rc=$?
 standard_s=$(echo "$(date +%s.%N) - $start" | bc)
 echo "standard: exit $standard_rc in ${standard_s} s"
+# Where the time goes, and every check that did not pass.
+python3 - "$out/quick.json" "$out/standard.json" <<'PY' | tee "$out/durations.txt"
+import json, sys
+for path in sys.argv[1:]:
+    try: r = json.load(open(path))
+    except Exception as e: print("%s: no report (%s)" % (path, e)); continue
+    print("%s: %s, %.1f s, %s" % (r.get("level"), r.get("status"), r.get("duration_ms", 0) / 1e3, r.get("backend")))
+    for c in sorted(r["checks"], key=lambda c: -c.get("duration_ms", 0)):
+        bad = [x for x in c["results"] if x["status"] not in ("pass",)]
+        print("  %-20s %6.2f s %-5s %s" % (c["key"], c.get("duration_ms", 0) / 1e3, c["status"],
+              "; ".join("%s:%s %s" % (x["gpu"], x.get("code") or "", x["message"][:90]) for x in bad)[:200]))
+PY
 
 python3 - "$out/standard.json" <<'PY' | tee "$out/crosscheck.txt"
 import json, sys, time
