@@ -16,7 +16,7 @@
 #include "recipes/embedded.hpp"
 #include "resolver/lockfile.hpp"
 #include "validate/adapters/cuda_session.hpp"
-#include "validate/adapters/image_blas.hpp"
+#include "validate/adapters/image_libraries.hpp"
 #include "validate/adapters/multi_gpu.hpp"
 #include "validate/adapters/real_backend.hpp"
 #include "validate/check.hpp"
@@ -40,10 +40,11 @@ std::string rfc3339_now() {
 }
 
 /// The backend named by --backend or GPUENV_BACKEND: "replay:FILE", or the real NVML + CUDA adapter.
-/// The backend --backend or GPUENV_BACKEND names. With `image_blas` (from --image), the real backend's GEMMs run
-/// through the image's cuBLASLt and cuBLAS only (gpuenv's own kernel when the image has none), not the host's.
+/// The backend --backend or GPUENV_BACKEND names. With `image` (the libraries of --image), the real backend's GEMMs
+/// run through the image's cuBLASLt and cuBLAS only (gpuenv's own kernel when the image has none), and NCCL is the
+/// image's when it ships one, the host's otherwise.
 Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& flag, const Context& ctx,
-                                                           const std::optional<validate::ImageBlas>& image_blas) {
+                                                           const std::optional<validate::ImageLibraries>& image) {
   const std::string choice = !flag.empty() ? flag : env_or(ctx, "GPUENV_BACKEND");
   if (choice.rfind("replay:", 0) == 0) {
     auto b = validate::load_replay_backend_file(choice.substr(7));
@@ -55,14 +56,14 @@ Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& fl
                       "use replay:FILE (a recorded inventory and scenario, docs/replay.md) or leave it out for the real GPU");
   }
   validate::RealBackendOptions o;
-  o.session_factory = [image_blas](validate::SessionTarget target) {
+  o.session_factory = [image](validate::SessionTarget target) {
     validate::CudaSessionOptions so;
     so.fatbin = validate::embedded_validation_fatbin();
     so.health_reader = std::move(target.health_reader);
     so.numa_node = target.numa_node;
-    if (image_blas) {
-      so.cublaslt_libraries = image_blas->cublaslt;
-      so.cublas_libraries = image_blas->cublas;
+    if (image) {
+      so.cublaslt_libraries = image->cublaslt;
+      so.cublas_libraries = image->cublas;
     }
     return validate::open_cuda_session(target.pci_bus_id, so);
   };
@@ -71,9 +72,10 @@ Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& fl
     mo.fatbin = validate::embedded_validation_fatbin();
     return validate::measure_p2p_bandwidth(mo, src_bus_id, dst_bus_id, samples);
   };
-  o.nccl_measure = [](const std::vector<std::string>& bus_ids, int samples) {
+  o.nccl_measure = [image](const std::vector<std::string>& bus_ids, int samples) {
     validate::MultiGpuOptions mo;
     mo.fatbin = validate::embedded_validation_fatbin();
+    if (image && !image->nccl.empty()) mo.nccl_libraries = image->nccl;
     return validate::measure_nccl_allreduce(mo, bus_ids, samples);
   };
   return validate::make_real_backend(o);
@@ -189,9 +191,9 @@ int prepare(const ValidateOptions& o, Context& ctx, Prepared& p) {
   if (!table) return report_error(table.error(), o.json, ctx);
   p.thresholds = std::make_unique<validate::ThresholdTable>(std::move(*table));
   p.inputs.thresholds = p.thresholds.get();
-  std::optional<validate::ImageBlas> image_blas;
-  if (image) image_blas = validate::find_image_blas(image->rootfs);
-  auto backend = make_backend(o.backend, ctx, image_blas);
+  std::optional<validate::ImageLibraries> image_libraries;
+  if (image) image_libraries = validate::find_image_libraries(image->rootfs);
+  auto backend = make_backend(o.backend, ctx, image_libraries);
   if (!backend) return report_error(backend.error(), o.json, ctx);
   p.backend = std::move(*backend);
   return k_exit_ok;

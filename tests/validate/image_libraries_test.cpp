@@ -1,4 +1,4 @@
-#include "validate/adapters/image_blas.hpp"
+#include "validate/adapters/image_libraries.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,13 +10,13 @@
 namespace {
 
 namespace fs = std::filesystem;
-using gpuenv::validate::find_image_blas;
+using gpuenv::validate::find_image_libraries;
 
 // A scratch root filesystem, removed at the end of the test.
 class Rootfs {
  public:
   Rootfs() {
-    char pattern[] = "/tmp/gpuenv-image-blas-XXXXXX";
+    char pattern[] = "/tmp/gpuenv-image-libraries-XXXXXX";
     m_root = mkdtemp(pattern);
   }
   ~Rootfs() {
@@ -38,7 +38,7 @@ class Rootfs {
   fs::path m_root;
 };
 
-TEST(ImageBlas, FindsWheelToolkitAndDistributionLibrariesNewestMajorFirst) {
+TEST(ImageLibraries, FindsWheelToolkitAndDistributionLibrariesNewestMajorFirst) {
   Rootfs r;
   r.file("usr/local/lib/python3.11/dist-packages/nvidia/cublas/lib/libcublasLt.so.12");
   r.file("usr/local/lib/python3.11/dist-packages/nvidia/cublas/lib/libcublas.so.12");
@@ -48,7 +48,10 @@ TEST(ImageBlas, FindsWheelToolkitAndDistributionLibrariesNewestMajorFirst) {
   r.file("usr/local/cuda-12.4/lib64/libcublas.so.11");
   r.file("usr/lib/x86_64-linux-gnu/libcublasLt.so.13.0.1");
   r.link("usr/lib/x86_64-linux-gnu/libcublasLt.so.13", "/usr/lib/x86_64-linux-gnu/libcublasLt.so.13.0.1");
-  auto found = find_image_blas(r.root());
+  r.file("usr/local/lib/python3.11/dist-packages/nvidia/nccl/lib/libnccl.so.2");
+  r.file("usr/lib/x86_64-linux-gnu/libnccl.so.2.21.5");
+  r.link("usr/lib/x86_64-linux-gnu/libnccl.so.2", "libnccl.so.2.21.5");
+  auto found = find_image_libraries(r.root());
   EXPECT_EQ(found.cublaslt,
             (std::vector<std::string>{r.at("usr/lib/x86_64-linux-gnu/libcublasLt.so.13.0.1"),
                                       r.at("usr/local/lib/python3.11/dist-packages/nvidia/cublas/lib/libcublasLt.so.12"),
@@ -57,9 +60,12 @@ TEST(ImageBlas, FindsWheelToolkitAndDistributionLibrariesNewestMajorFirst) {
   EXPECT_EQ(found.cublas,
             (std::vector<std::string>{r.at("usr/local/lib/python3.11/dist-packages/nvidia/cublas/lib/libcublas.so.12"),
                                       r.at("usr/local/cuda-12.4/lib64/libcublas.so.11")}));
+  EXPECT_EQ(found.nccl,
+            (std::vector<std::string>{r.at("usr/local/lib/python3.11/dist-packages/nvidia/nccl/lib/libnccl.so.2"),
+                                      r.at("usr/lib/x86_64-linux-gnu/libnccl.so.2.21.5")}));
 }
 
-TEST(ImageBlas, LinksNeverLeaveTheImageAndBadNamesAreIgnored) {
+TEST(ImageLibraries, LinksNeverLeaveTheImageAndBadNamesAreIgnored) {
   Rootfs r;
   // Absolute and climbing links resolve inside the image, where these targets do not exist.
   r.link("usr/lib/x86_64-linux-gnu/libcublas.so.13", "/etc/hostname");
@@ -69,14 +75,15 @@ TEST(ImageBlas, LinksNeverLeaveTheImageAndBadNamesAreIgnored) {
   r.file("usr/lib/x86_64-linux-gnu/libcublas.so.12.0");                   // not a soname
   r.file("usr/lib/x86_64-linux-gnu/libcublas.so.x");
   fs::create_directories(r.at("usr/lib64/libcublas.so.12"));              // a directory, not a library
-  auto found = find_image_blas(r.root());
+  auto found = find_image_libraries(r.root());
   EXPECT_TRUE(found.cublaslt.empty());
   EXPECT_TRUE(found.cublas.empty());
+  EXPECT_TRUE(found.nccl.empty());
 }
 
-TEST(ImageBlas, AnEmptyOrMissingRootHasNoLibraries) {
-  EXPECT_TRUE(find_image_blas("").cublas.empty());
-  auto found = find_image_blas("/nonexistent/gpuenv-rootfs");
+TEST(ImageLibraries, AnEmptyOrMissingRootHasNoLibraries) {
+  EXPECT_TRUE(find_image_libraries("").cublas.empty());
+  auto found = find_image_libraries("/nonexistent/gpuenv-rootfs");
   EXPECT_TRUE(found.cublaslt.empty());
   EXPECT_TRUE(found.cublas.empty());
 }

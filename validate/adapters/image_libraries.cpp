@@ -1,4 +1,4 @@
-#include "validate/adapters/image_blas.hpp"
+#include "validate/adapters/image_libraries.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -80,7 +80,8 @@ std::vector<fs::path> library_directories(const fs::path& root) {
     std::sort(pythons.rbegin(), pythons.rend());
     for (const auto& python : pythons)
       for (const char* packages : {"dist-packages", "site-packages"})
-        out.push_back(fs::path(lib) / python / packages / "nvidia/cublas/lib");
+        for (const char* wheel : {"nvidia/cublas/lib", "nvidia/nccl/lib"})
+          out.push_back(fs::path(lib) / python / packages / wheel);
   }
   // The CUDA toolkit: /usr/local/cuda first, then versioned installs, newest name first.
   out.emplace_back("usr/local/cuda/lib64");
@@ -109,13 +110,13 @@ struct Found {
 
 }  // namespace
 
-ImageBlas find_image_blas(const std::string& rootfs) {
-  ImageBlas out;
+ImageLibraries find_image_libraries(const std::string& rootfs) {
+  ImageLibraries out;
   if (rootfs.empty()) return out;
   std::error_code ec;
   const fs::path root = fs::absolute(fs::path(rootfs), ec);
   if (ec) return out;
-  std::vector<Found> lt, blas;
+  std::vector<Found> lt, blas, nccl;
   std::set<std::string> seen;
   std::size_t order = 0;
   for (const auto& dir : library_directories(root)) {
@@ -129,6 +130,8 @@ ImageBlas find_image_blas(const std::string& rootfs) {
         into = &lt;
       } else if ((major = soname_major(name, "libcublas.so."))) {
         into = &blas;
+      } else if ((major = soname_major(name, "libnccl.so."))) {
+        into = &nccl;
       } else {
         continue;
       }
@@ -157,6 +160,7 @@ ImageBlas find_image_blas(const std::string& rootfs) {
   };
   out.cublaslt = sorted_paths(lt);
   out.cublas = sorted_paths(blas);
+  out.nccl = sorted_paths(nccl);
   return out;
 }
 
