@@ -11,6 +11,7 @@
 #include "cli/render.hpp"
 #include "images/build/image_build.hpp"
 #include "images/cache/blob_store.hpp"
+#include "images/cache/work_dir.hpp"
 #include "images/digest.hpp"
 #include "images/oci/archive.hpp"
 #include "images/registry/http_client.hpp"
@@ -83,16 +84,12 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
   if (!network && !o.lock.offline) {
     return report_error(make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher configured", {}, ""), json, ctx);
   }
-  auto work = store->temp_path();
-  if (!work) return report_error(work.error(), json, ctx);
-  fs::create_directories(*work, ec);
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() {
-      std::error_code e;
-      fs::remove_all(dir, e);
-    }
-  } cleanup{*work};
+  // Work directories of builds that were killed (SIGKILL, a power cut) are removed first; this one is locked while
+  // the build runs and removed when it ends.
+  images::sweep_abandoned_work_dirs(cache);
+  auto work_dir = images::WorkDir::create(cache);
+  if (!work_dir) return report_error(work_dir.error(), json, ctx);
+  const std::string* work = &(*work_dir)->path();
 
   std::int64_t epoch = 0;
   if (auto it = ctx.env.find("SOURCE_DATE_EPOCH"); it != ctx.env.end() && !it->second.empty()) {

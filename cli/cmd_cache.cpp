@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "images/cache/blob_store.hpp"
+#include "images/cache/work_dir.hpp"
 
 namespace gpuenv::cli {
 namespace {
@@ -43,8 +44,17 @@ int cmd_cache(const CacheOptions& o, Context& ctx) {
                               : std::chrono::system_clock::now() - std::chrono::hours(24) * o.older_than_days;
     auto freed = store->prune(cutoff);
     if (!freed) return report_error(freed.error(), o.json, ctx);
-    if (o.json) *ctx.out << nlohmann::ordered_json{{"schema", "gpuenv-cache-v1"}, {"root", root}, {"freed_bytes", *freed}}.dump(2) << "\n";
-    else *ctx.out << "freed " << human(*freed) << " in " << root << "\n";
+    const std::size_t swept = images::sweep_abandoned_work_dirs(root);
+    if (o.json) {
+      *ctx.out << nlohmann::ordered_json{{"schema", "gpuenv-cache-v1"}, {"root", root}, {"freed_bytes", *freed},
+                                         {"abandoned_work_dirs_removed", swept}}
+                      .dump(2)
+               << "\n";
+    } else {
+      *ctx.out << "freed " << human(*freed) << " in " << root;
+      if (swept > 0) *ctx.out << "; removed " << swept << " work director" << (swept == 1 ? "y" : "ies") << " of killed commands";
+      *ctx.out << "\n";
+    }
     return k_exit_ok;
   }
   auto blobs = store->list();

@@ -7,6 +7,7 @@
 #include "cli/io.hpp"
 #include "cli/render.hpp"
 #include "images/cache/blob_store.hpp"
+#include "images/cache/work_dir.hpp"
 #include "images/fetch/caching_fetcher.hpp"
 #include "images/pin_image.hpp"
 #include "resolver/lockfile.hpp"
@@ -57,9 +58,10 @@ int make_lock(const LockOptions& o, Context& ctx, MadeLock& made) {
   auto store = images::make_dir_blob_store(cache);
   // Every document goes through the cache, so that --offline can answer from it alone.
   auto fetcher = images::make_caching_fetcher(network.get(), *store, cache);
-  auto work = store->temp_path();
-  if (!work) return report_error(work.error(), o.resolve.json, ctx);
-  std::filesystem::create_directories(*work);
+  images::sweep_abandoned_work_dirs(cache);
+  auto work_dir = images::WorkDir::create(cache);
+  if (!work_dir) return report_error(work_dir.error(), o.resolve.json, ctx);
+  const std::string* work = &(*work_dir)->path();
   images::AptFetchContext apt;
   apt.fetcher = fetcher.get();
   apt.cache = store.get();
@@ -69,8 +71,7 @@ int make_lock(const LockOptions& o, Context& ctx, MadeLock& made) {
   apt.now_unix = std::time(nullptr);
   images::PinImageRequest req{&p.spec, &p.resolution, distro, &*sources, p.base ? p.base->dpkg_status : std::string()};
   auto pins = images::pin_image(req, apt);
-  std::error_code ec;
-  std::filesystem::remove_all(*work, ec);
+  work_dir->reset();
   if (!pins) {
     Error e = std::move(pins).error();
     e.while_("pinning the packages of " + p.spec.name);

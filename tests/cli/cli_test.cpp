@@ -9,6 +9,7 @@
 #include "cli/context.hpp"
 #include "fakes/fake_probe.hpp"
 #include "images/cache/blob_store.hpp"
+#include "images/cache/work_dir.hpp"
 
 namespace {
 
@@ -250,7 +251,25 @@ TEST_F(Cli, CacheLsDuPrune) {
   EXPECT_EQ(run({"cache", "du", "--json"}, std::nullopt, env).j()["blobs"], 1);  // used just now: kept
   auto all = run({"cache", "prune", "--all", "--json"}, std::nullopt, env);
   EXPECT_EQ(all.j()["freed_bytes"], 5);
+  EXPECT_EQ(all.j()["abandoned_work_dirs_removed"], 0);
   EXPECT_EQ(run({"cache"}).code, 2);
+}
+
+TEST_F(Cli, CachePruneRemovesTheWorkDirectoryOfAKilledBuildButNotALiveOne) {
+  const std::string cache = (m_dir / "cache").string();
+  const std::map<std::string, std::string> env = {{"GPUENV_CACHE_DIR", cache}};
+  // A work directory whose lock nobody holds (its build was killed), with a half-built root filesystem in it.
+  const fs::path killed = fs::path(cache) / "tmp/4242-1-work";
+  fs::create_directories(killed / "rootfs/usr/lib");
+  std::ofstream(killed / "rootfs/usr/lib/libbig.so") << std::string(1 << 16, 'x');
+  std::ofstream(killed / ".lock") << "";
+  auto live = gpuenv::images::WorkDir::create(cache);
+  ASSERT_TRUE(live.ok());
+  auto pruned = run({"cache", "prune", "--json"}, std::nullopt, env);
+  ASSERT_EQ(pruned.code, 0) << pruned.err;
+  EXPECT_EQ(pruned.j()["abandoned_work_dirs_removed"], 1);
+  EXPECT_FALSE(fs::exists(killed));
+  EXPECT_TRUE(fs::exists((*live)->path()));
 }
 
 }  // namespace
