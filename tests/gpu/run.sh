@@ -1,29 +1,51 @@
 #!/usr/bin/env bash
 # The one script for a machine with an NVIDIA GPU (run it through the device tool, then give the machine back).
-# Builds gpuenv and the contract tests, runs the GPU and contract tests, times `validate --level quick`, runs
-# `validate --level standard --json`, runs the long level's gemm_sustained for a minute, and cross-checks hbm_bandwidth against a PyTorch device-to-device copy
-# and bf16 gemm_tflops against torch.matmul on the same GPU, printing a short table. Writes what it measured
-# under $OUT (when set) or build-gpu/out. Read-only on the GPU: no clocks, power, ECC, MIG or persistence change.
+# Runs the GPU contract tests, times `validate --level quick`, runs `validate --level standard --json`, runs the
+# long level's gemm_sustained for a minute, and cross-checks hbm_bandwidth against a PyTorch device-to-device copy
+# and bf16 gemm_tflops against torch.matmul on the same GPU, printing short tables. Writes what it measured under
+# $OUT (when set) or build-gpu/out. Read-only on the GPU: no clocks, power, ECC, MIG or persistence change.
+#
+# gpuenv comes from .gpu-bundle.tar.zst when it is there (tests/gpu/bundle.sh makes it here; carry it), since the
+# GPU machine's image has nvcc and CMake but not gpuenv's -dev packages; else it is built there. Here:
+#   cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release -DGPUENV_BUILD_BENCH=OFF
+#   cmake --build build-rel -j2 --target gpuenv contract_tests && tests/gpu/bundle.sh build-rel
+# then the device tool's run with command "bash tests/gpu/run.sh", carry [".gpu-bundle.tar.zst"], timeout 480.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build-gpu/out}"
 mkdir -p "$out"
-arch="${GPUENV_GPU_ARCH:-90}"   # H100/H200; the full list is built by CI, one architecture is enough here
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DGPUENV_BUILD_BENCH=OFF -DGPUENV_CUDA_ARCHS="$arch" >/dev/null || exit 1
-cmake --build build-gpu -j"$(nproc)" --target gpuenv contract_tests validate_tests 2>&1 | tail -3 || exit 1
 nvidia-smi --query-gpu=index,name,pci.device_id,driver_version,memory.total --format=csv | tee "$out/nvidia-smi.csv"
-gpuenv=./build-gpu/cli/gpuenv
-(cd build-gpu && ctest -L 'gpu|contract' --output-on-failure 2>&1 | tail -15) | tee "$out/ctest.txt"
-$gpuenv detect | tee "$out/detect.txt"
+
+# cuBLAS(Lt) and NCCL, which gpuenv dlopens, may be only in the toolkit or in the Python environment there.
+sites=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+extra=$(for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/*/lib $(for s in $sites; do echo "$s/nvidia"; done); do
+          [ -d "$d" ] && find "$d/" -maxdepth 3 \( -name 'libcublasLt.so.*' -o -name 'libnccl.so.*' \) 2>/dev/null
+        done | xargs -r -n1 dirname | sort -u | tr '\n' ':')
+echo "extra library directories: ${extra:-none}"
+
+if [ -f .gpu-bundle.tar.zst ]; then
+  rm -rf /tmp/gpuenv-bundle && zstd -dcq .gpu-bundle.tar.zst | tar -C /tmp -xf - || exit 1
+  libs="/tmp/gpuenv-bundle/lib:${extra}${LD_LIBRARY_PATH:-}"
+  gpuenv=(env LD_LIBRARY_PATH="$libs" /tmp/gpuenv-bundle/bin/gpuenv)
+  # The tests that need a GPU (the others use fakes built here, at paths that do not exist there).
+  env LD_LIBRARY_PATH="$libs" /tmp/gpuenv-bundle/bin/contract_tests --gtest_filter='*OnGpu*' 2>&1 | tail -25 | tee "$out/contract.txt"
+else
+  arch="${GPUENV_GPU_ARCH:-90}"   # H100/H200; the full list is built by CI, one architecture is enough here
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DGPUENV_BUILD_BENCH=OFF -DGPUENV_CUDA_ARCHS="$arch" >/dev/null || exit 1
+  cmake --build build-gpu -j"$(nproc)" --target gpuenv contract_tests validate_tests 2>&1 | tail -3 || exit 1
+  gpuenv=(env LD_LIBRARY_PATH="${extra}${LD_LIBRARY_PATH:-}" ./build-gpu/cli/gpuenv)
+  (cd build-gpu && LD_LIBRARY_PATH="${extra}${LD_LIBRARY_PATH:-}" ctest -L 'gpu|contract' --output-on-failure 2>&1 | tail -15) | tee "$out/contract.txt"
+fi
+"${gpuenv[@]}" detect | tee "$out/detect.txt"
 
 start=$(date +%s.%N)
-$gpuenv validate --level quick --gpus 0 --json > "$out/quick.json" 2> "$out/quick.err"
+"${gpuenv[@]}" validate --level quick --gpus 0 --json > "$out/quick.json" 2> "$out/quick.err"
 quick_rc=$?
 quick_s=$(echo "$(date +%s.%N) - $start" | bc)
 echo "quick: exit $quick_rc in ${quick_s} s (target <= 15 s)"
 
 start=$(date +%s.%N)
-timeout 300 $gpuenv validate --level standard --gpus 0 --json --junit "$out/standard.xml" > "$out/standard.json" 2> "$out/standard.err"
+timeout 300 "${gpuenv[@]}" validate --level standard --gpus 0 --json --junit "$out/standard.xml" > "$out/standard.json" 2> "$out/standard.err"
 standard_rc=$?
 standard_s=$(echo "$(date +%s.%N) - $start" | bc)
 echo "standard: exit $standard_rc in ${standard_s} s"
@@ -87,8 +109,8 @@ if bf16: print("%-28s %12.1f %12.1f %8.3f %8s" % ("gemm_tflops bf16 TFLOPS", bf1
 else: print("gemm_tflops bf16: no gpuenv figure; torch.matmul %.1f TFLOPS" % torch_mm)
 PY
 # The long level's sustained load alone (a minute of verified bf16 GEMMs with health read every 250 ms).
-timeout 150 $gpuenv validate --level long --check gemm_sustained --gpus 0 --json > "$out/sustained.json" 2> "$out/sustained.err"
+timeout 150 "${gpuenv[@]}" validate --level long --check gemm_sustained --gpus 0 --json > "$out/sustained.json" 2> "$out/sustained.err"
 echo "gemm_sustained: exit $?"
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); [print(" ", x["status"], x.get("code",""), x["message"][:160], {m["name"]: round(m["value"],1) for m in x.get("metrics",[])}) for c in r["checks"] for x in c["results"]]' "$out/sustained.json" 2>&1 | tee "$out/sustained.txt"
-./build-gpu/cli/gpuenv resolve recipes/examples/torch-h100.yaml --gpu H200 --driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)" | tail -3
+"${gpuenv[@]}" resolve recipes/examples/torch-h100.yaml --gpu H200 --driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)" | tail -3
 echo "quick_rc=$quick_rc standard_rc=$standard_rc"
