@@ -3,10 +3,11 @@
 // its time budget per level, outcome builders that take the hint from the error-code catalog, and the factories
 // each category file provides to all_checks().
 //
-// Time budgets. A check's deadline at a level is fixed_ms + per_unit_ms x units, where units is the number of GPUs
-// (GPU pairs for p2p_bandwidth): checks visit GPUs one after another so that measurements on one GPU are not
-// disturbed by work on another. The budgets are chosen so that on one GPU the sum over a level stays within the
-// level's promise (quick <= 15 s, standard <= 2 min, long <= 15 min; checks_test.cpp asserts it).
+// Time budgets. A check's deadline at a level is fixed_ms + per_unit_ms x units. Checks that share the host's
+// links (host copies, peer copies) visit GPUs (or GPU pairs, for p2p_bandwidth) one after another, so units is
+// their count; device-local checks (CheckSpec::parallel) visit every GPU at once, so units is 1 plus an eighth per
+// further GPU. The budgets are chosen so that on one GPU the sum over a level stays within the level's promise
+// (quick <= 15 s, standard <= 2 min, long <= 15 min; checks_test.cpp asserts it).
 #include <chrono>
 #include <exception>
 #include <condition_variable>
