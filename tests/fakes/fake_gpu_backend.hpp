@@ -45,7 +45,7 @@ class FakeGpuBackend final : public validate::GpuBackend {
   std::optional<Error> prepare_error;  ///< prepare() fails with it
   int prepare_calls = 0;
   std::thread::id prepare_thread;      ///< the thread prepare() last ran on
-  int opens_before_prepare = 0;        ///< open() calls made while prepare() had not run
+  std::atomic<int> opens_before_prepare{0};  ///< open() calls made while prepare() had not run
 
   ~FakeGpuBackend() override {
     {
