@@ -90,9 +90,8 @@ MetricJudgement judge_samples(std::string_view metric, const Samples& samples, c
   out.metrics.push_back({p + "median_" + suffix, stats.median, samples.unit});
   out.metrics.push_back({p + "min_" + suffix, stats.min, samples.unit});
   out.metrics.push_back({p + "max_" + suffix, stats.max, samples.unit});
-  std::string engine;
-  if (!samples.engine.empty()) engine = ", " + samples.engine;
-  if (!samples.library.empty()) engine += " from " + samples.library;
+  std::string engine = engine_text(samples.engine, samples.library);
+  if (!engine.empty()) engine = ", " + engine;
   out.message = "median " + fixed(stats.median, 1) + " " + samples.unit + " (min " + fixed(stats.min, 1) + ", max " +
                 fixed(stats.max, 1) + ", " + std::to_string(stats.count) + " samples" + engine + ")";
 
@@ -127,6 +126,12 @@ MetricJudgement judge_samples(std::string_view metric, const Samples& samples, c
     out.code = low_code(samples.unit);
     out.message += ", below the fail fraction of " + percent(rule.fail_fraction);
   }
+  return out;
+}
+
+std::string engine_text(const std::string& engine, const std::string& library, const std::string& otherwise) {
+  std::string out = engine.empty() ? otherwise : engine;
+  if (!library.empty()) out += " from " + library;
   return out;
 }
 

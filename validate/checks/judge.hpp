@@ -38,6 +38,10 @@ std::optional<SampleStats> sample_stats(std::vector<double> values);
 /// sample, or a value that is not a positive finite number (a measurement of zero moved no verified data).
 std::optional<std::string> samples_problem(const Samples& samples);
 
+/// What produced a result, for messages: "cublasLt from /usr/lib/libcublasLt.so.12", "gpuenv"; `otherwise` when
+/// the engine is not named.
+std::string engine_text(const std::string& engine, const std::string& library, const std::string& otherwise = {});
+
 /// The reference rule for one metric on one GPU model.
 struct ReferenceRule {
   std::optional<Reference> reference;  ///< empty: no reference for this model and metric

@@ -191,8 +191,7 @@ class GemmConsistency final : public SpecCheck {
  private:
   static GpuOutcome judge(const GpuInfo& gpu, const ConsistencyResult& r) {
     const auto& d = r.result_digests;
-    std::string engine = r.engine.empty() ? std::string("unknown engine") : r.engine;
-    if (!r.library.empty()) engine += " from " + r.library;
+    const std::string engine = engine_text(r.engine, r.library, "unknown engine");
     if (d.empty()) return outcome(gpu.index, Status::fail, "no GEMM result was returned (" + engine + ")", "unverified");
     const std::set<std::uint64_t> distinct(d.begin(), d.end());
     const std::size_t differing =
