@@ -10,13 +10,18 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "validate/adapters/cuda_session.hpp"
+#include "validate/adapters/multi_gpu.hpp"
 #include "validate/adapters/real_backend.hpp"
+#include "validate/check.hpp"
+#include "validate/runner.hpp"
 
 namespace {
 
@@ -424,6 +429,105 @@ TEST(RealBackend, OpenHandsTheFactoryTheBusIdNumaNodeAndAHealthReader) {
   ASSERT_TRUE(h->row_remap.has_value());
   EXPECT_TRUE(h->row_remap->pending);
   EXPECT_EQ(h->pcie_link->current_width, 8);
+}
+
+/// The real backend composed as the CLI composes it (cli/cmd_validate.cpp), over the CPU doubles of libcuda,
+/// cuBLAS(Lt) and NCCL (tests/contract/cpu_*.cpp) and the fake NVML: every GPU check then runs through the real
+/// session, peer and NCCL adapters. GEMMs are small, since the CPU computes them.
+RealBackendOptions cpu_driver_options(const HostTree& tree) {
+  auto o = tree.options();
+  o.cuda_library = CPU_CUDA_PATH;
+  o.session_factory = [](SessionTarget target) {
+    gpuenv::validate::CudaSessionOptions so;
+    so.library = CPU_CUDA_PATH;
+    so.fatbin = gpuenv::validate::embedded_validation_fatbin();
+    so.health_reader = std::move(target.health_reader);
+    so.numa_node = target.numa_node;
+    so.cublaslt_libraries = {CPU_CUBLAS_PATH};
+    so.cublas_libraries = {CPU_CUBLAS_PATH};
+    so.consistency_gemm_size = 96;
+    so.tflops_gemm_size = 128;
+    return gpuenv::validate::open_cuda_session(target.pci_bus_id, so);
+  };
+  o.p2p_measure = [](const std::string& src, const std::string& dst, int samples) {
+    gpuenv::validate::MultiGpuOptions mo;
+    mo.cuda_library = CPU_CUDA_PATH;
+    mo.fatbin = gpuenv::validate::embedded_validation_fatbin();
+    return gpuenv::validate::measure_p2p_bandwidth(mo, src, dst, samples);
+  };
+  o.nccl_measure = [](const std::vector<std::string>& bus_ids, int samples) {
+    gpuenv::validate::MultiGpuOptions mo;
+    mo.cuda_library = CPU_CUDA_PATH;
+    mo.nccl_libraries = {CPU_NCCL_PATH};
+    return gpuenv::validate::measure_nccl_allreduce(mo, bus_ids, samples);
+  };
+  return o;
+}
+
+TEST(RealBackend, EveryGpuCheckRunsThroughTheRealAdaptersOnTheCpuDriver) {
+  if (gpuenv::validate::embedded_validation_fatbin().size == 0) GTEST_SKIP() << "built without CUDA: no kernels";
+  ::unsetenv("CPU_CUDA_FAULTS");
+  HostTree tree;
+  auto backend = make_real_backend(cpu_driver_options(tree));
+  gpuenv::validate::CheckInputs inputs;
+  inputs.level = gpuenv::validate::Level::standard;
+  gpuenv::validate::RunOptions run;
+  run.filter = {"kernels", "throughput"};
+  auto report = gpuenv::validate::run_validation(*backend, inputs, gpuenv::validate::all_checks(), run);
+  ASSERT_TRUE(report.ok()) << report.error().to_string();
+  EXPECT_EQ(report->backend, "nvml+cuda");
+  EXPECT_FALSE(report->could_not_run) << report->could_not_run_reason;
+  std::map<std::string, gpuenv::validate::CheckReport> by_key;
+  for (const auto& check : report->checks) {
+    by_key[check.key] = check;
+    for (const auto& r : check.results) {
+      // Nothing the adapters do may fail on a healthy (CPU) GPU; a SKIP must say why.
+      EXPECT_NE(r.status, gpuenv::validate::Status::fail) << check.key << " GPU " << r.gpu << ": " << r.code << " "
+                                                          << r.message;
+      if (r.status == gpuenv::validate::Status::skip) EXPECT_FALSE(r.message.empty()) << check.key;
+    }
+  }
+  // The checks that measure or compute ran on both GPUs through the real adapters and passed.
+  for (const char* key : {"context_create", "compute_correctness", "memtest", "gemm_consistency", "hbm_bandwidth",
+                          "h2d_bandwidth", "d2h_bandwidth", "gemm_tflops"}) {
+    ASSERT_TRUE(by_key.count(key)) << key << " did not run at standard";
+    ASSERT_EQ(by_key[key].results.size(), 2u) << key;
+    for (const auto& r : by_key[key].results) {
+      EXPECT_NE(r.status, gpuenv::validate::Status::skip) << key << " GPU " << r.gpu << ": " << r.message;
+    }
+  }
+  EXPECT_NE(by_key["gemm_tflops"].results[0].message.find("cublasLt"), std::string::npos)
+      << by_key["gemm_tflops"].results[0].message;
+  for (const char* key : {"p2p_bandwidth", "nccl_allreduce"}) {
+    ASSERT_TRUE(by_key.count(key)) << key;
+    for (const auto& r : by_key[key].results) {
+      EXPECT_NE(r.status, gpuenv::validate::Status::skip) << key << ": " << r.message;
+    }
+  }
+}
+
+TEST(RealBackend, AMemtestBitFlipOnTheCpuDriverFailsOnlyMemtest) {
+  if (gpuenv::validate::embedded_validation_fatbin().size == 0) GTEST_SKIP() << "built without CUDA: no kernels";
+  ScopedEnv fault("CPU_CUDA_FAULTS", "memtest_flip");
+  HostTree tree;
+  auto backend = make_real_backend(cpu_driver_options(tree));
+  gpuenv::validate::CheckInputs inputs;
+  inputs.level = gpuenv::validate::Level::quick;
+  gpuenv::validate::RunOptions run;
+  run.filter = {"memtest", "compute_correctness"};
+  auto report = gpuenv::validate::run_validation(*backend, inputs, gpuenv::validate::all_checks(), run);
+  ASSERT_TRUE(report.ok()) << report.error().to_string();
+  ASSERT_EQ(report->checks.size(), 2u);
+  for (const auto& check : report->checks) {
+    for (const auto& r : check.results) {
+      if (check.key == "memtest") {
+        EXPECT_EQ(r.status, gpuenv::validate::Status::fail) << r.message;
+        EXPECT_EQ(r.code, "memtest_error") << r.message;
+      } else {
+        EXPECT_EQ(r.status, gpuenv::validate::Status::pass) << check.key << ": " << r.message;
+      }
+    }
+  }
 }
 
 TEST(RealBackend, HungCuInitFailsOpenWithoutCallingTheFactory) {

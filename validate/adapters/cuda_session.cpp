@@ -930,18 +930,18 @@ class CudaSession final : public GpuSession {
   Result<ConsistencyResult> run_gemm_consistency(int repetitions) {
     if (repetitions < 1)
       return bad_request("gemm_consistency needs at least one repetition, got " + std::to_string(repetitions));
-    constexpr int k_n = 2048;
-    constexpr std::uint64_t k_elements = static_cast<std::uint64_t>(k_n) * k_n;
-    auto a = alloc(k_elements * 4, "allocating GEMM inputs");
+    const int edge = m_options.consistency_gemm_size;
+    const std::uint64_t elements = static_cast<std::uint64_t>(edge) * static_cast<std::uint64_t>(edge);
+    auto a = alloc(elements * 4, "allocating GEMM inputs");
     if (!a) return std::move(a).error();
-    auto b = alloc(k_elements * 4, "allocating GEMM inputs");
+    auto b = alloc(elements * 4, "allocating GEMM inputs");
     if (!b) return std::move(b).error();
-    auto c = alloc(k_elements * 4, "allocating the GEMM output");
+    auto c = alloc(elements * 4, "allocating the GEMM output");
     if (!c) return std::move(c).error();
     CUdeviceptr pa = a->ptr(), pb = b->ptr(), pc = c->ptr();
 
     auto fill = [&](ref::Fill format) -> Status {
-      unsigned long long n = k_elements, seed_a = m_options.seed + 101, seed_b = m_options.seed + 102;
+      unsigned long long n = elements, seed_a = m_options.seed + 101, seed_b = m_options.seed + 102;
       int f = static_cast<int>(format);
       if (auto s = launch(m_kernels.fill_values, grid_for(n), {&pa, &n, &seed_a, &f}, "fill_values"); !s) return s;
       return launch(m_kernels.fill_values, grid_for(n), {&pb, &n, &seed_b, &f}, "fill_values");
@@ -955,7 +955,7 @@ class CudaSession final : public GpuSession {
     if (CublasLtApi* lt = cublaslt()) {
       for (const bool bf16 : {true, false}) {
         const gemm::GemmTypes types = gemm::consistency_gemm_types(bf16);
-        auto planned = plan_cublaslt(*lt, types, k_n, bf16 ? "bf16 consistency" : "fp32 consistency");
+        auto planned = plan_cublaslt(*lt, types, edge, bf16 ? "bf16 consistency" : "fp32 consistency");
         if (!planned) return std::move(planned).error();
         if (!*planned) continue;
         if (auto s = fill(bf16 ? ref::Fill::random_bf16 : ref::Fill::random_f32); !s) return std::move(s).error();
@@ -975,9 +975,9 @@ class CudaSession final : public GpuSession {
     } else if (blas) {
       if (auto s = fill(ref::Fill::random_bf16); !s) return std::move(s).error();
       cublasStatus st = blas->gemm_ex(
-          blas->handle, k_cublas_op_n, k_cublas_op_n, k_n, k_n, k_n, &alpha, reinterpret_cast<const void*>(pa),
-          input_type, k_n, reinterpret_cast<const void*>(pb), input_type, k_n, &beta, reinterpret_cast<void*>(pc),
-          k_cuda_r_32f, k_n, gemm::k_cublas_compute_32f, k_cublas_gemm_default);
+          blas->handle, k_cublas_op_n, k_cublas_op_n, edge, edge, edge, &alpha, reinterpret_cast<const void*>(pa),
+          input_type, edge, reinterpret_cast<const void*>(pb), input_type, edge, &beta, reinterpret_cast<void*>(pc),
+          k_cuda_r_32f, edge, gemm::k_cublas_compute_32f, k_cublas_gemm_default);
       if (unsupported(st)) {
         input_type = k_cuda_r_32f;
       } else if (st != 0) {
@@ -997,29 +997,29 @@ class CudaSession final : public GpuSession {
     }
 
     for (int r = 0; r < repetitions; ++r) {
-      if (auto s = clear(pc, k_elements * 4, "clearing the GEMM output"); !s) return std::move(s).error();
+      if (auto s = clear(pc, elements * 4, "clearing the GEMM output"); !s) return std::move(s).error();
       if (plan) {
         if (const cublasStatus st = plan->run(&alpha, pa, pb, &beta, pc, m_stream); st != 0)
           return cublaslt_error(*plan->api, "cublasLtMatmul", st, "running a consistency GEMM");
       } else if (blas) {
         const cublasStatus st = blas->gemm_ex(
-            blas->handle, k_cublas_op_n, k_cublas_op_n, k_n, k_n, k_n, &alpha, reinterpret_cast<const void*>(pa),
-            input_type, k_n, reinterpret_cast<const void*>(pb), input_type, k_n, &beta, reinterpret_cast<void*>(pc),
-            k_cuda_r_32f, k_n, gemm::k_cublas_compute_32f, k_cublas_gemm_default);
+            blas->handle, k_cublas_op_n, k_cublas_op_n, edge, edge, edge, &alpha, reinterpret_cast<const void*>(pa),
+            input_type, edge, reinterpret_cast<const void*>(pb), input_type, edge, &beta, reinterpret_cast<void*>(pc),
+            k_cuda_r_32f, edge, gemm::k_cublas_compute_32f, k_cublas_gemm_default);
         if (st != 0) {
           return make_error(ErrorKind::environment, "cuda.cublas",
                             "cublasGemmEx failed with " + blas->name_of(st) + " on " + m_bus_id, blas->library,
                             "check that the image's cuBLAS matches the driver");
         }
       } else {
-        int m = k_n, n = k_n, k = k_n;
-        constexpr unsigned k_tiles = (k_n + 31) / 32;
-        if (auto s = launch(m_kernels.gemm_simple, k_tiles, {&pa, &pb, &pc, &m, &n, &k}, "gemm_simple", k_tiles, 32, 8);
+        int m = edge, n = edge, k = edge;
+        const auto tiles = static_cast<unsigned>((edge + 31) / 32);
+        if (auto s = launch(m_kernels.gemm_simple, tiles, {&pa, &pb, &pc, &m, &n, &k}, "gemm_simple", tiles, 32, 8);
             !s) {
           return std::move(s).error();
         }
       }
-      auto digest = device_digest(pc, k_elements / 2, "digesting a GEMM result");
+      auto digest = device_digest(pc, elements / 2, "digesting a GEMM result");
       if (!digest) return std::move(digest).error();
       result.result_digests.push_back(*digest);
     }
@@ -1041,13 +1041,13 @@ class CudaSession final : public GpuSession {
     auto free_bytes = free_memory();
     if (!free_bytes) return std::move(free_bytes).error();
     // 8192^3 keeps the GPU busy for a few ms per GEMM on the fastest GPUs; 4096 where memory is short.
-    int n = 8192;
+    int n = m_options.tflops_gemm_size;
+    const int smallest = std::min(2048, n);
     auto bytes_for = [&](int size) {
       const auto e = static_cast<std::uint64_t>(size) * static_cast<std::uint64_t>(size);
       return e * (2 * type->input_bytes + type->output_bytes);
     };
-    if (bytes_for(n) > *free_bytes / 2) n = 4096;
-    if (bytes_for(n) > *free_bytes / 2) n = 2048;
+    while (bytes_for(n) > *free_bytes / 2 && n / 2 >= smallest) n /= 2;
     const std::uint64_t elements = static_cast<std::uint64_t>(n) * static_cast<std::uint64_t>(n);
     auto a = alloc(elements * type->input_bytes, "allocating GEMM inputs");
     if (!a) return std::move(a).error();
@@ -1122,7 +1122,7 @@ class CudaSession final : public GpuSession {
         return std::move(ms).error();
       }
       warm_ms = *ms;
-      if (warm_ms <= 250 || size <= 2048) break;
+      if (warm_ms <= 250 || size / 2 < smallest) break;
       size /= 2;
     }
     const int iterations = static_cast<int>(std::clamp(std::ceil(100.0 / std::max(warm_ms, 1e-3)), 1.0, 50.0));
@@ -1344,6 +1344,14 @@ class CudaSession final : public GpuSession {
 
 Result<std::unique_ptr<GpuSession>> open_cuda_session(const std::string& pci_bus_id,
                                                       const CudaSessionOptions& options) {
+  for (const auto& [name, size] : {std::pair<const char*, int>{"consistency_gemm_size", options.consistency_gemm_size},
+                                   {"tflops_gemm_size", options.tflops_gemm_size}}) {
+    if (size < 32 || size > 16384 || size % 32 != 0) {
+      return make_error(ErrorKind::usage, "validate.bad_request",
+                        std::string(name) + " must be a multiple of 32 from 32 to 16384, got " + std::to_string(size),
+                        "cuda_session", "this is a bug in the caller");
+    }
+  }
   try {
     auto api = load_driver(options.library);
     if (!api) return std::move(api).error();

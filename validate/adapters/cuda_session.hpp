@@ -47,6 +47,13 @@ struct CudaSessionOptions {
   /// GEMM on this GPU; the first whose handle can be created on this driver is used. Empty: never use cuBLAS.
   std::vector<std::string> cublas_libraries = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
   int numa_node = -1;  ///< NUMA node of the GPU: pinned host buffers are placed there when >= 0
+  /// Edge of gemm_consistency's square GEMM. A multiple of 32 from 32 to 16384; 2048 keeps a GEMM a few ms long
+  /// on a GPU (the contract tests on the CPU driver make it small).
+  int consistency_gemm_size = 2048;
+  /// Largest edge of gemm_tflops's square GEMMs, a multiple of 32 from 32 to 16384: halved while the three matrices
+  /// would take more than half of the free memory or a warm-up GEMM takes over 250 ms, down to 2048 (or this size
+  /// when it is smaller).
+  int tflops_gemm_size = 8192;
   /// Longest a single GPU operation may run before the session reports `cuda.timeout` and stops using the GPU.
   std::chrono::milliseconds operation_timeout{30000};
   std::uint64_t seed = 1;  ///< seeds the compute kernels and the data of the bandwidth measurements

@@ -743,6 +743,7 @@ Result<std::optional<Samples>> run_nccl(const MultiGpuOptions& options, const st
   Samples result;
   result.unit = "GB/s";
   result.engine = "nccl";
+  result.library = nccl->library;  // the image's NCCL with --image, else the host's: the report names which ran
   for (int sample = 0; sample < samples; ++sample) {
     if (auto s = clear_all("clearing the all-reduce output"); !s) return std::move(s).error();
     auto ms = timed(iterations, what);

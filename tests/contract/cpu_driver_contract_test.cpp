@@ -1,0 +1,445 @@
+// Contract tests of the real CUDA adapters (validate/adapters/cuda_session.cpp and multi_gpu.cpp) run end to end
+// against the CPU test doubles of libcuda, cuBLAS/cuBLASLt and NCCL (tests/contract/cpu_cuda.cpp, cpu_cublas.cpp,
+// cpu_nccl.cpp): every session method, both multi-GPU measurements, every fallback between GEMM engines, and the
+// faults the doubles inject (bit flips, corrupted copies, wrong or drifting GEMMs, hung kernels) each give the
+// answer or error the checks rely on. The doubles execute the embedded validation kernels' reference code, so
+// these tests need a build with the kernels (nvcc); they skip, saying so, in a build without CUDA.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "validate/adapters/cuda_session.hpp"
+#include "validate/adapters/multi_gpu.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using gpuenv::validate::CudaSessionOptions;
+using gpuenv::validate::GpuSession;
+using gpuenv::validate::MemtestRequest;
+using gpuenv::validate::MultiGpuOptions;
+
+constexpr const char* k_gpu0 = "00000000:19:00.0";
+constexpr const char* k_gpu1 = "00000000:3B:00.0";
+
+/// Sets an environment variable (a fault list of a CPU double) for the guard's lifetime.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : m_name(name) { ::setenv(name, value.c_str(), 1); }
+  ~ScopedEnv() { ::unsetenv(m_name); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* m_name;
+};
+
+/// A counter exported by a CPU double (cpucublas_gemm_count, ...), read through dlsym on the loaded library.
+unsigned long long counter(const char* library, const char* name) {
+  void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return 0;
+  auto fn = reinterpret_cast<unsigned long long (*)()>(dlsym(handle, name));
+  return fn ? fn() : 0;
+}
+
+class CpuDriver : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::unsetenv("CPU_CUDA_FAULTS");
+    ::unsetenv("CPU_CUBLAS_FAULTS");
+    ::unsetenv("CPU_NCCL_FAULTS");
+    if (gpuenv::validate::embedded_validation_fatbin().size == 0) {
+      GTEST_SKIP() << "built without CUDA: no validation kernels embedded for the CPU driver to run";
+    }
+  }
+
+  /// Options for a session on the CPU driver: small GEMMs (the CPU computes them), the CPU cuBLAS as both
+  /// libraries.
+  static CudaSessionOptions options() {
+    CudaSessionOptions o;
+    o.library = CPU_CUDA_PATH;
+    o.fatbin = gpuenv::validate::embedded_validation_fatbin();
+    o.cublaslt_libraries = {CPU_CUBLAS_PATH};
+    o.cublas_libraries = {CPU_CUBLAS_PATH};
+    o.consistency_gemm_size = 96;
+    o.tflops_gemm_size = 128;
+    o.operation_timeout = 20s;
+    return o;
+  }
+
+  static std::unique_ptr<GpuSession> open(const CudaSessionOptions& o, const char* bus_id = k_gpu0) {
+    auto session = gpuenv::validate::open_cuda_session(bus_id, o);
+    EXPECT_TRUE(session.ok()) << (session.ok() ? "" : session.error().id + ": " + session.error().message);
+    return session.ok() ? std::move(*session) : nullptr;
+  }
+
+  static MultiGpuOptions multi_options() {
+    MultiGpuOptions o;
+    o.cuda_library = CPU_CUDA_PATH;
+    o.fatbin = gpuenv::validate::embedded_validation_fatbin();
+    o.nccl_libraries = {CPU_NCCL_PATH};
+    o.operation_timeout = 20s;
+    return o;
+  }
+};
+
+// ---- opening a session -----------------------------------------------------------------------------------------
+
+TEST_F(CpuDriver, BusIdsComeInCudaOrder) {
+  auto ids = gpuenv::validate::cuda_device_bus_ids(CPU_CUDA_PATH);
+  ASSERT_TRUE(ids.ok()) << ids.error().message;
+  EXPECT_EQ(*ids, (std::vector<std::string>{k_gpu0, k_gpu1}));
+}
+
+TEST_F(CpuDriver, SessionOpensOnEitherGpuByNvmlBusId) {
+  EXPECT_NE(open(options(), k_gpu0), nullptr);
+  EXPECT_NE(open(options(), "00000000:3b:00.0"), nullptr);  // NVML's and CUDA's spellings differ in case only
+}
+
+TEST_F(CpuDriver, UnknownBusIdIsCudaDevice) {
+  auto session = gpuenv::validate::open_cuda_session("00000000:99:00.0", options());
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.error().id, "cuda.device");
+}
+
+TEST_F(CpuDriver, FailedCuInitIsCudaInit) {
+  ScopedEnv fault("CPU_CUDA_FAULTS", "init");
+  auto session = gpuenv::validate::open_cuda_session(k_gpu0, options());
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.error().id, "cuda.init");
+}
+
+TEST_F(CpuDriver, AnImageThatIsNoFatbinIsCudaModule) {
+  static const unsigned char not_a_fatbin[64] = {0x7f, 'E', 'L', 'F'};
+  auto o = options();
+  o.fatbin = gpuenv::validate::FatbinImage{not_a_fatbin, sizeof not_a_fatbin};
+  auto session = gpuenv::validate::open_cuda_session(k_gpu0, o);
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.error().id, "cuda.module");
+  EXPECT_NE(session.error().message.find("CUDA_ERROR_INVALID_IMAGE"), std::string::npos) << session.error().message;
+}
+
+TEST_F(CpuDriver, GemmSizesMustBeWholeTiles) {
+  auto o = options();
+  o.consistency_gemm_size = 100;
+  auto session = gpuenv::validate::open_cuda_session(k_gpu0, o);
+  ASSERT_FALSE(session.ok());
+  EXPECT_EQ(session.error().id, "validate.bad_request");
+}
+
+// ---- compute and memory ----------------------------------------------------------------------------------------
+
+TEST_F(CpuDriver, ComputeKernelsMatchTheHostReference) {
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  auto mismatches = session->compute_mismatches();
+  ASSERT_TRUE(mismatches.ok()) << mismatches.error().message;
+  EXPECT_EQ(*mismatches, 0u);
+}
+
+TEST_F(CpuDriver, AWrongComputeWordIsCounted) {
+  ScopedEnv fault("CPU_CUDA_FAULTS", "compute");
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  auto mismatches = session->compute_mismatches();
+  ASSERT_TRUE(mismatches.ok()) << mismatches.error().message;
+  EXPECT_EQ(*mismatches, 1u);
+}
+
+TEST_F(CpuDriver, MemtestRunsEveryPatternOverTheRequestedShare) {
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  auto result = session->memtest(MemtestRequest{0.25, 60000, 7});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result->errors, 0u);
+  EXPECT_FALSE(result->truncated_by_deadline);
+  EXPECT_EQ(result->patterns, (std::vector<std::string>{"walking_ones", "walking_zeros", "own_address",
+                                                        "moving_inversions", "moving_inversions_complement",
+                                                        "random"}));
+  // A quarter of what was free (512 MiB less the session's own few bytes), rounded down to whole words.
+  EXPECT_GT(result->bytes_tested, 127u << 20);
+  EXPECT_LE(result->bytes_tested, 128u << 20);
+}
+
+TEST_F(CpuDriver, MemtestReportsAFlippedBitWithItsOffset) {
+  ScopedEnv fault("CPU_CUDA_FAULTS", "memtest_flip");
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  auto result = session->memtest(MemtestRequest{0.0625, 60000, 7});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  // One region; the double flips its middle word after each of the five writes. The moving-inversions check
+  // rewrites every word with the complement, so its second check finds nothing.
+  const std::uint64_t words = result->bytes_tested / 8;
+  EXPECT_EQ(result->errors, 5u);
+  EXPECT_EQ(result->first_error_offset, (words / 2) * 8);
+  EXPECT_EQ(result->expected ^ result->actual, 0x8u);
+}
+
+TEST_F(CpuDriver, MemtestStopsAtItsDeadline) {
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  auto result = session->memtest(MemtestRequest{0.9, 1, 7});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_TRUE(result->truncated_by_deadline);
+  EXPECT_LT(result->patterns.size(), 6u);
+}
+
+// ---- bandwidth -------------------------------------------------------------------------------------------------
+
+TEST_F(CpuDriver, HbmBandwidthSamplesAreVerified) {
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  auto samples = session->hbm_bandwidth(3);
+  ASSERT_TRUE(samples.ok()) << samples.error().message;
+  EXPECT_EQ(samples->values.size(), 3u);
+  for (double v : samples->values) EXPECT_GT(v, 0);
+  EXPECT_TRUE(samples->data_verified);
+  EXPECT_EQ(samples->unit, "GB/s");
+  EXPECT_EQ(samples->engine, "gpuenv");
+}
+
+TEST_F(CpuDriver, ACorruptedDeviceCopyIsADataMismatch) {
+  ScopedEnv fault("CPU_CUDA_FAULTS", "copy_corrupt");
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  auto samples = session->hbm_bandwidth(3);
+  ASSERT_FALSE(samples.ok());
+  EXPECT_EQ(samples.error().id, "validate.data_mismatch");
+}
+
+TEST_F(CpuDriver, HostCopiesBothWaysAreVerified) {
+  for (const int numa_node : {-1, 0}) {  // cuMemHostAlloc, then mmap + mbind + cuMemHostRegister
+    auto o = options();
+    o.numa_node = numa_node;
+    auto session = open(o);
+    ASSERT_NE(session, nullptr);
+    for (const bool to_device : {true, false}) {
+      auto samples = session->copy_bandwidth(to_device, 3);
+      ASSERT_TRUE(samples.ok()) << samples.error().message;
+      EXPECT_EQ(samples->values.size(), 3u);
+      EXPECT_TRUE(samples->data_verified);
+    }
+  }
+}
+
+TEST_F(CpuDriver, CorruptedHostCopiesAreDataMismatchesBothWays) {
+  ScopedEnv fault("CPU_CUDA_FAULTS", "memcpy_corrupt");
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  for (const bool to_device : {true, false}) {
+    auto samples = session->copy_bandwidth(to_device, 2);
+    ASSERT_FALSE(samples.ok()) << (to_device ? "h2d" : "d2h");
+    EXPECT_EQ(samples.error().id, "validate.data_mismatch");
+  }
+}
+
+// ---- GEMMs -----------------------------------------------------------------------------------------------------
+
+TEST_F(CpuDriver, ConsistencyRunsOnCublasLtWhenItLoads) {
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  const auto before = counter(CPU_CUBLAS_PATH, "cpucublas_lt_matmul_count");
+  auto result = session->gemm_consistency(4);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result->engine, "cublasLt");
+  EXPECT_EQ(result->library, CPU_CUBLAS_PATH);
+  ASSERT_EQ(result->result_digests.size(), 4u);
+  EXPECT_EQ(std::set<std::uint64_t>(result->result_digests.begin(), result->result_digests.end()).size(), 1u);
+  EXPECT_GE(counter(CPU_CUBLAS_PATH, "cpucublas_lt_matmul_count") - before, 5u);  // a warm-up and four runs
+}
+
+TEST_F(CpuDriver, ConsistencyFallsBackToCublasWhenCublasLtCannotStart) {
+  ScopedEnv fault("CPU_CUBLAS_FAULTS", "lt_create");
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  auto result = session->gemm_consistency(3);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result->engine, "cublas");
+  EXPECT_EQ(std::set<std::uint64_t>(result->result_digests.begin(), result->result_digests.end()).size(), 1u);
+}
+
+TEST_F(CpuDriver, ConsistencyTakesFp32OnCublasLtWithoutBf16) {
+  ScopedEnv fault("CPU_CUBLAS_FAULTS", "lt_no_bf16");
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  auto result = session->gemm_consistency(2);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result->engine, "cublasLt");
+}
+
+TEST_F(CpuDriver, ConsistencyWithoutAnyBlasUsesTheOwnKernel) {
+  auto o = options();
+  o.cublaslt_libraries = {};
+  o.cublas_libraries = {};
+  auto session = open(o);
+  ASSERT_NE(session, nullptr);
+  auto result = session->gemm_consistency(3);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result->engine, "gpuenv");
+  EXPECT_EQ(result->library, "");
+  EXPECT_EQ(std::set<std::uint64_t>(result->result_digests.begin(), result->result_digests.end()).size(), 1u);
+}
+
+TEST_F(CpuDriver, DriftingGemmsGiveDifferentDigests) {
+  ScopedEnv fault("CPU_CUBLAS_FAULTS", "drift");
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  auto result = session->gemm_consistency(4);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_GT(std::set<std::uint64_t>(result->result_digests.begin(), result->result_digests.end()).size(), 1u);
+}
+
+TEST_F(CpuDriver, TflopsOfEveryTypeAreVerifiedOnCublasLt) {
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  for (const char* dtype : {"bf16", "fp16", "tf32", "fp64"}) {
+    auto samples = session->gemm_tflops(dtype, 3);
+    ASSERT_TRUE(samples.ok()) << dtype << ": " << samples.error().message;
+    ASSERT_TRUE(samples->has_value()) << dtype;
+    EXPECT_EQ((*samples)->values.size(), 3u) << dtype;
+    EXPECT_TRUE((*samples)->data_verified) << dtype;
+    EXPECT_EQ((*samples)->unit, "TFLOPS");
+    EXPECT_EQ((*samples)->engine, "cublasLt") << dtype;
+    EXPECT_EQ((*samples)->library, CPU_CUBLAS_PATH);
+  }
+}
+
+TEST_F(CpuDriver, TflopsFallBackToCublasWhenCublasLtRefusesTheMatmul) {
+  ScopedEnv fault("CPU_CUBLAS_FAULTS", "lt_matmul_unsupported");
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  auto samples = session->gemm_tflops("bf16", 2);
+  ASSERT_TRUE(samples.ok()) << samples.error().message;
+  ASSERT_TRUE(samples->has_value());
+  EXPECT_EQ((*samples)->engine, "cublas");
+  EXPECT_TRUE((*samples)->data_verified);
+}
+
+TEST_F(CpuDriver, TflopsFallBackToCublasWhenCublasLtHasNoAlgorithm) {
+  ScopedEnv fault("CPU_CUBLAS_FAULTS", "lt_no_algo");
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  auto samples = session->gemm_tflops("fp16", 2);
+  ASSERT_TRUE(samples.ok()) << samples.error().message;
+  ASSERT_TRUE(samples->has_value());
+  EXPECT_EQ((*samples)->engine, "cublas");
+}
+
+TEST_F(CpuDriver, TflopsWithoutAnyBlasAreNotMeasured) {
+  auto o = options();
+  o.cublaslt_libraries = {};
+  o.cublas_libraries = {};
+  auto session = open(o);
+  ASSERT_NE(session, nullptr);
+  auto samples = session->gemm_tflops("bf16", 2);
+  ASSERT_TRUE(samples.ok()) << samples.error().message;
+  EXPECT_FALSE(samples->has_value());
+}
+
+TEST_F(CpuDriver, AWrongGemmResultIsADataMismatch) {
+  ScopedEnv fault("CPU_CUBLAS_FAULTS", "wrong");
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  auto samples = session->gemm_tflops("bf16", 2);
+  ASSERT_FALSE(samples.ok());
+  EXPECT_EQ(samples.error().id, "validate.data_mismatch");
+}
+
+// ---- a hung kernel ---------------------------------------------------------------------------------------------
+
+TEST_F(CpuDriver, AHungKernelTimesOutAndBreaksTheSession) {
+  ScopedEnv fault("CPU_CUDA_FAULTS", "hang:stream_copy");
+  auto o = options();
+  o.operation_timeout = 300ms;
+  auto session = open(o);
+  ASSERT_NE(session, nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  auto samples = session->hbm_bandwidth(3);
+  ASSERT_FALSE(samples.ok());
+  EXPECT_EQ(samples.error().id, "cuda.timeout");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  auto later = session->compute_mismatches();
+  ASSERT_FALSE(later.ok());
+  EXPECT_EQ(later.error().id, "cuda.broken");
+}
+
+// ---- multi-GPU -------------------------------------------------------------------------------------------------
+
+TEST_F(CpuDriver, PeerCopiesAreMeasuredAndVerifiedBothWays) {
+  for (const auto& [from, to] : {std::pair{k_gpu0, k_gpu1}, std::pair{k_gpu1, k_gpu0}}) {
+    auto samples = gpuenv::validate::measure_p2p_bandwidth(multi_options(), from, to, 3);
+    ASSERT_TRUE(samples.ok()) << samples.error().id << ": " << samples.error().message;
+    ASSERT_TRUE(samples->has_value());
+    EXPECT_EQ((*samples)->values.size(), 3u);
+    EXPECT_TRUE((*samples)->data_verified);
+    EXPECT_EQ((*samples)->unit, "GB/s");
+  }
+}
+
+TEST_F(CpuDriver, PeerCopiesWithoutPeerAccessAreNotMeasured) {
+  ScopedEnv fault("CPU_CUDA_FAULTS", "no_peer");
+  auto samples = gpuenv::validate::measure_p2p_bandwidth(multi_options(), k_gpu0, k_gpu1, 2);
+  ASSERT_TRUE(samples.ok()) << samples.error().message;
+  EXPECT_FALSE(samples->has_value());
+}
+
+TEST_F(CpuDriver, ACorruptedPeerCopyIsADataMismatch) {
+  ScopedEnv fault("CPU_CUDA_FAULTS", "peer_corrupt");
+  auto samples = gpuenv::validate::measure_p2p_bandwidth(multi_options(), k_gpu0, k_gpu1, 2);
+  ASSERT_FALSE(samples.ok());
+  EXPECT_EQ(samples.error().id, "validate.data_mismatch");
+}
+
+TEST_F(CpuDriver, NcclAllReduceIsMeasuredAndVerifiedOnOneAndTwoGpus) {
+  for (const auto& ids : {std::vector<std::string>{k_gpu0}, std::vector<std::string>{k_gpu0, k_gpu1}}) {
+    const auto before = counter(CPU_NCCL_PATH, "cpunccl_allreduce_count");
+    auto samples = gpuenv::validate::measure_nccl_allreduce(multi_options(), ids, 3);
+    ASSERT_TRUE(samples.ok()) << samples.error().id << ": " << samples.error().message;
+    ASSERT_TRUE(samples->has_value());
+    EXPECT_EQ((*samples)->values.size(), 3u);
+    EXPECT_TRUE((*samples)->data_verified);
+    EXPECT_EQ((*samples)->engine, "nccl");
+    EXPECT_EQ((*samples)->library, CPU_NCCL_PATH);
+    EXPECT_GT(counter(CPU_NCCL_PATH, "cpunccl_allreduce_count"), before);
+  }
+}
+
+TEST_F(CpuDriver, AWrongAllReduceSumIsADataMismatch) {
+  ScopedEnv fault("CPU_NCCL_FAULTS", "corrupt");
+  auto samples = gpuenv::validate::measure_nccl_allreduce(multi_options(), {k_gpu0, k_gpu1}, 2);
+  ASSERT_FALSE(samples.ok());
+  EXPECT_EQ(samples.error().id, "validate.data_mismatch");
+}
+
+TEST_F(CpuDriver, AFailedNcclSetupIsNcclCall) {
+  ScopedEnv fault("CPU_NCCL_FAULTS", "init");
+  auto samples = gpuenv::validate::measure_nccl_allreduce(multi_options(), {k_gpu0, k_gpu1}, 2);
+  ASSERT_FALSE(samples.ok());
+  EXPECT_EQ(samples.error().id, "nccl.call");
+}
+
+TEST_F(CpuDriver, AnNcclAsyncErrorIsNcclCall) {
+  ScopedEnv fault("CPU_NCCL_FAULTS", "async_error");
+  auto samples = gpuenv::validate::measure_nccl_allreduce(multi_options(), {k_gpu0, k_gpu1}, 2);
+  ASSERT_FALSE(samples.ok());
+  EXPECT_EQ(samples.error().id, "nccl.call");
+  EXPECT_NE(samples.error().message.find("ncclCommGetAsyncError"), std::string::npos) << samples.error().message;
+}
+
+TEST_F(CpuDriver, AHungAllReduceTimesOut) {
+  ScopedEnv fault("CPU_NCCL_FAULTS", "hang");
+  auto o = multi_options();
+  o.operation_timeout = 300ms;
+  const auto start = std::chrono::steady_clock::now();
+  auto samples = gpuenv::validate::measure_nccl_allreduce(o, {k_gpu0, k_gpu1}, 2);
+  ASSERT_FALSE(samples.ok());
+  EXPECT_EQ(samples.error().id, "cuda.timeout");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+}  // namespace
