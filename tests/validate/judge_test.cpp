@@ -271,3 +271,11 @@ TEST(UnitSuffix, NamesMetricsByUnit) {
 }
 
 }  // namespace
+
+TEST(MeasuredFigure, KeepsOneDecimalFromOneUpAndThreeDigitsBelow) {
+  EXPECT_EQ(gpuenv::validate::measured(4205.04), "4205.0");
+  EXPECT_EQ(gpuenv::validate::measured(1.0), "1.0");
+  EXPECT_EQ(gpuenv::validate::measured(0.0), "0.0");
+  EXPECT_EQ(gpuenv::validate::measured(0.00123456), "0.00123") << "a slow GEMM on a small GPU is not 0.0 TFLOPS";
+  EXPECT_EQ(gpuenv::validate::measured(0.5), "0.5");
+}

@@ -76,12 +76,6 @@ std::string pci_id_text(std::uint32_t pci_device_id) {
   return buffer;
 }
 
-std::string fixed(double value, int decimals) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
-  return buffer;
-}
-
 bool past_deadline(const CheckContext& context) { return std::chrono::steady_clock::now() > context.deadline; }
 
 std::optional<std::string> needs_driver_and_gpus(const CheckContext& context) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "validate/check.hpp"
+#include "validate/checks/judge.hpp"  // fixed(), measured()
 
 namespace gpuenv::validate::checks {
 
@@ -79,8 +80,6 @@ GpuOutcome out_of_time(int gpu);
 std::string gpu_label(const GpuInfo& gpu);
 /// "0x2330".
 std::string pci_id_text(std::uint32_t pci_device_id);
-/// A number with `decimals` decimals.
-std::string fixed(double value, int decimals);
 /// Whether the check's deadline has passed (a check stops visiting GPUs then; the runner has already failed it).
 bool past_deadline(const CheckContext& context);
 /// The reason a GPU check cannot run (no driver, no GPU selected), or empty.

@@ -10,15 +10,22 @@
 namespace gpuenv::validate {
 namespace {
 
+std::string percent(double fraction) { return fixed(fraction * 100.0, 0) + "%"; }
+
+}  // namespace
+
 std::string fixed(double value, int decimals) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
   return buffer;
 }
 
-std::string percent(double fraction) { return fixed(fraction * 100.0, 0) + "%"; }
-
-}  // namespace
+std::string measured(double value) {
+  if (value == 0 || std::fabs(value) >= 1 || !std::isfinite(value)) return fixed(value, 1);
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.3g", value);  // 0.00123, not 0.0: a slow measurement still shows
+  return buffer;
+}
 
 std::optional<SampleStats> sample_stats(std::vector<double> values) {
   if (values.empty()) return std::nullopt;
@@ -92,8 +99,8 @@ MetricJudgement judge_samples(std::string_view metric, const Samples& samples, c
   out.metrics.push_back({p + "max_" + suffix, stats.max, samples.unit});
   std::string engine = engine_text(samples.engine, samples.library);
   if (!engine.empty()) engine = ", " + engine;
-  out.message = "median " + fixed(stats.median, 1) + " " + samples.unit + " (min " + fixed(stats.min, 1) + ", max " +
-                fixed(stats.max, 1) + ", " + std::to_string(stats.count) + " samples" + engine + ")";
+  out.message = "median " + measured(stats.median) + " " + samples.unit + " (min " + measured(stats.min) + ", max " +
+                measured(stats.max) + ", " + std::to_string(stats.count) + " samples" + engine + ")";
 
   if (!rule.reference) {
     out.status = Status::pass;

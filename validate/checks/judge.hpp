@@ -25,6 +25,13 @@ namespace gpuenv::validate {
 /// Fewest samples a throughput measurement is judged on (issue 5: median of at least 3).
 inline constexpr std::size_t k_min_samples = 3;
 
+/// A number with `decimals` decimals.
+std::string fixed(double value, int decimals);
+
+/// A measured figure for a message: one decimal from 1 up, three significant digits below (0.00123), so a slow but
+/// nonzero measurement never reads as 0.0.
+std::string measured(double value);
+
 /// Median, minimum and maximum of a sample set.
 struct SampleStats {
   double median = 0, min = 0, max = 0;

@@ -327,8 +327,8 @@ class GemmSustained final : public SpecCheck {
     }
     if (ratio && *ratio < k_sustained_min_ratio) {
       worse_of(outcome(gpu.index, Status::warn,
-                       "throughput fell to " + fixed(*ratio * 100, 0) + "% of its start (" + fixed(last, 1) + " of " +
-                           fixed(first, 1) + " TFLOPS) under " + load,
+                       "throughput fell to " + fixed(*ratio * 100, 0) + "% of its start (" + measured(last) + " of " +
+                           measured(first) + " TFLOPS) under " + load,
                        "throughput_degraded"));
     }
     if (ratio) metrics.push_back({"tflops_ratio", *ratio, "ratio"});
