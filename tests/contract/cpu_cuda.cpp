@@ -25,8 +25,14 @@
 // peer_corrupt (peer copies corrupt word 3), no_peer (no device reaches another), hang:<kernel> (that kernel never
 // finishes: its stream stays busy for good).
 //
+// Built with CPU_CUDA_LAZY (libcpu_cuda_lazy.so), it is a driver from before CUDA 12.4 with lazy loading on: there
+// is no cuFuncLoad, and a function's first launch waits until every stream of its device is idle, as the driver
+// loads the code then. A launch queued behind a held stream (spin_wait) before the function was loaded therefore
+// waits until the spin gives up, which is what the adapters' warm-ups must avoid.
+//
 // Nothing is ever freed back to the C library while the process lives, except device and host allocations: streams,
-// events and modules stay in global registries, so a stream left hung by a test is reachable, not a leak.
+// events and modules stay in global registries that are never destroyed (not even at exit), so what a hung stream or
+// an adapter that deliberately leaks on a timeout still holds is reachable, not a leak to LeakSanitizer.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -141,11 +147,11 @@ struct Allocation {
 
 std::once_flag g_init_once;
 std::atomic<bool> g_initialised{false};
-std::vector<std::unique_ptr<Device>> g_devices;  // fixed after the first cuInit
+auto& g_devices = *new std::vector<std::unique_ptr<Device>>;  // fixed after the first cuInit
 int g_sms = 4;
 
 std::mutex g_memory_mutex;
-std::map<std::uint64_t, Allocation> g_allocations;  // by start address
+auto& g_allocations = *new std::map<std::uint64_t, Allocation>;  // by start address
 
 thread_local Device* t_current = nullptr;
 
@@ -219,8 +225,8 @@ struct Stream {
 };
 
 std::mutex g_registry_mutex;
-std::set<Stream*> g_streams;          // live streams
-std::vector<Stream*> g_all_streams;   // every stream ever made (kept reachable: a hung worker still uses its own)
+auto& g_streams = *new std::set<Stream*>;         // live streams
+auto& g_all_streams = *new std::vector<Stream*>;  // every stream ever made (a hung worker still uses its own)
 
 void worker(Stream* s) {
   std::unique_lock lock(s->mutex);
@@ -263,7 +269,8 @@ struct Event {
   std::atomic<bool> recorded{false};
   std::atomic<std::int64_t> ns{0};
 };
-std::set<Event*> g_events;
+auto& g_events = *new std::set<Event*>;         // live events
+auto& g_all_events = *new std::vector<Event*>;  // every event ever made (a queued record may still set it)
 
 Event* live_event(void* handle) {
   std::lock_guard lock(g_registry_mutex);
@@ -294,14 +301,16 @@ struct Function {
   Kernel kernel;
   const char* name;
   Device* device = nullptr;
+  std::atomic<bool> loaded{false};  // CPU_CUDA_LAZY: the code is loaded at the first launch
 };
 
 struct Module {
   Device* device = nullptr;
   std::vector<std::unique_ptr<Function>> functions;
 };
-std::set<Module*> g_modules;
-std::vector<Function*> g_functions;  // every function ever handed out, for handle checks
+auto& g_modules = *new std::set<Module*>;         // loaded modules
+auto& g_all_modules = *new std::vector<Module*>;  // every module ever loaded (a racing launch may read its functions)
+auto& g_functions = *new std::vector<Function*>;  // every function ever handed out, for handle checks
 
 constexpr std::pair<Kernel, const char*> k_kernel_names[] = {
     {Kernel::spin_wait, "spin_wait"},         {Kernel::compute_int, "compute_int"},
@@ -539,6 +548,24 @@ CUresult prepare_launch(const Function& f, unsigned gx, unsigned gy, unsigned gz
 }
 
 CUresult need_context() { return t_current ? k_success : k_invalid_context; }
+
+// Whether every live stream of `device` has nothing queued or running.
+bool device_idle(const Device* device) {
+  std::lock_guard registry(g_registry_mutex);
+  for (Stream* s : g_streams) {
+    if (s->device != device) continue;
+    std::lock_guard lock(s->mutex);
+    if (!s->queue.empty() || s->busy) return false;
+  }
+  return true;
+}
+
+// A lazy driver's first launch of `f`: the code is loaded once the device is idle.
+void load_lazily(Function& f) {
+  if (f.loaded) return;
+  while (!device_idle(f.device)) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  f.loaded = true;
+}
 
 }  // namespace
 
@@ -897,6 +924,7 @@ CUresult cuEventCreate(void** event, unsigned flags) {
   auto* e = new Event;  // kept for the process's lifetime: a hung stream may still hold it
   std::lock_guard lock(g_registry_mutex);
   g_events.insert(e);
+  g_all_events.push_back(e);
   *event = e;
   return k_success;
 }
@@ -960,6 +988,7 @@ CUresult cuModuleLoadData(void** module, const void* image) {
   }
   std::lock_guard lock(g_registry_mutex);
   g_modules.insert(m);
+  g_all_modules.push_back(m);
   for (const auto& f : m->functions) g_functions.push_back(f.get());
   *module = m;
   return k_success;
@@ -985,17 +1014,26 @@ CUresult cuModuleGetFunction(void** function, void* module, const char* name) {
   return k_not_found;
 }
 
-CUresult cuFuncLoad(void* function) {
+namespace {
+bool known_function(void* function) {
   std::lock_guard lock(g_registry_mutex);
-  return std::find(g_functions.begin(), g_functions.end(), function) != g_functions.end() ? k_success
-                                                                                            : k_invalid_handle;
+  return std::find(g_functions.begin(), g_functions.end(), function) != g_functions.end();
 }
+}  // namespace
+
+#ifndef CPU_CUDA_LAZY
+CUresult cuFuncLoad(void* function) {
+  if (!known_function(function)) return k_invalid_handle;
+  static_cast<Function*>(function)->loaded = true;
+  return k_success;
+}
+#endif
 
 CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shared_bytes, void* stream, void** params, void** extra) {
   if (CUresult rc = need_context(); rc != k_success) return rc;
-  if (cuFuncLoad(function) != k_success) return k_invalid_handle;
-  const auto* f = static_cast<const Function*>(function);
+  if (!known_function(function)) return k_invalid_handle;
+  auto* f = static_cast<Function*>(function);
   if (f->device != t_current) return k_invalid_handle;  // a function of another context's module
   if (stream) {
     Stream* s = live_stream(stream);
@@ -1004,6 +1042,9 @@ CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, u
   if (extra || shared_bytes > 48 * 1024) return k_invalid_value;
   std::function<void()> work;
   if (CUresult rc = prepare_launch(*f, gx, gy, gz, bx, by, bz, params, work); rc != k_success) return rc;
+#ifdef CPU_CUDA_LAZY
+  load_lazily(*f);
+#endif
   return enqueue(stream, std::move(work));
 }
 

@@ -368,6 +368,78 @@ TEST_F(CpuDriver, AHungKernelTimesOutAndBreaksTheSession) {
   EXPECT_EQ(later.error().id, "cuda.broken");
 }
 
+// ---- a driver without cuFuncLoad (before CUDA 12.4) and with lazy loading ---------------------------------------
+
+/// The CPU driver's lazy variant, driven directly: a function whose first launch is queued behind a held stream
+/// waits for the spin to give up. This is the trap the adapters' unheld warm-ups avoid; the test shows the double
+/// springs it.
+TEST_F(CpuDriver, LazyDriverStallsAFirstLaunchBehindAHeldStream) {
+  void* lib = dlopen(CPU_CUDA_LAZY_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  EXPECT_EQ(dlsym(lib, "cuFuncLoad"), nullptr);
+  auto sym = [lib](const char* name) { return dlsym(lib, name); };
+  ASSERT_EQ(reinterpret_cast<int (*)(unsigned)>(sym("cuInit"))(0), 0);
+  void* ctx = nullptr;
+  ASSERT_EQ(reinterpret_cast<int (*)(void**, int)>(sym("cuDevicePrimaryCtxRetain"))(&ctx, 0), 0);
+  ASSERT_EQ(reinterpret_cast<int (*)(void*)>(sym("cuCtxSetCurrent"))(ctx), 0);
+  void* stream = nullptr;
+  ASSERT_EQ(reinterpret_cast<int (*)(void**, unsigned)>(sym("cuStreamCreate"))(&stream, 1), 0);
+  void* module = nullptr;
+  const auto fatbin = gpuenv::validate::embedded_validation_fatbin();
+  ASSERT_EQ(reinterpret_cast<int (*)(void**, const void*)>(sym("cuModuleLoadData"))(&module, fatbin.data), 0);
+  void *spin = nullptr, *compute = nullptr;
+  auto get = reinterpret_cast<int (*)(void**, void*, const char*)>(sym("cuModuleGetFunction"));
+  ASSERT_EQ(get(&spin, module, "spin_wait"), 0);
+  ASSERT_EQ(get(&compute, module, "compute_int"), 0);
+  void* flags = nullptr;
+  ASSERT_EQ(reinterpret_cast<int (*)(void**, std::size_t, unsigned)>(sym("cuMemHostAlloc"))(&flags, 64, 3), 0);
+  unsigned long long flag_ptr = 0;
+  ASSERT_EQ(reinterpret_cast<int (*)(unsigned long long*, void*, unsigned)>(sym("cuMemHostGetDevicePointer_v2"))(
+                &flag_ptr, flags, 0),
+            0);
+  static_cast<volatile int*>(flags)[0] = 0;
+  unsigned long long out = 0;
+  ASSERT_EQ(reinterpret_cast<int (*)(unsigned long long*, std::size_t)>(sym("cuMemAlloc_v2"))(&out, 8 * 1024), 0);
+  auto launch = reinterpret_cast<int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                         void*, void**, void**)>(sym("cuLaunchKernel"));
+  unsigned long long timeout_ns = 300'000'000ull, n = 1024, seed = 1;
+  void* spin_args[] = {&flag_ptr, &timeout_ns};
+  void* compute_args[] = {&out, &n, &seed};
+  // The spin is its own first launch: it loads at once (the device is idle), then holds the stream.
+  ASSERT_EQ(launch(spin, 1, 1, 1, 1, 1, 1, 0, stream, spin_args, nullptr), 0);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(launch(compute, 4, 1, 1, 256, 1, 1, 0, stream, compute_args, nullptr), 0);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms) << "the first launch did not wait for the load";
+  EXPECT_EQ(static_cast<volatile int*>(flags)[1], 1) << "the spin gave up: nobody released it";
+}
+
+TEST_F(CpuDriver, NoHeldMeasurementWaitsForALazyLoad) {
+  auto o = options();
+  o.library = CPU_CUDA_LAZY_PATH;
+  o.cublaslt_libraries = {};  // the CPU cuBLAS runs on the other CPU driver
+  o.cublas_libraries = {};
+  auto session = open(o);
+  ASSERT_NE(session, nullptr);
+  // Each call runs on a fresh session's first launches; a held launch waiting for a lazy load would take the spin
+  // kernel's 5 s timeout.
+  auto timed = [](auto&& call) {
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    return std::chrono::steady_clock::now() - start;
+  };
+  EXPECT_LT(timed([&] { EXPECT_TRUE(session->hbm_bandwidth(3).ok()); }), 4s);
+  EXPECT_LT(timed([&] { EXPECT_TRUE(session->copy_bandwidth(true, 3).ok()); }), 4s);
+  EXPECT_LT(timed([&] { EXPECT_TRUE(session->copy_bandwidth(false, 3).ok()); }), 4s);
+  EXPECT_LT(timed([&] { EXPECT_TRUE(session->compute_mismatches().ok()); }), 4s);
+  EXPECT_LT(timed([&] { EXPECT_TRUE(session->gemm_consistency(2).ok()); }), 4s);
+  auto fresh = open(o);
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_LT(timed([&] { EXPECT_TRUE(fresh->copy_bandwidth(false, 3).ok()); }), 4s) << "d2h first in a session";
+  auto mo = multi_options();
+  mo.cuda_library = CPU_CUDA_LAZY_PATH;
+  EXPECT_LT(timed([&] { EXPECT_TRUE(gpuenv::validate::measure_p2p_bandwidth(mo, k_gpu0, k_gpu1, 3).ok()); }), 4s);
+}
+
 // ---- multi-GPU -------------------------------------------------------------------------------------------------
 
 TEST_F(CpuDriver, PeerCopiesAreMeasuredAndVerifiedBothWays) {

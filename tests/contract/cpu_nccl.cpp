@@ -129,7 +129,7 @@ struct Comm {
 
 // Live communicators, so a stale or foreign handle is refused rather than followed.
 std::mutex g_comms_mutex;
-std::unordered_set<const void*> g_comms;
+auto& g_comms = *new std::unordered_set<const void*>;  // never destroyed: a hung round may outlive main()
 
 // The clique and rank of a live communicator (a null clique when it is not live), copied under the registry's lock
 // so a concurrent destroy cannot free them under the caller.
