@@ -104,6 +104,9 @@ struct ConsistencyResult {
   bool has_reference = false;
   std::string engine;                          ///< "cublasLt", "cublas", "gpuenv"
   std::string library;                         ///< the library file the engine came from; empty for gpuenv's kernels
+  /// Why preferred GEMM libraries were passed over for `engine` ("libcublasLt.so.13: cublasLtCreate failed with
+  /// CUBLAS_STATUS_NOT_INITIALIZED (1)"); empty when the first choice ran or none was present.
+  std::string passed_over;
 };
 
 /// Timed samples of one measurement, each already verified (data checked after every sample).
@@ -113,6 +116,7 @@ struct Samples {
   std::string engine;          ///< what produced it ("gpuenv", "cublasLt", "nccl")
   bool data_verified = false;  ///< the moved or computed data was checked after each sample
   std::string library;         ///< the library file the engine came from ("" for gpuenv's kernels)
+  std::string passed_over;     ///< why preferred libraries were passed over (ConsistencyResult::passed_over)
 };
 
 /// Work size for memory tests and timed measurements.
@@ -140,6 +144,10 @@ class GpuSession {
   virtual Result<std::optional<Samples>> gemm_tflops(const std::string& dtype, int samples) = 0;
   /// Reads health counters now (call again under load to see links and clocks under load).
   virtual Result<GpuHealth> health() = 0;
+  /// What the session found of the GEMM libraries so far, when it could not use the ones it prefers: why each that
+  /// loaded was passed over ("libcublasLt.so.13: cublasLtCreate failed with ..."), or that none loads. Empty when
+  /// the first choice ran or no GEMM library was looked for yet. For the messages of checks that measured no GEMM.
+  virtual std::string gemm_library_notes() { return {}; }
 };
 
 /// The backend: inventory, driver state and sessions.

@@ -325,7 +325,9 @@ Result<Report> run_unguarded(GpuBackend& backend, const CheckInputs& inputs,
         if (!probe_failed && reason) {
           entry.results = outcomes_for(usable, per_gpu, Status::skip, *reason, "", "");
         } else if (!probe_failed) {
-          const auto limit = std::max(check.deadline(inputs.level, usable.size()), std::chrono::milliseconds(1));
+          const auto scaled = std::chrono::duration_cast<std::chrono::milliseconds>(
+              check.deadline(inputs.level, usable.size()) * std::max(options.deadline_scale, 1e-3));
+          const auto limit = std::max(scaled, std::chrono::milliseconds(1));
           job->deadline = SteadyClock::now() + limit;
           Outcome outcome = run_guarded(job, limit, per_gpu);
           entry.results = std::move(outcome.results);

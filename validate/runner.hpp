@@ -30,6 +30,10 @@ struct RunOptions {
   /// The clock durations are measured with; empty = std::chrono::steady_clock::now. Deadlines always use the real
   /// steady clock, since they bound real threads.
   std::function<std::chrono::steady_clock::time_point()> clock;
+  /// Multiplies every check's deadline. 1 for GPUs, which the deadlines are sized for; the contract tests that run
+  /// the real adapters on the CPU doubles of the NVIDIA libraries (tests/contract/cpu_*.cpp) give more, since a CPU
+  /// on a busy test machine moves memory far slower than a GPU. The CLI never sets it.
+  double deadline_scale = 1.0;
   /// Copied into Report::started_at (the CLI formats the wall-clock time; the runner reads no wall clock).
   std::string started_at;
 };

@@ -364,11 +364,13 @@ CUresult prepare_launch(const Function& f, unsigned gx, unsigned gy, unsigned gz
       if (!reachable(dev, flag, 8)) return k_illegal_address;
       work = [flag, timeout, hang] {
         if (hang) hang_forever();
-        auto* flags = reinterpret_cast<volatile int*>(flag);
+        // Atomic loads and stores: the host's side writes the flag with atomic stores (set_spin_flag), and on the
+        // CPU the two sides are threads of one process.
+        auto* flags = reinterpret_cast<int*>(flag);
         const std::int64_t start = now_ns();
-        while (flags[0] == 0) {
+        while (__atomic_load_n(&flags[0], __ATOMIC_ACQUIRE) == 0) {
           if (static_cast<std::uint64_t>(now_ns() - start) > timeout) {
-            flags[1] = 1;
+            __atomic_store_n(&flags[1], 1, __ATOMIC_RELEASE);
             return;
           }
           std::this_thread::yield();

@@ -161,8 +161,8 @@ TEST_F(CpuDriver, MemtestRunsEveryPatternOverTheRequestedShare) {
   EXPECT_EQ(result->patterns, (std::vector<std::string>{"walking_ones", "walking_zeros", "own_address",
                                                         "moving_inversions", "moving_inversions_complement",
                                                         "random"}));
-  // A quarter of what was free (512 MiB less the session's own few bytes), rounded down to whole words.
-  EXPECT_GT(result->bytes_tested, 127u << 20);
+  // A quarter of what was free: at most 128 MiB of the 512 MiB (less when earlier tests of this process hold memory).
+  EXPECT_GT(result->bytes_tested, 32u << 20);
   EXPECT_LE(result->bytes_tested, 128u << 20);
 }
 
@@ -248,6 +248,7 @@ TEST_F(CpuDriver, ConsistencyRunsOnCublasLtWhenItLoads) {
   ASSERT_TRUE(result.ok()) << result.error().message;
   EXPECT_EQ(result->engine, "cublasLt");
   EXPECT_EQ(result->library, CPU_CUBLAS_PATH);
+  EXPECT_EQ(result->passed_over, "");
   ASSERT_EQ(result->result_digests.size(), 4u);
   EXPECT_EQ(std::set<std::uint64_t>(result->result_digests.begin(), result->result_digests.end()).size(), 1u);
   EXPECT_GE(counter(CPU_CUBLAS_PATH, "cpucublas_lt_matmul_count") - before, 5u);  // a warm-up and four runs
@@ -261,6 +262,8 @@ TEST_F(CpuDriver, ConsistencyFallsBackToCublasWhenCublasLtCannotStart) {
   ASSERT_TRUE(result.ok()) << result.error().message;
   EXPECT_EQ(result->engine, "cublas");
   EXPECT_EQ(std::set<std::uint64_t>(result->result_digests.begin(), result->result_digests.end()).size(), 1u);
+  EXPECT_EQ(result->passed_over,
+            std::string(CPU_CUBLAS_PATH) + ": cublasLtCreate failed with CUBLAS_STATUS_ALLOC_FAILED (3)");
 }
 
 TEST_F(CpuDriver, ConsistencyTakesFp32OnCublasLtWithoutBf16) {
@@ -318,6 +321,9 @@ TEST_F(CpuDriver, TflopsFallBackToCublasWhenCublasLtRefusesTheMatmul) {
   ASSERT_TRUE(samples->has_value());
   EXPECT_EQ((*samples)->engine, "cublas");
   EXPECT_TRUE((*samples)->data_verified);
+  EXPECT_NE((*samples)->passed_over.find("cublasLtMatmul answered CUBLAS_STATUS_NOT_SUPPORTED (15) for bf16"),
+            std::string::npos)
+      << (*samples)->passed_over;
 }
 
 TEST_F(CpuDriver, TflopsFallBackToCublasWhenCublasLtHasNoAlgorithm) {
@@ -328,6 +334,35 @@ TEST_F(CpuDriver, TflopsFallBackToCublasWhenCublasLtHasNoAlgorithm) {
   ASSERT_TRUE(samples.ok()) << samples.error().message;
   ASSERT_TRUE(samples->has_value());
   EXPECT_EQ((*samples)->engine, "cublas");
+  EXPECT_EQ((*samples)->passed_over, std::string(CPU_CUBLAS_PATH) + ": no fp16 algorithm for this GPU");
+}
+
+TEST_F(CpuDriver, GemmLibrariesThatCannotStartAreNamedWithTheirErrors) {
+  ScopedEnv fault("CPU_CUBLAS_FAULTS", "lt_create,create");
+  auto session = open(options());
+  ASSERT_NE(session, nullptr);
+  auto samples = session->gemm_tflops("bf16", 2);
+  ASSERT_TRUE(samples.ok()) << samples.error().message;
+  EXPECT_FALSE(samples->has_value());
+  EXPECT_EQ(session->gemm_library_notes(),
+            std::string(CPU_CUBLAS_PATH) + ": cublasLtCreate failed with CUBLAS_STATUS_ALLOC_FAILED (3); " +
+                CPU_CUBLAS_PATH + ": cublasCreate_v2 failed with CUBLAS_STATUS_ALLOC_FAILED (3)");
+  auto consistency = session->gemm_consistency(2);
+  ASSERT_TRUE(consistency.ok()) << consistency.error().message;
+  EXPECT_EQ(consistency->engine, "gpuenv");
+  EXPECT_NE(consistency->passed_over.find("cublasCreate_v2 failed"), std::string::npos) << consistency->passed_over;
+}
+
+TEST_F(CpuDriver, AbsentGemmLibrariesAreNamed) {
+  auto o = options();
+  o.cublaslt_libraries = {"libcublasLt-absent.so.13"};
+  o.cublas_libraries = {"libcublas-absent.so.13"};
+  auto session = open(o);
+  ASSERT_NE(session, nullptr);
+  auto samples = session->gemm_tflops("bf16", 2);
+  ASSERT_TRUE(samples.ok()) << samples.error().message;
+  EXPECT_FALSE(samples->has_value());
+  EXPECT_EQ(session->gemm_library_notes(), "none of libcublasLt-absent.so.13, libcublas-absent.so.13 loads");
 }
 
 TEST_F(CpuDriver, TflopsWithoutAnyBlasAreNotMeasured) {

@@ -207,7 +207,7 @@ TEST_F(CudaSessionOnGpu, RepeatedGemmsGiveIdenticalDigests) {
   ASSERT_EQ(r->result_digests.size(), 3u);
   EXPECT_EQ(std::set<std::uint64_t>(r->result_digests.begin(), r->result_digests.end()).size(), 1u);
   if (m_have_cublaslt) {
-    EXPECT_EQ(r->engine, "cublasLt");
+    EXPECT_EQ(r->engine, "cublasLt") << "passed over: " << r->passed_over;
   } else {
     EXPECT_TRUE(r->engine == "cublas" || r->engine == "gpuenv") << r->engine;
   }
@@ -244,7 +244,7 @@ TEST_F(CudaSessionOnGpu, GemmThroughputIsVerifiedOrNotSupported) {
     EXPECT_GT((*r)->values.front(), 0.0) << dtype;
     EXPECT_EQ((*r)->unit, "TFLOPS");
     EXPECT_TRUE((*r)->data_verified);
-    EXPECT_EQ((*r)->engine, m_have_cublaslt ? "cublasLt" : "cublas") << dtype;
+    EXPECT_EQ((*r)->engine, m_have_cublaslt ? "cublasLt" : "cublas") << dtype << "; passed over: " << (*r)->passed_over;
   }
   auto unknown = m_session->gemm_tflops("int4", 1);
   ASSERT_FALSE(unknown.ok());

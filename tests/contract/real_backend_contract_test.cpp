@@ -473,8 +473,13 @@ TEST(RealBackend, EveryGpuCheckRunsThroughTheRealAdaptersOnTheCpuDriver) {
   inputs.level = gpuenv::validate::Level::standard;
   gpuenv::validate::RunOptions run;
   run.filter = {"kernels", "throughput"};
+  run.deadline_scale = 8;  // a busy 2-core CI machine copying 128 MiB buffers, not an H100
   auto report = gpuenv::validate::run_validation(*backend, inputs, gpuenv::validate::all_checks(), run);
   ASSERT_TRUE(report.ok()) << report.error().to_string();
+  // A check the watchdog abandoned still runs on the backend: keep the backend for the process then (the CLI does).
+  for (const auto& check : report->checks)
+    for (const auto& r : check.results)
+      if (r.code == "hang") (void)backend.release();
   EXPECT_EQ(report->backend, "nvml+cuda");
   EXPECT_FALSE(report->could_not_run) << report->could_not_run_reason;
   std::map<std::string, gpuenv::validate::CheckReport> by_key;
@@ -515,6 +520,7 @@ TEST(RealBackend, AMemtestBitFlipOnTheCpuDriverFailsOnlyMemtest) {
   inputs.level = gpuenv::validate::Level::quick;
   gpuenv::validate::RunOptions run;
   run.filter = {"memtest", "compute_correctness"};
+  run.deadline_scale = 8;
   auto report = gpuenv::validate::run_validation(*backend, inputs, gpuenv::validate::all_checks(), run);
   ASSERT_TRUE(report.ok()) << report.error().to_string();
   ASSERT_EQ(report->checks.size(), 2u);

@@ -41,6 +41,7 @@ class FakeGpuBackend final : public validate::GpuBackend {
   std::map<int, std::vector<validate::Samples>> gemm_bf16_sequence;
   /// gemm_tflops fails on a session's Nth call (counted from 1) on a GPU with the error.
   std::map<int, std::pair<int, Error>> gemm_fails_at_call;
+  std::map<int, std::string> gemm_library_notes;  ///< what a session's gemm_library_notes() says, per GPU
   std::string backend_name = "fake";
   std::optional<Error> prepare_error;  ///< prepare() fails with it
   int prepare_calls = 0;
@@ -140,6 +141,10 @@ class FakeGpuSession final : public validate::GpuSession {
     auto it = m_backend.gemm.find({m_gpu, dtype});
     if (it == m_backend.gemm.end()) return std::optional<validate::Samples>{};
     return std::optional<validate::Samples>{it->second};
+  }
+  std::string gemm_library_notes() override {
+    auto it = m_backend.gemm_library_notes.find(m_gpu);
+    return it == m_backend.gemm_library_notes.end() ? std::string() : it->second;
   }
   Result<validate::GpuHealth> health() override {
     const int call = m_health_calls++;

@@ -4,12 +4,12 @@
 # can carry, so that tests/gpu/run.sh need not configure and build gpuenv there (that image has nvcc and CMake but
 # not gpuenv's -dev packages, and nothing can be installed there).
 #
-#   tests/gpu/bundle.sh BUILD_DIR [OUT_FILE]      (default OUT_FILE: .gpu-bundle.tar.zst, ignored by git)
+#   tests/gpu/bundle.sh BUILD_DIR [OUT_FILE]      (default OUT_FILE: .gpu-bundle.tar.gz, ignored by git)
 #
 # glibc, libstdc++ and libgcc_s are left out: the machine's own (newer) ones are used. The binaries are stripped.
 set -euo pipefail
 build="${1:?usage: tests/gpu/bundle.sh BUILD_DIR [OUT_FILE]}"
-out="${2:-.gpu-bundle.tar.zst}"
+out="${2:-.gpu-bundle.tar.gz}"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/gpuenv-bundle/bin" "$stage/gpuenv-bundle/lib"
@@ -24,5 +24,6 @@ for exe in cli/gpuenv tests/contract_tests; do
     esac
   done
 done
-tar -C "$stage" -cf - gpuenv-bundle | zstd -19 -T0 -q -o "$out" -f
+# gzip, not zstd: the GPU machine's image is not known to have the zstd tool, and tar there must unpack it.
+tar -C "$stage" -cf - gpuenv-bundle | gzip -9 > "$out"
 echo "bundle: $out, $(du -h "$out" | cut -f1) ($(ls "$stage/gpuenv-bundle/lib" | wc -l) libraries)"

@@ -5,11 +5,11 @@
 # and bf16 gemm_tflops against torch.matmul on the same GPU, printing short tables. Writes what it measured under
 # $OUT (when set) or build-gpu/out. Read-only on the GPU: no clocks, power, ECC, MIG or persistence change.
 #
-# gpuenv comes from .gpu-bundle.tar.zst when it is there (tests/gpu/bundle.sh makes it here; carry it), since the
+# gpuenv comes from .gpu-bundle.tar.gz when it is there (tests/gpu/bundle.sh makes it here; carry it), since the
 # GPU machine's image has nvcc and CMake but not gpuenv's -dev packages; else it is built there. Here:
 #   cmake -S . -B build-rel -DCMAKE_BUILD_TYPE=Release -DGPUENV_BUILD_BENCH=OFF
 #   cmake --build build-rel -j2 --target gpuenv contract_tests && tests/gpu/bundle.sh build-rel
-# then the device tool's run with command "bash tests/gpu/run.sh", carry [".gpu-bundle.tar.zst"], timeout 480.
+# then the device tool's run with command "bash tests/gpu/run.sh", carry [".gpu-bundle.tar.gz"], timeout 480.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${OUT:-build-gpu/out}"
@@ -23,8 +23,8 @@ extra=$(for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/*/lib $(for s in 
         done | xargs -r -n1 dirname | sort -u | tr '\n' ':')
 echo "extra library directories: ${extra:-none}"
 
-if [ -f .gpu-bundle.tar.zst ]; then
-  rm -rf /tmp/gpuenv-bundle && zstd -dcq .gpu-bundle.tar.zst | tar -C /tmp -xf - || exit 1
+if [ -f .gpu-bundle.tar.gz ]; then
+  rm -rf /tmp/gpuenv-bundle && tar -C /tmp -xzf .gpu-bundle.tar.gz || exit 1
   libs="/tmp/gpuenv-bundle/lib:${extra}${LD_LIBRARY_PATH:-}"
   gpuenv=(env LD_LIBRARY_PATH="$libs" /tmp/gpuenv-bundle/bin/gpuenv)
   # The tests that need a GPU (the others use fakes built here, at paths that do not exist there).
@@ -38,16 +38,18 @@ else
 fi
 "${gpuenv[@]}" detect | tee "$out/detect.txt"
 
-start=$(date +%s.%N)
+# Wall time in seconds with bash and GNU date only (bc is not known to be on the GPU machine).
+seconds_since() { local ms=$(( ($(date +%s%N) - $1) / 1000000 )); printf '%d.%03d' $((ms / 1000)) $((ms % 1000)); }
+start=$(date +%s%N)
 "${gpuenv[@]}" validate --level quick --gpus 0 --json > "$out/quick.json" 2> "$out/quick.err"
 quick_rc=$?
-quick_s=$(echo "$(date +%s.%N) - $start" | bc)
+quick_s=$(seconds_since "$start")
 echo "quick: exit $quick_rc in ${quick_s} s (target <= 15 s)"
 
-start=$(date +%s.%N)
+start=$(date +%s%N)
 timeout 300 "${gpuenv[@]}" validate --level standard --gpus 0 --json --junit "$out/standard.xml" > "$out/standard.json" 2> "$out/standard.err"
 standard_rc=$?
-standard_s=$(echo "$(date +%s.%N) - $start" | bc)
+standard_s=$(seconds_since "$start")
 echo "standard: exit $standard_rc in ${standard_s} s"
 # Where the time goes, and every check that did not pass.
 python3 - "$out/quick.json" "$out/standard.json" <<'PY' | tee "$out/durations.txt"

@@ -1087,6 +1087,17 @@ TEST_F(Checks, TooFewOrUnverifiedSamplesAreNeverAPass) {
   EXPECT_EQ(run("h2d_bandwidth").gpu(0).code, "unverified");
 }
 
+TEST_F(Checks, TypesLeftUnmeasuredByAGemmLibraryThatCouldNotStartAreNotBlamedOnTheGpu) {
+  h200x1(backend);
+  backend.gemm.erase({0, "fp64"});
+  backend.gemm_library_notes[0] = "libcublasLt.so.13: cublasLtCreate failed with CUBLAS_STATUS_NOT_INITIALIZED (1)";
+  Ran r = run("gemm_tflops");
+  EXPECT_EQ(r.gpu(0).message.find("not supported by this GPU"), std::string::npos) << r.gpu(0).message;
+  EXPECT_NE(r.gpu(0).message.find("not measured: fp64 (GEMM libraries: libcublasLt.so.13: cublasLtCreate failed"),
+            std::string::npos)
+      << r.gpu(0).message;
+}
+
 TEST_F(Checks, LowGemmTypeFailsWithTflopsLowAndUnsupportedTypesAreNoted) {
   h200x1(backend);
   backend.gemm[{0, "bf16"}] = samples_around(300, "TFLOPS");

@@ -239,6 +239,22 @@ TEST(RunValidation, HangBecomesFailWithinTheDeadlineAndLaterGpuChecksSkip) {
   EXPECT_TRUE(gate->destroyed);
 }
 
+TEST(RunValidation, DeadlineScaleMultipliesEveryDeadline) {
+  auto owner = machine(1);
+  FakeGpuBackend& backend = *owner;
+  auto gate = std::make_shared<HangGate>();
+  RunOptions options;
+  options.deadline_scale = 2.5;
+  Report r = run(backend, list(std::make_unique<HangingCheck>(gate)), options);
+  const CheckReport* hang = find(r, "hang_check");
+  ASSERT_NE(hang, nullptr);
+  ASSERT_EQ(hang->results.size(), 1u);
+  EXPECT_EQ(hang->results[0].code, "hang");
+  EXPECT_NE(hang->results[0].message.find("deadline of 500 ms"), std::string::npos) << hang->results[0].message;
+  gate->release = true;
+  for (int i = 0; i < 2000 && !gate->destroyed; ++i) std::this_thread::sleep_for(milliseconds(1));
+}
+
 TEST(RunValidation, ThrowingCheckFailsAsInternal) {
   auto owner = machine(1);
   FakeGpuBackend& backend = *owner;

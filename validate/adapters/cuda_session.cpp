@@ -127,6 +127,13 @@ constexpr std::size_t cublas_major(std::size_t version) {
   return version >= 100000 ? version / 10000 : version / 1000;
 }
 
+// "a, b, c".
+std::string join_names(const std::vector<std::string>& names, const char* separator = ", ") {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : separator) + n;
+  return out;
+}
+
 // A matmul status saying this library cannot run these types on this GPU: the caller falls back.
 constexpr bool unsupported(cublasStatus status) {
   return status == k_cublas_not_supported || status == k_cublas_arch_mismatch;
@@ -496,6 +503,20 @@ class CudaSession final : public GpuSession {
         "gemm_tflops", true, [&]() -> Result<std::optional<Samples>> { return run_gemm_tflops(dtype, samples); });
   }
 
+  std::string gemm_library_notes() override {
+    std::unique_lock lock(m_mutex, std::try_to_lock);
+    if (!lock.owns_lock()) return {};  // an earlier call still runs (hung): say nothing rather than wait
+    std::vector<std::string> all = m_cublaslt_rejected;
+    all.insert(all.end(), m_cublas_rejected.begin(), m_cublas_rejected.end());
+    if (all.empty() && m_cublaslt_tried && m_cublas_tried && !m_cublaslt && !m_cublas) {
+      std::vector<std::string> names = m_options.cublaslt_libraries;
+      names.insert(names.end(), m_options.cublas_libraries.begin(), m_options.cublas_libraries.end());
+      return names.empty() ? "no cuBLASLt or cuBLAS library was to be looked for"
+                           : "none of " + join_names(names) + " loads";
+    }
+    return join_names(all, "; ");
+  }
+
   Result<GpuHealth> health() override {
     if (!m_options.health_reader) return GpuHealth{};
     try {
@@ -601,11 +622,9 @@ class CudaSession final : public GpuSession {
   // keeps the stream waiting while the work is queued, so the events see the work alone.
   template <class F>
   Result<double> timed(bool hold, const std::string& doing, F&& work) {
-    volatile int* flags = m_flags;
     if (hold) {
-      flags[0] = 0;
-      flags[1] = 0;
-      std::atomic_thread_fence(std::memory_order_seq_cst);
+      set_spin_flag(m_flags, 0, 0);
+      set_spin_flag(m_flags, 1, 0);
       unsigned long long timeout = k_spin_timeout_ns;
       CUdeviceptr flag = m_flags_device;
       if (auto s = launch(m_kernels.spin_wait, 1, {&flag, &timeout}, "spin_wait", 1, 1); !s)
@@ -619,10 +638,7 @@ class CudaSession final : public GpuSession {
       if (CUresult rc = m_api->event_record(m_stop, m_stream); rc != k_cuda_success)
         queued = fail("cuEventRecord", rc, doing);
     }
-    if (hold) {
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      flags[0] = 1;  // release the spin kernel, whether or not the work was queued
-    }
+    if (hold) set_spin_flag(m_flags, 0, 1);  // release the spin kernel, whether or not the work was queued
     Status done = wait(doing);
     if (!queued) return std::move(queued).error();
     if (!done) return std::move(done).error();
@@ -807,9 +823,16 @@ class CudaSession final : public GpuSession {
       resolve(lib, api->set_stream, "cublasSetStream_v2", missing);
       resolve(lib, api->gemm_ex, "cublasGemmEx", missing);
       api->status_name = reinterpret_cast<decltype(api->status_name)>(dlsym(lib, "cublasGetStatusName"));
-      if (!missing.empty()) continue;  // not a usable cuBLAS; stays loaded (dlclose of CUDA libraries is unsafe)
-      if (api->create(&api->handle) != 0) continue;  // e.g. a cuBLAS newer than the driver
-      if (api->set_stream(api->handle, m_stream) != 0) {
+      if (!missing.empty()) {  // not a usable cuBLAS; stays loaded (dlclose of CUDA libraries is unsafe)
+        m_cublas_rejected.push_back(name + " lacks " + join_names(missing));
+        continue;
+      }
+      if (const cublasStatus st = api->create(&api->handle); st != 0) {  // e.g. a cuBLAS newer than the driver
+        m_cublas_rejected.push_back(name + ": cublasCreate_v2 failed with " + api->name_of(st));
+        continue;
+      }
+      if (const cublasStatus st = api->set_stream(api->handle, m_stream); st != 0) {
+        m_cublas_rejected.push_back(name + ": cublasSetStream_v2 failed with " + api->name_of(st));
         api->destroy(api->handle);
         continue;
       }
@@ -844,9 +867,19 @@ class CudaSession final : public GpuSession {
       resolve(lib, api->get_heuristic, "cublasLtMatmulAlgoGetHeuristic", missing);
       resolve(lib, api->matmul, "cublasLtMatmul", missing);
       api->status_name = reinterpret_cast<decltype(api->status_name)>(dlsym(lib, "cublasLtGetStatusName"));
-      if (!missing.empty()) continue;  // not a usable cuBLASLt; stays loaded (dlclose of CUDA libraries is unsafe)
-      if (cublas_major(api->get_version()) < 11) continue;  // cuBLASLt 10 takes a cudaDataType compute type
-      if (api->create(&api->handle) != 0) continue;         // e.g. a cuBLASLt newer than the driver
+      if (!missing.empty()) {  // not a usable cuBLASLt; stays loaded (dlclose of CUDA libraries is unsafe)
+        m_cublaslt_rejected.push_back(name + " lacks " + join_names(missing));
+        continue;
+      }
+      if (const std::size_t major = cublas_major(api->get_version()); major < 11) {
+        // cuBLASLt 10 takes a cudaDataType compute type
+        m_cublaslt_rejected.push_back(name + " is cuBLASLt " + std::to_string(major) + " (11 or newer is needed)");
+        continue;
+      }
+      if (const cublasStatus st = api->create(&api->handle); st != 0) {  // e.g. a cuBLASLt newer than the driver
+        m_cublaslt_rejected.push_back(name + ": cublasLtCreate failed with " + api->name_of(st));
+        continue;
+      }
       m_cublaslt = std::move(api);
       break;
     }
@@ -874,6 +907,19 @@ class CudaSession final : public GpuSession {
     return make_error(ErrorKind::environment, "cuda.cublaslt",
                       std::string(call) + " failed with " + lt.name_of(status) + " " + doing + " on " + m_bus_id,
                       lt.library, "check that the image's cuBLAS matches the driver");
+  }
+
+  // Why the libraries preferred to `engine` were passed over: cuBLASLt libraries that loaded but could not be used,
+  // and for a result of cuBLAS or gpuenv's kernel also this call's reasons (`call_reasons`) and the cuBLAS libraries
+  // passed over.
+  [[nodiscard]] std::string passed_over_for(const std::string& engine,
+                                            const std::vector<std::string>& call_reasons) const {
+    std::vector<std::string> all = m_cublaslt_rejected;
+    if (engine != "cublasLt") {
+      all.insert(all.end(), call_reasons.begin(), call_reasons.end());
+      all.insert(all.end(), m_cublas_rejected.begin(), m_cublas_rejected.end());
+    }
+    return join_names(all, "; ");
   }
 
   // Plans D = A * B for `size` x `size` column-major matrices of `types` through cuBLASLt: no transposes, the
@@ -952,6 +998,7 @@ class CudaSession final : public GpuSession {
     ConsistencyResult result;
     const float alpha = 1, beta = 0;
     std::optional<CublasLtMatmul> plan;
+    std::vector<std::string> passed;  // why cuBLASLt was passed over in this call
     if (CublasLtApi* lt = cublaslt()) {
       for (const bool bf16 : {true, false}) {
         const gemm::GemmTypes types = gemm::consistency_gemm_types(bf16);
@@ -966,6 +1013,7 @@ class CudaSession final : public GpuSession {
         plan = std::move(*planned);
         break;
       }
+      if (!plan) passed.push_back(lt->library + ": no bf16 or fp32 GEMM it can run on this GPU");
     }
     CublasApi* blas = plan ? nullptr : cublas();
     int input_type = k_cuda_r_16bf;
@@ -995,6 +1043,7 @@ class CudaSession final : public GpuSession {
       if (auto s = fill(ref::Fill::random_f32); !s) return std::move(s).error();
       result.engine = "gpuenv";
     }
+    result.passed_over = passed_over_for(result.engine, passed);
 
     for (int r = 0; r < repetitions; ++r) {
       if (auto s = clear(pc, elements * 4, "clearing the GEMM output"); !s) return std::move(s).error();
@@ -1072,6 +1121,7 @@ class CudaSession final : public GpuSession {
     const void* alpha = scalars_double ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
     const void* beta = scalars_double ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
     std::optional<CublasLtMatmul> plan;  // the cuBLASLt matmul for `size`; empty once cuBLAS is used instead
+    std::vector<std::string> passed;     // why cuBLASLt was passed over in this call
     cublasStatus status = 0;
     auto gemm = [&]() -> Status {
       if (plan) {
@@ -1103,6 +1153,7 @@ class CudaSession final : public GpuSession {
         if (*planned) {
           plan = std::move(*planned);
         } else {
+          passed.push_back(lt->library + ": no " + dtype + " algorithm for this GPU");
           lt = nullptr;
         }
       }
@@ -1114,6 +1165,8 @@ class CudaSession final : public GpuSession {
       auto ms = timed(false, "running a warm-up " + dtype + " GEMM", gemm);
       if (!ms) {
         if (unsupported(status) && plan) {
+          passed.push_back(plan->api->library + ": cublasLtMatmul answered " + plan->api->name_of(status) + " for " +
+                           dtype);
           plan.reset();
           lt = nullptr;
           continue;
@@ -1132,6 +1185,7 @@ class CudaSession final : public GpuSession {
     result.unit = "TFLOPS";
     result.engine = plan ? "cublasLt" : "cublas";
     result.library = plan ? m_cublaslt->library : m_cublas ? m_cublas->library : std::string();
+    result.passed_over = passed_over_for(result.engine, passed);
     std::optional<std::uint64_t> first_digest;
     const std::uint64_t out_words =
         static_cast<std::uint64_t>(size) * static_cast<std::uint64_t>(size) * type->output_bytes / 8;
@@ -1203,7 +1257,8 @@ class CudaSession final : public GpuSession {
     const std::uint64_t bytes = std::min<std::uint64_t>(k_gib, (*free_bytes / 4) & ~(k_mib - 1));
     if (bytes < 64 * k_mib) {
       return make_error(ErrorKind::environment, "cuda.out_of_memory",
-                        "hbm_bandwidth needs 128 MiB of free GPU memory on " + m_bus_id + ", " +
+                        "hbm_bandwidth needs 256 MiB of free GPU memory on " + m_bus_id +
+                            " (it copies between two buffers of a quarter of it, at least 64 MiB each), " +
                             std::to_string(*free_bytes) + " bytes are free",
                         m_bus_id, "another process is using the GPU's memory: check nvidia-smi");
     }
@@ -1334,6 +1389,8 @@ class CudaSession final : public GpuSession {
   int m_sm_count = 1, m_cc_major = 0, m_cc_minor = 0;
   std::unique_ptr<CublasApi> m_cublas;
   bool m_cublas_tried = false;
+  // Why libraries of options.cublaslt_libraries / cublas_libraries that loaded were not used (passed_over).
+  std::vector<std::string> m_cublaslt_rejected, m_cublas_rejected;
   std::unique_ptr<CublasLtApi> m_cublaslt;
   bool m_cublaslt_tried = false;
   DeviceBuffer m_cublaslt_workspace;  // allocated on the first cuBLASLt matmul; may stay empty (no workspace)

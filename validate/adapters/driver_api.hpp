@@ -94,6 +94,13 @@ constexpr unsigned k_blocks_per_sm = 8;                        // one full wave 
 constexpr std::uint64_t k_spin_timeout_ns = 5'000'000'000ull;  // spin_wait gives up after 5 s
 constexpr std::uint64_t k_mib = 1024ull * 1024ull;
 
+/// Writes word `index` of the mapped spin flag (spin_wait's handshake: [0] released by the host, [1] set by the
+/// kernel when it gave up) with a sequentially consistent atomic store, so neither the compiler nor the CPU moves it
+/// across the work queued around it. The GPU reads the word through the mapping as volatile.
+inline void set_spin_flag(int* flags, int index, int value) {
+  __atomic_store_n(&flags[index], value, __ATOMIC_SEQ_CST);
+}
+
 /// Resolves `name` in `handle` into `fn`; a missing name is added to `missing`.
 template <class F>
 bool resolve(void* handle, F& fn, const char* name, std::vector<std::string>& missing) {

@@ -417,7 +417,7 @@ Result<std::optional<Samples>> run_p2p(const MultiGpuOptions& options, const std
   CUdeviceptr flag_device = 0;
   if (CUresult rc = driver.mem_host_get_device_pointer(&flag_device, flag_memory, 0); rc != k_cuda_success)
     return run.fail("cuMemHostGetDevicePointer_v2", rc, "mapping the spin flag");
-  volatile int* flags = static_cast<int*>(flag_memory);
+  int* flags = static_cast<int*>(flag_memory);
 
   auto src_free = run.free_memory(*src);
   if (!src_free) return std::move(src_free).error();
@@ -455,9 +455,8 @@ Result<std::optional<Samples>> run_p2p(const MultiGpuOptions& options, const std
   // `count` copies behind the spin kernel, between the source's events; returns their milliseconds.
   auto timed_copies = [&](int count, const std::string& doing) -> Result<double> {
     if (auto s = run.current(src->ctx, doing); !s) return std::move(s).error();
-    flags[0] = 0;
-    flags[1] = 0;
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    set_spin_flag(flags, 0, 0);
+    set_spin_flag(flags, 1, 0);
     unsigned long long timeout = k_spin_timeout_ns;
     CUdeviceptr flag = flag_device;
     if (auto s = run.launch(*src, src_kernels->spin_wait, 1, 1, {&flag, &timeout}, "spin_wait"); !s)
@@ -475,8 +474,7 @@ Result<std::optional<Samples>> run_p2p(const MultiGpuOptions& options, const std
       if (CUresult rc = driver.event_record(src->stop, src->stream); rc != k_cuda_success)
         queued = run.fail("cuEventRecord", rc, doing);
     }
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    flags[0] = 1;  // release the spin kernel, whether or not the work was queued
+    set_spin_flag(flags, 0, 1);  // release the spin kernel, whether or not the work was queued
     Status done = run.wait({&*src}, doing);
     if (!queued) return std::move(queued).error();
     if (!done) return std::move(done).error();

@@ -97,7 +97,7 @@ MetricJudgement judge_samples(std::string_view metric, const Samples& samples, c
   out.metrics.push_back({p + "median_" + suffix, stats.median, samples.unit});
   out.metrics.push_back({p + "min_" + suffix, stats.min, samples.unit});
   out.metrics.push_back({p + "max_" + suffix, stats.max, samples.unit});
-  std::string engine = engine_text(samples.engine, samples.library);
+  std::string engine = engine_text(samples.engine, samples.library, {}, samples.passed_over);
   if (!engine.empty()) engine = ", " + engine;
   out.message = "median " + measured(stats.median) + " " + samples.unit + " (min " + measured(stats.min) + ", max " +
                 measured(stats.max) + ", " + std::to_string(stats.count) + " samples" + engine + ")";
@@ -136,9 +136,11 @@ MetricJudgement judge_samples(std::string_view metric, const Samples& samples, c
   return out;
 }
 
-std::string engine_text(const std::string& engine, const std::string& library, const std::string& otherwise) {
+std::string engine_text(const std::string& engine, const std::string& library, const std::string& otherwise,
+                        const std::string& passed_over) {
   std::string out = engine.empty() ? otherwise : engine;
   if (!library.empty()) out += " from " + library;
+  if (!passed_over.empty()) out += " [passed over: " + passed_over + "]";
   return out;
 }
 

@@ -46,8 +46,10 @@ std::optional<SampleStats> sample_stats(std::vector<double> values);
 std::optional<std::string> samples_problem(const Samples& samples);
 
 /// What produced a result, for messages: "cublasLt from /usr/lib/libcublasLt.so.12", "gpuenv"; `otherwise` when
-/// the engine is not named.
-std::string engine_text(const std::string& engine, const std::string& library, const std::string& otherwise = {});
+/// the engine is not named. With `passed_over`, why the preferred libraries were not used is added in brackets:
+/// "gpuenv [passed over: libcublasLt.so.13: cublasLtCreate failed with ...]".
+std::string engine_text(const std::string& engine, const std::string& library, const std::string& otherwise = {},
+                        const std::string& passed_over = {});
 
 /// The reference rule for one metric on one GPU model.
 struct ReferenceRule {

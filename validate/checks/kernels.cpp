@@ -191,7 +191,7 @@ class GemmConsistency final : public SpecCheck {
  private:
   static GpuOutcome judge(const GpuInfo& gpu, const ConsistencyResult& r) {
     const auto& d = r.result_digests;
-    const std::string engine = engine_text(r.engine, r.library, "unknown engine");
+    const std::string engine = engine_text(r.engine, r.library, "unknown engine", r.passed_over);
     if (d.empty()) return outcome(gpu.index, Status::fail, "no GEMM result was returned (" + engine + ")", "unverified");
     const std::set<std::uint64_t> distinct(d.begin(), d.end());
     const std::size_t differing =
@@ -289,7 +289,11 @@ class GemmSustained final : public SpecCheck {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     auto health = monitor.finish();
     if (failure) return *failure;
-    if (dtype.empty()) return skipped(gpu.index, gpu_label(gpu) + " runs no bf16, fp16 or tf32 GEMM here");
+    if (dtype.empty()) {
+      const std::string libraries = s.gemm_library_notes();
+      return skipped(gpu.index, gpu_label(gpu) + " runs no bf16, fp16 or tf32 GEMM here" +
+                                    (libraries.empty() ? std::string() : " (GEMM libraries: " + libraries + ")"));
+    }
 
     const std::string load = dtype + " GEMM for " + fixed(seconds, 0) + " s (" + std::to_string(round_tflops.size()) +
                              " rounds, every result verified)";

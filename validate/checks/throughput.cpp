@@ -219,7 +219,11 @@ class GemmTflops final : public SpecCheck {
       if (!unsupported.empty()) {
         std::string list;
         for (const auto& d : unsupported) list += (list.empty() ? "" : ", ") + d;
-        notes[i].push_back("not supported by this GPU: " + list);
+        // A GEMM library that could not start (an image's cuBLAS too new for the driver) also leaves types
+        // unmeasured: say so rather than blame the GPU.
+        const std::string libraries = (*session)->gemm_library_notes();
+        notes[i].push_back(libraries.empty() ? "not supported by this GPU: " + list
+                                             : "not measured: " + list + " (GEMM libraries: " + libraries + ")");
       }
     };
     visit_indices(n, parallel(), measure_one);
