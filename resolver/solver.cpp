@@ -1,4 +1,5 @@
 #include "resolver/solver.hpp"
+#include "resolver/text.hpp"
 
 #include <algorithm>
 #include <map>
@@ -30,11 +31,6 @@ struct Candidate {
   std::vector<std::string> notes;
 };
 
-std::string join(const std::vector<std::string>& v, const std::string& sep) {
-  std::string out;
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
-  return out;
-}
 
 std::string label(const Pick& p) { return p.release->framework + " " + p.release->version.str() + "+" + p.variant->name; }
 

@@ -6,6 +6,7 @@
 #include <regex>
 #include <set>
 
+#include "resolver/text.hpp"
 #include "resolver/yaml_guard.hpp"
 
 namespace gpuenv::resolver {
@@ -38,11 +39,6 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   return prev[b.size()];
 }
 
-std::string join(const std::vector<std::string>& v, const std::string& sep) {
-  std::string out;
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
-  return out;
-}
 
 /// Walks the YAML tree with positions; every failure becomes an Error at the node's position.
 class Walker {

@@ -23,6 +23,7 @@
 #include "images/wheels/metadata.hpp"
 #include "images/wheels/pep440.hpp"
 #include "images/wheels/simple_index.hpp"
+#include "resolver/text.hpp"
 
 namespace gpuenv::images {
 namespace {
@@ -55,14 +56,6 @@ bool ends_with_ci(std::string_view s, std::string_view suffix) {
   return true;
 }
 
-std::string join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string out;
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    if (i > 0) out += sep;
-    out += parts[i];
-  }
-  return out;
-}
 
 std::vector<int> merge_levels(std::vector<int> a, const std::vector<int>& b) {
   a.insert(a.end(), b.begin(), b.end());

@@ -136,6 +136,7 @@ struct Device {
   std::uint64_t allocated = 0;  // guarded by g_memory_mutex
   int retained = 0;             // primary context references; guarded by g_memory_mutex
   std::set<int> peers;          // devices whose memory this device's context may read (peer access enabled)
+  std::atomic<int> spinning{0};  // spin kernels launched on its streams and not yet finished
 };
 
 struct Allocation {
@@ -345,6 +346,9 @@ void corrupt_word(void* base, std::uint64_t bytes, std::uint64_t index) {
   if ((index + 1) * 8 <= bytes) static_cast<std::uint64_t*>(base)[index] ^= 0x10;
 }
 
+// First launches that found a spin kernel holding their device (cpucuda_lazy_stalls).
+std::atomic<unsigned long long> g_lazy_stalls{0};
+
 // Blocks the calling stream worker for good (the hang:<kernel> fault).
 [[noreturn]] void hang_forever() {
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -362,7 +366,10 @@ CUresult prepare_launch(const Function& f, unsigned gx, unsigned gy, unsigned gz
       auto flag = param<std::uint64_t>(params, 0);
       auto timeout = param<unsigned long long>(params, 1);
       if (!reachable(dev, flag, 8)) return k_illegal_address;
-      work = [flag, timeout, hang] {
+      // Counted from its launch (cuLaunchKernel, once the kernel is loaded): a spin queued behind other work will
+      // hold the stream as surely as a running one.
+      Device* spinning_on = f.device;
+      work = [flag, timeout, hang, spinning_on] {
         if (hang) hang_forever();
         // Atomic loads and stores: the host's side writes the flag with atomic stores (set_spin_flag), and on the
         // CPU the two sides are threads of one process.
@@ -371,10 +378,11 @@ CUresult prepare_launch(const Function& f, unsigned gx, unsigned gy, unsigned gz
         while (__atomic_load_n(&flags[0], __ATOMIC_ACQUIRE) == 0) {
           if (static_cast<std::uint64_t>(now_ns() - start) > timeout) {
             __atomic_store_n(&flags[1], 1, __ATOMIC_RELEASE);
-            return;
+            break;
           }
           std::this_thread::yield();
         }
+        --spinning_on->spinning;
       };
       return k_success;
     }
@@ -562,9 +570,12 @@ bool device_idle(const Device* device) {
   return true;
 }
 
-// A lazy driver's first launch of `f`: the code is loaded once the device is idle.
+// A lazy driver's first launch of `f`: the code is loaded once the device is idle. Waiting behind ordinary work is
+// only slow; waiting while a spin kernel holds a stream is the stall the adapters must never cause (it lasts until
+// the spin gives up), so it is counted.
 void load_lazily(Function& f) {
   if (f.loaded) return;
+  if (!device_idle(f.device) && f.device->spinning > 0) ++g_lazy_stalls;
   while (!device_idle(f.device)) std::this_thread::sleep_for(std::chrono::microseconds(200));
   f.loaded = true;
 }
@@ -587,6 +598,8 @@ int cpucuda_is_device_memory(unsigned long long ptr, unsigned long long bytes) {
 }
 
 int cpucuda_current_device(void) { return t_current ? t_current->ordinal : -1; }
+
+unsigned long long cpucuda_lazy_stalls(void) { return g_lazy_stalls; }
 
 int cpucuda_device_count(void) {
   initialise();
@@ -1047,6 +1060,7 @@ CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, u
 #ifdef CPU_CUDA_LAZY
   load_lazily(*f);
 #endif
+  if (f->kernel == Kernel::spin_wait) ++f->device->spinning;
   return enqueue(stream, std::move(work));
 }
 

@@ -24,6 +24,10 @@ int cpucuda_current_device(void);
 /// The number of devices the CPU driver shows (CPU_CUDA_DEVICES).
 int cpucuda_device_count(void);
 
+/// The lazy variant (CPU_CUDA_LAZY): how many first launches of a kernel found a spin kernel holding their device,
+/// and so waited until it gave up (always 0 in the other variant).
+unsigned long long cpucuda_lazy_stalls(void);
+
 #ifdef __cplusplus
 }
 #endif

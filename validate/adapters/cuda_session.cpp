@@ -28,6 +28,7 @@
 #include <thread>
 #include <utility>
 
+#include "resolver/text.hpp"
 #include "validate/adapters/driver_api.hpp"
 #include "validate/adapters/gemm_types.hpp"
 #include "validate/kernels/reference.hpp"
@@ -125,13 +126,6 @@ struct CublasLtApi {
 // patch (12 and later) or major * 1000 + minor * 100 + patch (earlier); good enough to tell 10 from 11 and later.
 constexpr std::size_t cublas_major(std::size_t version) {
   return version >= 100000 ? version / 10000 : version / 1000;
-}
-
-// "a, b, c".
-std::string join_names(const std::vector<std::string>& names, const char* separator = ", ") {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : separator) + n;
-  return out;
 }
 
 // A matmul status saying this library cannot run these types on this GPU: the caller falls back.
@@ -512,9 +506,9 @@ class CudaSession final : public GpuSession {
       std::vector<std::string> names = m_options.cublaslt_libraries;
       names.insert(names.end(), m_options.cublas_libraries.begin(), m_options.cublas_libraries.end());
       return names.empty() ? "no cuBLASLt or cuBLAS library was to be looked for"
-                           : "none of " + join_names(names) + " loads";
+                           : "none of " + join(names, ", ") + " loads";
     }
-    return join_names(all, "; ");
+    return join(all, "; ");
   }
 
   Result<GpuHealth> health() override {
@@ -824,7 +818,7 @@ class CudaSession final : public GpuSession {
       resolve(lib, api->gemm_ex, "cublasGemmEx", missing);
       api->status_name = reinterpret_cast<decltype(api->status_name)>(dlsym(lib, "cublasGetStatusName"));
       if (!missing.empty()) {  // not a usable cuBLAS; stays loaded (dlclose of CUDA libraries is unsafe)
-        m_cublas_rejected.push_back(name + " lacks " + join_names(missing));
+        m_cublas_rejected.push_back(name + " lacks " + join(missing, ", "));
         continue;
       }
       if (const cublasStatus st = api->create(&api->handle); st != 0) {  // e.g. a cuBLAS newer than the driver
@@ -868,7 +862,7 @@ class CudaSession final : public GpuSession {
       resolve(lib, api->matmul, "cublasLtMatmul", missing);
       api->status_name = reinterpret_cast<decltype(api->status_name)>(dlsym(lib, "cublasLtGetStatusName"));
       if (!missing.empty()) {  // not a usable cuBLASLt; stays loaded (dlclose of CUDA libraries is unsafe)
-        m_cublaslt_rejected.push_back(name + " lacks " + join_names(missing));
+        m_cublaslt_rejected.push_back(name + " lacks " + join(missing, ", "));
         continue;
       }
       if (const std::size_t major = cublas_major(api->get_version()); major < 11) {
@@ -919,7 +913,7 @@ class CudaSession final : public GpuSession {
       all.insert(all.end(), call_reasons.begin(), call_reasons.end());
       all.insert(all.end(), m_cublas_rejected.begin(), m_cublas_rejected.end());
     }
-    return join_names(all, "; ");
+    return join(all, "; ");
   }
 
   // Plans D = A * B for `size` x `size` column-major matrices of `types` through cuBLASLt: no transposes, the

@@ -9,6 +9,7 @@
 // and power). A single read taken after the kernels ended would see a GPU going idle and prove little.
 #include <utility>
 
+#include "resolver/text.hpp"
 #include "validate/checks/check_support.hpp"
 #include "validate/checks/judge.hpp"
 
@@ -41,14 +42,6 @@ constexpr Budget k_standard_load{500, 10000};
 // sustained load is gemm_sustained's (kernels.cpp).
 int load_samples(Level) { return 20; }
 
-std::string join(const std::vector<std::string>& items, const char* separator) {
-  std::string out;
-  for (const auto& item : items) {
-    if (!out.empty()) out += separator;
-    out += item;
-  }
-  return out;
-}
 
 // What the health read under load found, or the outcome that says why there is no reading.
 struct LoadReading {

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "resolver/text.hpp"
 #include "validate/checks/check_support.hpp"
 
 namespace gpuenv::validate::checks {
@@ -37,14 +38,6 @@ constexpr int k_probe_inner_margin_s = 5;
 // A GPU result may differ from the CPU's by this fraction of the largest reference value (float32, TF32 off).
 constexpr double k_relative_tolerance = 1e-3;
 
-std::string join(const std::vector<std::string>& items, const char* separator) {
-  std::string out;
-  for (const auto& item : items) {
-    if (!out.empty()) out += separator;
-    out += item;
-  }
-  return out;
-}
 
 /// The value of `key` in `j` as a string, or "" when missing, null or not a string.
 std::string text(const json& j, const char* key) {

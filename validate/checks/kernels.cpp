@@ -7,6 +7,7 @@
 #include <set>
 #include <chrono>
 
+#include "resolver/text.hpp"
 #include "validate/checks/check_support.hpp"
 #include "validate/checks/judge.hpp"
 
@@ -23,14 +24,6 @@ std::string hex(std::uint64_t value) {
   return buffer;
 }
 
-std::string join(const std::vector<std::string>& items, const char* separator) {
-  std::string out;
-  for (const auto& item : items) {
-    if (!out.empty()) out += separator;
-    out += item;
-  }
-  return out;
-}
 
 class ContextCreate final : public SpecCheck {
  public:

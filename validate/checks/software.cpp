@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "resolver/text.hpp"
 #include "validate/checks/check_support.hpp"
 #include "validate/checks/judge.hpp"
 
@@ -16,14 +17,6 @@ constexpr Budget k_host_only{100, 0};
 // One NVML read per GPU.
 constexpr Budget k_per_gpu_read{100, 200};
 
-std::string join(const std::vector<std::string>& items, const char* separator) {
-  std::string out;
-  for (const auto& item : items) {
-    if (!out.empty()) out += separator;
-    out += item;
-  }
-  return out;
-}
 
 class DriverLoaded final : public SpecCheck {
  public:
