@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "fakes/scoped_env.hpp"
 #include "validate/adapters/cuda_session.hpp"
 #include "validate/adapters/multi_gpu.hpp"
 
@@ -28,17 +29,7 @@ using gpuenv::validate::MultiGpuOptions;
 constexpr const char* k_gpu0 = "00000000:19:00.0";
 constexpr const char* k_gpu1 = "00000000:3B:00.0";
 
-/// Sets an environment variable (a fault list of a CPU double) for the guard's lifetime.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : m_name(name) { ::setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { ::unsetenv(m_name); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* m_name;
-};
+using gpuenv::testing::ScopedEnv;
 
 /// A counter exported by a CPU double (cpucublas_gemm_count, ...), read through dlsym on the loaded library.
 unsigned long long counter(const char* library, const char* name) {

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "fakes/scoped_env.hpp"
 #include "validate/adapters/cuda_session.hpp"
 #include "validate/adapters/multi_gpu.hpp"
 #include "validate/adapters/real_backend.hpp"
@@ -35,17 +36,7 @@ using gpuenv::validate::RealBackendOptions;
 using gpuenv::validate::Samples;
 using gpuenv::validate::SessionTarget;
 
-/// Sets an environment variable for the fake library for the lifetime of the guard.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : m_name(name) { ::setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { ::unsetenv(m_name); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* m_name;
-};
+using gpuenv::testing::ScopedEnv;
 
 /// A /proc, /dev and /sys tree under a fresh temporary directory: by default an NVIDIA host with nouveau listed in
 /// /proc/modules, /dev/nvidiactl, /dev/nvidia0 and /dev/nvidia3 (the fake GPUs' minor numbers) but no
