@@ -3,9 +3,7 @@
 // /sys fixture trees in a temporary directory.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +16,7 @@
 #include <vector>
 
 #include "fakes/scoped_env.hpp"
+#include "fakes/temp_dir.hpp"
 #include "validate/adapters/cuda_session.hpp"
 #include "validate/adapters/multi_gpu.hpp"
 #include "validate/adapters/real_backend.hpp"
@@ -44,9 +43,6 @@ using gpuenv::testing::ScopedEnv;
 class HostTree {
  public:
   HostTree() {
-    static std::atomic<int> counter{0};
-    m_root = fs::temp_directory_path() / ("gpuenv-real-backend-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(m_root);
     write("proc/modules", "nouveau 2306048 0 - Live 0x0000000000000000\nnvidia_uvm 1523712 0 - Live 0x0000000000000000\n");
     write("dev/nvidiactl", "");
     write("dev/nvidia0", "");
@@ -54,13 +50,6 @@ class HostTree {
     write("sys/bus/pci/devices/0000:19:00.0/numa_node", "0\n");
     write("sys/bus/pci/devices/0000:3b:00.0/numa_node", "1\n");
   }
-  ~HostTree() {
-    std::error_code ec;
-    fs::remove_all(m_root, ec);
-  }
-  HostTree(const HostTree&) = delete;
-  HostTree& operator=(const HostTree&) = delete;
-
   void write(const std::string& relative, const std::string& text) const {
     const fs::path p = m_root / relative;
     fs::create_directories(p.parent_path());
@@ -82,7 +71,8 @@ class HostTree {
   }
 
  private:
-  fs::path m_root;
+  gpuenv::testing::TempDir m_dir{"gpuenv-real-backend"};
+  const fs::path& m_root = m_dir.path();
 };
 
 /// A session that only answers health() through the reader the backend handed to the factory.
@@ -455,22 +445,35 @@ RealBackendOptions cpu_driver_options(const HostTree& tree) {
   return o;
 }
 
+/// Runs the checks `filter` selects at `level` through the real backend on the CPU doubles (cpu_driver_options), with
+/// the GPU deadlines x8: a busy 2-core CI machine copying 128 MiB buffers is not an H100.
+Result<gpuenv::validate::Report> run_on_cpu_driver(gpuenv::validate::Level level, std::vector<std::string> filter) {
+  auto tree = std::make_unique<HostTree>();
+  auto backend = make_real_backend(cpu_driver_options(*tree));
+  gpuenv::validate::CheckInputs inputs;
+  inputs.level = level;
+  gpuenv::validate::RunOptions run;
+  run.filter = std::move(filter);
+  run.deadline_scale = 8;
+  auto report = gpuenv::validate::run_validation(*backend, inputs, gpuenv::validate::all_checks(), run);
+  // A check the watchdog abandoned still runs on the backend and reads the host tree: keep both for the process's
+  // lifetime then, as the CLI does.
+  bool hung = false;
+  if (report.ok())
+    for (const auto& check : report->checks)
+      for (const auto& r : check.results) hung = hung || r.code == "hang";
+  if (hung) {
+    (void)backend.release();
+    (void)tree.release();
+  }
+  return report;
+}
+
 TEST(RealBackend, EveryGpuCheckRunsThroughTheRealAdaptersOnTheCpuDriver) {
   if (gpuenv::validate::embedded_validation_fatbin().size == 0) GTEST_SKIP() << "built without CUDA: no kernels";
   ::unsetenv("CPU_CUDA_FAULTS");
-  HostTree tree;
-  auto backend = make_real_backend(cpu_driver_options(tree));
-  gpuenv::validate::CheckInputs inputs;
-  inputs.level = gpuenv::validate::Level::standard;
-  gpuenv::validate::RunOptions run;
-  run.filter = {"kernels", "throughput"};
-  run.deadline_scale = 8;  // a busy 2-core CI machine copying 128 MiB buffers, not an H100
-  auto report = gpuenv::validate::run_validation(*backend, inputs, gpuenv::validate::all_checks(), run);
+  auto report = run_on_cpu_driver(gpuenv::validate::Level::standard, {"kernels", "throughput"});
   ASSERT_TRUE(report.ok()) << report.error().to_string();
-  // A check the watchdog abandoned still runs on the backend: keep the backend for the process then (the CLI does).
-  for (const auto& check : report->checks)
-    for (const auto& r : check.results)
-      if (r.code == "hang") (void)backend.release();
   EXPECT_EQ(report->backend, "nvml+cuda");
   EXPECT_FALSE(report->could_not_run) << report->could_not_run_reason;
   std::map<std::string, gpuenv::validate::CheckReport> by_key;
@@ -505,14 +508,7 @@ TEST(RealBackend, EveryGpuCheckRunsThroughTheRealAdaptersOnTheCpuDriver) {
 TEST(RealBackend, AMemtestBitFlipOnTheCpuDriverFailsOnlyMemtest) {
   if (gpuenv::validate::embedded_validation_fatbin().size == 0) GTEST_SKIP() << "built without CUDA: no kernels";
   ScopedEnv fault("CPU_CUDA_FAULTS", "memtest_flip");
-  HostTree tree;
-  auto backend = make_real_backend(cpu_driver_options(tree));
-  gpuenv::validate::CheckInputs inputs;
-  inputs.level = gpuenv::validate::Level::quick;
-  gpuenv::validate::RunOptions run;
-  run.filter = {"memtest", "compute_correctness"};
-  run.deadline_scale = 8;
-  auto report = gpuenv::validate::run_validation(*backend, inputs, gpuenv::validate::all_checks(), run);
+  auto report = run_on_cpu_driver(gpuenv::validate::Level::quick, {"memtest", "compute_correctness"});
   ASSERT_TRUE(report.ok()) << report.error().to_string();
   ASSERT_EQ(report->checks.size(), 2u);
   for (const auto& check : report->checks) {

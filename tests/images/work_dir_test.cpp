@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "fakes/temp_dir.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -17,24 +19,16 @@ using gpuenv::images::WorkDir;
 
 class CacheRoot {
  public:
-  CacheRoot() {
-    char pattern[] = "/tmp/gpuenv-workdir-XXXXXX";
-    m_root = mkdtemp(pattern);
-  }
-  ~CacheRoot() {
-    std::error_code ec;
-    fs::remove_all(m_root, ec);
-  }
-  [[nodiscard]] std::string root() const { return m_root; }
+  [[nodiscard]] std::string root() const { return m_dir.path().string(); }
   [[nodiscard]] std::size_t entries() const {
     std::size_t n = 0;
     std::error_code ec;
-    for (fs::directory_iterator it(fs::path(m_root) / "tmp", ec), end; !ec && it != end; it.increment(ec)) ++n;
+    for (fs::directory_iterator it(m_dir.path() / "tmp", ec), end; !ec && it != end; it.increment(ec)) ++n;
     return n;
   }
 
  private:
-  std::string m_root;
+  gpuenv::testing::TempDir m_dir{"gpuenv-workdir"};
 };
 
 TEST(WorkDir, IsRemovedWithItsContentsWhenDone) {

@@ -1,11 +1,12 @@
 #include "validate/adapters/image_libraries.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "fakes/temp_dir.hpp"
 
 namespace {
 
@@ -15,14 +16,6 @@ using gpuenv::validate::find_image_libraries;
 // A scratch root filesystem, removed at the end of the test.
 class Rootfs {
  public:
-  Rootfs() {
-    char pattern[] = "/tmp/gpuenv-image-libraries-XXXXXX";
-    m_root = mkdtemp(pattern);
-  }
-  ~Rootfs() {
-    std::error_code ec;
-    fs::remove_all(m_root, ec);
-  }
   void file(const std::string& relative) {
     fs::create_directories((m_root / relative).parent_path());
     std::ofstream(m_root / relative) << "ELF";
@@ -35,7 +28,8 @@ class Rootfs {
   [[nodiscard]] std::string root() const { return m_root.string(); }
 
  private:
-  fs::path m_root;
+  gpuenv::testing::TempDir m_dir{"gpuenv-image-libraries"};
+  const fs::path& m_root = m_dir.path();
 };
 
 TEST(ImageLibraries, FindsWheelToolkitAndDistributionLibrariesNewestMajorFirst) {

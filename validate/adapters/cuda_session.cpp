@@ -500,15 +500,14 @@ class CudaSession final : public GpuSession {
   std::string gemm_library_notes() override {
     std::unique_lock lock(m_mutex, std::try_to_lock);
     if (!lock.owns_lock()) return {};  // an earlier call still runs (hung): say nothing rather than wait
-    std::vector<std::string> all = m_cublaslt_rejected;
-    all.insert(all.end(), m_cublas_rejected.begin(), m_cublas_rejected.end());
-    if (all.empty() && m_cublaslt_tried && m_cublas_tried && !m_cublaslt && !m_cublas) {
+    std::string rejected = passed_over_for("", {});  // every library that loaded and was passed over
+    if (rejected.empty() && m_cublaslt_tried && m_cublas_tried && !m_cublaslt && !m_cublas) {
       std::vector<std::string> names = m_options.cublaslt_libraries;
       names.insert(names.end(), m_options.cublas_libraries.begin(), m_options.cublas_libraries.end());
       return names.empty() ? "no cuBLASLt or cuBLAS library was to be looked for"
                            : "none of " + join(names, ", ") + " loads";
     }
-    return join(all, "; ");
+    return rejected;
   }
 
   Result<GpuHealth> health() override {
