@@ -61,6 +61,8 @@ json resolution_json(const resolver::Spec& spec, const resolver::Resolution& r) 
   j["frameworks"] = fw;
   j["gpu"] = {{"archs", archs(r.archs)}, {"models", r.gpu_models}, {"origin", r.gpu_origin}};
   j["forward_compat"] = r.forward_compat;
+  if (!r.driver_mode.empty()) j["driver_mode"] = r.driver_mode;
+  if (r.cuda) j["cuda_native_driver"] = r.cuda_native_driver.str();
   j["compat_package"] = r.compat_package ? json("cuda-compat-" + std::to_string(r.compat_package->major()) + "-" +
                                                 std::to_string(r.compat_package->minor()))
                                          : json(nullptr);
@@ -97,7 +99,16 @@ void print_resolution(std::ostream& out, const resolver::Spec& spec, const resol
   for (std::size_t i = 0; i < r.archs.size(); ++i) arch += (i ? ", " : "") + arch_name(r.archs[i]);
   row("gpu", r.gpu_models.empty() ? "not given" : gpus + " (" + arch + ", from " + r.gpu_origin + ")");
   std::string driver = ">= " + r.driver_min.str();
-  if (r.driver) driver += "; fleet " + r.driver->str() + (r.forward_compat ? " with forward compatibility" : " runs it natively");
+  if (r.driver && r.cuda) {
+    const std::string cuda = "CUDA " + r.cuda->truncated(2).str();
+    if (r.driver_mode == "forward_compat")
+      driver += "; fleet " + r.driver->str() + " runs " + cuda + " only with forward compatibility (cuda-compat)";
+    else if (r.driver_mode == "native")
+      driver += "; fleet " + r.driver->str() + " runs " + cuda + " natively";
+    else
+      driver += "; fleet " + r.driver->str() + " runs " + cuda + " only through minor-version compatibility (natively from " +
+                r.cuda_native_driver.str() + "; PTX newer than the driver is not JIT-compiled)";
+  }
   row("driver", driver);
   for (const auto& f : r.driver_floor) out << "    " << std::left << std::setw(12) << f.driver.str() << f.why << "\n";
   if (r.compat_package)

@@ -370,16 +370,60 @@ const CudaToolkit* Catalog::newest_native(const Version& driver) const {
 }
 
 const CudnnRelease* Catalog::cudnn_release(const Version& v) const {
-  const CudnnRelease* best = nullptr;
-  for (const auto& r : cudnn) {
+  for (const auto& r : cudnn)
     if (r.version == v) return &r;
-    if (r.version.major() == v.major() && r.version < v) best = &r;
+  return nullptr;
+}
+
+namespace {
+const CudnnBuild* build_for(const CudnnRelease& r, int cuda_major) {
+  for (const auto& b : r.builds)
+    if (b.cuda_major == cuda_major) return &b;
+  return nullptr;
+}
+}  // namespace
+
+CudnnFacts Catalog::cudnn_facts(const Version& v, int cuda_major) const {
+  CudnnFacts f;
+  if (const CudnnRelease* r = cudnn_release(v)) {
+    f.recorded = true;
+    const CudnnBuild* b = build_for(*r, cuda_major);
+    f.has_build = b != nullptr;
+    if (b) f.cuda_min = b->cuda_min, f.cuda_max = b->cuda_max, f.driver_min = b->driver_min, f.sm = b->sm;
+    return f;
   }
-  if (!best) {  // older than every recorded release of its major: the oldest recorded one
-    for (const auto& r : cudnn)
-      if (r.version.major() == v.major()) return &r;
+  const CudnnRelease* lo = nullptr;
+  const CudnnRelease* hi = nullptr;
+  for (const auto& r : cudnn) {
+    if (r.version.major() != v.major()) continue;
+    if (r.version < v) lo = &r;
+    if (v < r.version && !hi) hi = &r;
   }
-  return best;
+  if (!lo || !hi) {
+    f.unknown = {"CUDA range", "driver floor", "architectures"};
+    if (lo) f.below = lo->version;
+    if (hi) f.above = hi->version;
+    return f;
+  }
+  f.below = lo->version;
+  f.above = hi->version;
+  const CudnnBuild* a = build_for(*lo, cuda_major);
+  const CudnnBuild* b = build_for(*hi, cuda_major);
+  if ((a == nullptr) != (b == nullptr)) {
+    f.unknown = {"a build for CUDA " + std::to_string(cuda_major)};
+    return f;
+  }
+  f.has_build = a != nullptr;
+  if (!a) return f;
+  auto agree = [&](const auto& x, const auto& y, auto& out, const char* what) {
+    if (x == y) out = x;
+    else f.unknown.push_back(what);
+  };
+  agree(a->cuda_min, b->cuda_min, f.cuda_min, "oldest CUDA");
+  agree(a->cuda_max, b->cuda_max, f.cuda_max, "newest CUDA");
+  agree(a->driver_min, b->driver_min, f.driver_min, "driver floor");
+  agree(a->sm, b->sm, f.sm, "architectures");
+  return f;
 }
 
 Result<Catalog> load_catalog(const std::vector<CatalogFile>& files) {

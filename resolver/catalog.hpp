@@ -50,6 +50,18 @@ struct CudnnBuild {
   friend bool operator==(const CudnnBuild&, const CudnnBuild&) = default;
 };
 
+/// What is known of one cuDNN release's build for one CUDA major: recorded, or inferred from the recorded
+/// neighbours on both sides of the same major where they agree (docs/resolver.md). A fact left unset is
+/// unknown and must not be the ground of a refusal.
+struct CudnnFacts {
+  bool recorded = false;                ///< the release itself is in the catalog
+  std::optional<bool> has_build;        ///< a build for this CUDA major exists
+  std::optional<Version> cuda_min, cuda_max, driver_min;
+  std::optional<std::vector<int>> sm;
+  std::optional<Version> below, above;  ///< the neighbours an inference used (when not recorded)
+  std::vector<std::string> unknown;     ///< facts neither recorded nor agreed by both neighbours
+};
+
 struct CudnnRelease {
   Version version;
   std::vector<CudnnBuild> builds;
@@ -120,9 +132,11 @@ struct Catalog {
   [[nodiscard]] std::vector<const CudaToolkit*> toolkits_of(const Version& major_minor) const;
   /// Newest toolkit whose driver_min <= driver: the newest CUDA the driver runs natively.
   [[nodiscard]] const CudaToolkit* newest_native(const Version& driver) const;
-  /// cuDNN release by exact version; else the nearest older recorded release of the same major (else the oldest
-  /// of that major). Callers compare ->version to know whether the match was exact.
+  /// cuDNN release by exact version, or null.
   [[nodiscard]] const CudnnRelease* cudnn_release(const Version& v) const;
+  /// The facts of cuDNN `v`'s build for CUDA `cuda_major`: the record's, or those on which the recorded
+  /// neighbours below and above it (same cuDNN major) agree; nothing is taken from one side alone.
+  [[nodiscard]] CudnnFacts cudnn_facts(const Version& v, int cuda_major) const;
   friend bool operator==(const Catalog&, const Catalog&) = default;
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 
 namespace gpuenv::resolver {
@@ -18,8 +19,7 @@ struct Candidate {
   std::vector<Pick> picks;
   const CudaToolkit* toolkit = nullptr;
   std::optional<Version> cudnn;
-  const CudnnRelease* cudnn_release = nullptr;  // recorded release used for its facts (may differ from cudnn)
-  const CudnnBuild* cudnn_build = nullptr;
+  const CudnnFacts* cudnn_facts = nullptr;  // recorded or inferred facts of cudnn's build for the toolkit's major
   bool cudnn_from_framework = false;
   std::optional<Version> python;
   std::vector<Violation> violations;
@@ -214,15 +214,16 @@ class Solver {
     c.cudnn = cudnn;
     c.cudnn_from_framework = from_fw;
     c.violations = pre;
-    if (cudnn) {
-      c.cudnn_release = m_catalog.cudnn_release(*cudnn);
-      if (c.cudnn_release) {
-        for (const auto& b : c.cudnn_release->builds)
-          if (b.cuda_major == static_cast<int>(t.version.major())) c.cudnn_build = &b;
-      }
-    }
+    if (cudnn) c.cudnn_facts = &facts_of(*cudnn, static_cast<int>(t.version.major()));
     evaluate(c);
     m_candidates.push_back(std::move(c));
+  }
+
+  const CudnnFacts& facts_of(const Version& v, int cuda_major) {
+    for (const auto& [key, f] : m_cudnn_facts)
+      if (key.second == cuda_major && key.first == v) return *f;
+    m_cudnn_facts.emplace_back(std::make_pair(v, cuda_major), std::make_unique<CudnnFacts>(m_catalog.cudnn_facts(v, cuda_major)));
+    return *m_cudnn_facts.back().second;
   }
 
   template <class F>
@@ -240,13 +241,20 @@ class Solver {
 
   void evaluate(Candidate& c) {
     const CudaToolkit& t = *c.toolkit;
-    if (c.cudnn && c.cudnn_release && !(c.cudnn_release->version == *c.cudnn)) {
+    const CudnnFacts* cf = c.cudnn ? c.cudnn_facts : nullptr;
+    if (cf && !cf->recorded) {
       note(c, [&] {
-        return "cuDNN " + c.cudnn->str() + " has no support matrix in the catalog; its requirements were taken from cuDNN " +
-               c.cudnn_release->version.str() + ", the nearest recorded release of the same major";
+        std::string n = "cuDNN " + c.cudnn->str() + " has no support matrix in the catalog; ";
+        if (cf->below && cf->above)
+          n += "its facts were taken where the recorded neighbours cuDNN " + cf->below->str() + " and " + cf->above->str() + " agree";
+        else
+          n += "no recorded release of cuDNN " + std::to_string(c.cudnn->major()) + " lies on both sides of it, so nothing was inferred";
+        if (!cf->unknown.empty()) {
+          n += "; not known, so not checked: " + join(cf->unknown, ", ");
+          if (c.cudnn_from_framework) n += " (the framework's own recorded facts decide)";
+        }
+        return n;
       });
-    } else if (c.cudnn && !c.cudnn_release) {
-      note(c, [&] { return "cuDNN " + c.cudnn->str() + " has no support matrix in the catalog; its driver and architecture rules were not checked"; });
     }
     // Spec constraints.
     for (const auto& p : c.picks) {
@@ -271,12 +279,12 @@ class Solver {
                                                  p.release->glibc_min->str() + "; " + m_spec.base() + " has " + m_distro.glibc->str()); });
     }
     // cuDNN build for this CUDA.
-    if (c.cudnn && c.cudnn_release && !c.cudnn_build) {
+    if (cf && cf->has_build == false) {
       violate(c, Rule::cudnn_cuda, [&] { return std::string("cuDNN " + c.cudnn->str() + " has no build for CUDA " + std::to_string(t.version.major())); });
-    } else if (c.cudnn_build && !c.cudnn_from_framework &&
-               !(compare_prefix(t.version, c.cudnn_build->cuda_min, 2) >= 0 && compare_prefix(t.version, c.cudnn_build->cuda_max, 2) <= 0)) {
-      violate(c, Rule::cudnn_cuda, [&] { return std::string("cuDNN " + c.cudnn->str() + " supports CUDA " + c.cudnn_build->cuda_min.str() + " to " +
-                                                    c.cudnn_build->cuda_max.str() + ", not " + cuda_xy(t.version)); });
+    } else if (cf && !c.cudnn_from_framework &&
+               ((cf->cuda_min && compare_prefix(t.version, *cf->cuda_min, 2) < 0) || (cf->cuda_max && compare_prefix(t.version, *cf->cuda_max, 2) > 0))) {
+      violate(c, Rule::cudnn_cuda, [&] { return std::string("cuDNN " + c.cudnn->str() + " supports CUDA " + (cf->cuda_min ? cf->cuda_min->str() : "?") + " to " +
+                                                    (cf->cuda_max ? cf->cuda_max->str() : "?") + ", not " + cuda_xy(t.version)); });
     }
     // Architectures.
     const CudaMajor* major = m_catalog.major(static_cast<int>(t.version.major()));
@@ -287,9 +295,9 @@ class Solver {
         violate(c, Rule::arch_cuda, [&] { return std::string("CUDA " + cuda_xy(t.version) + " supports " + arch_range(t.sm) + "; " + g.name +
                                                      " is " + arch_name(g.sm)); });
       }
-      if (c.cudnn_build && !covered_by_sass(c.cudnn_build->sm, g.sm)) {
-        violate(c, Rule::arch_cudnn, [&] { return std::string("cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(c.cudnn_build->cuda_major) +
-                                                      " supports " + arch_range(c.cudnn_build->sm) + "; " + g.name + " is " + arch_name(g.sm)); });
+      if (cf && cf->sm && !covered_by_sass(*cf->sm, g.sm)) {
+        violate(c, Rule::arch_cudnn, [&] { return std::string("cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(t.version.major()) +
+                                                      " supports " + arch_range(*cf->sm) + "; " + g.name + " is " + arch_name(g.sm)); });
       }
       for (const auto& p : c.picks) {
         const auto& v = *p.variant;
@@ -314,7 +322,7 @@ class Solver {
     }
     // Driver floor.
     if (major) floor_part(c, major->minor_compat_driver_min, [&] { return std::string("CUDA " + std::to_string(major->major) + ".x runtime, with minor-version compatibility"); }, Rule::driver);
-    if (c.cudnn_build) floor_part(c, c.cudnn_build->driver_min, [&] { return std::string("cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(c.cudnn_build->cuda_major)); }, Rule::driver);
+    if (cf && cf->driver_min) floor_part(c, *cf->driver_min, [&] { return std::string("cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(t.version.major())); }, Rule::driver);
     for (const auto& p : c.picks)
       if (p.variant->driver_min) floor_part(c, *p.variant->driver_min, [&] { return std::string(label(p) + " states this minimum"); }, Rule::driver);
     if (!ptx_floor.empty()) floor_part(c, ptx_floor, [&] { return std::string(ptx_why); }, Rule::driver);
@@ -456,6 +464,8 @@ class Solver {
     out.driver_floor = c.floor;
     std::stable_sort(out.driver_floor.begin(), out.driver_floor.end(), [](const FloorPart& a, const FloorPart& b) { return a.driver > b.driver; });
     out.forward_compat = c.forward_compat;
+    out.cuda_native_driver = c.toolkit->driver_min;
+    if (m_driver) out.driver_mode = c.forward_compat ? "forward_compat" : (*m_driver >= c.toolkit->driver_min ? "native" : "minor_version_compat");
     if (c.compat) {
       out.compat_package = c.compat->cuda;
       out.notes.push_back("driver " + m_driver->str() + " is below " + c.driver_min.str() + "; the image needs cuda-compat " +
@@ -601,6 +611,7 @@ class Solver {
   const Spec& m_spec;
   const Distro& m_distro;
   std::optional<Version> m_driver;
+  std::vector<std::pair<std::pair<Version, int>, std::unique_ptr<CudnnFacts>>> m_cudnn_facts;  // stable addresses
   std::vector<Candidate> m_candidates;
   bool m_explain = false;
 };
@@ -657,8 +668,37 @@ Result<Resolution> resolve(const Catalog& catalog, const ResolveRequest& request
     return make_error(ErrorKind::spec, "spec.unknown_base", "base '" + spec.base() + "' is not in the catalog", spec.where("base"),
                       "use one of " + join(known, ", "));
   }
-  Solver solver(catalog, request, *distro);
-  return solver.run();
+  // A minor series' facts apply to its patch releases unless the catalog records a difference: a request
+  // for a patch release the catalog lacks (tensorflow 2.16.2 next to a recorded 2.16.1) gets the facts of the
+  // nearest recorded release of its series, and says so. The lock then finds whether the index serves it.
+  std::optional<Catalog> widened;
+  std::vector<std::string> notes;
+  for (const auto& req : spec.frameworks) {
+    auto it = catalog.frameworks.find(req.name);
+    if (it == catalog.frameworks.end()) continue;
+    const auto& releases = it->second;
+    if (std::any_of(releases.begin(), releases.end(), [&](const FrameworkRelease& r) { return req.version.matches(r.version); })) continue;
+    const auto want = req.version.lower_bound();
+    if (!want || want->parts().size() < 3 || !req.version.matches(*want)) continue;
+    const FrameworkRelease* near = nullptr;
+    for (const auto& r : releases) {
+      if (compare_prefix(r.version, *want, 2) != 0) continue;
+      if (!near || (r.version < *want && (near->version > *want || near->version < r.version))) near = &r;
+    }
+    if (!near) continue;
+    if (!widened) widened = catalog;
+    auto& list = widened->frameworks[req.name];
+    FrameworkRelease copy = *near;
+    copy.version = *want;
+    list.push_back(std::move(copy));
+    std::sort(list.begin(), list.end(), [](const FrameworkRelease& a, const FrameworkRelease& b) { return a.version < b.version; });
+    notes.push_back(req.name + " " + want->str() + " is not in the catalog; the facts recorded for " + req.name + " " + near->version.str() +
+                    " (the same " + want->truncated(2).str() + " series) were applied to it");
+  }
+  Solver solver(widened ? *widened : catalog, request, *distro);
+  Resolution out = solver.run();
+  if (out.ok) out.notes.insert(out.notes.end(), notes.begin(), notes.end());
+  return out;
 }
 
 Result<std::vector<MatrixRow>> matrix(const Catalog& catalog, std::string_view framework) {
@@ -702,9 +742,8 @@ Result<std::vector<MatrixRow>> matrix(const Catalog& catalog, std::string_view f
         const CudaMajor* m = catalog.major(static_cast<int>(v.cuda.major()));
         r.driver_min = m ? m->minor_compat_driver_min : r.driver_native;
         if (v.cudnn) {
-          if (const CudnnRelease* cr = catalog.cudnn_release(*v.cudnn))
-            for (const auto& b : cr->builds)
-              if (b.cuda_major == static_cast<int>(v.cuda.major())) r.driver_min = std::max(r.driver_min, b.driver_min);
+          const CudnnFacts f = catalog.cudnn_facts(*v.cudnn, static_cast<int>(v.cuda.major()));
+          if (f.driver_min) r.driver_min = std::max(r.driver_min, *f.driver_min);
         }
         if (v.driver_min) r.driver_min = std::max(r.driver_min, *v.driver_min);
         rows.push_back(std::move(r));

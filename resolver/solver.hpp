@@ -76,6 +76,11 @@ struct Resolution {
   std::string driver_origin;
   bool forward_compat = false;
   std::optional<Version> compat_package;  ///< cuda-compat x.y when forward_compat
+  /// How the fleet's driver runs the chosen CUDA, when a driver is known: "native" (driver >= the toolkit's
+  /// own driver), "minor_version_compat" (same major, older driver: runs, but no PTX JIT of newer PTX and
+  /// no features of the newer driver) or "forward_compat" (through cuda-compat). Empty without a driver.
+  std::string driver_mode;
+  Version cuda_native_driver;  ///< the chosen toolkit's own driver (the floor for running it natively)
   std::vector<int> archs;
   std::vector<std::string> gpu_models;
   std::string gpu_origin;

@@ -22,6 +22,7 @@
 #include "images/cache/cached_fetch.hpp"
 #include "images/digest.hpp"
 #include "images/elf/elf.hpp"
+#include "images/elf/loader_model.hpp"
 #include "images/oci/parallel_gzip.hpp"
 #include "images/oci/parallel_zstd.hpp"
 #include "images/oci/tar_writer.hpp"
@@ -304,82 +305,6 @@ Status write_file(const std::string& path, const std::string& bytes) {
 }
 
 /// The library search a dynamic linker would do for one DT_NEEDED entry, answered from the image tree.
-class NeededChecker {
- public:
-  NeededChecker(std::string root, const LdCache& cache, const std::string& triplet) : m_root(std::move(root)) {
-    for (const auto& e : cache.entries) m_cached.insert(e.key);
-    m_default = {"/lib/" + triplet, "/usr/lib/" + triplet, "/lib", "/usr/lib"};
-  }
-
-  /// The unresolved DT_NEEDED names of the ELF file at `rel`, or nothing for a file that is not ELF.
-  std::vector<std::string> missing(const std::string& rel) {
-    std::vector<std::string> out;
-    UniqueFd fd(::open((m_root + "/" + rel).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-    char magic[4];
-    if (fd.get() < 0 || ::pread(fd.get(), magic, 4, 0) != 4 || !is_elf_magic(std::string_view(magic, 4))) return out;
-    auto elf = parse_elf_fd(fd.get(), rel);
-    if (!elf || !elf->has_dynamic) return out;
-    const std::string origin = "/" + fs::path(rel).parent_path().string();
-    if (!elf->interpreter.empty() && !exists(elf->interpreter)) out.push_back(elf->interpreter);
-    for (const auto& needed : elf->needed) {
-      if (is_driver_library(needed) || found(needed, *elf, origin)) continue;
-      out.push_back(needed);
-    }
-    return out;
-  }
-
- private:
-  bool exists(const std::string& abs) const {
-    struct stat st {};
-    // Resolve inside the image: the tree is checked before anything runs, links are followed with care.
-    std::error_code ec;
-    fs::path p = fs::path(m_root) / fs::path(abs).relative_path();
-    for (int hops = 0; hops < 16; ++hops) {
-      if (::lstat(p.c_str(), &st) != 0) return false;
-      if (!S_ISLNK(st.st_mode)) return S_ISREG(st.st_mode);
-      const fs::path target = fs::read_symlink(p, ec);
-      if (ec) return false;
-      p = target.is_absolute() ? fs::path(m_root) / target.relative_path() : p.parent_path() / target;
-      p = p.lexically_normal();
-      if (!starts_with(p.string(), m_root)) return false;
-    }
-    return false;
-  }
-  std::vector<std::string> expand(const std::string& list, const std::string& origin) const {
-    std::vector<std::string> out;
-    std::size_t pos = 0;
-    while (pos <= list.size()) {
-      const auto colon = list.find(':', pos);
-      std::string dir = list.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
-      pos = colon == std::string::npos ? list.size() + 1 : colon + 1;
-      for (const char* token : {"$ORIGIN", "${ORIGIN}"})
-        for (auto at = dir.find(token); at != std::string::npos; at = dir.find(token)) dir.replace(at, std::strlen(token), origin);
-      if (!dir.empty() && dir[0] == '/') out.push_back(dir);
-    }
-    return out;
-  }
-  bool found(const std::string& needed, const ElfInfo& elf, const std::string& origin) {
-    if (needed.find('/') != std::string::npos) return exists(needed[0] == '/' ? needed : origin + "/" + needed);
-    // libc.so.6 needs the dynamic linker, which is already loaded as the program's interpreter.
-    if (starts_with(needed, "ld-linux") || starts_with(needed, "ld64.so"))
-      for (const auto& d : {std::string("/lib64"), std::string("/lib"), m_default.front()})
-        if (exists(d + "/" + needed)) return true;
-    if (elf.runpath.empty())
-      for (const auto& d : expand(elf.rpath, origin))
-        if (exists(d + "/" + needed)) return true;
-    for (const auto& d : expand(elf.runpath, origin))
-      if (exists(d + "/" + needed)) return true;
-    if (m_cached.count(needed)) return true;
-    for (const auto& d : m_default)
-      if (exists(d + "/" + needed)) return true;
-    return false;
-  }
-
-  std::string m_root;
-  std::set<std::string> m_cached;
-  std::vector<std::string> m_default;
-};
-
 /// A layer's tar stream, from the tree's nodes that belong to it.
 class LayerStream {
  public:
@@ -701,8 +626,11 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
   }
   // A base image's untouched files stay in its own layers and are not checked: its maker answers for them.
   if (base_image) nodes.erase(std::remove_if(nodes.begin(), nodes.end(), from_base_unchanged), nodes.end());
-  NeededChecker checker(root, ld, lo.multiarch_triplet);
-  std::map<std::string, std::vector<std::string>> unresolved;
+  std::vector<std::pair<std::string, std::string>> cached;
+  for (const auto& e : ld.entries) cached.emplace_back(e.key, e.path);
+  const std::string& tri = lo.multiarch_triplet;
+  LoaderModel loader(root, std::move(cached), {"/lib/" + tri, "/usr/lib/" + tri, "/lib", "/usr/lib"});
+  std::vector<std::string> objects;
   for (const auto& n : nodes) {
     if (n.type != TarEntry::Type::file) continue;
     const std::string base = fs::path(n.path).filename().string();
@@ -712,9 +640,11 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
                              (owners.count(n.path) && owners[n.path].package >= 0 ? lock.packages[static_cast<std::size_t>(owners[n.path].package)].name : std::string("unknown")) + ")");
     }
     if ((n.st_mode & 0111) == 0 && base.find(".so") == std::string::npos) continue;  // neither executable nor a library
-    for (const auto& m : checker.missing(n.path))
-      if (std::find(rq.allow_missing.begin(), rq.allow_missing.end(), m) == rq.allow_missing.end()) unresolved[m].push_back("/" + n.path);
+    objects.push_back("/" + n.path);
   }
+  const auto unresolved = loader.unresolved(objects, [&](const std::string& name) {
+    return is_driver_library(name) || std::find(rq.allow_missing.begin(), rq.allow_missing.end(), name) != rq.allow_missing.end();
+  });
   if (!unresolved.empty()) {
     std::string what;
     std::size_t shown = 0;

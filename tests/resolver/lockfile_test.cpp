@@ -20,7 +20,7 @@ std::string render_for(const std::string& yaml, const std::string& driver) {
   req.gpus = *gpu_targets(gpuenv::testing::mini_catalog(), spec.gpu.models, spec.gpu.archs, "t");
   req.driver = *Constraint::parse(driver);
   auto r = resolve(gpuenv::testing::mini_catalog(), req);
-  EXPECT_TRUE(r.ok() && r->ok);
+  EXPECT_TRUE(r.ok() && r->ok) << (r.ok() ? gpuenv::testing::conflicts_text(*r) : r.error().to_string());
   return render_lock(spec, *r, LockInputs{"spec-digest", "catalog-digest", "gpuenv test"});
 }
 

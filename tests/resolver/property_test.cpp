@@ -78,14 +78,11 @@ struct Checker {
       }
     }
     if (r.cudnn) {
-      if (const CudnnRelease* cr = c.cudnn_release(*r.cudnn)) {
-        for (const auto& b : cr->builds) {
-          if (b.cuda_major != static_cast<int>(r.cuda->major())) continue;
-          floor = std::max(floor, b.driver_min);
-          for (const auto& g : gpus)
-            if (!covers(b.sm, g.sm)) return "cudnn does not cover " + g.name;
-        }
-      }
+      const CudnnFacts f = c.cudnn_facts(*r.cudnn, static_cast<int>(r.cuda->major()));
+      if (f.driver_min) floor = std::max(floor, *f.driver_min);
+      if (f.sm)
+        for (const auto& g : gpus)
+          if (!covers(*f.sm, g.sm)) return "cudnn does not cover " + g.name;
     }
     if (std::max(floor, hard) != r.driver_min) return "driver_min " + r.driver_min.str() + " != " + std::max(floor, hard).str();
     if (driver) {

@@ -1,0 +1,116 @@
+// Answers that must rest on recorded facts (issue 12): a cuDNN release the catalog lacks is judged only on
+// what its recorded neighbours agree on; a patch release the catalog lacks gets its minor series' facts;
+// the driver's way of running CUDA (natively or through minor-version compatibility) is said as it is.
+#include <gtest/gtest.h>
+
+#include "fakes/catalog_fixture.hpp"
+#include "resolver/solver.hpp"
+
+namespace {
+
+using namespace gpuenv::resolver;
+using gpuenv::testing::resolve_yaml;
+
+CudnnRelease release(const char* v, std::vector<CudnnBuild> builds) {
+  CudnnRelease r;
+  r.version = *Version::parse(v);
+  r.builds = std::move(builds);
+  return r;
+}
+
+CudnnBuild build(int major, const char* lo, const char* hi, const char* driver, std::vector<int> sm) {
+  return CudnnBuild{major, *Version::parse(lo), *Version::parse(hi), *Version::parse(driver), std::move(sm)};
+}
+
+std::string notes_of(const Resolution& r) {
+  std::string out;
+  for (const auto& n : r.notes) out += n + "\n";
+  return out;
+}
+
+TEST(CudnnFacts, RecordedReleaseGivesItsOwnFacts) {
+  Catalog c;
+  c.cudnn = {release("9.5.1", {build(12, "12.0", "12.6", "525.60.13", {50, 90})})};
+  const auto f = c.cudnn_facts(*Version::parse("9.5.1"), 12);
+  EXPECT_TRUE(f.recorded);
+  ASSERT_TRUE(f.has_build && f.sm && f.driver_min);
+  EXPECT_TRUE(*f.has_build);
+  EXPECT_EQ(f.sm->back(), 90);
+  EXPECT_FALSE(*c.cudnn_facts(*Version::parse("9.5.1"), 11).has_build);
+}
+
+TEST(CudnnFacts, OnlyWhatBothNeighboursAgreeOnIsInferred) {
+  Catalog c;
+  c.cudnn = {release("9.5.1", {build(12, "12.0", "12.6", "525.60.13", {50, 60, 90})}),
+             release("9.10.2", {build(12, "12.0", "12.9", "525.60.13", {50, 60, 90, 100, 120})})};
+  const auto f = c.cudnn_facts(*Version::parse("9.7.1"), 12);
+  EXPECT_FALSE(f.recorded);
+  ASSERT_TRUE(f.below && f.above);
+  EXPECT_EQ(f.below->str(), "9.5.1");
+  EXPECT_EQ(f.above->str(), "9.10.2");
+  ASSERT_TRUE(f.has_build && f.cuda_min && f.driver_min);
+  EXPECT_EQ(f.cuda_min->str(), "12.0");
+  EXPECT_EQ(f.driver_min->str(), "525.60.13");
+  EXPECT_FALSE(f.cuda_max.has_value());  // 12.6 and 12.9 disagree
+  EXPECT_FALSE(f.sm.has_value());        // Blackwell appears between them: not known for 9.7.1
+  EXPECT_NE(std::find(f.unknown.begin(), f.unknown.end(), "architectures"), f.unknown.end());
+}
+
+TEST(CudnnFacts, NothingIsTakenFromOneSideAlone) {
+  Catalog c;
+  c.cudnn = {release("9.17.0", {build(13, "13.0", "13.1", "580.65.06", {75, 120})})};
+  const auto newer = c.cudnn_facts(*Version::parse("9.26.0"), 13);
+  EXPECT_FALSE(newer.has_build || newer.driver_min || newer.sm);
+  EXPECT_FALSE(newer.unknown.empty());
+  const auto older = c.cudnn_facts(*Version::parse("9.1.0"), 13);
+  EXPECT_FALSE(older.has_build.has_value());  // a build for CUDA 13 is not refused on 9.17.0's word
+}
+
+TEST(CudnnFacts, NeighboursThatDisagreeOnABuildLeaveItUnknown) {
+  Catalog c;
+  c.cudnn = {release("9.10.2", {build(11, "11.8", "11.8", "450.80.02", {50}), build(12, "12.0", "12.9", "525.60.13", {50})}),
+             release("9.17.0", {build(12, "12.0", "12.9", "525.60.13", {75})})};
+  EXPECT_FALSE(c.cudnn_facts(*Version::parse("9.12.0"), 11).has_build.has_value());
+}
+
+// Case 2 of issue 12: torch 2.7 bundles cuDNN 9.7.1, whose support matrix the catalog lacks; torch 2.7+cu128
+// is built for Blackwell. The answer must not be a refusal taken from an older cuDNN record.
+TEST(RecordedFacts, Torch27RunsOnBlackwell) {
+  for (const char* gpu : {"RTX 5090", "B200"}) {
+    const auto r = resolve_yaml(std::string("frameworks: {torch: '2.7'}\ngpu: {models: ['") + gpu + "'], driver: '575.51.03'}\n");
+    ASSERT_TRUE(r.ok) << gpu << "\n" << gpuenv::testing::conflicts_text(r);
+    ASSERT_FALSE(r.frameworks.empty());
+    EXPECT_EQ(r.frameworks[0].variant, "cu128") << gpu;
+    const std::string notes = notes_of(r);
+    if (r.cudnn && !gpuenv::testing::catalog().cudnn_release(*r.cudnn))
+      EXPECT_NE(notes.find("has no support matrix in the catalog"), std::string::npos) << notes;
+  }
+}
+
+// Case 3: a published patch release the catalog does not list resolves with its minor series' facts.
+TEST(RecordedFacts, UnlistedPatchReleaseGetsItsSeriesFacts) {
+  const auto r = resolve_yaml("base: ubuntu:22.04\nframeworks: {tensorflow: '2.16.2'}\ngpu: {models: [A100], driver: '550.54.15'}\n");
+  ASSERT_TRUE(r.ok) << gpuenv::testing::conflicts_text(r);
+  ASSERT_FALSE(r.frameworks.empty());
+  EXPECT_EQ(r.frameworks[0].version.str(), "2.16.2");
+  EXPECT_NE(notes_of(r).find("tensorflow 2.16.2 is not in the catalog; the facts recorded for tensorflow 2.16.1"), std::string::npos)
+      << notes_of(r);
+  // A release of a series the catalog does not know stays unknown.
+  const auto none = resolve_yaml("base: ubuntu:22.04\nframeworks: {tensorflow: '2.99.1'}\ngpu: {models: [A100]}\n");
+  EXPECT_FALSE(none.ok);
+}
+
+// Item 5: 550.54.15 is CUDA 12.4's own driver; CUDA 12.6 runs on it only through minor-version compatibility.
+TEST(RecordedFacts, DriverModeSaysNativeOrMinorVersionCompatibility) {
+  const auto native = resolve_yaml("cuda: '12.4'\ngpu: {models: [L4], driver: '550.54.15'}\n");
+  ASSERT_TRUE(native.ok) << gpuenv::testing::conflicts_text(native);
+  EXPECT_EQ(native.driver_mode, "native") << native.cuda->str();
+  const auto minor = resolve_yaml("cuda: '12.6'\ngpu: {models: [L4], driver: '550.54.15'}\n");
+  ASSERT_TRUE(minor.ok) << gpuenv::testing::conflicts_text(minor);
+  EXPECT_EQ(minor.driver_mode, "minor_version_compat");
+  EXPECT_GT(minor.cuda_native_driver, *Version::parse("550.54.15"));
+  const auto none = resolve_yaml("cuda: '12.6'\ngpu: {models: [L4]}\n");
+  EXPECT_EQ(none.driver_mode, "");
+}
+
+}  // namespace
