@@ -180,7 +180,7 @@ std::map<std::string, std::vector<std::string>> LoaderModel::unresolved(const st
     const bool needed = needed_names.count(basename_of(o)) || (!e->soname.empty() && needed_names.count(e->soname));
     if (needed && !program) continue;  // judged in the trees of the objects that need it
     for (const auto& dep : list(o))
-      if (dep.path.empty() && !accept(dep.name)) missing[dep.name].insert(dep.needed_by);
+      if (dep.path.empty() && !accept(dep.name)) missing[dep.name].insert(fs::path(dep.needed_by).lexically_normal().string());
   }
   std::map<std::string, std::vector<std::string>> out;
   for (auto& [name, users] : missing) out[name].assign(users.begin(), users.end());
