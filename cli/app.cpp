@@ -171,6 +171,7 @@ int run(const std::vector<std::string>& args, Context& ctx) {
   rn->add_option("image", run_opts.image, "OCI layout directory (gpuenv-out/NAME), or DIR:REF")->required();
   rn->add_option("command", run_opts.command, "Command and arguments, after --");
   rn->add_flag("--no-gpu", run_opts.no_gpu, "Do not bind NVIDIA devices and driver libraries");
+  rn->add_option("--bind", run_opts.binds, "HOST:DEST: make a host file or directory readable at DEST inside (repeatable)");
 
   SourcesOptions sources;
   auto* so = app.add_subcommand("sources", "Show where packages come from (apt repositories, pip indexes) and why");

@@ -4,6 +4,7 @@
 #include <glob.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -151,6 +152,21 @@ int cmd_run(const RunOptions& o, Context& ctx) {
   if (rq.command.empty()) {
     return report_error(make_error(ErrorKind::usage, "run.no_command", "no command given and the image has none", o.image, "add -- COMMAND ARGS..."), false, ctx);
   }
+  for (const auto& b : o.binds) {
+    auto bind = images::parse_bind(b);
+    if (!bind) return report_error(bind.error(), false, ctx);
+    // The image's tree is read-only and shared: a mount point must exist in it, or lie in the sandbox's own
+    // writable tmpfs (/tmp, /var/tmp, /run), where bubblewrap makes the parents.
+    const std::string& dest = bind->second;
+    const bool in_tmpfs = dest.rfind("/tmp/", 0) == 0 || dest.rfind("/var/tmp/", 0) == 0 || dest.rfind("/run/", 0) == 0;
+    struct stat st {};
+    if (!in_tmpfs && ::lstat((rq.rootfs + dest).c_str(), &st) != 0) {
+      return report_error(make_error(ErrorKind::usage, "run.bad_bind", "--bind " + b + ": " + dest + " does not exist in the image, whose tree is read-only", "",
+                                     "bind to a path the image has, or under /tmp, /var/tmp or /run"),
+                          false, ctx);
+    }
+    rq.binds.push_back(std::move(*bind));
+  }
   ctx.out->flush();
   if (have_bwrap()) {
     std::vector<std::string> args = images::bwrap_arguments(rq);
@@ -165,7 +181,12 @@ int cmd_run(const RunOptions& o, Context& ctx) {
     }
     return wait_for(pid);
   }
-  // Without bubblewrap: a plain chroot (root only; no private /dev or /proc, no GPU binding).
+  // Without bubblewrap: a plain chroot (root only; no private /dev or /proc, no GPU binding, no binds).
+  if (!rq.binds.empty()) {
+    return report_error(make_error(ErrorKind::environment, "run.no_sandbox", "--bind needs bubblewrap (bwrap), which is missing", "",
+                                   "install bubblewrap (Debian package bubblewrap)"),
+                        false, ctx);
+  }
   if (::geteuid() != 0) {
     return report_error(make_error(ErrorKind::environment, "run.no_sandbox", "bubblewrap (bwrap) is missing and chroot needs root", "",
                                    "install bubblewrap (Debian package bubblewrap)"),

@@ -140,6 +140,7 @@ struct RunOptions {
   std::string image;                 ///< an OCI layout directory, or DIR:REF
   std::vector<std::string> command;  ///< after "--"; empty: the image's own command
   bool no_gpu = false;
+  std::vector<std::string> binds;    ///< HOST:DEST, bound read-only
 };
 /// Returns the command's exit status (128 + signal when killed), or a gpuenv exit code when it cannot start.
 int cmd_run(const RunOptions& options, Context& ctx);

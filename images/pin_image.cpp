@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "images/cuda_content.hpp"
+#include "resolver/text.hpp"
+
 namespace gpuenv::images {
 namespace {
 
@@ -58,14 +61,36 @@ Result<ImagePins> pin_image(const PinImageRequest& req, AptFetchContext& apt) {
   for (const auto& p : spec.apt_packages) a.packages.push_back(p);
   a.required_set = true;
   a.installed_status = req.base_dpkg_status;
+  // CUDA and cuDNN that no framework brings: NVIDIA's apt repository when one is configured, else its wheels.
+  const auto cuda = cuda_content(spec, res);
+  bool cuda_from_apt = false;
+  std::vector<std::string> cuda_looked_for;
+  if (cuda) {
+    a.more_packages = [&](const PackageIndex& index, std::vector<std::string>& decisions) {
+      auto chosen = cuda_apt_packages(index, *cuda, decisions, cuda_looked_for);
+      cuda_from_apt = chosen.has_value();
+      return chosen ? *chosen : std::vector<std::string>{};
+    };
+  }
   auto debs = pin_apt(a, apt);
   if (!debs) return std::move(debs).error();
   out.packages = std::move(debs->packages);
   out.decisions = std::move(debs->decisions);
 
-  if (wants_python) {
+  std::vector<std::string> cuda_wheels;
+  if (cuda && !cuda_from_apt) {
+    cuda_wheels = cuda_wheel_requirements(*cuda);
+    if (!res.python) {
+      return make_error(ErrorKind::unsatisfiable, "lock.no_cuda_source",
+                        "CUDA " + cuda->cuda.str() + " is not in the configured apt repositories (looked for " + join(cuda_looked_for, ", ") +
+                            ") and NVIDIA's CUDA wheels need a Python version, which the resolution has none of",
+                        "sources", "configure NVIDIA's CUDA apt repository in the spec's sources.apt, or set python");
+    }
+  }
+  if (wants_python || !cuda_wheels.empty()) {
     WheelResolveRequest w;
     w.requirements = framework_requirements(res);
+    for (const auto& r : cuda_wheels) w.requirements.push_back(r);
     for (const auto& p : spec.pip_packages) w.requirements.push_back(p);
     out.requirements = w.requirements;
     w.indexes = wheel_indexes(req.sources->pip, res);
@@ -92,6 +117,14 @@ Result<ImagePins> pin_image(const PinImageRequest& req, AptFetchContext& apt) {
       w.environment.platform_python_implementation = "CPython";
       w.cache = apt.cache;
       auto wheels = resolve_wheels(*apt.fetcher, w);
+      if (!wheels && !cuda_wheels.empty() && wheels.error().kind == ErrorKind::unsatisfiable) {
+        Error e = std::move(wheels).error();
+        std::string apt_part = cuda_looked_for.empty() ? "no apt repository was asked" : "not in the configured apt repositories (looked for " + join(cuda_looked_for, ", ") + ")";
+        e.message = "CUDA " + cuda->cuda.str() + (cuda->cudnn ? " with cuDNN " + cuda->cudnn->str() : "") + " is " + apt_part +
+                    ", and the wheels " + join(cuda_wheels, ", ") + " could not be resolved on " + join(w.indexes, ", ") + ": " + e.message;
+        e.hint = "configure NVIDIA's CUDA apt repository (sources.apt) or an index that serves NVIDIA's wheels, or ask for a CUDA release they have";
+        return e;
+      }
       if (!wheels) return std::move(wheels).error();
       for (const auto& d : wheels->decisions) out.decisions.push_back(d);
       for (const auto& p : wheels->wheels) {

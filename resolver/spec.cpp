@@ -327,6 +327,29 @@ Result<Spec> parse_spec(std::string_view text, const std::string& path) {
       }
       spec.base_distro = s.substr(0, colon);
       spec.base_release = s.substr(colon + 1);
+    } else if (k == "cuda" && value.IsMap()) {
+      static const std::vector<std::string> keys = {"version", "components"};
+      GPUENV_TRY(cm, w.map(value, "cuda", keys));
+      for (const auto& [ckey, cval] : cm) {
+        if (ckey.Scalar() == "version") {
+          GPUENV_TRY(c, w.constraint(cval, "cuda.version"));
+          spec.cuda = std::move(c);
+          spec.cuda_given = true;
+        } else {
+          GPUENV_TRY(list, w.string_list(cval, "cuda.components"));
+          for (const auto& name : list) {
+            if (std::find(k_cuda_components.begin(), k_cuda_components.end(), name) == k_cuda_components.end()) {
+              std::string hint = "use any of " + join(k_cuda_components, ", ") + (name == "cudnn" ? "; cuDNN is asked for with the top-level 'cudnn' key" : "");
+              if (auto g = did_you_mean(name, k_cuda_components)) hint = "did you mean '" + *g + "'? " + hint;
+              return w.error(cval, "spec.bad_enum", "cuda.components: '" + name + "' is not a CUDA component gpuenv knows", hint);
+            }
+            if (std::find(spec.cuda_components.begin(), spec.cuda_components.end(), name) == spec.cuda_components.end())
+              spec.cuda_components.push_back(name);
+          }
+          if (spec.cuda_components.empty())
+            return w.error(cval, "spec.empty_list", "cuda.components is empty", "leave the key out for the default (cudart, cublas)");
+        }
+      }
     } else if (k == "python" || k == "cuda" || k == "cudnn") {
       GPUENV_TRY(c, w.constraint(value, k));
       (k == "python" ? spec.python : k == "cuda" ? spec.cuda : spec.cudnn) = std::move(c);

@@ -62,6 +62,10 @@ struct SourcesRequest {
   SourcePos pip_pos;
 };
 
+/// The CUDA components a spec may name under cuda.components, in the order images list them.
+inline const std::vector<std::string> k_cuda_components = {"cudart", "cublas", "cufft", "curand", "cusolver", "cusparse",
+                                                           "nvrtc",  "nvjitlink", "nccl", "cupti", "nvcc"};
+
 struct Spec {
   std::string path;  ///< file the spec came from (for messages)
   std::string name = "gpuenv-image";
@@ -73,6 +77,10 @@ struct Spec {
   std::string base_image;
   Constraint python, cuda, cudnn;
   bool python_given = false, cuda_given = false, cudnn_given = false;
+  /// The CUDA libraries the image gets when no framework brings its own (`cuda: {version, components}`):
+  /// names from k_cuda_components. Empty: the default, the runtime and cuBLAS (plus cuDNN when the
+  /// resolution has one).
+  std::vector<std::string> cuda_components;
   std::vector<FrameworkRequest> frameworks;  ///< in the order torch, tensorflow, jax
   GpuRequest gpu;
   std::vector<std::string> apt_packages, pip_packages;

@@ -69,6 +69,9 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
   }
   ClosureRequest req;
   req.packages = request.packages;
+  std::vector<std::string> chosen;
+  if (request.more_packages)
+    for (auto& name : request.more_packages(index, chosen)) req.packages.push_back(std::move(name));
   req.required_set = request.required_set;
   req.native_arch = native_arch;
   PackageIndex installed;
@@ -79,7 +82,8 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
   }
   auto closure = dependency_closure(index, req);
   if (!closure) return std::move(closure).error();
-  out.decisions = closure->decisions;
+  out.decisions = std::move(chosen);
+  out.decisions.insert(out.decisions.end(), closure->decisions.begin(), closure->decisions.end());
   for (const BinaryPackage* p : closure->packages) {
     const RepositoryRef& r = index.repositories()[p->repository];
     // Say why a package is not at its newest version when pin priorities decided it.

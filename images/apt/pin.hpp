@@ -2,10 +2,12 @@
 // Pinning the Debian packages of an image: fetch and verify every repository's indexes, compute what apt
 // would install for the requested packages (plus the required set of a minimal root), and return each
 // package with the URL, size and sha256 the verified indexes give for it.
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "images/apt/apt_sources.hpp"
+#include "images/apt/package_index.hpp"
 #include "images/apt/repository.hpp"
 
 namespace gpuenv::images {
@@ -33,6 +35,9 @@ struct AptPinRequest {
   /// A base image's dpkg status (/var/lib/dpkg/status): what it has installed satisfies dependencies and is
   /// not pinned again (closure.hpp). Empty for a root built from packages alone.
   std::string installed_status;
+  /// Called once every index is read, before the closure: more packages ("name" or "name=version") chosen by
+  /// what the repositories hold (the CUDA packages of images/cuda_content.hpp), with lines for `decisions`.
+  std::function<std::vector<std::string>(const PackageIndex&, std::vector<std::string>& decisions)> more_packages;
 };
 
 struct AptPinResult {

@@ -431,6 +431,7 @@ std::string layer_of(const resolver::LockedPackage& p, const resolver::Lock& loc
     return requested(lock.requested_apt) ? "user" : "base";
   }
   if (starts_with(name, "nvidia-cudnn")) return "cudnn";
+  if (name == "cuda-toolkit") return "cuda";  // NVIDIA's metapackage: pins the component wheels, holds no libraries
   if (starts_with(name, "nvidia-")) return "cuda";
   if (requested(lock.requested_pip)) return "user";
   return "framework";

@@ -180,6 +180,26 @@ Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::str
   return out;
 }
 
+Result<std::pair<std::string, std::string>> parse_bind(const std::string& text) {
+  auto bad = [&](const std::string& why) {
+    return make_error(ErrorKind::usage, "run.bad_bind", "--bind '" + text + "': " + why, "", "write --bind HOST_PATH:/PATH/IN/IMAGE");
+  };
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return bad("not HOST:DEST");
+  const std::string host = text.substr(0, colon), dest = text.substr(colon + 1);
+  std::error_code ec;
+  const fs::path abs_host = fs::absolute(host, ec);
+  if (ec || !fs::exists(abs_host, ec)) return bad("the host path does not exist");
+  if (dest[0] != '/') return bad("the destination must be an absolute path inside the image");
+  for (const auto& part : fs::path(dest))
+    if (part == "..") return bad("the destination must not contain '..'");
+  const std::string norm = fs::path(dest).lexically_normal().string();
+  if (norm == "/") return bad("the image's root cannot be replaced");
+  for (const char* reserved : {"/proc", "/dev", "/run/gpuenv"})
+    if (norm == reserved || norm.rfind(std::string(reserved) + "/", 0) == 0) return bad(std::string(reserved) + " is the sandbox's own");
+  return std::make_pair(abs_host.lexically_normal().string(), norm);
+}
+
 std::vector<std::string> bwrap_arguments(const SandboxRequest& r) {
   std::vector<std::string> a = {"--ro-bind", r.rootfs, "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs",
                                 "/var/tmp", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--clearenv"};
@@ -189,6 +209,7 @@ std::vector<std::string> bwrap_arguments(const SandboxRequest& r) {
   for (const auto& [host, name] : r.driver_libraries) {
     a.insert(a.end(), {"--ro-bind", host, "/run/gpuenv/driver/" + name});
   }
+  for (const auto& [host, dest] : r.binds) a.insert(a.end(), {"--ro-bind", host, dest});
   bool ld_set = false;
   for (const auto& e : r.env) {
     const auto eq = e.find('=');

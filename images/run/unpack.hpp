@@ -50,7 +50,13 @@ struct SandboxRequest {
   std::string working_dir = "/";
   std::vector<std::string> devices;             ///< host device nodes to bind (/dev/nvidia0, /dev/nvidiactl, ...)
   std::vector<std::pair<std::string, std::string>> driver_libraries;  ///< host path -> name under /run/gpuenv/driver
+  std::vector<std::pair<std::string, std::string>> binds;  ///< host path -> absolute path inside, read-only (`run --bind`)
 };
+
+/// Parses a `--bind HOST:DEST` argument: HOST must exist (made absolute), DEST must be an absolute path
+/// inside the image without `..`, not `/` and not under /proc, /dev or /run/gpuenv. Errors (ErrorKind::usage):
+/// `run.bad_bind`.
+Result<std::pair<std::string, std::string>> parse_bind(const std::string& text);
 
 /// bubblewrap's argument vector (without the program name) for running `command` inside the image: the tree
 /// bound read-only as /, fresh /dev, /proc and tmpfs /tmp, /run and /var/tmp, PID and IPC namespaces, the
