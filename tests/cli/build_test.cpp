@@ -50,6 +50,69 @@ std::string capture(const std::string& cmd) {
   return out;
 }
 
+// Test doubles of NVIDIA's CUDA packages, shaped as NVIDIA ships them (names, versions, layout, the
+// metapackages' pins), holding stub libraries whose version calls answer CUDA 12.9 and cuDNN 9.17.0:
+// - wheels: cuda-toolkit 12.9.1 (extras pin nvidia-cuda-runtime-cu12 12.9.79 and nvidia-cublas-cu12 12.9.1.4),
+//   those two, and nvidia-cudnn-cu12 9.17.0.29, libraries under site-packages/nvidia/<part>/lib;
+// - a flat apt repository (NVIDIA's layout) at www/cuda: cuda-libraries-12-9 12.9.1-1 depending on
+//   cuda-cudart-12-9 (>= 12.9.79) and libcublas-12-9 (>= 12.9.1.4); cuda-cudart-12-9 also at 12.9.37-1 (12.9.0's);
+//   libcudnn9-cuda-12 at 9.17.0.29-1 and 9.18.0.77-1.
+template <class Deb, class Wheel>
+bool cuda_doubles(const fs::path& dir, const fs::path& www, Deb&& deb, Wheel&& wheel, const std::string& gpg) {
+  const fs::path stubs = dir / "cuda-stubs";
+  fs::create_directories(stubs);
+  std::ofstream(stubs / "cudart.c") << "int cudaRuntimeGetVersion(int* v) { *v = 12090; return 0; }\n";
+  std::ofstream(stubs / "cublas.c") << "int cublasGetVersion_v2(void* h, int* v) { (void)h; *v = 120901; return 0; }\n";
+  std::ofstream(stubs / "cudnn.c") << "#include <stddef.h>\nsize_t cudnnGetVersion(void) { return 91700; }\n";
+  auto lib = [&](const char* src, const char* soname) {
+    return sh("cc -shared -fPIC -Wl,-soname," + std::string(soname) + " -o " + (stubs / soname).string() + " " + (stubs / src).string());
+  };
+  if (!lib("cudart.c", "libcudart.so.12") || !lib("cublas.c", "libcublas.so.12") || !lib("cudnn.c", "libcudnn.so.9")) return false;
+  const std::string plat = " --plat manylinux2014_x86_64";
+  bool ok = wheel("nvidia-cuda-runtime-cu12", "12.9.79", "", "--file nvidia/cuda_runtime/lib/libcudart.so.12=" + (stubs / "libcudart.so.12").string() + plat) &&
+            wheel("nvidia-cublas-cu12", "12.9.1.4", "", "--file nvidia/cublas/lib/libcublas.so.12=" + (stubs / "libcublas.so.12").string() + plat) &&
+            wheel("nvidia-cudnn-cu12", "9.17.0.29", "nvidia-cublas-cu12", "--file nvidia/cudnn/lib/libcudnn.so.9=" + (stubs / "libcudnn.so.9").string() + plat) &&
+            wheel("cuda-toolkit", "12.9.1", "", "--extra cudart --extra cublas",
+                  "\"nvidia-cuda-runtime-cu12==12.9.79.*; extra == 'cudart'\" \"nvidia-cublas-cu12==12.9.1.4.*; extra == 'cublas'\"");
+  // The apt double: NVIDIA's package names, versions and paths.
+  const fs::path pool = www / "cuda";
+  fs::create_directories(pool);
+  auto nv = [&](const std::string& name, const std::string& version, const std::string& extra, const std::function<bool(const fs::path&)>& fill) {
+    const fs::path pkg = dir / "build-cuda" / (name + "_" + version);
+    fs::create_directories(pkg / "DEBIAN");
+    std::ofstream(pkg / "DEBIAN/control") << "Package: " << name << "\nVersion: " << version << "\nArchitecture: amd64\n" << extra
+                                          << "Maintainer: t <t@example.com>\nDescription: test double\n";
+    return fill(pkg) && sh("dpkg-deb --root-owner-group --build " + pkg.string() + " " + (pool / (name + "_" + version + "_amd64.deb")).string() + " >/dev/null");
+  };
+  const std::string targets = "usr/local/cuda-12.9/targets/x86_64-linux/lib";
+  auto cudart = [&](const fs::path& p) {
+    fs::create_directories(p / targets);
+    fs::create_directories(p / "etc/ld.so.conf.d");
+    std::ofstream(p / "etc/ld.so.conf.d/gpu-cuda-12-9.conf") << "/usr/local/cuda-12.9/targets/x86_64-linux/lib\n";
+    return sh("cp " + (stubs / "libcudart.so.12").string() + " " + (p / targets).string() + "/libcudart.so.12.9.79 && ln -s libcudart.so.12.9.79 " +
+              (p / targets / "libcudart.so.12").string());
+  };
+  auto none = [](const fs::path&) { return true; };
+  ok = ok && nv("cuda-cudart-12-9", "12.9.37-1", "Depends: libc6\n", cudart) && nv("cuda-cudart-12-9", "12.9.79-1", "Depends: libc6\n", cudart) &&
+       nv("libcublas-12-9", "12.9.1.4-1", "Depends: libc6\n", [&](const fs::path& p) {
+         fs::create_directories(p / targets);
+         return sh("cp " + (stubs / "libcublas.so.12").string() + " " + (p / targets / "libcublas.so.12").string());
+       }) &&
+       nv("cuda-libraries-12-9", "12.9.1-1", "Depends: cuda-cudart-12-9 (>= 12.9.79), libcublas-12-9 (>= 12.9.1.4)\n", none) &&
+       nv("cuda-libraries-12-9", "12.9.0-1", "Depends: cuda-cudart-12-9 (>= 12.9.37), libcublas-12-9 (>= 12.9.0.13)\n", none);
+  for (const char* v : {"9.17.0.29-1", "9.18.0.77-1"})
+    ok = ok && nv("libcudnn9-cuda-12", v, "Depends: libc6\n", [&](const fs::path& p) {
+      fs::create_directories(p / "usr/lib/x86_64-linux-gnu");
+      return sh("cp " + (stubs / "libcudnn.so.9").string() + " " + (p / "usr/lib/x86_64-linux-gnu/libcudnn.so.9").string());
+    });
+  ok = ok && sh("cd " + pool.string() + " && dpkg-scanpackages --multiversion . /dev/null 2>/dev/null > Packages");
+  const std::string packages = slurp(pool / "Packages");
+  std::ofstream(pool / "Release") << "Origin: NVIDIA test double\nLabel: NVIDIA CUDA\nArchitectures: amd64\nDate: Mon, 30 Nov 2026 00:00:00 UTC\nSHA256:\n "
+                                  << gpuenv::images::sha256_hex(packages) << " " << packages.size() << " Packages\n";
+  (void)deb;
+  return ok && sh(gpg + "--clearsign -o " + (pool / "InRelease").string() + " " + (pool / "Release").string());
+}
+
 class CliBuild : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -130,11 +193,13 @@ class CliBuild : public ::testing::Test {
                                      << gpuenv::images::sha256_hex(packages) << " " << packages.size() << " main/binary-amd64/Packages\n";
     ok = ok && sh(gpg + "--clearsign -o " + (dists / "InRelease").string() + " " + (dists / "Release").string());
     // Wheels: torch (needing numpy) and safetensors, which the spec names.
-    auto wheel = [&](const std::string& project, const std::string& version, const std::string& requires_dist) {
+    // `raw`: more arguments for make_test_wheel.py, shell-quoted: options first, then Requires-Dist lines.
+    auto wheel = [&](const std::string& project, const std::string& version, const std::string& requires_dist, const std::string& options = "",
+                     const std::string& raw = "") {
       fs::create_directories(www / "files");
       fs::create_directories(www / "simple" / project);
-      const std::string filename = capture("python3 " + std::string(GPUENV_SOURCE_DIR) + "/tests/data/make_test_wheel.py " + (www / "files").string() + " " + project +
-                                           " " + version + (requires_dist.empty() ? "" : " '" + requires_dist + "'"));
+      const std::string filename = capture("python3 " + std::string(GPUENV_SOURCE_DIR) + "/tests/data/make_test_wheel.py " + options + " " + (www / "files").string() + " " + project +
+                                           " " + version + (requires_dist.empty() ? "" : " '" + requires_dist + "'") + " " + raw);
       const std::string name = filename.substr(0, filename.find('\n'));
       if (name.empty()) return false;
       const std::string body = slurp(www / "files" / name);
@@ -144,6 +209,7 @@ class CliBuild : public ::testing::Test {
       return true;
     };
     ok = ok && wheel("torch", "2.5.1", "numpy") && wheel("numpy", "2.1.3", "") && wheel("safetensors", "0.4.5", "");
+    ok = ok && cuda_doubles(dir, www, deb, wheel, gpg);
     ready = ok;
   }
   static void TearDownTestSuite() {
@@ -548,3 +614,95 @@ TEST_F(CliBuild, ZstdLayersAreReproducibleAndReadable) {
     EXPECT_EQ(capture("GPUENV_CACHE_DIR=" + (dir / "cache-zstd").string() + " " + GPUENV_BINARY + " run " + (dir / "zstd-1").string() + " --no-gpu -- /usr/bin/foo-tool 2>&1"),
               "foo says 42\n");
 }
+
+namespace {
+
+// Issue 12: a spec with CUDA and cuDNN and no framework gets them, from NVIDIA's apt repository when one is
+// configured, else from NVIDIA's wheels; never an image without them.
+class CliCuda : public CliBuild {
+ protected:
+  std::string cuda_spec(const std::string& name, const std::string& cuda, bool nvidia_repo) {
+    const std::string path = (dir / (name + "-" + std::to_string(server->port()) + ".yaml")).string();
+    std::ofstream f(path);
+    f << "name: " << name << "\nbase: 'debian:12'\ncuda: '" << cuda << "'\ncudnn: '9.17.0'\ngpu: {models: [L4], driver: '550.54.15'}\n"
+      << "sources:\n  apt:\n    - {uri: '" << server->url("debian") << "', suite: bookworm, components: [main], signed_by: '" << (dir / "repo.gpg").string() << "'}\n";
+    if (nvidia_repo) f << "    - {uri: '" << server->url("cuda") << "', suite: '/', signed_by: '" << (dir / "repo.gpg").string() << "'}\n";
+    f << "  pip:\n    index_url: '" << server->url("simple") << "'\n";
+    return path;
+  }
+  // Every path in the image's layers, read from the layer blobs the manifest names.
+  static std::string layer_paths(const fs::path& layout) {
+    const auto index = nlohmann::json::parse(slurp(layout / "index.json"));
+    const std::string manifest = index["manifests"][0]["digest"].get<std::string>().substr(7);
+    std::string out;
+    const auto m = nlohmann::json::parse(slurp(layout / "blobs/sha256" / manifest));
+    for (const auto& l : m["layers"])
+      out += capture("tar -tzf " + (layout / "blobs/sha256" / l["digest"].get<std::string>().substr(7)).string() + " 2>&1");
+    return out;
+  }
+  // The probe of tests/data/cuda_versions.c, compiled against the CUDA headers and the stub libraries, run
+  // inside the image.
+  std::string probe(const std::string& layout, const std::string& cache) {
+    const fs::path bin = dir / "cuda_versions";
+    const fs::path stubs = dir / "cuda-stubs";
+    if (!fs::exists(bin) && !sh("cc -DWITH_CUDNN -I/usr/local/cuda/include -o " + bin.string() + " " + GPUENV_SOURCE_DIR + "/tests/data/cuda_versions.c " +
+                                (stubs / "libcudart.so.12").string() + " " + (stubs / "libcudnn.so.9").string()))
+      return "cannot compile the probe";
+    return capture("GPUENV_CACHE_DIR=" + cache + " " + GPUENV_BINARY + " run " + layout + " --no-gpu --bind " + bin.string() +
+                   ":/tmp/probe/cuda_versions -- /tmp/probe/cuda_versions 2>&1");
+  }
+  void SetUp() override {
+    CliBuild::SetUp();
+    if (IsSkipped()) return;
+    if (!fs::exists("/usr/local/cuda/include/cuda_runtime_api.h") || !fs::exists("/usr/local/cuda/include/cudnn.h"))
+      GTEST_SKIP() << "the CUDA and cuDNN headers are not under /usr/local/cuda/include";
+    if (std::system("command -v bwrap >/dev/null") != 0) GTEST_SKIP() << "bubblewrap missing";
+  }
+};
+
+TEST_F(CliCuda, WithoutACudaRepositoryNvidiasWheelsBringCudaAndCudnn) {
+  const std::string layout = (dir / "cuda-wheels").string(), cache = (dir / "cache-cuda-w").string();
+  std::string out, err;
+  ASSERT_EQ(build({cuda_spec("cuda-wheels", "12.9.1", false), "-o", layout, "--json"}, cache, &out, &err), 0) << err << out;
+  std::vector<std::string> layers;
+  const auto result = nlohmann::json::parse(out);
+  for (const auto& l : result["layers"]) layers.push_back(l["name"]);
+  EXPECT_NE(std::find(layers.begin(), layers.end(), "cuda"), layers.end()) << out;
+  EXPECT_NE(std::find(layers.begin(), layers.end(), "cudnn"), layers.end()) << out;
+  const std::string paths = layer_paths(layout);
+  const std::string site = "usr/local/lib/python3.11/dist-packages/";
+  for (const char* f : {"nvidia/cuda_runtime/lib/libcudart.so.12", "nvidia/cublas/lib/libcublas.so.12", "nvidia/cudnn/lib/libcudnn.so.9",
+                        "nvidia_cuda_runtime_cu12-12.9.79.dist-info/METADATA", "nvidia_cublas_cu12-12.9.1.4.dist-info/METADATA",
+                        "nvidia_cudnn_cu12-9.17.0.29.dist-info/METADATA"})
+    EXPECT_NE(paths.find(site + f), std::string::npos) << f << "\n" << paths;
+  EXPECT_EQ(probe(layout, cache), "cudart 12090 cudnn 91700\n");
+}
+
+TEST_F(CliCuda, NvidiasAptRepositoryWinsWhenConfiguredAtTheReleasesOwnVersions) {
+  const std::string layout = (dir / "cuda-apt").string(), cache = (dir / "cache-cuda-a").string();
+  std::string out, err;
+  ASSERT_EQ(build({cuda_spec("cuda-apt", "12.9.1", true), "-o", layout}, cache, &out, &err), 0) << err << out;
+  const std::string paths = layer_paths(layout);
+  EXPECT_NE(paths.find("usr/local/cuda-12.9/targets/x86_64-linux/lib/libcudart.so.12.9.79"), std::string::npos) << paths;
+  EXPECT_NE(paths.find("usr/local/cuda-12.9/targets/x86_64-linux/lib/libcublas.so.12"), std::string::npos) << paths;
+  EXPECT_NE(paths.find("usr/lib/x86_64-linux-gnu/libcudnn.so.9"), std::string::npos) << paths;
+  EXPECT_EQ(paths.find("dist-packages/nvidia"), std::string::npos) << "one CUDA source per image\n" << paths;
+  // The packages say which versions: 12.9.1's cudart (not 12.9.0's), cuDNN 9.17.0 (not the newer 9.18).
+  const auto inspect = capture("GPUENV_CACHE_DIR=" + cache + " " + GPUENV_BINARY + " inspect " + layout + " --all 2>&1");
+  EXPECT_NE(inspect.find("cuda-cudart-12-9 12.9.79-1"), std::string::npos) << inspect;
+  EXPECT_NE(inspect.find("libcublas-12-9 12.9.1.4-1"), std::string::npos) << inspect;
+  EXPECT_NE(inspect.find("libcudnn9-cuda-12 9.17.0.29-1"), std::string::npos) << inspect;
+  EXPECT_EQ(probe(layout, cache), "cudart 12090 cudnn 91700\n");
+}
+
+TEST_F(CliCuda, NoSourceWithTheResolvedReleaseIsExitThreeNamingWhatWasLookedFor) {
+  const std::string layout = (dir / "cuda-none").string();
+  std::string out, err;
+  EXPECT_EQ(build({cuda_spec("cuda-none", "12.8.1", true), "-o", layout}, (dir / "cache-cuda-n").string(), &out, &err), 3) << err << out;
+  EXPECT_NE(err.find("cuda-libraries-12-8 12.8.1"), std::string::npos) << err;
+  EXPECT_NE(err.find("cuda-toolkit[cudart,cublas]==12.8.1"), std::string::npos) << err;
+  EXPECT_NE(err.find("nvidia-cudnn-cu12==9.17.0.*"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(fs::path(layout) / "index.json"));
+}
+
+}  // namespace
