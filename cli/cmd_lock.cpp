@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -53,6 +54,27 @@ int make_lock(const LockOptions& o, Context& ctx, MadeLock& made) {
   }
   auto sources = gather_sources(ctx, &p.spec.sources, o.resolve.spec_path, o.host_root, runner.get());
   if (!sources) return report_error(sources.error(), o.resolve.json, ctx);
+  // torch's variants other than its default live on torch's own wheel index: without one configured (an extra
+  // index URL with {variant}), only what the Python package index serves can be locked.
+  const bool variant_index = std::any_of(sources->pip.extra_index_urls.begin(), sources->pip.extra_index_urls.end(),
+                                         [](const auto& e) { return e.url.find("{variant}") != std::string::npos; });
+  const auto non_default = std::find_if(p.resolution.frameworks.begin(), p.resolution.frameworks.end(),
+                                        [](const resolver::ChosenFramework& f) { return f.name == "torch" && !f.is_default; });
+  if (!variant_index && non_default != p.resolution.frameworks.end()) {
+    const std::string wanted = non_default->name + " " + non_default->version.str() + "+" + non_default->variant;
+    resolver::ResolveRequest narrowed = p.request;
+    narrowed.spec = &p.spec;
+    narrowed.default_variants_only = true;
+    auto again = resolver::resolve(p.catalog.catalog, narrowed);
+    if (again && again->ok) {
+      p.resolution = std::move(*again);
+      p.resolution.notes.push_back("no wheel index for framework variants is configured, so only the variants the Python package index serves were "
+                                   "considered; " + wanted + " would need one (sources.pip.extra_index_urls with {variant}, docs/cli.md)");
+    } else {
+      p.resolution.notes.push_back(wanted + " is served by torch's own wheel index, and none is configured "
+                                   "(sources.pip.extra_index_urls with {variant}); no variant the Python package index serves fits");
+    }
+  }
 
   const std::string cache = cache_root(ctx);
   auto store = images::make_dir_blob_store(cache);

@@ -165,6 +165,7 @@ int prepare_resolution(const ResolveOptions& o, Context& ctx, PreparedResolution
   auto resolution = resolver::resolve(catalog, req);
   if (!resolution) return report_error(resolution.error(), o.json, ctx);
   out.resolution = std::move(*resolution);
+  out.request = std::move(req);
   return k_exit_ok;
 }
 

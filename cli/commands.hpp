@@ -88,6 +88,7 @@ struct PreparedResolution {
   resolver::Spec spec;
   resolver::Resolution resolution;
   std::optional<BaseImage> base;  ///< when the spec names a base image
+  resolver::ResolveRequest request;  ///< what was resolved (request.spec points at spec)
 };
 /// Loads the catalog, reads and parses the spec, gathers GPUs and driver (flags, spec, host) and resolves.
 /// Returns 0, or the exit code of an error it has already reported. An unsatisfiable answer returns 0 with

@@ -159,6 +159,7 @@ class Solver {
     if (it == m_catalog.frameworks.end()) return;
     for (const auto& release : it->second) {
       for (const auto& variant : release.variants) {
+        if (m_req.default_variants_only && release.framework == "torch" && variant.name != release.default_variant) continue;
         // Frameworks in one image share one CUDA major.
         bool same_major = true;
         for (const auto& p : picks) same_major = same_major && p.variant->cuda.major() == variant.cuda.major();

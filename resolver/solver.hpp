@@ -30,6 +30,9 @@ struct ResolveRequest {
   std::optional<Constraint> driver;   ///< the fleet's driver; its lower bound is what must be met
   std::string gpu_origin = "spec";    ///< "spec", "--gpu", "host"
   std::string driver_origin = "spec";
+  /// Only the framework variants the Python package index itself serves: torch's default variant (its other
+  /// variants live on torch's own wheel index). Set when no variant index is configured.
+  bool default_variants_only = false;
 };
 
 /// Rules a combination can break. Names are stable (they appear in JSON output).

@@ -101,7 +101,9 @@ std::vector<std::string> LoaderModel::expand(const std::string& list, const std:
     pos = colon == std::string::npos ? list.size() + 1 : colon + 1;
     for (const char* token : {"${ORIGIN}", "$ORIGIN"})
       for (auto at = dir.find(token); at != std::string::npos; at = dir.find(token, at + origin.size())) dir.replace(at, std::strlen(token), origin);
-    // A relative directory is relative to the working directory, the root under `gpuenv run`.
+    // ld.so drops trailing slashes ("$ORIGIN/" is the directory itself); a relative directory is relative to
+    // the working directory, the root under `gpuenv run`.
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     if (!dir.empty() && dir.find('$') == std::string::npos) out.push_back(dir[0] == '/' ? dir : "/" + dir);
   }
   return out;

@@ -100,9 +100,9 @@ class LoaderModelTest : public ::testing::Test {
     ok = ok && so(libs / "libquad2-aaaa1111.so.0", "libquad2-aaaa1111.so.0", "");
     ok = ok && so(libs / "libgfort2-bbbb2222.so.5", "libgfort2-bbbb2222.so.5", (libs / "libquad2-aaaa1111.so.0").string());
     ok = ok && so(site / "pkg/_run.cpython-311-x86_64-linux-gnu.so", "_run.so", runpath + "'$ORIGIN/../pkg.libs' " + (libs / "libgfort2-bbbb2222.so.5").string());
-    // RPATH written as ${ORIGIN}, through a link to the library.
+    // RPATH written as ${ORIGIN} with a trailing slash (ld.so drops it), through a link to the library.
     ok = ok && sh("ln -s libquad-96973f99.so.0.0.0 " + (libs / "libq.so").string());
-    ok = ok && so(site / "pkg/_link.cpython-311-x86_64-linux-gnu.so", "_link.so", rpath + "'${ORIGIN}/../pkg.libs' " + (libs / "libq.so").string());
+    ok = ok && so(site / "pkg/_link.cpython-311-x86_64-linux-gnu.so", "_link.so", rpath + "'${ORIGIN}/../pkg.libs/' " + (libs / "libq.so").string());
     // A library found only through the ld.so.cache, and a program that needs it and one library that no one ships.
     ok = ok && so(root / "opt/vendor/lib/libvendor.so.1", "libvendor.so.1", "");
     ok = ok && so(dir.path() / "libmissing.so.3", "libmissing.so.3", "");

@@ -114,3 +114,26 @@ TEST(RecordedFacts, DriverModeSaysNativeOrMinorVersionCompatibility) {
 }
 
 }  // namespace
+
+namespace {
+
+// Without a variant index, only torch's default variants (what the Python package index serves) are chosen.
+TEST(RecordedFacts, DefaultVariantsOnlyWhenNoVariantIndexIsConfigured) {
+  const std::string yaml = "frameworks: {torch: latest}\ngpu: {models: [H100], driver: '550.54.15'}\n";
+  const auto spec = gpuenv::testing::spec_of(yaml);
+  gpuenv::resolver::ResolveRequest req;
+  req.spec = &spec;
+  req.gpus = *gpuenv::resolver::gpu_targets(gpuenv::testing::catalog(), spec.gpu.models, spec.gpu.archs, "t");
+  req.driver = spec.gpu.driver;
+  const auto any = gpuenv::resolver::resolve(gpuenv::testing::catalog(), req);
+  ASSERT_TRUE(any.ok() && any->ok);
+  ASSERT_FALSE(any->frameworks.empty());
+  EXPECT_FALSE(any->frameworks[0].is_default) << any->frameworks[0].version.str() << "+" << any->frameworks[0].variant;  // a cu12x build of the newest torch
+  req.default_variants_only = true;
+  const auto plain = gpuenv::resolver::resolve(gpuenv::testing::catalog(), req);
+  ASSERT_TRUE(plain.ok() && plain->ok);
+  EXPECT_TRUE(plain->frameworks[0].is_default) << plain->frameworks[0].version.str() << "+" << plain->frameworks[0].variant;
+  EXPECT_LT(plain->frameworks[0].version, any->frameworks[0].version);
+}
+
+}  // namespace
