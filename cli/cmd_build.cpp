@@ -182,6 +182,7 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
                         {"uncompressed_size", l.uncompressed_size}, {"entries", l.entries}, {"reused", l.reused}, {"packages", l.packages}});
     j["layers"] = layers;
     j["size"] = total;
+    j["notes"] = built->notes;
     if (pushed) {
       j["push"] = {{"reference", o.push}, {"digest", pushed->digest}, {"blobs_uploaded", pushed->blobs_uploaded}, {"blobs_present", pushed->blobs_present},
                    {"blobs_mounted", pushed->blobs_mounted}, {"bytes_uploaded", pushed->bytes_uploaded}};
@@ -194,6 +195,7 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
       if (!built->unchanged) *ctx.out << " (" << human(l.uncompressed_size) << " unpacked, " << l.packages.size() << " packages" << (l.reused ? ", reused" : "") << ")";
       *ctx.out << "\n";
     }
+    for (const auto& n : built->notes) *ctx.out << "note: " << n << "\n";
     *ctx.out << "wrote " << output << " (" << human(total) << ")\n";
     if (pushed) *ctx.out << "pushed " << o.push << " (" << pushed->blobs_uploaded << " blobs uploaded, " << pushed->blobs_present << " already there)\n";
     *ctx.out << built->manifest.digest << "\n";

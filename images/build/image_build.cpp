@@ -643,9 +643,16 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
     if ((n.st_mode & 0111) == 0 && base.find(".so") == std::string::npos) continue;  // neither executable nor a library
     objects.push_back("/" + n.path);
   }
-  const auto unresolved = loader.unresolved(objects, [&](const std::string& name) {
+  const auto loadable = loader.unresolved(objects, [&](const std::string& name) {
     return is_driver_library(name) || std::find(rq.allow_missing.begin(), rq.allow_missing.end(), name) != rq.allow_missing.end();
   });
+  const auto& unresolved = loadable.required;
+  std::vector<std::string> plugin_notes;
+  for (const auto& [lib, users] : loadable.optional)
+    plugin_notes.push_back("optional plugin" + std::string(users.size() > 1 ? "s " : " ") + users.front() +
+                           (users.size() > 1 ? " and " + std::to_string(users.size() - 1) + " more" : "") + " cannot load here: " + lib +
+                           " is not in the image (a program that dlopens it falls back or fails then; add the package that provides " + lib +
+                           " if the fleet uses it)");
   if (!unresolved.empty()) {
     std::string what;
     std::size_t shown = 0;
@@ -692,6 +699,7 @@ Result<BuildResult> build_image(const BuildRequest& rq) {
   }
   BuildResult result;
   result.lock_sha256 = lock_sha;
+  result.notes = std::move(plugin_notes);
   json diff_ids = json::array();
   json history = json::array();
   json manifest_layers = json::array();

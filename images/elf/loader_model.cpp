@@ -168,12 +168,11 @@ std::vector<LoadedLibrary> LoaderModel::list(const std::string& abs) {
   return out;
 }
 
-std::map<std::string, std::vector<std::string>> LoaderModel::unresolved(const std::vector<std::string>& objects,
-                                                                         const std::function<bool(const std::string&)>& accept) {
+Unresolved LoaderModel::unresolved(const std::vector<std::string>& objects, const std::function<bool(const std::string&)>& accept) {
   std::set<std::string> needed_names;
   for (const auto& o : objects)
     if (const ElfInfo* e = info(o); e && e->has_dynamic) needed_names.insert(e->needed.begin(), e->needed.end());
-  std::map<std::string, std::set<std::string>> missing;
+  std::map<std::string, std::set<std::string>> missing, optional;
   for (const auto& o : objects) {
     const ElfInfo* e = info(o);
     if (!e || !e->has_dynamic) continue;
@@ -181,11 +180,17 @@ std::map<std::string, std::vector<std::string>> LoaderModel::unresolved(const st
     if (program && !resolve_inside(e->interpreter)) missing[e->interpreter].insert(o);
     const bool needed = needed_names.count(basename_of(o)) || (!e->soname.empty() && needed_names.count(e->soname));
     if (needed && !program) continue;  // judged in the trees of the objects that need it
+    const std::string base = basename_of(o);
+    const bool module = base.find(".cpython-") != std::string::npos || base.find(".abi3.so") != std::string::npos ||
+                        base.find(".pypy") != std::string::npos;
+    auto& into = program || module ? missing : optional;
     for (const auto& dep : list(o))
-      if (dep.path.empty() && !accept(dep.name)) missing[dep.name].insert(fs::path(dep.needed_by).lexically_normal().string());
+      if (dep.path.empty() && !accept(dep.name)) into[dep.name].insert(fs::path(dep.needed_by).lexically_normal().string());
   }
-  std::map<std::string, std::vector<std::string>> out;
-  for (auto& [name, users] : missing) out[name].assign(users.begin(), users.end());
+  Unresolved out;
+  for (auto& [name, users] : missing) out.required[name].assign(users.begin(), users.end());
+  for (auto& [name, users] : optional)
+    if (!out.required.count(name)) out.optional[name].assign(users.begin(), users.end());
   return out;
 }
 

@@ -35,6 +35,16 @@ struct LoadedLibrary {
   std::string needed_by;  ///< absolute path of the object whose DT_NEEDED first asked for it
 };
 
+/// Names that cannot be loaded, each with the objects that need them.
+struct Unresolved {
+  /// In the trees of programs, of Python extension modules (`*.cpython-*.so`, `*.abi3.so`) and of the
+  /// libraries those load: the image cannot run them.
+  std::map<std::string, std::vector<std::string>> required;
+  /// In the trees of other libraries that nothing needs: plugins a program may dlopen (NVSHMEM's transports,
+  /// cuFile's RDMA support) when the host has what they need; they fail to load only then.
+  std::map<std::string, std::vector<std::string>> optional;
+};
+
 class LoaderModel {
  public:
   /// `root`: the image tree on this host. `cache`: the image's ld.so.cache (SONAME -> absolute path in the
@@ -55,8 +65,7 @@ class LoaderModel {
   /// RPATHs, as it is at run time. A missing interpreter is reported under its own path.
   /// `accept(name)` true: the name is not reported (provided at run time, such as the driver's libcuda.so.1,
   /// or accepted by the user).
-  std::map<std::string, std::vector<std::string>> unresolved(const std::vector<std::string>& objects,
-                                                              const std::function<bool(const std::string&)>& accept);
+  Unresolved unresolved(const std::vector<std::string>& objects, const std::function<bool(const std::string&)>& accept);
 
  private:
   struct Object {

@@ -110,6 +110,9 @@ class LoaderModelTest : public ::testing::Test {
                   (root / "opt/vendor/lib/libvendor.so.1").string() + " " + (dir.path() / "libmissing.so.3").string());
     // A library that nothing needs, whose own RUNPATH points at a directory that does not exist.
     ok = ok && so(site / "pkg/_lost.cpython-311-x86_64-linux-gnu.so", "_lost.so", runpath + "'$ORIGIN/nowhere' " + (root / "opt/vendor/lib/libvendor.so.1").string());
+    // A plugin that nothing needs (loaded with dlopen, if at all), needing a library the tree lacks.
+    ok = ok && so(dir.path() / "libplugdep.so.1", "libplugdep.so.1", "");
+    ok = ok && so(libs / "plugin_transport.so.3", "plugin_transport.so.3", (dir.path() / "libplugdep.so.1").string());
     ASSERT_TRUE(ok) << "could not compile the test tree";
     gpuenv::images::LdCacheOptions lo;
     auto cache = gpuenv::images::write_ld_cache(root.string(), lo);
@@ -152,7 +155,8 @@ TEST_F(LoaderModelTest, JudgesALibraryInTheTreesOfTheObjectsThatLoadIt) {
   EXPECT_EQ(alone.front().name, "libquad-96973f99.so.0.0.0");
   EXPECT_EQ(alone.front().path, "");
   // ... but it is only ever loaded by the module, whose RPATH it inherits: the image is fine there.
-  const auto missing = m.unresolved(objects, [](const std::string&) { return false; });
+  const auto result = m.unresolved(objects, [](const std::string&) { return false; });
+  const auto& missing = result.required;
   EXPECT_EQ(missing.count("libquad-96973f99.so.0.0.0"), 0u);
   // RUNPATH is not inherited: that one is really missing; so is the library nobody ships.
   ASSERT_EQ(missing.count("libquad2-aaaa1111.so.0"), 1u);
@@ -162,7 +166,10 @@ TEST_F(LoaderModelTest, JudgesALibraryInTheTreesOfTheObjectsThatLoadIt) {
   // The module that nothing needs is a root: its own RUNPATH leads nowhere, but the cache has what it needs.
   EXPECT_EQ(missing.size(), 2u);
   // Accepted names are not reported.
-  EXPECT_EQ(m.unresolved(objects, [](const std::string& n) { return n == "libmissing.so.3"; }).count("libmissing.so.3"), 0u);
+  EXPECT_EQ(m.unresolved(objects, [](const std::string& n) { return n == "libmissing.so.3"; }).required.count("libmissing.so.3"), 0u);
+  // A library nothing needs that is not a Python module is a plugin: what it lacks is reported, not required.
+  ASSERT_EQ(result.optional.count("libplugdep.so.1"), 1u);
+  EXPECT_EQ(result.optional.at("libplugdep.so.1").front(), "/usr/local/lib/python3.11/dist-packages/pkg.libs/plugin_transport.so.3");
 }
 
 }  // namespace

@@ -28,9 +28,9 @@ for spec in "$root"/recipes/examples/*.yaml; do
   if ! "$gpuenv" build "$out/$name.lock" -o "$out/$name" >>"$out/$name.log" 2>&1; then
     echo "FAIL: $name does not build"; tail -5 "$out/$name.log"; status=1; continue
   fi
-  check=true
+  check=pass
   for fw in torch tensorflow jax; do grep -q "^  $fw:" "$spec" && check="import $fw"; done
-  if grep -q '^python:\|^  pip:\|^frameworks:' "$spec" || [ "$check" != true ]; then
+  if grep -q '^python:\|^  pip:\|^frameworks:' "$spec" || [ "$check" != pass ]; then
     if ! "$gpuenv" run "$out/$name" --no-gpu -- python3 -c "$check" >>"$out/$name.log" 2>&1; then
       echo "FAIL: $name builds, but '$check' fails in it"; tail -5 "$out/$name.log"; status=1; continue
     fi
