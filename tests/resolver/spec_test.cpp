@@ -177,4 +177,21 @@ TEST(SpecParser, DidYouMeanIgnoresFarWords) {
   EXPECT_FALSE(gpuenv::resolver::did_you_mean("zzzzzz", {"frameworks", "gpu"}).has_value());
 }
 
+TEST(SpecParser, CudaAsAMappingChoosesComponents) {
+  auto s = gpuenv::resolver::parse_spec("cuda: {version: '12.9', components: [cudart, cufft, cudart]}\n", "t.yaml");
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  EXPECT_TRUE(s->cuda_given);
+  EXPECT_TRUE(s->cuda.matches(*gpuenv::resolver::Version::parse("12.9.1")));
+  EXPECT_EQ(s->cuda_components, (std::vector<std::string>{"cudart", "cufft"}));
+  auto only = gpuenv::resolver::parse_spec("cuda: {components: [nvcc]}\n", "t.yaml");
+  ASSERT_TRUE(only.ok());
+  EXPECT_FALSE(only->cuda_given);
+  const auto bad = error_of("cuda: {components: [cudnn]}\n");
+  EXPECT_EQ(bad.id, "spec.bad_enum");
+  EXPECT_NE(bad.hint.find("top-level 'cudnn'"), std::string::npos) << bad.hint;
+  EXPECT_EQ(error_of("cuda: {components: [cublass]}\n").hint.rfind("did you mean 'cublas'?", 0), 0u);
+  EXPECT_EQ(error_of("cuda: {components: []}\n").id, "spec.empty_list");
+  EXPECT_EQ(error_of("cuda: {versoin: '12'}\n").id, "spec.unknown_key");
+}
+
 }  // namespace
