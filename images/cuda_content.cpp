@@ -36,13 +36,12 @@ std::map<std::string, std::string> floors_of(std::string_view depends) {
   return out;
 }
 
-std::string apt_name(const std::string& component, const std::string& xy, int major) {
+std::string apt_name(const std::string& component, const std::string& xy) {
   static const std::map<std::string, std::string> prefix = {
       {"cudart", "cuda-cudart-"},  {"cublas", "libcublas-"},       {"cufft", "libcufft-"},  {"curand", "libcurand-"},
       {"cusolver", "libcusolver-"}, {"cusparse", "libcusparse-"}, {"nvrtc", "cuda-nvrtc-"}, {"nvjitlink", "libnvjitlink-"},
       {"cupti", "cuda-cupti-"},    {"nvcc", "cuda-nvcc-"}};
   if (component == "nccl") return "libnccl2";
-  (void)major;
   return prefix.at(component) + xy;
 }
 
@@ -83,7 +82,7 @@ std::optional<std::vector<std::string>> cuda_apt_packages(const PackageIndex& in
   std::vector<std::string> out;
   bool complete = true;
   for (const auto& comp : c.components) {
-    const std::string name = apt_name(comp, xy, major);
+    const std::string name = apt_name(comp, xy);
     const auto versions = index.versions(name);
     const BinaryPackage* pick = nullptr;
     if (comp == "nccl") {

@@ -31,7 +31,13 @@ LoaderModel::LoaderModel(std::string root, std::vector<std::pair<std::string, st
   for (auto& [key, path] : cache) m_cache.emplace(std::move(key), std::move(path));  // first entry wins, as in ld.so
 }
 
-std::optional<std::string> LoaderModel::resolve_inside(const std::string& abs) const {
+std::optional<std::string> LoaderModel::resolve_inside(const std::string& abs) {
+  auto it = m_resolved.find(abs);
+  if (it == m_resolved.end()) it = m_resolved.emplace(abs, resolve_uncached(abs)).first;
+  return it->second;
+}
+
+std::optional<std::string> LoaderModel::resolve_uncached(const std::string& abs) const {
   // Links are followed inside the image: an absolute target is read relative to the image root.
   fs::path p = fs::path(abs).lexically_normal();
   for (int hops = 0; hops < 40; ++hops) {
@@ -144,7 +150,7 @@ std::vector<LoadedLibrary> LoaderModel::list(const std::string& abs) {
   const auto root_identity = resolve_inside(abs);
   std::deque<Object> objects;  // stable addresses: loader pointers
   std::set<std::string> names, identities;
-  objects.push_back(Object{abs, *root_identity, root_elf, nullptr});
+  objects.push_back(Object{abs, root_elf, nullptr});
   identities.insert(*root_identity);
   if (!root_elf->soname.empty()) names.insert(root_elf->soname);
   for (std::size_t i = 0; i < objects.size(); ++i) {
@@ -162,7 +168,7 @@ std::vector<LoadedLibrary> LoaderModel::list(const std::string& abs) {
       const ElfInfo* e = info(*found);
       if (!e->soname.empty()) names.insert(e->soname);
       out.push_back(LoadedLibrary{needed, *found, obj.path});
-      if (e->has_dynamic) objects.push_back(Object{*found, identity, e, &obj});
+      if (e->has_dynamic) objects.push_back(Object{*found, e, &obj});
     }
   }
   return out;

@@ -70,11 +70,11 @@ class LoaderModel {
  private:
   struct Object {
     std::string path;                 // as found (symlinks not resolved), absolute in the image
-    std::string identity;             // the regular file it ends at
     const ElfInfo* elf = nullptr;
     const Object* loader = nullptr;   // the object that caused it to be loaded
   };
-  std::optional<std::string> resolve_inside(const std::string& abs) const;  // follows links within the root
+  std::optional<std::string> resolve_inside(const std::string& abs);  // follows links within the root (memoised)
+  std::optional<std::string> resolve_uncached(const std::string& abs) const;
   bool compatible(const std::string& abs, const ElfInfo& root);
   std::optional<std::string> search(const std::string& name, const Object& needer, const ElfInfo& root);
   std::vector<std::string> expand(const std::string& list, const std::string& origin) const;
@@ -84,6 +84,7 @@ class LoaderModel {
   std::vector<std::string> m_default;
   std::map<std::string, std::unique_ptr<ElfInfo>> m_info;  // by resolved path; null: not ELF
   std::map<std::string, std::optional<std::string>> m_searched;  // name and directories -> found path
+  std::map<std::string, std::optional<std::string>> m_resolved;  // path -> the regular file it ends at
 };
 
 }  // namespace gpuenv::images

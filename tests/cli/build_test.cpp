@@ -57,8 +57,8 @@ std::string capture(const std::string& cmd) {
 // - a flat apt repository (NVIDIA's layout) at www/cuda: cuda-libraries-12-9 12.9.1-1 depending on
 //   cuda-cudart-12-9 (>= 12.9.79) and libcublas-12-9 (>= 12.9.1.4); cuda-cudart-12-9 also at 12.9.37-1 (12.9.0's);
 //   libcudnn9-cuda-12 at 9.17.0.29-1 and 9.18.0.77-1.
-template <class Deb, class Wheel>
-bool cuda_doubles(const fs::path& dir, const fs::path& www, Deb&& deb, Wheel&& wheel, const std::string& gpg) {
+template <class Wheel>
+bool cuda_doubles(const fs::path& dir, const fs::path& www, Wheel&& wheel, const std::string& gpg) {
   const fs::path stubs = dir / "cuda-stubs";
   fs::create_directories(stubs);
   std::ofstream(stubs / "cudart.c") << "int cudaRuntimeGetVersion(int* v) { *v = 12090; return 0; }\n";
@@ -109,7 +109,6 @@ bool cuda_doubles(const fs::path& dir, const fs::path& www, Deb&& deb, Wheel&& w
   const std::string packages = slurp(pool / "Packages");
   std::ofstream(pool / "Release") << "Origin: NVIDIA test double\nLabel: NVIDIA CUDA\nArchitectures: amd64\nDate: Mon, 30 Nov 2026 00:00:00 UTC\nSHA256:\n "
                                   << gpuenv::images::sha256_hex(packages) << " " << packages.size() << " Packages\n";
-  (void)deb;
   return ok && sh(gpg + "--clearsign -o " + (pool / "InRelease").string() + " " + (pool / "Release").string());
 }
 
@@ -209,7 +208,7 @@ class CliBuild : public ::testing::Test {
       return true;
     };
     ok = ok && wheel("torch", "2.5.1", "numpy") && wheel("numpy", "2.1.3", "") && wheel("safetensors", "0.4.5", "");
-    ok = ok && cuda_doubles(dir, www, deb, wheel, gpg);
+    ok = ok && cuda_doubles(dir, www, wheel, gpg);
     ready = ok;
   }
   static void TearDownTestSuite() {

@@ -7,14 +7,12 @@
 
 #include <sys/stat.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <map>
-#include <sstream>
 
+#include "fakes/shell.hpp"
 #include "fakes/temp_dir.hpp"
 #include "images/elf/loader_model.hpp"
 #include "images/rootfs/ld_cache.hpp"
@@ -23,39 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using gpuenv::images::LoaderModel;
+using gpuenv::testing::capture;
 
 bool sh(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
-
-std::string capture(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  ::pclose(p);
-  return out;
-}
-
-// name -> path ("" when not found), from `ld.so --list` output; the linker and the vDSO are left out.
-std::map<std::string, std::string> parse_list(const std::string& text) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto arrow = line.find(" => ");
-    if (arrow == std::string::npos) continue;
-    std::string name = line.substr(0, arrow);
-    name.erase(0, name.find_first_not_of(" \t"));
-    std::string rest = line.substr(arrow + 4);
-    if (rest.rfind("not found", 0) == 0) {
-      out[name] = "";
-    } else {
-      out[name] = rest.substr(0, rest.find(" ("));
-    }
-  }
-  return out;
-}
 
 class LoaderModelTest : public ::testing::Test {
  protected:
@@ -140,7 +108,7 @@ TEST_F(LoaderModelTest, FindsExactlyWhatTheDynamicLinkerFinds) {
   ASSERT_GE(objects.size(), 12u);
   for (const auto& abs : objects) {
     const std::string real = capture("bwrap --setenv LD_TRACE_LOADED_OBJECTS 1 --ro-bind " + root.string() + " / /lib64/ld-linux-x86-64.so.2 " + abs + " 2>&1");
-    const auto want = parse_list(real);
+    const auto want = gpuenv::testing::parse_trace(real);
     std::map<std::string, std::string> got;
     for (const auto& l : m.list(abs)) got[l.name] = l.path;
     EXPECT_EQ(got, want) << abs << "\nld.so --list said:\n" << real;

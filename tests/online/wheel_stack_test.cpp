@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "fakes/shell.hpp"
 #include "fakes/temp_dir.hpp"
 #include "images/elf/loader_model.hpp"
 #include "images/rootfs/ld_cache.hpp"
@@ -18,6 +19,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using gpuenv::testing::capture;
 
 struct Wheel {
   const char* requirement;
@@ -25,18 +27,6 @@ struct Wheel {
   const char* more_pip = "";  ///< what its optional modules need, as a user adds it after the build names it
   const char* apt = "";
 };
-
-std::string capture(const std::string& cmd, int* status = nullptr) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[8192];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int rc = ::pclose(p);
-  if (status) *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  return out;
-}
 
 class WheelStack : public ::testing::TestWithParam<Wheel> {};
 
@@ -84,19 +74,14 @@ TEST_P(WheelStack, BuildsImportsAndAgreesWithTheDynamicLinker) {
   std::map<std::string, std::map<std::string, std::string>> real;
   {
     std::istringstream in(traced);
-    std::string line, current;
+    std::string line, current, name, path;
     while (std::getline(in, line)) {
       if (line.rfind("== ", 0) == 0) {
         current = line.substr(3);
         real[current];
-        continue;
+      } else if (!current.empty() && gpuenv::testing::parse_trace_line(line, name, path)) {
+        real[current][name] = path;
       }
-      const auto arrow = line.find(" => ");
-      if (arrow == std::string::npos || current.empty()) continue;
-      std::string name = line.substr(0, arrow);
-      name.erase(0, name.find_first_not_of(" \t"));
-      const std::string rest = line.substr(arrow + 4);
-      real[current][name] = rest.rfind("not found", 0) == 0 ? "" : rest.substr(0, rest.find(" ("));
     }
   }
   ASSERT_EQ(real.size(), objects.size()) << traced.substr(0, 2000);
