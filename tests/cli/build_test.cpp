@@ -25,6 +25,7 @@
 #include "cli/context.hpp"
 #include "fakes/docker_registry.hpp"
 #include "fakes/loopback_server.hpp"
+#include "fakes/scratch.hpp"
 #include "images/digest.hpp"
 #include "images/fetch/curl_fetcher.hpp"
 
@@ -212,7 +213,7 @@ class CliBuild : public ::testing::Test {
     ready = ok;
   }
   static void TearDownTestSuite() {
-    if (!dir.empty()) fs::remove_all(dir);
+    gpuenv::testing::remove_scratch(dir, dir / "gnupg");
   }
 
   void SetUp() override {

@@ -10,6 +10,7 @@
 
 #include "cli/context.hpp"
 #include "fakes/loopback_server.hpp"
+#include "fakes/scratch.hpp"
 #include "images/digest.hpp"
 #include "images/fetch/curl_fetcher.hpp"
 
@@ -73,7 +74,7 @@ class CliLock : public ::testing::Test {
     ready = ok;
   }
   static void TearDownTestSuite() {
-    if (!dir.empty()) fs::remove_all(dir);
+    gpuenv::testing::remove_scratch(dir, dir / "gnupg");
   }
 
   void SetUp() override {

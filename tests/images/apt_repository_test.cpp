@@ -10,6 +10,7 @@
 
 #include "images/digest.hpp"
 #include "fakes/loopback_server.hpp"
+#include "fakes/scratch.hpp"
 #include "images/apt/pin.hpp"
 #include "images/fetch/curl_fetcher.hpp"
 
@@ -89,7 +90,7 @@ class AptRepository : public ::testing::Test {
   }
 
   static void TearDownTestSuite() {
-    if (!dir.empty()) fs::remove_all(dir);
+    gpuenv::testing::remove_scratch(dir, dir / "gnupg");
   }
 
   void SetUp() override {

@@ -11,6 +11,7 @@
 #include "images/digest.hpp"
 #include "fakes/catalog_fixture.hpp"
 #include "fakes/fake_fetcher.hpp"
+#include "fakes/scratch.hpp"
 #include "resolver/lockfile.hpp"
 
 namespace {
@@ -44,7 +45,7 @@ class PinImage : public ::testing::Test {
             std::system((gpg + "--clearsign -o " + (dir / "InRelease").string() + " " + (dir / "Release").string()).c_str()) == 0;
   }
   static void TearDownTestSuite() {
-    if (!dir.empty()) fs::remove_all(dir);
+    gpuenv::testing::remove_scratch(dir, dir / "gnupg");
   }
   void SetUp() override {
     if (!ready) GTEST_SKIP() << "gpg/gpgv are not installed";

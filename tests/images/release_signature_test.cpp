@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "fakes/scratch.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -34,7 +36,7 @@ class ReleaseSignature : public ::testing::Test {
          std::system((g + "-u 'gpuenv test' --detach-sign -o " + (home / "Release.gpg").string() + " " + (home / "Release").string()).c_str()) == 0;
   }
   static void TearDownTestSuite() {
-    if (!home.empty()) fs::remove_all(home);
+    gpuenv::testing::remove_scratch(home, home);
   }
   void SetUp() override {
     if (!ok) GTEST_SKIP() << "gpg/gpgv are not installed or could not make a test key";
