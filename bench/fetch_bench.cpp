@@ -4,10 +4,10 @@
 #include <cstring>
 #include <iostream>
 
-#include "images/fetch/curl_fetcher.hpp"
+#include "base/net/curl_fetcher.hpp"
 
 int main(int argc, char** argv) {
-  gpuenv::images::FetchOptions o;
+  gpuenv::FetchOptions o;
   int i = 1;
   if (argc > 2 && std::strcmp(argv[1], "--parallel") == 0) {
     o.parallel = std::atoi(argv[2]);
@@ -18,9 +18,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string out = argv[i++];
-  std::vector<gpuenv::images::FetchRequest> reqs;
+  std::vector<gpuenv::FetchRequest> reqs;
   for (int k = 0; i < argc; ++i, ++k) reqs.push_back({argv[i], out + "/" + std::to_string(k), std::nullopt, std::nullopt});
-  auto f = gpuenv::images::make_curl_fetcher(o);
+  auto f = gpuenv::make_curl_fetcher(o);
   int failed = 0;
   for (auto& r : f->fetch_all(reqs))
     if (!r) {

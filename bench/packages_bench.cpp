@@ -5,13 +5,15 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "images/apt/closure.hpp"
-#include "images/apt/package_index.hpp"
-#include "images/archive/decompress.hpp"
+#include "packages/apt/closure.hpp"
+#include "packages/apt/package_index.hpp"
+#include "base/archive/decompress.hpp"
 
 namespace {
 
+using namespace gpuenv;
 using namespace gpuenv::images;
+using namespace gpuenv::packages;
 
 const std::string& compressed() {
   static const std::string bytes = [] {

@@ -9,7 +9,7 @@
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
 #include "cli/progress.hpp"
-#include "images/fetch/curl_fetcher.hpp"
+#include "base/net/curl_fetcher.hpp"
 
 #ifndef GPUENV_VERSION
 #define GPUENV_VERSION "0.0.0"
@@ -42,7 +42,7 @@ Context production_context(char** envp) {
     probes.push_back(validate::make_procfs_probe());
     return probes;
   };
-  ctx.make_runner = [] { return images::make_process_runner(); };
+  ctx.make_runner = [] { return gpuenv::make_process_runner(); };
   ctx.stderr_is_tty = ::isatty(2) == 1;
   ctx.stdout_is_tty = ::isatty(1) == 1;
   const std::string ca_bundle = ctx.env.count("GPUENV_CA_BUNDLE") ? ctx.env.at("GPUENV_CA_BUNDLE") : std::string();
@@ -55,16 +55,16 @@ Context production_context(char** envp) {
     }
   }
   ctx.make_fetcher = [tty = ctx.stderr_is_tty, ca_bundle, jobs] {
-    images::FetchOptions o;
+    gpuenv::FetchOptions o;
     o.ca_bundle = ca_bundle;
     o.parallel = jobs;
     if (tty) {
       auto line = std::make_shared<ProgressLine>(std::cerr);
-      o.on_progress = [line](const images::FetchProgress& p) {
+      o.on_progress = [line](const gpuenv::FetchProgress& p) {
         if (p.files_total > 1) line->update(p);  // single documents are not worth a line
       };
     }
-    return images::make_curl_fetcher(std::move(o));
+    return gpuenv::make_curl_fetcher(std::move(o));
   };
   return ctx;
 }

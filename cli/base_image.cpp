@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
-#include "images/digest.hpp"
-#include "images/registry/http_client.hpp"
+#include "base/digest.hpp"
+#include "base/net/http_client.hpp"
 #include "images/registry/registry_client.hpp"
 #include "images/run/unpack.hpp"
 
@@ -84,7 +84,7 @@ Result<BaseImage> prepare_base_image(const std::string& reference, bool offline,
       e.while_("reading the base image reference");
       return e;
     }
-    out.layout_dir = cache + "/base-images/" + images::sha256_hex(ref->registry + "/" + ref->repository).substr(0, 16);
+    out.layout_dir = cache + "/base-images/" + gpuenv::sha256_hex(ref->registry + "/" + ref->repository).substr(0, 16);
     fs::create_directories(out.layout_dir, ec);
     // A reference pinned by digest that the cache holds needs no network.
     const bool have = !ref->digest.empty() && fs::exists(out.layout_dir + "/blobs/sha256/" + ref->digest.substr(7), ec) &&
@@ -102,9 +102,9 @@ Result<BaseImage> prepare_base_image(const std::string& reference, bool offline,
       Status problem = ok_status();
       images::RegistryOptions ro = registry_options(ctx, ref->registry, false, &problem);
       if (!problem) return problem.error();
-      images::HttpOptions ho;
+      gpuenv::HttpOptions ho;
       ho.ca_bundle = env_or(ctx, "GPUENV_CA_BUNDLE");
-      auto http = images::make_curl_http_client(ho);
+      auto http = gpuenv::make_curl_http_client(ho);
       images::RegistryClient client(*http, ro);
       if (ctx.stderr_is_tty && ctx.err) *ctx.err << "gpuenv: pulling the base image " << ref->to_string() << "\n";
       auto pulled = client.pull(*ref, out.layout_dir);

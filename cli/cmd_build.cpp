@@ -9,12 +9,12 @@
 #include "cli/commands.hpp"
 #include "cli/io.hpp"
 #include "cli/render.hpp"
-#include "images/build/image_build.hpp"
-#include "images/cache/blob_store.hpp"
-#include "images/cache/work_dir.hpp"
-#include "images/digest.hpp"
+#include "images/assemble/image_build.hpp"
+#include "base/cache/blob_store.hpp"
+#include "base/cache/work_dir.hpp"
+#include "base/digest.hpp"
 #include "images/oci/archive.hpp"
-#include "images/registry/http_client.hpp"
+#include "base/net/http_client.hpp"
 #include "images/registry/registry_client.hpp"
 #include "resolver/lockfile.hpp"
 
@@ -79,15 +79,15 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
   // An archive is written from a layout kept in the cache, so that a rebuild reuses its layers.
   const std::string layout_dir = archive ? cache + "/images/" + lock->spec_name : output;
   if (archive) fs::create_directories(cache + "/images", ec);
-  auto store = images::make_dir_blob_store(cache);
+  auto store = gpuenv::make_dir_blob_store(cache);
   auto network = o.lock.offline ? nullptr : (ctx.make_fetcher ? ctx.make_fetcher() : nullptr);
   if (!network && !o.lock.offline) {
     return report_error(make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher configured", {}, ""), json, ctx);
   }
   // Work directories of builds that were killed (SIGKILL, a power cut) are removed first; this one is locked while
   // the build runs and removed when it ends.
-  images::sweep_abandoned_work_dirs(cache);
-  auto work_dir = images::WorkDir::create(cache);
+  gpuenv::sweep_abandoned_work_dirs(cache);
+  auto work_dir = gpuenv::WorkDir::create(cache);
   if (!work_dir) return report_error(work_dir.error(), json, ctx);
   const std::string* work = &(*work_dir)->path();
 
@@ -146,9 +146,9 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
   if (!o.push.empty()) {
     auto ref = images::parse_image_reference(o.push);
     if (!ref) return report_error(ref.error(), json, ctx);
-    images::HttpOptions ho;
+    gpuenv::HttpOptions ho;
     ho.ca_bundle = o.ca_bundle.empty() ? env_or(ctx, "GPUENV_CA_BUNDLE") : o.ca_bundle;
-    auto http = images::make_curl_http_client(ho);
+    auto http = gpuenv::make_curl_http_client(ho);
     Status problem = ok_status();
     images::RegistryOptions ro = registry_options(ctx, ref->registry, o.plain_http, &problem);
     if (!problem) return report_error(problem.error(), json, ctx);

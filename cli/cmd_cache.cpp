@@ -5,8 +5,8 @@
 #include <ostream>
 
 #include "cli/commands.hpp"
-#include "images/cache/blob_store.hpp"
-#include "images/cache/work_dir.hpp"
+#include "base/cache/blob_store.hpp"
+#include "base/cache/work_dir.hpp"
 
 namespace gpuenv::cli {
 namespace {
@@ -33,18 +33,18 @@ std::string iso(std::chrono::system_clock::time_point t) {
 }  // namespace
 
 std::string cache_root(const Context& ctx) {
-  return images::default_cache_root(env_or(ctx, "GPUENV_CACHE_DIR"), env_or(ctx, "XDG_CACHE_HOME"), env_or(ctx, "HOME"));
+  return gpuenv::default_cache_root(env_or(ctx, "GPUENV_CACHE_DIR"), env_or(ctx, "XDG_CACHE_HOME"), env_or(ctx, "HOME"));
 }
 
 int cmd_cache(const CacheOptions& o, Context& ctx) {
   const std::string root = cache_root(ctx);
-  auto store = images::make_dir_blob_store(root);
+  auto store = gpuenv::make_dir_blob_store(root);
   if (o.action == "prune") {
     const auto cutoff = o.all ? std::chrono::system_clock::time_point::max()
                               : std::chrono::system_clock::now() - std::chrono::hours(24) * o.older_than_days;
     auto freed = store->prune(cutoff);
     if (!freed) return report_error(freed.error(), o.json, ctx);
-    const std::size_t swept = images::sweep_abandoned_work_dirs(root);
+    const std::size_t swept = gpuenv::sweep_abandoned_work_dirs(root);
     if (o.json) {
       *ctx.out << nlohmann::ordered_json{{"schema", "gpuenv-cache-v1"}, {"root", root}, {"freed_bytes", *freed},
                                          {"abandoned_work_dirs_removed", swept}}

@@ -18,8 +18,8 @@
 
 #include "cli/commands.hpp"
 #include "cli/render.hpp"
-#include "images/digest.hpp"
-#include "images/registry/http_client.hpp"
+#include "base/digest.hpp"
+#include "base/net/http_client.hpp"
 #include "images/registry/registry_client.hpp"
 
 namespace gpuenv::cli {
@@ -164,7 +164,7 @@ Result<Image> load_layout(const std::string& dir, const std::string& ref, const 
     std::ifstream blob(p, std::ios::binary);
     if (!blob) return damaged("the layout lacks blob " + digest, p.string());
     std::string bytes{std::istreambuf_iterator<char>(blob), std::istreambuf_iterator<char>()};
-    if ("sha256:" + images::sha256_hex(bytes) != digest) return damaged("blob " + digest + " does not hold the bytes its digest names", p.string());
+    if ("sha256:" + gpuenv::sha256_hex(bytes) != digest) return damaged("blob " + digest + " does not hold the bytes its digest names", p.string());
     return bytes;
   };
   return from_oci_index(*index, ref, read_blob, where, index_path.string());
@@ -282,7 +282,7 @@ Result<Image> load_archive(const std::string& path, const std::string& ref, Arch
     auto scan = scan_tar(path, {member}, where);
     if (!scan) return std::move(scan).error();
     std::string bytes = std::move(scan->contents[member]);
-    if ("sha256:" + images::sha256_hex(bytes) != digest) return damaged("blob " + digest + " does not hold the bytes its digest names", where);
+    if ("sha256:" + gpuenv::sha256_hex(bytes) != digest) return damaged("blob " + digest + " does not hold the bytes its digest names", where);
     return bytes;
   };
   if (kind == ArchiveKind::oci) {
@@ -321,7 +321,7 @@ Result<Image> load_archive(const std::string& path, const std::string& ref, Arch
                                 (*config)["rootfs"]["diff_ids"].is_array()
                             ? (*config)["rootfs"]["diff_ids"]
                             : json::array();
-  json manifest = {{"config", {{"digest", "sha256:" + images::sha256_hex(config_text)}}}, {"layers", json::array()}};
+  json manifest = {{"config", {{"digest", "sha256:" + gpuenv::sha256_hex(config_text)}}}, {"layers", json::array()}};
   for (const auto& l : entry["Layers"]) {
     const std::string member = l.is_string() ? member_name(l.get<std::string>().c_str()) : "";
     if (!top->sizes.count(member)) return damaged(path + " lacks layer '" + member + "', which manifest.json names", where);
@@ -363,9 +363,9 @@ Result<Image> load_registry(const std::string& reference, bool plain_http, const
   Status problem = ok_status();
   images::RegistryOptions ro = registry_options(ctx, ref->registry, plain_http, &problem);
   if (!problem) return problem.error();
-  images::HttpOptions ho;
+  gpuenv::HttpOptions ho;
   ho.ca_bundle = env_or(ctx, "GPUENV_CA_BUNDLE");
-  auto http = images::make_curl_http_client(ho);
+  auto http = gpuenv::make_curl_http_client(ho);
   images::RegistryClient client(*http, ro);
   auto remote = client.fetch_manifest_and_config(*ref);
   if (!remote) {

@@ -7,10 +7,10 @@
 #include "cli/commands.hpp"
 #include "cli/io.hpp"
 #include "cli/render.hpp"
-#include "images/cache/blob_store.hpp"
-#include "images/cache/work_dir.hpp"
-#include "images/fetch/caching_fetcher.hpp"
-#include "images/pin_image.hpp"
+#include "base/cache/blob_store.hpp"
+#include "base/cache/work_dir.hpp"
+#include "base/cache/caching_fetcher.hpp"
+#include "packages/pin_image.hpp"
 #include "resolver/lockfile.hpp"
 
 #ifndef GPUENV_VERSION
@@ -77,22 +77,22 @@ int make_lock(const LockOptions& o, Context& ctx, MadeLock& made) {
   }
 
   const std::string cache = cache_root(ctx);
-  auto store = images::make_dir_blob_store(cache);
+  auto store = gpuenv::make_dir_blob_store(cache);
   // Every document goes through the cache, so that --offline can answer from it alone.
-  auto fetcher = images::make_caching_fetcher(network.get(), *store, cache);
-  images::sweep_abandoned_work_dirs(cache);
-  auto work_dir = images::WorkDir::create(cache);
+  auto fetcher = gpuenv::make_caching_fetcher(network.get(), *store, cache);
+  gpuenv::sweep_abandoned_work_dirs(cache);
+  auto work_dir = gpuenv::WorkDir::create(cache);
   if (!work_dir) return report_error(work_dir.error(), o.resolve.json, ctx);
   const std::string* work = &(*work_dir)->path();
-  images::AptFetchContext apt;
+  packages::AptFetchContext apt;
   apt.fetcher = fetcher.get();
   apt.cache = store.get();
   apt.runner = runner.get();
   apt.work_dir = *work;
   apt.default_keyrings = default_keyrings(o.host_root);
   apt.now_unix = std::time(nullptr);
-  images::PinImageRequest req{&p.spec, &p.resolution, distro, &*sources, p.base ? p.base->dpkg_status : std::string()};
-  auto pins = images::pin_image(req, apt);
+  packages::PinImageRequest req{&p.spec, &p.resolution, distro, &*sources, p.base ? p.base->dpkg_status : std::string()};
+  auto pins = packages::pin_image(req, apt);
   work_dir->reset();
   if (!pins) {
     Error e = std::move(pins).error();

@@ -14,8 +14,8 @@
 
 #include "cli/commands.hpp"
 #include "cli/render.hpp"
-#include "images/build/image_build.hpp"
-#include "images/process/command_runner.hpp"
+#include "images/assemble/image_build.hpp"
+#include "base/process/command_runner.hpp"
 #include "images/rootfs/ld_cache.hpp"
 #include "images/run/unpack.hpp"
 
@@ -128,7 +128,7 @@ Result<validate::ImageRun> run_in_image_captured(const images::SandboxRequest& r
     argv.insert(argv.end(), {chroot, request.rootfs});
     argv.insert(argv.end(), request.command.begin(), request.command.end());
   }
-  auto result = images::make_process_runner()->run(argv, {}, timeout);
+  auto result = gpuenv::make_process_runner()->run(argv, {}, timeout);
   if (!result) {
     if (result.error().id == "process.timeout") {
       validate::ImageRun timed_out;

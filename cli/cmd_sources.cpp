@@ -3,7 +3,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/io.hpp"
-#include "images/sources.hpp"
+#include "packages/sources.hpp"
 
 namespace gpuenv::cli {
 namespace {
@@ -40,11 +40,11 @@ Result<std::optional<resolver::SourcesRequest>> load_user_config_for(const Conte
   return std::optional<resolver::SourcesRequest>(std::move(*parsed));
 }
 
-Result<images::SourceSet> gather_sources(const Context& ctx, const resolver::SourcesRequest* spec_sources, const std::string& spec_path,
-                                         const std::string& host_root, images::CommandRunner* runner) {
+Result<packages::SourceSet> gather_sources(const Context& ctx, const resolver::SourcesRequest* spec_sources, const std::string& spec_path,
+                                         const std::string& host_root, gpuenv::CommandRunner* runner) {
   auto config = load_user_config_for(ctx);
   if (!config) return std::move(config).error();
-  images::SourceInputs in;
+  packages::SourceInputs in;
   in.spec = spec_sources;
   in.spec_path = spec_path;
   in.user_config = *config ? &**config : nullptr;
@@ -53,7 +53,7 @@ Result<images::SourceSet> gather_sources(const Context& ctx, const resolver::Sou
   in.env = ctx.env;
   in.home = env_or(ctx, "HOME");
   in.runner = runner;
-  return images::discover_sources(in);
+  return packages::discover_sources(in);
 }
 
 int cmd_sources(const SourcesOptions& o, Context& ctx) {
@@ -73,7 +73,7 @@ int cmd_sources(const SourcesOptions& o, Context& ctx) {
     j["schema"] = "gpuenv-sources-v1";
     auto apt = nlohmann::ordered_json::array();
     for (const auto& s : set->apt) {
-      apt.push_back({{"type", std::string(images::to_string(s.type))},
+      apt.push_back({{"type", std::string(packages::to_string(s.type))},
                      {"used", s.is_used()},
                      {"uri", s.uri},
                      {"suite", s.suite},
@@ -98,7 +98,7 @@ int cmd_sources(const SourcesOptions& o, Context& ctx) {
   }
   *ctx.out << "apt (from " << set->apt_origin << "):\n";
   for (const auto& s : set->apt) {
-    *ctx.out << "  " << (s.is_used() ? "" : "skipped: ") << images::to_string(s.type) << " " << s.uri << " " << s.suite;
+    *ctx.out << "  " << (s.is_used() ? "" : "skipped: ") << packages::to_string(s.type) << " " << s.uri << " " << s.suite;
     if (!s.components.empty()) *ctx.out << " " << join(s.components);
     if (!s.signed_by.empty()) *ctx.out << "  signed-by " << join(s.signed_by);
     if (!s.signed_by_key.empty()) *ctx.out << "  signed-by (inline key)";

@@ -8,7 +8,7 @@
 #include "cli/context.hpp"
 #include "images/registry/registry_client.hpp"
 #include "images/run/unpack.hpp"
-#include "images/sources.hpp"
+#include "packages/sources.hpp"
 #include "resolver/catalog.hpp"
 #include "resolver/lockfile.hpp"
 #include "resolver/solver.hpp"
@@ -191,8 +191,8 @@ std::string env_or(const Context& ctx, const char* name);
 
 /// The sources a command uses: the spec's (may be null), the user configuration, the host under `host_root`;
 /// `runner` asks the local pip for its default index (may be null).
-Result<images::SourceSet> gather_sources(const Context& ctx, const resolver::SourcesRequest* spec_sources, const std::string& spec_path,
-                                         const std::string& host_root, images::CommandRunner* runner);
+Result<packages::SourceSet> gather_sources(const Context& ctx, const resolver::SourcesRequest* spec_sources, const std::string& spec_path,
+                                         const std::string& host_root, gpuenv::CommandRunner* runner);
 
 /// $GPUENV_CONFIG, else $XDG_CONFIG_HOME/gpuenv/config.yaml, else ~/.config/gpuenv/config.yaml.
 std::string user_config_path(const Context& ctx);

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "images/fetch/fetcher.hpp"
-#include "images/process/command_runner.hpp"
+#include "base/net/fetcher.hpp"
+#include "base/process/command_runner.hpp"
 #include "validate/host_probe.hpp"
 
 namespace gpuenv::cli {
@@ -21,7 +21,7 @@ struct Context {
   /// Builds the host probes in the order they are tried (NVML, libcuda, procfs in production).
   std::function<std::vector<std::unique_ptr<validate::HostProbe>>()> make_probes;
   /// Builds the process runner (gpgv, the local pip).
-  std::function<std::unique_ptr<images::CommandRunner>()> make_runner;
+  std::function<std::unique_ptr<gpuenv::CommandRunner>()> make_runner;
   /// True when stderr is a terminal: progress is shown there, nothing otherwise.
   bool stderr_is_tty = false;
   /// True when stdout is a terminal: reports use colour.
@@ -30,7 +30,7 @@ struct Context {
   /// an abandoned thread may still be inside the driver.
   bool exit_now = false;
   /// Builds the network adapter.
-  std::function<std::unique_ptr<images::Fetcher>()> make_fetcher;
+  std::function<std::unique_ptr<gpuenv::Fetcher>()> make_fetcher;
 };
 
 /// Runs the gpuenv command line; returns the process exit code (docs/cli.md). Never throws.

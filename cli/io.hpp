@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "resolver/catalog.hpp"
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 
 namespace gpuenv::cli {
 

@@ -13,7 +13,7 @@ std::string mib(std::uint64_t b) {
 
 }  // namespace
 
-std::string ProgressLine::format(const images::FetchProgress& p, double elapsed) {
+std::string ProgressLine::format(const gpuenv::FetchProgress& p, double elapsed) {
   const double rate = elapsed > 0 ? static_cast<double>(p.bytes_done) / elapsed : 0;
   std::string line = "  " + std::to_string(p.files_done) + "/" + std::to_string(p.files_total) + " files  " + mib(p.bytes_done);
   if (p.bytes_total) line += "/" + mib(p.bytes_total);
@@ -28,7 +28,7 @@ std::string ProgressLine::format(const images::FetchProgress& p, double elapsed)
   return line;
 }
 
-void ProgressLine::update(const images::FetchProgress& p) {
+void ProgressLine::update(const gpuenv::FetchProgress& p) {
   const auto now = std::chrono::steady_clock::now();
   const bool finished = p.files_total && p.files_done == p.files_total;
   if (!finished && now - m_last < std::chrono::milliseconds(100)) return;

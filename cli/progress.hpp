@@ -3,7 +3,7 @@
 #include <chrono>
 #include <ostream>
 
-#include "images/fetch/fetcher.hpp"
+#include "base/net/fetcher.hpp"
 
 namespace gpuenv::cli {
 
@@ -11,9 +11,9 @@ class ProgressLine {
  public:
   explicit ProgressLine(std::ostream& out) : m_out(out), m_start(std::chrono::steady_clock::now()) {}
   /// Redraws the line (throttled); a finished run ends the line.
-  void update(const images::FetchProgress& p);
+  void update(const gpuenv::FetchProgress& p);
   /// The text of the line for a progress state `elapsed` seconds after the start (for tests).
-  static std::string format(const images::FetchProgress& p, double elapsed_seconds);
+  static std::string format(const gpuenv::FetchProgress& p, double elapsed_seconds);
 
  private:
   std::ostream& m_out;

@@ -3,16 +3,18 @@
 #include <cstdint>
 #include <string_view>
 
-#include "images/apt/apt_sources.hpp"
-#include "images/apt/deb822.hpp"
-#include "images/apt/debian_version.hpp"
-#include "images/apt/package_index.hpp"
-#include "images/archive/safe_extract.hpp"
+#include "packages/apt/apt_sources.hpp"
+#include "packages/apt/deb822.hpp"
+#include "packages/apt/debian_version.hpp"
+#include "packages/apt/package_index.hpp"
+#include "base/archive/safe_extract.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  using namespace gpuenv;
   using namespace gpuenv::images;
+  using namespace gpuenv::packages;
   switch (data[0] % 8) {
     case 0: (void)parse_deb822(text, "fuzz"); break;
     case 1: (void)parse_release(text, "fuzz"); break;

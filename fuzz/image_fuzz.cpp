@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "images/apt/apt_preferences.hpp"
+#include "packages/apt/apt_preferences.hpp"
 #include "images/elf/elf.hpp"
 #include "images/registry/registry_client.hpp"
 #include "resolver/lockfile.hpp"
@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     }
     case 1: (void)resolver::parse_lock(text, "fuzz.lock"); break;
-    case 2: (void)images::parse_apt_preferences(text, "preferences"); break;
+    case 2: (void)packages::parse_apt_preferences(text, "preferences"); break;
     case 3: (void)images::parse_image_reference(text); break;
     case 4: (void)images::parse_auth_challenge(text); break;
     default: (void)images::parse_docker_config_credentials(text, "registry.example.com"); break;

@@ -3,17 +3,19 @@
 #include <cstdint>
 #include <string_view>
 
-#include "images/wheels/markers.hpp"
-#include "images/wheels/metadata.hpp"
-#include "images/wheels/pep440.hpp"
-#include "images/wheels/pip_config.hpp"
-#include "images/wheels/simple_index.hpp"
-#include "images/wheels/wheel_tags.hpp"
+#include "packages/wheels/markers.hpp"
+#include "packages/wheels/metadata.hpp"
+#include "packages/wheels/pep440.hpp"
+#include "packages/wheels/pip_config.hpp"
+#include "packages/wheels/simple_index.hpp"
+#include "packages/wheels/wheel_tags.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  using namespace gpuenv;
   using namespace gpuenv::images;
+  using namespace gpuenv::packages;
   switch (data[0] % 7) {
     case 0: (void)parse_simple_page(text, "application/vnd.pypi.simple.v1+json", "https://index.example/simple/x/"); break;
     case 1: (void)parse_simple_page(text, "text/html", "https://index.example/simple/x/"); break;

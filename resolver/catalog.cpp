@@ -6,7 +6,7 @@
 #include <cctype>
 #include <set>
 
-#include "resolver/yaml_guard.hpp"
+#include "base/yaml_guard.hpp"
 
 namespace gpuenv::resolver {
 namespace {

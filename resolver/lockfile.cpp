@@ -5,7 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "resolver/yaml_guard.hpp"
+#include "base/yaml_guard.hpp"
 
 namespace gpuenv::resolver {
 namespace {

@@ -1,5 +1,5 @@
 #include "resolver/solver.hpp"
-#include "resolver/text.hpp"
+#include "base/text.hpp"
 
 #include <algorithm>
 #include <map>

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "resolver/catalog.hpp"
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 #include "resolver/spec.hpp"
 #include "resolver/version.hpp"
 

@@ -6,8 +6,8 @@
 #include <regex>
 #include <set>
 
-#include "resolver/text.hpp"
-#include "resolver/yaml_guard.hpp"
+#include "base/text.hpp"
+#include "base/yaml_guard.hpp"
 
 namespace gpuenv::resolver {
 namespace {

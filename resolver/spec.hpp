@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 #include "resolver/version.hpp"
 
 namespace gpuenv::resolver {

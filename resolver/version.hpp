@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 
 namespace gpuenv::resolver {
 

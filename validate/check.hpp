@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 #include "validate/backend.hpp"
 #include "validate/thresholds.hpp"
 

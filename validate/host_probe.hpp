@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 #include "resolver/host.hpp"
 
 namespace gpuenv::validate {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 #include "validate/backend.hpp"
 #include "validate/check.hpp"
 #include "validate/report.hpp"

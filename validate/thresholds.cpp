@@ -10,7 +10,7 @@
 #include <sstream>
 #include <utility>
 
-#include "resolver/yaml_guard.hpp"
+#include "base/yaml_guard.hpp"
 
 namespace gpuenv::validate {
 namespace {
@@ -435,7 +435,7 @@ std::string canonical_unit(std::string_view metric) {
 
 Result<ThresholdTable> parse_thresholds(std::string_view yaml_text, std::string_view origin) {
   const std::string path(origin);
-  if (auto st = resolver::check_yaml_bytes(yaml_text, path, k_max_bytes, k_max_depth); !st) {
+  if (auto st = gpuenv::check_yaml_bytes(yaml_text, path, k_max_bytes, k_max_depth); !st) {
     return std::move(st).error().while_("reading the GPU thresholds");
   }
   try {

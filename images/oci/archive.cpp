@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "images/oci/tar_writer.hpp"
-#include "images/util/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace gpuenv::images {
 namespace {

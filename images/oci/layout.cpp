@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "images/digest.hpp"
+#include "base/digest.hpp"
 
 namespace gpuenv::images {
 namespace {

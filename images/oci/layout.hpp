@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 
 namespace gpuenv::images {
 

@@ -27,7 +27,7 @@
 #include <string>
 #include <string_view>
 
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 
 namespace gpuenv::images {
 

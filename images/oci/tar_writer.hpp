@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 
 namespace gpuenv::images {
 

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "images/digest.hpp"
+#include "base/digest.hpp"
 
 namespace gpuenv::images {
 

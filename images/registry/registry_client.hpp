@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "images/oci/layout.hpp"
-#include "images/registry/http_client.hpp"
-#include "resolver/error.hpp"
+#include "base/net/http_client.hpp"
+#include "base/error.hpp"
 
 namespace gpuenv::images {
 

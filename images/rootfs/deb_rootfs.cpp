@@ -7,8 +7,8 @@
 
 #include <openssl/evp.h>
 
-#include "images/apt/deb822.hpp"
-#include "images/digest.hpp"
+#include "packages/apt/deb822.hpp"
+#include "base/digest.hpp"
 
 namespace gpuenv::images {
 namespace {
@@ -52,13 +52,13 @@ bool keep_in_minimal_image(std::string_view p) {
 Result<InstalledDeb> install_deb(std::string_view bytes, const std::string& origin, const std::string& root, const ExtractOptions& options) {
   auto contents = extract_deb(bytes, origin, root, options);
   if (!contents) return std::move(contents).error();
-  auto stanzas = parse_deb822(contents->control, origin + " (control)");
+  auto stanzas = packages::parse_deb822(contents->control, origin + " (control)");
   if (!stanzas) return std::move(stanzas).error();
   if (stanzas->size() != 1 || (*stanzas)[0].get("Package").empty() || (*stanzas)[0].get("Version").empty()) {
     return make_error(ErrorKind::environment, "rootfs.bad_control", "the control file needs exactly one stanza with Package and Version", origin,
                       "the package is damaged");
   }
-  const Stanza& s = (*stanzas)[0];
+  const packages::Stanza& s = (*stanzas)[0];
   InstalledDeb d;
   d.name = std::string(s.get("Package"));
   d.version = std::string(s.get("Version"));

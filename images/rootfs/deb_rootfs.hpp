@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "images/archive/safe_extract.hpp"
+#include "base/archive/safe_extract.hpp"
 
 namespace gpuenv::images {
 

@@ -16,7 +16,7 @@
 #include <utility>
 
 #include "images/elf/elf.hpp"
-#include "images/util/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace gpuenv::images {
 namespace {

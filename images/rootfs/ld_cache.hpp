@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 
 namespace gpuenv::images {
 

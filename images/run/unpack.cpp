@@ -13,8 +13,8 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
-#include "images/archive/safe_extract.hpp"
-#include "images/util/unique_fd.hpp"
+#include "base/archive/safe_extract.hpp"
+#include "base/unique_fd.hpp"
 
 namespace gpuenv::images {
 namespace {

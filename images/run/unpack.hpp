@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "images/archive/safe_extract.hpp"
-#include "resolver/error.hpp"
+#include "base/archive/safe_extract.hpp"
+#include "base/error.hpp"
 
 namespace gpuenv::images {
 

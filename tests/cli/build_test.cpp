@@ -26,8 +26,8 @@
 #include "fakes/docker_registry.hpp"
 #include "fakes/loopback_server.hpp"
 #include "fakes/scratch.hpp"
-#include "images/digest.hpp"
-#include "images/fetch/curl_fetcher.hpp"
+#include "base/digest.hpp"
+#include "base/net/curl_fetcher.hpp"
 
 namespace {
 
@@ -109,7 +109,7 @@ bool cuda_doubles(const fs::path& dir, const fs::path& www, Wheel&& wheel, const
   ok = ok && sh("cd " + pool.string() + " && dpkg-scanpackages --multiversion . /dev/null 2>/dev/null > Packages");
   const std::string packages = slurp(pool / "Packages");
   std::ofstream(pool / "Release") << "Origin: NVIDIA test double\nLabel: NVIDIA CUDA\nArchitectures: amd64\nDate: Mon, 30 Nov 2026 00:00:00 UTC\nSHA256:\n "
-                                  << gpuenv::images::sha256_hex(packages) << " " << packages.size() << " Packages\n";
+                                  << gpuenv::sha256_hex(packages) << " " << packages.size() << " Packages\n";
   return ok && sh(gpg + "--clearsign -o " + (pool / "InRelease").string() + " " + (pool / "Release").string());
 }
 
@@ -190,7 +190,7 @@ class CliBuild : public ::testing::Test {
     const std::string packages = slurp(dists / "main/binary-amd64/Packages");
     std::ofstream(dists / "Release") << "Origin: test\nSuite: bookworm\nCodename: bookworm\nDate: Mon, 30 Nov 2026 00:00:00 UTC\n"
                                         "Architectures: amd64\nComponents: main\nSHA256:\n "
-                                     << gpuenv::images::sha256_hex(packages) << " " << packages.size() << " main/binary-amd64/Packages\n";
+                                     << gpuenv::sha256_hex(packages) << " " << packages.size() << " main/binary-amd64/Packages\n";
     ok = ok && sh(gpg + "--clearsign -o " + (dists / "InRelease").string() + " " + (dists / "Release").string());
     // Wheels: torch (needing numpy) and safetensors, which the spec names.
     // `raw`: more arguments for make_test_wheel.py, shell-quoted: options first, then Requires-Dist lines.
@@ -205,7 +205,7 @@ class CliBuild : public ::testing::Test {
       const std::string body = slurp(www / "files" / name);
       std::ofstream(www / "simple" / project / "index.json")
           << R"({"meta": {"api-version": "1.1"}, "name": ")" << project << R"(", "files": [{"filename": ")" << name << R"(", "url": "../../files/)" << name
-          << R"(", "hashes": {"sha256": ")" << gpuenv::images::sha256_hex(body) << R"("}, "size": )" << body.size() << "}]}";
+          << R"(", "hashes": {"sha256": ")" << gpuenv::sha256_hex(body) << R"("}, "size": )" << body.size() << "}]}";
       return true;
     };
     ok = ok && wheel("torch", "2.5.1", "numpy") && wheel("numpy", "2.1.3", "") && wheel("safetensors", "0.4.5", "");
@@ -239,11 +239,11 @@ class CliBuild : public ::testing::Test {
     ctx.err = &e;
     ctx.env = {{"GPUENV_CACHE_DIR", cache}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}, {"SOURCE_DATE_EPOCH", "1700000000"}};
     for (const auto& [k, v] : env) ctx.env[k] = v;
-    ctx.make_runner = [] { return gpuenv::images::make_process_runner(); };
+    ctx.make_runner = [] { return gpuenv::make_process_runner(); };
     ctx.make_fetcher = [] {
-      gpuenv::images::FetchOptions options;
+      gpuenv::FetchOptions options;
       options.max_attempts = 2;
-      return gpuenv::images::make_curl_fetcher(options);
+      return gpuenv::make_curl_fetcher(options);
     };
     args.insert(args.begin(), "build");
     args.insert(args.end(), {"--host-root", dir.string()});
@@ -425,7 +425,7 @@ std::string layout_problem(const fs::path& layout) {
   auto check = [&](const std::string& digest) -> std::string {
     const fs::path p = layout / "blobs/sha256" / digest.substr(7);
     if (!fs::exists(p)) return "missing " + digest;
-    if ("sha256:" + gpuenv::images::sha256_hex(slurp(p)) != digest) return "partial or wrong " + digest;
+    if ("sha256:" + gpuenv::sha256_hex(slurp(p)) != digest) return "partial or wrong " + digest;
     return "";
   };
   for (const auto& m : index["manifests"]) {

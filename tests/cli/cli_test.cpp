@@ -8,8 +8,8 @@
 
 #include "cli/context.hpp"
 #include "fakes/fake_probe.hpp"
-#include "images/cache/blob_store.hpp"
-#include "images/cache/work_dir.hpp"
+#include "base/cache/blob_store.hpp"
+#include "base/cache/work_dir.hpp"
 
 namespace {
 
@@ -239,7 +239,7 @@ namespace {
 
 TEST_F(Cli, CacheLsDuPrune) {
   const std::map<std::string, std::string> env = {{"GPUENV_CACHE_DIR", (m_dir / "cache").string()}};
-  auto store = gpuenv::images::make_dir_blob_store((m_dir / "cache").string());
+  auto store = gpuenv::make_dir_blob_store((m_dir / "cache").string());
   ASSERT_TRUE(store->put("hello").ok());
   auto ls = run({"cache", "ls", "--json"}, std::nullopt, env);
   ASSERT_EQ(ls.code, 0) << ls.err;
@@ -263,7 +263,7 @@ TEST_F(Cli, CachePruneRemovesTheWorkDirectoryOfAKilledBuildButNotALiveOne) {
   fs::create_directories(killed / "rootfs/usr/lib");
   std::ofstream(killed / "rootfs/usr/lib/libbig.so") << std::string(1 << 16, 'x');
   std::ofstream(killed / ".lock") << "";
-  auto live = gpuenv::images::WorkDir::create(cache);
+  auto live = gpuenv::WorkDir::create(cache);
   ASSERT_TRUE(live.ok());
   auto pruned = run({"cache", "prune", "--json"}, std::nullopt, env);
   ASSERT_EQ(pruned.code, 0) << pruned.err;

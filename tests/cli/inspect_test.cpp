@@ -21,10 +21,10 @@
 
 #include "cli/context.hpp"
 #include "fakes/docker_registry.hpp"
-#include "images/digest.hpp"
+#include "base/digest.hpp"
 #include "images/oci/archive.hpp"
 #include "images/oci/layout.hpp"
-#include "images/registry/http_client.hpp"
+#include "base/net/http_client.hpp"
 #include "images/registry/registry_client.hpp"
 
 namespace {
@@ -75,7 +75,7 @@ Descriptor write_layout(const fs::path& dir, const std::string& title, const std
     for (const auto& p : l.packages) held.push_back(json::array({p.name, p.version, p.kind, p.bytes}));
     manifest_layers.push_back({{"mediaType", d.media_type}, {"digest", d.digest}, {"size", d.size},
                                {"annotations", {{"dev.gpuenv.layer", l.name}, {"dev.gpuenv.packages", held.dump()}}}});
-    diff_ids.push_back("sha256:" + gpuenv::images::sha256_hex(bytes));
+    diff_ids.push_back("sha256:" + gpuenv::sha256_hex(bytes));
   }
   const json config = {{"created", "2023-11-14T22:13:20Z"},
                        {"architecture", "amd64"},
@@ -222,9 +222,9 @@ TEST_F(CliInspect, AnOldStyleDockerSaveArchiveMapsToTheSameModel) {
                        {"architecture", "amd64"},
                        {"os", "linux"},
                        {"config", {{"Labels", {{"maintainer", "someone@example.com"}}}}},
-                       {"rootfs", {{"type", "layers"}, {"diff_ids", {"sha256:" + gpuenv::images::sha256_hex(l1), "sha256:" + gpuenv::images::sha256_hex(l2)}}}}};
+                       {"rootfs", {{"type", "layers"}, {"diff_ids", {"sha256:" + gpuenv::sha256_hex(l1), "sha256:" + gpuenv::sha256_hex(l2)}}}}};
   const std::string config_text = config.dump();
-  const std::string id = gpuenv::images::sha256_hex(config_text);
+  const std::string id = gpuenv::sha256_hex(config_text);
   std::ofstream(d / (id + ".json"), std::ios::binary) << config_text;
   std::ofstream(d / "manifest.json") << json::array({{{"Config", id + ".json"}, {"RepoTags", {"old:1"}}, {"Layers", {"l1/layer.tar", "l2/layer.tar"}}}}).dump();
   const std::string tar = (dir / "docker-old.tar").string();
@@ -237,7 +237,7 @@ TEST_F(CliInspect, AnOldStyleDockerSaveArchiveMapsToTheSameModel) {
   EXPECT_EQ(j["layers"][0]["name"], "layer 1");
   EXPECT_EQ(j["layers"][0]["size"], 2048);
   EXPECT_EQ(j["layers"][1]["size"], 4096);
-  EXPECT_EQ(j["layers"][1]["digest"], "sha256:" + gpuenv::images::sha256_hex(l2));
+  EXPECT_EQ(j["layers"][1]["digest"], "sha256:" + gpuenv::sha256_hex(l2));
   EXPECT_EQ(model("docker-archive:" + tar + ":old:1"), j);
   std::string out, err;
   EXPECT_EQ(inspect({"oci-archive:" + tar}, &out, &err), 2);
@@ -271,7 +271,7 @@ TEST_F(CliInspect, DiffBetweenALayoutAndAnArchiveShowsWhatChanged) {
 TEST_F(CliInspect, ARegistryImageIsReadFromItsManifestAndConfigOnly) {
   Registry registry(Registry::Setup::plain);
   if (!registry.skip_reason().empty()) GTEST_SKIP() << registry.skip_reason();
-  auto http = gpuenv::images::make_curl_http_client({});
+  auto http = gpuenv::make_curl_http_client({});
   gpuenv::images::RegistryOptions ro;
   ro.plain_http = true;
   gpuenv::images::RegistryClient client(*http, ro);

@@ -11,8 +11,8 @@
 #include "cli/context.hpp"
 #include "fakes/loopback_server.hpp"
 #include "fakes/scratch.hpp"
-#include "images/digest.hpp"
-#include "images/fetch/curl_fetcher.hpp"
+#include "base/digest.hpp"
+#include "base/net/curl_fetcher.hpp"
 
 namespace {
 
@@ -54,7 +54,7 @@ class CliLock : public ::testing::Test {
     const std::string packages = slurp(dists / "main/binary-amd64/Packages");
     std::ofstream(dists / "Release") << "Origin: test\nSuite: bookworm\nCodename: bookworm\nDate: Mon, 30 Nov 2026 00:00:00 UTC\n"
                                         "Architectures: amd64\nComponents: main\nSHA256:\n "
-                                     << gpuenv::images::sha256_hex(packages) << " " << packages.size() << " main/binary-amd64/Packages\n";
+                                     << gpuenv::sha256_hex(packages) << " " << packages.size() << " main/binary-amd64/Packages\n";
     ok = ok && sh(gpg + "--clearsign -o " + (dists / "InRelease").string() + " " + (dists / "Release").string());
     // Wheels: torch (the default variant of 2.5.1 on the main index) needing numpy.
     auto wheel = [&](const std::string& project, const std::string& version, const std::string& filename, const std::string& requires_dist) {
@@ -66,8 +66,8 @@ class CliLock : public ::testing::Test {
       std::ofstream(www / "files" / (filename + ".metadata"), std::ios::binary) << md;
       std::ofstream(www / "simple" / project / "index.json")
           << R"({"meta": {"api-version": "1.1"}, "name": ")" << project << R"(", "files": [{"filename": ")" << filename
-          << R"(", "url": "../../files/)" << filename << R"(", "hashes": {"sha256": ")" << gpuenv::images::sha256_hex(body)
-          << R"("}, "core-metadata": {"sha256": ")" << gpuenv::images::sha256_hex(md) << R"("}, "size": )" << body.size() << "}]}";
+          << R"(", "url": "../../files/)" << filename << R"(", "hashes": {"sha256": ")" << gpuenv::sha256_hex(body)
+          << R"("}, "core-metadata": {"sha256": ")" << gpuenv::sha256_hex(md) << R"("}, "size": )" << body.size() << "}]}";
     };
     wheel("torch", "2.5.1", "torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl", "Requires-Dist: numpy\n");
     wheel("numpy", "2.1.3", "numpy-2.1.3-cp311-cp311-manylinux_2_17_x86_64.whl", "");
@@ -94,11 +94,11 @@ class CliLock : public ::testing::Test {
     ctx.out = &o;
     ctx.err = &e;
     ctx.env = {{"GPUENV_CACHE_DIR", cache}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}};
-    ctx.make_runner = [] { return gpuenv::images::make_process_runner(); };
+    ctx.make_runner = [] { return gpuenv::make_process_runner(); };
     ctx.make_fetcher = [] {
-      gpuenv::images::FetchOptions options;
+      gpuenv::FetchOptions options;
       options.max_attempts = 2;
-      return gpuenv::images::make_curl_fetcher(options);
+      return gpuenv::make_curl_fetcher(options);
     };
     std::vector<std::string> args = {"lock", spec, "--host-root", dir.string()};
     args.insert(args.end(), extra.begin(), extra.end());
@@ -139,7 +139,7 @@ TEST_F(CliLock, OfflineWithAnEmptyCacheNamesWhatIsMissing) {
   ctx.out = &o;
   ctx.err = &e;
   ctx.env = {{"GPUENV_CACHE_DIR", (dir / "empty-cache").string()}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "none.yaml").string()}};
-  ctx.make_runner = [] { return gpuenv::images::make_process_runner(); };
+  ctx.make_runner = [] { return gpuenv::make_process_runner(); };
   const int code = gpuenv::cli::run({"lock", spec, "--offline", "-o", (dir / "x.lock").string(), "--host-root", dir.string()}, ctx);
   EXPECT_EQ(code, 4);
   EXPECT_NE(e.str().find("cache.offline_miss"), std::string::npos) << e.str();

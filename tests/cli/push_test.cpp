@@ -14,7 +14,7 @@
 
 #include "cli/context.hpp"
 #include "fakes/docker_registry.hpp"
-#include "images/fetch/curl_fetcher.hpp"
+#include "base/net/curl_fetcher.hpp"
 #include "images/registry/registry_client.hpp"
 
 namespace {
@@ -66,11 +66,11 @@ class CliPush : public ::testing::Test {
     ctx.err = &e;
     ctx.env = {{"GPUENV_CACHE_DIR", m_dir / "cache"}, {"HOME", m_dir / "home"}, {"SOURCE_DATE_EPOCH", "1700000000"}};
     for (const auto& [k, v] : env) ctx.env[k] = v;
-    ctx.make_runner = [] { return gpuenv::images::make_process_runner(); };
+    ctx.make_runner = [] { return gpuenv::make_process_runner(); };
     ctx.make_fetcher = [] {
-      gpuenv::images::FetchOptions options;
+      gpuenv::FetchOptions options;
       options.max_attempts = 2;
-      return gpuenv::images::make_curl_fetcher(options);
+      return gpuenv::make_curl_fetcher(options);
     };
     args.insert(args.begin(), {"build", m_dir / "empty.lock"});
     CliResult r;

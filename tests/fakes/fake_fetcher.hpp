@@ -6,12 +6,12 @@
 
 #include <cstdio>
 
-#include "images/cache/blob_store.hpp"
-#include "images/fetch/fetcher.hpp"
+#include "base/cache/blob_store.hpp"
+#include "base/net/fetcher.hpp"
 
 namespace gpuenv::testing {
 
-class FakeFetcher final : public images::Fetcher {
+class FakeFetcher final : public gpuenv::Fetcher {
  public:
   std::map<std::string, std::string> files;
   std::set<std::string> failing;
@@ -40,8 +40,8 @@ class FakeFetcher final : public images::Fetcher {
     return it->second.substr(offset, length);
   }
 
-  std::vector<Result<images::FetchedFile>> fetch_all(const std::vector<images::FetchRequest>& requests) override {
-    std::vector<Result<images::FetchedFile>> out;
+  std::vector<Result<gpuenv::FetchedFile>> fetch_all(const std::vector<gpuenv::FetchRequest>& requests) override {
+    std::vector<Result<gpuenv::FetchedFile>> out;
     for (const auto& r : requests) {
       auto body = get(r.url);
       if (!body) {
@@ -49,13 +49,13 @@ class FakeFetcher final : public images::Fetcher {
         continue;
       }
       { std::ofstream(r.dest, std::ios::binary) << *body; }
-      auto sha = images::sha256_of_file(r.dest);  // verify as the port's contract requires
+      auto sha = gpuenv::sha256_of_file(r.dest);  // verify as the port's contract requires
       if (r.sha256 && (!sha || *sha != *r.sha256)) {
         std::remove(r.dest.c_str());
         out.emplace_back(make_error(ErrorKind::environment, "fetch.hash_mismatch", "downloaded file has another sha256", r.url, ""));
         continue;
       }
-      out.emplace_back(images::FetchedFile{r.url, r.dest, body->size(), r.sha256.value_or(""), 1});
+      out.emplace_back(gpuenv::FetchedFile{r.url, r.dest, body->size(), r.sha256.value_or(""), 1});
     }
     return out;
   }

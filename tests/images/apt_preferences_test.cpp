@@ -1,4 +1,4 @@
-#include "images/apt/apt_preferences.hpp"
+#include "packages/apt/apt_preferences.hpp"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -17,29 +17,29 @@
 
 #include "fakes/fake_fetcher.hpp"
 #include "fakes/fake_runner.hpp"
-#include "images/apt/closure.hpp"
-#include "images/apt/deb822.hpp"
-#include "images/apt/package_index.hpp"
-#include "images/apt/pin.hpp"
-#include "images/cache/blob_store.hpp"
-#include "images/digest.hpp"
+#include "packages/apt/closure.hpp"
+#include "packages/apt/deb822.hpp"
+#include "packages/apt/package_index.hpp"
+#include "packages/apt/pin.hpp"
+#include "base/cache/blob_store.hpp"
+#include "base/digest.hpp"
 
-using gpuenv::images::AptFetchContext;
-using gpuenv::images::AptPinRequest;
-using gpuenv::images::AptPreferences;
-using gpuenv::images::AptSource;
-using gpuenv::images::BinaryPackage;
-using gpuenv::images::ClosureRequest;
-using gpuenv::images::default_priority;
-using gpuenv::images::dependency_closure;
-using gpuenv::images::k_pin_never;
-using gpuenv::images::PackageIndex;
-using gpuenv::images::parse_apt_preferences;
-using gpuenv::images::parse_release;
-using gpuenv::images::PinVersion;
-using gpuenv::images::ReleaseInfo;
-using gpuenv::images::RepositoryRef;
-using gpuenv::images::uri_site;
+using gpuenv::packages::AptFetchContext;
+using gpuenv::packages::AptPinRequest;
+using gpuenv::packages::AptPreferences;
+using gpuenv::packages::AptSource;
+using gpuenv::packages::BinaryPackage;
+using gpuenv::packages::ClosureRequest;
+using gpuenv::packages::default_priority;
+using gpuenv::packages::dependency_closure;
+using gpuenv::packages::k_pin_never;
+using gpuenv::packages::PackageIndex;
+using gpuenv::packages::parse_apt_preferences;
+using gpuenv::packages::parse_release;
+using gpuenv::packages::PinVersion;
+using gpuenv::packages::ReleaseInfo;
+using gpuenv::packages::RepositoryRef;
+using gpuenv::packages::uri_site;
 
 namespace fs = std::filesystem;
 
@@ -504,7 +504,7 @@ class PinAptPriorities : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     m_dir = tmpl;
     fs::create_directories(m_dir / "work");
-    m_cache = gpuenv::images::make_dir_blob_store((m_dir / "cache").string());
+    m_cache = gpuenv::make_dir_blob_store((m_dir / "cache").string());
     // Two trusted, unsigned repositories: stable, and experimental marked NotAutomatic.
     serve("stable", "Origin: Example\nSuite: stable\nCodename: bookworm\n",
           deb("hello", "1.0", "Depends: libfoo (>= 1)\n") + deb("libfoo", "1.0"));
@@ -526,7 +526,7 @@ class PinAptPriorities : public ::testing::Test {
     const std::string base = "http://127.0.0.1/debian/dists/" + suite + "/";
     m_fetcher.files[base + "main/binary-amd64/Packages"] = packages;
     m_fetcher.files[base + "Release"] = fields + "Architectures: amd64\nComponents: main\nSHA256:\n " +
-                                        gpuenv::images::sha256_hex(packages) + " " + std::to_string(packages.size()) +
+                                        gpuenv::sha256_hex(packages) + " " + std::to_string(packages.size()) +
                                         " main/binary-amd64/Packages\n";
   }
 
@@ -548,7 +548,7 @@ class PinAptPriorities : public ::testing::Test {
     return r;
   }
 
-  static std::vector<std::string> pins(const gpuenv::images::AptPinResult& r) {
+  static std::vector<std::string> pins(const gpuenv::packages::AptPinResult& r) {
     std::vector<std::string> out;
     for (const auto& p : r.packages) out.push_back(p.name + " " + p.version);
     return out;
@@ -557,12 +557,12 @@ class PinAptPriorities : public ::testing::Test {
   fs::path m_dir;
   gpuenv::testing::FakeFetcher m_fetcher;
   gpuenv::testing::FakeRunner m_runner;
-  std::unique_ptr<gpuenv::images::BlobStore> m_cache;
+  std::unique_ptr<gpuenv::BlobStore> m_cache;
   AptFetchContext m_ctx;
 };
 
 TEST_F(PinAptPriorities, ANotAutomaticReleaseIsNotInstalledByDefault) {
-  auto r = gpuenv::images::pin_apt(request(), m_ctx);
+  auto r = gpuenv::packages::pin_apt(request(), m_ctx);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(pins(*r), (std::vector<std::string>{"hello 1.0", "libfoo 1.0"}));
   EXPECT_NE(std::find(r->decisions.begin(), r->decisions.end(),
@@ -571,14 +571,14 @@ TEST_F(PinAptPriorities, ANotAutomaticReleaseIsNotInstalledByDefault) {
 }
 
 TEST_F(PinAptPriorities, PreferencesChooseTheRelease) {
-  auto r = gpuenv::images::pin_apt(request(record("*", "release a=experimental", "990")), m_ctx);
+  auto r = gpuenv::packages::pin_apt(request(record("*", "release a=experimental", "990")), m_ctx);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(pins(*r), (std::vector<std::string>{"hello 2.0", "libfoo 2.0"}));
   EXPECT_EQ(r->packages[0].source, "http://127.0.0.1/debian/ experimental main");
 }
 
 TEST_F(PinAptPriorities, BadPreferencesFailBeforeAnythingIsFetched) {
-  auto r = gpuenv::images::pin_apt(request("Package: hello\nPin: release a=experimental\nPin-Priority: high\n"), m_ctx);
+  auto r = gpuenv::packages::pin_apt(request("Package: hello\nPin: release a=experimental\nPin-Priority: high\n"), m_ctx);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().id, "apt.preferences_bad_priority");
   EXPECT_EQ(r.error().where, "/etc/apt/preferences:3");
@@ -773,14 +773,14 @@ class AptOracle : public ::testing::Test {
       const fs::path base = root / "repo" / r.dir;
       if (r.component.empty()) {
         write_file(base / "Packages", r.packages);
-        write_file(base / "Release", r.release + "SHA256:\n " + gpuenv::images::sha256_hex(r.packages) + " " +
+        write_file(base / "Release", r.release + "SHA256:\n " + gpuenv::sha256_hex(r.packages) + " " +
                                          std::to_string(r.packages.size()) + " Packages\n");
         sources += "deb [trusted=yes] file:" + base.string() + " ./\n";
       } else {
         const std::string path = r.component + "/binary-amd64/Packages";
         write_file(base / "dists" / r.dir / path, r.packages);
         write_file(base / "dists" / r.dir / "Release", r.release + "SHA256:\n " +
-                                                             gpuenv::images::sha256_hex(r.packages) + " " +
+                                                             gpuenv::sha256_hex(r.packages) + " " +
                                                              std::to_string(r.packages.size()) + " " + path + "\n");
         sources += "deb [trusted=yes arch=amd64] file:" + base.string() + " " + r.dir + " " + r.component + "\n";
       }

@@ -1,6 +1,6 @@
 // A signed apt repository made by the test (dpkg-deb, dpkg-scanpackages, xz, gpg) served on 127.0.0.1 by the
 // fault server, fetched with the real fetcher, cache and gpgv.
-#include "images/apt/repository.hpp"
+#include "packages/apt/repository.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,23 +8,24 @@
 #include <filesystem>
 #include <fstream>
 
-#include "images/digest.hpp"
+#include "base/digest.hpp"
 #include "fakes/loopback_server.hpp"
 #include "fakes/scratch.hpp"
-#include "images/apt/pin.hpp"
-#include "images/fetch/curl_fetcher.hpp"
+#include "packages/apt/pin.hpp"
+#include "base/net/curl_fetcher.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using namespace gpuenv::images;
+using namespace gpuenv;
+using namespace gpuenv::packages;
 
 std::string read(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-std::string sha(const std::string& s) { return gpuenv::images::sha256_hex(s); }
+std::string sha(const std::string& s) { return gpuenv::sha256_hex(s); }
 
 bool sh(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
 

@@ -1,5 +1,5 @@
 // apt source definitions: the two text formats from strings, and discovery against a temporary root.
-#include "images/apt/apt_sources.hpp"
+#include "packages/apt/apt_sources.hpp"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -7,11 +7,11 @@
 #include <filesystem>
 #include <fstream>
 
-using gpuenv::images::AptSource;
-using gpuenv::images::AptSourceType;
-using gpuenv::images::discover_apt_sources;
-using gpuenv::images::parse_sources_deb822;
-using gpuenv::images::parse_sources_list;
+using gpuenv::packages::AptSource;
+using gpuenv::packages::AptSourceType;
+using gpuenv::packages::discover_apt_sources;
+using gpuenv::packages::parse_sources_deb822;
+using gpuenv::packages::parse_sources_list;
 
 namespace {
 

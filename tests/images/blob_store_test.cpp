@@ -1,5 +1,5 @@
 // The directory blob store against a temporary directory (its contract), and fetching through it.
-#include "images/cache/blob_store.hpp"
+#include "base/cache/blob_store.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -9,12 +9,12 @@
 #include <fstream>
 
 #include "fakes/fake_fetcher.hpp"
-#include "images/cache/cached_fetch.hpp"
+#include "base/cache/cached_fetch.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using namespace gpuenv::images;
+using namespace gpuenv;
 
 const std::string k_hello_sha = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";  // "hello"
 
@@ -131,7 +131,7 @@ TEST_F(BlobStoreTest, OfflineUsesOnlyTheCache) {
 
 }  // namespace
 
-#include "images/fetch/caching_fetcher.hpp"
+#include "base/cache/caching_fetcher.hpp"
 
 namespace {
 

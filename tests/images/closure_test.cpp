@@ -1,4 +1,4 @@
-#include "images/apt/closure.hpp"
+#include "packages/apt/closure.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,13 +10,13 @@
 #include <vector>
 
 using gpuenv::ErrorKind;
-using gpuenv::images::BinaryPackage;
-using gpuenv::images::ClosureRequest;
-using gpuenv::images::ClosureResult;
-using gpuenv::images::dependency_closure;
-using gpuenv::images::installed_packages_text;
-using gpuenv::images::PackageIndex;
-using gpuenv::images::RepositoryRef;
+using gpuenv::packages::BinaryPackage;
+using gpuenv::packages::ClosureRequest;
+using gpuenv::packages::ClosureResult;
+using gpuenv::packages::dependency_closure;
+using gpuenv::packages::installed_packages_text;
+using gpuenv::packages::PackageIndex;
+using gpuenv::packages::RepositoryRef;
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Which packages bring CUDA and cuDNN into an image that no framework fills (images/cuda_content.hpp).
-#include "images/cuda_content.hpp"
+#include "packages/cuda_content.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,9 @@
 
 namespace {
 
+using namespace gpuenv;
 using namespace gpuenv::images;
+using namespace gpuenv::packages;
 using gpuenv::resolver::Version;
 
 std::string stanza(const std::string& name, const std::string& version, const std::string& depends = "") {

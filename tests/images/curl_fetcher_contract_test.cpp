@@ -1,5 +1,5 @@
 // Contract tests of the libcurl Fetcher against a real loopback server that injects faults.
-#include "images/fetch/curl_fetcher.hpp"
+#include "base/net/curl_fetcher.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,15 +10,15 @@
 #include <signal.h>
 #include <sys/resource.h>
 
-#include "images/digest.hpp"
+#include "base/digest.hpp"
 #include "fakes/loopback_server.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
-using namespace gpuenv::images;
+using namespace gpuenv;
 
-std::string sha256(const std::string& s) { return gpuenv::images::sha256_hex(s); }
+std::string sha256(const std::string& s) { return gpuenv::sha256_hex(s); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

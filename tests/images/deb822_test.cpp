@@ -1,16 +1,16 @@
-#include "images/apt/deb822.hpp"
+#include "packages/apt/deb822.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-using gpuenv::images::clearsigned_body;
-using gpuenv::images::parse_deb822;
-using gpuenv::images::parse_release;
-using gpuenv::images::parse_release_date;
-using gpuenv::images::Stanza;
-using gpuenv::images::value_lines;
-using gpuenv::images::value_words;
+using gpuenv::packages::clearsigned_body;
+using gpuenv::packages::parse_deb822;
+using gpuenv::packages::parse_release;
+using gpuenv::packages::parse_release_date;
+using gpuenv::packages::Stanza;
+using gpuenv::packages::value_lines;
+using gpuenv::packages::value_words;
 
 namespace {
 

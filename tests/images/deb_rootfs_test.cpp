@@ -10,6 +10,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using namespace gpuenv;
 using namespace gpuenv::images;
 
 std::string run(const std::string& cmd) {

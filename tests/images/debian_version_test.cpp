@@ -1,13 +1,13 @@
-#include "images/apt/debian_version.hpp"
+#include "packages/apt/debian_version.hpp"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <string>
 
-using gpuenv::images::compare_debian_versions;
-using gpuenv::images::DebianVersion;
-using gpuenv::images::satisfies;
+using gpuenv::packages::compare_debian_versions;
+using gpuenv::packages::DebianVersion;
+using gpuenv::packages::satisfies;
 
 namespace {
 

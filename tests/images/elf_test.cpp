@@ -11,6 +11,7 @@
 
 namespace {
 
+using namespace gpuenv;
 using namespace gpuenv::images;
 
 std::string slurp(const std::string& path) {

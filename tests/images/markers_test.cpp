@@ -1,11 +1,11 @@
-#include "images/wheels/markers.hpp"
+#include "packages/wheels/markers.hpp"
 
 #include <gtest/gtest.h>
 
-using gpuenv::images::canonicalize_name;
-using gpuenv::images::Environment;
-using gpuenv::images::Marker;
-using gpuenv::images::parse_requirement;
+using gpuenv::packages::canonicalize_name;
+using gpuenv::packages::Environment;
+using gpuenv::packages::Marker;
+using gpuenv::packages::parse_requirement;
 
 namespace {
 

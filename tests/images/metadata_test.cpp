@@ -1,12 +1,12 @@
-#include "images/wheels/metadata.hpp"
+#include "packages/wheels/metadata.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-using gpuenv::images::CoreMetadata;
-using gpuenv::images::parse_core_metadata;
-using gpuenv::images::Pep440Version;
+using gpuenv::packages::CoreMetadata;
+using gpuenv::packages::parse_core_metadata;
+using gpuenv::packages::Pep440Version;
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "images/apt/package_index.hpp"
+#include "packages/apt/package_index.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,13 +6,13 @@
 #include <utility>
 #include <vector>
 
-using gpuenv::images::arch_matches;
-using gpuenv::images::BinaryPackage;
-using gpuenv::images::OrGroup;
-using gpuenv::images::PackageIndex;
-using gpuenv::images::parse_relations;
-using gpuenv::images::RelationContext;
-using gpuenv::images::RepositoryRef;
+using gpuenv::packages::arch_matches;
+using gpuenv::packages::BinaryPackage;
+using gpuenv::packages::OrGroup;
+using gpuenv::packages::PackageIndex;
+using gpuenv::packages::parse_relations;
+using gpuenv::packages::RelationContext;
+using gpuenv::packages::RepositoryRef;
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "images/wheels/pep440.hpp"
+#include "packages/wheels/pep440.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-using gpuenv::images::Pep440Specifier;
-using gpuenv::images::Pep440SpecifierSet;
-using gpuenv::images::Pep440Version;
-using gpuenv::images::PreKind;
+using gpuenv::packages::Pep440Specifier;
+using gpuenv::packages::Pep440SpecifierSet;
+using gpuenv::packages::Pep440Version;
+using gpuenv::packages::PreKind;
 
 namespace {
 

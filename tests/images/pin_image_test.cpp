@@ -1,6 +1,6 @@
 // Pinning a whole image, end to end through the ports: a signed apt repository and a simple index served by the
 // FakeFetcher, the real gpgv and the real cache.
-#include "images/pin_image.hpp"
+#include "packages/pin_image.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "images/digest.hpp"
+#include "base/digest.hpp"
 #include "fakes/catalog_fixture.hpp"
 #include "fakes/fake_fetcher.hpp"
 #include "fakes/scratch.hpp"
@@ -17,9 +17,11 @@
 namespace {
 
 namespace fs = std::filesystem;
+using namespace gpuenv;
 using namespace gpuenv::images;
+using namespace gpuenv::packages;
 
-std::string sha(const std::string& s) { return gpuenv::images::sha256_hex(s); }
+std::string sha(const std::string& s) { return gpuenv::sha256_hex(s); }
 
 std::string stanza(const std::string& name, const std::string& version, const std::string& extra) {
   const std::string deb = "deb bytes of " + name;

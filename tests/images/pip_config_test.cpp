@@ -1,4 +1,4 @@
-#include "images/wheels/pip_config.hpp"
+#include "packages/wheels/pip_config.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,10 +8,10 @@
 #include <map>
 #include <string>
 
-using gpuenv::images::discover_pip_indexes;
-using gpuenv::images::parse_pip_config;
-using gpuenv::images::PipConfigOption;
-using gpuenv::images::PipIndexConfig;
+using gpuenv::packages::discover_pip_indexes;
+using gpuenv::packages::parse_pip_config;
+using gpuenv::packages::PipConfigOption;
+using gpuenv::packages::PipIndexConfig;
 
 namespace fs = std::filesystem;
 

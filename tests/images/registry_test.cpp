@@ -15,7 +15,7 @@
 
 #include "fakes/docker_registry.hpp"
 #include "fakes/loopback_server.hpp"
-#include "images/digest.hpp"
+#include "base/digest.hpp"
 
 namespace gpuenv::images {
 namespace {

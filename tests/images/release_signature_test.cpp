@@ -1,6 +1,6 @@
 // InRelease verification with the real gpgv: a test key made with gpg, and the host's own apt lists
 // verified against debian-archive-keyring when they are present. Also the process runner's contract.
-#include "images/apt/release_signature.hpp"
+#include "packages/apt/release_signature.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,8 @@
 namespace {
 
 namespace fs = std::filesystem;
-using namespace gpuenv::images;
+using namespace gpuenv;
+using namespace gpuenv::packages;
 using namespace std::chrono_literals;
 
 const char* k_release = "Origin: Test\nSuite: stable\nCodename: test\nSHA256:\n 0123 12 main/binary-amd64/Packages\n";

@@ -1,6 +1,6 @@
 // Archive extraction: benign archives come out whole; every hostile archive of the corpus is refused and
 // nothing is written outside the target directory. Archives are built in memory with libarchive's writer.
-#include "images/archive/safe_extract.hpp"
+#include "base/archive/safe_extract.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -15,7 +15,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using namespace gpuenv::images;
+using namespace gpuenv;
 
 struct Entry {
   std::string path;

@@ -1,18 +1,18 @@
-#include "images/wheels/simple_index.hpp"
+#include "packages/wheels/simple_index.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-using gpuenv::images::html_unescape;
-using gpuenv::images::IndexFile;
-using gpuenv::images::link_allowed;
-using gpuenv::images::metadata_url;
-using gpuenv::images::parse_simple_page;
-using gpuenv::images::project_page_url;
-using gpuenv::images::resolve_url;
-using gpuenv::images::SimplePage;
+using gpuenv::packages::html_unescape;
+using gpuenv::packages::IndexFile;
+using gpuenv::packages::link_allowed;
+using gpuenv::packages::metadata_url;
+using gpuenv::packages::parse_simple_page;
+using gpuenv::packages::project_page_url;
+using gpuenv::packages::resolve_url;
+using gpuenv::packages::SimplePage;
 
 namespace {
 

@@ -11,6 +11,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using namespace gpuenv;
 using namespace gpuenv::images;
 
 std::string capture(const std::string& cmd) {

@@ -88,7 +88,7 @@ TEST_F(Unpack, WhiteoutsAndOpaqueDirectoriesHideWhatLowerLayersPutThere) {
   auto image = gpuenv::images::read_layout_image((dir / "layout").string(), m->digest);
   ASSERT_TRUE(image.ok()) << image.error().to_string();
   fs::create_directories(dir / "again");
-  std::vector<gpuenv::images::ExtractedEntry> entries;
+  std::vector<gpuenv::ExtractedEntry> entries;
   ASSERT_TRUE(gpuenv::images::extract_image_layers((dir / "layout").string(), *image, (dir / "again").string(), &entries).ok());
   EXPECT_FALSE(fs::exists(dir / "again/etc/app/a"));
   for (const auto& e : entries) EXPECT_EQ(e.path.find(".wh."), std::string::npos) << e.path;

@@ -1,7 +1,7 @@
 // Wheel installation: a good wheel lands where pip puts it, with pip's wrappers and a fresh RECORD; every
 // malformed or tampered wheel is refused and leaves nothing in the image or beside it. Wheels are built in
 // memory with libarchive's zip writer; one test compares the result with `pip install` when pip is present.
-#include "images/wheels/wheel_install.hpp"
+#include "packages/wheels/wheel_install.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -18,7 +18,8 @@
 namespace {
 
 namespace fs = std::filesystem;
-using namespace gpuenv::images;
+using namespace gpuenv;
+using namespace gpuenv::packages;
 
 struct Member {
   std::string path;

@@ -1,5 +1,5 @@
-#include "images/wheels/wheel_resolver.hpp"
-#include "images/wheels/remote_metadata.hpp"
+#include "packages/wheels/wheel_resolver.hpp"
+#include "packages/wheels/remote_metadata.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -28,10 +28,10 @@
 namespace {
 
 using gpuenv::ErrorKind;
-using gpuenv::images::PinnedWheel;
-using gpuenv::images::resolve_wheels;
-using gpuenv::images::WheelResolution;
-using gpuenv::images::WheelResolveRequest;
+using gpuenv::packages::PinnedWheel;
+using gpuenv::packages::resolve_wheels;
+using gpuenv::packages::WheelResolution;
+using gpuenv::packages::WheelResolveRequest;
 using gpuenv::testing::FakeFetcher;
 
 constexpr const char* k_index = "https://example.com/simple";
@@ -457,7 +457,7 @@ TEST(WheelResolver, ReadsMetadataFromTheCachedWheelWhenGivenACache) {
   f.files[std::string(k_index) + "/demo-pkg/"] =
       "<a href=\"" + file_url(filename) + "#sha256=" + sha256_hex(wheel) + "\">" + filename + "</a>\n";
   const auto dir = std::filesystem::temp_directory_path() / ("gpuenv-wr-cache-" + std::to_string(::getpid()));
-  auto cache = gpuenv::images::make_dir_blob_store(dir.string());
+  auto cache = gpuenv::make_dir_blob_store(dir.string());
   auto req = request({"demo-pkg"});
   req.cache = cache.get();
   const auto res = resolve_ok(f, req);
@@ -496,18 +496,18 @@ TEST(RemoteWheelMetadata, ReadsStoredAndDeflatedMembersAndRefusesGarbage) {
   FakeFetcher f;
   const std::string md = "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n\n" + std::string(5000, 'x') + "\n";
   f.files["https://example.com/w.whl"] = wheel_zip("demo-1.0.dist-info", md);
-  auto r = gpuenv::images::remote_wheel_metadata(f, "https://example.com/w.whl", f.files["https://example.com/w.whl"].size(), "demo");
+  auto r = gpuenv::packages::remote_wheel_metadata(f, "https://example.com/w.whl", f.files["https://example.com/w.whl"].size(), "demo");
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(*r, md);
-  EXPECT_EQ(gpuenv::images::remote_wheel_metadata(f, "https://example.com/w.whl", f.files["https://example.com/w.whl"].size(), "other").error().id,
+  EXPECT_EQ(gpuenv::packages::remote_wheel_metadata(f, "https://example.com/w.whl", f.files["https://example.com/w.whl"].size(), "other").error().id,
             "wheel.remote_zip");
   f.files["https://example.com/junk.whl"] = std::string(5000, 'j');
-  EXPECT_EQ(gpuenv::images::remote_wheel_metadata(f, "https://example.com/junk.whl", 5000, "demo").error().id, "wheel.remote_zip");
+  EXPECT_EQ(gpuenv::packages::remote_wheel_metadata(f, "https://example.com/junk.whl", 5000, "demo").error().id, "wheel.remote_zip");
 }
 
 // ---- ZIP64 wheels read with range requests ------------------------------------------------------------------
 
-using gpuenv::images::remote_wheel_metadata;
+using gpuenv::packages::remote_wheel_metadata;
 
 /// tests/data/zip64_demo-1.0-py3-none-any.whl, written by Python's zipfile in ZIP64 form (tests/data/gen_zip64_wheel.py).
 std::string zip64_fixture() {
@@ -649,7 +649,7 @@ Zip64Archive zip64_archive(const std::vector<std::pair<std::string, std::string>
 
 /// Serves one file of base + bytes.size() bytes, zeros up to `base`, by ranges only; remembers the requests and
 /// refuses (and counts) any range longer than 65 MiB, which the reader must never ask for.
-class SparseFetcher final : public gpuenv::images::Fetcher {
+class SparseFetcher final : public gpuenv::Fetcher {
  public:
   std::uint64_t base = 0;
   std::string bytes;
@@ -674,7 +674,7 @@ class SparseFetcher final : public gpuenv::images::Fetcher {
     out += bytes.substr(static_cast<std::size_t>(from), static_cast<std::size_t>(length - out.size()));
     return out;
   }
-  std::vector<gpuenv::Result<gpuenv::images::FetchedFile>> fetch_all(const std::vector<gpuenv::images::FetchRequest>&) override {
+  std::vector<gpuenv::Result<gpuenv::FetchedFile>> fetch_all(const std::vector<gpuenv::FetchRequest>&) override {
     return {};
   }
 };

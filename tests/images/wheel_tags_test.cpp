@@ -1,4 +1,4 @@
-#include "images/wheels/wheel_tags.hpp"
+#include "packages/wheels/wheel_tags.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,13 +6,13 @@
 #include <string>
 #include <vector>
 
-using gpuenv::images::is_sdist_filename;
-using gpuenv::images::linux_platform_tags;
-using gpuenv::images::parse_wheel_filename;
-using gpuenv::images::supported_tags;
-using gpuenv::images::tag_rank;
-using gpuenv::images::TargetPlatform;
-using gpuenv::images::WheelName;
+using gpuenv::packages::is_sdist_filename;
+using gpuenv::packages::linux_platform_tags;
+using gpuenv::packages::parse_wheel_filename;
+using gpuenv::packages::supported_tags;
+using gpuenv::packages::tag_rank;
+using gpuenv::packages::TargetPlatform;
+using gpuenv::packages::WheelName;
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "images/cache/work_dir.hpp"
+#include "base/cache/work_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -14,8 +14,8 @@
 namespace {
 
 namespace fs = std::filesystem;
-using gpuenv::images::sweep_abandoned_work_dirs;
-using gpuenv::images::WorkDir;
+using gpuenv::sweep_abandoned_work_dirs;
+using gpuenv::WorkDir;
 
 class CacheRoot {
  public:

@@ -28,7 +28,7 @@
 #include <thread>
 #include <utility>
 
-#include "resolver/text.hpp"
+#include "base/text.hpp"
 #include "validate/adapters/driver_api.hpp"
 #include "validate/adapters/gemm_types.hpp"
 #include "validate/kernels/reference.hpp"

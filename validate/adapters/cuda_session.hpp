@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 #include "validate/backend.hpp"
 
 /// The validation kernels' fatbin, defined by the library gpuenv_kernels_embedded (validate/kernels/kernels.cmake)

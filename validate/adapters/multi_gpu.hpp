@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 #include "validate/adapters/cuda_session.hpp"
 #include "validate/backend.hpp"
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 #include "validate/backend.hpp"
 
 namespace gpuenv::validate {

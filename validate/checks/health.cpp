@@ -9,7 +9,7 @@
 // and power). A single read taken after the kernels ended would see a GPU going idle and prove little.
 #include <utility>
 
-#include "resolver/text.hpp"
+#include "base/text.hpp"
 #include "validate/checks/check_support.hpp"
 #include "validate/checks/judge.hpp"
 

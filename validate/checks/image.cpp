@@ -18,7 +18,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-#include "resolver/text.hpp"
+#include "base/text.hpp"
 #include "validate/checks/check_support.hpp"
 
 namespace gpuenv::validate::checks {

@@ -7,7 +7,7 @@
 #include <set>
 #include <chrono>
 
-#include "resolver/text.hpp"
+#include "base/text.hpp"
 #include "validate/checks/check_support.hpp"
 #include "validate/checks/judge.hpp"
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "resolver/text.hpp"
+#include "base/text.hpp"
 #include "validate/checks/check_support.hpp"
 #include "validate/checks/judge.hpp"
 

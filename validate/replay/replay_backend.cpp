@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "resolver/version.hpp"
-#include "resolver/yaml_guard.hpp"
+#include "base/yaml_guard.hpp"
 
 namespace gpuenv::validate {
 namespace {
@@ -367,7 +367,7 @@ class Loader {
   explicit Loader(const ReplayFileReader& read_file) : m_read(read_file) {}
 
   Tree load(std::string_view text, const std::string& origin) {
-    if (auto st = resolver::check_yaml_bytes(text, origin, k_max_bytes, k_max_depth); !st) throw Failure{st.error()};
+    if (auto st = gpuenv::check_yaml_bytes(text, origin, k_max_bytes, k_max_depth); !st) throw Failure{st.error()};
     YAML::Node doc;
     try {
       doc = YAML::Load(std::string(text));

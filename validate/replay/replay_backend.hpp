@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "resolver/error.hpp"
+#include "base/error.hpp"
 #include "validate/backend.hpp"
 
 namespace gpuenv::validate {

@@ -1,0 +1,237 @@
+#include "base/cache/blob_store.hpp"
+
+#include "base/digest.hpp"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+
+namespace gpuenv {
+namespace {
+
+namespace fs = std::filesystem;
+
+Error io_error(const std::string& where, const std::string& what) {
+  return make_error(ErrorKind::environment, "cache.io", what + ": " + std::strerror(errno), where,
+                    "check free disk space and permissions of the cache directory (GPUENV_CACHE_DIR)");
+}
+
+bool valid_sha(std::string_view s) {
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+/// Holds flock on ROOT/lock for its lifetime.
+class FileLock {
+ public:
+  FileLock(const std::string& path, int how) : m_fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (m_fd >= 0) {
+      while (::flock(m_fd, how) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~FileLock() {
+    if (m_fd >= 0) ::close(m_fd);  // closing releases the lock
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  [[nodiscard]] bool ok() const { return m_fd >= 0; }
+
+ private:
+  int m_fd;
+};
+
+class DirBlobStore final : public BlobStore {
+ public:
+  explicit DirBlobStore(std::string root) : m_root(std::move(root)) {}
+
+  Result<std::optional<std::string>> find(std::string_view sha) override {
+    if (!valid_sha(sha)) return bad_sha(sha);
+    const std::string p = blob_path(sha);
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) {
+      if (errno == ENOENT) return std::optional<std::string>{};
+      return io_error(p, "cannot stat");
+    }
+    ::utimensat(AT_FDCWD, p.c_str(), nullptr, 0);  // last used = now (best effort)
+    return std::optional<std::string>(p);
+  }
+
+  Result<std::string> temp_path() override {
+    if (auto st = ensure_dirs(); !st) return std::move(st).error();
+    static std::atomic<unsigned> counter{0};
+    std::random_device rd;
+    return m_root + "/tmp/" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(rd());
+  }
+
+  Result<std::string> adopt(const std::string& file, std::string_view sha, bool already_verified) override {
+    if (!valid_sha(sha)) return bad_sha(sha);
+    if (already_verified) return install(file, sha);
+    auto actual = sha256_of_file(file);
+    if (!actual) return std::move(actual).error();
+    if (*actual != sha) {
+      ::unlink(file.c_str());
+      return make_error(ErrorKind::environment, "cache.hash_mismatch",
+                        "file has sha256 " + *actual + ", expected " + std::string(sha), file,
+                        "the download was corrupted or the index is wrong; it was not cached");
+    }
+    return install(file, sha);
+  }
+
+  Result<std::string> put(std::string_view bytes) override {
+    auto tmp = temp_path();
+    if (!tmp) return std::move(tmp).error();
+    const int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return io_error(*tmp, "cannot create");
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        Error e = io_error(*tmp, "cannot write");
+        ::close(fd);
+        ::unlink(tmp->c_str());
+        return e;
+      }
+      done += static_cast<std::size_t>(w);
+    }
+    if (::fsync(fd) != 0 || ::close(fd) != 0) {
+      ::unlink(tmp->c_str());
+      return io_error(*tmp, "cannot flush");
+    }
+    auto sha = sha256_of_file(*tmp);
+    if (!sha) return std::move(sha).error();
+    auto placed = install(*tmp, *sha);
+    if (!placed) return std::move(placed).error();
+    return *sha;
+  }
+
+  Result<std::vector<BlobInfo>> list() override {
+    std::vector<BlobInfo> out;
+    std::error_code ec;
+    const fs::path dir = fs::path(m_root) / "blobs" / "sha256";
+    if (!fs::exists(dir, ec)) return out;
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (!it->is_regular_file(ec)) continue;
+      struct stat st {};
+      if (::stat(it->path().c_str(), &st) != 0) continue;
+      BlobInfo b;
+      b.sha256 = it->path().filename().string();
+      b.bytes = static_cast<std::uint64_t>(st.st_size);
+      b.last_used = std::chrono::system_clock::time_point(std::chrono::seconds(st.st_mtim.tv_sec));
+      out.push_back(std::move(b));
+    }
+    if (ec) return make_error(ErrorKind::environment, "cache.io", "cannot list the cache: " + ec.message(), dir.string(), "");
+    std::sort(out.begin(), out.end(), [](const BlobInfo& a, const BlobInfo& b) { return a.sha256 < b.sha256; });
+    return out;
+  }
+
+  Result<std::uint64_t> prune(std::chrono::system_clock::time_point cutoff) override {
+    if (auto st = ensure_dirs(); !st) return std::move(st).error();
+    FileLock lock(m_root + "/lock", LOCK_EX);  // no writer is between write and rename while we delete
+    if (!lock.ok()) return io_error(m_root + "/lock", "cannot lock");
+    auto blobs = list();
+    if (!blobs) return std::move(blobs).error();
+    std::uint64_t freed = 0;
+    for (const auto& b : *blobs) {
+      if (b.last_used >= cutoff && cutoff != std::chrono::system_clock::time_point::max()) continue;
+      if (::unlink(blob_path(b.sha256).c_str()) == 0) freed += b.bytes;
+    }
+    // Temporary files of dead writers: only old ones, since live writers do not hold the lock while downloading.
+    std::error_code ec;
+    const auto day_ago = fs::file_time_type::clock::now() - std::chrono::hours(24);
+    for (const auto& e : fs::directory_iterator(fs::path(m_root) / "tmp", ec)) {
+      std::error_code ec2;
+      if (fs::last_write_time(e.path(), ec2) < day_ago && !ec2) fs::remove(e.path(), ec2);
+    }
+    return freed;
+  }
+
+ private:
+  Error bad_sha(std::string_view sha) const {
+    return make_error(ErrorKind::internal, "cache.bad_digest", "'" + std::string(sha) + "' is not a lower-case hex sha256", m_root, "");
+  }
+
+  [[nodiscard]] std::string blob_path(std::string_view sha) const {
+    return m_root + "/blobs/sha256/" + std::string(sha.substr(0, 2)) + "/" + std::string(sha);
+  }
+
+  Status ensure_dirs() const {
+    std::error_code ec;
+    fs::create_directories(fs::path(m_root) / "tmp", ec);
+    if (!ec) fs::create_directories(fs::path(m_root) / "blobs" / "sha256", ec);
+    if (ec) {
+      return make_error(ErrorKind::environment, "cache.io", "cannot create the cache directory: " + ec.message(), m_root,
+                        "set GPUENV_CACHE_DIR to a writable directory");
+    }
+    return ok_status();
+  }
+
+  Result<std::string> install(const std::string& file, std::string_view sha) {
+    if (auto st = ensure_dirs(); !st) return std::move(st).error();
+    FileLock lock(m_root + "/lock", LOCK_SH);
+    if (!lock.ok()) return io_error(m_root + "/lock", "cannot lock");
+    const std::string dest = blob_path(sha);
+    std::error_code ec;
+    fs::create_directories(fs::path(dest).parent_path(), ec);
+    if (ec) return make_error(ErrorKind::environment, "cache.io", "cannot create " + fs::path(dest).parent_path().string() + ": " + ec.message(), dest, "");
+    if (const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+      ::fsync(fd);
+      ::close(fd);
+    }
+    ::chmod(file.c_str(), 0644);
+    if (::rename(file.c_str(), dest.c_str()) != 0) {  // same content either way if another process won
+      Error e = io_error(dest, "cannot move into the cache");
+      ::unlink(file.c_str());
+      return e;
+    }
+    return dest;
+  }
+
+  std::string m_root;
+};
+
+}  // namespace
+
+std::unique_ptr<BlobStore> make_dir_blob_store(std::string root) { return std::make_unique<DirBlobStore>(std::move(root)); }
+
+std::string default_cache_root(const std::string& gpuenv_cache_dir, const std::string& xdg_cache_home, const std::string& home) {
+  if (!gpuenv_cache_dir.empty()) return gpuenv_cache_dir;
+  if (!xdg_cache_home.empty()) return xdg_cache_home + "/gpuenv";
+  return (home.empty() ? std::string("/tmp") : home) + "/.cache/gpuenv";
+}
+
+Result<std::string> sha256_of_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return io_error(path, "cannot open");
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  char buf[1 << 16];
+  while (true) {
+    const ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      Error e = io_error(path, "cannot read");
+      ::close(fd);
+      return e;
+    }
+    if (r == 0) break;
+    EVP_DigestUpdate(ctx.get(), buf, static_cast<std::size_t>(r));
+  }
+  ::close(fd);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_DigestFinal_ex(ctx.get(), md, &n);
+  return to_hex(md, n);
+}
+
+}  // namespace gpuenv

@@ -1,0 +1,29 @@
+#pragma once
+// Downloads through the cache: what is cached is not fetched again; what is fetched is verified before it
+// enters the cache.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/cache/blob_store.hpp"
+#include "base/net/fetcher.hpp"
+
+namespace gpuenv {
+
+struct CacheRequest {
+  std::string url;
+  std::string sha256;  ///< required: the cache is content-addressed
+  std::optional<std::uint64_t> size;
+};
+
+struct CachedBlob {
+  std::string sha256;
+  std::string path;
+  bool was_cached = false;
+};
+
+/// Returns one result per request. With `fetcher == nullptr` (offline), blobs not in the cache are errors
+/// with id "cache.offline_miss".
+std::vector<Result<CachedBlob>> fetch_into_cache(Fetcher* fetcher, BlobStore& store, const std::vector<CacheRequest>& requests);
+
+}  // namespace gpuenv

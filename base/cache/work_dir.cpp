@@ -1,0 +1,97 @@
+#include "base/cache/work_dir.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+namespace gpuenv {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* k_lock_name = ".lock";
+
+Error io_error(const std::string& where, const std::string& what, int error) {
+  return make_error(ErrorKind::environment, "cache.io", what + ": " + std::strerror(error), where,
+                    "check free disk space and permissions of the cache directory (GPUENV_CACHE_DIR)");
+}
+
+int flock_retrying(int fd, int how) {
+  int rc = 0;
+  while ((rc = ::flock(fd, how)) != 0 && errno == EINTR) {
+  }
+  return rc;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<WorkDir>> WorkDir::create(const std::string& cache_root) {
+  const fs::path tmp = fs::path(cache_root) / "tmp";
+  std::error_code ec;
+  fs::create_directories(tmp, ec);
+  if (ec) return io_error(tmp.string(), "cannot create the cache's tmp directory", ec.value());
+  std::random_device rd;
+  std::string path;
+  for (int attempt = 0;; ++attempt) {
+    path = (tmp / (std::to_string(::getpid()) + "-" + std::to_string(rd()) + "-work")).string();
+    if (::mkdir(path.c_str(), 0700) == 0) break;
+    if (errno != EEXIST || attempt > 16) return io_error(path, "cannot create a work directory", errno);
+  }
+  const std::string pending = path + "/.lock-pending";
+  const int fd = ::open(pending.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int error = errno;
+    fs::remove_all(path, ec);
+    return io_error(pending, "cannot create the work directory's lock", error);
+  }
+  if (flock_retrying(fd, LOCK_EX) != 0 || ::rename(pending.c_str(), (path + "/" + k_lock_name).c_str()) != 0) {
+    const int error = errno;
+    ::close(fd);
+    fs::remove_all(path, ec);
+    return io_error(path, "cannot lock the work directory", error);
+  }
+  return std::unique_ptr<WorkDir>(new WorkDir(path, fd));
+}
+
+WorkDir::~WorkDir() {
+  std::error_code ec;
+  fs::remove_all(m_path, ec);  // while still locked: no sweeper takes it half-removed
+  if (m_lock_fd >= 0) ::close(m_lock_fd);
+}
+
+std::size_t sweep_abandoned_work_dirs(const std::string& cache_root) {
+  std::size_t removed = 0;
+  std::error_code ec;
+  const auto day_ago = fs::file_time_type::clock::now() - std::chrono::hours(24);
+  for (fs::directory_iterator it(fs::path(cache_root) / "tmp", ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code e;
+    if (!it->is_directory(e) || e) continue;
+    const fs::path dir = it->path();
+    const fs::path lock = dir / k_lock_name;
+    const int fd = ::open(lock.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      // No lock: a directory being created right now (young), or one from before work directories were locked.
+      if (errno == ENOENT && fs::last_write_time(dir, e) < day_ago && !e) {
+        fs::remove_all(dir, e);
+        if (!e) ++removed;
+      }
+      continue;
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      // Nobody holds it: its command is gone. Removed while we hold the lock.
+      fs::remove_all(dir, e);
+      if (!e) ++removed;
+    }
+    ::close(fd);
+  }
+  return removed;
+}
+
+}  // namespace gpuenv

@@ -1,0 +1,36 @@
+#pragma once
+// Scratch directories for one command (a build's root filesystem and layers, gpgv's files) under the cache's tmp/
+// directory. Each is locked while its command runs (flock on DIR/.lock, which the kernel releases when the process
+// dies, however it dies), so a later command can tell an abandoned one (a build killed by SIGKILL or a power cut)
+// from a live one, here or on another host sharing the cache, and remove it: nothing half-written stays behind.
+#include <memory>
+#include <string>
+
+#include "base/error.hpp"
+
+namespace gpuenv {
+
+/// A locked scratch directory, removed with everything in it when destroyed.
+class WorkDir {
+ public:
+  /// Creates ROOT/tmp/<pid>-<random>-work and takes its lock. The lock file is locked under a temporary name and
+  /// renamed to .lock, so a sweeper never sees an unlocked .lock of a live directory. Fails with `cache.io`.
+  static Result<std::unique_ptr<WorkDir>> create(const std::string& cache_root);
+  ~WorkDir();
+  WorkDir(const WorkDir&) = delete;
+  WorkDir& operator=(const WorkDir&) = delete;
+  [[nodiscard]] const std::string& path() const { return m_path; }
+
+ private:
+  WorkDir(std::string path, int lock_fd) : m_path(std::move(path)), m_lock_fd(lock_fd) {}
+  std::string m_path;
+  int m_lock_fd;
+};
+
+/// Removes the directories under ROOT/tmp that no process holds: those whose .lock can be locked (their command
+/// died), and those without a .lock whose last change is more than a day old (left by gpuenv before work
+/// directories were locked). Plain files (downloads in progress) are left to BlobStore::prune. Returns how many
+/// directories were removed. Never fails: what cannot be read or removed stays.
+std::size_t sweep_abandoned_work_dirs(const std::string& cache_root);
+
+}  // namespace gpuenv

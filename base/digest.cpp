@@ -1,0 +1,36 @@
+#include "base/digest.hpp"
+
+#include <openssl/evp.h>
+
+namespace gpuenv {
+
+std::string to_hex(const unsigned char* bytes, std::size_t n) {
+  static constexpr char k_hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    out += k_hex[bytes[i] >> 4];
+    out += k_hex[bytes[i] & 0xf];
+  }
+  return out;
+}
+
+std::string sha256_hex(std::string_view bytes) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(bytes.data(), bytes.size(), md, &n, EVP_sha256(), nullptr);
+  return to_hex(md, n);
+}
+
+Sha256::Sha256() : m_ctx(EVP_MD_CTX_new()) { reset(); }
+Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(m_ctx)); }
+void Sha256::reset() { EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(m_ctx), EVP_sha256(), nullptr); }
+void Sha256::update(const void* data, std::size_t size) { EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(m_ctx), data, size); }
+std::string Sha256::finish() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(m_ctx), md, &n);
+  return to_hex(md, n);
+}
+
+}  // namespace gpuenv

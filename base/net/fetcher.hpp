@@ -1,0 +1,68 @@
+#pragma once
+// The port through which gpuenv downloads: small documents into memory, and files (verified by size and
+// sha256) into place on disk, many at once.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+
+namespace gpuenv {
+
+/// One file to download.
+struct FetchRequest {
+  std::string url;
+  std::string dest;                     ///< final path; written as dest + ".part" and renamed when verified
+  std::optional<std::string> sha256;    ///< lower-case hex; a mismatch is an error and nothing stays at dest
+  std::optional<std::uint64_t> size;    ///< expected size, checked as bytes arrive
+};
+
+/// What a finished download was.
+struct FetchedFile {
+  std::string url;
+  std::string dest;
+  std::uint64_t bytes = 0;
+  std::string sha256;  ///< of what was written
+  int attempts = 0;    ///< 1 = no retry was needed
+};
+
+/// Progress as bytes arrive: per file and in total (known totals are 0 when unknown).
+struct FetchProgress {
+  std::size_t files_done = 0, files_total = 0;
+  std::uint64_t bytes_done = 0, bytes_total = 0;
+};
+
+struct FetchOptions {
+  int parallel = 8;                                        ///< transfers at once
+  int max_attempts = 5;                                    ///< per transfer, first try included
+  std::chrono::milliseconds backoff_base{250};             ///< doubled per retry (jittered), capped below
+  std::chrono::milliseconds backoff_cap{8000};
+  std::chrono::milliseconds connect_timeout{15000};
+  std::chrono::seconds stall_timeout{30};                  ///< no byte for this long: abort and retry
+  std::uint64_t max_document_bytes = 256u << 20;           ///< limit for get()
+  std::string ca_bundle;                                   ///< extra CA file; verification is always on
+  std::string user_agent = "gpuenv";
+  std::function<void(const FetchProgress&)> on_progress;   ///< called from the fetching thread
+};
+
+/// Downloads. Implementations retry where retrying can help (connection errors, timeouts, stalls, 429,
+/// 5xx, truncated bodies) with exponential backoff, resume partial downloads with Range, and never leave a
+/// partial or unverified file at `dest`.
+class Fetcher {
+ public:
+  virtual ~Fetcher() = default;
+  /// Fetches a small document (an index, a Release file) into memory. 404/410 is ErrorKind::environment
+  /// with id "fetch.not_found"; other failures "fetch.failed".
+  /// `accept` is sent as the Accept header when not empty (content negotiation of the simple API).
+  virtual Result<std::string> get(const std::string& url, const std::string& accept = {}) = 0;
+  /// Fetches `length` bytes from `offset` with an HTTP Range request. A server that ignores ranges gives
+  /// "fetch.no_ranges"; callers fall back to fetching the whole file.
+  virtual Result<std::string> get_range(const std::string& url, std::uint64_t offset, std::uint64_t length) = 0;
+  /// Fetches every request concurrently; one result per request, in order.
+  virtual std::vector<Result<FetchedFile>> fetch_all(const std::vector<FetchRequest>& requests) = 0;
+};
+
+}  // namespace gpuenv

@@ -1,0 +1,119 @@
+#include "base/process/command_runner.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace gpuenv {
+namespace {
+
+class ProcessRunner final : public CommandRunner {
+ public:
+  Result<CommandResult> run(const std::vector<std::string>& argv, std::string_view input, std::chrono::milliseconds timeout) override {
+    if (argv.empty()) return make_error(ErrorKind::internal, "process.empty", "no command given", {}, "");
+    int in[2], out[2], err[2], exec_err[2];
+    if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC) || pipe2(exec_err, O_CLOEXEC)) {
+      return make_error(ErrorKind::environment, "process.pipe", std::string("pipe failed: ") + std::strerror(errno), argv[0], "");
+    }
+    const pid_t pid = fork();
+    if (pid < 0) return make_error(ErrorKind::environment, "process.fork", std::string("fork failed: ") + std::strerror(errno), argv[0], "");
+    if (pid == 0) {
+      setpgid(0, 0);
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execvp(args[0], args.data());
+      const int e = errno;
+      (void)!write(exec_err[1], &e, sizeof e);
+      _exit(127);
+    }
+    setpgid(pid, pid);
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    close(exec_err[1]);
+    int exec_errno = 0;
+    const bool exec_failed = read(exec_err[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
+    close(exec_err[0]);
+    CommandResult r;
+    std::size_t written = 0;
+    int in_fd = in[1];
+    if (input.empty()) {
+      close(in_fd);
+      in_fd = -1;
+    } else {
+      fcntl(in_fd, F_SETFL, O_NONBLOCK);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    bool timed_out = false;
+    int open_fds = 2;
+    while (open_fds > 0 || in_fd >= 0) {
+      pollfd fds[3];
+      int n = 0;
+      if (out[0] >= 0) fds[n++] = {out[0], POLLIN, 0};
+      if (err[0] >= 0) fds[n++] = {err[0], POLLIN, 0};
+      if (in_fd >= 0) fds[n++] = {in_fd, POLLOUT, 0};
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+      if (left <= 0) {
+        timed_out = true;
+        break;
+      }
+      const int rc = poll(fds, static_cast<nfds_t>(n), static_cast<int>(left));
+      if (rc < 0 && errno == EINTR) continue;
+      for (int i = 0; i < n; ++i) {
+        if (!fds[i].revents) continue;
+        if (fds[i].fd == in_fd) {
+          const ssize_t w = write(in_fd, input.data() + written, input.size() - written);
+          if (w > 0) written += static_cast<std::size_t>(w);
+          if (w < 0 && errno != EAGAIN) written = input.size();  // the child closed stdin
+          if (written >= input.size()) {
+            close(in_fd);
+            in_fd = -1;
+          }
+          continue;
+        }
+        char buf[65536];
+        const ssize_t got = read(fds[i].fd, buf, sizeof buf);
+        std::string& sink = fds[i].fd == out[0] ? r.out : r.err;
+        if (got > 0) {
+          sink.append(buf, static_cast<std::size_t>(got));
+        } else {
+          close(fds[i].fd);
+          (fds[i].fd == out[0] ? out[0] : err[0]) = -1;
+          --open_fds;
+        }
+      }
+    }
+    if (in_fd >= 0) close(in_fd);
+    if (out[0] >= 0) close(out[0]);
+    if (err[0] >= 0) close(err[0]);
+    if (timed_out) kill(-pid, SIGKILL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (exec_failed) {
+      return make_error(ErrorKind::environment, "process.not_found", "cannot run '" + argv[0] + "': " + std::strerror(exec_errno), argv[0],
+                        "install the program (see scripts/deps.sh)");
+    }
+    if (timed_out) {
+      return make_error(ErrorKind::environment, "process.timeout", "'" + argv[0] + "' did not finish within " + std::to_string(timeout.count()) + " ms",
+                        argv[0], "");
+    }
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return r;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<CommandRunner> make_process_runner() { return std::make_unique<ProcessRunner>(); }
+
+}  // namespace gpuenv

@@ -1,0 +1,87 @@
+#pragma once
+// `gpuenv build`: a lock's pinned packages, assembled into a root filesystem and written as a reproducible OCI
+// image, without a container daemon.
+//
+// 1. Every pinned .deb and wheel comes from the cache (fetched and verified against the lock's sha256 first).
+// 2. The .debs are unpacked in lock order (maintainer scripts are not run; their needed effects are
+//    reproduced: the dpkg database, base-passwd's files, the dynamic linker's cache), documentation, man pages
+//    and locales left out; then the wheels are installed for the image's Python (PEP 427).
+// 3. GPU rules: one source of CUDA libraries (CUDA .debs or NVIDIA wheels, never both); no driver library
+//    (libcuda, libnvidia-ml, ...) in the image; the directories of wheel-provided CUDA libraries go into
+//    /etc/ld.so.conf.d; every ELF file's DT_NEEDED must resolve inside the image (driver libraries excepted).
+// 4. The tree is split into layers by what installed each path (base, cuda, cudnn, framework, user, gpuenv
+//    metadata), each a deterministic tar (sorted, parents first, one mtime, numeric owners) compressed with a
+//    deterministic gzip; a layer whose uncompressed digest (diff_id) was compressed before is not compressed
+//    again. With a base image, its layers come first as they are, and only what the build adds or changes goes
+//    into gpuenv's layers (its dpkg status is extended, its installed packages satisfy dependencies).
+// 5. The image config (environment, NVIDIA_* variables, labels), manifest and index.json are written last; an
+//    SPDX 2.3 SBOM goes into the image and beside the layout.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/cache/blob_store.hpp"
+#include "base/net/fetcher.hpp"
+#include "images/oci/layout.hpp"
+#include "resolver/lockfile.hpp"
+
+namespace gpuenv::images {
+
+struct BuildRequest {
+  const resolver::Lock* lock = nullptr;
+  std::string lock_text;             ///< the lock's bytes (its digest labels the image; it is copied into it)
+  std::string output_dir;            ///< the OCI layout to write
+  std::string work_dir;              ///< a fresh directory for the root filesystem (removed by the caller)
+  std::string tag;                   ///< org.opencontainers.image.ref.name in index.json; "" for none
+  std::int64_t source_date_epoch = 0;  ///< every mtime and the config's `created`
+  std::string architecture = "amd64";  ///< Debian architecture of the image
+  unsigned threads = 0;              ///< compression threads; 0: all cores
+  int gzip_level = 6;
+  std::string compression = "gzip";  ///< "gzip" (level gzip_level) or "zstd" (level zstd_level, tar+zstd layers)
+  int zstd_level = 3;
+  std::string generator = "gpuenv";  ///< "gpuenv 0.1.0": written into the SBOM and labels
+  std::vector<std::string> allow_missing;  ///< sonames the DT_NEEDED check accepts as absent
+  Fetcher* fetcher = nullptr;        ///< null: offline, the cache must hold every package
+  BlobStore* cache = nullptr;        ///< required
+  std::string layer_memo_dir;        ///< remembers diff_id -> compressed digest across builds; "" disables
+  std::function<void(const std::string&)> on_step;  ///< progress lines ("unpacking 121 .debs"), may be empty
+  /// A base image (the lock's base_image), already in a local OCI layout: its layers come first, unchanged, and
+  /// gpuenv's layers hold only what the build adds or changes. "" for a root built from packages alone.
+  std::string base_layout_dir;
+  std::string base_manifest_digest;  ///< the base image in base_layout_dir ("sha256:...")
+};
+
+struct BuiltLayer {
+  std::string name;                   ///< base-image, base, cuda, cudnn, framework, user, metadata
+  Descriptor blob;                    ///< compressed
+  std::string diff_id;                ///< "sha256:<hex>" of the uncompressed tar
+  std::uint64_t uncompressed_size = 0;
+  std::uint64_t entries = 0;
+  std::vector<std::string> packages;  ///< "name version" of what it holds
+  bool reused = false;                ///< its compressed blob came from an earlier build
+};
+
+struct BuildResult {
+  Descriptor manifest;
+  Descriptor config;
+  std::vector<BuiltLayer> layers;
+  std::string lock_sha256;
+  bool unchanged = false;  ///< the layout already held this exact image; nothing was rebuilt
+  std::vector<std::string> notes;
+};
+
+/// Builds. Errors: `build.*` (`build.cuda_twice`, `build.driver_in_image`, `build.unresolved_library`,
+/// `build.no_python`, `build.bad_lock`), and those of fetching, the cache, unpacking and the layout.
+Result<BuildResult> build_image(const BuildRequest& request);
+
+/// The layer a package belongs to, by name: "cuda" (CUDA .debs and NVIDIA wheels), "cudnn", "framework"
+/// (torch, tensorflow, jax, jaxlib and their plugins, and what they pull in), "user" (what the spec names)
+/// and "base" (the rest of the .debs).
+std::string layer_of(const resolver::LockedPackage& package, const resolver::Lock& lock);
+
+/// Whether a shared library name is one the NVIDIA driver provides at run time (libcuda.so.1,
+/// libnvidia-ml.so.1, libnvidia-*.so.*, ...), which must never be inside an image.
+bool is_driver_library(std::string_view soname);
+
+}  // namespace gpuenv::images

@@ -1,0 +1,147 @@
+#include "packages/pin_image.hpp"
+
+#include <algorithm>
+
+#include "packages/cuda_content.hpp"
+#include "base/text.hpp"
+
+namespace gpuenv::packages {
+namespace {
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (std::size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> framework_requirements(const resolver::Resolution& r) {
+  std::vector<std::string> out;
+  for (const auto& f : r.frameworks) {
+    if (f.name == "torch") {
+      out.push_back("torch==" + f.version.str() + (f.is_default ? "" : "+" + f.variant));
+    } else if (f.name == "tensorflow") {
+      // tensorflow[and-cuda] (2.14 and later) brings NVIDIA's CUDA wheels; earlier releases expect CUDA from the system.
+      const bool and_cuda = f.version >= *resolver::Version::parse("2.14");
+      out.push_back(std::string("tensorflow") + (and_cuda ? "[and-cuda]" : "") + "==" + f.version.str());
+    } else if (f.name == "jax") {
+      out.push_back("jax[" + f.variant + "]==" + f.version.str());
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> wheel_indexes(const PipIndexConfig& pip, const resolver::Resolution& r) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& u) {
+    if (!u.empty() && std::find(out.begin(), out.end(), u) == out.end()) out.push_back(u);
+  };
+  for (const auto& e : pip.extra_index_urls)
+    if (e.url.find("{variant}") != std::string::npos)
+      for (const auto& f : r.frameworks)
+        if (!f.is_default) add(replace_all(e.url, "{variant}", f.variant));
+  add(pip.index_url.url);
+  for (const auto& e : pip.extra_index_urls)
+    if (e.url.find("{variant}") == std::string::npos) add(e.url);
+  return out;
+}
+
+Result<ImagePins> pin_image(const PinImageRequest& req, AptFetchContext& apt) {
+  const resolver::Spec& spec = *req.spec;
+  const resolver::Resolution& res = *req.resolution;
+  ImagePins out;
+
+  AptPinRequest a;
+  a.sources = req.sources->apt;
+  a.codename = req.distro->codename;
+  a.preferences_text = req.sources->apt_preferences;
+  if (!req.sources->apt_preferences_origin.empty()) a.preferences_origin = req.sources->apt_preferences_origin;
+  const bool wants_python = res.python && (!res.frameworks.empty() || !spec.pip_packages.empty() || spec.python_given);
+  if (wants_python) a.packages.push_back("python3");
+  for (const auto& p : spec.apt_packages) a.packages.push_back(p);
+  a.required_set = true;
+  a.installed_status = req.base_dpkg_status;
+  // CUDA and cuDNN that no framework brings: NVIDIA's apt repository when one is configured, else its wheels.
+  const auto cuda = cuda_content(spec, res);
+  bool cuda_from_apt = false;
+  std::vector<std::string> cuda_looked_for;
+  if (cuda) {
+    a.more_packages = [&](const PackageIndex& index, std::vector<std::string>& decisions) {
+      auto chosen = cuda_apt_packages(index, *cuda, decisions, cuda_looked_for);
+      cuda_from_apt = chosen.has_value();
+      return chosen ? *chosen : std::vector<std::string>{};
+    };
+  }
+  auto debs = pin_apt(a, apt);
+  if (!debs) return std::move(debs).error();
+  out.packages = std::move(debs->packages);
+  out.decisions = std::move(debs->decisions);
+
+  std::vector<std::string> cuda_wheels;
+  if (cuda && !cuda_from_apt) {
+    cuda_wheels = cuda_wheel_requirements(*cuda);
+    if (!res.python) {
+      return make_error(ErrorKind::unsatisfiable, "lock.no_cuda_source",
+                        "CUDA " + cuda->cuda.str() + " is not in the configured apt repositories (looked for " + join(cuda_looked_for, ", ") +
+                            ") and NVIDIA's CUDA wheels need a Python version, which the resolution has none of",
+                        "sources", "configure NVIDIA's CUDA apt repository in the spec's sources.apt, or set python");
+    }
+  }
+  if (wants_python || !cuda_wheels.empty()) {
+    WheelResolveRequest w;
+    w.requirements = framework_requirements(res);
+    for (const auto& r : cuda_wheels) w.requirements.push_back(r);
+    for (const auto& p : spec.pip_packages) w.requirements.push_back(p);
+    out.requirements = w.requirements;
+    w.indexes = wheel_indexes(req.sources->pip, res);
+    if (w.indexes.empty()) {
+      return make_error(ErrorKind::usage, "wheel.no_index", "no Python package index is configured", "sources",
+                        "set sources.pip.index_url in the spec or configure pip (PIP_INDEX_URL, pip.conf)");
+    }
+    if (!w.requirements.empty()) {
+      const auto& py = *res.python;
+      w.platform.python_major = static_cast<int>(py.major());
+      w.platform.python_minor = static_cast<int>(py.minor());
+      if (req.distro->glibc) {
+        w.platform.glibc_major = static_cast<int>(req.distro->glibc->major());
+        w.platform.glibc_minor = static_cast<int>(req.distro->glibc->minor());
+      }
+      w.environment.python_version = py.truncated(2).str();
+      w.environment.python_full_version = py.truncated(3).str();  // the catalog records x.y; the patch level reads as 0
+      w.environment.os_name = "posix";
+      w.environment.sys_platform = "linux";
+      w.environment.platform_machine = "x86_64";
+      w.environment.platform_system = "Linux";
+      w.environment.implementation_name = "cpython";
+      w.environment.implementation_version = w.environment.python_full_version;
+      w.environment.platform_python_implementation = "CPython";
+      w.cache = apt.cache;
+      auto wheels = resolve_wheels(*apt.fetcher, w);
+      if (!wheels && !cuda_wheels.empty() && wheels.error().kind == ErrorKind::unsatisfiable) {
+        Error e = std::move(wheels).error();
+        std::string apt_part = cuda_looked_for.empty() ? "no apt repository was asked" : "not in the configured apt repositories (looked for " + join(cuda_looked_for, ", ") + ")";
+        e.message = "CUDA " + cuda->cuda.str() + (cuda->cudnn ? " with cuDNN " + cuda->cudnn->str() : "") + " is " + apt_part +
+                    ", and the wheels " + join(cuda_wheels, ", ") + " could not be resolved on " + join(w.indexes, ", ") + ": " + e.message;
+        e.hint = "configure NVIDIA's CUDA apt repository (sources.apt) or an index that serves NVIDIA's wheels, or ask for a CUDA release they have";
+        return e;
+      }
+      if (!wheels) return std::move(wheels).error();
+      for (const auto& d : wheels->decisions) out.decisions.push_back(d);
+      for (const auto& p : wheels->wheels) {
+        PinnedPackage pin;
+        pin.name = p.name;
+        pin.version = p.version;
+        pin.kind = "wheel";
+        pin.url = p.url;
+        pin.size = p.size;
+        pin.sha256 = p.sha256;
+        pin.source = p.index;
+        pin.architecture = p.filename.size() > 4 ? p.filename.substr(p.filename.rfind('-') + 1, p.filename.size() - 4 - p.filename.rfind('-') - 1) : "";
+        out.packages.push_back(std::move(pin));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace gpuenv::packages

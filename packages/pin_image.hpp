@@ -1,0 +1,40 @@
+#pragma once
+// Pinning every concrete package of an image from a resolved spec: the Debian packages (the base's required
+// set, Python, the spec's apt packages) and the wheels (the frameworks' variants and the spec's pip packages).
+#include <string>
+#include <vector>
+
+#include "packages/apt/pin.hpp"
+#include "packages/sources.hpp"
+#include "packages/wheels/wheel_resolver.hpp"
+#include "resolver/catalog.hpp"
+#include "resolver/solver.hpp"
+
+namespace gpuenv::packages {
+
+struct PinImageRequest {
+  const resolver::Spec* spec = nullptr;
+  const resolver::Resolution* resolution = nullptr;  ///< ok == true
+  const resolver::Distro* distro = nullptr;          ///< the base, from the catalog
+  const SourceSet* sources = nullptr;
+  std::string base_dpkg_status;  ///< a base image's /var/lib/dpkg/status; "" when the root is built from packages
+};
+
+struct ImagePins {
+  std::vector<PinnedPackage> packages;  ///< debs then wheels, each sorted by name
+  std::vector<std::string> decisions;
+  std::vector<std::string> requirements;  ///< the wheel requirements that were resolved
+};
+
+/// The PEP 508 requirements for the frameworks of a resolution ("torch==2.5.1" for the default variant,
+/// "torch==2.5.1+cu118" otherwise, "tensorflow[and-cuda]==2.18.0", "jax[cuda12]==0.10.2").
+std::vector<std::string> framework_requirements(const resolver::Resolution& resolution);
+
+/// The pip index URLs to search, in order: extra index URLs whose `{variant}` placeholder is expanded for each
+/// framework variant come first (they serve the variant builds), then the index URL, then other extra URLs.
+std::vector<std::string> wheel_indexes(const PipIndexConfig& pip, const resolver::Resolution& resolution);
+
+/// Fetches, verifies and resolves both kinds of packages.
+Result<ImagePins> pin_image(const PinImageRequest& request, AptFetchContext& apt);
+
+}  // namespace gpuenv::packages

@@ -1,0 +1,877 @@
+#include "packages/wheels/wheel_install.hpp"
+
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <system_error>
+#include <utility>
+
+#include "base/archive/safe_extract.hpp"
+#include "packages/wheels/markers.hpp"
+#include "packages/wheels/pep440.hpp"
+
+#include "base/unique_fd.hpp"
+
+namespace gpuenv::packages {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::uint32_t k_file_mode = 0644;
+constexpr std::uint32_t k_exec_mode = 0755;
+constexpr std::size_t k_max_metadata_bytes = 1u << 20;   // WHEEL, entry_points.txt
+constexpr std::size_t k_max_record_bytes = 64u << 20;    // RECORD of a wheel with a few hundred thousand files
+constexpr std::size_t k_max_issues_shown = 5;
+
+Error bad_wheel(const std::string& where, const std::string& message, const std::string& hint = {}) {
+  return make_error(ErrorKind::environment, "wheel.bad_wheel", message, where,
+                    hint.empty() ? "the wheel is malformed; rebuild it or download another build of the project" : hint);
+}
+Error record_mismatch(const std::string& where, const std::string& message) {
+  return make_error(ErrorKind::environment, "wheel.record_mismatch", message, where,
+                    "the wheel's contents do not match its RECORD: it is damaged or was altered after it was built; "
+                    "download it again or rebuild it");
+}
+Error io_error(const std::string& path, const std::string& what) {
+  return make_error(ErrorKind::environment, "wheel.io", what + " '" + path + "': " + std::strerror(errno), path,
+                    "check free disk space and permissions of the image directory and its parent");
+}
+Error target_error(const std::string& where, const std::string& message) {
+  return make_error(ErrorKind::environment, "wheel.target", message, where,
+                    "the image already holds something else at that path; remove it or choose another install scheme");
+}
+
+using Fd = UniqueFd;
+
+/// Removes the staging directory whatever happens.
+class StagingDir {
+ public:
+  explicit StagingDir(std::string path) : m_path(std::move(path)) {}
+  ~StagingDir() {
+    std::error_code ec;
+    fs::remove_all(m_path, ec);
+  }
+  StagingDir(const StagingDir&) = delete;
+  StagingDir& operator=(const StagingDir&) = delete;
+  [[nodiscard]] const std::string& path() const { return m_path; }
+
+ private:
+  std::string m_path;
+};
+
+using MdCtx = std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)>;
+
+std::string b64url_nopad(const unsigned char* data, std::size_t n) {
+  static constexpr char k_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  std::size_t i = 0;
+  for (; i + 3 <= n; i += 3) {
+    const std::uint32_t v = (std::uint32_t{data[i]} << 16) | (std::uint32_t{data[i + 1]} << 8) | data[i + 2];
+    out += k_alphabet[(v >> 18) & 63];
+    out += k_alphabet[(v >> 12) & 63];
+    out += k_alphabet[(v >> 6) & 63];
+    out += k_alphabet[v & 63];
+  }
+  if (n - i == 1) {
+    const std::uint32_t v = std::uint32_t{data[i]} << 16;
+    out += k_alphabet[(v >> 18) & 63];
+    out += k_alphabet[(v >> 12) & 63];
+  } else if (n - i == 2) {
+    const std::uint32_t v = (std::uint32_t{data[i]} << 16) | (std::uint32_t{data[i + 1]} << 8);
+    out += k_alphabet[(v >> 18) & 63];
+    out += k_alphabet[(v >> 12) & 63];
+    out += k_alphabet[(v >> 6) & 63];
+  }
+  return out;
+}
+
+/// The hash algorithms RECORD may use (the spec forbids md5 and sha1).
+const EVP_MD* record_digest(std::string_view algo) {
+  if (algo == "sha256") return EVP_sha256();
+  if (algo == "sha384") return EVP_sha384();
+  if (algo == "sha512") return EVP_sha512();
+  return nullptr;
+}
+
+/// The digests of one file: in RECORD's algorithm, and sha256 for the new RECORD.
+struct FileDigest {
+  std::string record_b64;
+  std::string sha256_b64;
+  std::uint64_t size = 0;
+};
+
+Result<FileDigest> digest_file(const std::string& path, const EVP_MD* record_md) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0) return io_error(path, "cannot open");
+  MdCtx sha(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  MdCtx other(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  const bool separate = record_md != EVP_sha256();
+  if (!sha || !other || EVP_DigestInit_ex(sha.get(), EVP_sha256(), nullptr) != 1 ||
+      (separate && EVP_DigestInit_ex(other.get(), record_md, nullptr) != 1)) {
+    return make_error(ErrorKind::internal, "wheel.crypto", "OpenSSL could not start a digest", path, "");
+  }
+  FileDigest out;
+  char buf[1 << 16];
+  while (true) {
+    const ssize_t r = ::read(fd.get(), buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return io_error(path, "cannot read");
+    if (r == 0) break;
+    out.size += static_cast<std::uint64_t>(r);
+    EVP_DigestUpdate(sha.get(), buf, static_cast<std::size_t>(r));
+    if (separate) EVP_DigestUpdate(other.get(), buf, static_cast<std::size_t>(r));
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_DigestFinal_ex(sha.get(), md, &n);
+  out.sha256_b64 = b64url_nopad(md, n);
+  if (separate) {
+    EVP_DigestFinal_ex(other.get(), md, &n);
+    out.record_b64 = b64url_nopad(md, n);
+  } else {
+    out.record_b64 = out.sha256_b64;
+  }
+  return out;
+}
+
+Result<std::string> read_small_file(const std::string& path, std::size_t max) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0) return io_error(path, "cannot open");
+  std::string out;
+  char buf[1 << 16];
+  while (true) {
+    const ssize_t r = ::read(fd.get(), buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return io_error(path, "cannot read");
+    if (r == 0) break;
+    out.append(buf, static_cast<std::size_t>(r));
+    if (out.size() > max) {
+      return bad_wheel(path, "'" + fs::path(path).filename().string() + "' is larger than " + std::to_string(max) + " bytes");
+    }
+  }
+  return out;
+}
+
+Status write_file(const std::string& path, std::string_view content, std::uint32_t mode) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (fd.get() < 0) return io_error(path, "cannot create");
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t w = ::write(fd.get(), content.data() + done, content.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return io_error(path, "cannot write");
+    done += static_cast<std::size_t>(w);
+  }
+  if (::fchmod(fd.get(), mode) != 0) return io_error(path, "cannot set the mode of");
+  return ok_status();
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r' || s.front() == '\n')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
+  return s;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+// Python's \w on str matches non-ASCII letters too; every byte of a multi-byte UTF-8 sequence stands for one.
+bool is_word(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || static_cast<unsigned char>(c) >= 0x80;
+}
+
+/// RFC 822 headers of WHEEL, keys lowercased; the first occurrence wins as with email.message.Message.get.
+std::map<std::string, std::string> parse_headers(std::string_view text) {
+  std::map<std::string, std::string> out;
+  std::string last_key;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    auto nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    std::string_view line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) break;  // end of the header block
+    if (line.front() == ' ' || line.front() == '\t') {
+      if (!last_key.empty() && out.count(last_key)) out[last_key] += " " + std::string(trim(line));
+      continue;
+    }
+    const auto colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    last_key = lower(trim(line.substr(0, colon)));
+    out.emplace(last_key, std::string(trim(line.substr(colon + 1))));
+  }
+  return out;
+}
+
+std::string first_component(const std::string& path) { return path.substr(0, path.find('/')); }
+
+std::pair<std::string, std::string> split_parent(const std::string& path) {
+  const auto slash = path.rfind('/');
+  if (slash == std::string::npos) return {"", path};
+  return {path.substr(0, slash), path.substr(slash + 1)};
+}
+
+std::string join(const std::string& dir, const std::string& rest) { return dir.empty() ? rest : dir + "/" + rest; }
+
+/// `path` relative to the directory `base`, both normalized and relative to the same root ("../../../bin/x").
+std::string relative_to(const std::string& path, const std::string& base) {
+  auto split = [](const std::string& p) {
+    std::vector<std::string> parts;
+    std::size_t pos = 0;
+    while (!p.empty() && pos <= p.size()) {
+      const auto slash = p.find('/', pos);
+      parts.push_back(p.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos));
+      if (slash == std::string::npos) break;
+      pos = slash + 1;
+    }
+    return parts;
+  };
+  const auto p = split(path);
+  const auto b = split(base);
+  std::size_t common = 0;
+  while (common < p.size() && common < b.size() && p[common] == b[common]) ++common;
+  std::string out;
+  for (std::size_t i = common; i < b.size(); ++i) out += "../";
+  for (std::size_t i = common; i < p.size(); ++i) {
+    out += p[i];
+    if (i + 1 < p.size()) out += '/';
+  }
+  return out;
+}
+
+bool same_version(const std::string& a, const std::string& b) {
+  auto va = Pep440Version::parse(a);
+  auto vb = Pep440Version::parse(b);
+  if (va && vb) return *va == *vb;
+  return a == b;
+}
+
+Result<std::string> scheme_dir(const std::string& value, const char* key) {
+  auto norm = normalize_member_path(value);
+  if (!norm) {
+    return make_error(ErrorKind::usage, "wheel.bad_scheme", std::string("install scheme '") + key + "' is '" + value + "', which leaves the image root",
+                      "", "give scheme directories relative to the image root without '..'");
+  }
+  return norm->value_or(std::string());
+}
+
+/// Directories beneath an open root, resolved with openat2 so that no symlink leads out of the image.
+class BeneathRoot {
+ public:
+  BeneathRoot(int root_fd, std::string root) : m_root_fd(root_fd), m_root(std::move(root)) {}
+
+  /// Opens the directory `rel`; with `create`, missing components are made (0755); without, a missing component
+  /// yields an Fd of -1. A non-directory or an escaping symlink on the way is a `wheel.target` error.
+  Result<Fd> open_dir(const std::string& rel, bool create, const std::string& for_file) {
+    if (rel.empty()) return Fd(::dup(m_root_fd));
+    std::size_t pos = 0;
+    Fd current(::dup(m_root_fd));
+    while (true) {
+      const auto slash = rel.find('/', pos);
+      const std::string prefix = rel.substr(0, slash);
+      const std::string name = rel.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+      open_how how{};
+      how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
+      how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+      long fd = syscall(SYS_openat2, m_root_fd, prefix.c_str(), &how, sizeof how);
+      if (fd < 0 && errno == ENOENT) {
+        if (!create) return Fd(-1);
+        if (::mkdirat(current.get(), name.c_str(), k_exec_mode) != 0 && errno != EEXIST) return io_error(m_root + "/" + prefix, "cannot create directory");
+        ::fchmodat(current.get(), name.c_str(), k_exec_mode, 0);  // the umask must not decide the image's modes
+        fd = syscall(SYS_openat2, m_root_fd, prefix.c_str(), &how, sizeof how);
+      }
+      if (fd < 0) {
+        if (errno == EXDEV || errno == ELOOP) {
+          return target_error(m_root, "'" + prefix + "' is a symlink leading outside the image; cannot install '" + for_file + "'");
+        }
+        if (errno == ENOTDIR) return target_error(m_root, "'" + prefix + "' is not a directory; cannot install '" + for_file + "'");
+        if (errno == ENOSYS) {
+          return make_error(ErrorKind::environment, "wheel.kernel", "the kernel lacks openat2 (Linux >= 5.6 needed)", m_root, "");
+        }
+        return io_error(m_root + "/" + prefix, "cannot open directory");
+      }
+      current = Fd(static_cast<int>(fd));
+      if (slash == std::string::npos) return current;
+      pos = slash + 1;
+    }
+  }
+
+ private:
+  int m_root_fd;
+  std::string m_root;
+};
+
+/// Copies a staged file into `dir_fd` under `name` by way of a temporary name (the cross-device fallback).
+Status copy_into(const std::string& src, int dir_fd, const std::string& name, std::uint32_t mode, const std::string& shown) {
+  Fd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (in.get() < 0) return io_error(src, "cannot open");
+  const std::string tmp = "." + name + ".gpuenv-tmp";
+  ::unlinkat(dir_fd, tmp.c_str(), 0);
+  Fd out(::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (out.get() < 0) return io_error(shown, "cannot create");
+  char buf[1 << 16];
+  while (true) {
+    const ssize_t r = ::read(in.get(), buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return io_error(src, "cannot read");
+    if (r == 0) break;
+    std::size_t done = 0;
+    while (done < static_cast<std::size_t>(r)) {
+      const ssize_t w = ::write(out.get(), buf + done, static_cast<std::size_t>(r) - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        ::unlinkat(dir_fd, tmp.c_str(), 0);
+        return io_error(shown, "cannot write");
+      }
+      done += static_cast<std::size_t>(w);
+    }
+  }
+  if (::fchmod(out.get(), mode) != 0 || ::renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) {
+    Error e = io_error(shown, "cannot move into place");
+    ::unlinkat(dir_fd, tmp.c_str(), 0);
+    return e;
+  }
+  return ok_status();
+}
+
+/// One file the installation writes.
+struct Planned {
+  std::string dest;     ///< relative to the image root
+  std::string src;      ///< path inside the unpacked wheel; empty for generated files
+  std::string content;  ///< generated files only
+  bool fix_shebang = false;
+  std::uint32_t mode = k_file_mode;
+};
+
+bool is_entry_point_wrapper(const std::string& dest, const std::set<std::string>& script_names) {
+  // pip skips setuptools' own wrappers for an entry point EP: EP, EP.exe, EP-script.py and EP.pya.
+  std::string name = split_parent(dest).second;
+  const std::string low = lower(name);
+  if (ends_with(low, ".exe") || ends_with(low, ".pya")) name.resize(name.size() - 4);
+  else if (ends_with(low, "-script.py")) name.resize(name.size() - 10);
+  return script_names.count(name) > 0;
+}
+
+}  // namespace
+
+Result<WheelFilename> split_wheel_filename(std::string_view filename) {
+  const auto slash = filename.rfind('/');
+  const std::string_view base = slash == std::string_view::npos ? filename : filename.substr(slash + 1);
+  const std::string shown(base);
+  if (!ends_with(base, ".whl")) return bad_wheel(shown, "'" + shown + "' is not a wheel file name (no .whl suffix)");
+  const std::string_view stem = base.substr(0, base.size() - 4);
+  std::vector<std::string> parts;
+  std::size_t pos = 0;
+  while (true) {
+    const auto dash = stem.find('-', pos);
+    parts.emplace_back(stem.substr(pos, dash == std::string_view::npos ? std::string_view::npos : dash - pos));
+    if (dash == std::string_view::npos) break;
+    pos = dash + 1;
+  }
+  const bool has_build = parts.size() == 6;
+  if ((parts.size() != 5 && !has_build) || std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); }) ||
+      (has_build && !(parts[2][0] >= '0' && parts[2][0] <= '9'))) {
+    return bad_wheel(shown, "'" + shown + "' is not a wheel file name of the form NAME-VERSION(-BUILD)?-PYTHON-ABI-PLATFORM.whl",
+                     "keep the file name the wheel was published under; installers read the name and version from it");
+  }
+  WheelFilename out;
+  out.name = parts[0];
+  out.version = parts[1];
+  if (has_build) out.build = parts[2];
+  out.python_tag = parts[parts.size() - 3];
+  out.abi_tag = parts[parts.size() - 2];
+  out.platform_tag = parts[parts.size() - 1];
+  return out;
+}
+
+Result<std::vector<RecordRow>> parse_record(std::string_view text, const std::string& origin) {
+  std::vector<RecordRow> rows;
+  std::size_t pos = 0;
+  int line = 1;
+  while (pos < text.size()) {
+    const int row_line = line;
+    std::vector<std::string> fields(1);
+    bool quoted_field = false;
+    while (pos < text.size()) {
+      const char c = text[pos];
+      if (c == '"' && fields.back().empty() && !quoted_field) {
+        // A quoted field: up to the closing quote, "" standing for one quote; newlines may appear inside.
+        quoted_field = true;
+        ++pos;
+        bool closed = false;
+        while (pos < text.size()) {
+          if (text[pos] == '"') {
+            if (pos + 1 < text.size() && text[pos + 1] == '"') {
+              fields.back() += '"';
+              pos += 2;
+              continue;
+            }
+            ++pos;
+            closed = true;
+            break;
+          }
+          if (text[pos] == '\n') ++line;
+          fields.back() += text[pos++];
+        }
+        if (!closed) return bad_wheel(origin + ":" + std::to_string(row_line), "RECORD has an unterminated quoted field");
+        continue;
+      }
+      if (c == ',') {
+        fields.emplace_back();
+        quoted_field = false;
+        ++pos;
+        continue;
+      }
+      if (c == '\r' && pos + 1 < text.size() && text[pos + 1] == '\n') {
+        ++pos;
+        continue;
+      }
+      if (c == '\n') {
+        ++pos;
+        ++line;
+        break;
+      }
+      fields.back() += c;
+      ++pos;
+    }
+    if (fields.size() == 1 && fields[0].empty() && !quoted_field) continue;  // blank line
+    if (fields.size() != 3) {
+      return bad_wheel(origin + ":" + std::to_string(row_line),
+                       "RECORD row has " + std::to_string(fields.size()) + " fields, expected 3 (path,hash,size)");
+    }
+    rows.push_back({std::move(fields[0]), std::move(fields[1]), std::move(fields[2])});
+  }
+  return rows;
+}
+
+std::string format_record(const std::vector<RecordRow>& rows) {
+  auto field = [](const std::string& f) {
+    if (f.find_first_of(",\"\r\n") == std::string::npos) return f;
+    std::string out = "\"";
+    for (char c : f) {
+      if (c == '"') out += '"';
+      out += c;
+    }
+    return out + "\"";
+  };
+  std::string out;
+  for (const auto& r : rows) out += field(r.path) + "," + field(r.hash) + "," + field(r.size) + "\n";
+  return out;
+}
+
+std::string record_hash(std::string_view bytes) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned n = 0;
+  EVP_Digest(bytes.data(), bytes.size(), md, &n, EVP_sha256(), nullptr);
+  return "sha256=" + b64url_nopad(md, n);
+}
+
+Result<std::vector<ScriptEntryPoint>> parse_script_entry_points(std::string_view text, const std::string& origin) {
+  std::vector<ScriptEntryPoint> out;
+  std::set<std::string> seen;
+  std::string section;
+  std::size_t pos = 0;
+  int line_no = 0;
+  while (pos < text.size()) {
+    auto nl = text.find('\n', pos);
+    if (nl == std::string_view::npos) nl = text.size();
+    const std::string_view line = trim(text.substr(pos, nl - pos));
+    pos = nl + 1;
+    ++line_no;
+    const std::string where = origin + ":" + std::to_string(line_no);
+    if (line.empty() || line.front() == '#' || line.front() == ';') continue;
+    if (line.front() == '[') {
+      if (line.back() != ']') return bad_wheel(where, "entry_points.txt has a malformed section header '" + std::string(line) + "'");
+      section = std::string(trim(line.substr(1, line.size() - 2)));
+      continue;
+    }
+    if (section != "console_scripts" && section != "gui_scripts") continue;
+    const auto eq = line.find('=');
+    if (eq == std::string_view::npos) return bad_wheel(where, "entry point '" + std::string(line) + "' has no '='");
+    ScriptEntryPoint ep;
+    ep.gui = section == "gui_scripts";
+    ep.name = std::string(trim(line.substr(0, eq)));
+    const bool name_ok = !ep.name.empty() && ep.name != "." && ep.name != ".." &&
+                         std::all_of(ep.name.begin(), ep.name.end(), [](char c) { return is_word(c) || c == '-' || c == '.' || c == '+'; });
+    if (!name_ok) {
+      return bad_wheel(where, "script name '" + ep.name + "' is not a plain file name (letters, digits, '_', '.', '+', '-')");
+    }
+    std::string_view value = trim(line.substr(eq + 1));
+    // Extras ("[extra1,extra2]") do not change the wrapper.
+    if (const auto bracket = value.find('['); bracket != std::string_view::npos) {
+      if (value.back() != ']') return bad_wheel(where, "entry point '" + std::string(line) + "' has malformed extras");
+      value = trim(value.substr(0, bracket));
+    }
+    const auto colon = value.find(':');
+    if (colon == std::string_view::npos) {
+      return bad_wheel(where, "entry point '" + ep.name + "' names '" + std::string(value) + "' without a callable (module:function)",
+                       "pip refuses such entry points too; the project's packaging metadata is broken");
+    }
+    ep.module = std::string(trim(value.substr(0, colon)));
+    ep.attr = std::string(trim(value.substr(colon + 1)));
+    auto dotted_ok = [](const std::string& s) {
+      if (s.empty() || s.front() == '.' || s.back() == '.' || s.find("..") != std::string::npos) return false;
+      return std::all_of(s.begin(), s.end(), [](char c) { return is_word(c) || c == '.'; });
+    };
+    if (!dotted_ok(ep.module) || !dotted_ok(ep.attr)) {
+      return bad_wheel(where, "entry point '" + ep.name + "' has a malformed object reference '" + std::string(value) + "'");
+    }
+    if (!seen.insert(ep.name).second) return bad_wheel(where, "script '" + ep.name + "' is defined twice in entry_points.txt");
+    out.push_back(std::move(ep));
+  }
+  return out;
+}
+
+std::string script_shebang(const std::string& interpreter) {
+  // distlib: enquote when there is a space, then the simple form unless a space is present or it runs past
+  // 127 bytes (Linux's historical shebang limit), in which case /bin/sh re-executes the interpreter.
+  const bool space = interpreter.find(' ') != std::string::npos;
+  const std::string exe = space ? "\"" + interpreter + "\"" : interpreter;
+  if (!space && exe.size() + 3 <= 127) return "#!" + exe + "\n";
+  return "#!/bin/sh\n'''exec' " + exe + " \"$0\" \"$@\"\n' '''";
+}
+
+std::string script_wrapper(const ScriptEntryPoint& entry, const std::string& interpreter) {
+  const std::string import_name = entry.attr.substr(0, entry.attr.find('.'));
+  return script_shebang(interpreter) +
+         "# -*- coding: utf-8 -*-\n"
+         "import re\n"
+         "import sys\n"
+         "from " + entry.module + " import " + import_name + "\n"
+         "if __name__ == '__main__':\n"
+         "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+         "    sys.exit(" + entry.attr + "())\n";
+}
+
+Result<InstalledWheel> install_wheel(std::string_view wheel_bytes, const std::string& wheel_filename, const std::string& image_root,
+                                     const InstallScheme& scheme, const WheelInstallOptions& options) {
+  try {
+    auto fname = split_wheel_filename(wheel_filename);
+    if (!fname) return std::move(fname).error();
+    const std::string& origin = wheel_filename;
+
+    // The scheme comes from the caller; check it before touching the disk.
+    std::map<std::string, std::string> dirs;
+    for (const auto& [key, value] : std::initializer_list<std::pair<const char*, const std::string*>>{
+             {"purelib", &scheme.purelib}, {"platlib", &scheme.platlib}, {"scripts", &scheme.scripts},
+             {"headers", &scheme.headers}, {"data", &scheme.data}}) {
+      auto d = scheme_dir(*value, key);
+      if (!d) return std::move(d).error();
+      dirs[key] = std::move(*d);
+    }
+    if (scheme.interpreter.empty() || scheme.interpreter.front() != '/' ||
+        scheme.interpreter.find_first_of(std::string("\n\r\0", 3)) != std::string::npos) {
+      return make_error(ErrorKind::usage, "wheel.bad_scheme", "script interpreter '" + scheme.interpreter + "' is not an absolute path", "",
+                        "give the interpreter's absolute path inside the image, e.g. /usr/bin/python3");
+    }
+
+    std::error_code abs_ec;
+    fs::path root_path = fs::absolute(image_root, abs_ec).lexically_normal();
+    if (abs_ec || image_root.empty()) return make_error(ErrorKind::usage, "wheel.bad_scheme", "image root '" + image_root + "' is not a usable path", "", "");
+    if (!root_path.has_filename() && root_path.has_parent_path() && root_path != root_path.root_path()) root_path = root_path.parent_path();
+    Fd root_fd(::open(root_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (root_fd.get() < 0) return io_error(image_root, "cannot open the image directory");
+
+    // Stage next to the image so that the final moves are renames on one file system.
+    fs::path parent = root_path.parent_path();
+    if (parent.empty()) parent = ".";
+    std::string tmpl = (parent / ".gpuenv-wheel-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) return io_error(parent.string(), "cannot create a staging directory in");
+    const StagingDir staging(tmpl);
+    const std::string unpacked = staging.path() + "/wheel";
+    const std::string tree = staging.path() + "/tree";
+    if (::mkdir(unpacked.c_str(), 0700) != 0 || ::mkdir(tree.c_str(), 0700) != 0) return io_error(staging.path(), "cannot populate");
+
+    auto entries = extract_archive(wheel_bytes, origin, unpacked, ExtractOptions{});
+    if (!entries) return std::move(std::move(entries).error().while_("unpacking wheel " + origin));
+
+    // Regular files only: the wheel format has no symlinks, hard links or devices.
+    std::map<std::string, std::uint32_t> files;  // path -> archived mode
+    for (const auto& e : *entries) {
+      if (e.type == ExtractedEntry::Type::directory) continue;
+      if (e.type != ExtractedEntry::Type::file) return bad_wheel(origin, "member '" + e.path + "' is not a regular file (symlink or link)");
+      if (!files.emplace(e.path, e.mode).second) return bad_wheel(origin, "member '" + e.path + "' appears twice in the archive");
+    }
+
+    std::set<std::string> dist_infos, data_dirs;
+    for (const auto& [path, mode] : files) {
+      if (path.find('/') == std::string::npos) continue;
+      const std::string top = first_component(path);
+      if (ends_with(top, ".dist-info")) dist_infos.insert(top);
+      if (ends_with(top, ".data")) data_dirs.insert(top);
+    }
+    if (dist_infos.size() != 1) {
+      std::string found;
+      for (const auto& d : dist_infos) found += (found.empty() ? "" : ", ") + d;
+      return bad_wheel(origin, dist_infos.empty() ? std::string("the wheel has no .dist-info directory")
+                                                  : "the wheel has several .dist-info directories: " + found);
+    }
+    const std::string dist_info = *dist_infos.begin();
+    const std::string stem = dist_info.substr(0, dist_info.size() - std::string_view(".dist-info").size());
+    const auto dash = stem.find('-');
+    if (dash == std::string::npos) return bad_wheel(origin, "'" + dist_info + "' is not named NAME-VERSION.dist-info");
+    const std::string dist_name = stem.substr(0, dash);
+    const std::string dist_version = stem.substr(dash + 1);
+    if (canonicalize_name(dist_name) != canonicalize_name(fname->name) || !same_version(dist_version, fname->version)) {
+      return bad_wheel(origin, "'" + dist_info + "' does not belong to the wheel's file name (" + fname->name + " " + fname->version + ")",
+                       "the file was renamed or the wheel was built wrongly; installers refuse it");
+    }
+    // pip takes any top-level *.data directory; gpuenv wants one, of the same project and version.
+    std::string data_dir = stem + ".data";
+    if (data_dirs.size() > 1) return bad_wheel(origin, "the wheel has several .data directories ('" + *data_dirs.begin() + "', ...)");
+    if (data_dirs.size() == 1) {
+      const std::string& d = *data_dirs.begin();
+      const std::string d_stem = d.substr(0, d.size() - std::string_view(".data").size());
+      const auto d_dash = d_stem.find('-');
+      if (d_dash == std::string::npos || canonicalize_name(d_stem.substr(0, d_dash)) != canonicalize_name(dist_name) ||
+          !same_version(d_stem.substr(d_dash + 1), dist_version)) {
+        return bad_wheel(origin, "'" + d + "' does not belong to '" + dist_info + "'");
+      }
+      data_dir = d;
+    }
+
+    // WHEEL: Wheel-Version 1.x and where the root goes.
+    const std::string wheel_path = dist_info + "/WHEEL";
+    if (!files.count(wheel_path)) return bad_wheel(origin, "the wheel has no " + wheel_path);
+    auto wheel_text = read_small_file(unpacked + "/" + wheel_path, k_max_metadata_bytes);
+    if (!wheel_text) return std::move(wheel_text).error();
+    const auto headers = parse_headers(*wheel_text);
+    const auto wv = headers.find("wheel-version");
+    if (wv == headers.end() || wv->second.empty()) return bad_wheel(origin + " (" + wheel_path + ")", "WHEEL has no Wheel-Version");
+    const std::string major = wv->second.substr(0, wv->second.find('.'));
+    if (major != "1") {
+      return bad_wheel(origin + " (" + wheel_path + ")", "Wheel-Version " + wv->second + " is not supported (only 1.x)",
+                       "the wheel uses a newer format than gpuenv understands; use a wheel built for Wheel-Version 1");
+    }
+    const auto purelib_header = headers.find("root-is-purelib");
+    const bool root_is_purelib = purelib_header != headers.end() && lower(purelib_header->second) == "true";
+    const std::string lib_dir = root_is_purelib ? dirs["purelib"] : dirs["platlib"];
+
+    // RECORD: every archived file listed with a matching hash and size, every listed file archived.
+    const std::string record_path = dist_info + "/RECORD";
+    if (!files.count(record_path)) return bad_wheel(origin, "the wheel has no " + record_path);
+    auto record_text = read_small_file(unpacked + "/" + record_path, k_max_record_bytes);
+    if (!record_text) return std::move(record_text).error();
+    const std::string record_origin = origin + " (" + record_path + ")";
+    auto rows = parse_record(*record_text, record_origin);
+    if (!rows) return std::move(rows).error();
+    std::map<std::string, RecordRow> listed;
+    for (const auto& row : *rows) {
+      if (!row.path.empty() && row.path.back() == '/') continue;  // a directory row, as pip ignores them
+      auto norm = normalize_member_path(row.path);
+      if (!norm || !*norm) return bad_wheel(record_origin, "RECORD lists the path '" + row.path + "', which is absolute, empty or has '..'");
+      if (!listed.emplace(**norm, row).second) return bad_wheel(record_origin, "RECORD lists '" + **norm + "' twice");
+    }
+    const std::set<std::string> unhashed = {record_path, record_path + ".jws", record_path + ".p7s"};
+    std::vector<std::string> issues;
+    std::map<std::string, FileDigest> digests;
+    for (const auto& [path, mode] : files) {
+      const auto it = listed.find(path);
+      if (unhashed.count(path)) continue;
+      if (it == listed.end()) {
+        issues.push_back("'" + path + "' is in the archive but not in RECORD");
+        continue;
+      }
+      const RecordRow& row = it->second;
+      const auto eq = row.hash.find('=');
+      if (row.hash.empty() || eq == std::string::npos) {
+        issues.push_back("'" + path + "' has no hash in RECORD");
+        continue;
+      }
+      const std::string algo = row.hash.substr(0, eq);
+      const EVP_MD* md = record_digest(algo);
+      if (!md) return bad_wheel(record_origin, "RECORD uses the hash algorithm '" + algo + "' for '" + path + "' (sha256, sha384 or sha512 expected)");
+      auto d = digest_file(unpacked + "/" + path, md);
+      if (!d) return std::move(d).error();
+      std::string expected = row.hash.substr(eq + 1);
+      while (!expected.empty() && expected.back() == '=') expected.pop_back();
+      if (expected != d->record_b64) {
+        issues.push_back("'" + path + "' has " + algo + "=" + d->record_b64 + " but RECORD says " + row.hash);
+      } else if (!row.size.empty() && row.size != std::to_string(d->size)) {
+        issues.push_back("'" + path + "' is " + std::to_string(d->size) + " bytes but RECORD says " + row.size);
+      }
+      digests.emplace(path, std::move(*d));
+    }
+    for (const auto& [path, row] : listed) {
+      if (!files.count(path)) issues.push_back("'" + path + "' is listed in RECORD but missing from the archive");
+    }
+    if (!issues.empty()) {
+      std::string message = std::to_string(issues.size()) + (issues.size() == 1 ? " problem: " : " problems: ");
+      for (std::size_t i = 0; i < issues.size() && i < k_max_issues_shown; ++i) message += (i ? "; " : "") + issues[i];
+      if (issues.size() > k_max_issues_shown) message += "; ...";
+      return record_mismatch(record_origin, message);
+    }
+
+    // Entry points decide the wrappers and which shipped scripts they replace.
+    std::vector<ScriptEntryPoint> scripts;
+    if (const std::string ep_path = dist_info + "/entry_points.txt"; files.count(ep_path)) {
+      auto text = read_small_file(unpacked + "/" + ep_path, k_max_metadata_bytes);
+      if (!text) return std::move(text).error();
+      auto parsed = parse_script_entry_points(*text, origin + " (" + ep_path + ")");
+      if (!parsed) return std::move(parsed).error();
+      scripts = std::move(*parsed);
+    }
+    std::set<std::string> script_names;
+    for (const auto& s : scripts) script_names.insert(s.name);
+
+    // Where each file goes.
+    std::vector<Planned> plan;
+    const std::string installer_path = join(lib_dir, dist_info + "/INSTALLER");
+    const std::string requested_path = join(lib_dir, dist_info + "/REQUESTED");
+    for (const auto& [path, mode] : files) {
+      if (unhashed.count(path)) continue;  // RECORD is rewritten; signatures of the old RECORD would be stale
+      Planned p;
+      p.src = path;
+      p.mode = (mode & 0111) ? k_exec_mode : k_file_mode;
+      if (first_component(path) == data_dir) {
+        const std::string rest = path.substr(data_dir.size() + 1);
+        const auto slash = rest.find('/');
+        if (slash == std::string::npos) {
+          return bad_wheel(origin, "'" + path + "' lies directly in " + data_dir + "/; files there belong in a scheme subdirectory");
+        }
+        const std::string key = rest.substr(0, slash);
+        const auto dir = dirs.find(key);
+        if (dir == dirs.end()) {
+          return bad_wheel(origin, "'" + path + "' uses the unknown scheme key '" + key + "' (data, headers, platlib, purelib, scripts)");
+        }
+        p.dest = join(dir->second, rest.substr(slash + 1));
+        if (key == "scripts") {
+          if (is_entry_point_wrapper(p.dest, script_names)) continue;  // the generated wrapper replaces it
+          p.fix_shebang = true;
+          p.mode = k_exec_mode;
+        }
+      } else {
+        p.dest = join(lib_dir, path);
+      }
+      // INSTALLER and REQUESTED are ours to write.
+      if (p.dest == installer_path || p.dest == requested_path) continue;
+      plan.push_back(std::move(p));
+    }
+    for (const auto& s : scripts) {
+      Planned p;
+      p.dest = join(dirs["scripts"], s.name);
+      p.content = script_wrapper(s, scheme.interpreter);
+      p.mode = k_exec_mode;
+      plan.push_back(std::move(p));
+    }
+    plan.push_back(Planned{installer_path, "", "gpuenv\n", false, k_file_mode});
+    if (options.requested) plan.push_back(Planned{requested_path, "", "", false, k_file_mode});
+    const std::string new_record = join(lib_dir, record_path);
+
+    std::map<std::string, std::string> owner;  // dest -> what installs it
+    for (const auto& p : plan) {
+      const std::string what = p.src.empty() ? "a generated file" : "'" + p.src + "'";
+      auto [it, fresh] = owner.emplace(p.dest, what);
+      if (!fresh || p.dest == new_record) {
+        return bad_wheel(origin, "both " + it->second + " and " + (fresh ? std::string("the new RECORD") : what) + " install to '" + p.dest + "'");
+      }
+    }
+
+    // Lay the files out in the staging tree and record them.
+    std::vector<RecordRow> record_rows;
+    for (auto& p : plan) {
+      const std::string staged = tree + "/" + p.dest;
+      std::error_code ec;
+      fs::create_directories(fs::path(staged).parent_path(), ec);
+      if (ec) {
+        errno = ec.value();
+        return io_error(staged, "cannot create the directory for");
+      }
+      std::optional<std::string> content;
+      if (p.src.empty()) {
+        content = p.content;
+      } else if (p.fix_shebang) {
+        auto text = read_small_file(unpacked + "/" + p.src, k_max_record_bytes);
+        if (!text) return std::move(text).error();
+        // pip's fix_script: a first line starting with "#!python" becomes "#!<interpreter>" and a newline.
+        if (text->rfind("#!python", 0) == 0) {
+          const auto nl = text->find('\n');
+          content = "#!" + scheme.interpreter + "\n" + (nl == std::string::npos ? std::string() : text->substr(nl + 1));
+        }
+      }
+      RecordRow row;
+      row.path = relative_to(p.dest, lib_dir);
+      if (content) {
+        if (auto st = write_file(staged, *content, p.mode); !st) return std::move(st).error();
+        row.hash = record_hash(*content);
+        row.size = std::to_string(content->size());
+      } else {
+        const std::string src = unpacked + "/" + p.src;
+        if (::rename(src.c_str(), staged.c_str()) != 0) return io_error(staged, "cannot stage");
+        if (::chmod(staged.c_str(), p.mode) != 0) return io_error(staged, "cannot set the mode of");
+        const FileDigest& d = digests.at(p.src);
+        row.hash = "sha256=" + d.sha256_b64;
+        row.size = std::to_string(d.size);
+      }
+      record_rows.push_back(std::move(row));
+    }
+    record_rows.push_back(RecordRow{relative_to(new_record, lib_dir), "", ""});
+    std::sort(record_rows.begin(), record_rows.end(), [](const RecordRow& a, const RecordRow& b) { return a.path < b.path; });
+    {
+      const std::string staged = tree + "/" + new_record;
+      std::error_code ec;
+      fs::create_directories(fs::path(staged).parent_path(), ec);
+      if (auto st = write_file(staged, format_record(record_rows), k_file_mode); !st) return std::move(st).error();
+    }
+    plan.push_back(Planned{new_record, "", "", false, k_file_mode});
+    std::sort(plan.begin(), plan.end(), [](const Planned& a, const Planned& b) { return a.dest < b.dest; });
+
+    // Check the whole image first, so that a conflict stops the installation before anything moves.
+    BeneathRoot beneath(root_fd.get(), root_path.string());
+    for (const auto& p : plan) {
+      const auto [dir, name] = split_parent(p.dest);
+      auto d = beneath.open_dir(dir, false, p.dest);
+      if (!d) return std::move(d).error();
+      if (d->get() < 0) continue;
+      struct stat st {};
+      if (::fstatat(d->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+        return target_error(root_path.string(), "a directory stands where '" + p.dest + "' goes");
+      }
+    }
+    InstalledWheel out;
+    out.name = dist_name;
+    out.version = dist_version;
+    out.dist_info = join(lib_dir, dist_info);
+    for (const auto& p : plan) {
+      const auto [dir, name] = split_parent(p.dest);
+      auto d = beneath.open_dir(dir, true, p.dest);
+      if (!d) return std::move(d).error();
+      const std::string staged = tree + "/" + p.dest;
+      if (::renameat(AT_FDCWD, staged.c_str(), d->get(), name.c_str()) != 0) {
+        if (errno != EXDEV) return io_error(root_path.string() + "/" + p.dest, "cannot move into place");
+        if (auto st = copy_into(staged, d->get(), name, p.mode, root_path.string() + "/" + p.dest); !st) return std::move(st).error();
+      }
+      out.files.push_back(p.dest);
+    }
+    return out;
+  } catch (const std::exception& e) {
+    return make_error(ErrorKind::internal, "wheel.internal", std::string("unexpected failure: ") + e.what(), wheel_filename,
+                      "this is a bug in gpuenv; please report it");
+  }
+}
+
+}  // namespace gpuenv::packages
