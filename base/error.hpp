@@ -84,3 +84,18 @@ using Status = Result<Unit>;
 inline Status ok_status() { return Unit{}; }
 
 }  // namespace gpuenv
+
+/// Declares `auto VAR` from the value of a Result expression, or returns its error from the enclosing function
+/// (which returns a Status or a Result of any type). `GPUENV_TRY(text, read_file_limited(path, limit));`
+#define GPUENV_TRY(var, expr)                      \
+  auto var##_r = (expr);                           \
+  if (!var##_r) return std::move(var##_r).error(); \
+  auto var = std::move(*var##_r)
+
+/// Returns the error of a Status (or Result) expression from the enclosing function; otherwise goes on.
+/// `GPUENV_CHECK(file.write(bytes));`
+#define GPUENV_CHECK(expr)                                                   \
+  do {                                                                       \
+    auto&& gpuenv_check_result_ = (expr);                                    \
+    if (!gpuenv_check_result_) return std::move(gpuenv_check_result_).error(); \
+  } while (0)

@@ -1,6 +1,8 @@
 #pragma once
 // Small text helpers shared by every layer (header only, no dependencies beyond the standard library).
+#include <algorithm>
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -8,6 +10,15 @@
 namespace gpuenv {
 
 /// The items with `separator` between them: join({"a", "b"}, ", ") is "a, b"; no items give "".
+inline std::string join(std::initializer_list<std::string_view> items, std::string_view separator) {
+  std::string out;
+  for (std::string_view item : items) {
+    if (!out.empty()) out += separator;
+    out += item;
+  }
+  return out;
+}
+
 inline std::string join(const std::vector<std::string>& items, std::string_view separator) {
   std::string out;
   for (std::size_t i = 0; i < items.size(); ++i) {
@@ -48,3 +59,22 @@ inline std::string_view trim(std::string_view s) {
 }
 
 }  // namespace gpuenv::text
+
+namespace gpuenv {
+
+/// Levenshtein distance between A and B, ignoring ASCII case when IGNORE_CASE; for "did you mean" hints.
+inline std::size_t edit_distance(std::string_view a, std::string_view b, bool ignore_case = false) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const bool same = ignore_case ? text::lower(a[i - 1]) == text::lower(b[j - 1]) : a[i - 1] == b[j - 1];
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (same ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace gpuenv

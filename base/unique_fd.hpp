@@ -20,6 +20,8 @@ class UniqueFd {
     return *this;
   }
   [[nodiscard]] int get() const { return m_fd; }
+  /// Gives up ownership: the caller closes the descriptor.
+  [[nodiscard]] int release() { return std::exchange(m_fd, -1); }
 
  private:
   int m_fd;

@@ -2,7 +2,9 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
-#include "cli/io.hpp"
+#include "base/digest.hpp"
+#include "base/file_io.hpp"
+#include "base/yaml_guard.hpp"
 #include "recipes/embedded.hpp"
 #include "resolver/catalog_codec.hpp"
 
@@ -27,7 +29,7 @@ Result<LoadedCatalog> load_catalog_from(const std::string& dir) {
   std::sort(paths.begin(), paths.end());
   std::vector<std::pair<std::string, std::string>> owned;
   for (const auto& p : paths) {
-    auto text = read_file_limited(p, 64u << 20);
+    auto text = read_yaml_file(p, 64u << 20);
     if (!text) return std::move(text).error();
     owned.emplace_back(p, std::move(*text));
   }
@@ -37,7 +39,7 @@ Result<LoadedCatalog> load_catalog_from(const std::string& dir) {
   auto catalog = resolver::load_catalog(files);
   if (!catalog) return std::move(catalog).error();
   loaded.catalog = std::move(*catalog);
-  loaded.sha256 = catalog_digest(files);
+  loaded.sha256 = resolver::catalog_digest(files);
   return loaded;
 }
 

@@ -7,7 +7,9 @@
 #include <ostream>
 
 #include "cli/commands.hpp"
-#include "cli/io.hpp"
+#include "base/digest.hpp"
+#include "base/file_io.hpp"
+#include "base/yaml_guard.hpp"
 #include "cli/render.hpp"
 #include "images/assemble/image_build.hpp"
 #include "base/cache/blob_store.hpp"
@@ -49,7 +51,7 @@ std::string human(std::uint64_t bytes) {
 
 int cmd_build(const BuildOptions& o, Context& ctx) {
   const bool json = o.lock.resolve.json;
-  auto input = read_file_limited(o.lock.resolve.spec_path, 64u << 20);
+  auto input = read_yaml_file(o.lock.resolve.spec_path, 64u << 20);
   if (!input) return report_error(input.error(), json, ctx);
 
   std::string lock_text;

@@ -5,7 +5,9 @@
 #include <ostream>
 
 #include "cli/commands.hpp"
-#include "cli/io.hpp"
+#include "base/digest.hpp"
+#include "base/file_io.hpp"
+#include "base/yaml_guard.hpp"
 #include "cli/render.hpp"
 #include "base/cache/blob_store.hpp"
 #include "base/cache/work_dir.hpp"

@@ -1,7 +1,9 @@
 #include <ostream>
 
 #include "cli/commands.hpp"
-#include "cli/io.hpp"
+#include "base/digest.hpp"
+#include "base/file_io.hpp"
+#include "base/yaml_guard.hpp"
 #include "cli/render.hpp"
 #include "resolver/lockfile.hpp"
 #include "resolver/solver.hpp"
@@ -75,7 +77,7 @@ int prepare_resolution(const ResolveOptions& o, Context& ctx, PreparedResolution
   out.catalog = std::move(*loaded);
   const resolver::Catalog& catalog = out.catalog.catalog;
 
-  auto text = read_file_limited(o.spec_path, resolver::k_spec_max_bytes);
+  auto text = read_yaml_file(o.spec_path, resolver::k_spec_max_bytes);
   if (!text) return report_error(text.error(), o.json, ctx);
   out.spec_text = std::move(*text);
   auto parsed = resolver::parse_spec(out.spec_text, o.spec_path);

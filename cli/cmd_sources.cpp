@@ -2,20 +2,13 @@
 #include <ostream>
 
 #include "cli/commands.hpp"
-#include "cli/io.hpp"
+#include "base/digest.hpp"
+#include "base/text.hpp"
+#include "base/file_io.hpp"
+#include "base/yaml_guard.hpp"
 #include "packages/sources.hpp"
 
 namespace gpuenv::cli {
-namespace {
-
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? " " : "") + v[i];
-  return out;
-}
-
-}  // namespace
 
 std::string env_or(const Context& ctx, const char* name) {
   auto it = ctx.env.find(name);
@@ -30,7 +23,7 @@ std::string user_config_path(const Context& ctx) {
 
 Result<std::optional<resolver::SourcesRequest>> load_user_config_for(const Context& ctx) {
   const std::string path = user_config_path(ctx);
-  auto text = read_file_limited(path, resolver::k_spec_max_bytes);
+  auto text = read_yaml_file(path, resolver::k_spec_max_bytes);
   if (!text) {
     if (text.error().id == "io.not_found") return std::optional<resolver::SourcesRequest>{};
     return std::move(text).error();
@@ -59,7 +52,7 @@ Result<packages::SourceSet> gather_sources(const Context& ctx, const resolver::S
 int cmd_sources(const SourcesOptions& o, Context& ctx) {
   std::optional<resolver::Spec> spec;
   if (!o.spec_path.empty()) {
-    auto text = read_file_limited(o.spec_path, resolver::k_spec_max_bytes);
+    auto text = read_yaml_file(o.spec_path, resolver::k_spec_max_bytes);
     if (!text) return report_error(text.error(), o.json, ctx);
     auto parsed = resolver::parse_spec(*text, o.spec_path);
     if (!parsed) return report_error(parsed.error(), o.json, ctx);
@@ -99,8 +92,8 @@ int cmd_sources(const SourcesOptions& o, Context& ctx) {
   *ctx.out << "apt (from " << set->apt_origin << "):\n";
   for (const auto& s : set->apt) {
     *ctx.out << "  " << (s.is_used() ? "" : "skipped: ") << packages::to_string(s.type) << " " << s.uri << " " << s.suite;
-    if (!s.components.empty()) *ctx.out << " " << join(s.components);
-    if (!s.signed_by.empty()) *ctx.out << "  signed-by " << join(s.signed_by);
+    if (!s.components.empty()) *ctx.out << " " << join(s.components, " ");
+    if (!s.signed_by.empty()) *ctx.out << "  signed-by " << join(s.signed_by, " ");
     if (!s.signed_by_key.empty()) *ctx.out << "  signed-by (inline key)";
     if (s.trusted && *s.trusted) *ctx.out << "  trusted";
     *ctx.out << "  (" << s.where << ")\n";

@@ -11,7 +11,9 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
-#include "cli/io.hpp"
+#include "base/digest.hpp"
+#include "base/file_io.hpp"
+#include "base/yaml_guard.hpp"
 #include "cli/render.hpp"
 #include "recipes/embedded.hpp"
 #include "resolver/lockfile.hpp"
@@ -83,7 +85,7 @@ Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& fl
 
 Result<validate::ThresholdTable> load_thresholds(const std::string& path) {
   if (path.empty()) return validate::parse_thresholds(recipes::thresholds_yaml(), "recipes/gpus/thresholds.yaml (built in)");
-  auto text = read_file_limited(path, 1u << 20);
+  auto text = read_yaml_file(path, 1u << 20);
   if (!text) return std::move(text).error();
   return validate::parse_thresholds(*text, path);
 }
@@ -161,7 +163,7 @@ int prepare(const ValidateOptions& o, Context& ctx, Prepared& p) {
     if (fs::is_regular_file(in_image, ec)) lock_path = in_image.string();
   }
   if (!lock_path.empty()) {
-    auto text = read_file_limited(lock_path, 64u << 20);
+    auto text = read_yaml_file(lock_path, 64u << 20);
     if (!text) return report_error(text.error(), o.json, ctx);
     auto lock = resolver::parse_lock(*text, lock_path);
     if (!lock) {

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <set>
 
+#include "base/digest.hpp"
 #include "base/yaml_guard.hpp"
 
 namespace gpuenv::resolver {
@@ -519,6 +520,18 @@ std::vector<std::string> check_catalog(const Catalog& c) {
     if (!covered) problems.push_back("gpu " + g.name + ": sm_" + std::to_string(g.sm) + " is covered by no CUDA toolkit");
   }
   return problems;
+}
+
+std::string catalog_digest(const std::vector<CatalogFile>& files) {
+  std::string input;
+  for (const auto& f : files) {
+    const auto slash = f.path.rfind('/');
+    input += slash == std::string::npos ? f.path : f.path.substr(slash + 1);
+    input += '\0';
+    input += f.text;
+    input += '\0';
+  }
+  return sha256_hex(input);
 }
 
 }  // namespace gpuenv::resolver

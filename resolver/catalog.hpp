@@ -149,6 +149,10 @@ struct CatalogFile {
 /// Loads and merges catalog files; each declares `kind`. Errors (ErrorKind::internal) carry file:line:col.
 Result<Catalog> load_catalog(const std::vector<CatalogFile>& files);
 
+/// The catalog digest recorded in locks: sha256 over each file's base name, a NUL, its bytes and a NUL,
+/// in the given (sorted) order.
+std::string catalog_digest(const std::vector<CatalogFile>& files);
+
 /// Internal-consistency problems (unsorted lists, missing sources, dangling references); empty when sound.
 std::vector<std::string> check_catalog(const Catalog& catalog);
 

@@ -81,11 +81,6 @@ std::string render_lock(const Spec& spec, const Resolution& r, const LockInputs&
 
 }  // namespace gpuenv::resolver
 
-#define GPUENV_TRY(var, expr)                      \
-  auto var##_r = (expr);                           \
-  if (!var##_r) return std::move(var##_r).error(); \
-  auto var = std::move(*var##_r)
-
 namespace gpuenv::resolver {
 namespace {
 

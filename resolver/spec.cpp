@@ -25,20 +25,6 @@ const std::vector<std::string> k_validate_keys = {"level", "thresholds"};
 const std::vector<std::string> k_image_formats = {"oci-dir", "oci-archive", "docker-archive"};
 const std::vector<std::string> k_levels = {"quick", "standard", "long"};
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) == std::tolower(static_cast<unsigned char>(b[j - 1]));
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (same ? 0 : 1)});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 
 /// Walks the YAML tree with positions; every failure becomes an Error at the node's position.
 class Walker {
@@ -145,11 +131,6 @@ class Walker {
   std::string m_path;
 };
 
-#define GPUENV_TRY(var, expr)                  \
-  auto var##_r = (expr);                       \
-  if (!var##_r) return std::move(var##_r).error(); \
-  auto var = std::move(*var##_r)
-
 bool url_ok(const std::string& u) {
   return u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0 || u.rfind("file://", 0) == 0;
 }
@@ -239,7 +220,7 @@ std::optional<std::string> did_you_mean(std::string_view word, const std::vector
   std::optional<std::string> best;
   std::size_t best_d = std::max<std::size_t>(2, word.size() / 3) + 1;
   for (const auto& c : candidates) {
-    const std::size_t d = edit_distance(word, c);
+    const std::size_t d = edit_distance(word, c, /*ignore_case=*/true);
     if (d < best_d) {
       best_d = d;
       best = c;

@@ -4,7 +4,9 @@
 #include <filesystem>
 #include <iostream>
 
-#include "cli/io.hpp"
+#include "base/digest.hpp"
+#include "base/file_io.hpp"
+#include "base/yaml_guard.hpp"
 #include "resolver/catalog_codec.hpp"
 
 int main(int argc, char** argv) {
@@ -14,7 +16,7 @@ int main(int argc, char** argv) {
   }
   std::vector<std::pair<std::string, std::string>> texts;
   for (int i = 3; i < argc; ++i) {
-    auto t = gpuenv::cli::read_file_limited(argv[i], 64u << 20);
+    auto t = gpuenv::read_yaml_file(argv[i], 64u << 20);
     if (!t) {
       std::cerr << t.error().to_string() << "\n";
       return 1;
@@ -34,11 +36,11 @@ int main(int argc, char** argv) {
     std::cerr << "error: the catalog encoding does not round-trip; this is a bug in resolver/catalog_codec.cpp\n";
     return 1;
   }
-  if (auto st = gpuenv::cli::write_file_atomic(argv[1], bin); !st) {
+  if (auto st = gpuenv::write_file_atomic(argv[1], bin); !st) {
     std::cerr << st.error().to_string() << "\n";
     return 1;
   }
-  if (auto st = gpuenv::cli::write_file_atomic(argv[2], gpuenv::cli::catalog_digest(files) + "\n"); !st) {
+  if (auto st = gpuenv::write_file_atomic(argv[2], gpuenv::resolver::catalog_digest(files) + "\n"); !st) {
     std::cerr << st.error().to_string() << "\n";
     return 1;
   }

@@ -1,5 +1,7 @@
 #include "validate/runner.hpp"
 
+#include "base/text.hpp"
+
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
@@ -76,15 +78,6 @@ std::vector<GpuOutcome> outcomes_for(const std::vector<GpuInfo>& gpus, bool per_
     for (const auto& g : gpus) out.push_back(GpuOutcome{g.index, status, message, code, hint, {}});
   } else {
     out.push_back(GpuOutcome{-1, status, message, code, hint, {}});
-  }
-  return out;
-}
-
-std::string join(const std::vector<std::string>& items, const char* separator) {
-  std::string out;
-  for (const auto& item : items) {
-    if (!out.empty()) out += separator;
-    out += item;
   }
   return out;
 }

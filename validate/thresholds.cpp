@@ -105,11 +105,6 @@ std::string trim(const std::string& s) {
   return s.substr(first, last - first + 1);
 }
 
-#define GPUENV_TRY(var, expr)                        \
-  auto var##_r = (expr);                             \
-  if (!var##_r) return std::move(var##_r).error(); \
-  auto var = std::move(*var##_r)
-
 using Entries = std::vector<std::pair<YAML::Node, YAML::Node>>;
 
 /// Reads the thresholds document node by node; every failure is an Error at the offending node's position.

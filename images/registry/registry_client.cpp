@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "base/digest.hpp"
+#include "base/file_io.hpp"
 
 namespace gpuenv::images {
 
@@ -90,21 +91,15 @@ std::string content_type(const HttpResponse& r) {
   return ct;
 }
 
-Result<std::string> read_file_limited(const std::string& path, std::uint64_t limit) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return make_error(ErrorKind::environment, "registry.layout", "cannot read " + path, path, "check that the OCI layout is complete");
+/// A file of the local layout, as the registry client reads it: its errors are the layout's (`registry.layout`).
+Result<std::string> read_layout_file(const std::string& path, std::uint64_t limit) {
+  auto bytes = read_file_limited(path, limit);
+  if (bytes) return bytes;
+  if (bytes.error().id == "io.too_large") {
+    return make_error(ErrorKind::environment, "registry.layout", "larger than " + std::to_string(limit) + " bytes", path,
+                      "this is not a manifest gpuenv can push");
   }
-  std::string out;
-  char buf[65536];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    out.append(buf, static_cast<std::size_t>(in.gcount()));
-    if (out.size() > limit) {
-      return make_error(ErrorKind::environment, "registry.layout", "larger than " + std::to_string(limit) + " bytes", path,
-                        "this is not a manifest gpuenv can push");
-    }
-  }
-  return out;
+  return make_error(ErrorKind::environment, "registry.layout", "cannot read " + path, path, "check that the OCI layout is complete");
 }
 
 Result<Descriptor> descriptor_from(const json& j, const std::string& where) {
@@ -321,7 +316,7 @@ class Pusher {
   Pusher(Session& s, const RegistryOptions& o, OciLayout layout, const PushOptions& po) : m_s(s), m_o(o), m_layout(std::move(layout)), m_po(po) {}
 
   Status push_manifest(const Descriptor& d, const std::string& reference) {
-    auto bytes = read_file_limited(m_layout.blob_path(hex_of(d.digest)), m_o.max_manifest_bytes);
+    auto bytes = read_layout_file(m_layout.blob_path(hex_of(d.digest)), m_o.max_manifest_bytes);
     if (!bytes) return std::move(bytes).error();
     const std::string where = m_layout.blob_path(hex_of(d.digest));
     if ("sha256:" + sha256_hex(*bytes) != d.digest) {
@@ -820,7 +815,7 @@ Result<std::optional<RegistryCredentials>> parse_docker_config_credentials(std::
 Result<std::optional<RegistryCredentials>> load_docker_config_credentials(const std::string& path, const std::string& registry) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::optional<RegistryCredentials>{};
-  auto text = read_file_limited(path, 4u << 20);
+  auto text = read_layout_file(path, 4u << 20);
   if (!text) {
     auto e = std::move(text).error();
     e.id = "registry.config";
@@ -925,7 +920,7 @@ Result<RemoteImage> RegistryClient::fetch_manifest_and_config(const ImageReferen
 
 Result<PushStats> RegistryClient::push(const std::string& layout_dir, const ImageReference& ref, const PushOptions& options) {
   const std::string index_path = layout_dir + "/index.json";
-  auto index_text = read_file_limited(index_path, m_o.max_manifest_bytes);
+  auto index_text = read_layout_file(index_path, m_o.max_manifest_bytes);
   if (!index_text) return std::move(index_text).error();
   const auto index = json::parse(*index_text, nullptr, false);
   if (index.is_discarded() || !index.is_object() || !index.contains("manifests") || !index["manifests"].is_array()) {

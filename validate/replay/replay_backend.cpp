@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "resolver/version.hpp"
+#include "base/text.hpp"
 #include "base/yaml_guard.hpp"
 
 namespace gpuenv::validate {
@@ -133,30 +134,6 @@ std::string describe(const Tree& t) {
   return "?";
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string join(std::initializer_list<std::string_view> words) {
-  std::string out;
-  for (std::string_view w : words) {
-    if (!out.empty()) out += ", ";
-    out += w;
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // Typed reading of the merged tree. Every failure names the file and line of the value and says what to write.
 
@@ -172,7 +149,7 @@ void check_keys(const Tree& map, std::initializer_list<std::string_view> allowed
         hint = "did you mean '" + std::string(a) + "'? ";
       }
     }
-    hint += "the keys allowed here are: " + join(allowed) + " (" + k_doc + ")";
+    hint += "the keys allowed here are: " + join(allowed, ", ") + " (" + k_doc + ")";
     fail(c.key_where, "replay.unknown_key", "unknown key '" + c.key + "' in " + map.name(), hint);
   }
 }
@@ -275,10 +252,10 @@ std::string to_text(const Tree& t) {
 }
 
 std::string to_choice(const Tree& t, std::initializer_list<std::string_view> choices) {
-  const std::string& s = scalar(t, "one of " + join(choices));
+  const std::string& s = scalar(t, "one of " + join(choices, ", "));
   if (std::find(choices.begin(), choices.end(), s) == choices.end()) {
-    fail(t.where, "replay.bad_value", t.name() + " is '" + s + "'; it must be one of " + join(choices),
-         "write one of " + join(choices));
+    fail(t.where, "replay.bad_value", t.name() + " is '" + s + "'; it must be one of " + join(choices, ", "),
+         "write one of " + join(choices, ", "));
   }
   return s;
 }

@@ -1,0 +1,131 @@
+#include "base/file_io.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+namespace gpuenv {
+namespace {
+
+Error io_error(const std::string& path, const std::string& what, int err = errno) {
+  return make_error(ErrorKind::environment, "io.error", what + ": " + std::strerror(err), path,
+                    "check the path, its permissions and free disk space");
+}
+
+/// ".NAME.tmp.PID.N.RANDOM": unique among this process's writers (N) and other processes (PID, RANDOM).
+std::string temp_name(const std::string& name) {
+  static std::atomic<unsigned long> counter{0};
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char suffix[24];
+  std::snprintf(suffix, sizeof suffix, "%08llx", static_cast<unsigned long long>(rng() & 0xffffffffULL));
+  return "." + name + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++) + "." + suffix;
+}
+
+}  // namespace
+
+Result<std::string> read_file_limited(const std::string& path, std::size_t max_bytes, const TooLarge& limit) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) {
+      return make_error(ErrorKind::usage, "io.not_found", "no such file", path, "check the path (relative paths start in the current directory)");
+    }
+    return io_error(path, "cannot open");
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return io_error(path, "cannot stat");
+  if (!S_ISREG(st.st_mode)) return make_error(ErrorKind::usage, "io.not_a_file", "not a regular file", path, "give the path of a YAML file");
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
+    return make_error(limit.kind, limit.id, "file is " + std::to_string(st.st_size) + " bytes; the limit is " + std::to_string(max_bytes), path, limit.hint);
+  }
+  std::string text;
+  char buf[65536];
+  while (true) {
+    const ssize_t got = ::read(fd.get(), buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return io_error(path, "cannot read");
+    if (got == 0) break;
+    text.append(buf, static_cast<std::size_t>(got));
+    if (text.size() > max_bytes) {  // the file grew while being read
+      return make_error(limit.kind, limit.id, "file is larger than " + std::to_string(max_bytes) + " bytes", path, "");
+    }
+  }
+  return text;
+}
+
+AtomicFile::AtomicFile(UniqueFd fd, int dir_fd, bool own_dir, std::string temp, std::string target, mode_t mode)
+    : m_fd(std::move(fd)), m_dir_fd(dir_fd), m_own_dir(own_dir), m_temp(std::move(temp)), m_target(target), m_where(std::move(target)), m_mode(mode) {}
+
+AtomicFile::AtomicFile(AtomicFile&& o) noexcept
+    : m_fd(std::move(o.m_fd)), m_dir_fd(std::exchange(o.m_dir_fd, -1)), m_own_dir(std::exchange(o.m_own_dir, false)),
+      m_temp(std::move(o.m_temp)), m_target(std::move(o.m_target)), m_where(std::move(o.m_where)), m_mode(o.m_mode), m_done(std::exchange(o.m_done, true)) {}
+
+AtomicFile::~AtomicFile() {
+  if (!m_done && m_dir_fd >= 0) ::unlinkat(m_dir_fd, m_temp.c_str(), 0);
+  if (m_own_dir && m_dir_fd >= 0) ::close(m_dir_fd);
+}
+
+Result<AtomicFile> AtomicFile::create_in(int dir_fd, const std::string& name, mode_t mode) {
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+    return make_error(ErrorKind::internal, "io.bad_name", "not a single path component: '" + name + "'", name, "");
+  }
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    std::string temp = temp_name(name);
+    UniqueFd fd(::openat(dir_fd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (fd.get() >= 0) return AtomicFile(std::move(fd), dir_fd, false, std::move(temp), name, mode);
+    if (errno != EEXIST) return io_error(name, "cannot create a temporary file");
+  }
+  return io_error(name, "cannot create a temporary file", EEXIST);
+}
+
+Result<AtomicFile> AtomicFile::create(const std::string& path, mode_t mode) {
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return io_error(path, "cannot open the directory " + dir);
+  auto file = create_in(dfd, name, mode);
+  if (!file) {
+    ::close(dfd);
+    Error e = std::move(file).error();
+    e.where = path;
+    e.message += " (in " + dir + ")";
+    return e;
+  }
+  file->m_own_dir = true;
+  file->m_where = path;
+  return file;
+}
+
+Status AtomicFile::write(std::string_view bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::write(m_fd.get(), bytes.data() + done, bytes.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return io_error(m_where, "cannot write");
+    done += static_cast<std::size_t>(w);
+  }
+  return ok_status();
+}
+
+Status AtomicFile::commit() {
+  if (m_done) return make_error(ErrorKind::internal, "io.committed", "already committed", m_target, "");
+  if (::fchmod(m_fd.get(), m_mode) != 0 || ::fsync(m_fd.get()) != 0) return io_error(m_where, "cannot flush");
+  if (::close(m_fd.release()) != 0) return io_error(m_where, "cannot flush");
+  if (::renameat(m_dir_fd, m_temp.c_str(), m_dir_fd, m_target.c_str()) != 0) return io_error(m_where, "cannot rename the temporary file into place");
+  m_done = true;
+  ::fsync(m_dir_fd);
+  return ok_status();
+}
+
+Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t mode) {
+  GPUENV_TRY(file, AtomicFile::create(path, mode));
+  GPUENV_CHECK(file.write(bytes));
+  return file.commit();
+}
+
+}  // namespace gpuenv

@@ -1,0 +1,64 @@
+#pragma once
+// Reading files with a size limit, and writing them atomically.
+//
+// AtomicFile is the one way gpuenv writes a file that another process (or a later run) may read: the bytes go to
+// a temporary file beside the target, with a unique name (so concurrent writers never share one), and only
+// commit() makes them visible: the file is synced, renamed over the target, and the directory synced. A file
+// that is never committed is removed, so nothing half-written is left behind.
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "base/error.hpp"
+#include "base/unique_fd.hpp"
+
+namespace gpuenv {
+
+/// The error a file over its size limit gets: callers that read a particular format name their own.
+struct TooLarge {
+  ErrorKind kind = ErrorKind::environment;
+  std::string id = "io.too_large";
+  std::string hint = "is this the right file?";
+};
+
+/// Reads a whole regular file of at most MAX_BYTES (larger files are refused without being read).
+/// Errors: `io.not_found` (usage), `io.not_a_file` (usage), TOO_LARGE, `io.error` (environment).
+Result<std::string> read_file_limited(const std::string& path, std::size_t max_bytes, const TooLarge& too_large = {});
+
+class AtomicFile {
+ public:
+  /// A temporary file beside PATH (the directory must exist), mode MODE once committed.
+  static Result<AtomicFile> create(const std::string& path, mode_t mode = 0644);
+  /// The same inside an open directory: NAME is one path component (no '/'); nothing outside DIR_FD is followed.
+  static Result<AtomicFile> create_in(int dir_fd, const std::string& name, mode_t mode = 0644);
+
+  AtomicFile(AtomicFile&&) noexcept;
+  AtomicFile& operator=(AtomicFile&&) = delete;
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile();  ///< removes the temporary file unless committed
+
+  [[nodiscard]] int fd() const { return m_fd.get(); }
+  [[nodiscard]] const std::string& path() const { return m_where; }
+  Status write(std::string_view bytes);
+  /// Syncs, sets the mode, renames over the target and syncs the directory. Afterwards the object is spent.
+  Status commit();
+
+ private:
+  AtomicFile(UniqueFd fd, int dir_fd, bool own_dir, std::string temp, std::string target, mode_t mode);
+  UniqueFd m_fd;
+  int m_dir_fd = -1;   ///< the directory both names are in (AT_FDCWD-relative paths when m_own_dir)
+  bool m_own_dir = false;
+  std::string m_temp;    ///< name relative to m_dir_fd
+  std::string m_target;  ///< name relative to m_dir_fd
+  std::string m_where;   ///< the target as the caller named it, for messages
+  mode_t m_mode = 0644;
+  bool m_done = false;
+};
+
+/// Writes BYTES to PATH atomically (AtomicFile); the directory must exist.
+Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t mode = 0644);
+
+}  // namespace gpuenv

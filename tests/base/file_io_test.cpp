@@ -1,0 +1,153 @@
+// Contract tests of the file helpers (AtomicFile, limited reads) against a temporary directory, and the TRY macros.
+#include "base/file_io.hpp"
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "base/digest.hpp"
+#include "base/yaml_guard.hpp"
+#include "fakes/temp_dir.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class Io : public ::testing::Test {
+ protected:
+  gpuenv::testing::TempDir tmp{"gpuenv-io"};
+  fs::path dir = tmp.path();
+  [[nodiscard]] long entries() const { return std::distance(fs::directory_iterator(dir), fs::directory_iterator{}); }
+};
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST_F(Io, AtomicWriteReplacesWholeFile) {
+  const std::string p = (dir / "f").string();
+  ASSERT_TRUE(gpuenv::write_file_atomic(p, "one").ok());
+  ASSERT_TRUE(gpuenv::write_file_atomic(p, "two").ok());
+  EXPECT_EQ(*gpuenv::read_yaml_file(p, 100), "two");
+  EXPECT_EQ(entries(), 1);
+}
+
+TEST_F(Io, AtomicWriteFailureLeavesNothing) {
+  if (::geteuid() == 0) {
+    // root ignores directory permissions; use a missing directory instead
+    auto st = gpuenv::write_file_atomic((dir / "missing" / "f").string(), "x");
+    EXPECT_FALSE(st.ok());
+    EXPECT_EQ(st.error().kind, gpuenv::ErrorKind::environment);
+  } else {
+    fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec);
+    EXPECT_FALSE(gpuenv::write_file_atomic((dir / "f").string(), "x").ok());
+    fs::permissions(dir, fs::perms::owner_all);
+  }
+  EXPECT_EQ(entries(), 0);
+}
+
+TEST_F(Io, ReadRefusesLargeFilesWithoutReadingThem) {
+  const std::string p = (dir / "big").string();
+  { std::ofstream(p) << "x"; }
+  fs::resize_file(p, 100u << 20);  // sparse 100 MB
+  auto r = gpuenv::read_yaml_file(p, 1u << 20);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, "yaml.too_large");
+  EXPECT_EQ(r.error().kind, gpuenv::ErrorKind::spec);
+  auto plain = gpuenv::read_file_limited(p, 1u << 20);
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.error().id, "io.too_large");
+  EXPECT_EQ(plain.error().kind, gpuenv::ErrorKind::environment);
+}
+
+TEST_F(Io, ReadRefusesDirectoriesAndMissingFiles) {
+  EXPECT_EQ(gpuenv::read_yaml_file(dir.string(), 10).error().id, "io.not_a_file");
+  EXPECT_EQ(gpuenv::read_yaml_file((dir / "nope").string(), 10).error().kind, gpuenv::ErrorKind::usage);
+}
+
+TEST_F(Io, AnUncommittedFileLeavesNothingAndTheTargetUntouched) {
+  ASSERT_TRUE(gpuenv::write_file_atomic((dir / "f").string(), "old").ok());
+  {
+    auto f = gpuenv::AtomicFile::create((dir / "f").string());
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE(f->write("half of the new").ok());
+    EXPECT_EQ(entries(), 2);  // the target and the temporary beside it
+  }
+  EXPECT_EQ(entries(), 1);
+  EXPECT_EQ(read(dir / "f"), "old");
+}
+
+TEST_F(Io, CommitAppliesTheModeAndCannotBeRepeated) {
+  auto f = gpuenv::AtomicFile::create((dir / "tool").string(), 0755);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(f->write("#!/bin/sh\n").ok());
+  ASSERT_TRUE(f->commit().ok());
+  EXPECT_EQ(fs::status(dir / "tool").permissions() & fs::perms::all, fs::perms(0755));
+  EXPECT_FALSE(f->commit().ok());
+  EXPECT_EQ(read(dir / "tool"), "#!/bin/sh\n");
+}
+
+TEST_F(Io, ConcurrentWritersOfOneFileNeverShareATemporary) {
+  // Each writer holds its temporary open at the same time: fixed temporary names would collide here.
+  std::vector<gpuenv::AtomicFile> open;
+  for (int i = 0; i < 8; ++i) {
+    auto f = gpuenv::AtomicFile::create((dir / "shared").string());
+    ASSERT_TRUE(f.ok()) << f.error().to_string();
+    ASSERT_TRUE(f->write("writer " + std::to_string(i)).ok());
+    open.push_back(std::move(*f));
+  }
+  EXPECT_EQ(entries(), 8);
+  for (auto& f : open) ASSERT_TRUE(f.commit().ok());
+  EXPECT_EQ(entries(), 1);
+  EXPECT_EQ(read(dir / "shared"), "writer 7");
+}
+
+TEST_F(Io, InsideADirectoryOnlyOneComponentIsAccepted) {
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dfd, 0);
+  EXPECT_FALSE(gpuenv::AtomicFile::create_in(dfd, "../escape").ok());
+  EXPECT_FALSE(gpuenv::AtomicFile::create_in(dfd, "..").ok());
+  auto f = gpuenv::AtomicFile::create_in(dfd, "inside");
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(f->write("x").ok());
+  ASSERT_TRUE(f->commit().ok());
+  ::close(dfd);
+  EXPECT_EQ(read(dir / "inside"), "x");
+}
+
+gpuenv::Result<int> half(int x) {
+  if (x % 2 != 0) return gpuenv::make_error(gpuenv::ErrorKind::usage, "odd", "odd number");
+  return x / 2;
+}
+
+gpuenv::Result<int> quarter(int x) {
+  GPUENV_TRY(h, half(x));
+  GPUENV_TRY(q, half(h));
+  return q;
+}
+
+gpuenv::Status even(int x) {
+  GPUENV_CHECK(half(x));
+  return gpuenv::ok_status();
+}
+
+TEST(Try, ReturnsTheFirstErrorOrGoesOn) {
+  EXPECT_EQ(*quarter(8), 2);
+  ASSERT_FALSE(quarter(6).ok());
+  EXPECT_EQ(quarter(6).error().id, "odd");
+  EXPECT_TRUE(even(4).ok());
+  EXPECT_EQ(even(3).error().id, "odd");
+}
+
+TEST(Sha256, MatchesKnownVector) {
+  EXPECT_EQ(gpuenv::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+}  // namespace
