@@ -62,33 +62,37 @@ AtomicFile::AtomicFile(UniqueFd fd, int dir_fd, bool own_dir, std::string temp, 
 
 AtomicFile::AtomicFile(AtomicFile&& o) noexcept
     : m_fd(std::move(o.m_fd)), m_dir_fd(std::exchange(o.m_dir_fd, -1)), m_own_dir(std::exchange(o.m_own_dir, false)),
-      m_temp(std::move(o.m_temp)), m_target(std::move(o.m_target)), m_where(std::move(o.m_where)), m_mode(o.m_mode), m_done(std::exchange(o.m_done, true)) {}
+      m_temp(std::move(o.m_temp)), m_target(std::move(o.m_target)), m_where(std::move(o.m_where)), m_mode(o.m_mode), m_durability(o.m_durability), m_done(std::exchange(o.m_done, true)) {}
 
 AtomicFile::~AtomicFile() {
   if (!m_done && m_dir_fd >= 0) ::unlinkat(m_dir_fd, m_temp.c_str(), 0);
   if (m_own_dir && m_dir_fd >= 0) ::close(m_dir_fd);
 }
 
-Result<AtomicFile> AtomicFile::create_in(int dir_fd, const std::string& name, mode_t mode) {
+Result<AtomicFile> AtomicFile::create_in(int dir_fd, const std::string& name, mode_t mode, Durability durability) {
   if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
     return make_error(ErrorKind::internal, "io.bad_name", "not a single path component: '" + name + "'", name, "");
   }
   for (int attempt = 0; attempt < 16; ++attempt) {
     std::string temp = temp_name(name);
     UniqueFd fd(::openat(dir_fd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (fd.get() >= 0) return AtomicFile(std::move(fd), dir_fd, false, std::move(temp), name, mode);
+    if (fd.get() >= 0) {
+      AtomicFile file(std::move(fd), dir_fd, false, std::move(temp), name, mode);
+      file.m_durability = durability;
+      return file;
+    }
     if (errno != EEXIST) return io_error(name, "cannot create a temporary file");
   }
   return io_error(name, "cannot create a temporary file", EEXIST);
 }
 
-Result<AtomicFile> AtomicFile::create(const std::string& path, mode_t mode) {
+Result<AtomicFile> AtomicFile::create(const std::string& path, mode_t mode, Durability durability) {
   const auto slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return io_error(path, "cannot open the directory " + dir);
-  auto file = create_in(dfd, name, mode);
+  auto file = create_in(dfd, name, mode, durability);
   if (!file) {
     ::close(dfd);
     Error e = std::move(file).error();
@@ -114,16 +118,17 @@ Status AtomicFile::write(std::string_view bytes) {
 
 Status AtomicFile::commit() {
   if (m_done) return make_error(ErrorKind::internal, "io.committed", "already committed", m_target, "");
-  if (::fchmod(m_fd.get(), m_mode) != 0 || ::fsync(m_fd.get()) != 0) return io_error(m_where, "cannot flush");
+  const bool sync = m_durability == Durability::synced;
+  if (::fchmod(m_fd.get(), m_mode) != 0 || (sync && ::fsync(m_fd.get()) != 0)) return io_error(m_where, "cannot flush");
   if (::close(m_fd.release()) != 0) return io_error(m_where, "cannot flush");
   if (::renameat(m_dir_fd, m_temp.c_str(), m_dir_fd, m_target.c_str()) != 0) return io_error(m_where, "cannot rename the temporary file into place");
   m_done = true;
-  ::fsync(m_dir_fd);
+  if (sync) ::fsync(m_dir_fd);
   return ok_status();
 }
 
-Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t mode) {
-  GPUENV_TRY(file, AtomicFile::create(path, mode));
+Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t mode, Durability durability) {
+  GPUENV_TRY(file, AtomicFile::create(path, mode, durability));
   GPUENV_CHECK(file.write(bytes));
   return file.commit();
 }

@@ -27,12 +27,17 @@ struct TooLarge {
 /// Errors: `io.not_found` (usage), `io.not_a_file` (usage), TOO_LARGE, `io.error` (environment).
 Result<std::string> read_file_limited(const std::string& path, std::size_t max_bytes, const TooLarge& too_large = {});
 
+/// Whether commit() syncs the file and its directory: `synced` for what outlives the run (caches, layouts, locks,
+/// reports); `scratch` for files of a tree under construction in a work directory, which is thrown away whole if
+/// the run stops (syncing each of a wheel's thousands of files would cost minutes and protect nothing).
+enum class Durability { synced, scratch };
+
 class AtomicFile {
  public:
   /// A temporary file beside PATH (the directory must exist), mode MODE once committed.
-  static Result<AtomicFile> create(const std::string& path, mode_t mode = 0644);
+  static Result<AtomicFile> create(const std::string& path, mode_t mode = 0644, Durability durability = Durability::synced);
   /// The same inside an open directory: NAME is one path component (no '/'); nothing outside DIR_FD is followed.
-  static Result<AtomicFile> create_in(int dir_fd, const std::string& name, mode_t mode = 0644);
+  static Result<AtomicFile> create_in(int dir_fd, const std::string& name, mode_t mode = 0644, Durability durability = Durability::synced);
 
   AtomicFile(AtomicFile&&) noexcept;
   AtomicFile& operator=(AtomicFile&&) = delete;
@@ -55,10 +60,11 @@ class AtomicFile {
   std::string m_target;  ///< name relative to m_dir_fd
   std::string m_where;   ///< the target as the caller named it, for messages
   mode_t m_mode = 0644;
+  Durability m_durability = Durability::synced;
   bool m_done = false;
 };
 
 /// Writes BYTES to PATH atomically (AtomicFile); the directory must exist.
-Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t mode = 0644);
+Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t mode = 0644, Durability durability = Durability::synced);
 
 }  // namespace gpuenv

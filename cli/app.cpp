@@ -26,14 +26,7 @@ Context production_context(char** envp) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos) continue;
     const std::string name = kv.substr(0, eq);
-    // Only what gpuenv uses: its own variables, the cache location, pip's index configuration.
-    if (name.rfind("GPUENV_", 0) == 0 || name.rfind("PIP_", 0) == 0 || name.rfind("XDG_", 0) == 0 || name == "HOME" ||
-        name == "VIRTUAL_ENV" || name == "SOURCE_DATE_EPOCH" || name == "TMPDIR" || name == "DOCKER_CONFIG" ||
-        // What the validator's env_vars check looks at: variables that change CUDA, NCCL or the loader.
-        name.rfind("CUDA_", 0) == 0 || name.rfind("NCCL_", 0) == 0 || name.rfind("LD_", 0) == 0 || name.rfind("CUBLAS", 0) == 0 ||
-        name.rfind("CUDNN_", 0) == 0 || name.rfind("PYTORCH_", 0) == 0 || name.rfind("TF_", 0) == 0 || name.rfind("XLA_", 0) == 0 ||
-        name.rfind("NVIDIA_", 0) == 0 || name == "NSIGHT_CUDA_DEBUGGER" || name == "COMPUTE_PROFILE" || name == "OPENCL_PROFILE")
-      ctx.env[name] = kv.substr(eq + 1);
+    if (app::keep_environment_variable(name)) ctx.env[name] = kv.substr(eq + 1);
   }
   ctx.make_probes = [] {
     std::vector<std::unique_ptr<validate::HostProbe>> probes;

@@ -32,10 +32,6 @@ std::string iso(std::chrono::system_clock::time_point t) {
 
 }  // namespace
 
-std::string cache_root(const Context& ctx) {
-  return gpuenv::default_cache_root(env_or(ctx, "GPUENV_CACHE_DIR"), env_or(ctx, "XDG_CACHE_HOME"), env_or(ctx, "HOME"));
-}
-
 int cmd_cache(const CacheOptions& o, Context& ctx) {
   const std::string root = cache_root(ctx);
   auto store = gpuenv::make_dir_blob_store(root);

@@ -10,11 +10,6 @@
 
 namespace gpuenv::cli {
 
-std::string env_or(const Context& ctx, const char* name) {
-  auto it = ctx.env.find(name);
-  return it == ctx.env.end() ? std::string() : it->second;
-}
-
 std::string user_config_path(const Context& ctx) {
   if (auto p = env_or(ctx, "GPUENV_CONFIG"); !p.empty()) return p;
   if (auto x = env_or(ctx, "XDG_CONFIG_HOME"); !x.empty()) return x + "/gpuenv/config.yaml";

@@ -186,9 +186,7 @@ int prepare(const ValidateOptions& o, Context& ctx, Prepared& p) {
   if (!o.mig.empty()) p.inputs.spec_mig = o.mig == "on";
   // Variables that change how CUDA, NCCL or the loader behave, for the env_vars check.
   for (const auto& [k, v] : ctx.env)
-    if (k.rfind("CUDA_", 0) == 0 || k.rfind("NCCL_", 0) == 0 || k.rfind("LD_", 0) == 0 || k.rfind("CUBLAS", 0) == 0 || k.rfind("CUDNN_", 0) == 0 ||
-        k.rfind("PYTORCH_", 0) == 0 || k.rfind("TF_", 0) == 0 || k.rfind("XLA_", 0) == 0 || k.rfind("NVIDIA_", 0) == 0 || k == "NSIGHT_CUDA_DEBUGGER" || k == "COMPUTE_PROFILE" || k == "OPENCL_PROFILE")
-      p.inputs.environment[k] = v;
+    if (validate::is_gpu_environment_variable(k)) p.inputs.environment[k] = v;
   auto table = load_thresholds(o.thresholds);
   if (!table) return report_error(table.error(), o.json, ctx);
   p.thresholds = std::make_unique<validate::ThresholdTable>(std::move(*table));

@@ -177,8 +177,7 @@ struct CacheOptions {
   bool json = false;
 };
 int cmd_cache(const CacheOptions& options, Context& ctx);
-/// The cache directory from GPUENV_CACHE_DIR, XDG_CACHE_HOME or HOME in ctx.env.
-std::string cache_root(const Context& ctx);
+using app::cache_root;
 
 struct SourcesOptions {
   std::string spec_path;        ///< optional: the spec's sources win over configuration
@@ -186,8 +185,7 @@ struct SourcesOptions {
   bool json = false;
 };
 int cmd_sources(const SourcesOptions& options, Context& ctx);
-/// The value of an environment variable read at start-up, or "" when unset.
-std::string env_or(const Context& ctx, const char* name);
+using app::env_or;
 
 /// The sources a command uses: the spec's (may be null), the user configuration, the host under `host_root`;
 /// `runner` asks the local pip for its default index (may be null).

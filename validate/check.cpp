@@ -43,4 +43,11 @@ std::optional<Level> parse_level(const std::string& text) {
   return std::nullopt;
 }
 
+bool is_gpu_environment_variable(const std::string& name) {
+  static const char* const prefixes[] = {"CUDA_", "NCCL_", "LD_", "CUBLAS", "CUDNN_", "PYTORCH_", "TF_", "XLA_", "NVIDIA_"};
+  for (const char* p : prefixes)
+    if (name.rfind(p, 0) == 0) return true;
+  return name == "NSIGHT_CUDA_DEBUGGER" || name == "COMPUTE_PROFILE" || name == "OPENCL_PROFILE";
+}
+
 }  // namespace gpuenv::validate

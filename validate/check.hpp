@@ -110,4 +110,8 @@ class Check {
 /// Every check gpuenv has, in the order they run (software, health, kernels, throughput).
 std::vector<std::unique_ptr<Check>> all_checks();
 
+/// Whether NAME is a variable that changes how CUDA, NCCL, cuBLAS, cuDNN, the frameworks or the loader behave
+/// (CUDA_*, NCCL_*, LD_*, ...): what the env_vars check judges (CheckInputs::environment).
+bool is_gpu_environment_variable(const std::string& name);
+
 }  // namespace gpuenv::validate

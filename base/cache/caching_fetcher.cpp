@@ -5,6 +5,7 @@
 
 #include "base/cache/cached_fetch.hpp"
 #include "base/digest.hpp"
+#include "base/file_io.hpp"
 
 namespace gpuenv {
 namespace {
@@ -49,9 +50,7 @@ class CachingFetcher final : public Fetcher {
   void remember(const fs::path& ref, const std::string& value) {
     std::error_code ec;
     fs::create_directories(m_refs, ec);
-    const fs::path tmp = ref.string() + ".tmp";
-    { std::ofstream(tmp) << value << "\n"; }
-    fs::rename(tmp, ref, ec);
+    (void)write_file_atomic(ref.string(), value + "\n");
   }
 
   Result<std::string> get_range(const std::string& url, std::uint64_t offset, std::uint64_t length) override {

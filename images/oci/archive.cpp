@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "images/oci/tar_writer.hpp"
+#include "base/file_io.hpp"
 #include "base/unique_fd.hpp"
 
 namespace gpuenv::images {
@@ -48,24 +49,9 @@ Status write_image_archive(const OciLayout& layout, const Descriptor& manifest, 
   auto index = read_small(layout.dir() + "/index.json");
   if (!index) return std::move(index).error();
 
-  const std::string tmp = output + ".gpuenv-tmp";
-  UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (out.get() < 0) return io_error("cannot create", tmp);
-  auto fail = [&](Error e) -> Status {
-    ::unlink(tmp.c_str());
-    return e;
-  };
+  GPUENV_TRY(out, AtomicFile::create(output));  // nothing is left behind unless it is committed
   TarWriter tar(
-      [&](const char* d, std::size_t n) -> Status {
-        std::size_t done = 0;
-        while (done < n) {
-          const ssize_t w = ::write(out.get(), d + done, n - done);
-          if (w < 0 && errno == EINTR) continue;
-          if (w < 0) return io_error("cannot write", tmp);
-          done += static_cast<std::size_t>(w);
-        }
-        return ok_status();
-      },
+      [&](const char* d, std::size_t n) -> Status { return out.write(std::string_view(d, n)); },
       0);
   auto add_bytes = [&](const std::string& name, const std::string& bytes) -> Status {
     if (auto st = tar.add({name, TarEntry::Type::file, 0644, 0, 0, bytes.size(), ""}); !st) return st;
@@ -88,21 +74,20 @@ Status write_image_archive(const OciLayout& layout, const Descriptor& manifest, 
     return ok_status();
   };
   // Entries in byte order: blobs/, blobs/sha256/, blobs/sha256/<hex>..., index.json, manifest.json, oci-layout.
-  if (auto st = tar.add({"blobs", TarEntry::Type::directory, 0755, 0, 0, 0, ""}); !st) return fail(st.error());
-  if (auto st = tar.add({"blobs/sha256", TarEntry::Type::directory, 0755, 0, 0, 0, ""}); !st) return fail(st.error());
+  if (auto st = tar.add({"blobs", TarEntry::Type::directory, 0755, 0, 0, 0, ""}); !st) return st;
+  if (auto st = tar.add({"blobs/sha256", TarEntry::Type::directory, 0755, 0, 0, 0, ""}); !st) return st;
   for (const auto& b : blobs)
-    if (auto st = add_file("blobs/sha256/" + b, layout.blob_path(b)); !st) return fail(st.error());
-  if (auto st = add_bytes("index.json", *index); !st) return fail(st.error());
+    if (auto st = add_file("blobs/sha256/" + b, layout.blob_path(b)); !st) return st;
+  if (auto st = add_bytes("index.json", *index); !st) return st;
   if (format == ArchiveFormat::docker) {
     nlohmann::json entry = {{"Config", "blobs/sha256/" + config_hex}, {"RepoTags", nlohmann::json::array()}, {"Layers", nlohmann::json::array()}};
     if (!repo_tag.empty()) entry["RepoTags"].push_back(repo_tag);
     for (const auto& l : layers) entry["Layers"].push_back("blobs/sha256/" + l);
-    if (auto st = add_bytes("manifest.json", nlohmann::json::array({entry}).dump()); !st) return fail(st.error());
+    if (auto st = add_bytes("manifest.json", nlohmann::json::array({entry}).dump()); !st) return st;
   }
-  if (auto st = add_bytes("oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}"); !st) return fail(st.error());
-  if (auto st = tar.finish(); !st) return fail(st.error());
-  if (::fsync(out.get()) != 0 || ::rename(tmp.c_str(), output.c_str()) != 0) return fail(io_error("cannot store", output));
-  return ok_status();
+  if (auto st = add_bytes("oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}"); !st) return st;
+  if (auto st = tar.finish(); !st) return st;
+  return out.commit();
 }
 
 }  // namespace gpuenv::images

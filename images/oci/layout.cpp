@@ -13,6 +13,7 @@
 #include <set>
 
 #include "base/digest.hpp"
+#include "base/file_io.hpp"
 
 namespace gpuenv::images {
 namespace {
@@ -21,41 +22,6 @@ namespace fs = std::filesystem;
 
 Error io_error(const std::string& what, const std::string& where) {
   return make_error(ErrorKind::environment, "oci.io", what + ": " + std::strerror(errno), where, "check free disk space and permissions");
-}
-
-Status write_synced(const std::string& path, const std::string& bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return io_error("cannot create", path);
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) {
-      const int saved = errno;
-      ::close(fd);
-      ::unlink(path.c_str());
-      errno = saved;
-      return io_error("cannot write", path);
-    }
-    done += static_cast<std::size_t>(w);
-  }
-  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) {
-    const int saved = errno;
-    ::close(fd);
-    ::unlink(path.c_str());
-    errno = saved;
-    return io_error("cannot write", path);
-  }
-  if (::close(fd) != 0) return io_error("cannot write", path);
-  return ok_status();
-}
-
-void fsync_dir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
 }
 
 nlohmann::json to_json(const Descriptor& d) {
@@ -98,9 +64,7 @@ Result<OciLayout> OciLayout::open(const std::string& dir) {
   OciLayout layout(dir);
   // The marker first, so that a directory holding anything of ours is recognisably a layout.
   if (!fs::exists(fs::path(dir) / "oci-layout", ec)) {
-    const std::string tmp = dir + "/.oci-layout.gpuenv-tmp";
-    if (auto st = write_synced(tmp, "{\"imageLayoutVersion\":\"1.0.0\"}"); !st) return std::move(st).error();
-    if (::rename(tmp.c_str(), (fs::path(dir) / "oci-layout").c_str()) != 0) return io_error("cannot write oci-layout", dir);
+    if (auto st = write_file_atomic(dir + "/oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}"); !st) return std::move(st).error();
   }
   fs::create_directories(fs::path(dir) / "blobs" / "sha256", ec);
   if (ec) {
@@ -125,12 +89,7 @@ Result<Descriptor> OciLayout::put_bytes(const std::string& bytes, const std::str
   const std::string hex = sha256_hex(bytes);
   Descriptor d{media_type, "sha256:" + hex, bytes.size(), {}};
   if (has_blob(hex)) return d;
-  const std::string tmp = temp_path(hex.substr(0, 12));
-  if (auto st = write_synced(tmp, bytes); !st) return std::move(st).error();
-  if (::rename(tmp.c_str(), blob_path(hex).c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return io_error("cannot store blob", blob_path(hex));
-  }
+  if (auto st = write_file_atomic(blob_path(hex), bytes); !st) return std::move(st).error();
   return d;
 }
 
@@ -143,14 +102,7 @@ Result<Descriptor> OciLayout::adopt_file(const std::string& path, const std::str
 Status OciLayout::write_index(const std::vector<Descriptor>& manifests) {
   nlohmann::json index = {{"schemaVersion", 2}, {"mediaType", media_type::k_index}, {"manifests", nlohmann::json::array()}};
   for (const auto& m : manifests) index["manifests"].push_back(to_json(m));
-  const std::string tmp = temp_path("index.json");
-  if (auto st = write_synced(tmp, index.dump()); !st) return st;
-  if (::rename(tmp.c_str(), (m_dir + "/index.json").c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return io_error("cannot write index.json", m_dir);
-  }
-  fsync_dir(m_dir);
-  return ok_status();
+  return write_file_atomic(m_dir + "/index.json", index.dump());
 }
 
 Result<std::uint64_t> OciLayout::collect_garbage() {

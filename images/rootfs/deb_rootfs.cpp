@@ -1,5 +1,7 @@
 #include "images/rootfs/deb_rootfs.hpp"
 
+#include "base/file_io.hpp"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -18,15 +20,9 @@ namespace fs = std::filesystem;
 Status write_atomic(const fs::path& path, const std::string& text) {
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
-  const fs::path tmp = path.string() + ".gpuenv-tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) return make_error(ErrorKind::environment, "rootfs.io", "cannot write " + tmp.string(), tmp.string(), "check free disk space");
+  if (auto st = write_file_atomic(path.string(), text, 0644, Durability::scratch); !st) {
+    return make_error(ErrorKind::environment, "rootfs.io", "cannot write " + path.string() + ": " + st.error().message, path.string(), "check free disk space");
   }
-  fs::permissions(tmp, fs::perms(0644), ec);
-  fs::rename(tmp, path, ec);
-  if (ec) return make_error(ErrorKind::environment, "rootfs.io", "cannot rename into " + path.string() + ": " + ec.message(), path.string(), "");
   return ok_status();
 }
 

@@ -1,5 +1,7 @@
 #include "images/rootfs/ld_cache.hpp"
 
+#include "base/file_io.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -353,27 +355,10 @@ Result<LdCache> write_ld_cache(const std::string& root, const LdCacheOptions& op
     etc = UniqueFd(open_in_root(root_fd->get(), "/etc", O_RDONLY | O_DIRECTORY));
     if (etc.get() < 0) return io("cannot open etc/");
   }
-  const std::string tmp = ".ld.so.cache.gpuenv-tmp";
-  UniqueFd out(::openat(etc.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
-  if (out.get() < 0) return io("cannot create");
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(out.get(), bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) {
-      const int saved = errno;
-      ::unlinkat(etc.get(), tmp.c_str(), 0);
-      errno = saved;
-      return io("cannot write");
-    }
-    done += static_cast<std::size_t>(w);
-  }
-  if (::fchmod(out.get(), 0644) != 0 || ::fsync(out.get()) != 0 || ::renameat(etc.get(), tmp.c_str(), etc.get(), "ld.so.cache") != 0) {
-    const int saved = errno;
-    ::unlinkat(etc.get(), tmp.c_str(), 0);
-    errno = saved;
-    return io("cannot store");
-  }
+  auto out = AtomicFile::create_in(etc.get(), "ld.so.cache", 0644);
+  if (!out) return io("cannot create");
+  if (!out->write(bytes)) return io("cannot write");
+  if (!out->commit()) return io("cannot store");
   return cache;
 }
 

@@ -1,5 +1,7 @@
 #include "packages/wheels/wheel_install.hpp"
 
+#include "base/file_io.hpp"
+
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <openssl/evp.h>
@@ -329,32 +331,17 @@ class BeneathRoot {
 Status copy_into(const std::string& src, int dir_fd, const std::string& name, std::uint32_t mode, const std::string& shown) {
   Fd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (in.get() < 0) return io_error(src, "cannot open");
-  const std::string tmp = "." + name + ".gpuenv-tmp";
-  ::unlinkat(dir_fd, tmp.c_str(), 0);
-  Fd out(::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (out.get() < 0) return io_error(shown, "cannot create");
+  auto out = AtomicFile::create_in(dir_fd, name, static_cast<mode_t>(mode), Durability::scratch);
+  if (!out) return io_error(shown, "cannot create");
   char buf[1 << 16];
   while (true) {
     const ssize_t r = ::read(in.get(), buf, sizeof buf);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return io_error(src, "cannot read");
     if (r == 0) break;
-    std::size_t done = 0;
-    while (done < static_cast<std::size_t>(r)) {
-      const ssize_t w = ::write(out.get(), buf + done, static_cast<std::size_t>(r) - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) {
-        ::unlinkat(dir_fd, tmp.c_str(), 0);
-        return io_error(shown, "cannot write");
-      }
-      done += static_cast<std::size_t>(w);
-    }
+    if (!out->write(std::string_view(buf, static_cast<std::size_t>(r)))) return io_error(shown, "cannot write");
   }
-  if (::fchmod(out.get(), mode) != 0 || ::renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) {
-    Error e = io_error(shown, "cannot move into place");
-    ::unlinkat(dir_fd, tmp.c_str(), 0);
-    return e;
-  }
+  if (!out->commit()) return io_error(shown, "cannot move into place");
   return ok_status();
 }
 

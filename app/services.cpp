@@ -1,0 +1,26 @@
+#include "app/services.hpp"
+
+#include "base/cache/blob_store.hpp"
+#include "validate/check.hpp"
+
+namespace gpuenv::app {
+
+bool keep_environment_variable(const std::string& name) {
+  // Only what gpuenv uses: its own variables, the cache and config locations, pip's index configuration.
+  for (const char* p : {"GPUENV_", "PIP_", "XDG_"})
+    if (name.rfind(p, 0) == 0) return true;
+  for (const char* n : {"HOME", "VIRTUAL_ENV", "SOURCE_DATE_EPOCH", "TMPDIR", "DOCKER_CONFIG"})
+    if (name == n) return true;
+  return validate::is_gpu_environment_variable(name);
+}
+
+std::string env_or(const Services& services, const char* name) {
+  auto it = services.env.find(name);
+  return it == services.env.end() ? std::string() : it->second;
+}
+
+std::string cache_root(const Services& services) {
+  return default_cache_root(env_or(services, "GPUENV_CACHE_DIR"), env_or(services, "XDG_CACHE_HOME"), env_or(services, "HOME"));
+}
+
+}  // namespace gpuenv::app

@@ -1,0 +1,45 @@
+#pragma once
+// The ports a workflow uses, built once by the composition root (cli/app.cpp) or by a test with fakes.
+//
+// Every app:: workflow takes a Services and returns a Result value; none prints. Progress goes to on_step.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/net/fetcher.hpp"
+#include "base/process/command_runner.hpp"
+#include "validate/host_probe.hpp"
+
+namespace gpuenv::app {
+
+struct Services {
+  /// The process environment, read once at start-up and filtered by keep_environment_variable().
+  std::map<std::string, std::string> env;
+  /// Builds the host probes in the order they are tried (NVML, libcuda, procfs in production).
+  std::function<std::vector<std::unique_ptr<validate::HostProbe>>()> make_probes;
+  /// Builds the process runner (gpgv, the local pip, bubblewrap).
+  std::function<std::unique_ptr<CommandRunner>()> make_runner;
+  /// Builds the network adapter.
+  std::function<std::unique_ptr<Fetcher>()> make_fetcher;
+  /// Receives progress lines ("unpacking 121 .debs"); may be empty.
+  std::function<void(const std::string&)> on_step;
+
+  void step(const std::string& line) const {
+    if (on_step) on_step(line);
+  }
+};
+
+/// Whether gpuenv reads the environment variable NAME: its own (GPUENV_*), the cache and config locations, pip's
+/// index configuration, SOURCE_DATE_EPOCH, and what the validator's env_vars check judges
+/// (validate::is_gpu_environment_variable). Everything else is dropped at start-up.
+bool keep_environment_variable(const std::string& name);
+
+/// The value of an environment variable read at start-up, or "" when unset.
+std::string env_or(const Services& services, const char* name);
+
+/// The cache directory from GPUENV_CACHE_DIR, XDG_CACHE_HOME or HOME.
+std::string cache_root(const Services& services);
+
+}  // namespace gpuenv::app
