@@ -38,6 +38,8 @@ Context production_context(char** envp) {
   ctx.make_runner = [] { return gpuenv::make_process_runner(); };
   ctx.stderr_is_tty = ::isatty(2) == 1;
   ctx.stdout_is_tty = ::isatty(1) == 1;
+  // Progress lines of the workflows ("unpacking 121 .debs"), only where someone watches.
+  if (ctx.stderr_is_tty) ctx.on_step = [err = ctx.err](const std::string& line) { *err << "gpuenv: " << line << "\n"; };
   const std::string ca_bundle = ctx.env.count("GPUENV_CA_BUNDLE") ? ctx.env.at("GPUENV_CA_BUNDLE") : std::string();
   int jobs = 8;
   if (auto it = ctx.env.find("GPUENV_FETCH_JOBS"); it != ctx.env.end()) {

@@ -1,60 +1,15 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "app/sources.hpp"
 #include "cli/commands.hpp"
-#include "base/digest.hpp"
 #include "base/text.hpp"
-#include "base/file_io.hpp"
-#include "base/yaml_guard.hpp"
 #include "packages/sources.hpp"
 
 namespace gpuenv::cli {
 
-std::string user_config_path(const Context& ctx) {
-  if (auto p = env_or(ctx, "GPUENV_CONFIG"); !p.empty()) return p;
-  if (auto x = env_or(ctx, "XDG_CONFIG_HOME"); !x.empty()) return x + "/gpuenv/config.yaml";
-  return env_or(ctx, "HOME") + "/.config/gpuenv/config.yaml";
-}
-
-Result<std::optional<resolver::SourcesRequest>> load_user_config_for(const Context& ctx) {
-  const std::string path = user_config_path(ctx);
-  auto text = read_yaml_file(path, resolver::k_spec_max_bytes);
-  if (!text) {
-    if (text.error().id == "io.not_found") return std::optional<resolver::SourcesRequest>{};
-    return std::move(text).error();
-  }
-  auto parsed = resolver::parse_user_config(*text, path);
-  if (!parsed) return std::move(parsed).error();
-  return std::optional<resolver::SourcesRequest>(std::move(*parsed));
-}
-
-Result<packages::SourceSet> gather_sources(const Context& ctx, const resolver::SourcesRequest* spec_sources, const std::string& spec_path,
-                                         const std::string& host_root, gpuenv::CommandRunner* runner) {
-  auto config = load_user_config_for(ctx);
-  if (!config) return std::move(config).error();
-  packages::SourceInputs in;
-  in.spec = spec_sources;
-  in.spec_path = spec_path;
-  in.user_config = *config ? &**config : nullptr;
-  in.user_config_path = user_config_path(ctx);
-  in.host_root = host_root;
-  in.env = ctx.env;
-  in.home = env_or(ctx, "HOME");
-  in.runner = runner;
-  return packages::discover_sources(in);
-}
-
 int cmd_sources(const SourcesOptions& o, Context& ctx) {
-  std::optional<resolver::Spec> spec;
-  if (!o.spec_path.empty()) {
-    auto text = read_yaml_file(o.spec_path, resolver::k_spec_max_bytes);
-    if (!text) return report_error(text.error(), o.json, ctx);
-    auto parsed = resolver::parse_spec(*text, o.spec_path);
-    if (!parsed) return report_error(parsed.error(), o.json, ctx);
-    spec = std::move(*parsed);
-  }
-  auto runner = ctx.make_runner ? ctx.make_runner() : nullptr;
-  auto set = gather_sources(ctx, spec ? &spec->sources : nullptr, o.spec_path, o.host_root, runner.get());
+  auto set = app::sources({o.spec_path, o.host_root}, ctx);
   if (!set) return report_error(set.error(), o.json, ctx);
   if (o.json) {
     nlohmann::ordered_json j;

@@ -177,10 +177,11 @@ int prepare(const ValidateOptions& o, Context& ctx, Prepared& p) {
     p.inputs.image = o.image;
     // The devices and driver libraries are looked up once, here; each run copies the sandbox with its command.
     const images::SandboxRequest sandbox = image_sandbox(*image, {}, true);
-    p.inputs.run_in_image = [sandbox](const std::vector<std::string>& command, std::chrono::milliseconds timeout) {
+    p.inputs.run_in_image = [sandbox](const std::vector<std::string>& command, std::chrono::milliseconds timeout) -> Result<validate::ImageRun> {
       images::SandboxRequest rq = sandbox;
       rq.command = command;
-      return run_in_image_captured(rq, timeout);
+      GPUENV_TRY(ran, run_sandbox_captured(rq, timeout, *gpuenv::make_process_runner()));
+      return validate::ImageRun{ran.exit_code, std::move(ran.out), std::move(ran.err), ran.timed_out};
     };
   }
   if (!o.mig.empty()) p.inputs.spec_mig = o.mig == "on";

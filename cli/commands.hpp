@@ -5,6 +5,12 @@
 #include <string>
 #include <vector>
 
+#include "app/base_image.hpp"
+#include "app/catalog.hpp"
+#include "app/lock.hpp"
+#include "app/resolve.hpp"
+#include "app/run.hpp"
+#include "app/sources.hpp"
 #include "cli/context.hpp"
 #include "images/registry/registry_client.hpp"
 #include "images/run/unpack.hpp"
@@ -17,15 +23,8 @@
 
 namespace gpuenv::cli {
 
-/// The catalog in use and the digest that locks record.
-struct LoadedCatalog {
-  resolver::Catalog catalog;
-  std::string sha256;
-  std::string origin;  ///< "embedded" or the directory
-};
-
-/// Loads the embedded catalog, or every *.yaml of `dir` when it is not empty.
-Result<LoadedCatalog> load_catalog_from(const std::string& dir);
+using app::load_catalog_from;
+using app::LoadedCatalog;
 
 struct ResolveOptions {
   std::string spec_path;
@@ -37,6 +36,8 @@ struct ResolveOptions {
   bool offline = false;  ///< a base image comes from the cache only
 };
 int cmd_resolve(const ResolveOptions& options, Context& ctx);
+/// The app:: request of resolve's options.
+app::ResolveRequest resolve_request(const ResolveOptions& options);
 
 struct ValidateOptions {
   std::string level = "standard";   ///< quick | standard | long
@@ -65,35 +66,9 @@ struct ChecksOptions {
 };
 int cmd_checks(const ChecksOptions& options, Context& ctx);
 
-/// A base image, in a local layout and unpacked, with what resolving and pinning read from it.
-struct BaseImage {
-  std::string pinned;           ///< "docker://host/repo:tag@sha256:..." or "oci:/abs/path[:ref]@sha256:..."
-  std::string layout_dir;       ///< the OCI layout holding it (the cache's copy of a registry image)
-  std::string manifest_digest;  ///< "sha256:..."
-  std::string rootfs;           ///< unpacked, read-only
-  std::string distro, release;  ///< ID and VERSION_ID of its /etc/os-release ("debian", "12")
-  std::string dpkg_status;      ///< its /var/lib/dpkg/status; "" when it has none
-};
-/// Gets `reference` (docker://REF, pulled into the cache unless a pinned digest is cached already; or
-/// oci:PATH[:REF][@sha256:...]) and reads it. Errors: `base.*`, `registry.*`, `run.*`.
-Result<BaseImage> prepare_base_image(const std::string& reference, bool offline, Context& ctx);
-/// Registry options for `registry` (host[:port]): plain HTTP with `plain_http` or when GPUENV_INSECURE_REGISTRIES
-/// lists it; credentials from GPUENV_REGISTRY_USER/PASSWORD or the Docker config.json (a bad one in *problem).
-images::RegistryOptions registry_options(const Context& ctx, const std::string& registry, bool plain_http, Status* problem);
-
-/// A spec read, checked and resolved (the first half of resolve and lock).
-struct PreparedResolution {
-  LoadedCatalog catalog;
-  std::string spec_text;
-  resolver::Spec spec;
-  resolver::Resolution resolution;
-  std::optional<BaseImage> base;  ///< when the spec names a base image
-  resolver::ResolveRequest request;  ///< what was resolved (request.spec points at spec)
-};
-/// Loads the catalog, reads and parses the spec, gathers GPUs and driver (flags, spec, host) and resolves.
-/// Returns 0, or the exit code of an error it has already reported. An unsatisfiable answer returns 0 with
-/// resolution.ok == false.
-int prepare_resolution(const ResolveOptions& options, Context& ctx, PreparedResolution& out);
+using app::BaseImage;
+using app::prepare_base_image;
+using app::registry_options;
 
 struct LockOptions {
   ResolveOptions resolve;        ///< spec, --driver, --gpu, --json, catalog
@@ -102,17 +77,10 @@ struct LockOptions {
   bool offline = false;  ///< use only the cache
 };
 int cmd_lock(const LockOptions& options, Context& ctx);
-
-/// A lock made in process (resolve, then pin every package).
-struct MadeLock {
-  PreparedResolution prepared;
-  std::string text;
-  std::vector<resolver::LockedPackage> packages;
-  std::vector<std::string> wheel_requirements;
-  std::uint64_t debs = 0, wheels = 0, bytes = 0;
-};
-/// The body of `gpuenv lock` without writing: returns 0, or the exit code of an error it has reported.
-int make_lock(const LockOptions& options, Context& ctx, MadeLock& out);
+/// The app:: request of lock's options.
+app::LockRequest lock_request(const LockOptions& options);
+/// Prints a resolution that no combination satisfies (JSON when asked) and returns exit code 3.
+int report_unsatisfied(const app::PreparedResolution& prepared, bool json, Context& ctx);
 
 struct BuildOptions {
   LockOptions lock;           ///< lock.resolve.spec_path is the SPEC or LOCK argument; --host-root, --offline, --json
@@ -146,16 +114,9 @@ struct RunOptions {
 /// Returns the command's exit status (128 + signal when killed), or a gpuenv exit code when it cannot start.
 int cmd_run(const RunOptions& options, Context& ctx);
 
-/// An image argument of `gpuenv run` and `gpuenv validate --image` (a layout DIR, or DIR:REF) unpacked into the
-/// cache (once per digest). Errors: `run.no_image` (no such directory), and those of images::unpack_image.
-Result<images::UnpackedImage> unpack_image_argument(const std::string& image, const Context& ctx);
-/// The sandbox that runs `command` in `image` with the image's environment and working directory, and, with
-/// `gpu`, the host's NVIDIA device nodes and driver libraries bound in.
-images::SandboxRequest image_sandbox(const images::UnpackedImage& image, std::vector<std::string> command, bool gpu);
-/// Runs `request` with bubblewrap (a plain chroot as root when bubblewrap is missing: no GPU there), capturing
-/// stdout and stderr through pipes; past `timeout` the process group is killed and the result says timed_out.
-/// Errors: `run.no_sandbox` (no bubblewrap and not root), `process.*` (the sandbox could not be started).
-Result<validate::ImageRun> run_in_image_captured(const images::SandboxRequest& request, std::chrono::milliseconds timeout);
+using app::unpack_image_argument;    // app/run.hpp
+using images::image_sandbox;         // images/run/sandbox.hpp
+using images::run_sandbox_captured;  // images/run/sandbox.hpp (was run_in_image_captured)
 
 struct DetectOptions {
   bool json = false;
@@ -187,20 +148,12 @@ struct SourcesOptions {
 int cmd_sources(const SourcesOptions& options, Context& ctx);
 using app::env_or;
 
-/// The sources a command uses: the spec's (may be null), the user configuration, the host under `host_root`;
-/// `runner` asks the local pip for its default index (may be null).
-Result<packages::SourceSet> gather_sources(const Context& ctx, const resolver::SourcesRequest* spec_sources, const std::string& spec_path,
-                                         const std::string& host_root, gpuenv::CommandRunner* runner);
-
-/// $GPUENV_CONFIG, else $XDG_CONFIG_HOME/gpuenv/config.yaml, else ~/.config/gpuenv/config.yaml.
-std::string user_config_path(const Context& ctx);
-/// The user configuration's sources, or nothing when the file does not exist.
-Result<std::optional<resolver::SourcesRequest>> load_user_config_for(const Context& ctx);
+using app::gather_sources;
+using app::user_config_path;
 
 /// Prints an error (JSON when asked) and returns its exit code.
 int report_error(const Error& error, bool json, Context& ctx);
 
-/// Host facts with the GPUENV_DRIVER / GPUENV_GPUS overrides of ctx.env applied.
-Result<resolver::HostFacts> host_facts(Context& ctx, const resolver::Catalog& catalog);
+using app::host_facts;
 
 }  // namespace gpuenv::cli

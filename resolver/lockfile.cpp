@@ -79,6 +79,31 @@ std::string render_lock(const Spec& spec, const Resolution& r, const LockInputs&
   return o.str();
 }
 
+Lock lock_of(const Spec& spec, const Resolution& r, const LockInputs& in, const std::vector<LockedPackage>& packages) {
+  Lock lock;
+  lock.generator = in.generator;
+  lock.spec_name = spec.name;
+  lock.spec_sha256 = in.spec_sha256;
+  lock.catalog_sha256 = in.catalog_sha256;
+  lock.base = r.base;
+  lock.base_image = in.base_image;
+  lock.cuda = r.cuda ? r.cuda->str() : "";
+  lock.cudnn = r.cudnn ? r.cudnn->str() : "";
+  lock.python = r.python ? r.python->str() : "";
+  lock.driver_min = r.driver_min.str();
+  lock.forward_compat = r.forward_compat;
+  for (int a : r.archs) lock.archs.push_back(arch_name(a));
+  lock.models = r.gpu_models;
+  lock.confidential = spec.gpu.confidential == Confidential::required ? "required" : spec.gpu.confidential == Confidential::allowed ? "allowed" : "off";
+  for (const auto& f : r.frameworks) lock.frameworks.push_back({f.name, f.version.str(), f.variant, f.cuda.str(), f.cudnn ? f.cudnn->str() : ""});
+  if (!packages.empty()) {
+    lock.requested_apt = spec.apt_packages;
+    lock.requested_pip = spec.pip_packages;
+  }
+  lock.packages = packages;
+  return lock;
+}
+
 }  // namespace gpuenv::resolver
 
 namespace gpuenv::resolver {
@@ -227,6 +252,25 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
     return lock;
   } catch (const YAML::Exception& e) {
     return make_error(ErrorKind::spec, "lock.bad_value", "malformed lock: " + e.msg, path + ":" + std::to_string(e.mark.line + 1), "");
+  }
+}
+
+bool is_lock_text(std::string_view text) {
+  // A top-level `schema:` line naming the lock schema, also when the rest does not parse (then parse_lock says
+  // where the lock is damaged, rather than the spec parser saying it is a bad spec).
+  const auto top_level_schema = [&] {
+    for (std::string_view want : {"schema: \"gpuenv-lock-v1\"", "schema: gpuenv-lock-v1"}) {
+      for (std::size_t at = text.find(want); at != std::string_view::npos; at = text.find(want, at + 1))
+        if (at == 0 || text[at - 1] == '\n') return true;
+    }
+    return false;
+  };
+  if (!check_yaml_bytes(text, "", 64u << 20, 64)) return top_level_schema();
+  try {
+    const YAML::Node root = YAML::Load(std::string(text));
+    return root.IsMap() && root["schema"].IsScalar() && root["schema"].Scalar() == k_lock_schema;
+  } catch (const YAML::Exception&) {
+    return top_level_schema();
   }
 }
 

@@ -21,6 +21,7 @@ struct LockInputs {
 struct LockedPackage {
   std::string name, version, kind, architecture, url, sha256, source;
   std::uint64_t size = 0;
+  bool operator==(const LockedPackage&) const = default;
 };
 
 /// Renders a successful resolution (and its pinned packages, in the given order) as lock text (YAML). Same
@@ -41,11 +42,21 @@ struct Lock {
   std::string confidential;
   struct Framework {
     std::string name, version, variant, cuda, cudnn;
+    bool operator==(const Framework&) const = default;
   };
   std::vector<Framework> frameworks;
   std::vector<std::string> requested_apt, requested_pip;  ///< the spec's own package lists
   std::vector<LockedPackage> packages;
+  bool operator==(const Lock&) const = default;
 };
+
+/// The lock that render_lock's text reads back as (parse_lock(render_lock(...)) == lock_of(...)), made directly,
+/// so that a workflow which has just locked need not parse its own text.
+Lock lock_of(const Spec& spec, const Resolution& resolution, const LockInputs& inputs, const std::vector<LockedPackage>& packages = {});
+
+/// Whether TEXT is a lock (a YAML mapping whose `schema` is gpuenv-lock-v1) rather than a spec. Never throws;
+/// text that is not YAML is not a lock.
+bool is_lock_text(std::string_view text);
 
 /// Parses lock text. Errors (ErrorKind::spec, `where` = "path:line:col"): `lock.yaml_syntax`, `lock.schema` (not
 /// gpuenv-lock-v1), `lock.missing` (a required key is absent), `lock.bad_value` (wrong type, a package without

@@ -1,33 +1,54 @@
 #pragma once
-// The embedded catalog, loaded once per test binary, and helpers to build specs from text.
+// The catalog's YAML sources (recipes/catalog, what gpuenv embeds compiled) and the synthetic mini catalog, each
+// loaded once per test binary with the resolver alone, and helpers to build specs from text.
 #include <gtest/gtest.h>
 
-#include "cli/commands.hpp"
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
 #include "resolver/catalog.hpp"
 #include "resolver/solver.hpp"
 #include "resolver/spec.hpp"
 
 namespace gpuenv::testing {
 
-inline cli::LoadedCatalog load_or_fail(const std::string& dir) {
-  auto c = cli::load_catalog_from(dir);
+/// Every *.yaml of DIR, in name order, loaded as one catalog; a failure fails the test.
+inline resolver::Catalog load_or_fail(const std::string& dir) {
+  std::vector<std::string> paths;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".yaml") paths.push_back(e.path().string());
+  std::sort(paths.begin(), paths.end());
+  std::vector<std::pair<std::string, std::string>> owned;
+  for (const auto& p : paths) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    owned.emplace_back(p, text.str());
+  }
+  std::vector<resolver::CatalogFile> files;
+  for (const auto& [p, t] : owned) files.push_back({p, t});
+  auto c = resolver::load_catalog(files);
   if (!c) {
     ADD_FAILURE() << c.error().to_string();
-    return cli::LoadedCatalog{};
+    return resolver::Catalog{};
   }
   return std::move(*c);
 }
 
-/// The catalog compiled into gpuenv.
+/// The real catalog, from its YAML sources (tests/app checks that the compiled-in one equals it).
 inline const resolver::Catalog& catalog() {
-  static const cli::LoadedCatalog loaded = load_or_fail("");
-  return loaded.catalog;
+  static const resolver::Catalog loaded = load_or_fail(GPUENV_SOURCE_DIR "/recipes/catalog");
+  return loaded;
 }
 
 /// The synthetic catalog of tests/data/mini_catalog (rules tested apart from the real data).
 inline const resolver::Catalog& mini_catalog() {
-  static const cli::LoadedCatalog loaded = load_or_fail(GPUENV_SOURCE_DIR "/tests/data/mini_catalog");
-  return loaded.catalog;
+  static const resolver::Catalog loaded = load_or_fail(GPUENV_SOURCE_DIR "/tests/data/mini_catalog");
+  return loaded;
 }
 
 inline resolver::Spec spec_of(const std::string& yaml) {

@@ -8,7 +8,6 @@
 namespace {
 
 using namespace gpuenv;
-using namespace gpuenv::images;
 using namespace gpuenv::packages;
 using gpuenv::resolver::Version;
 

@@ -18,7 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace gpuenv;
-using namespace gpuenv::images;
 using namespace gpuenv::packages;
 
 std::string sha(const std::string& s) { return gpuenv::sha256_hex(s); }

@@ -56,4 +56,60 @@ TEST(Lockfile, IsValidYamlWithTheSchema) {
   EXPECT_EQ(n["driver"]["forward_compat"].as<bool>(), false);
 }
 
+// lock_of gives the value that the rendered text reads back as, so that `gpuenv build SPEC` need not parse the
+// lock it has just made: checked on locks with and without packages, a base image, frameworks and forward compat.
+struct Made {
+  Spec spec;
+  Resolution resolution;
+};
+
+Made resolved(const std::string& yaml, const std::string& driver) {
+  Made m{gpuenv::testing::spec_of(yaml), {}};
+  ResolveRequest req;
+  req.spec = &m.spec;
+  req.gpus = *gpu_targets(gpuenv::testing::mini_catalog(), m.spec.gpu.models, m.spec.gpu.archs, "t");
+  req.driver = *Constraint::parse(driver);
+  auto r = resolve(gpuenv::testing::mini_catalog(), req);
+  EXPECT_TRUE(r.ok() && r->ok);
+  m.resolution = *r;
+  return m;
+}
+
+TEST(Lockfile, TheLockValueIsWhatItsTextReadsBackAs) {
+  const std::vector<LockedPackage> packages = {
+      {"base-files", "12.4+deb12u5", "deb", "amd64", "http://deb.example/pool/b.deb", std::string(64, 'a'), "debian", 1234},
+      {"torch", "2.5.1+cu121", "wheel", "x86_64", "http://wheels.example/torch.whl", std::string(64, 'b'), "pytorch", 99}};
+  struct Case {
+    const char* yaml;
+    const char* driver;
+    bool with_packages;
+    const char* base_image;
+  };
+  const Case cases[] = {
+      {k_spec, "535.104.05", false, ""},
+      {k_spec, "535.104.05", true, ""},
+      {"name: compat\ncuda: '12.4'\nframeworks: {torch: '2.5.1'}\ngpu: {models: [A100]}\n", "470.199.02", true, ""},
+      {"name: pkgs\ncuda: '12.4'\ngpu: {models: [H100], confidential: allowed}\npackages: {apt: [curl], pip: ['numpy<2']}\n", "550.54.15", true,
+       "docker://registry.example/base:12@sha256:0123456789012345678901234567890123456789012345678901234567890123"},
+  };
+  for (const Case& c : cases) {
+    const Made m = resolved(c.yaml, c.driver);
+    const LockInputs in{"spec-digest", "catalog-digest", "gpuenv test", c.base_image};
+    const std::vector<LockedPackage> pk = c.with_packages ? packages : std::vector<LockedPackage>{};
+    auto read = parse_lock(render_lock(m.spec, m.resolution, in, pk), "t.lock");
+    ASSERT_TRUE(read.ok()) << read.error().to_string();
+    EXPECT_TRUE(*read == lock_of(m.spec, m.resolution, in, pk)) << c.yaml;
+  }
+}
+
+TEST(Lockfile, LockTextIsToldFromASpec) {
+  EXPECT_TRUE(is_lock_text(render_for(k_spec, "535.104.05")));
+  EXPECT_FALSE(is_lock_text(k_spec));
+  EXPECT_FALSE(is_lock_text("name: x\n# schema: gpuenv-lock-v1 in a comment is not a lock\n"));
+  EXPECT_FALSE(is_lock_text("name: x\ndescription: 'schema: gpuenv-lock-v1'\n"));
+  // A damaged lock is still a lock, so that parse_lock can say where it is damaged.
+  EXPECT_TRUE(is_lock_text("schema: \"gpuenv-lock-v1\"\nspec: {name: [\n"));
+  EXPECT_FALSE(is_lock_text(std::string("\0\1", 2)));
+}
+
 }  // namespace

@@ -1,14 +1,13 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "cli/commands.hpp"
-#include "base/digest.hpp"
-#include "base/file_io.hpp"
+#include "app/catalog.hpp"
+
 #include "base/yaml_guard.hpp"
 #include "recipes/embedded.hpp"
 #include "resolver/catalog_codec.hpp"
 
-namespace gpuenv::cli {
+namespace gpuenv::app {
 
 Result<LoadedCatalog> load_catalog_from(const std::string& dir) {
   LoadedCatalog loaded;
@@ -43,4 +42,4 @@ Result<LoadedCatalog> load_catalog_from(const std::string& dir) {
   return loaded;
 }
 
-}  // namespace gpuenv::cli
+}  // namespace gpuenv::app

@@ -1,21 +1,26 @@
 #pragma once
 // `gpuenv build`: a lock's pinned packages, assembled into a root filesystem and written as a reproducible OCI
-// image, without a container daemon.
+// image, without a container daemon. The decisions are images/plan's (pure: layer assignment, GPU rules,
+// loader configuration, the config's environment and labels, the reuse key); this folder carries them out,
+// one named step each (assemble_image.cpp lists them in order):
 //
-// 1. Every pinned .deb and wheel comes from the cache (fetched and verified against the lock's sha256 first).
-// 2. The .debs are unpacked in lock order (maintainer scripts are not run; their needed effects are
-//    reproduced: the dpkg database, base-passwd's files, the dynamic linker's cache), documentation, man pages
-//    and locales left out; then the wheels are installed for the image's Python (PEP 427).
-// 3. GPU rules: one source of CUDA libraries (CUDA .debs or NVIDIA wheels, never both); no driver library
-//    (libcuda, libnvidia-ml, ...) in the image; the directories of wheel-provided CUDA libraries go into
-//    /etc/ld.so.conf.d; every ELF file's DT_NEEDED must resolve inside the image (driver libraries excepted).
-// 4. The tree is split into layers by what installed each path (base, cuda, cudnn, framework, user, gpuenv
-//    metadata), each a deterministic tar (sorted, parents first, one mtime, numeric owners) compressed with a
-//    deterministic gzip; a layer whose uncompressed digest (diff_id) was compressed before is not compressed
-//    again. With a base image, its layers come first as they are, and only what the build adds or changes goes
-//    into gpuenv's layers (its dpkg status is extended, its installed packages satisfy dependencies).
-// 5. The image config (environment, NVIDIA_* variables, labels), manifest and index.json are written last; an
-//    SPDX 2.3 SBOM goes into the image and beside the layout.
+// 1. Reuse: a layout that already holds the image for this reuse key only gets its index.json rewritten.
+// 2. Fetch: every pinned .deb and wheel comes from the cache (fetched and verified against the lock's sha256
+//    first); then the plan's one-source-of-CUDA rule.
+// 3. Root filesystem (root_tree): a base image's layers unpacked at the bottom, the .debs unpacked in lock order
+//    (maintainer scripts are not run; their needed effects are reproduced: the dpkg database, base-passwd's
+//    files), documentation, man pages and locales left out; then the wheels installed for the image's Python
+//    (PEP 427); the plan's ld.so.conf.d entry for wheel-provided CUDA libraries, the dynamic linker's cache;
+//    the lock and the SBOM (sbom) under /usr/share/gpuenv.
+// 4. Checks on the finished tree: the plan's no-driver-library rule, then every ELF file's DT_NEEDED must
+//    resolve inside the image (driver libraries and --allow-missing-lib names excepted).
+// 5. Layers (layer_writer): the plan splits the tree by what installed each path (base, cuda, cudnn,
+//    framework, user, gpuenv metadata); each is a deterministic tar (sorted, parents first, one mtime, numeric
+//    owners) compressed with a deterministic gzip or zstd; a layer whose uncompressed digest (diff_id) was
+//    compressed before is not compressed again. With a base image, its layers come first as they are, and only
+//    what the build adds or changes goes into gpuenv's layers.
+// 6. The image config (the plan's environment, NVIDIA_* variables, labels), manifest and index.json are
+//    written last; the SPDX 2.3 SBOM also goes beside the layout.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -71,17 +76,10 @@ struct BuildResult {
   std::vector<std::string> notes;
 };
 
-/// Builds. Errors: `build.*` (`build.cuda_twice`, `build.driver_in_image`, `build.unresolved_library`,
-/// `build.no_python`, `build.bad_lock`), and those of fetching, the cache, unpacking and the layout.
-Result<BuildResult> build_image(const BuildRequest& request);
-
-/// The layer a package belongs to, by name: "cuda" (CUDA .debs and NVIDIA wheels), "cudnn", "framework"
-/// (torch, tensorflow, jax, jaxlib and their plugins, and what they pull in), "user" (what the spec names)
-/// and "base" (the rest of the .debs).
-std::string layer_of(const resolver::LockedPackage& package, const resolver::Lock& lock);
-
-/// Whether a shared library name is one the NVIDIA driver provides at run time (libcuda.so.1,
-/// libnvidia-ml.so.1, libnvidia-*.so.*, ...), which must never be inside an image.
-bool is_driver_library(std::string_view soname);
+/// Assembles the image the request's lock describes into `request.output_dir`. Errors: `build.*`
+/// (`build.cuda_twice`, `build.driver_in_image`, `build.unresolved_library`, `build.no_python`,
+/// `build.special_file`, `build.bad_base`, `build.unstable_tree`, `build.too_many_layers`, `build.io`), and those
+/// of fetching, the cache, unpacking and the layout.
+Result<BuildResult> assemble_image(const BuildRequest& request);
 
 }  // namespace gpuenv::images

@@ -1,0 +1,178 @@
+#include "app/build.hpp"
+
+#include <filesystem>
+
+#include "base/cache/blob_store.hpp"
+#include "base/cache/work_dir.hpp"
+#include "base/net/http_client.hpp"
+#include "base/yaml_guard.hpp"
+#include "images/oci/archive.hpp"
+#include "images/oci/layout.hpp"
+
+namespace gpuenv::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// The lock to build: the argument itself when it is a lock, else the one app::lock makes of the spec (its base
+/// image already prepared, so it is not prepared again).
+struct LockToBuild {
+  std::string text;
+  resolver::Lock lock;
+  std::string spec_tag;
+  std::optional<BaseImage> base;
+  std::unique_ptr<PreparedResolution> unsatisfied;
+};
+
+Result<LockToBuild> lock_to_build(const BuildRequest& rq, Services& services) {
+  LockToBuild out;
+  GPUENV_TRY(input, read_yaml_file(rq.lock.resolve.spec_path, 64u << 20));
+  if (resolver::is_lock_text(input)) {
+    GPUENV_TRY(lock, resolver::parse_lock(input, rq.lock.resolve.spec_path));
+    out.lock = std::move(lock);
+    out.text = std::move(input);
+    return out;
+  }
+  GPUENV_TRY(made, app::lock(rq.lock, services));
+  if (!made.satisfied()) {
+    out.unsatisfied = std::move(made.prepared);
+    return out;
+  }
+  out.text = std::move(made.text);
+  out.lock = std::move(made.lock);
+  out.spec_tag = made.prepared->spec.image_tag;
+  out.base = std::move(made.prepared->base);
+  return out;
+}
+
+Result<std::int64_t> source_date_epoch(const Services& services) {
+  const std::string text = env_or(services, "SOURCE_DATE_EPOCH");
+  if (text.empty()) return std::int64_t{0};
+  std::int64_t epoch = 0;
+  try {
+    std::size_t used = 0;
+    epoch = std::stoll(text, &used);
+    if (used != text.size() || epoch < 0) throw std::invalid_argument("x");
+  } catch (const std::exception&) {
+    return make_error(ErrorKind::usage, "cli.source_date_epoch", "SOURCE_DATE_EPOCH is '" + text + "', not a number of seconds", "SOURCE_DATE_EPOCH",
+                      "set it to a non-negative integer (seconds since 1970) or unset it");
+  }
+  return epoch;
+}
+
+Status write_archive(const BuildRequest& rq, const std::string& layout_dir, const LockToBuild& l, const images::BuildResult& built,
+                     const std::string& output) {
+  GPUENV_TRY(layout, images::OciLayout::open(layout_dir));
+  std::string repo_tag = rq.tag.empty() ? l.spec_tag : rq.tag;
+  if (repo_tag.empty()) repo_tag = l.lock.spec_name + ":latest";
+  else if (ref_name(repo_tag) == repo_tag) repo_tag += ":latest";
+  return images::write_image_archive(layout, built.manifest, rq.format == "docker-archive" ? images::ArchiveFormat::docker : images::ArchiveFormat::oci,
+                                     repo_tag, output);
+}
+
+Result<images::PushStats> push(const BuildRequest& rq, const std::string& layout_dir, const std::string& tag, Services& services) {
+  GPUENV_TRY(ref, images::parse_image_reference(rq.push));
+  HttpOptions ho;
+  ho.ca_bundle = rq.ca_bundle.empty() ? env_or(services, "GPUENV_CA_BUNDLE") : rq.ca_bundle;
+  auto http = make_curl_http_client(ho);
+  Status problem = ok_status();
+  images::RegistryOptions ro = registry_options(services, ref.registry, rq.plain_http, &problem);
+  if (!problem) return problem.error();
+  images::RegistryClient client(*http, ro);
+  images::PushOptions po;
+  po.ref_name = tag;
+  services.step("pushing to " + ref.to_string());
+  auto st = client.push(layout_dir, ref, po);
+  if (!st) {
+    Error e = std::move(st).error();
+    e.while_("pushing to " + ref.to_string());
+    return e;
+  }
+  return *st;
+}
+
+/// Assembles LOCK into LAYOUT_DIR (in a locked work directory of the cache, removed afterwards).
+Result<images::BuildResult> assemble(const BuildRequest& rq, LockToBuild& l, const std::string& layout_dir, const std::string& tag, Services& services) {
+  const std::string cache = cache_root(services);
+  auto store = make_dir_blob_store(cache);
+  auto network = rq.lock.offline ? nullptr : (services.make_fetcher ? services.make_fetcher() : nullptr);
+  if (!network && !rq.lock.offline) return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher configured", {}, "");
+  // Work directories of builds that were killed (SIGKILL, a power cut) are removed first; this one is locked while
+  // the build runs and removed when it ends.
+  sweep_abandoned_work_dirs(cache);
+  GPUENV_TRY(work_dir, WorkDir::create(cache));
+  GPUENV_TRY(epoch, source_date_epoch(services));
+  images::BuildRequest a;
+  a.lock = &l.lock;
+  a.lock_text = l.text;
+  a.output_dir = layout_dir;
+  a.work_dir = work_dir->path();
+  a.tag = tag;
+  a.source_date_epoch = epoch;
+  a.threads = rq.threads;
+  a.compression = rq.compression;
+  a.generator = generator();
+  a.allow_missing = rq.allow_missing;
+  a.fetcher = network.get();
+  a.cache = store.get();
+  a.layer_memo_dir = cache + "/layers";
+  std::error_code ec;
+  fs::create_directories(a.layer_memo_dir, ec);
+  a.on_step = services.on_step;
+  if (!l.lock.base_image.empty()) {
+    if (!l.base || l.base->pinned != l.lock.base_image) {
+      GPUENV_TRY(base, prepare_base_image(l.lock.base_image, rq.lock.offline, services));
+      l.base = std::move(base);
+    }
+    a.base_layout_dir = l.base->layout_dir;
+    a.base_manifest_digest = l.base->manifest_digest;
+  }
+  auto built = images::assemble_image(a);
+  if (!built) {
+    Error e = std::move(built).error();
+    e.while_("building " + l.lock.spec_name);
+    return e;
+  }
+  return built;
+}
+
+}  // namespace
+
+std::string ref_name(const std::string& tag) {
+  const auto slash = tag.rfind('/');
+  const auto colon = tag.rfind(':');
+  if (colon != std::string::npos && (slash == std::string::npos || colon > slash)) return tag.substr(colon + 1);
+  return tag;
+}
+
+Result<Built> build(const BuildRequest& rq, Services& services) {
+  Built out;
+  GPUENV_TRY(l, lock_to_build(rq, services));
+  if (l.unsatisfied) {
+    out.unsatisfied = std::move(l.unsatisfied);
+    return out;
+  }
+  const bool archive = rq.format != "oci-dir";
+  out.output = rq.output.empty() ? "gpuenv-out/" + l.lock.spec_name + (archive ? ".tar" : "") : rq.output;
+  std::error_code ec;
+  if (fs::path(out.output).has_parent_path()) fs::create_directories(fs::path(out.output).parent_path(), ec);
+  if (archive && fs::is_directory(out.output, ec)) {
+    return make_error(ErrorKind::usage, "cli.output", "is a directory; --format " + rq.format + " writes one file", out.output,
+                      "give a file name with -o, e.g. -o image.tar");
+  }
+  // An archive is written from a layout kept in the cache, so that a rebuild reuses its layers.
+  const std::string cache = cache_root(services);
+  const std::string layout_dir = archive ? cache + "/images/" + l.lock.spec_name : out.output;
+  if (archive) fs::create_directories(cache + "/images", ec);
+  out.tag = ref_name(rq.tag.empty() ? l.spec_tag : rq.tag);
+  GPUENV_TRY(image, assemble(rq, l, layout_dir, out.tag, services));
+  out.image = std::move(image);
+  if (archive) GPUENV_CHECK(write_archive(rq, layout_dir, l, out.image, out.output));
+  if (!rq.push.empty()) {
+    GPUENV_TRY(pushed, push(rq, layout_dir, out.tag, services));
+    out.pushed = pushed;
+  }
+  return out;
+}
+
+}  // namespace gpuenv::app

@@ -1,0 +1,50 @@
+#pragma once
+// `gpuenv build SPEC|LOCK`: lock the spec when given one (app::lock), then assemble the image from the lock
+// (images::assemble_image), write it as a layout or an archive, and push it when asked.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/lock.hpp"
+#include "app/services.hpp"
+#include "images/assemble/assemble_image.hpp"
+#include "images/registry/registry_client.hpp"
+
+namespace gpuenv::app {
+
+struct BuildRequest {
+  LockRequest lock;                  ///< lock.resolve.spec_path is the SPEC or LOCK argument
+  std::string output;                ///< layout directory or archive file; "" for gpuenv-out/NAME[.tar]
+  std::string format = "oci-dir";    ///< oci-dir | oci-archive | docker-archive
+  std::string compression = "gzip";  ///< layer compression: gzip or zstd
+  std::string tag;                   ///< "" for the spec's image.tag
+  std::vector<std::string> allow_missing;
+  unsigned threads = 0;
+  std::string push;         ///< registry reference to push to; "" for none
+  bool plain_http = false;  ///< talk to the registry over http:// (a loopback test registry)
+  std::string ca_bundle;    ///< extra CA for the registry's TLS
+};
+
+struct Built {
+  /// Set when the argument was a spec that no combination satisfies; nothing was built then.
+  std::unique_ptr<PreparedResolution> unsatisfied;
+  std::string output;  ///< where the image was written
+  std::string tag;     ///< the layout's ref.name
+  images::BuildResult image;
+  std::optional<images::PushStats> pushed;
+  [[nodiscard]] std::uint64_t size() const {
+    std::uint64_t total = 0;
+    for (const auto& l : image.layers) total += l.blob.size;
+    return total;
+  }
+};
+
+/// Builds. Errors: those of reading the argument, locking, the base image, assembling, archiving and pushing;
+/// `cli.output` (an archive over a directory), `cli.source_date_epoch` (SOURCE_DATE_EPOCH not a number).
+Result<Built> build(const BuildRequest& request, Services& services);
+
+/// The tag part of "registry/name:tag" (the OCI layout's ref.name); the whole text when it has no tag.
+std::string ref_name(const std::string& tag);
+
+}  // namespace gpuenv::app

@@ -1,0 +1,40 @@
+#include "app/inspect.hpp"
+
+#include "app/base_image.hpp"
+#include "base/net/http_client.hpp"
+
+namespace gpuenv::app {
+namespace {
+
+/// Registries reached with curl (GPUENV_CA_BUNDLE as an extra CA) and the environment's options.
+images::RegistryAccess registry_access(bool plain_http, const Services& services) {
+  images::RegistryAccess access;
+  access.make_http = [&services] {
+    HttpOptions ho;
+    ho.ca_bundle = env_or(services, "GPUENV_CA_BUNDLE");
+    return make_curl_http_client(ho);
+  };
+  access.options_for = [&services, plain_http](const std::string& registry) -> Result<images::RegistryOptions> {
+    Status problem = ok_status();
+    images::RegistryOptions ro = registry_options(services, registry, plain_http, &problem);
+    if (!problem) return problem.error();
+    return ro;
+  };
+  return access;
+}
+
+}  // namespace
+
+Result<InspectResult> inspect(const InspectRequest& request, Services& services) {
+  const images::RegistryAccess access = registry_access(request.plain_http, services);
+  InspectResult out;
+  GPUENV_TRY(image, images::read_image_summary(request.image, access));
+  out.image = std::move(image);
+  if (request.diff.empty()) return out;
+  GPUENV_TRY(other, images::read_image_summary(request.diff, access));
+  out.changes = images::diff_images(out.image, other);
+  out.other = std::move(other);
+  return out;
+}
+
+}  // namespace gpuenv::app

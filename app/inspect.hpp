@@ -1,0 +1,30 @@
+#pragma once
+// `gpuenv inspect`: what an image holds, layer by layer and package by package, and what changed between two.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/services.hpp"
+#include "base/error.hpp"
+#include "images/oci/image_reader.hpp"
+
+namespace gpuenv::app {
+
+struct InspectRequest {
+  std::string image;        ///< DIR[:REF], oci:DIR[:REF], oci-archive:FILE, docker-archive:FILE, a tar FILE, or docker://REF
+  std::string diff;         ///< a second image to compare with; "" for none
+  bool plain_http = false;  ///< talk to a docker:// registry over plain HTTP
+};
+
+struct InspectResult {
+  images::ImageSummary image;
+  std::optional<images::ImageSummary> other;  ///< the image of `diff`, when asked
+  std::vector<images::LayerChange> changes;   ///< image -> other, by layer name, when `diff` was asked
+};
+
+/// Reads the image (and the one to compare with). A docker:// image is fetched with the registry options of the
+/// environment (GPUENV_INSECURE_REGISTRIES, credentials, GPUENV_CA_BUNDLE): manifest and config only.
+/// Errors: those of images::read_image_summary, and `registry.config` (an unreadable Docker config.json).
+Result<InspectResult> inspect(const InspectRequest& request, Services& services);
+
+}  // namespace gpuenv::app

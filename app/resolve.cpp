@@ -1,0 +1,187 @@
+#include "app/resolve.hpp"
+
+#include "app/lock.hpp"
+#include "base/file_io.hpp"
+#include "base/yaml_guard.hpp"
+#include "resolver/lockfile.hpp"
+
+namespace gpuenv::app {
+namespace {
+
+/// Reads and parses the spec; a base image is prepared, since the distribution comes from the image itself.
+Status read_spec(const ResolveRequest& rq, Services& services, PreparedResolution& out) {
+  GPUENV_TRY(text, read_yaml_file(rq.spec_path, resolver::k_spec_max_bytes));
+  out.spec_text = std::move(text);
+  GPUENV_TRY(parsed, resolver::parse_spec(out.spec_text, rq.spec_path));
+  out.spec = std::move(parsed);
+  resolver::Spec& spec = out.spec;
+  if (spec.base_image.empty()) return ok_status();
+  auto base = prepare_base_image(spec.base_image, rq.offline, services);
+  if (!base) {
+    Error e = std::move(base).error();
+    if (e.where.empty()) e.where = spec.where("base");
+    return e;
+  }
+  spec.base_distro = base->distro;
+  spec.base_release = base->release;
+  out.base = std::move(*base);
+  return ok_status();
+}
+
+/// The host's facts, asked at most once, and only when a flag or the spec leaves something open.
+class LazyHost {
+ public:
+  LazyHost(const Services& services, const resolver::Catalog& catalog) : m_services(services), m_catalog(catalog) {}
+  Result<const resolver::HostFacts*> get() {
+    if (!m_host) {
+      GPUENV_TRY(h, host_facts(m_services, m_catalog));
+      m_host = std::move(h);
+    }
+    return &*m_host;
+  }
+
+ private:
+  const Services& m_services;
+  const resolver::Catalog& m_catalog;
+  std::optional<resolver::HostFacts> m_host;
+};
+
+/// GPUs: --gpu, else the spec, else the host.
+Status choose_gpus(const ResolveRequest& rq, const resolver::Spec& spec, const resolver::Catalog& catalog, LazyHost& host, resolver::ResolveRequest& req) {
+  if (!rq.gpus.empty()) {
+    std::vector<std::string> models;
+    std::vector<int> archs;
+    for (const auto& g : rq.gpus) {
+      if (auto sm = resolver::parse_arch(g)) archs.push_back(*sm);
+      else models.push_back(g);
+    }
+    auto targets = resolver::gpu_targets(catalog, models, archs, "--gpu");
+    if (!targets) {
+      Error e = std::move(targets).error();
+      e.kind = ErrorKind::usage;
+      return e;
+    }
+    req.gpus = std::move(*targets);
+    req.gpu_origin = "--gpu";
+  } else if (!spec.gpu.models.empty() || !spec.gpu.archs.empty()) {
+    const auto& pos = spec.gpu.models.empty() ? spec.gpu.archs_pos : spec.gpu.models_pos;
+    GPUENV_TRY(targets, resolver::gpu_targets(catalog, spec.gpu.models, spec.gpu.archs,
+                                              rq.spec_path + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column)));
+    req.gpus = std::move(targets);
+    req.gpu_origin = "spec";
+  } else {
+    GPUENV_TRY(h, host.get());
+    for (const auto& g : h->gpus) {
+      const resolver::GpuModel* m = g.pci_device_id.empty() ? nullptr : catalog.gpu_by_pci_id(g.pci_device_id);
+      if (!m) m = catalog.gpu(g.name);
+      if (m) req.gpus.push_back({m->name, m->sm, m});
+      else if (g.sm) req.gpus.push_back({resolver::arch_name(g.sm), g.sm, nullptr});
+    }
+    req.gpu_origin = "host (" + h->source + ")";
+  }
+  return ok_status();
+}
+
+/// Driver: --driver, else the spec, else the host.
+Status choose_driver(const ResolveRequest& rq, const resolver::Spec& spec, LazyHost& host, resolver::ResolveRequest& req) {
+  if (rq.driver) {
+    auto v = resolver::Version::parse(*rq.driver);
+    if (!v) {
+      Error e = v.error();
+      e.kind = ErrorKind::usage;
+      e.where = "--driver";
+      return e;
+    }
+    req.driver = *resolver::Constraint::parse(v->str());
+    req.driver_origin = "--driver";
+  } else if (spec.gpu.driver) {
+    req.driver = spec.gpu.driver;
+    req.driver_origin = "spec";
+  } else {
+    GPUENV_TRY(h, host.get());
+    if (h->driver) {
+      req.driver = *resolver::Constraint::parse(h->driver->str());
+      req.driver_origin = "host (" + h->source + ")";
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<resolver::HostFacts> host_facts(const Services& services, const resolver::Catalog& catalog) {
+  const auto driver_env = services.env.find("GPUENV_DRIVER");
+  const auto gpus_env = services.env.find("GPUENV_GPUS");
+  resolver::HostFacts facts;
+  if (driver_env == services.env.end() || gpus_env == services.env.end()) {
+    auto probes = services.make_probes ? services.make_probes() : std::vector<std::unique_ptr<validate::HostProbe>>{};
+    std::vector<validate::HostProbe*> raw;
+    for (auto& p : probes) raw.push_back(p.get());
+    facts = validate::detect_host(raw);
+  }
+  if (driver_env != services.env.end()) {
+    auto v = resolver::Version::parse(driver_env->second);
+    if (!v) {
+      return make_error(ErrorKind::usage, "env.bad_driver", "GPUENV_DRIVER='" + driver_env->second + "' is not a driver version",
+                        "environment", "set it to a version such as 550.54.15, or unset it");
+    }
+    facts.driver = *v;
+    facts.source = "override";
+    facts.notes.push_back("driver from GPUENV_DRIVER");
+  }
+  if (gpus_env != services.env.end()) {
+    facts.gpus.clear();
+    std::string list = gpus_env->second;
+    std::size_t start = 0;
+    int index = 0;
+    while (start <= list.size() && list != "none" && !list.empty()) {
+      const auto comma = list.find(',', start);
+      std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      resolver::HostGpu g;
+      g.index = index++;
+      if (auto sm = resolver::parse_arch(item)) {
+        g.sm = *sm;
+        g.name = resolver::arch_name(*sm);
+      } else if (const auto* m = catalog.gpu(item)) {
+        g.name = m->name;
+        g.sm = m->sm;
+        if (!m->pci_device_ids.empty()) g.pci_device_id = m->pci_device_ids.front();
+      } else {
+        return make_error(ErrorKind::usage, "env.bad_gpus", "GPUENV_GPUS names an unknown GPU '" + item + "'", "environment",
+                          "use catalog model names (H100) or architectures (sm_90), separated by commas, or 'none'");
+      }
+      facts.gpus.push_back(std::move(g));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    facts.source = "override";
+    facts.notes.push_back("GPUs from GPUENV_GPUS");
+  }
+  return facts;
+}
+
+Result<std::unique_ptr<PreparedResolution>> resolve(const ResolveRequest& rq, Services& services) {
+  auto out = std::make_unique<PreparedResolution>();
+  GPUENV_TRY(loaded, load_catalog_from(rq.catalog_dir));
+  out->catalog = std::move(loaded);
+  const resolver::Catalog& catalog = out->catalog.catalog;
+  GPUENV_CHECK(read_spec(rq, services, *out));
+  resolver::ResolveRequest req;
+  req.spec = &out->spec;
+  LazyHost host(services, catalog);
+  GPUENV_CHECK(choose_gpus(rq, out->spec, catalog, host, req));
+  GPUENV_CHECK(choose_driver(rq, out->spec, host, req));
+  GPUENV_TRY(resolution, resolver::resolve(catalog, req));
+  out->resolution = std::move(resolution);
+  out->request = std::move(req);
+  if (!rq.lock_path.empty() && out->resolution.ok) {
+    if (auto st = write_file_atomic(rq.lock_path, resolver::render_lock(out->spec, out->resolution, lock_inputs(*out))); !st) {
+      Error e = st.error();
+      e.while_("writing the lock");
+      return e;
+    }
+  }
+  return out;
+}
+
+}  // namespace gpuenv::app

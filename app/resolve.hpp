@@ -1,0 +1,42 @@
+#pragma once
+// Resolving a spec: the catalog loaded, the spec read and checked, the GPUs and driver gathered (flags, the spec,
+// the host) and the solver asked. The first half of `resolve`, `lock` and `build`.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/base_image.hpp"
+#include "app/catalog.hpp"
+#include "app/services.hpp"
+#include "resolver/solver.hpp"
+#include "resolver/spec.hpp"
+
+namespace gpuenv::app {
+
+struct ResolveRequest {
+  std::string spec_path;
+  std::optional<std::string> driver;  ///< --driver
+  std::vector<std::string> gpus;      ///< --gpu, models or architectures
+  std::string catalog_dir;            ///< "" for the embedded catalog
+  bool offline = false;               ///< a base image comes from the cache only
+  std::string lock_path;              ///< `resolve --lock`: a lock without packages is written here when satisfied
+};
+
+/// A spec read, checked and resolved. Held by pointer (resolver::ResolveRequest points into it).
+struct PreparedResolution {
+  LoadedCatalog catalog;
+  std::string spec_text;
+  resolver::Spec spec;
+  resolver::Resolution resolution;  ///< resolution.ok == false: no combination fits (the workflow still succeeds)
+  std::optional<BaseImage> base;    ///< when the spec names a base image
+  resolver::ResolveRequest request; ///< what was resolved (request.spec points at spec)
+};
+
+/// Loads the catalog, reads and parses the spec, gathers GPUs and driver (flags, spec, host) and resolves.
+Result<std::unique_ptr<PreparedResolution>> resolve(const ResolveRequest& request, Services& services);
+
+/// Host facts with the GPUENV_DRIVER / GPUENV_GPUS overrides of services.env applied.
+Result<resolver::HostFacts> host_facts(const Services& services, const resolver::Catalog& catalog);
+
+}  // namespace gpuenv::app

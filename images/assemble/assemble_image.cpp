@@ -1,0 +1,501 @@
+#include "images/assemble/assemble_image.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <unordered_map>
+
+#include "base/cache/cached_fetch.hpp"
+#include "base/digest.hpp"
+#include "images/assemble/layer_writer.hpp"
+#include "images/assemble/root_tree.hpp"
+#include "images/assemble/sbom.hpp"
+#include "images/elf/loader_model.hpp"
+#include "images/plan/gpu_rules.hpp"
+#include "images/plan/image_config.hpp"
+#include "images/plan/layer_plan.hpp"
+#include "images/rootfs/deb_rootfs.hpp"
+#include "images/rootfs/ld_cache.hpp"
+#include "images/run/unpack.hpp"
+#include "packages/wheels/wheel_install.hpp"
+
+namespace gpuenv::images {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using assembly::build_error;
+using assembly::io_error;
+using assembly::Node;
+using assembly::Owner;
+
+/// A base image's file as unpacked: a later node with the same inode and change time was not touched.
+struct BaseMark {
+  ino_t ino = 0;
+  std::int64_t ctime_ns = 0;
+};
+
+/// A base image under the build: what it is and what it left in the tree.
+struct BaseImage {
+  LayoutImage image;
+  std::unordered_map<std::string, BaseMark> marks;  // path -> as unpacked
+  std::vector<assembly::BasePackage> debs;          // what its dpkg status lists
+};
+
+ImageParameters image_parameters(const BuildRequest& rq) {
+  return {rq.generator, rq.source_date_epoch, rq.architecture, rq.gzip_level, rq.compression, rq.zstd_level, rq.allow_missing};
+}
+
+/// What one assembly carries from step to step.
+struct Assembly {
+  Assembly(const BuildRequest& request, OciLayout out)
+      : rq(request), lock(*request.lock), layout(std::move(out)), lock_sha256(sha256_hex(request.lock_text)),
+        reuse_key(images::reuse_key(request.lock_text, image_parameters(request))) {}
+
+  const BuildRequest& rq;
+  const resolver::Lock& lock;
+  OciLayout layout;
+  std::string lock_sha256;
+  std::string reuse_key;
+  std::string root;                        // the root filesystem being assembled
+  std::vector<std::string> package_blobs;  // per lock package: its file in the cache
+  assembly::Owners owners;
+  std::optional<BaseImage> base;
+  std::string site_packages;               // relative to the root; "" without wheels
+  std::vector<std::string> wheel_files;    // every file the wheels installed, relative to the root
+  LdCache ld;
+  std::string sbom;
+  std::vector<Node> nodes;                 // the finished tree, less a base image's untouched files
+  std::vector<RootEntry> entries;          // the same, as the plan sees them
+  std::vector<std::string> notes;
+
+  void step(const std::string& s) const {
+    if (rq.on_step) rq.on_step(s);
+  }
+};
+
+/// The layers of the image with their config and manifest entries, bottom to top.
+struct ImageLayers {
+  std::vector<BuiltLayer> layers;
+  json diff_ids = json::array();
+  json history = json::array();
+  json manifest_layers = json::array();
+  json base_config = json::object();
+};
+
+std::size_t count_kind(const resolver::Lock& lock, const std::string& kind) {
+  return static_cast<std::size_t>(std::count_if(lock.packages.begin(), lock.packages.end(), [&](const auto& p) { return p.kind == kind; }));
+}
+
+Status write_index(OciLayout& layout, Descriptor manifest, const std::string& tag) {
+  if (!tag.empty()) manifest.annotations["org.opencontainers.image.ref.name"] = tag;
+  return layout.write_index({manifest});
+}
+
+// ---- Reuse -------------------------------------------------------------------------------------------------
+
+/// The layers a finished manifest names, with their diff_ids; none when a blob is missing.
+std::optional<std::vector<BuiltLayer>> previous_layers(OciLayout& layout, const json& manifest, const json& config) {
+  std::vector<BuiltLayer> out;
+  bool complete = true;
+  std::size_t i = 0;
+  for (const auto& l : manifest.value("layers", json::array())) {
+    BuiltLayer bl;
+    bl.blob = Descriptor{l.value("mediaType", ""), l.value("digest", ""), l.value("size", std::uint64_t{0}), {}};
+    if (l.contains("annotations")) bl.name = l["annotations"].value("dev.gpuenv.layer", "");
+    const auto& ids = config["rootfs"]["diff_ids"];
+    if (i < ids.size()) bl.diff_id = ids[i].get<std::string>();
+    bl.reused = true;
+    if (bl.blob.digest.size() != 71 || !layout.has_blob(bl.blob.digest.substr(7))) complete = false;
+    out.push_back(bl);
+    ++i;
+  }
+  if (!complete) return std::nullopt;
+  return out;
+}
+
+/// The image an index entry names, when its manifest carries `key` and every blob is present.
+std::optional<BuildResult> previous_image(OciLayout& layout, const json& entry, const std::string& key) {
+  const std::string digest = entry.value("digest", "");
+  if (digest.size() != 71 || !layout.has_blob(digest.substr(7))) return std::nullopt;
+  std::ifstream mf(layout.blob_path(digest.substr(7)), std::ios::binary);
+  const json manifest = json::parse(mf, nullptr, false);
+  if (manifest.is_discarded() || !manifest.is_object()) return std::nullopt;
+  if (!manifest.contains("annotations") || manifest["annotations"].value("dev.gpuenv.build.key", "") != key) return std::nullopt;
+  BuildResult r;
+  r.unchanged = true;
+  r.manifest = Descriptor{entry.value("mediaType", ""), digest, entry.value("size", std::uint64_t{0}), {}};
+  const auto& c = manifest["config"];
+  r.config = Descriptor{c.value("mediaType", ""), c.value("digest", ""), c.value("size", std::uint64_t{0}), {}};
+  if (r.config.digest.size() != 71 || !layout.has_blob(r.config.digest.substr(7))) return std::nullopt;
+  std::ifstream cf(layout.blob_path(r.config.digest.substr(7)), std::ios::binary);
+  const json config = json::parse(cf, nullptr, false);
+  if (config.is_discarded()) return std::nullopt;
+  auto layers = previous_layers(layout, manifest, config);
+  if (!layers) return std::nullopt;
+  r.layers = std::move(*layers);
+  return r;
+}
+
+/// The manifest already in the layout for this reuse key, if every blob it names is present.
+std::optional<BuildResult> previous_build(OciLayout& layout, const std::string& key) {
+  std::ifstream in(layout.dir() + "/index.json", std::ios::binary);
+  if (!in) return std::nullopt;
+  const json index = json::parse(in, nullptr, false);
+  if (index.is_discarded() || !index.contains("manifests") || !index["manifests"].is_array()) return std::nullopt;
+  for (const auto& m : index["manifests"])
+    if (auto r = previous_image(layout, m, key)) return r;
+  return std::nullopt;
+}
+
+// ---- The root filesystem -----------------------------------------------------------------------------------
+
+Status fetch_packages(Assembly& a) {
+  std::vector<CacheRequest> wanted;
+  for (const auto& p : a.lock.packages) wanted.push_back({p.url, p.sha256, p.size});
+  a.step("fetching " + std::to_string(wanted.size()) + " packages");
+  auto blobs = fetch_into_cache(a.rq.fetcher, *a.rq.cache, wanted);
+  for (std::size_t i = 0; i < blobs.size(); ++i) {
+    if (!blobs[i]) {
+      Error e = blobs[i].error();
+      e.while_("getting " + a.lock.packages[i].name + " " + a.lock.packages[i].version);
+      return e;
+    }
+  }
+  for (const auto& b : blobs) a.package_blobs.push_back(b->path);
+  return ok_status();
+}
+
+Status check_cuda_source(Assembly& a) { return check_one_cuda_source(a.lock); }
+
+Status create_root(Assembly& a) {
+  a.root = a.rq.work_dir + "/rootfs";
+  std::error_code ec;
+  fs::remove_all(a.root, ec);
+  fs::create_directories(a.root, ec);
+  if (ec) return io_error("cannot create the root filesystem directory", a.root);
+  return ok_status();
+}
+
+/// A base image's layers, as the bottom of the tree; what they hold is remembered so that only what the build
+/// adds or changes goes into gpuenv's layers.
+Status unpack_base_image(Assembly& a) {
+  if (a.rq.base_layout_dir.empty()) return ok_status();
+  a.step("unpacking the base image");
+  auto image = read_layout_image(a.rq.base_layout_dir, a.rq.base_manifest_digest);
+  if (!image) return std::move(image).error();
+  std::vector<ExtractedEntry> entries;
+  if (auto st = extract_image_layers(a.rq.base_layout_dir, *image, a.root, &entries); !st) {
+    Error e = st.error();
+    e.while_("unpacking the base image " + a.rq.base_manifest_digest);
+    return e;
+  }
+  auto nodes = assembly::walk_tree(a.root, true);
+  if (!nodes) return std::move(nodes).error();
+  BaseImage base;
+  for (const auto& n : *nodes) base.marks[n.path] = BaseMark{n.ino, n.ctime_ns};
+  // Mode and owner as the base's layers give them (the tree itself belongs to whoever runs the build).
+  for (const auto& e : entries) a.owners[e.path] = Owner{k_no_package, true, e.mode, e.uid, e.gid};
+  base.image = std::move(*image);
+  std::ifstream status_in(a.root + "/var/lib/dpkg/status", std::ios::binary);
+  base.debs = assembly::base_packages(std::string(std::istreambuf_iterator<char>(status_in), {}));
+  a.base = std::move(base);
+  return ok_status();
+}
+
+/// The .debs in lock order, then the dpkg database and base-passwd's files.
+Status install_debs(Assembly& a) {
+  ExtractOptions xo;
+  xo.keep = [](std::string_view p) { return keep_in_minimal_image(p); };
+  a.step("unpacking " + std::to_string(count_kind(a.lock, "deb")) + " .debs");
+  std::vector<InstalledDeb> debs;
+  for (std::size_t i = 0; i < a.lock.packages.size(); ++i) {
+    const auto& p = a.lock.packages[i];
+    if (p.kind != "deb") continue;
+    auto m = assembly::Mapped::open(a.package_blobs[i]);
+    if (!m) return std::move(m).error();
+    auto installed = install_deb(m->bytes(), p.name + "_" + p.version + ".deb", a.root, xo);
+    if (!installed) return std::move(installed).error();
+    for (const auto& e : installed->entries) a.owners[e.path] = Owner{static_cast<int>(i), true, e.mode, e.uid, e.gid};
+    debs.push_back(std::move(*installed));
+  }
+  if (debs.empty()) return ok_status();
+  if (auto st = write_dpkg_database(a.root, debs); !st) return std::move(st).error();
+  return apply_base_passwd(a.root);
+}
+
+Status install_one_wheel(Assembly& a, std::size_t i, const packages::InstallScheme& scheme, const std::string& python) {
+  const auto& p = a.lock.packages[i];
+  auto m = assembly::Mapped::open(a.package_blobs[i]);
+  if (!m) return std::move(m).error();
+  const std::string filename = p.url.substr(p.url.rfind('/') + 1);
+  packages::InstallScheme s = scheme;
+  s.headers = "usr/local/include/" + python + "/" + p.name;
+  packages::WheelInstallOptions wo;
+  wo.requested = layer_of(p, a.lock) == "user";
+  auto installed = packages::install_wheel(m->bytes(), filename.substr(0, filename.find_first_of("?#")), a.root, s, wo);
+  if (!installed) {
+    Error e = std::move(installed).error();
+    e.while_("installing " + p.name + " " + p.version);
+    return e;
+  }
+  for (const auto& f : installed->files) {
+    a.owners[f] = Owner{static_cast<int>(i), false, 0, 0, 0};
+    a.wheel_files.push_back(f);
+  }
+  return ok_status();
+}
+
+/// The wheels, for the image's Python (/usr/local, as Debian's pip would).
+Status install_wheels(Assembly& a) {
+  const std::size_t n_wheels = count_kind(a.lock, "wheel");
+  if (n_wheels == 0) return ok_status();
+  if (a.lock.python.empty())
+    return build_error("build.no_python", "the lock has wheels but no Python version", "", "re-create the lock from a spec that sets python");
+  const std::string py = "python" + a.lock.python;
+  packages::InstallScheme scheme;
+  scheme.purelib = "usr/local/lib/" + py + "/dist-packages";
+  scheme.platlib = scheme.purelib;
+  scheme.scripts = "usr/local/bin";
+  scheme.data = "usr/local";
+  scheme.interpreter = "/usr/bin/" + py;
+  a.site_packages = scheme.purelib;
+  a.step("installing " + std::to_string(n_wheels) + " wheels");
+  for (std::size_t i = 0; i < a.lock.packages.size(); ++i)
+    if (a.lock.packages[i].kind == "wheel")
+      if (auto st = install_one_wheel(a, i, scheme, py); !st) return st;
+  return ok_status();
+}
+
+/// The plan's ld.so.conf.d entry for the wheels' CUDA libraries, then the dynamic linker's cache.
+Status configure_loader(Assembly& a) {
+  if (auto conf = wheel_cuda_loader_config(wheel_cuda_library_dirs(a.wheel_files, a.site_packages)))
+    if (auto st = assembly::write_file(a.root + "/" + conf->path, conf->text); !st) return st;
+  LdCacheOptions lo;
+  lo.multiarch_triplet = multiarch_triplet(a.rq.architecture);
+  lo.generator = "gpuenv";
+  std::error_code ec;
+  if (!fs::exists(a.root + "/etc", ec) && a.lock.packages.empty()) return ok_status();
+  auto cache = write_ld_cache(a.root, lo);
+  if (!cache) return std::move(cache).error();
+  a.ld = std::move(*cache);
+  return ok_status();
+}
+
+/// gpuenv's own files: the lock and the SBOM.
+Status write_gpuenv_files(Assembly& a) {
+  assembly::SbomInputs in;
+  in.lock_sha256 = a.lock_sha256;
+  in.source_date_epoch = a.rq.source_date_epoch;
+  in.generator = a.rq.generator;
+  in.distro = a.lock.base.substr(0, a.lock.base.find(':'));
+  if (a.base) {
+    in.base_digest = a.base->image.manifest_digest;
+    in.base = a.base->debs;
+  }
+  a.sbom = assembly::sbom_json(a.lock, in);
+  if (auto st = assembly::write_file(a.root + "/usr/share/gpuenv/gpuenv.lock", a.rq.lock_text); !st) return st;
+  return assembly::write_file(a.root + "/usr/share/gpuenv/sbom.spdx.json", a.sbom);
+}
+
+// ---- Checks on the finished tree ---------------------------------------------------------------------------
+
+/// The finished tree. A base image's untouched files stay in its own layers and are not checked: its maker
+/// answers for them.
+Status read_finished_tree(Assembly& a) {
+  a.step("checking the image tree");
+  auto nodes = assembly::walk_tree(a.root, a.base.has_value());
+  if (!nodes) return std::move(nodes).error();
+  a.nodes = std::move(*nodes);
+  if (a.base) {
+    const auto& marks = a.base->marks;
+    auto untouched = [&](const Node& n) {
+      auto it = marks.find(n.path);
+      return it != marks.end() && it->second.ino == n.ino && it->second.ctime_ns == n.ctime_ns;
+    };
+    a.nodes.erase(std::remove_if(a.nodes.begin(), a.nodes.end(), untouched), a.nodes.end());
+  }
+  a.entries = assembly::root_entries(a.nodes, a.owners);
+  return ok_status();
+}
+
+Status check_driver_libraries(Assembly& a) { return check_no_driver_library(a.entries, a.lock); }
+
+/// "libfoo.so.1 (needed by /usr/bin/x and 2 more); ..." for at most five libraries.
+std::string describe_missing(const std::map<std::string, std::vector<std::string>>& missing) {
+  std::string what;
+  std::size_t shown = 0;
+  for (const auto& [lib, users] : missing) {
+    if (shown++ == 5) {
+      what += "; and " + std::to_string(missing.size() - 5) + " more";
+      break;
+    }
+    what += (what.empty() ? "" : "; ") + lib + " (needed by " + users.front() + (users.size() > 1 ? " and " + std::to_string(users.size() - 1) + " more" : "") + ")";
+  }
+  return what;
+}
+
+std::string optional_plugin_note(const std::string& lib, const std::vector<std::string>& users) {
+  return "optional plugin" + std::string(users.size() > 1 ? "s " : " ") + users.front() +
+         (users.size() > 1 ? " and " + std::to_string(users.size() - 1) + " more" : "") + " cannot load here: " + lib +
+         " is not in the image (a program that dlopens it falls back or fails then; add the package that provides " + lib + " if the fleet uses it)";
+}
+
+/// Every ELF file's DT_NEEDED must resolve inside the image, as ld.so would search (driver libraries and
+/// --allow-missing-lib names excepted); optional plugins that cannot load become notes.
+Status check_needed_libraries(Assembly& a) {
+  std::vector<std::pair<std::string, std::string>> cached;
+  for (const auto& e : a.ld.entries) cached.emplace_back(e.key, e.path);
+  const std::string tri = multiarch_triplet(a.rq.architecture);
+  LoaderModel loader(a.root, std::move(cached), {"/lib/" + tri, "/usr/lib/" + tri, "/lib", "/usr/lib"});
+  std::vector<std::string> objects;
+  for (const auto& n : a.nodes) {
+    if (n.type != TarEntry::Type::file) continue;
+    if ((n.st_mode & 0111) == 0 && fs::path(n.path).filename().string().find(".so") == std::string::npos) continue;  // neither executable nor a library
+    objects.push_back("/" + n.path);
+  }
+  const auto& allowed = a.rq.allow_missing;
+  const auto loadable = loader.unresolved(
+      objects, [&](const std::string& name) { return is_driver_library(name) || std::find(allowed.begin(), allowed.end(), name) != allowed.end(); });
+  for (const auto& [lib, users] : loadable.optional) a.notes.push_back(optional_plugin_note(lib, users));
+  if (loadable.required.empty()) return ok_status();
+  return build_error("build.unresolved_library", "shared libraries needed inside the image are missing: " + describe_missing(loadable.required), "",
+                     "add the package that provides them (spec packages.apt or packages.pip), or accept a library that is "
+                     "loaded only optionally with --allow-missing-lib NAME");
+}
+
+// ---- Layers and the image's documents ----------------------------------------------------------------------
+
+/// The base image's layers, as they are (their blobs copied into this layout), below gpuenv's.
+Status add_base_layers(Assembly& a, ImageLayers& out) {
+  a.step("copying the base image's layers");
+  const json base_manifest = json::parse(a.base->image.manifest_text, nullptr, false);
+  out.base_config = json::parse(a.base->image.config_text, nullptr, false);
+  auto layers = assembly::copy_base_layers(a.layout, a.rq.base_layout_dir, a.rq.base_manifest_digest, base_manifest, out.base_config);
+  if (!layers) return std::move(layers).error();
+  for (auto& bl : *layers) {
+    out.diff_ids.push_back(bl.diff_id);
+    json layer = {{"mediaType", bl.blob.media_type}, {"digest", bl.blob.digest}, {"size", bl.blob.size}};
+    layer["annotations"] = {{"dev.gpuenv.layer", "base-image"}};
+    out.manifest_layers.push_back(layer);
+    out.layers.push_back(std::move(bl));
+  }
+  if (out.base_config.contains("history") && out.base_config["history"].is_array()) out.history = out.base_config["history"];
+  return ok_status();
+}
+
+/// The manifest's entry for one of gpuenv's layers; what it holds is annotated for `gpuenv inspect`:
+/// [name, version, kind, bytes] per package.
+json gpuenv_layer_entry(const BuiltLayer& bl, const LayerPlan& plan, const resolver::Lock& lock) {
+  json layer = {{"mediaType", bl.blob.media_type}, {"digest", bl.blob.digest}, {"size", bl.blob.size}};
+  json held = json::array();
+  for (const auto& pb : plan.package_bytes) {
+    const auto& p = lock.packages[pb.package];
+    held.push_back(json::array({p.name, p.version, p.kind, pb.bytes}));
+  }
+  layer["annotations"] = {{"dev.gpuenv.layer", plan.name}, {"dev.gpuenv.packages", held.dump()}};
+  return layer;
+}
+
+Status add_gpuenv_layers(Assembly& a, const std::vector<LayerPlan>& plan, ImageLayers& out) {
+  assembly::LayerCompression c;
+  c.zstd = a.rq.compression == "zstd";
+  c.gzip_level = a.rq.gzip_level;
+  c.zstd_level = a.rq.zstd_level;
+  c.threads = a.rq.threads;
+  c.memo_dir = a.rq.layer_memo_dir;
+  for (const auto& layer : plan) {
+    a.step("writing layer " + layer.name);
+    std::vector<const Node*> nodes;
+    for (std::size_t i : layer.entries) nodes.push_back(&a.nodes[i]);
+    assembly::LayerStream stream(a.root, std::move(nodes), a.owners, a.rq.source_date_epoch);
+    auto bl = assembly::write_layer(a.layout, stream, layer.name, c, a.root);
+    if (!bl) return std::move(bl).error();
+    bl->packages = layer.packages;
+    out.diff_ids.push_back(bl->diff_id);
+    out.history.push_back({{"created", rfc3339(a.rq.source_date_epoch)},
+                           {"created_by", "gpuenv build: " + layer.name + " layer (" + std::to_string(bl->packages.size()) + " packages)"}});
+    out.manifest_layers.push_back(gpuenv_layer_entry(*bl, layer, a.lock));
+    out.layers.push_back(std::move(*bl));
+  }
+  if (out.layers.size() > 127) return build_error("build.too_many_layers", "more than 127 layers", "", "");
+  return ok_status();
+}
+
+/// What the base image's config brings into the image's (its string variables and labels).
+BaseImageConfig base_image_config(const json& base_config, const std::string& manifest_digest) {
+  BaseImageConfig out;
+  out.manifest_digest = manifest_digest;
+  const json bc = base_config.value("config", json::object());
+  if (!bc.is_object()) return out;
+  if (bc.contains("Env") && bc["Env"].is_array())
+    for (const auto& e : bc["Env"])
+      if (e.is_string()) out.env.push_back(e.get<std::string>());
+  if (bc.contains("Labels") && bc["Labels"].is_object())
+    for (const auto& [k, v] : bc["Labels"].items())
+      if (v.is_string()) out.labels[k] = v.get<std::string>();
+  return out;
+}
+
+/// The config, the manifest, the SBOM beside the layout and index.json, last.
+Result<BuildResult> write_image_documents(Assembly& a, ImageLayers layers) {
+  const std::string created = rfc3339(a.rq.source_date_epoch);
+  std::optional<BaseImageConfig> base;
+  if (a.base) base = base_image_config(layers.base_config, a.rq.base_manifest_digest);
+  const ImageConfigPlan plan = plan_image_config(a.lock, a.lock_sha256, a.rq.source_date_epoch, base ? &*base : nullptr);
+  const json config = {{"created", created},
+                       {"architecture", oci_architecture(a.rq.architecture)},
+                       {"os", "linux"},
+                       {"config", {{"Env", plan.env}, {"Labels", plan.labels}, {"Cmd", plan.cmd}}},
+                       {"rootfs", {{"type", "layers"}, {"diff_ids", layers.diff_ids}}},
+                       {"history", layers.history}};
+  auto config_d = a.layout.put_bytes(config.dump(), media_type::k_config);
+  if (!config_d) return std::move(config_d).error();
+  const json manifest = {{"schemaVersion", 2},
+                         {"mediaType", media_type::k_manifest},
+                         {"config", {{"mediaType", config_d->media_type}, {"digest", config_d->digest}, {"size", config_d->size}}},
+                         {"layers", layers.manifest_layers},
+                         {"annotations", {{"org.opencontainers.image.created", created}, {"dev.gpuenv.build.key", a.reuse_key}}}};
+  auto manifest_d = a.layout.put_bytes(manifest.dump(), media_type::k_manifest);
+  if (!manifest_d) return std::move(manifest_d).error();
+  if (auto st = assembly::write_file(a.layout.dir() + "/sbom.spdx.json", a.sbom); !st) return std::move(st).error();
+  if (auto st = write_index(a.layout, *manifest_d, a.rq.tag); !st) return std::move(st).error();
+  (void)a.layout.collect_garbage();
+  BuildResult result;
+  result.manifest = *manifest_d;
+  result.config = *config_d;
+  result.layers = std::move(layers.layers);
+  result.lock_sha256 = a.lock_sha256;
+  result.notes = std::move(a.notes);
+  return result;
+}
+
+/// The steps up to the finished, checked tree, in order.
+using Step = Status (*)(Assembly&);
+constexpr Step k_tree_steps[] = {fetch_packages,    check_cuda_source,  create_root,        unpack_base_image,      install_debs,          install_wheels,
+                                 configure_loader,  write_gpuenv_files, read_finished_tree, check_driver_libraries, check_needed_libraries};
+
+}  // namespace
+
+Result<BuildResult> assemble_image(const BuildRequest& rq) {
+  auto layout = OciLayout::open(rq.output_dir);
+  if (!layout) return std::move(layout).error();
+  Assembly a(rq, std::move(*layout));
+  if (auto prev = previous_build(a.layout, a.reuse_key)) {
+    prev->lock_sha256 = a.lock_sha256;
+    if (auto st = write_index(a.layout, prev->manifest, rq.tag); !st) return std::move(st).error();  // the tag may have changed
+    return *prev;
+  }
+  for (Step step : k_tree_steps)
+    if (auto st = step(a); !st) return std::move(st).error();
+  ImageLayers layers;
+  if (a.base)
+    if (auto st = add_base_layers(a, layers); !st) return std::move(st).error();
+  if (auto st = add_gpuenv_layers(a, plan_layers(a.entries, a.lock), layers); !st) return std::move(st).error();
+  return write_image_documents(a, std::move(layers));
+}
+
+}  // namespace gpuenv::images

@@ -1,0 +1,258 @@
+#include "images/assemble/layer_writer.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "base/digest.hpp"
+#include "base/unique_fd.hpp"
+#include "images/oci/parallel_gzip.hpp"
+#include "images/oci/parallel_zstd.hpp"
+
+namespace gpuenv::images::assembly {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+/// gzip or zstd, as the layer's compression says, over one sink.
+class LayerCompressor {
+ public:
+  LayerCompressor(const LayerCompression& c, std::uint64_t content_size, const ByteSink& sink) {
+    if (c.zstd) m_zstd.emplace(sink, zstd_options(c, content_size));
+    else m_gzip.emplace(sink, gzip_options(c));
+  }
+  Status write(const char* d, std::size_t n) { return m_zstd ? m_zstd->write(d, n) : m_gzip->write(d, n); }
+  Status finish() {
+    if (m_zstd) {
+      if (auto f = m_zstd->finish(); !f) return std::move(f).error();
+    } else {
+      if (auto f = m_gzip->finish(); !f) return std::move(f).error();
+    }
+    return ok_status();
+  }
+  static GzipOptions gzip_options(const LayerCompression& c) {
+    GzipOptions go;
+    go.level = c.gzip_level;
+    go.threads = c.threads;
+    return go;
+  }
+  static ZstdOptions zstd_options(const LayerCompression& c, std::uint64_t content_size) {
+    ZstdOptions zo;
+    zo.level = c.zstd_level;
+    zo.threads = c.threads;
+    zo.content_size = content_size;
+    return zo;
+  }
+
+ private:
+  std::optional<ParallelGzip> m_gzip;
+  std::optional<ParallelZstd> m_zstd;
+};
+
+/// The uncompressed tar's digest, size and entry count (pass 1).
+struct TarSummary {
+  std::string diff_id;
+  std::uint64_t size = 0;
+  std::uint64_t entries = 0;
+};
+
+Result<TarSummary> summarize(const LayerStream& stream) {
+  Sha256 diff;
+  TarSummary s;
+  auto entries = stream.write([&](const char* d, std::size_t n) {
+    diff.update(d, n);
+    s.size += n;
+    return ok_status();
+  });
+  if (!entries) return std::move(entries).error();
+  s.diff_id = "sha256:" + diff.finish();
+  s.entries = *entries;
+  return s;
+}
+
+/// The memo file for a diff_id and compressor; "" when the memo is off.
+std::string memo_path(const LayerCompression& c, const std::string& diff_id, std::uint64_t raw_size) {
+  if (c.memo_dir.empty()) return {};
+  const std::string compressor = c.zstd ? zstd_implementation(LayerCompressor::zstd_options(c, raw_size))
+                                        : "gzip " + std::to_string(c.gzip_level) + " " + deflate_implementation();
+  return c.memo_dir + "/" + diff_id.substr(7) + "-" + sha256_hex(compressor).substr(0, 16);
+}
+
+/// The blob a memo names, when the layout holds it.
+std::optional<Descriptor> remembered_blob(OciLayout& layout, const std::string& memo, const char* media_type) {
+  if (memo.empty()) return std::nullopt;
+  std::ifstream in(memo);
+  std::string digest;
+  std::uint64_t size = 0;
+  if (in >> digest >> size && digest.size() == 71 && layout.has_blob(digest.substr(7))) return Descriptor{media_type, digest, size, {}};
+  return std::nullopt;
+}
+
+Error discard(const std::string& tmp, Error e) {
+  ::unlink(tmp.c_str());
+  return e;
+}
+
+/// Pass 2: tar, compression and digest into a temporary blob, adopted into the layout.
+Result<Descriptor> compress_layer(OciLayout& layout, const LayerStream& stream, const std::string& name, const LayerCompression& c,
+                                  const TarSummary& tar, const std::string& root) {
+  const std::string tmp = layout.temp_path("layer-" + name);
+  UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (out.get() < 0) return io_error("cannot create", tmp);
+  Sha256 digest;
+  std::uint64_t zsize = 0;
+  LayerCompressor compressor(c, tar.size, [&](const char* d, std::size_t n) -> Status {
+    digest.update(d, n);
+    zsize += n;
+    for (std::size_t done = 0; done < n;) {
+      const ssize_t w = ::write(out.get(), d + done, n - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) return io_error("cannot write a layer", tmp);
+      done += static_cast<std::size_t>(w);
+    }
+    return ok_status();
+  });
+  Sha256 check;
+  auto again = stream.write([&](const char* d, std::size_t n) {
+    check.update(d, n);
+    return compressor.write(d, n);
+  });
+  if (!again) return discard(tmp, std::move(again).error());
+  if (auto fin = compressor.finish(); !fin) return discard(tmp, std::move(fin).error());
+  if ("sha256:" + check.finish() != tar.diff_id)
+    return discard(tmp, build_error("build.unstable_tree", "layer " + name + " changed between two reads", root,
+                                    "make sure nothing else writes into the build directory"));
+  if (::fsync(out.get()) != 0) return discard(tmp, io_error("cannot write a layer", tmp));
+  return layout.adopt_file(tmp, digest.finish(), zsize, c.zstd ? media_type::k_layer_zstd : media_type::k_layer_gzip);
+}
+
+/// Docker's layer types hold the same bytes as OCI's.
+std::string oci_layer_type(std::string type) {
+  if (type == "application/vnd.docker.image.rootfs.diff.tar.gzip") return media_type::k_layer_gzip;
+  if (type == "application/vnd.docker.image.rootfs.diff.tar") return "application/vnd.oci.image.layer.v1.tar";
+  return type;
+}
+
+/// Copies one base blob into the layout unless it is there already.
+Status copy_base_blob(OciLayout& layout, const std::string& base_layout_dir, const Descriptor& blob) {
+  const std::string hex = blob.digest.substr(7);
+  if (layout.has_blob(hex)) return ok_status();
+  const std::string tmp = layout.temp_path("base-layer");
+  std::error_code cec;
+  fs::copy_file(base_layout_dir + "/blobs/sha256/" + hex, tmp, fs::copy_options::overwrite_existing, cec);
+  UniqueFd fd(::open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
+  if (cec || fd.get() < 0 || ::fsync(fd.get()) != 0) {
+    ::unlink(tmp.c_str());
+    return io_error("cannot copy a base layer", tmp);
+  }
+  if (auto d = layout.adopt_file(tmp, hex, blob.size, blob.media_type); !d) return std::move(d).error();
+  return ok_status();
+}
+
+}  // namespace
+
+TarEntry LayerStream::entry_of(const Node& n) const {
+  TarEntry e;
+  e.path = n.path;
+  e.type = n.type;
+  auto it = m_owners.find(n.path);
+  if (it != m_owners.end() && it->second.recorded) {
+    e.mode = it->second.mode & 07777;
+    e.uid = it->second.uid;
+    e.gid = it->second.gid;
+  } else {
+    e.mode = n.type == TarEntry::Type::directory ? 0755 : n.type == TarEntry::Type::symlink ? 0777 : ((n.st_mode & 0111) ? 0755 : 0644);
+  }
+  if (n.type == TarEntry::Type::symlink) e.link_target = n.link;
+  return e;
+}
+
+Status LayerStream::copy_data(TarWriter& tar, const Node& n, std::vector<char>& buf) const {
+  UniqueFd fd(::open((m_root + "/" + n.path).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0) return io_error("cannot read", n.path);
+  std::uint64_t left = n.size;
+  while (left > 0) {
+    const ssize_t r = ::read(fd.get(), buf.data(), std::min<std::uint64_t>(left, buf.size()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return io_error("file changed while it was being packed", n.path);
+    if (auto st = tar.write_data(buf.data(), static_cast<std::size_t>(r)); !st) return std::move(st).error();
+    left -= static_cast<std::uint64_t>(r);
+  }
+  return ok_status();
+}
+
+Result<std::uint64_t> LayerStream::write(const ByteSink& sink) const {
+  TarWriter tar(sink, m_mtime);
+  std::map<std::pair<dev_t, ino_t>, std::string> first_path;
+  std::vector<char> buf(1 << 20);
+  std::uint64_t entries = 0;
+  for (const Node* n : m_nodes) {
+    TarEntry e = entry_of(*n);
+    if (n->type == TarEntry::Type::file && n->nlink > 1) {
+      auto [at, inserted] = first_path.try_emplace({n->dev, n->ino}, n->path);
+      if (!inserted) {
+        e.type = TarEntry::Type::hardlink;
+        e.link_target = at->second;
+      }
+    }
+    if (e.type == TarEntry::Type::file) e.size = n->size;
+    if (auto st = tar.add(e); !st) return std::move(st).error();
+    ++entries;
+    if (e.type != TarEntry::Type::file) continue;
+    if (auto st = copy_data(tar, *n, buf); !st) return std::move(st).error();
+  }
+  if (auto st = tar.finish(); !st) return std::move(st).error();
+  return entries;
+}
+
+Result<BuiltLayer> write_layer(OciLayout& layout, const LayerStream& stream, const std::string& name, const LayerCompression& c, const std::string& root) {
+  auto tar = summarize(stream);
+  if (!tar) return std::move(tar).error();
+  BuiltLayer bl;
+  bl.name = name;
+  bl.diff_id = tar->diff_id;
+  bl.uncompressed_size = tar->size;
+  bl.entries = tar->entries;
+  const std::string memo = memo_path(c, bl.diff_id, tar->size);
+  if (auto blob = remembered_blob(layout, memo, c.zstd ? media_type::k_layer_zstd : media_type::k_layer_gzip)) {
+    bl.blob = *blob;
+    bl.reused = true;
+    return bl;
+  }
+  auto blob = compress_layer(layout, stream, name, c, *tar, root);
+  if (!blob) return std::move(blob).error();
+  bl.blob = *blob;
+  if (!memo.empty()) (void)write_file(memo, bl.blob.digest + " " + std::to_string(bl.blob.size) + "\n");
+  return bl;
+}
+
+Result<std::vector<BuiltLayer>> copy_base_layers(OciLayout& layout, const std::string& base_layout_dir, const std::string& base_manifest_digest,
+                                                 const json& manifest, const json& config) {
+  if (!config.is_object() || !config.contains("rootfs") || !config["rootfs"].is_object() || !config["rootfs"].contains("diff_ids") ||
+      !config["rootfs"]["diff_ids"].is_array() || config["rootfs"]["diff_ids"].size() != manifest["layers"].size())
+    return build_error("build.bad_base", "the base image's config does not list one diff_id per layer", base_manifest_digest, "use another base image, or rebuild it");
+  std::vector<BuiltLayer> out;
+  std::size_t i = 0;
+  for (const auto& l : manifest["layers"]) {
+    BuiltLayer bl;
+    bl.name = "base-image";
+    bl.blob = Descriptor{oci_layer_type(l.value("mediaType", "")), l.value("digest", ""), l.value("size", std::uint64_t{0}), {}};
+    if (bl.blob.digest.size() != 71 || bl.blob.digest.rfind("sha256:", 0) != 0)
+      return build_error("build.bad_base", "a base layer has no sha256 digest", base_manifest_digest, "use another base image");
+    if (auto st = copy_base_blob(layout, base_layout_dir, bl.blob); !st) return std::move(st).error();
+    bl.diff_id = config["rootfs"]["diff_ids"][i++].get<std::string>();
+    bl.reused = true;
+    out.push_back(std::move(bl));
+  }
+  return out;
+}
+
+}  // namespace gpuenv::images::assembly

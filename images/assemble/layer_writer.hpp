@@ -1,0 +1,56 @@
+#pragma once
+// Internal to images/assemble: layer blobs. gpuenv's layers are written from the tree in two passes (the
+// uncompressed digest first, so that a blob compressed by an earlier build is reused through the memo; then
+// tar, compression and digest into a temporary blob); a base image's layers are copied as they are.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "images/assemble/assemble_image.hpp"
+#include "images/assemble/root_tree.hpp"
+#include "images/oci/layout.hpp"
+#include "images/oci/tar_writer.hpp"
+
+namespace gpuenv::images::assembly {
+
+/// A layer's tar stream, from the tree's nodes that belong to it (read again on every write()).
+class LayerStream {
+ public:
+  LayerStream(const std::string& root, std::vector<const Node*> nodes, const Owners& owners, std::int64_t mtime)
+      : m_root(root), m_nodes(std::move(nodes)), m_owners(owners), m_mtime(mtime) {}
+
+  /// Writes the whole tar to `sink`; returns the number of entries. Errors: `build.io` (a file changed or
+  /// went away), the sink's and the tar writer's.
+  Result<std::uint64_t> write(const ByteSink& sink) const;
+
+ private:
+  [[nodiscard]] TarEntry entry_of(const Node& n) const;
+  Status copy_data(TarWriter& tar, const Node& n, std::vector<char>& buf) const;
+
+  const std::string& m_root;
+  std::vector<const Node*> m_nodes;
+  const Owners& m_owners;
+  std::int64_t m_mtime;
+};
+
+/// How gpuenv's layers are compressed, and where compressed digests are remembered.
+struct LayerCompression {
+  bool zstd = false;         ///< tar+zstd at zstd_level, else tar+gzip at gzip_level
+  int gzip_level = 6;
+  int zstd_level = 3;
+  unsigned threads = 0;
+  std::string memo_dir;      ///< diff_id -> compressed digest across builds; "" disables
+};
+
+/// Writes one of gpuenv's layers into the layout, or reuses the blob the memo names. `root` is for messages.
+/// Errors: `build.unstable_tree` (the two passes read different bytes), `build.io`, compression's, the layout's.
+Result<BuiltLayer> write_layer(OciLayout& layout, const LayerStream& stream, const std::string& name, const LayerCompression& compression,
+                               const std::string& root);
+
+/// Copies the layers of a base image (`manifest` and `config` parsed from its layout) into the layout, in order.
+/// Errors: `build.bad_base` (no diff_id per layer, a layer without a sha256 digest), `build.io`, the layout's.
+Result<std::vector<BuiltLayer>> copy_base_layers(OciLayout& layout, const std::string& base_layout_dir, const std::string& base_manifest_digest,
+                                                 const nlohmann::json& manifest, const nlohmann::json& config);
+
+}  // namespace gpuenv::images::assembly

@@ -1,0 +1,85 @@
+#pragma once
+// Reading what an image holds without unpacking it: layer by layer and package by package (from the manifest's
+// annotations gpuenv writes and the config), for `gpuenv inspect`. An image is an OCI layout, an oci-archive or
+// docker-archive tar file (read member by member, nothing extracted) or a registry reference (only the manifest
+// and config are fetched); each becomes the same ImageSummary.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/error.hpp"
+#include "base/net/http_client.hpp"
+#include "images/registry/registry_client.hpp"
+
+namespace gpuenv::images {
+
+/// A package as a layer's dev.gpuenv.packages annotation lists it.
+struct LayerPackage {
+  std::string name, version, kind;  ///< kind: "deb" or "wheel"
+  std::uint64_t bytes = 0;          ///< installed size
+};
+
+/// One layer: its dev.gpuenv.layer name ("layer N" without one), digest, compressed size and packages.
+struct LayerSummary {
+  std::string name, digest;
+  std::uint64_t size = 0;
+  std::vector<LayerPackage> packages;
+};
+
+/// What an image holds, as its manifest and config tell.
+struct ImageSummary {
+  std::string where;         ///< the argument it was read from
+  std::string digest;        ///< of the manifest (docker archives without an OCI manifest: of the config)
+  std::string created, architecture;
+  std::map<std::string, std::string> labels;  ///< the config's string Labels
+  nlohmann::json env = nlohmann::json::array();  ///< the config's Env array as stored
+  std::vector<LayerSummary> layers;
+};
+
+/// How a docker:// reference reaches its registry; set by the caller, which owns the environment.
+struct RegistryAccess {
+  /// Builds the HTTP client, only when a registry is read; empty: registry references are refused.
+  std::function<std::unique_ptr<HttpClient>()> make_http;
+  /// The options for a registry host[:port] (plain HTTP, credentials); an error stops the read.
+  std::function<Result<RegistryOptions>(const std::string& registry)> options_for;
+};
+
+/// Reads the image `argument` names: DIR[:REF], oci:DIR[:REF], oci-archive:FILE[:REF], docker-archive:FILE[:NAME:TAG],
+/// a tar FILE (format detected) or docker://host[:port]/repo[:tag|@sha256:...]. Errors: `inspect.bad_image`
+/// (usage: not an image, no such image or ref), `inspect.damaged_image` (a blob missing, broken off or not
+/// matching its digest), `inspect.io`, and the registry client's.
+Result<ImageSummary> read_image_summary(const std::string& argument, const RegistryAccess& registry);
+
+/// The model from an image manifest and its config (JSON objects) read from `where`, with manifest `digest`.
+/// Error: `inspect.bad_image` when the manifest has no layers list.
+Result<ImageSummary> summary_from_manifest(const nlohmann::json& manifest, const nlohmann::json& config, const std::string& where,
+                                           const std::string& digest);
+
+/// Splits "PATH:REF" at the first colon after which PATH exists (a REF may hold colons: "name:tag" in a docker
+/// archive); a directory's REF has no '/'. An existing `argument`, or one without such a split, is {argument, ""}.
+std::pair<std::string, std::string> split_image_ref(const std::string& argument);
+
+/// What changed in one package of a layer: `before` empty when added, `after` empty when removed.
+struct PackageChange {
+  std::string name, kind;
+  std::optional<std::string> before, after;
+};
+
+/// One layer of a comparison, by layer name.
+struct LayerChange {
+  std::string layer;
+  std::string status;  ///< "added", "removed", "unchanged" (same digest) or "changed"
+  std::uint64_t size_before = 0, size_after = 0;  ///< 0 where the layer is absent
+  std::vector<PackageChange> packages;  ///< removed and changed (by kind:name), then added
+};
+
+/// The layers of `before` in order, then those only `after` has, each with its package changes.
+std::vector<LayerChange> diff_images(const ImageSummary& before, const ImageSummary& after);
+
+}  // namespace gpuenv::images
