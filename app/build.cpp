@@ -94,7 +94,7 @@ Result<images::PushStats> push(const BuildRequest& rq, const std::string& layout
 /// Assembles LOCK into LAYOUT_DIR (in a locked work directory of the cache, removed afterwards).
 Result<images::BuildResult> assemble(const BuildRequest& rq, LockToBuild& l, const std::string& layout_dir, const std::string& tag, Services& services) {
   const std::string cache = cache_root(services);
-  auto store = make_dir_blob_store(cache);
+  GPUENV_TRY(store, open_blob_store(services, cache));
   auto network = rq.lock.offline ? nullptr : (services.make_fetcher ? services.make_fetcher() : nullptr);
   if (!network && !rq.lock.offline) return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher configured", {}, "");
   // Work directories of builds that were killed (SIGKILL, a power cut) are removed first; this one is locked while

@@ -61,7 +61,7 @@ void narrow_to_default_variants(const packages::SourceSet& sources, PreparedReso
 Result<packages::ImagePins> pin(const LockRequest& rq, const packages::SourceSet& sources, Fetcher* network, CommandRunner& runner,
                                 const PreparedResolution& p, const Services& services) {
   const std::string cache = cache_root(services);
-  auto store = make_dir_blob_store(cache);
+  GPUENV_TRY(store, open_blob_store(services, cache));
   auto fetcher = make_caching_fetcher(network, *store, cache);
   sweep_abandoned_work_dirs(cache);
   GPUENV_TRY(work_dir, WorkDir::create(cache));

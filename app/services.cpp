@@ -23,4 +23,9 @@ std::string cache_root(const Services& services) {
   return default_cache_root(env_or(services, "GPUENV_CACHE_DIR"), env_or(services, "XDG_CACHE_HOME"), env_or(services, "HOME"));
 }
 
+Result<std::unique_ptr<BlobStore>> open_blob_store(const Services& services, const std::string& root) {
+  if (!services.make_blob_store) return make_error(ErrorKind::internal, "cli.no_adapters", "no blob store configured", {}, "");
+  return services.make_blob_store(root);
+}
+
 }  // namespace gpuenv::app

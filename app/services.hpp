@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cache/blob_store.hpp"
 #include "base/net/fetcher.hpp"
 #include "base/process/command_runner.hpp"
 #include "validate/host_probe.hpp"
@@ -23,6 +24,8 @@ struct Services {
   std::function<std::unique_ptr<CommandRunner>()> make_runner;
   /// Builds the network adapter.
   std::function<std::unique_ptr<Fetcher>()> make_fetcher;
+  /// Opens the content-addressed cache under a cache root (the directory store in production).
+  std::function<std::unique_ptr<BlobStore>(const std::string& root)> make_blob_store;
   /// Receives progress lines ("unpacking 121 .debs"); may be empty.
   std::function<void(const std::string&)> on_step;
 
@@ -41,5 +44,8 @@ std::string env_or(const Services& services, const char* name);
 
 /// The cache directory from GPUENV_CACHE_DIR, XDG_CACHE_HOME or HOME.
 std::string cache_root(const Services& services);
+
+/// The blob store of the cache at ROOT (services.make_blob_store). Errors: `cli.no_adapters` when none is configured.
+Result<std::unique_ptr<BlobStore>> open_blob_store(const Services& services, const std::string& root);
 
 }  // namespace gpuenv::app

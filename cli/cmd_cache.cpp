@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "app/cache.hpp"
 #include "cli/commands.hpp"
 #include "base/cache/blob_store.hpp"
 #include "base/cache/work_dir.hpp"
@@ -33,43 +34,40 @@ std::string iso(std::chrono::system_clock::time_point t) {
 }  // namespace
 
 int cmd_cache(const CacheOptions& o, Context& ctx) {
-  const std::string root = cache_root(ctx);
-  auto store = gpuenv::make_dir_blob_store(root);
   if (o.action == "prune") {
-    const auto cutoff = o.all ? std::chrono::system_clock::time_point::max()
-                              : std::chrono::system_clock::now() - std::chrono::hours(24) * o.older_than_days;
-    auto freed = store->prune(cutoff);
-    if (!freed) return report_error(freed.error(), o.json, ctx);
-    const std::size_t swept = gpuenv::sweep_abandoned_work_dirs(root);
+    auto pruned = app::prune_cache(o.older_than_days, o.all, ctx);
+    if (!pruned) return report_error(pruned.error(), o.json, ctx);
+    const std::size_t swept = pruned->abandoned_work_dirs;
     if (o.json) {
-      *ctx.out << nlohmann::ordered_json{{"schema", "gpuenv-cache-v1"}, {"root", root}, {"freed_bytes", *freed},
+      *ctx.out << nlohmann::ordered_json{{"schema", "gpuenv-cache-v1"}, {"root", pruned->root}, {"freed_bytes", pruned->freed_bytes},
                                          {"abandoned_work_dirs_removed", swept}}
                       .dump(2)
                << "\n";
     } else {
-      *ctx.out << "freed " << human(*freed) << " in " << root;
+      *ctx.out << "freed " << human(pruned->freed_bytes) << " in " << pruned->root;
       if (swept > 0) *ctx.out << "; removed " << swept << " work director" << (swept == 1 ? "y" : "ies") << " of killed commands";
       *ctx.out << "\n";
     }
     return k_exit_ok;
   }
-  auto blobs = store->list();
-  if (!blobs) return report_error(blobs.error(), o.json, ctx);
-  std::uint64_t total = 0;
-  for (const auto& b : *blobs) total += b.bytes;
+  auto listing = app::list_cache(ctx);
+  if (!listing) return report_error(listing.error(), o.json, ctx);
+  const auto& blobs = listing->blobs;
+  const std::string& root = listing->root;
+  const std::uint64_t total = listing->bytes();
   if (o.json) {
-    nlohmann::ordered_json j{{"schema", "gpuenv-cache-v1"}, {"root", root}, {"blobs", blobs->size()}, {"bytes", total}};
+    nlohmann::ordered_json j{{"schema", "gpuenv-cache-v1"}, {"root", root}, {"blobs", blobs.size()}, {"bytes", total}};
     if (o.action == "ls") {
       auto list = nlohmann::ordered_json::array();
-      for (const auto& b : *blobs) list.push_back({{"sha256", b.sha256}, {"bytes", b.bytes}, {"last_used", iso(b.last_used)}});
+      for (const auto& b : blobs) list.push_back({{"sha256", b.sha256}, {"bytes", b.bytes}, {"last_used", iso(b.last_used)}});
       j["entries"] = list;
     }
     *ctx.out << j.dump(2) << "\n";
     return k_exit_ok;
   }
   if (o.action == "ls")
-    for (const auto& b : *blobs) *ctx.out << b.sha256 << "  " << std::setw(10) << human(b.bytes) << "  " << iso(b.last_used) << "\n";
-  *ctx.out << blobs->size() << " blobs, " << human(total) << " in " << root << "\n";
+    for (const auto& b : blobs) *ctx.out << b.sha256 << "  " << std::setw(10) << human(b.bytes) << "  " << iso(b.last_used) << "\n";
+  *ctx.out << blobs.size() << " blobs, " << human(total) << " in " << root << "\n";
   return k_exit_ok;
 }
 

@@ -1,267 +1,32 @@
-// gpuenv validate, gpuenv checks, gpuenv preflight: build the backend (real NVML + CUDA, or replay), run the
-// checks, render the report. The judgement is validate/'s; this file only composes and prints. With --image, the
-// image is unpacked once and the image checks run their probe in it through the sandbox of `gpuenv run`.
-#include <chrono>
-#include <ctime>
-#include <filesystem>
+// gpuenv validate, gpuenv checks, gpuenv preflight: one app:: call each (app/validate), and the report rendered.
+// The judgement is validate/'s.
 #include <iomanip>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <ostream>
-#include <sstream>
 
+#include "app/validate.hpp"
 #include "cli/commands.hpp"
-#include "base/digest.hpp"
-#include "base/file_io.hpp"
-#include "base/yaml_guard.hpp"
-#include "cli/render.hpp"
-#include "recipes/embedded.hpp"
-#include "resolver/lockfile.hpp"
-#include "validate/adapters/cuda_session.hpp"
-#include "validate/adapters/image_libraries.hpp"
-#include "validate/adapters/multi_gpu.hpp"
-#include "validate/adapters/real_backend.hpp"
 #include "validate/check.hpp"
-#include "validate/replay/replay_backend.hpp"
 #include "validate/report.hpp"
-#include "validate/runner.hpp"
-#include "validate/thresholds.hpp"
 
 namespace gpuenv::cli {
-namespace {
-
-namespace fs = std::filesystem;
-
-std::string rfc3339_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
-/// The backend named by --backend or GPUENV_BACKEND: "replay:FILE", or the real NVML + CUDA adapter.
-/// The backend --backend or GPUENV_BACKEND names. With `image` (the libraries of --image), the real backend's GEMMs
-/// run through the image's cuBLASLt and cuBLAS only (gpuenv's own kernel when the image has none), and NCCL is the
-/// image's when it ships one, the host's otherwise.
-Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& flag, const Context& ctx,
-                                                           const std::optional<validate::ImageLibraries>& image) {
-  const std::string choice = !flag.empty() ? flag : env_or(ctx, "GPUENV_BACKEND");
-  if (choice.rfind("replay:", 0) == 0) {
-    auto b = validate::load_replay_backend_file(choice.substr(7));
-    if (!b) return std::move(b).error();
-    return std::move(*b);
-  }
-  if (!choice.empty() && choice != "real" && choice != "nvml+cuda") {
-    return make_error(ErrorKind::usage, "validate.backend", "unknown backend '" + choice + "'", flag.empty() ? "GPUENV_BACKEND" : "--backend",
-                      "use replay:FILE (a recorded inventory and scenario, docs/replay.md) or leave it out for the real GPU");
-  }
-  validate::RealBackendOptions o;
-  o.session_factory = [image](validate::SessionTarget target) {
-    validate::CudaSessionOptions so;
-    so.fatbin = validate::embedded_validation_fatbin();
-    so.health_reader = std::move(target.health_reader);
-    so.numa_node = target.numa_node;
-    if (image) {
-      so.cublaslt_libraries = image->cublaslt;
-      so.cublas_libraries = image->cublas;
-    }
-    return validate::open_cuda_session(target.pci_bus_id, so);
-  };
-  o.p2p_measure = [](const std::string& src_bus_id, const std::string& dst_bus_id, int samples) {
-    validate::MultiGpuOptions mo;
-    mo.fatbin = validate::embedded_validation_fatbin();
-    return validate::measure_p2p_bandwidth(mo, src_bus_id, dst_bus_id, samples);
-  };
-  o.nccl_measure = [image](const std::vector<std::string>& bus_ids, int samples) {
-    validate::MultiGpuOptions mo;
-    mo.fatbin = validate::embedded_validation_fatbin();
-    if (image && !image->nccl.empty()) mo.nccl_libraries = image->nccl;
-    return validate::measure_nccl_allreduce(mo, bus_ids, samples);
-  };
-  return validate::make_real_backend(o);
-}
-
-Result<validate::ThresholdTable> load_thresholds(const std::string& path) {
-  if (path.empty()) return validate::parse_thresholds(recipes::thresholds_yaml(), "recipes/gpus/thresholds.yaml (built in)");
-  auto text = read_yaml_file(path, 1u << 20);
-  if (!text) return std::move(text).error();
-  return validate::parse_thresholds(*text, path);
-}
-
-/// "0,2,3" -> {0, 2, 3}.
-Result<std::vector<int>> parse_gpu_list(const std::string& text) {
-  std::vector<int> out;
-  std::istringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    try {
-      std::size_t used = 0;
-      const int v = std::stoi(item, &used);
-      if (used != item.size() || v < 0) throw std::invalid_argument("x");
-      out.push_back(v);
-    } catch (const std::exception&) {
-      return make_error(ErrorKind::usage, "validate.gpus", "'" + item + "' in --gpus '" + text + "' is not a GPU index", "--gpus",
-                        "give indices as nvidia-smi numbers them, separated by commas: --gpus 0,1");
-    }
-  }
-  return out;
-}
-
-bool has_hang(const validate::Report& r) {
-  for (const auto& c : r.checks)
-    for (const auto& g : c.results)
-      if (g.code == validate::k_code_hang) return true;
-  return false;
-}
-
-/// Where `gpuenv build` puts the lock inside an image.
-constexpr const char* k_image_lock = "usr/share/gpuenv/gpuenv.lock";
-
-/// The lock's facts the checks compare with.
-void apply_lock(const resolver::Lock& lock, validate::CheckInputs& inputs) {
-  if (!lock.driver_min.empty()) inputs.lock_driver_floor = lock.driver_min;
-  if (!lock.cuda.empty()) inputs.lock_cuda = lock.cuda;
-  if (!lock.cudnn.empty()) inputs.lock_cudnn = lock.cudnn;
-  inputs.lock_forward_compat = lock.forward_compat;
-  if (!lock.confidential.empty()) inputs.lock_confidential = lock.confidential;
-  for (const auto& f : lock.frameworks) inputs.lock_frameworks.emplace_back(f.name, f.version);
-}
-
-struct Prepared {
-  std::unique_ptr<validate::GpuBackend> backend;
-  std::unique_ptr<validate::ThresholdTable> thresholds;
-  validate::CheckInputs inputs;
-};
-
-int prepare(const ValidateOptions& o, Context& ctx, Prepared& p) {
-  auto level = validate::parse_level(o.level);
-  if (!level) {
-    return report_error(make_error(ErrorKind::usage, "validate.level", "unknown level '" + o.level + "'", "--level", "use quick, standard or long"), o.json, ctx);
-  }
-  p.inputs.level = *level;
-  if (!o.gpus.empty()) {
-    auto list = parse_gpu_list(o.gpus);
-    if (!list) return report_error(list.error(), o.json, ctx);
-    p.inputs.gpus = *list;
-  }
-  std::optional<images::UnpackedImage> image;
-  if (!o.image.empty()) {
-    auto unpacked = unpack_image_argument(o.image, ctx);
-    if (!unpacked) {
-      Error e = unpacked.error();
-      e.while_("unpacking the image of --image");
-      return report_error(e, o.json, ctx);
-    }
-    image = std::move(*unpacked);
-  }
-  // The lock: --lock, else the one `gpuenv build` put into the image.
-  std::string lock_path = o.lock;
-  if (lock_path.empty() && image) {
-    const fs::path in_image = fs::path(image->rootfs) / k_image_lock;
-    std::error_code ec;
-    if (fs::is_regular_file(in_image, ec)) lock_path = in_image.string();
-  }
-  if (!lock_path.empty()) {
-    auto text = read_yaml_file(lock_path, 64u << 20);
-    if (!text) return report_error(text.error(), o.json, ctx);
-    auto lock = resolver::parse_lock(*text, lock_path);
-    if (!lock) {
-      Error e = lock.error();
-      if (o.lock.empty()) e.while_("reading the lock inside the image " + o.image + " (give one with --lock)");
-      return report_error(e, o.json, ctx);
-    }
-    apply_lock(*lock, p.inputs);
-  }
-  if (image) {
-    p.inputs.image = o.image;
-    // The devices and driver libraries are looked up once, here; each run copies the sandbox with its command.
-    const images::SandboxRequest sandbox = image_sandbox(*image, {}, true);
-    p.inputs.run_in_image = [sandbox](const std::vector<std::string>& command, std::chrono::milliseconds timeout) -> Result<validate::ImageRun> {
-      images::SandboxRequest rq = sandbox;
-      rq.command = command;
-      GPUENV_TRY(ran, run_sandbox_captured(rq, timeout, *gpuenv::make_process_runner()));
-      return validate::ImageRun{ran.exit_code, std::move(ran.out), std::move(ran.err), ran.timed_out};
-    };
-  }
-  if (!o.mig.empty()) p.inputs.spec_mig = o.mig == "on";
-  // Variables that change how CUDA, NCCL or the loader behave, for the env_vars check.
-  for (const auto& [k, v] : ctx.env)
-    if (validate::is_gpu_environment_variable(k)) p.inputs.environment[k] = v;
-  auto table = load_thresholds(o.thresholds);
-  if (!table) return report_error(table.error(), o.json, ctx);
-  p.thresholds = std::make_unique<validate::ThresholdTable>(std::move(*table));
-  p.inputs.thresholds = p.thresholds.get();
-  std::optional<validate::ImageLibraries> image_libraries;
-  if (image) image_libraries = validate::find_image_libraries(image->rootfs);
-  auto backend = make_backend(o.backend, ctx, image_libraries);
-  if (!backend) return report_error(backend.error(), o.json, ctx);
-  p.backend = std::move(*backend);
-  return k_exit_ok;
-}
-
-/// Runs and keeps what abandoned threads may still use alive when a check hung (the caller then exits at once).
-Result<validate::Report> run_checks(Prepared& p, const std::vector<std::string>& filter, Context& ctx) {
-  validate::RunOptions ro;
-  ro.filter = filter;
-  ro.started_at = rfc3339_now();
-  if (ctx.stderr_is_tty && ctx.err) {
-    ro.progress = [&](const std::string& key, validate::Status status, int done, int total) {
-      *ctx.err << "gpuenv: [" << done << "/" << total << "] " << key << " " << validate::to_string(status) << "\n";
-    };
-  }
-  auto report = validate::run_validation(*p.backend, p.inputs, validate::all_checks(), ro);
-  if (report && has_hang(*report)) {
-    // A hung check's thread may still be inside the driver: never destroy what it uses, and leave quickly.
-    (void)p.backend.release();
-    (void)p.thresholds.release();
-    ctx.exit_now = true;
-  }
-  return report;
-}
-
-}  // namespace
 
 int cmd_validate(const ValidateOptions& o, Context& ctx) {
-  Prepared p;
-  if (int rc = prepare(o, ctx, p); rc != k_exit_ok) return rc;
-  auto report = run_checks(p, o.checks, ctx);
-  if (!report) return report_error(report.error(), o.json, ctx);
-  if (!o.junit.empty()) {
-    if (auto st = write_file_atomic(o.junit, validate::report_junit(*report)); !st) {
-      Error e = st.error();
-      e.while_("writing the JUnit report");
-      return report_error(e, o.json, ctx);
-    }
-  }
-  if (o.json) *ctx.out << validate::report_json(*report).dump(2) << "\n";
-  else *ctx.out << validate::report_text(*report, ctx.stdout_is_tty);
-  return validate::exit_code(*report);
+  auto done = app::validate({o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig}, ctx);
+  if (!done) return report_error(done.error(), o.json, ctx);
+  ctx.exit_now = done->hung;  // an abandoned check thread may still be inside the driver: main() exits at once
+  if (o.json) *ctx.out << validate::report_json(done->report).dump(2) << "\n";
+  else *ctx.out << validate::report_text(done->report, ctx.stdout_is_tty);
+  return validate::exit_code(done->report);
 }
 
 int cmd_preflight(const PreflightOptions& o, Context& ctx) {
-  ValidateOptions v;
-  v.level = "quick";
-  v.backend = o.backend;
-  v.lock = o.lock;
-  v.json = o.json;
-  Prepared p;
-  if (int rc = prepare(v, ctx, p); rc != k_exit_ok) return rc;
-  auto report = run_checks(p, {}, ctx);
-  if (!report) return report_error(report.error(), o.json, ctx);
-  const int code = validate::exit_code(*report);
-  nlohmann::ordered_json status = validate::report_json(*report);
-  status["exit_code"] = code;
-  std::error_code ec;
-  if (fs::path(o.status_file).has_parent_path()) fs::create_directories(fs::path(o.status_file).parent_path(), ec);
-  if (auto st = write_file_atomic(o.status_file, status.dump(2) + "\n"); !st) {
-    Error e = st.error();
-    e.while_("writing the pre-flight status");
-    return report_error(e, o.json, ctx);
-  }
-  if (o.json) *ctx.out << status.dump(2) << "\n";
-  else *ctx.out << validate::report_text(*report, ctx.stdout_is_tty) << "wrote " << o.status_file << "\n";
-  return code;
+  auto done = app::preflight({o.status_file, o.backend, o.lock}, ctx);
+  if (!done) return report_error(done.error(), o.json, ctx);
+  ctx.exit_now = done->hung;
+  if (o.json) *ctx.out << done->status.dump(2) << "\n";
+  else *ctx.out << validate::report_text(done->report, ctx.stdout_is_tty) << "wrote " << o.status_file << "\n";
+  return done->exit_code;
 }
 
 int cmd_checks(const ChecksOptions& o, Context& ctx) {

@@ -13,6 +13,7 @@ namespace gpuenv::cli {
 
 /// The ports (app::Services: environment, probes, runner, fetcher) and the terminal.
 struct Context : app::Services {
+  Context() { make_blob_store = [](const std::string& root) { return make_dir_blob_store(root); }; }
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
   /// True when stderr is a terminal: progress is shown there, nothing otherwise.

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -22,11 +23,15 @@
 #include <set>
 #include <sstream>
 
+#include "app/build.hpp"
 #include "cli/context.hpp"
+#include "fakes/fake_fetcher.hpp"
+#include "fakes/memory_blob_store.hpp"
 #include "fakes/docker_registry.hpp"
 #include "fakes/loopback_server.hpp"
 #include "fakes/scratch.hpp"
 #include "base/digest.hpp"
+#include "resolver/lockfile.hpp"
 #include "base/net/curl_fetcher.hpp"
 
 namespace {
@@ -327,6 +332,64 @@ TEST_F(CliBuild, TheSameLockGivesTheSameDigestAnywhereAndARebuildIsANoOp) {
   const auto c = nlohmann::json::parse(out3);
   EXPECT_TRUE(c["unchanged"].get<bool>());
   EXPECT_EQ(c["digest"], a["digest"]);
+}
+
+// app::build through its ports alone: the packages come from a FakeFetcher and the cache is a MemoryBlobStore, and
+// the image is the one the real adapters (curl, the directory store) give for the same lock.
+TEST_F(CliBuild, AppBuildThroughFakePortsGivesTheImageTheRealAdaptersGive) {
+  const std::string s = spec("ports", "foo-tools");
+  const std::string lock_path = (dir / "ports.lock").string();
+  {
+    std::ostringstream o, e;
+    gpuenv::cli::Context ctx;
+    ctx.out = &o;
+    ctx.err = &e;
+    ctx.env = {{"GPUENV_CACHE_DIR", (dir / "cache-ports-lock").string()}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}};
+    ctx.make_runner = [] { return gpuenv::make_process_runner(); };
+    ctx.make_fetcher = [] { return gpuenv::make_curl_fetcher({}); };
+    ASSERT_EQ(gpuenv::cli::run({"lock", s, "-o", lock_path, "--host-root", dir.string()}, ctx), 0) << e.str();
+  }
+  std::string out, err;
+  ASSERT_EQ(build({lock_path, "-o", (dir / "ports-real").string(), "--json"}, (dir / "cache-ports-real").string(), &out, &err), 0) << err;
+  const std::string real_digest = nlohmann::json::parse(out)["digest"];
+
+  auto lock = gpuenv::resolver::parse_lock(slurp(lock_path), lock_path);
+  ASSERT_TRUE(lock.ok());
+  auto fake = std::make_shared<gpuenv::testing::FakeFetcher>();
+  gpuenv::testing::FakeFetcher* fetcher = fake.get();
+  const std::string prefix = server->url("");
+  for (const auto& p : lock->packages) {
+    ASSERT_EQ(p.url.rfind(prefix, 0), 0u) << p.url;
+    fetcher->files[p.url] = slurp(dir / "www" / p.url.substr(prefix.size()));
+  }
+  auto memory = std::make_unique<gpuenv::testing::MemoryBlobStore>(dir / "memory-store");
+  gpuenv::testing::MemoryBlobStore* store = memory.get();
+  int stores_opened = 0;
+  gpuenv::app::Services services;
+  services.env = {{"GPUENV_CACHE_DIR", (dir / "cache-ports-fake").string()}, {"HOME", dir.string()}, {"SOURCE_DATE_EPOCH", "1700000000"}};
+  services.make_runner = [] { return gpuenv::make_process_runner(); };
+  services.make_fetcher = [fake] { return std::make_unique<gpuenv::testing::BorrowedFetcher>(*fake); };
+  services.make_blob_store = [&](const std::string&) {
+    ++stores_opened;
+    return std::make_unique<gpuenv::testing::BorrowedBlobStore>(*store);
+  };
+  std::vector<std::string> steps;
+  services.on_step = [&](const std::string& line) { steps.push_back(line); };
+  gpuenv::app::BuildRequest rq;
+  rq.lock.resolve.spec_path = lock_path;
+  rq.output = (dir / "ports-fake").string();
+  auto built = gpuenv::app::build(rq, services);
+  ASSERT_TRUE(built.ok()) << built.error().to_string();
+  EXPECT_EQ(built->image.manifest.digest, real_digest);
+  EXPECT_EQ(built->output, rq.output);
+  EXPECT_FALSE(built->unsatisfied);
+  EXPECT_EQ(stores_opened, 1);
+  for (const auto& p : lock->packages) {
+    EXPECT_EQ(store->blobs.count(p.sha256), 1u) << p.name;  // every package went through the port's cache
+    EXPECT_NE(std::find(fetcher->requested.begin(), fetcher->requested.end(), p.url), fetcher->requested.end()) << p.url;
+  }
+  EXPECT_FALSE(steps.empty());
+  EXPECT_FALSE(fs::exists(dir / "cache-ports-fake" / "blobs"));  // nothing reached a directory store
 }
 
 TEST_F(CliBuild, AMissingSharedLibraryFailsTheBuildNamingIt) {

@@ -61,4 +61,18 @@ class FakeFetcher final : public gpuenv::Fetcher {
   }
 };
 
+/// A Fetcher that forwards to one the test keeps (for a Services::make_fetcher that may be called more than once).
+class BorrowedFetcher final : public gpuenv::Fetcher {
+ public:
+  explicit BorrowedFetcher(gpuenv::Fetcher& inner) : m_inner(inner) {}
+  Result<std::string> get(const std::string& url, const std::string& accept = {}) override { return m_inner.get(url, accept); }
+  Result<std::string> get_range(const std::string& url, std::uint64_t offset, std::uint64_t length) override {
+    return m_inner.get_range(url, offset, length);
+  }
+  std::vector<Result<gpuenv::FetchedFile>> fetch_all(const std::vector<gpuenv::FetchRequest>& requests) override { return m_inner.fetch_all(requests); }
+
+ private:
+  gpuenv::Fetcher& m_inner;
+};
+
 }  // namespace gpuenv::testing

@@ -1,0 +1,27 @@
+#include "app/cache.hpp"
+
+#include "base/cache/work_dir.hpp"
+
+namespace gpuenv::app {
+
+Result<CacheListing> list_cache(Services& services) {
+  CacheListing out;
+  out.root = cache_root(services);
+  GPUENV_TRY(store, open_blob_store(services, out.root));
+  GPUENV_TRY(blobs, store->list());
+  out.blobs = std::move(blobs);
+  return out;
+}
+
+Result<Pruned> prune_cache(int older_than_days, bool all, Services& services) {
+  Pruned out;
+  out.root = cache_root(services);
+  GPUENV_TRY(store, open_blob_store(services, out.root));
+  const auto cutoff = all ? std::chrono::system_clock::time_point::max() : std::chrono::system_clock::now() - std::chrono::hours(24) * older_than_days;
+  GPUENV_TRY(freed, store->prune(cutoff));
+  out.freed_bytes = freed;
+  out.abandoned_work_dirs = sweep_abandoned_work_dirs(out.root);
+  return out;
+}
+
+}  // namespace gpuenv::app

@@ -1,0 +1,259 @@
+#include "app/validate.hpp"
+
+#include <ctime>
+#include <filesystem>
+#include <sstream>
+
+#include "app/run.hpp"
+#include "base/file_io.hpp"
+#include "base/yaml_guard.hpp"
+#include "images/run/sandbox.hpp"
+#include "recipes/embedded.hpp"
+#include "resolver/lockfile.hpp"
+#include "validate/adapters/cuda_session.hpp"
+#include "validate/adapters/image_libraries.hpp"
+#include "validate/adapters/multi_gpu.hpp"
+#include "validate/adapters/real_backend.hpp"
+#include "validate/check.hpp"
+#include "validate/replay/replay_backend.hpp"
+#include "validate/report.hpp"
+#include "validate/runner.hpp"
+#include "validate/thresholds.hpp"
+
+namespace gpuenv::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string rfc3339_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+/// The backend named by --backend or GPUENV_BACKEND: "replay:FILE", or the real NVML + CUDA adapter.
+/// The backend --backend or GPUENV_BACKEND names. With `image` (the libraries of --image), the real backend's GEMMs
+/// run through the image's cuBLASLt and cuBLAS only (gpuenv's own kernel when the image has none), and NCCL is the
+/// image's when it ships one, the host's otherwise.
+Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& flag, const Services& ctx,
+                                                           const std::optional<validate::ImageLibraries>& image) {
+  const std::string choice = !flag.empty() ? flag : env_or(ctx, "GPUENV_BACKEND");
+  if (choice.rfind("replay:", 0) == 0) {
+    auto b = validate::load_replay_backend_file(choice.substr(7));
+    if (!b) return std::move(b).error();
+    return std::move(*b);
+  }
+  if (!choice.empty() && choice != "real" && choice != "nvml+cuda") {
+    return make_error(ErrorKind::usage, "validate.backend", "unknown backend '" + choice + "'", flag.empty() ? "GPUENV_BACKEND" : "--backend",
+                      "use replay:FILE (a recorded inventory and scenario, docs/replay.md) or leave it out for the real GPU");
+  }
+  validate::RealBackendOptions o;
+  o.session_factory = [image](validate::SessionTarget target) {
+    validate::CudaSessionOptions so;
+    so.fatbin = validate::embedded_validation_fatbin();
+    so.health_reader = std::move(target.health_reader);
+    so.numa_node = target.numa_node;
+    if (image) {
+      so.cublaslt_libraries = image->cublaslt;
+      so.cublas_libraries = image->cublas;
+    }
+    return validate::open_cuda_session(target.pci_bus_id, so);
+  };
+  o.p2p_measure = [](const std::string& src_bus_id, const std::string& dst_bus_id, int samples) {
+    validate::MultiGpuOptions mo;
+    mo.fatbin = validate::embedded_validation_fatbin();
+    return validate::measure_p2p_bandwidth(mo, src_bus_id, dst_bus_id, samples);
+  };
+  o.nccl_measure = [image](const std::vector<std::string>& bus_ids, int samples) {
+    validate::MultiGpuOptions mo;
+    mo.fatbin = validate::embedded_validation_fatbin();
+    if (image && !image->nccl.empty()) mo.nccl_libraries = image->nccl;
+    return validate::measure_nccl_allreduce(mo, bus_ids, samples);
+  };
+  return validate::make_real_backend(o);
+}
+
+Result<validate::ThresholdTable> load_thresholds(const std::string& path) {
+  if (path.empty()) return validate::parse_thresholds(recipes::thresholds_yaml(), "recipes/gpus/thresholds.yaml (built in)");
+  auto text = read_yaml_file(path, 1u << 20);
+  if (!text) return std::move(text).error();
+  return validate::parse_thresholds(*text, path);
+}
+
+/// "0,2,3" -> {0, 2, 3}.
+Result<std::vector<int>> parse_gpu_list(const std::string& text) {
+  std::vector<int> out;
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    try {
+      std::size_t used = 0;
+      const int v = std::stoi(item, &used);
+      if (used != item.size() || v < 0) throw std::invalid_argument("x");
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return make_error(ErrorKind::usage, "validate.gpus", "'" + item + "' in --gpus '" + text + "' is not a GPU index", "--gpus",
+                        "give indices as nvidia-smi numbers them, separated by commas: --gpus 0,1");
+    }
+  }
+  return out;
+}
+
+bool has_hang(const validate::Report& r) {
+  for (const auto& c : r.checks)
+    for (const auto& g : c.results)
+      if (g.code == validate::k_code_hang) return true;
+  return false;
+}
+
+/// Where `gpuenv build` puts the lock inside an image.
+constexpr const char* k_image_lock = "usr/share/gpuenv/gpuenv.lock";
+
+/// The lock's facts the checks compare with.
+void apply_lock(const resolver::Lock& lock, validate::CheckInputs& inputs) {
+  if (!lock.driver_min.empty()) inputs.lock_driver_floor = lock.driver_min;
+  if (!lock.cuda.empty()) inputs.lock_cuda = lock.cuda;
+  if (!lock.cudnn.empty()) inputs.lock_cudnn = lock.cudnn;
+  inputs.lock_forward_compat = lock.forward_compat;
+  if (!lock.confidential.empty()) inputs.lock_confidential = lock.confidential;
+  for (const auto& f : lock.frameworks) inputs.lock_frameworks.emplace_back(f.name, f.version);
+}
+
+struct Prepared {
+  std::unique_ptr<validate::GpuBackend> backend;
+  std::unique_ptr<validate::ThresholdTable> thresholds;
+  validate::CheckInputs inputs;
+};
+
+Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
+  auto level = validate::parse_level(o.level);
+  if (!level) {
+    return make_error(ErrorKind::usage, "validate.level", "unknown level '" + o.level + "'", "--level", "use quick, standard or long");
+  }
+  p.inputs.level = *level;
+  if (!o.gpus.empty()) {
+    auto list = parse_gpu_list(o.gpus);
+    if (!list) return list.error();
+    p.inputs.gpus = *list;
+  }
+  std::optional<images::UnpackedImage> image;
+  if (!o.image.empty()) {
+    auto unpacked = unpack_image_argument(o.image, ctx);
+    if (!unpacked) {
+      Error e = unpacked.error();
+      e.while_("unpacking the image of --image");
+      return e;
+    }
+    image = std::move(*unpacked);
+  }
+  // The lock: --lock, else the one `gpuenv build` put into the image.
+  std::string lock_path = o.lock;
+  if (lock_path.empty() && image) {
+    const fs::path in_image = fs::path(image->rootfs) / k_image_lock;
+    std::error_code ec;
+    if (fs::is_regular_file(in_image, ec)) lock_path = in_image.string();
+  }
+  if (!lock_path.empty()) {
+    auto text = read_yaml_file(lock_path, 64u << 20);
+    if (!text) return text.error();
+    auto lock = resolver::parse_lock(*text, lock_path);
+    if (!lock) {
+      Error e = lock.error();
+      if (o.lock.empty()) e.while_("reading the lock inside the image " + o.image + " (give one with --lock)");
+      return e;
+    }
+    apply_lock(*lock, p.inputs);
+  }
+  if (image) {
+    p.inputs.image = o.image;
+    // The devices and driver libraries are looked up once, here; each run copies the sandbox with its command.
+    const images::SandboxRequest sandbox = images::image_sandbox(*image, {}, true);
+    p.inputs.run_in_image = [sandbox, make_runner = ctx.make_runner](const std::vector<std::string>& command, std::chrono::milliseconds timeout) -> Result<validate::ImageRun> {
+      images::SandboxRequest rq = sandbox;
+      rq.command = command;
+      auto runner = make_runner ? make_runner() : nullptr;
+      if (!runner) return make_error(ErrorKind::internal, "cli.no_adapters", "no process runner configured", {}, "");
+      GPUENV_TRY(ran, images::run_sandbox_captured(rq, timeout, *runner));
+      return validate::ImageRun{ran.exit_code, std::move(ran.out), std::move(ran.err), ran.timed_out};
+    };
+  }
+  if (!o.mig.empty()) p.inputs.spec_mig = o.mig == "on";
+  // Variables that change how CUDA, NCCL or the loader behave, for the env_vars check.
+  for (const auto& [k, v] : ctx.env)
+    if (validate::is_gpu_environment_variable(k)) p.inputs.environment[k] = v;
+  auto table = load_thresholds(o.thresholds);
+  if (!table) return table.error();
+  p.thresholds = std::make_unique<validate::ThresholdTable>(std::move(*table));
+  p.inputs.thresholds = p.thresholds.get();
+  std::optional<validate::ImageLibraries> image_libraries;
+  if (image) image_libraries = validate::find_image_libraries(image->rootfs);
+  auto backend = make_backend(o.backend, ctx, image_libraries);
+  if (!backend) return backend.error();
+  p.backend = std::move(*backend);
+  return ok_status();
+}
+
+/// Runs and keeps what abandoned threads may still use alive when a check hung (the caller then exits at once).
+Result<validate::Report> run_checks(Prepared& p, const std::vector<std::string>& filter, Services& ctx, bool& hung) {
+  validate::RunOptions ro;
+  ro.filter = filter;
+  ro.started_at = rfc3339_now();
+  if (ctx.on_step) {
+    ro.progress = [&](const std::string& key, validate::Status status, int done, int total) {
+      ctx.step("[" + std::to_string(done) + "/" + std::to_string(total) + "] " + key + " " + validate::to_string(status));
+    };
+  }
+  auto report = validate::run_validation(*p.backend, p.inputs, validate::all_checks(), ro);
+  if (report && has_hang(*report)) {
+    // A hung check's thread may still be inside the driver: never destroy what it uses, and leave quickly.
+    (void)p.backend.release();
+    (void)p.thresholds.release();
+    hung = true;
+  }
+  return report;
+}
+
+}  // namespace
+
+Result<Validation> validate(const ValidateRequest& request, Services& services) {
+  Prepared p;
+  GPUENV_CHECK(prepare(request, services, p));
+  Validation out;
+  GPUENV_TRY(report, run_checks(p, request.checks, services, out.hung));
+  out.report = std::move(report);
+  if (!request.junit.empty()) {
+    if (auto st = write_file_atomic(request.junit, validate::report_junit(out.report)); !st) {
+      Error e = st.error();
+      e.while_("writing the JUnit report");
+      return e;
+    }
+  }
+  return out;
+}
+
+Result<Preflight> preflight(const PreflightRequest& request, Services& services) {
+  ValidateRequest v;
+  v.level = "quick";
+  v.backend = request.backend;
+  v.lock = request.lock;
+  Prepared p;
+  GPUENV_CHECK(prepare(v, services, p));
+  Preflight out;
+  GPUENV_TRY(report, run_checks(p, {}, services, out.hung));
+  out.report = std::move(report);
+  out.exit_code = validate::exit_code(out.report);
+  out.status = validate::report_json(out.report);
+  out.status["exit_code"] = out.exit_code;
+  std::error_code ec;
+  if (fs::path(request.status_file).has_parent_path()) fs::create_directories(fs::path(request.status_file).parent_path(), ec);
+  if (auto st = write_file_atomic(request.status_file, out.status.dump(2) + "\n"); !st) {
+    Error e = st.error();
+    e.while_("writing the pre-flight status");
+    return e;
+  }
+  return out;
+}
+
+}  // namespace gpuenv::app

@@ -1,0 +1,52 @@
+#pragma once
+// `gpuenv validate` and `gpuenv preflight`: the backend built (real NVML + CUDA, or a replay), the lock's facts and
+// the image (--image, unpacked once; its probe runs in the sandbox of images/run) gathered, the checks run.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "app/services.hpp"
+#include "validate/report.hpp"
+
+namespace gpuenv::app {
+
+struct ValidateRequest {
+  std::string level = "standard";   ///< quick | standard | long
+  std::string gpus;                 ///< "0,1"; empty = all
+  std::string lock;                 ///< a lock whose driver floor and CUDA version the checks compare with
+  std::string image;                ///< DIR[:REF]: run libraries_load, framework_smoke, cudnn_smoke inside it
+  std::vector<std::string> checks;  ///< KEY|PREFIX|CATEGORY filters
+  std::string junit;                ///< write JUnit XML here ("" for none)
+  std::string backend;              ///< "replay:FILE"; empty = GPUENV_BACKEND, else the real GPU
+  std::string thresholds;           ///< a thresholds YAML instead of the built-in one
+  std::string mig;                  ///< "on" | "off": what mig_state expects; empty = not checked
+};
+
+struct Validation {
+  validate::Report report;
+  /// A check hung: its thread may still be inside the driver, so what it uses was kept alive and the process
+  /// must exit as soon as the report is out (std::_Exit).
+  bool hung = false;
+};
+
+/// Validates. Errors: `validate.level`, `validate.gpus`, `validate.backend`, those of the lock, the image and the
+/// thresholds; a report with failures is a value, not an error.
+Result<Validation> validate(const ValidateRequest& request, Services& services);
+
+struct PreflightRequest {
+  std::string status_file = "/run/gpuenv/status.json";
+  std::string backend;
+  std::string lock;
+};
+
+struct Preflight {
+  validate::Report report;
+  nlohmann::ordered_json status;  ///< what was written to status_file (the report's JSON and its exit code)
+  int exit_code = 0;
+  bool hung = false;
+};
+
+/// The quick level, with the status file written atomically.
+Result<Preflight> preflight(const PreflightRequest& request, Services& services);
+
+}  // namespace gpuenv::app
