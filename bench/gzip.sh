@@ -21,7 +21,7 @@ fi
 size=$(stat -c %s "$input")
 
 bench=$work/gzip_bench
-"${CXX:-g++}" -std=c++20 -O2 -I. bench/gzip_bench.cpp images/oci/parallel_gzip.cpp resolver/error.cpp -lz -pthread -o "$bench"
+"${CXX:-g++}" -std=c++20 -O2 -I. bench/gzip_bench.cpp images/oci/parallel_gzip.cpp base/error.cpp -lz -pthread -o "$bench"
 
 ours="$bench -p $threads -l $level -b 128 $input $work/ours.gz"
 ours_1m="$bench -p $threads -l $level -b 1024 $input $work/ours-1m.gz"

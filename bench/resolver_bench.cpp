@@ -5,15 +5,15 @@
 #include <fstream>
 #include <sstream>
 
-#include "cli/commands.hpp"
+#include "app/catalog.hpp"
 #include "resolver/solver.hpp"
 
 namespace {
 
 using namespace gpuenv;
 
-const cli::LoadedCatalog& loaded() {
-  static const cli::LoadedCatalog c = *cli::load_catalog_from("");
+const app::LoadedCatalog& loaded() {
+  static const app::LoadedCatalog c = *app::load_catalog_from("");
   return c;
 }
 
@@ -25,7 +25,7 @@ resolver::Spec example(const std::string& name) {
 }
 
 void BM_LoadEmbeddedCatalog(benchmark::State& state) {
-  for (auto _ : state) benchmark::DoNotOptimize(cli::load_catalog_from(""));
+  for (auto _ : state) benchmark::DoNotOptimize(app::load_catalog_from(""));
 }
 BENCHMARK(BM_LoadEmbeddedCatalog)->Unit(benchmark::kMillisecond);
 

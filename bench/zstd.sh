@@ -26,7 +26,7 @@ fi
 size=$(stat -c %s "$input")
 
 bench=$work/zstd_bench
-"${CXX:-g++}" -std=c++20 -O2 -I. bench/zstd_bench.cpp images/oci/parallel_zstd.cpp resolver/error.cpp -lzstd -pthread \
+"${CXX:-g++}" -std=c++20 -O2 -I. bench/zstd_bench.cpp images/oci/parallel_zstd.cpp base/error.cpp -lzstd -pthread \
   -o "$bench"
 
 names=("gpuenv ParallelZstd, $threads threads, level $level"

@@ -1,4 +1,5 @@
 // gpuenv build SPEC|LOCK: one app::build call, and its result rendered.
+#include <CLI/CLI.hpp>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -84,6 +85,34 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
   if (json) print_json(o, *built, ctx);
   else print_text(o, *built, ctx);
   return k_exit_ok;
+}
+
+Command add_build_command(CLI::App& app, const GlobalOptions& g) {
+  auto o = std::make_shared<BuildOptions>();
+  auto* sub = app.add_subcommand("build", "Build a reproducible OCI image from a spec (resolved and pinned first) or a lock");
+  sub->add_option("input", o->lock.resolve.spec_path, "Spec (gpuenv-spec-v1) or lock (gpuenv-lock-v1)")->required();
+  sub->add_option("-o,--output", o->output, "OCI layout directory to write (default gpuenv-out/NAME)");
+  sub->add_option("--format", o->format, "Output format: oci-dir")->check(CLI::IsMember({"oci-dir", "oci-archive", "docker-archive"}));
+  sub->add_option("--compression", o->compression, "Layer compression: gzip (default, level 6) or zstd (level 3)")
+      ->check(CLI::IsMember({"gzip", "zstd"}));
+  sub->add_option("--tag", o->tag, "Reference name recorded in the layout (default: the spec's image.tag)");
+  sub->add_option("--allow-missing-lib", o->allow_missing, "A shared library the DT_NEEDED check may find absent; repeatable");
+  sub->add_option("--push", o->push, "Push the image to this registry reference (host[:port]/repo[:tag])");
+  sub->add_flag("--plain-http", o->plain_http, "Talk to the registry over plain HTTP (a loopback or test registry)");
+  sub->add_option("--ca-bundle", o->ca_bundle, "Extra CA certificate file for the registry's TLS")->check(CLI::ExistingFile);
+  sub->add_option("--threads", o->threads, "Compression threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--driver", o->lock.resolve.driver, "The fleet's driver version (with a spec)");
+  sub->add_option("--gpu", o->lock.resolve.gpus, "GPU model or architecture; repeatable (with a spec)");
+  sub->add_option("--host-root", o->lock.host_root, "Read apt and pip configuration under this directory instead of /")
+      ->check(CLI::ExistingDirectory);
+  sub->add_flag("--json", o->lock.resolve.json, "Print a gpuenv-build-result-v1 JSON document");
+  sub->add_flag("--offline", o->lock.offline, "Use only what the cache holds; download nothing");
+  return {sub, [o, &g](Context& ctx) {
+    (void)g;
+    o->lock.resolve.catalog_dir = g.catalog_dir;
+    o->lock.resolve.offline = o->lock.offline;
+    return cmd_build(*o, ctx);
+  }};
 }
 
 }  // namespace gpuenv::cli

@@ -1,3 +1,4 @@
+#include <CLI/CLI.hpp>
 #include <ctime>
 #include <sstream>
 #include <iomanip>
@@ -69,6 +70,22 @@ int cmd_cache(const CacheOptions& o, Context& ctx) {
     for (const auto& b : blobs) *ctx.out << b.sha256 << "  " << std::setw(10) << human(b.bytes) << "  " << iso(b.last_used) << "\n";
   *ctx.out << blobs.size() << " blobs, " << human(total) << " in " << root << "\n";
   return k_exit_ok;
+}
+
+Command add_cache_command(CLI::App& app, const GlobalOptions& /*global*/) {
+  auto o = std::make_shared<CacheOptions>();
+  auto* sub = app.add_subcommand("cache", "Show or prune the download cache ($GPUENV_CACHE_DIR, else $XDG_CACHE_HOME/gpuenv)");
+  sub->require_subcommand(1);
+  auto* ls = sub->add_subcommand("ls", "List cached blobs");
+  auto* du = sub->add_subcommand("du", "Count cached blobs and bytes");
+  auto* prune = sub->add_subcommand("prune", "Remove blobs not used for a while");
+  prune->add_option("--older-than", o->older_than_days, "Days since last use (default 30)")->check(CLI::NonNegativeNumber);
+  prune->add_flag("--all", o->all, "Remove every blob");
+  for (auto* s : {ls, du, prune}) s->add_flag("--json", o->json, "Print a gpuenv-cache-v1 JSON document");
+  return {sub, [o, ls, du](Context& ctx) {
+    o->action = ls->parsed() ? "ls" : du->parsed() ? "du" : "prune";
+    return cmd_cache(*o, ctx);
+  }};
 }
 
 }  // namespace gpuenv::cli

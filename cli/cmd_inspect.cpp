@@ -1,6 +1,7 @@
 // gpuenv inspect IMAGE [--diff OTHER] [--json]: flags into one app::inspect call (images/oci/image_reader reads
 // layouts, archives and registry images alike) and the answer rendered as text or JSON: what an image holds,
 // layer by layer and package by package, and what changed between two images.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -122,6 +123,22 @@ int cmd_inspect(const InspectOptions& o, Context& ctx) {
   if (o.json) *ctx.out << diff_to_json(r->image, *r->other, r->changes).dump(2) << "\n";
   else render_diff_text(r->image, *r->other, r->changes, *ctx.out);
   return k_exit_ok;
+}
+
+Command add_inspect_command(CLI::App& app, const GlobalOptions& g) {
+  auto o = std::make_shared<InspectOptions>();
+  auto* sub = app.add_subcommand("inspect", "Show an image's layers, packages and sizes, or what changed between two images");
+  sub->add_option("image", o->image,
+                 "OCI layout directory (DIR[:REF], oci:DIR[:REF]), archive (FILE, oci-archive:FILE, docker-archive:FILE) or docker://host/repo:tag")
+      ->required();
+  sub->add_option("--diff", o->diff, "A second image (any of IMAGE's forms): show what changed from IMAGE to it");
+  sub->add_flag("--all", o->all, "List every package, not the five largest per layer");
+  sub->add_flag("--json", o->json, "Print a gpuenv-inspect-v1 (or -diff-v1) JSON document");
+  sub->add_flag("--plain-http", o->plain_http, "Talk to a docker:// registry over plain HTTP (a loopback or test registry)");
+  return {sub, [o, &g](Context& ctx) {
+    (void)g;
+    return cmd_inspect(*o, ctx);
+  }};
 }
 
 }  // namespace gpuenv::cli

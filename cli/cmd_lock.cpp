@@ -1,4 +1,5 @@
 // gpuenv lock SPEC -o FILE: resolve, pin every package, and write the lock.
+#include <CLI/CLI.hpp>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -40,6 +41,25 @@ int cmd_lock(const LockOptions& o, Context& ctx) {
              << static_cast<double>(made->bytes) / (1024.0 * 1024.0) << " MiB)\nwrote " << o.output << "\n";
   }
   return k_exit_ok;
+}
+
+Command add_lock_command(CLI::App& app, const GlobalOptions& g) {
+  auto o = std::make_shared<LockOptions>();
+  auto* sub = app.add_subcommand("lock", "Resolve a spec and pin every Debian package and wheel (url, size, sha256) into a lock");
+  sub->add_option("spec", o->resolve.spec_path, "Spec file (gpuenv-spec-v1 YAML)")->required();
+  sub->add_option("-o,--output", o->output, "Lock file to write (default gpuenv.lock)");
+  sub->add_option("--driver", o->resolve.driver, "The fleet's driver version (overrides the spec and the host)");
+  sub->add_option("--gpu", o->resolve.gpus, "GPU model or architecture; repeatable");
+  sub->add_option("--host-root", o->host_root, "Read apt and pip configuration under this directory instead of /")
+      ->check(CLI::ExistingDirectory);
+  sub->add_flag("--json", o->resolve.json, "Print the resolution and the pinned packages as JSON");
+  sub->add_flag("--offline", o->offline, "Use only what the cache holds; download nothing");
+  return {sub, [o, &g](Context& ctx) {
+    (void)g;
+    o->resolve.catalog_dir = g.catalog_dir;
+    o->resolve.offline = o->offline;
+    return cmd_lock(*o, ctx);
+  }};
 }
 
 }  // namespace gpuenv::cli

@@ -1,4 +1,5 @@
 // gpuenv resolve SPEC [--lock FILE]: the versions a spec resolves to, and why.
+#include <CLI/CLI.hpp>
 #include <ostream>
 
 #include "app/resolve.hpp"
@@ -26,6 +27,21 @@ int cmd_resolve(const ResolveOptions& o, Context& ctx) {
   if (!p.resolution.ok) return k_exit_unsatisfiable;
   if (o.lock_path && !o.json) *ctx.out << "wrote " << *o.lock_path << "\n";
   return k_exit_ok;
+}
+
+Command add_resolve_command(CLI::App& app, const GlobalOptions& g) {
+  auto o = std::make_shared<ResolveOptions>();
+  auto* sub = app.add_subcommand("resolve", "Resolve a spec to driver, CUDA, cuDNN, framework and Python versions");
+  sub->add_option("spec", o->spec_path, "Spec file (gpuenv-spec-v1 YAML)")->required();
+  sub->add_option("--driver", o->driver, "The fleet's driver version (overrides the spec and the host)");
+  sub->add_option("--gpu", o->gpus, "GPU model (H100) or architecture (sm_90); repeatable; overrides the spec and the host");
+  sub->add_option("--lock", o->lock_path, "Write the lock (gpuenv-lock-v1) to this file, atomically");
+  sub->add_flag("--json", o->json, "Print a gpuenv-resolution-v1 JSON document");
+  return {sub, [o, &g](Context& ctx) {
+    (void)g;
+    o->catalog_dir = g.catalog_dir;
+    return cmd_resolve(*o, ctx);
+  }};
 }
 
 }  // namespace gpuenv::cli

@@ -1,5 +1,6 @@
 // gpuenv run IMAGE -- CMD...: flags into one app::run call (images/run/sandbox: bubblewrap, or chroot when it is
 // missing, with the host's NVIDIA devices and driver libraries bound in when present), and its errors.
+#include <CLI/CLI.hpp>
 #include <ostream>
 
 #include "app/run.hpp"
@@ -17,6 +18,19 @@ int cmd_run(const RunOptions& o, Context& ctx) {
   auto status = app::run(rq, ctx);
   if (!status) return report_error(status.error(), false, ctx);
   return *status;
+}
+
+Command add_run_command(CLI::App& app, const GlobalOptions& g) {
+  auto o = std::make_shared<RunOptions>();
+  auto* sub = app.add_subcommand("run", "Run a command inside a built image (bubblewrap; the host's GPUs and driver bound in)");
+  sub->add_option("image", o->image, "OCI layout directory (gpuenv-out/NAME), or DIR:REF")->required();
+  sub->add_option("command", o->command, "Command and arguments, after --");
+  sub->add_flag("--no-gpu", o->no_gpu, "Do not bind NVIDIA devices and driver libraries");
+  sub->add_option("--bind", o->binds, "HOST:DEST: make a host file or directory readable at DEST inside (repeatable)");
+  return {sub, [o, &g](Context& ctx) {
+    (void)g;
+    return cmd_run(*o, ctx);
+  }};
 }
 
 }  // namespace gpuenv::cli

@@ -1,3 +1,4 @@
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
@@ -53,6 +54,19 @@ int cmd_sources(const SourcesOptions& o, Context& ctx) {
   for (const auto& e : set->pip.extra_index_urls) *ctx.out << "  extra-index-url " << e.url << "  (" << e.origin << ")\n";
   for (const auto& n : set->notes) *ctx.out << "note: " << n << "\n";
   return k_exit_ok;
+}
+
+Command add_sources_command(CLI::App& app, const GlobalOptions& g) {
+  auto o = std::make_shared<SourcesOptions>();
+  auto* sub = app.add_subcommand("sources", "Show where packages come from (apt repositories, pip indexes) and why");
+  sub->add_option("spec", o->spec_path, "A spec whose sources: section wins over configuration");
+  sub->add_option("--host-root", o->host_root, "Read apt and pip configuration under this directory instead of /")
+      ->check(CLI::ExistingDirectory);
+  sub->add_flag("--json", o->json, "Print a gpuenv-sources-v1 JSON document");
+  return {sub, [o, &g](Context& ctx) {
+    (void)g;
+    return cmd_sources(*o, ctx);
+  }};
 }
 
 }  // namespace gpuenv::cli

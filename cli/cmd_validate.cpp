@@ -1,5 +1,6 @@
 // gpuenv validate, gpuenv checks, gpuenv preflight: one app:: call each (app/validate), and the report rendered.
 // The judgement is validate/'s.
+#include <CLI/CLI.hpp>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -59,6 +60,49 @@ int cmd_checks(const ChecksOptions& o, Context& ctx) {
     *ctx.out << std::left << std::setw(static_cast<int>(width) + 2) << c->key() << std::setw(12) << c->category() << std::setw(23) << at << c->description() << "\n";
   }
   return k_exit_ok;
+}
+
+Command add_validate_command(CLI::App& app, const GlobalOptions& g) {
+  auto o = std::make_shared<ValidateOptions>();
+  auto* sub = app.add_subcommand("validate", "Validate this machine's GPUs: software, health, kernels, memory, bandwidth, GEMM");
+  sub->add_option("--level", o->level, "quick (boot pre-flight), standard or long")->check(CLI::IsMember({"quick", "standard", "long"}));
+  sub->add_option("--gpus", o->gpus, "GPU indices to check, e.g. 0,1 (default: all)");
+  sub->add_option("--lock", o->lock, "A gpuenv.lock: the driver floor and CUDA version to check against (default with --image: the image's own)");
+  sub->add_option("--image", o->image,
+                 "An image built by gpuenv (layout DIR or DIR:REF): its CUDA libraries and frameworks run inside it (libraries_load, framework_smoke, cudnn_smoke)");
+  sub->add_option("--check", o->checks, "Only this check, key prefix or category; repeatable (see gpuenv checks)");
+  sub->add_option("--junit", o->junit, "Also write a JUnit XML report to this file");
+  sub->add_option("--backend", o->backend, "replay:FILE answers from a recorded inventory and scenario (docs/replay.md)");
+  sub->add_option("--thresholds", o->thresholds, "Per-GPU references YAML instead of the built-in one")->check(CLI::ExistingFile);
+  sub->add_option("--mig", o->mig, "Expected MIG mode for mig_state: on or off")->check(CLI::IsMember({"on", "off"}));
+  sub->add_flag("--json", o->json, "Print a gpuenv-validation-v1 JSON report");
+  return {sub, [o, &g](Context& ctx) {
+    (void)g;
+    return cmd_validate(*o, ctx);
+  }};
+}
+
+Command add_preflight_command(CLI::App& app, const GlobalOptions& g) {
+  auto o = std::make_shared<PreflightOptions>();
+  auto* sub = app.add_subcommand("preflight", "Boot pre-flight: the quick level, with a status JSON written atomically");
+  sub->add_option("--status-file", o->status_file, "Where to write the status (default /run/gpuenv/status.json)");
+  sub->add_option("--lock", o->lock, "A gpuenv.lock to check the driver against");
+  sub->add_option("--backend", o->backend, "replay:FILE (docs/replay.md)");
+  sub->add_flag("--json", o->json, "Print the status JSON");
+  return {sub, [o, &g](Context& ctx) {
+    (void)g;
+    return cmd_preflight(*o, ctx);
+  }};
+}
+
+Command add_checks_command(CLI::App& app, const GlobalOptions& g) {
+  auto o = std::make_shared<ChecksOptions>();
+  auto* sub = app.add_subcommand("checks", "List the validation checks with their levels and deadlines");
+  sub->add_flag("--json", o->json, "Print a gpuenv-checks-v1 JSON document");
+  return {sub, [o, &g](Context& ctx) {
+    (void)g;
+    return cmd_checks(*o, ctx);
+  }};
 }
 
 }  // namespace gpuenv::cli

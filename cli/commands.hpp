@@ -1,6 +1,7 @@
 #pragma once
 // The commands of gpuenv: each turns its options into one library call and renders the result.
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,7 +22,36 @@
 #include "resolver/spec.hpp"
 #include "validate/check.hpp"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace gpuenv::cli {
+
+/// What every command may read of the global flags (set once the command line is parsed).
+struct GlobalOptions {
+  std::string catalog_dir;  ///< --catalog, else GPUENV_CATALOG; "" for the built-in catalog
+};
+
+/// A command on the command line: its CLI11 subcommand, and what runs it once it is the one parsed.
+struct Command {
+  CLI::App* sub = nullptr;
+  std::function<int(Context&)> run;
+};
+
+/// Each command's file registers its own subcommand and flags (cli/app.cpp lists them in help order).
+Command add_resolve_command(CLI::App& app, const GlobalOptions& global);
+Command add_detect_command(CLI::App& app, const GlobalOptions& global);
+Command add_matrix_command(CLI::App& app, const GlobalOptions& global);
+Command add_lock_command(CLI::App& app, const GlobalOptions& global);
+Command add_build_command(CLI::App& app, const GlobalOptions& global);
+Command add_validate_command(CLI::App& app, const GlobalOptions& global);
+Command add_preflight_command(CLI::App& app, const GlobalOptions& global);
+Command add_checks_command(CLI::App& app, const GlobalOptions& global);
+Command add_inspect_command(CLI::App& app, const GlobalOptions& global);
+Command add_run_command(CLI::App& app, const GlobalOptions& global);
+Command add_sources_command(CLI::App& app, const GlobalOptions& global);
+Command add_cache_command(CLI::App& app, const GlobalOptions& global);
 
 using app::load_catalog_from;
 using app::LoadedCatalog;

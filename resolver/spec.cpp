@@ -248,7 +248,9 @@ std::string Spec::where(const std::string& key) const {
   return path + ":" + std::to_string(it->second.line) + ":" + std::to_string(it->second.column);
 }
 
-Result<Spec> parse_spec(std::string_view text, const std::string& path) {
+namespace {
+
+Result<YAML::Node> load_spec_yaml(std::string_view text, const std::string& path) {
   if (auto st = check_yaml_bytes(text, path, k_spec_max_bytes, k_spec_max_depth); !st) return std::move(st).error();
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return make_error(ErrorKind::spec, "spec.empty", "spec is empty", path,
@@ -267,6 +269,228 @@ Result<Spec> parse_spec(std::string_view text, const std::string& path) {
     return make_error(ErrorKind::spec, "spec.empty", "spec has no content (only comments or null)", path,
                       "start from an example in recipes/examples/");
   }
+  return root;
+}
+
+Status read_schema(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, [[maybe_unused]] Spec& spec) {
+  GPUENV_TRY(s, w.scalar(value, "schema"));
+  if (s != k_spec_schema) {
+    return w.error(value, "spec.schema", "unsupported schema '" + s + "'",
+                   "this gpuenv reads '" + std::string(k_spec_schema) + "'");
+  }
+  return ok_status();
+}
+
+Status read_name(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+  GPUENV_TRY(s, w.scalar(value, "name"));
+  static const std::regex name_re("^[a-z0-9][a-z0-9._-]{0,127}$");
+  if (!std::regex_match(s, name_re)) {
+    return w.error(value, "spec.bad_name", "name '" + s + "' is not a valid image name",
+                   "use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit");
+  }
+  spec.name = s;
+  return ok_status();
+}
+
+Status read_base(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+  GPUENV_TRY(s, w.scalar(value, "base"));
+  if (s.rfind("docker://", 0) == 0 || s.rfind("oci:", 0) == 0) {
+    const std::string rest = s.substr(s.rfind("docker://", 0) == 0 ? 9 : (s.rfind("oci://", 0) == 0 ? 6 : 4));
+    if (rest.empty() || rest.find_first_of(" \t\n") != std::string::npos) {
+      return w.error(value, "spec.bad_base", "base image '" + s + "' names no image",
+                     "write docker://registry.example.com/repo:tag (or @sha256:...) or oci:/path/to/layout[:ref]");
+    }
+    spec.base_image = s;
+    spec.base_distro.clear();
+    spec.base_release.clear();
+    return ok_status();
+  }
+  const auto colon = s.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == s.size() || s.find(':', colon + 1) != std::string::npos) {
+    return w.error(value, "spec.bad_base", "base '" + s + "' is not distro:release",
+                   "write it as debian:12 or ubuntu:22.04, or name an image: docker://REF or oci:PATH[:REF]");
+  }
+  spec.base_distro = s.substr(0, colon);
+  spec.base_release = s.substr(colon + 1);
+  return ok_status();
+}
+
+Status read_cuda_mapping(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+  static const std::vector<std::string> keys = {"version", "components"};
+  GPUENV_TRY(cm, w.map(value, "cuda", keys));
+  for (const auto& [ckey, cval] : cm) {
+    if (ckey.Scalar() == "version") {
+      GPUENV_TRY(c, w.constraint(cval, "cuda.version"));
+      spec.cuda = std::move(c);
+      spec.cuda_given = true;
+    } else {
+      GPUENV_TRY(list, w.string_list(cval, "cuda.components"));
+      for (const auto& name : list) {
+        if (std::find(k_cuda_components.begin(), k_cuda_components.end(), name) == k_cuda_components.end()) {
+          std::string hint = "use any of " + join(k_cuda_components, ", ") + (name == "cudnn" ? "; cuDNN is asked for with the top-level 'cudnn' key" : "");
+          if (auto g = did_you_mean(name, k_cuda_components)) hint = "did you mean '" + *g + "'? " + hint;
+          return w.error(cval, "spec.bad_enum", "cuda.components: '" + name + "' is not a CUDA component gpuenv knows", hint);
+        }
+        if (std::find(spec.cuda_components.begin(), spec.cuda_components.end(), name) == spec.cuda_components.end())
+          spec.cuda_components.push_back(name);
+      }
+      if (spec.cuda_components.empty())
+        return w.error(cval, "spec.empty_list", "cuda.components is empty", "leave the key out for the default (cudart, cublas)");
+    }
+  }
+  return ok_status();
+}
+
+Status read_version_key(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+  GPUENV_TRY(c, w.constraint(value, k));
+  (k == "python" ? spec.python : k == "cuda" ? spec.cuda : spec.cudnn) = std::move(c);
+  (k == "python" ? spec.python_given : k == "cuda" ? spec.cuda_given : spec.cudnn_given) = true;
+  return ok_status();
+}
+
+Status read_frameworks(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+  if (value.IsNull()) return ok_status();
+  GPUENV_TRY(fws, w.map(value, "frameworks", k_frameworks));
+  for (const auto& [fkey, fval] : fws) {
+    FrameworkRequest req;
+    req.name = fkey.Scalar();
+    req.pos = w.pos(fval);
+    if (fval.IsNull()) {
+      req.version = Constraint{};
+    } else {
+      GPUENV_TRY(c, w.constraint(fval, "frameworks." + req.name));
+      req.version = std::move(c);
+    }
+    spec.frameworks.push_back(std::move(req));
+  }
+  std::sort(spec.frameworks.begin(), spec.frameworks.end(), [](const auto& a, const auto& b) {
+    auto rank = [](const std::string& n) { return std::find(k_frameworks.begin(), k_frameworks.end(), n) - k_frameworks.begin(); };
+    return rank(a.name) < rank(b.name);
+  });
+  return ok_status();
+}
+
+Status read_gpu(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+  GPUENV_TRY(g, w.map(value, "gpu", k_gpu_keys));
+  for (const auto& [gkey, gval] : g) {
+    const std::string gk = gkey.Scalar();
+    if (gk == "models") {
+      GPUENV_TRY(models, w.string_list(gval, "gpu.models"));
+      spec.gpu.models = std::move(models);
+      spec.gpu.models_pos = w.pos(gval);
+    } else if (gk == "archs") {
+      GPUENV_TRY(archs, w.string_list(gval, "gpu.archs"));
+      for (const auto& a : archs) {
+        auto sm = parse_arch(a);
+        if (!sm) {
+          Error e = std::move(sm).error();
+          e.where = w.where(gval);
+          return e;
+        }
+        spec.gpu.archs.push_back(*sm);
+      }
+      spec.gpu.archs_pos = w.pos(gval);
+    } else if (gk == "driver") {
+      GPUENV_TRY(c, w.constraint(gval, "gpu.driver"));
+      if (!c.lower_bound()) {
+        return w.error(gval, "spec.driver_unbounded", "gpu.driver '" + c.str() + "' has no lower bound",
+                       "give the fleet's driver (550.54.15) or a range with a lower bound (>=550)");
+      }
+      spec.gpu.driver = std::move(c);
+      spec.gpu.driver_pos = w.pos(gval);
+    } else if (gk == "confidential") {
+      // YAML 1.1 readers turn `off` into false; accept both spellings.
+      GPUENV_TRY(s, w.scalar(gval, "gpu.confidential"));
+      if (s == "off" || s == "false" || s == "no") spec.gpu.confidential = Confidential::off;
+      else if (s == "allowed") spec.gpu.confidential = Confidential::allowed;
+      else if (s == "required" || s == "on" || s == "true") spec.gpu.confidential = Confidential::required;
+      else {
+        return w.error(gval, "spec.bad_enum", "gpu.confidential '" + s + "' is not off, allowed or required", "");
+      }
+    }
+  }
+  if (!spec.gpu.models.empty() && !spec.gpu.archs.empty()) {
+    return w.error(value, "spec.contradictory", "gpu gives both 'models' and 'archs'",
+                   "give the models (gpuenv knows their architectures) or, for GPUs it does not know, the archs");
+  }
+  return ok_status();
+}
+
+Status read_packages(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+  GPUENV_TRY(p, w.map(value, "packages", k_package_keys));
+  for (const auto& [pkey, pval] : p) {
+    GPUENV_TRY(list, w.string_list(pval, "packages." + pkey.Scalar()));
+    if (pkey.Scalar() == "apt") {
+      static const std::regex apt_re(R"(^[a-z0-9][a-z0-9+.-]+(:[a-z0-9]+)?(=[A-Za-z0-9.+~:-]+)?$)");
+      for (const auto& name : list)
+        if (!std::regex_match(name, apt_re))
+          return w.error(pval, "spec.bad_package", "'" + name + "' is not a Debian package name",
+                         "write name or name=version, e.g. curl or libgomp1=12.2.0-14");
+      spec.apt_packages = std::move(list);
+    } else {
+      spec.pip_packages = std::move(list);
+    }
+  }
+  return ok_status();
+}
+
+Status read_image(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+  GPUENV_TRY(im, w.map(value, "image", k_image_keys));
+  for (const auto& [ikey, ival] : im) {
+    GPUENV_TRY(s, w.scalar(ival, "image." + ikey.Scalar()));
+    if (ikey.Scalar() == "format") {
+      if (std::find(k_image_formats.begin(), k_image_formats.end(), s) == k_image_formats.end()) {
+        std::string hint = "use one of " + join(k_image_formats, ", ");
+        if (auto g = did_you_mean(s, k_image_formats)) hint = "did you mean '" + *g + "'? " + hint;
+        return w.error(ival, "spec.bad_enum", "image.format '" + s + "' is not known", hint);
+      }
+      spec.image_format = s;
+    } else {
+      spec.image_tag = s;
+    }
+  }
+  return ok_status();
+}
+
+Status read_sources_key(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+  GPUENV_TRY(src, parse_sources(w, value));
+  spec.sources = std::move(src);
+  return ok_status();
+}
+
+Status read_validate(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+  GPUENV_TRY(v, w.map(value, "validate", k_validate_keys));
+  for (const auto& [vkey, vval] : v) {
+    if (vkey.Scalar() == "level") {
+      GPUENV_TRY(s, w.scalar(vval, "validate.level"));
+      if (std::find(k_levels.begin(), k_levels.end(), s) == k_levels.end()) {
+        std::string hint = "use quick, standard or long";
+        if (auto g = did_you_mean(s, k_levels)) hint = "did you mean '" + *g + "'? " + hint;
+        return w.error(vval, "spec.bad_enum", "validate.level '" + s + "' is not known", hint);
+      }
+      spec.validate_level = s;
+    } else {
+      GPUENV_TRY(th, w.map(vval, "validate.thresholds", {}));
+      for (const auto& [tkey, tval] : th) {
+        GPUENV_TRY(s, w.scalar(tval, "validate.thresholds." + tkey.Scalar()));
+        try {
+          std::size_t used = 0;
+          const double d = std::stod(s, &used);
+          if (used != s.size() || !(d >= 0)) throw std::invalid_argument(s);
+          spec.validate_thresholds[tkey.Scalar()] = d;
+        } catch (const std::exception&) {
+          return w.error(tval, "spec.wrong_type", "validate.thresholds." + tkey.Scalar() + " must be a non-negative number, found '" + s + "'", "");
+        }
+      }
+    }
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<Spec> parse_spec(std::string_view text, const std::string& path) {
+  GPUENV_TRY(root, load_spec_yaml(text, path));
   Walker w(path);
   Spec spec;
   spec.path = path;
@@ -274,189 +498,19 @@ Result<Spec> parse_spec(std::string_view text, const std::string& path) {
   for (const auto& [key, value] : top) {
     const std::string k = key.Scalar();
     spec.positions[k] = w.pos(value);
-    if (k == "schema") {
-      GPUENV_TRY(s, w.scalar(value, "schema"));
-      if (s != k_spec_schema) {
-        return w.error(value, "spec.schema", "unsupported schema '" + s + "'",
-                       "this gpuenv reads '" + std::string(k_spec_schema) + "'");
-      }
-    } else if (k == "name") {
-      GPUENV_TRY(s, w.scalar(value, "name"));
-      static const std::regex name_re("^[a-z0-9][a-z0-9._-]{0,127}$");
-      if (!std::regex_match(s, name_re)) {
-        return w.error(value, "spec.bad_name", "name '" + s + "' is not a valid image name",
-                       "use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit");
-      }
-      spec.name = s;
-    } else if (k == "base") {
-      GPUENV_TRY(s, w.scalar(value, "base"));
-      if (s.rfind("docker://", 0) == 0 || s.rfind("oci:", 0) == 0) {
-        const std::string rest = s.substr(s.rfind("docker://", 0) == 0 ? 9 : (s.rfind("oci://", 0) == 0 ? 6 : 4));
-        if (rest.empty() || rest.find_first_of(" \t\n") != std::string::npos) {
-          return w.error(value, "spec.bad_base", "base image '" + s + "' names no image",
-                         "write docker://registry.example.com/repo:tag (or @sha256:...) or oci:/path/to/layout[:ref]");
-        }
-        spec.base_image = s;
-        spec.base_distro.clear();
-        spec.base_release.clear();
-        continue;
-      }
-      const auto colon = s.find(':');
-      if (colon == std::string::npos || colon == 0 || colon + 1 == s.size() || s.find(':', colon + 1) != std::string::npos) {
-        return w.error(value, "spec.bad_base", "base '" + s + "' is not distro:release",
-                       "write it as debian:12 or ubuntu:22.04, or name an image: docker://REF or oci:PATH[:REF]");
-      }
-      spec.base_distro = s.substr(0, colon);
-      spec.base_release = s.substr(colon + 1);
-    } else if (k == "cuda" && value.IsMap()) {
-      static const std::vector<std::string> keys = {"version", "components"};
-      GPUENV_TRY(cm, w.map(value, "cuda", keys));
-      for (const auto& [ckey, cval] : cm) {
-        if (ckey.Scalar() == "version") {
-          GPUENV_TRY(c, w.constraint(cval, "cuda.version"));
-          spec.cuda = std::move(c);
-          spec.cuda_given = true;
-        } else {
-          GPUENV_TRY(list, w.string_list(cval, "cuda.components"));
-          for (const auto& name : list) {
-            if (std::find(k_cuda_components.begin(), k_cuda_components.end(), name) == k_cuda_components.end()) {
-              std::string hint = "use any of " + join(k_cuda_components, ", ") + (name == "cudnn" ? "; cuDNN is asked for with the top-level 'cudnn' key" : "");
-              if (auto g = did_you_mean(name, k_cuda_components)) hint = "did you mean '" + *g + "'? " + hint;
-              return w.error(cval, "spec.bad_enum", "cuda.components: '" + name + "' is not a CUDA component gpuenv knows", hint);
-            }
-            if (std::find(spec.cuda_components.begin(), spec.cuda_components.end(), name) == spec.cuda_components.end())
-              spec.cuda_components.push_back(name);
-          }
-          if (spec.cuda_components.empty())
-            return w.error(cval, "spec.empty_list", "cuda.components is empty", "leave the key out for the default (cudart, cublas)");
-        }
-      }
-    } else if (k == "python" || k == "cuda" || k == "cudnn") {
-      GPUENV_TRY(c, w.constraint(value, k));
-      (k == "python" ? spec.python : k == "cuda" ? spec.cuda : spec.cudnn) = std::move(c);
-      (k == "python" ? spec.python_given : k == "cuda" ? spec.cuda_given : spec.cudnn_given) = true;
-    } else if (k == "frameworks") {
-      if (value.IsNull()) continue;
-      GPUENV_TRY(fws, w.map(value, "frameworks", k_frameworks));
-      for (const auto& [fkey, fval] : fws) {
-        FrameworkRequest req;
-        req.name = fkey.Scalar();
-        req.pos = w.pos(fval);
-        if (fval.IsNull()) {
-          req.version = Constraint{};
-        } else {
-          GPUENV_TRY(c, w.constraint(fval, "frameworks." + req.name));
-          req.version = std::move(c);
-        }
-        spec.frameworks.push_back(std::move(req));
-      }
-      std::sort(spec.frameworks.begin(), spec.frameworks.end(), [](const auto& a, const auto& b) {
-        auto rank = [](const std::string& n) { return std::find(k_frameworks.begin(), k_frameworks.end(), n) - k_frameworks.begin(); };
-        return rank(a.name) < rank(b.name);
-      });
-    } else if (k == "gpu") {
-      GPUENV_TRY(g, w.map(value, "gpu", k_gpu_keys));
-      for (const auto& [gkey, gval] : g) {
-        const std::string gk = gkey.Scalar();
-        if (gk == "models") {
-          GPUENV_TRY(models, w.string_list(gval, "gpu.models"));
-          spec.gpu.models = std::move(models);
-          spec.gpu.models_pos = w.pos(gval);
-        } else if (gk == "archs") {
-          GPUENV_TRY(archs, w.string_list(gval, "gpu.archs"));
-          for (const auto& a : archs) {
-            auto sm = parse_arch(a);
-            if (!sm) {
-              Error e = std::move(sm).error();
-              e.where = w.where(gval);
-              return e;
-            }
-            spec.gpu.archs.push_back(*sm);
-          }
-          spec.gpu.archs_pos = w.pos(gval);
-        } else if (gk == "driver") {
-          GPUENV_TRY(c, w.constraint(gval, "gpu.driver"));
-          if (!c.lower_bound()) {
-            return w.error(gval, "spec.driver_unbounded", "gpu.driver '" + c.str() + "' has no lower bound",
-                           "give the fleet's driver (550.54.15) or a range with a lower bound (>=550)");
-          }
-          spec.gpu.driver = std::move(c);
-          spec.gpu.driver_pos = w.pos(gval);
-        } else if (gk == "confidential") {
-          // YAML 1.1 readers turn `off` into false; accept both spellings.
-          GPUENV_TRY(s, w.scalar(gval, "gpu.confidential"));
-          if (s == "off" || s == "false" || s == "no") spec.gpu.confidential = Confidential::off;
-          else if (s == "allowed") spec.gpu.confidential = Confidential::allowed;
-          else if (s == "required" || s == "on" || s == "true") spec.gpu.confidential = Confidential::required;
-          else {
-            return w.error(gval, "spec.bad_enum", "gpu.confidential '" + s + "' is not off, allowed or required", "");
-          }
-        }
-      }
-      if (!spec.gpu.models.empty() && !spec.gpu.archs.empty()) {
-        return w.error(value, "spec.contradictory", "gpu gives both 'models' and 'archs'",
-                       "give the models (gpuenv knows their architectures) or, for GPUs it does not know, the archs");
-      }
-    } else if (k == "packages") {
-      GPUENV_TRY(p, w.map(value, "packages", k_package_keys));
-      for (const auto& [pkey, pval] : p) {
-        GPUENV_TRY(list, w.string_list(pval, "packages." + pkey.Scalar()));
-        if (pkey.Scalar() == "apt") {
-          static const std::regex apt_re(R"(^[a-z0-9][a-z0-9+.-]+(:[a-z0-9]+)?(=[A-Za-z0-9.+~:-]+)?$)");
-          for (const auto& name : list)
-            if (!std::regex_match(name, apt_re))
-              return w.error(pval, "spec.bad_package", "'" + name + "' is not a Debian package name",
-                             "write name or name=version, e.g. curl or libgomp1=12.2.0-14");
-          spec.apt_packages = std::move(list);
-        } else {
-          spec.pip_packages = std::move(list);
-        }
-      }
-    } else if (k == "image") {
-      GPUENV_TRY(im, w.map(value, "image", k_image_keys));
-      for (const auto& [ikey, ival] : im) {
-        GPUENV_TRY(s, w.scalar(ival, "image." + ikey.Scalar()));
-        if (ikey.Scalar() == "format") {
-          if (std::find(k_image_formats.begin(), k_image_formats.end(), s) == k_image_formats.end()) {
-            std::string hint = "use one of " + join(k_image_formats, ", ");
-            if (auto g = did_you_mean(s, k_image_formats)) hint = "did you mean '" + *g + "'? " + hint;
-            return w.error(ival, "spec.bad_enum", "image.format '" + s + "' is not known", hint);
-          }
-          spec.image_format = s;
-        } else {
-          spec.image_tag = s;
-        }
-      }
-    } else if (k == "sources") {
-      GPUENV_TRY(src, parse_sources(w, value));
-      spec.sources = std::move(src);
-    } else if (k == "validate") {
-      GPUENV_TRY(v, w.map(value, "validate", k_validate_keys));
-      for (const auto& [vkey, vval] : v) {
-        if (vkey.Scalar() == "level") {
-          GPUENV_TRY(s, w.scalar(vval, "validate.level"));
-          if (std::find(k_levels.begin(), k_levels.end(), s) == k_levels.end()) {
-            std::string hint = "use quick, standard or long";
-            if (auto g = did_you_mean(s, k_levels)) hint = "did you mean '" + *g + "'? " + hint;
-            return w.error(vval, "spec.bad_enum", "validate.level '" + s + "' is not known", hint);
-          }
-          spec.validate_level = s;
-        } else {
-          GPUENV_TRY(th, w.map(vval, "validate.thresholds", {}));
-          for (const auto& [tkey, tval] : th) {
-            GPUENV_TRY(s, w.scalar(tval, "validate.thresholds." + tkey.Scalar()));
-            try {
-              std::size_t used = 0;
-              const double d = std::stod(s, &used);
-              if (used != s.size() || !(d >= 0)) throw std::invalid_argument(s);
-              spec.validate_thresholds[tkey.Scalar()] = d;
-            } catch (const std::exception&) {
-              return w.error(tval, "spec.wrong_type", "validate.thresholds." + tkey.Scalar() + " must be a non-negative number, found '" + s + "'", "");
-            }
-          }
-        }
-      }
-    }
+    Status st = ok_status();
+    if (k == "schema") st = read_schema(w, k, value, spec);
+    else if (k == "name") st = read_name(w, k, value, spec);
+    else if (k == "base") st = read_base(w, k, value, spec);
+    else if (k == "cuda" && value.IsMap()) st = read_cuda_mapping(w, k, value, spec);
+    else if (k == "python" || k == "cuda" || k == "cudnn") st = read_version_key(w, k, value, spec);
+    else if (k == "frameworks") st = read_frameworks(w, k, value, spec);
+    else if (k == "gpu") st = read_gpu(w, k, value, spec);
+    else if (k == "packages") st = read_packages(w, k, value, spec);
+    else if (k == "image") st = read_image(w, k, value, spec);
+    else if (k == "sources") st = read_sources_key(w, k, value, spec);
+    else if (k == "validate") st = read_validate(w, k, value, spec);
+    if (!st) return std::move(st).error();
   }
   return spec;
 }

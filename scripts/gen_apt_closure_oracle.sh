@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Records what `apt-get install --no-install-recommends` would install on an EMPTY system, for the oracle test of
-# gpuenv's dependency closure (tests/images/closure_test.cpp).
+# gpuenv's dependency closure (tests/packages/closure_test.cpp).
 #
 # It reads the host's apt lists as they are (run `apt-get update` first if you want newer ones) through a
 # temporary, empty dpkg status file; it changes nothing under /var/lib/apt, /var/lib/dpkg or /var/cache/apt.

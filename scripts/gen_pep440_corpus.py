@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Records what the `packaging` library answers for seeded random PEP 440 versions and specifiers.
 
-The C++ implementation in images/wheels/pep440.cpp is checked against every line by
-tests/images/pep440_test.cpp. Run with the system interpreter, which has Debian's python3-packaging:
+The C++ implementation in packages/wheels/pep440.cpp is checked against every line by
+tests/packages/pep440_test.cpp. Run with the system interpreter, which has Debian's python3-packaging:
 
     /usr/bin/python3 scripts/gen_pep440_corpus.py [--seed N] [--out tests/data]
 

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Records what the `packaging` library answers for wheel tags and wheel filenames.
 
-The C++ implementation in images/wheels/wheel_tags.cpp is checked against every line by
-tests/images/wheel_tags_test.cpp. Run with the system interpreter, which has Debian's python3-packaging:
+The C++ implementation in packages/wheels/wheel_tags.cpp is checked against every line by
+tests/packages/wheel_tags_test.cpp. Run with the system interpreter, which has Debian's python3-packaging:
 
     /usr/bin/python3 scripts/gen_wheel_tags_oracle.py [--out tests/data]
 

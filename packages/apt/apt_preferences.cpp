@@ -151,6 +151,106 @@ using Pattern = AptPreferences::Pattern;
 
 Result<Pattern> pattern(std::string text, const std::string& where) { return Pattern::compile(std::move(text), where); }
 
+// `Pin: version VERSION` (a trailing '*' makes it a prefix); only for records that name packages.
+Status version_pin(AptPreferences::Pin& pin, std::string_view value, bool general, const std::string& where) {
+  if (general)
+    return preferences_error("apt.preferences_bad_pin",
+                             "a 'Pin: version' record must name packages; 'Package: *' pins releases or origins",
+                             where, "name the packages in Package:, or pin a release or an origin instead");
+  if (value.empty())
+    return preferences_error("apt.preferences_bad_pin", "'Pin: version' without a version", where, k_pin_hint);
+  pin.version = std::string(value);
+  if (pin.version.back() == '*') {
+    pin.version_prefix = true;
+    pin.version.pop_back();
+  }
+  auto p = pattern(pin.version, where);
+  if (!p) return std::move(p).error();
+  pin.version_pattern = std::move(*p);
+  return ok_status();
+}
+
+// `Pin: origin HOST`, the host quoted or not.
+Status origin_pin(AptPreferences::Pin& pin, std::string_view value, const std::string& where) {
+  std::string site(value);
+  if (site.size() >= 2 && site.front() == '"' && site.back() == '"') site = site.substr(1, site.size() - 2);
+  auto p = pattern(std::move(site), where);
+  if (!p) return std::move(p).error();
+  pin.site = std::move(*p);
+  return ok_status();
+}
+
+// The release version term (v=, or a bare word starting with a digit); a trailing '*' makes it a prefix.
+Status set_release_version(AptPreferences::Pin& pin, std::string v, const std::string& where) {
+  pin.release_version_prefix = !v.empty() && v.back() == '*';
+  if (pin.release_version_prefix) v.pop_back();
+  auto p = pattern(v, where);
+  if (!p) return std::move(p).error();
+  pin.release_version = std::move(v);
+  pin.release_version_pattern = std::move(*p);
+  return ok_status();
+}
+
+// One non-empty KEY=VALUE term of `Pin: release`; it replaces an earlier term of the same key, as in apt.
+Status add_release_term(AptPreferences::Pin& pin, std::string_view term, const std::string& where) {
+  if (term.size() < 2 || term[1] != '=')
+    return preferences_error("apt.preferences_bad_pin",
+                             "release term '" + std::string(term) + "' is not one of a=, n=, v=, o=, l=, c=, b=",
+                             where, k_pin_hint);
+  const std::string text(term.substr(2));
+  if (text.empty())
+    return preferences_error("apt.preferences_bad_pin", "release term '" + std::string(term) + "' has no value",
+                             where, "give the term a value or remove it; apt ignores such a term");
+  if (lower(term[0]) == 'v') return set_release_version(pin, text, where);
+  std::optional<Pattern>* slot = nullptr;
+  switch (lower(term[0])) {
+    case 'o': slot = &pin.origin; break;
+    case 'a': slot = &pin.archive; break;
+    case 'n': slot = &pin.codename; break;
+    case 'l': slot = &pin.label; break;
+    case 'c': slot = &pin.component; break;
+    case 'b': slot = &pin.architecture; break;
+    default:
+      return preferences_error("apt.preferences_bad_pin",
+                               "unknown release term '" + std::string(term) + "' (a=, n=, v=, o=, l=, c=, b= are known)",
+                               where, k_pin_hint);
+  }
+  auto p = pattern(text, where);
+  if (!p) return std::move(p).error();
+  *slot = std::move(*p);
+  return ok_status();
+}
+
+// `Pin: release` with `*`, a bare archive, codename or version, or comma-separated key=value terms.
+Status release_pin(AptPreferences::Pin& pin, std::string_view value, const std::string& where) {
+  if (value.empty())
+    return preferences_error("apt.preferences_bad_pin", "'Pin: release' without anything to match", where, k_pin_hint);
+  if (value == "*") {
+    pin.match_all = true;
+    return ok_status();
+  }
+  if (value.find('=') == std::string_view::npos) {
+    // A bare word: a release version when it starts with a digit, else an archive or codename.
+    if (value.front() >= '0' && value.front() <= '9') return set_release_version(pin, std::string(value), where);
+    auto p = pattern(std::string(value), where);
+    if (!p) return std::move(p).error();
+    pin.archive_or_codename = std::move(*p);
+    return ok_status();
+  }
+  std::string_view rest = value;
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view term = trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    if (term.empty()) continue;
+    if (auto st = add_release_term(pin, term, where); !st) return std::move(st).error();
+  }
+  if (!pin.release_version && !pin.origin && !pin.archive && !pin.codename && !pin.label && !pin.component &&
+      !pin.architecture)
+    return preferences_error("apt.preferences_bad_pin", "'Pin: release' without anything to match", where, k_pin_hint);
+  return ok_status();
+}
+
 // Parses the part of a Pin line after its kind (apt's pkgVersionMatch constructor), refusing what apt would
 // silently ignore.
 Result<AptPreferences::Pin> compile_pin(AptPreferences::PinKind kind, std::string_view value, bool general,
@@ -158,100 +258,10 @@ Result<AptPreferences::Pin> compile_pin(AptPreferences::PinKind kind, std::strin
   using Kind = AptPreferences::PinKind;
   AptPreferences::Pin pin;
   pin.kind = kind;
-  switch (kind) {
-    case Kind::version: {
-      if (general)
-        return preferences_error("apt.preferences_bad_pin",
-                                 "a 'Pin: version' record must name packages; 'Package: *' pins releases or origins",
-                                 where, "name the packages in Package:, or pin a release or an origin instead");
-      if (value.empty())
-        return preferences_error("apt.preferences_bad_pin", "'Pin: version' without a version", where, k_pin_hint);
-      pin.version = std::string(value);
-      if (pin.version.back() == '*') {
-        pin.version_prefix = true;
-        pin.version.pop_back();
-      }
-      auto p = pattern(pin.version, where);
-      if (!p) return std::move(p).error();
-      pin.version_pattern = std::move(*p);
-      return pin;
-    }
-    case Kind::origin: {
-      std::string site(value);
-      if (site.size() >= 2 && site.front() == '"' && site.back() == '"') site = site.substr(1, site.size() - 2);
-      auto p = pattern(std::move(site), where);
-      if (!p) return std::move(p).error();
-      pin.site = std::move(*p);
-      return pin;
-    }
-    case Kind::release:
-      break;
-  }
-  if (value.empty())
-    return preferences_error("apt.preferences_bad_pin", "'Pin: release' without anything to match", where, k_pin_hint);
-  if (value == "*") {
-    pin.match_all = true;
-    return pin;
-  }
-  auto set_version = [&](std::string v) -> Status {
-    pin.release_version_prefix = !v.empty() && v.back() == '*';
-    if (pin.release_version_prefix) v.pop_back();
-    auto p = pattern(v, where);
-    if (!p) return std::move(p).error();
-    pin.release_version = std::move(v);
-    pin.release_version_pattern = std::move(*p);
-    return ok_status();
-  };
-  if (value.find('=') == std::string_view::npos) {
-    // A bare word: a release version when it starts with a digit, else an archive or codename.
-    if (value.front() >= '0' && value.front() <= '9') {
-      if (auto st = set_version(std::string(value)); !st) return std::move(st).error();
-      return pin;
-    }
-    auto p = pattern(std::string(value), where);
-    if (!p) return std::move(p).error();
-    pin.archive_or_codename = std::move(*p);
-    return pin;
-  }
-  // Comma-separated key=value terms; a later term of one key replaces an earlier one, as in apt.
-  std::string_view rest = value;
-  while (!rest.empty()) {
-    const std::size_t comma = rest.find(',');
-    const std::string_view term = trim(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    if (term.empty()) continue;
-    if (term.size() < 2 || term[1] != '=')
-      return preferences_error("apt.preferences_bad_pin",
-                               "release term '" + std::string(term) + "' is not one of a=, n=, v=, o=, l=, c=, b=",
-                               where, k_pin_hint);
-    const std::string text(term.substr(2));
-    if (text.empty())
-      return preferences_error("apt.preferences_bad_pin", "release term '" + std::string(term) + "' has no value",
-                               where, "give the term a value or remove it; apt ignores such a term");
-    if (lower(term[0]) == 'v') {
-      if (auto st = set_version(text); !st) return std::move(st).error();
-      continue;
-    }
-    std::optional<Pattern>* slot = nullptr;
-    switch (lower(term[0])) {
-      case 'o': slot = &pin.origin; break;
-      case 'a': slot = &pin.archive; break;
-      case 'n': slot = &pin.codename; break;
-      case 'l': slot = &pin.label; break;
-      case 'c': slot = &pin.component; break;
-      case 'b': slot = &pin.architecture; break;
-      default:
-        return preferences_error("apt.preferences_bad_pin",
-                                 "unknown release term '" + std::string(term) + "' (a=, n=, v=, o=, l=, c=, b= are known)",
-                                 where, k_pin_hint);
-    }
-    auto p = pattern(text, where);
-    if (!p) return std::move(p).error();
-    *slot = std::move(*p);
-  }
-  if (!pin.release_version && !pin.origin && !pin.archive && !pin.codename && !pin.label && !pin.component &&
-      !pin.architecture)
-    return preferences_error("apt.preferences_bad_pin", "'Pin: release' without anything to match", where, k_pin_hint);
+  Status st = kind == Kind::version  ? version_pin(pin, value, general, where)
+              : kind == Kind::origin ? origin_pin(pin, value, where)
+                                     : release_pin(pin, value, where);
+  if (!st) return std::move(st).error();
   return pin;
 }
 
@@ -312,6 +322,114 @@ struct RawField {
   std::string value;
   std::uint32_t line = 0;
 };
+
+// The Package, Pin and Pin-Priority fields of one record; each is there and not blank.
+struct RecordFields {
+  const RawField* package = nullptr;
+  const RawField* pin = nullptr;
+  const RawField* priority = nullptr;
+};
+
+// Finds the fields apt reads in a record; fails on one that appears twice or is missing or blank.
+Result<RecordFields> record_fields(const std::vector<RawField>& fields, std::string_view origin) {
+  const std::uint32_t first_line = fields.front().line;
+  RecordFields out;
+  for (const RawField& f : fields) {
+    const RawField** slot = iequals(f.name, "Package")        ? &out.package
+                            : iequals(f.name, "Pin")          ? &out.pin
+                            : iequals(f.name, "Pin-Priority") ? &out.priority
+                                                              : nullptr;
+    if (slot == nullptr) continue;  // Explanation and fields apt does not read
+    if (*slot != nullptr)
+      return preferences_error("apt.preferences_syntax",
+                               "field '" + std::string(f.name) + "' appears twice in the record starting at line " +
+                                   std::to_string(first_line),
+                               at(origin, f.line), "a record has one Package, one Pin and one Pin-Priority");
+    *slot = &f;
+  }
+  auto missing = [&](const char* name) {
+    return preferences_error("apt.preferences_missing_field",
+                             std::string("the record starting at line ") + std::to_string(first_line) + " has no " +
+                                 name + " field",
+                             at(origin, first_line),
+                             "a preferences record needs Package:, Pin: and Pin-Priority: (see apt_preferences(5))");
+  };
+  if (out.package == nullptr || trim(out.package->value).empty()) return missing("Package");
+  if (out.pin == nullptr || trim(out.pin->value).empty()) return missing("Pin");
+  if (out.priority == nullptr || trim(out.priority->value).empty()) return missing("Pin-Priority");
+  return out;
+}
+
+// The kind word at the start of a Pin line.
+Result<AptPreferences::PinKind> pin_kind(std::string_view kind_word, const std::string& pin_where) {
+  if (iequals(kind_word, "version")) return AptPreferences::PinKind::version;
+  if (iequals(kind_word, "release")) return AptPreferences::PinKind::release;
+  if (iequals(kind_word, "origin")) return AptPreferences::PinKind::origin;
+  return preferences_error("apt.preferences_bad_pin",
+                           "unknown pin kind '" + std::string(kind_word) + "' (release, origin or version)", pin_where,
+                           k_pin_hint);
+}
+
+// One record, compiled, before it joins the preferences.
+struct CompiledRecord {
+  AptPreferences::Record record;
+  std::shared_ptr<const AptPreferences::Pin> pin;
+  std::vector<std::shared_ptr<const AptPreferences::PackageWord>> words;
+};
+
+// Compiles the record of `fields` (not empty), which will be record number `index`; fails on missing or
+// repeated fields, a bad pin, a bad priority or a bad package word, in that order.
+Result<CompiledRecord> compile_record(const std::vector<RawField>& fields, std::size_t index, std::string_view origin) {
+  auto found = record_fields(fields, origin);
+  if (!found) return std::move(found).error();
+  const RawField& package = *found->package;
+  const RawField& pin = *found->pin;
+  const RawField& priority = *found->priority;
+
+  CompiledRecord out;
+  AptPreferences::Record& record = out.record;
+  record.where = at(origin, fields.front().line);
+  const std::string_view package_value = trim(package.value);
+  const bool general = package_value == "*";
+  if (!general)
+    for (std::string_view w : value_words(package_value)) record.packages.emplace_back(w);
+
+  const std::string pin_where = at(origin, pin.line);
+  const std::string_view pin_value = trim(pin.value);
+  std::size_t kind_end = 0;
+  while (kind_end < pin_value.size() && !is_space(pin_value[kind_end])) ++kind_end;
+  auto kind = pin_kind(pin_value.substr(0, kind_end), pin_where);
+  if (!kind) return std::move(kind).error();
+  record.kind = *kind;
+  record.value = std::string(trim(pin_value.substr(kind_end)));
+  auto compiled = compile_pin(record.kind, record.value, general, pin_where);
+  if (!compiled) return std::move(compiled).error();
+
+  auto p = parse_priority(priority.value, general, at(origin, priority.line));
+  if (!p) return std::move(p).error();
+  record.priority = *p;
+
+  for (const std::string& w : record.packages) {
+    auto word = compile_word(w, index, at(origin, package.line));
+    if (!word) return std::move(word).error();
+    out.words.push_back(std::make_shared<const AptPreferences::PackageWord>(std::move(*word)));
+  }
+  out.pin = std::make_shared<const AptPreferences::Pin>(std::move(*compiled));
+  return out;
+}
+
+// Splits a preferences line into a field; fails on a line that is not 'Name: value'.
+Result<RawField> parse_field_line(std::string_view line, std::uint32_t line_no, std::string_view origin) {
+  const std::size_t colon = line.find(':');
+  if (colon == std::string_view::npos || colon == 0 ||
+      std::any_of(line.begin(), line.begin() + static_cast<std::ptrdiff_t>(colon), [](char c) { return is_space(c); }))
+    return preferences_error("apt.preferences_syntax",
+                             "line '" + std::string(line.substr(0, 60)) + "' is not a 'Name: value' field",
+                             at(origin, line_no),
+                             "preferences files hold records of Package:, Pin: and Pin-Priority: lines separated by "
+                             "blank lines; '#' starts a comment line");
+  return RawField{line.substr(0, colon), std::string(trim(line.substr(colon + 1))), line_no};
+}
 
 }  // namespace
 
@@ -419,71 +537,11 @@ Result<AptPreferences> parse_apt_preferences(std::string_view text, std::string_
 
   auto finish = [&]() -> Status {
     if (fields.empty()) return ok_status();
-    const std::uint32_t first_line = fields.front().line;
-    const RawField* package = nullptr;
-    const RawField* pin = nullptr;
-    const RawField* priority = nullptr;
-    for (const RawField& f : fields) {
-      const RawField** slot = iequals(f.name, "Package")        ? &package
-                              : iequals(f.name, "Pin")          ? &pin
-                              : iequals(f.name, "Pin-Priority") ? &priority
-                                                                : nullptr;
-      if (slot == nullptr) continue;  // Explanation and fields apt does not read
-      if (*slot != nullptr)
-        return preferences_error("apt.preferences_syntax",
-                                 "field '" + std::string(f.name) + "' appears twice in the record starting at line " +
-                                     std::to_string(first_line),
-                                 at(origin, f.line), "a record has one Package, one Pin and one Pin-Priority");
-      *slot = &f;
-    }
-    auto missing = [&](const char* name) {
-      return preferences_error("apt.preferences_missing_field",
-                               std::string("the record starting at line ") + std::to_string(first_line) + " has no " +
-                                   name + " field",
-                               at(origin, first_line),
-                               "a preferences record needs Package:, Pin: and Pin-Priority: (see apt_preferences(5))");
-    };
-    if (package == nullptr || trim(package->value).empty()) return missing("Package");
-    if (pin == nullptr || trim(pin->value).empty()) return missing("Pin");
-    if (priority == nullptr || trim(priority->value).empty()) return missing("Pin-Priority");
-
-    AptPreferences::Record record;
-    record.where = at(origin, first_line);
-    const std::string_view package_value = trim(package->value);
-    const bool general = package_value == "*";
-    if (!general)
-      for (std::string_view w : value_words(package_value)) record.packages.emplace_back(w);
-
-    const std::string pin_where = at(origin, pin->line);
-    const std::string_view pin_value = trim(pin->value);
-    std::size_t kind_end = 0;
-    while (kind_end < pin_value.size() && !is_space(pin_value[kind_end])) ++kind_end;
-    const std::string_view kind_word = pin_value.substr(0, kind_end);
-    if (iequals(kind_word, "version")) record.kind = AptPreferences::PinKind::version;
-    else if (iequals(kind_word, "release")) record.kind = AptPreferences::PinKind::release;
-    else if (iequals(kind_word, "origin")) record.kind = AptPreferences::PinKind::origin;
-    else
-      return preferences_error("apt.preferences_bad_pin",
-                               "unknown pin kind '" + std::string(kind_word) + "' (release, origin or version)",
-                               pin_where, k_pin_hint);
-    record.value = std::string(trim(pin_value.substr(kind_end)));
-    auto compiled = compile_pin(record.kind, record.value, general, pin_where);
+    auto compiled = compile_record(fields, out.m_records.size(), origin);
     if (!compiled) return std::move(compiled).error();
-
-    auto p = parse_priority(priority->value, general, at(origin, priority->line));
-    if (!p) return std::move(p).error();
-    record.priority = *p;
-
-    const std::size_t index = out.m_records.size();
-    std::vector<std::shared_ptr<const AptPreferences::PackageWord>> words;
-    for (const std::string& w : record.packages) {
-      auto word = compile_word(w, index, at(origin, package->line));
-      if (!word) return std::move(word).error();
-      words.push_back(std::make_shared<const AptPreferences::PackageWord>(std::move(*word)));
-    }
-    out.m_records.push_back(std::move(record));
-    out.m_pins.push_back(std::make_shared<const AptPreferences::Pin>(std::move(*compiled)));
-    for (auto& w : words) {
+    out.m_records.push_back(std::move(compiled->record));
+    out.m_pins.push_back(std::move(compiled->pin));
+    for (auto& w : compiled->words) {
       out.m_words.push_back(std::move(w));
       out.index_word(out.m_words.size() - 1);
     }
@@ -513,15 +571,9 @@ Result<AptPreferences> parse_apt_preferences(std::string_view text, std::string_
       fields.back().value += "\n" + std::string(trim(line));
       continue;
     }
-    const std::size_t colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0 ||
-        std::any_of(line.begin(), line.begin() + static_cast<std::ptrdiff_t>(colon), [](char c) { return is_space(c); }))
-      return preferences_error("apt.preferences_syntax",
-                               "line '" + std::string(line.substr(0, 60)) + "' is not a 'Name: value' field",
-                               at(origin, line_no),
-                               "preferences files hold records of Package:, Pin: and Pin-Priority: lines separated by "
-                               "blank lines; '#' starts a comment line");
-    fields.push_back(RawField{line.substr(0, colon), std::string(trim(line.substr(colon + 1))), line_no});
+    auto field = parse_field_line(line, line_no, origin);
+    if (!field) return std::move(field).error();
+    fields.push_back(std::move(*field));
   }
   if (auto st = finish(); !st) return std::move(st).error();
   return out;

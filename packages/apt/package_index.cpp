@@ -352,6 +352,176 @@ ReleaseInfo release_info(const RepositoryRef& r) {
   return info;
 }
 
+
+/// A Provides entry of a package being added, before the package has its place in the index.
+struct Provided {
+  std::size_t package;  // index into the packages being added
+  std::string_view name;
+  std::optional<DebianVersion> version;
+};
+
+/// The fields of a stanza that are checked or converted before they go into a BinaryPackage.
+struct RawFields {
+  std::string_view version;
+  bool has_version = false;
+  bool has_arch = false;
+  std::string_view size;
+  std::string_view installed_size;
+};
+
+/// Stores the field `key` with `value` in `p`, or in `raw` when it still needs checking.
+void read_field(Key key, std::string_view value, BinaryPackage& p, RawFields& raw) {
+  switch (key) {
+    case Key::package:
+      p.name = value;
+      break;
+    case Key::version:
+      raw.version = value;
+      raw.has_version = true;
+      break;
+    case Key::architecture:
+      p.architecture = value;
+      raw.has_arch = true;
+      break;
+    case Key::multi_arch:
+      p.multi_arch = value;
+      break;
+    case Key::priority:
+      p.priority = value;
+      break;
+    case Key::source:
+      p.source = value;
+      break;
+    case Key::filename:
+      p.filename = value;
+      break;
+    case Key::sha256:
+      p.sha256 = value;
+      break;
+    case Key::essential:
+      p.essential = iequals(value, "yes");
+      break;
+    case Key::size:
+      raw.size = value;
+      break;
+    case Key::installed_size:
+      raw.installed_size = value;
+      break;
+    case Key::depends:
+      p.depends = value;
+      break;
+    case Key::pre_depends:
+      p.pre_depends = value;
+      break;
+    case Key::provides:
+      p.provides = value;
+      break;
+    case Key::conflicts:
+      p.conflicts = value;
+      break;
+    case Key::breaks:
+      p.breaks = value;
+      break;
+    case Key::replaces:
+      p.replaces = value;
+      break;
+    case Key::other:
+      break;
+  }
+}
+
+/// Parses the Provides of `p`, the package numbered `package` among those being added, into `provided`; fails
+/// on alternatives, on an operator other than '=' and on a bad provided version.
+Status parse_provides(const BinaryPackage& p, std::size_t package, const std::string& origin, std::vector<Provided>& provided) {
+  std::optional<Error> bad;
+  RelationScanner scanner(p.provides, origin, nullptr);
+  auto st = scanner.run([&](const std::vector<RawRelation>& group) {
+    if (bad) return;
+    if (group.size() != 1) {
+      bad = relation_error(origin, p.provides, "alternatives ('|') are not allowed in Provides");
+      return;
+    }
+    const RawRelation& r = group.front();
+    Provided pr{package, r.name, std::nullopt};
+    if (!r.op.empty()) {
+      if (r.op != "=") {
+        bad = relation_error(
+            origin, p.provides,
+            "Provides of '" + std::string(r.name) + "' uses '" + std::string(r.op) + "'; only '=' is allowed");
+        return;
+      }
+      auto pv = DebianVersion::parse(r.version);
+      if (!pv) {
+        bad = relation_error(origin, p.provides,
+                             "bad provided version of '" + std::string(r.name) + "': " + pv.error().message);
+        return;
+      }
+      pr.version = std::move(*pv);
+    }
+    provided.push_back(std::move(pr));
+  });
+  if (!st) return std::move(st).error();
+  if (bad) return std::move(*bad);
+  return ok_status();
+}
+
+/// The package of `stanza` (of the repository numbered `repo_index`, read from `where`), or nullopt when its
+/// architecture is not one of `architectures`. Fails on a missing Package, Version or Architecture field and
+/// on a bad Version, Size, Installed-Size or Provides. Its Provides go into `provided` as package `package`.
+Result<std::optional<BinaryPackage>> parse_package(const Stanza& stanza, std::size_t repo_index, const std::string& where,
+                                                   const std::vector<std::string>& architectures, std::size_t package,
+                                                   std::vector<Provided>& provided) {
+  BinaryPackage p;
+  p.repository = repo_index;
+  p.line = stanza.line();
+  auto at = [&] { return where + ":" + std::to_string(p.line); };  // built only when needed
+  RawFields raw;
+  for (const Field& f : stanza.fields()) read_field(classify(f.name), f.value, p, raw);
+  if (p.name.empty() || !raw.has_version || !raw.has_arch) {
+    const char* missing = p.name.empty() ? "Package" : !raw.has_version ? "Version" : "Architecture";
+    return field_error("apt.packages_missing_field",
+                       std::string("stanza") + (p.name.empty() ? "" : " of '" + std::string(p.name) + "'") +
+                           " has no " + missing + " field",
+                       at());
+  }
+  if (std::find(architectures.begin(), architectures.end(), p.architecture) == architectures.end()) {
+    return std::optional<BinaryPackage>();
+  }
+  auto v = DebianVersion::parse(raw.version);
+  if (!v)
+    return field_error("apt.packages_bad_field",
+                       "package '" + std::string(p.name) + "' has a bad Version: " + v.error().message, at());
+  p.version = std::move(*v);
+  if (!raw.size.empty()) {
+    auto n = parse_number(raw.size, "Size", at());
+    if (!n) return std::move(n).error();
+    p.size = *n;
+  }
+  if (!raw.installed_size.empty()) {
+    auto n = parse_number(raw.installed_size, "Installed-Size", at());
+    if (!n) return std::move(n).error();
+    p.installed_size = *n;
+  }
+  if (!p.provides.empty()) {
+    if (auto st = parse_provides(p, package, at(), provided); !st) return std::move(st).error();
+  }
+  return std::optional<BinaryPackage>(std::move(p));
+}
+
+/// Sorts `names` and drops the repeated ones.
+void sort_unique(std::vector<std::string_view>& names) {
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+}
+
+/// Sorts the provisions of one virtual name by providing package name, then newest first.
+void sort_provisions(std::vector<Provision>& provisions) {
+  std::stable_sort(provisions.begin(), provisions.end(), [](const Provision& a, const Provision& b) {
+    if (a.package->name != b.package->name) return a.package->name < b.package->name;
+    return newer_first(a.package, b.package);
+  });
+}
+
 }  // namespace
 
 Result<std::vector<OrGroup>> parse_relations(std::string_view field, std::string_view origin) {
@@ -394,142 +564,13 @@ Status PackageIndex::add(std::string packages_text, RepositoryRef repo, const st
   auto stanzas = parse_deb822(*text, repo.where);
   if (!stanzas) return std::move(stanzas).error();
   const std::size_t repo_index = m_repositories.size();
-  auto where_at = [&](std::uint32_t line) { return repo.where + ":" + std::to_string(line); };
-
-  struct Provided {
-    std::size_t package;  // index into `added`
-    std::string_view name;
-    std::optional<DebianVersion> version;
-  };
   std::vector<BinaryPackage> added;
   added.reserve(stanzas->size());
   std::vector<Provided> provided;
-
   for (const Stanza& stanza : *stanzas) {
-    BinaryPackage p;
-    p.repository = repo_index;
-    p.line = stanza.line();
-    std::string_view version;
-    bool has_version = false;
-    bool has_arch = false;
-    std::string_view size;
-    std::string_view installed_size;
-    for (const Field& f : stanza.fields()) {
-      switch (classify(f.name)) {
-        case Key::package:
-          p.name = f.value;
-          break;
-        case Key::version:
-          version = f.value;
-          has_version = true;
-          break;
-        case Key::architecture:
-          p.architecture = f.value;
-          has_arch = true;
-          break;
-        case Key::multi_arch:
-          p.multi_arch = f.value;
-          break;
-        case Key::priority:
-          p.priority = f.value;
-          break;
-        case Key::source:
-          p.source = f.value;
-          break;
-        case Key::filename:
-          p.filename = f.value;
-          break;
-        case Key::sha256:
-          p.sha256 = f.value;
-          break;
-        case Key::essential:
-          p.essential = iequals(f.value, "yes");
-          break;
-        case Key::size:
-          size = f.value;
-          break;
-        case Key::installed_size:
-          installed_size = f.value;
-          break;
-        case Key::depends:
-          p.depends = f.value;
-          break;
-        case Key::pre_depends:
-          p.pre_depends = f.value;
-          break;
-        case Key::provides:
-          p.provides = f.value;
-          break;
-        case Key::conflicts:
-          p.conflicts = f.value;
-          break;
-        case Key::breaks:
-          p.breaks = f.value;
-          break;
-        case Key::replaces:
-          p.replaces = f.value;
-          break;
-        case Key::other:
-          break;
-      }
-    }
-    if (p.name.empty() || !has_version || !has_arch) {
-      const char* missing = p.name.empty() ? "Package" : !has_version ? "Version" : "Architecture";
-      return field_error("apt.packages_missing_field",
-                         std::string("stanza") + (p.name.empty() ? "" : " of '" + std::string(p.name) + "'") +
-                             " has no " + missing + " field",
-                         where_at(p.line));
-    }
-    if (std::find(architectures.begin(), architectures.end(), p.architecture) == architectures.end()) continue;
-    auto v = DebianVersion::parse(version);
-    if (!v)
-      return field_error("apt.packages_bad_field",
-                         "package '" + std::string(p.name) + "' has a bad Version: " + v.error().message,
-                         where_at(p.line));
-    p.version = std::move(*v);
-    if (!size.empty()) {
-      auto n = parse_number(size, "Size", where_at(p.line));
-      if (!n) return std::move(n).error();
-      p.size = *n;
-    }
-    if (!installed_size.empty()) {
-      auto n = parse_number(installed_size, "Installed-Size", where_at(p.line));
-      if (!n) return std::move(n).error();
-      p.installed_size = *n;
-    }
-    if (!p.provides.empty()) {
-      const std::string origin = where_at(p.line);
-      std::optional<Error> bad;
-      RelationScanner scanner(p.provides, origin, nullptr);
-      auto st = scanner.run([&](const std::vector<RawRelation>& group) {
-        if (bad) return;
-        if (group.size() != 1) {
-          bad = relation_error(origin, p.provides, "alternatives ('|') are not allowed in Provides");
-          return;
-        }
-        const RawRelation& r = group.front();
-        Provided pr{added.size(), r.name, std::nullopt};
-        if (!r.op.empty()) {
-          if (r.op != "=") {
-            bad = relation_error(
-                origin, p.provides,
-                "Provides of '" + std::string(r.name) + "' uses '" + std::string(r.op) + "'; only '=' is allowed");
-            return;
-          }
-          auto pv = DebianVersion::parse(r.version);
-          if (!pv) {
-            bad = relation_error(origin, p.provides,
-                                 "bad provided version of '" + std::string(r.name) + "': " + pv.error().message);
-            return;
-          }
-          pr.version = std::move(*pv);
-        }
-        provided.push_back(std::move(pr));
-      });
-      if (!st) return std::move(st).error();
-      if (bad) return std::move(*bad);
-    }
-    added.push_back(std::move(p));
+    auto p = parse_package(stanza, repo_index, repo.where, architectures, added.size(), provided);
+    if (!p) return std::move(p).error();
+    if (*p) added.push_back(std::move(**p));
   }
 
   // Everything parsed: commit.
@@ -557,22 +598,15 @@ Status PackageIndex::add(std::string packages_text, RepositoryRef repo, const st
     e.provisions.push_back(Provision{&m_packages[first + pr.package], std::move(pr.version)});
     touched_providers.push_back(pr.name);
   }
-  auto dedupe = [](std::vector<std::string_view>& v) {
-    std::sort(v.begin(), v.end());
-    v.erase(std::unique(v.begin(), v.end()), v.end());
-  };
-  dedupe(touched_versions);
-  dedupe(touched_providers);
+  sort_unique(touched_versions);
+  sort_unique(touched_providers);
   for (std::string_view name : touched_versions) {
     auto& versions = m_names[name].versions;
     std::stable_sort(versions.begin(), versions.end(), newer_first);
   }
   for (std::string_view name : touched_providers) {
     NameEntry& e = m_names[name];
-    std::stable_sort(e.provisions.begin(), e.provisions.end(), [](const Provision& a, const Provision& b) {
-      if (a.package->name != b.package->name) return a.package->name < b.package->name;
-      return newer_first(a.package, b.package);
-    });
+    sort_provisions(e.provisions);
     e.providers.clear();
     for (const Provision& pv : e.provisions) e.providers.push_back(pv.package);
   }

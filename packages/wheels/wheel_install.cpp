@@ -554,307 +554,465 @@ std::string script_wrapper(const ScriptEntryPoint& entry, const std::string& int
          "    sys.exit(" + entry.attr + "())\n";
 }
 
+namespace {
+
+/// Scheme key ("purelib", "platlib", "scripts", "headers", "data") -> directory relative to the image root.
+using SchemeDirs = std::map<std::string, std::string>;
+/// Path inside the unpacked wheel -> its archived mode.
+using ArchivedFiles = std::map<std::string, std::uint32_t>;
+/// Path inside the unpacked wheel -> its digests, taken while checking RECORD.
+using Digests = std::map<std::string, FileDigest>;
+
+/// The caller's scheme directories, checked before anything touches the disk; fails on one that leaves the
+/// image root or on an interpreter that is not an absolute path.
+Result<SchemeDirs> check_scheme(const InstallScheme& scheme) {
+  SchemeDirs dirs;
+  for (const auto& [key, value] : std::initializer_list<std::pair<const char*, const std::string*>>{
+           {"purelib", &scheme.purelib}, {"platlib", &scheme.platlib}, {"scripts", &scheme.scripts},
+           {"headers", &scheme.headers}, {"data", &scheme.data}}) {
+    auto d = scheme_dir(*value, key);
+    if (!d) return std::move(d).error();
+    dirs[key] = std::move(*d);
+  }
+  if (scheme.interpreter.empty() || scheme.interpreter.front() != '/' ||
+      scheme.interpreter.find_first_of(std::string("\n\r\0", 3)) != std::string::npos) {
+    return make_error(ErrorKind::usage, "wheel.bad_scheme", "script interpreter '" + scheme.interpreter + "' is not an absolute path", "",
+                      "give the interpreter's absolute path inside the image, e.g. /usr/bin/python3");
+  }
+  return dirs;
+}
+
+/// The image directory, absolute and normalized, and open.
+struct ImageRoot {
+  fs::path path;
+  Fd fd;
+};
+
+Result<ImageRoot> open_image_root(const std::string& image_root) {
+  std::error_code abs_ec;
+  fs::path root_path = fs::absolute(image_root, abs_ec).lexically_normal();
+  if (abs_ec || image_root.empty()) return make_error(ErrorKind::usage, "wheel.bad_scheme", "image root '" + image_root + "' is not a usable path", "", "");
+  if (!root_path.has_filename() && root_path.has_parent_path() && root_path != root_path.root_path()) root_path = root_path.parent_path();
+  Fd root_fd(::open(root_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (root_fd.get() < 0) return io_error(image_root, "cannot open the image directory");
+  return ImageRoot{std::move(root_path), std::move(root_fd)};
+}
+
+/// Makes the staging directory next to the image, so that the final moves are renames on one file system.
+Result<std::string> make_staging_dir(const fs::path& root_path) {
+  fs::path parent = root_path.parent_path();
+  if (parent.empty()) parent = ".";
+  std::string tmpl = (parent / ".gpuenv-wheel-XXXXXX").string();
+  if (::mkdtemp(tmpl.data()) == nullptr) return io_error(parent.string(), "cannot create a staging directory in");
+  return tmpl;
+}
+
+/// The archived files and their modes; fails on anything but regular files and directories (the wheel format
+/// has no symlinks, hard links or devices) and on a member archived twice.
+Result<ArchivedFiles> regular_files(const std::vector<ExtractedEntry>& entries, const std::string& origin) {
+  ArchivedFiles files;
+  for (const auto& e : entries) {
+    if (e.type == ExtractedEntry::Type::directory) continue;
+    if (e.type != ExtractedEntry::Type::file) return bad_wheel(origin, "member '" + e.path + "' is not a regular file (symlink or link)");
+    if (!files.emplace(e.path, e.mode).second) return bad_wheel(origin, "member '" + e.path + "' appears twice in the archive");
+  }
+  return files;
+}
+
+/// The wheel's .dist-info directory and the project and version it names.
+struct DistInfo {
+  std::string dir;       ///< NAME-VERSION.dist-info
+  std::string name;
+  std::string version;
+  std::string data_dir;  ///< NAME-VERSION.data, or the one .data directory the wheel has
+};
+
+/// The .data directory `found` (at most one), which must belong to `dist`; pip takes any, gpuenv wants one of
+/// the same project and version.
+Status check_data_dir(const std::set<std::string>& found, DistInfo& dist, const std::string& origin) {
+  if (found.size() > 1) return bad_wheel(origin, "the wheel has several .data directories ('" + *found.begin() + "', ...)");
+  if (found.size() == 1) {
+    const std::string& d = *found.begin();
+    const std::string d_stem = d.substr(0, d.size() - std::string_view(".data").size());
+    const auto d_dash = d_stem.find('-');
+    if (d_dash == std::string::npos || canonicalize_name(d_stem.substr(0, d_dash)) != canonicalize_name(dist.name) ||
+        !same_version(d_stem.substr(d_dash + 1), dist.version)) {
+      return bad_wheel(origin, "'" + d + "' does not belong to '" + dist.dir + "'");
+    }
+    dist.data_dir = d;
+  }
+  return ok_status();
+}
+
+/// The one .dist-info directory (and .data directory) of the wheel, checked against its file name.
+Result<DistInfo> find_dist_info(const ArchivedFiles& files, const WheelFilename& fname, const std::string& origin) {
+  std::set<std::string> dist_infos, data_dirs;
+  for (const auto& [path, mode] : files) {
+    if (path.find('/') == std::string::npos) continue;
+    const std::string top = first_component(path);
+    if (ends_with(top, ".dist-info")) dist_infos.insert(top);
+    if (ends_with(top, ".data")) data_dirs.insert(top);
+  }
+  if (dist_infos.size() != 1) {
+    std::string found;
+    for (const auto& d : dist_infos) found += (found.empty() ? "" : ", ") + d;
+    return bad_wheel(origin, dist_infos.empty() ? std::string("the wheel has no .dist-info directory")
+                                                : "the wheel has several .dist-info directories: " + found);
+  }
+  const std::string dist_info = *dist_infos.begin();
+  const std::string stem = dist_info.substr(0, dist_info.size() - std::string_view(".dist-info").size());
+  const auto dash = stem.find('-');
+  if (dash == std::string::npos) return bad_wheel(origin, "'" + dist_info + "' is not named NAME-VERSION.dist-info");
+  DistInfo dist{dist_info, stem.substr(0, dash), stem.substr(dash + 1), stem + ".data"};
+  if (canonicalize_name(dist.name) != canonicalize_name(fname.name) || !same_version(dist.version, fname.version)) {
+    return bad_wheel(origin, "'" + dist_info + "' does not belong to the wheel's file name (" + fname.name + " " + fname.version + ")",
+                     "the file was renamed or the wheel was built wrongly; installers refuse it");
+  }
+  if (auto st = check_data_dir(data_dirs, dist, origin); !st) return std::move(st).error();
+  return dist;
+}
+
+/// Reads WHEEL: whether the root goes to purelib; fails unless it is there with Wheel-Version 1.x.
+Result<bool> root_is_purelib(const ArchivedFiles& files, const std::string& unpacked, const std::string& dist_info,
+                             const std::string& origin) {
+  const std::string wheel_path = dist_info + "/WHEEL";
+  if (!files.count(wheel_path)) return bad_wheel(origin, "the wheel has no " + wheel_path);
+  auto wheel_text = read_small_file(unpacked + "/" + wheel_path, k_max_metadata_bytes);
+  if (!wheel_text) return std::move(wheel_text).error();
+  const auto headers = parse_headers(*wheel_text);
+  const auto wv = headers.find("wheel-version");
+  if (wv == headers.end() || wv->second.empty()) return bad_wheel(origin + " (" + wheel_path + ")", "WHEEL has no Wheel-Version");
+  const std::string major = wv->second.substr(0, wv->second.find('.'));
+  if (major != "1") {
+    return bad_wheel(origin + " (" + wheel_path + ")", "Wheel-Version " + wv->second + " is not supported (only 1.x)",
+                     "the wheel uses a newer format than gpuenv understands; use a wheel built for Wheel-Version 1");
+  }
+  const auto purelib_header = headers.find("root-is-purelib");
+  return purelib_header != headers.end() && lower(purelib_header->second) == "true";
+}
+
+/// RECORD's file rows by normalized path (directory rows are ignored, as pip does); fails on a path that
+/// leaves the root and on a path listed twice.
+Result<std::map<std::string, RecordRow>> listed_files(std::string_view record_text, const std::string& record_origin) {
+  auto rows = parse_record(record_text, record_origin);
+  if (!rows) return std::move(rows).error();
+  std::map<std::string, RecordRow> listed;
+  for (const auto& row : *rows) {
+    if (!row.path.empty() && row.path.back() == '/') continue;
+    auto norm = normalize_member_path(row.path);
+    if (!norm || !*norm) return bad_wheel(record_origin, "RECORD lists the path '" + row.path + "', which is absolute, empty or has '..'");
+    if (!listed.emplace(**norm, row).second) return bad_wheel(record_origin, "RECORD lists '" + **norm + "' twice");
+  }
+  return listed;
+}
+
+/// "N problems: a; b; ..." with the first few of `issues`.
+std::string issues_message(const std::vector<std::string>& issues) {
+  std::string message = std::to_string(issues.size()) + (issues.size() == 1 ? " problem: " : " problems: ");
+  for (std::size_t i = 0; i < issues.size() && i < k_max_issues_shown; ++i) message += (i ? "; " : "") + issues[i];
+  if (issues.size() > k_max_issues_shown) message += "; ...";
+  return message;
+}
+
+/// Digests every archived file but the `unhashed` ones and compares it with its RECORD row; every listed file
+/// must be archived. Mismatches are collected into one `wheel.record_mismatch`; an unsupported hash algorithm
+/// or a read failure stops at once.
+Result<Digests> verify_record(const ArchivedFiles& files, const std::map<std::string, RecordRow>& listed,
+                              const std::set<std::string>& unhashed, const std::string& unpacked, const std::string& record_origin) {
+  std::vector<std::string> issues;
+  Digests digests;
+  for (const auto& [path, mode] : files) {
+    const auto it = listed.find(path);
+    if (unhashed.count(path)) continue;
+    if (it == listed.end()) {
+      issues.push_back("'" + path + "' is in the archive but not in RECORD");
+      continue;
+    }
+    const RecordRow& row = it->second;
+    const auto eq = row.hash.find('=');
+    if (row.hash.empty() || eq == std::string::npos) {
+      issues.push_back("'" + path + "' has no hash in RECORD");
+      continue;
+    }
+    const std::string algo = row.hash.substr(0, eq);
+    const EVP_MD* md = record_digest(algo);
+    if (!md) return bad_wheel(record_origin, "RECORD uses the hash algorithm '" + algo + "' for '" + path + "' (sha256, sha384 or sha512 expected)");
+    auto d = digest_file(unpacked + "/" + path, md);
+    if (!d) return std::move(d).error();
+    std::string expected = row.hash.substr(eq + 1);
+    while (!expected.empty() && expected.back() == '=') expected.pop_back();
+    if (expected != d->record_b64) {
+      issues.push_back("'" + path + "' has " + algo + "=" + d->record_b64 + " but RECORD says " + row.hash);
+    } else if (!row.size.empty() && row.size != std::to_string(d->size)) {
+      issues.push_back("'" + path + "' is " + std::to_string(d->size) + " bytes but RECORD says " + row.size);
+    }
+    digests.emplace(path, std::move(*d));
+  }
+  for (const auto& [path, row] : listed) {
+    if (!files.count(path)) issues.push_back("'" + path + "' is listed in RECORD but missing from the archive");
+  }
+  if (!issues.empty()) return record_mismatch(record_origin, issues_message(issues));
+  return digests;
+}
+
+/// Reads RECORD at `record_path` and checks the archive against it (see verify_record).
+Result<Digests> check_record(const ArchivedFiles& files, const std::string& unpacked, const std::string& record_path,
+                             const std::set<std::string>& unhashed, const std::string& origin) {
+  if (!files.count(record_path)) return bad_wheel(origin, "the wheel has no " + record_path);
+  auto record_text = read_small_file(unpacked + "/" + record_path, k_max_record_bytes);
+  if (!record_text) return std::move(record_text).error();
+  const std::string record_origin = origin + " (" + record_path + ")";
+  auto listed = listed_files(*record_text, record_origin);
+  if (!listed) return std::move(listed).error();
+  return verify_record(files, *listed, unhashed, unpacked, record_origin);
+}
+
+/// The scripts of entry_points.txt, which decide the wrappers and which shipped scripts they replace; none
+/// when the wheel has no such file.
+Result<std::vector<ScriptEntryPoint>> read_entry_points(const ArchivedFiles& files, const std::string& unpacked,
+                                                        const std::string& dist_info, const std::string& origin) {
+  std::vector<ScriptEntryPoint> scripts;
+  if (const std::string ep_path = dist_info + "/entry_points.txt"; files.count(ep_path)) {
+    auto text = read_small_file(unpacked + "/" + ep_path, k_max_metadata_bytes);
+    if (!text) return std::move(text).error();
+    auto parsed = parse_script_entry_points(*text, origin + " (" + ep_path + ")");
+    if (!parsed) return std::move(parsed).error();
+    scripts = std::move(*parsed);
+  }
+  return scripts;
+}
+
+/// Where the archived file `path` goes; nullopt for a shipped script that a generated wrapper replaces. Fails
+/// on a file directly in the .data directory or under an unknown scheme key.
+Result<std::optional<Planned>> plan_member(const std::string& path, std::uint32_t mode, const SchemeDirs& dirs,
+                                           const std::string& data_dir, const std::string& lib_dir,
+                                           const std::set<std::string>& script_names, const std::string& origin) {
+  Planned p;
+  p.src = path;
+  p.mode = (mode & 0111) ? k_exec_mode : k_file_mode;
+  if (first_component(path) != data_dir) {
+    p.dest = join(lib_dir, path);
+    return std::optional<Planned>(std::move(p));
+  }
+  const std::string rest = path.substr(data_dir.size() + 1);
+  const auto slash = rest.find('/');
+  if (slash == std::string::npos) {
+    return bad_wheel(origin, "'" + path + "' lies directly in " + data_dir + "/; files there belong in a scheme subdirectory");
+  }
+  const std::string key = rest.substr(0, slash);
+  const auto dir = dirs.find(key);
+  if (dir == dirs.end()) {
+    return bad_wheel(origin, "'" + path + "' uses the unknown scheme key '" + key + "' (data, headers, platlib, purelib, scripts)");
+  }
+  p.dest = join(dir->second, rest.substr(slash + 1));
+  if (key == "scripts") {
+    if (is_entry_point_wrapper(p.dest, script_names)) return std::optional<Planned>();
+    p.fix_shebang = true;
+    p.mode = k_exec_mode;
+  }
+  return std::optional<Planned>(std::move(p));
+}
+
+/// Every file the installation writes, apart from the new RECORD: the archived files but the `unhashed` ones
+/// (RECORD is rewritten; signatures of the old RECORD would be stale), the script wrappers, INSTALLER and,
+/// when `requested`, REQUESTED.
+Result<std::vector<Planned>> plan_files(const ArchivedFiles& files, const std::set<std::string>& unhashed, const SchemeDirs& dirs,
+                                        const DistInfo& dist, const std::string& lib_dir, const std::vector<ScriptEntryPoint>& scripts,
+                                        const std::string& interpreter, bool requested, const std::string& origin) {
+  std::set<std::string> script_names;
+  for (const auto& s : scripts) script_names.insert(s.name);
+  std::vector<Planned> plan;
+  const std::string installer_path = join(lib_dir, dist.dir + "/INSTALLER");
+  const std::string requested_path = join(lib_dir, dist.dir + "/REQUESTED");
+  for (const auto& [path, mode] : files) {
+    if (unhashed.count(path)) continue;
+    auto p = plan_member(path, mode, dirs, dist.data_dir, lib_dir, script_names, origin);
+    if (!p) return std::move(p).error();
+    if (!*p) continue;
+    // INSTALLER and REQUESTED are ours to write.
+    if ((*p)->dest == installer_path || (*p)->dest == requested_path) continue;
+    plan.push_back(std::move(**p));
+  }
+  for (const auto& s : scripts) {
+    Planned p;
+    p.dest = join(dirs.at("scripts"), s.name);
+    p.content = script_wrapper(s, interpreter);
+    p.mode = k_exec_mode;
+    plan.push_back(std::move(p));
+  }
+  plan.push_back(Planned{installer_path, "", "gpuenv\n", false, k_file_mode});
+  if (requested) plan.push_back(Planned{requested_path, "", "", false, k_file_mode});
+  return plan;
+}
+
+/// Fails when two planned files, or one and the new RECORD, install to the same path.
+Status check_destinations(const std::vector<Planned>& plan, const std::string& new_record, const std::string& origin) {
+  std::map<std::string, std::string> owner;  // dest -> what installs it
+  for (const auto& p : plan) {
+    const std::string what = p.src.empty() ? "a generated file" : "'" + p.src + "'";
+    auto [it, fresh] = owner.emplace(p.dest, what);
+    if (!fresh || p.dest == new_record) {
+      return bad_wheel(origin, "both " + it->second + " and " + (fresh ? std::string("the new RECORD") : what) + " install to '" + p.dest + "'");
+    }
+  }
+  return ok_status();
+}
+
+/// The bytes to write for `p`: its generated content, or a script whose "#!python" shebang now names the
+/// interpreter; nullopt when the unpacked file is moved as it is.
+Result<std::optional<std::string>> staged_content(const Planned& p, const std::string& unpacked, const std::string& interpreter) {
+  if (p.src.empty()) return std::optional<std::string>(p.content);
+  if (!p.fix_shebang) return std::optional<std::string>();
+  auto text = read_small_file(unpacked + "/" + p.src, k_max_record_bytes);
+  if (!text) return std::move(text).error();
+  // pip's fix_script: a first line starting with "#!python" becomes "#!<interpreter>" and a newline.
+  if (text->rfind("#!python", 0) != 0) return std::optional<std::string>();
+  const auto nl = text->find('\n');
+  return std::optional<std::string>("#!" + interpreter + "\n" + (nl == std::string::npos ? std::string() : text->substr(nl + 1)));
+}
+
+/// Lays the planned files out in the staging tree `tree`; returns their rows for the new RECORD.
+Result<std::vector<RecordRow>> stage_files(const std::vector<Planned>& plan, const std::string& tree, const std::string& unpacked,
+                                           const std::string& lib_dir, const Digests& digests, const std::string& interpreter) {
+  std::vector<RecordRow> record_rows;
+  for (const auto& p : plan) {
+    const std::string staged = tree + "/" + p.dest;
+    std::error_code ec;
+    fs::create_directories(fs::path(staged).parent_path(), ec);
+    if (ec) {
+      errno = ec.value();
+      return io_error(staged, "cannot create the directory for");
+    }
+    auto content = staged_content(p, unpacked, interpreter);
+    if (!content) return std::move(content).error();
+    RecordRow row;
+    row.path = relative_to(p.dest, lib_dir);
+    if (*content) {
+      if (auto st = write_file(staged, **content, p.mode); !st) return std::move(st).error();
+      row.hash = record_hash(**content);
+      row.size = std::to_string((*content)->size());
+    } else {
+      const std::string src = unpacked + "/" + p.src;
+      if (::rename(src.c_str(), staged.c_str()) != 0) return io_error(staged, "cannot stage");
+      if (::chmod(staged.c_str(), p.mode) != 0) return io_error(staged, "cannot set the mode of");
+      const FileDigest& d = digests.at(p.src);
+      row.hash = "sha256=" + d.sha256_b64;
+      row.size = std::to_string(d.size);
+    }
+    record_rows.push_back(std::move(row));
+  }
+  return record_rows;
+}
+
+/// Writes the new RECORD into the staging tree: `rows` and a row for itself, sorted by path.
+Status stage_record(std::vector<RecordRow>& rows, const std::string& tree, const std::string& new_record, const std::string& lib_dir) {
+  rows.push_back(RecordRow{relative_to(new_record, lib_dir), "", ""});
+  std::sort(rows.begin(), rows.end(), [](const RecordRow& a, const RecordRow& b) { return a.path < b.path; });
+  const std::string staged = tree + "/" + new_record;
+  std::error_code ec;
+  fs::create_directories(fs::path(staged).parent_path(), ec);
+  return write_file(staged, format_record(rows), k_file_mode);
+}
+
+/// Checks the whole image first, so that a conflict stops the installation before anything moves: fails on a
+/// directory where a file goes, or on a path leading out of the image.
+Status check_targets(BeneathRoot& beneath, const std::vector<Planned>& plan, const std::string& root) {
+  for (const auto& p : plan) {
+    const auto [dir, name] = split_parent(p.dest);
+    auto d = beneath.open_dir(dir, false, p.dest);
+    if (!d) return std::move(d).error();
+    if (d->get() < 0) continue;
+    struct stat st {};
+    if (::fstatat(d->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+      return target_error(root, "a directory stands where '" + p.dest + "' goes");
+    }
+  }
+  return ok_status();
+}
+
+/// Moves the staged files into the image (copying across file systems); returns their paths in plan order.
+Result<std::vector<std::string>> move_into_image(BeneathRoot& beneath, const std::vector<Planned>& plan, const std::string& tree,
+                                                 const std::string& root) {
+  std::vector<std::string> moved;
+  for (const auto& p : plan) {
+    const auto [dir, name] = split_parent(p.dest);
+    auto d = beneath.open_dir(dir, true, p.dest);
+    if (!d) return std::move(d).error();
+    const std::string staged = tree + "/" + p.dest;
+    if (::renameat(AT_FDCWD, staged.c_str(), d->get(), name.c_str()) != 0) {
+      if (errno != EXDEV) return io_error(root + "/" + p.dest, "cannot move into place");
+      if (auto st = copy_into(staged, d->get(), name, p.mode, root + "/" + p.dest); !st) return std::move(st).error();
+    }
+    moved.push_back(p.dest);
+  }
+  return moved;
+}
+
+/// install_wheel without its last-resort catch.
+Result<InstalledWheel> install_unguarded(std::string_view wheel_bytes, const std::string& wheel_filename, const std::string& image_root,
+                                         const InstallScheme& scheme, const WheelInstallOptions& options) {
+  auto fname = split_wheel_filename(wheel_filename);
+  if (!fname) return std::move(fname).error();
+  const std::string& origin = wheel_filename;
+  auto dirs = check_scheme(scheme);
+  if (!dirs) return std::move(dirs).error();
+  auto root = open_image_root(image_root);
+  if (!root) return std::move(root).error();
+
+  auto staging_path = make_staging_dir(root->path);
+  if (!staging_path) return std::move(staging_path).error();
+  const StagingDir staging(std::move(*staging_path));
+  const std::string unpacked = staging.path() + "/wheel";
+  const std::string tree = staging.path() + "/tree";
+  if (::mkdir(unpacked.c_str(), 0700) != 0 || ::mkdir(tree.c_str(), 0700) != 0) return io_error(staging.path(), "cannot populate");
+
+  auto entries = extract_archive(wheel_bytes, origin, unpacked, ExtractOptions{});
+  if (!entries) return std::move(std::move(entries).error().while_("unpacking wheel " + origin));
+  auto files = regular_files(*entries, origin);
+  if (!files) return std::move(files).error();
+  auto dist = find_dist_info(*files, *fname, origin);
+  if (!dist) return std::move(dist).error();
+  auto purelib = root_is_purelib(*files, unpacked, dist->dir, origin);
+  if (!purelib) return std::move(purelib).error();
+  const std::string lib_dir = dirs->at(*purelib ? "purelib" : "platlib");
+
+  // RECORD: every archived file listed with a matching hash and size, every listed file archived.
+  const std::string record_path = dist->dir + "/RECORD";
+  const std::set<std::string> unhashed = {record_path, record_path + ".jws", record_path + ".p7s"};
+  auto digests = check_record(*files, unpacked, record_path, unhashed, origin);
+  if (!digests) return std::move(digests).error();
+  auto scripts = read_entry_points(*files, unpacked, dist->dir, origin);
+  if (!scripts) return std::move(scripts).error();
+
+  auto plan = plan_files(*files, unhashed, *dirs, *dist, lib_dir, *scripts, scheme.interpreter, options.requested, origin);
+  if (!plan) return std::move(plan).error();
+  const std::string new_record = join(lib_dir, record_path);
+  if (auto st = check_destinations(*plan, new_record, origin); !st) return std::move(st).error();
+  auto record_rows = stage_files(*plan, tree, unpacked, lib_dir, *digests, scheme.interpreter);
+  if (!record_rows) return std::move(record_rows).error();
+  if (auto st = stage_record(*record_rows, tree, new_record, lib_dir); !st) return std::move(st).error();
+  plan->push_back(Planned{new_record, "", "", false, k_file_mode});
+  std::sort(plan->begin(), plan->end(), [](const Planned& a, const Planned& b) { return a.dest < b.dest; });
+
+  const std::string root_shown = root->path.string();
+  BeneathRoot beneath(root->fd.get(), root_shown);
+  if (auto st = check_targets(beneath, *plan, root_shown); !st) return std::move(st).error();
+  auto moved = move_into_image(beneath, *plan, tree, root_shown);
+  if (!moved) return std::move(moved).error();
+  InstalledWheel out;
+  out.name = dist->name;
+  out.version = dist->version;
+  out.dist_info = join(lib_dir, dist->dir);
+  out.files = std::move(*moved);
+  return out;
+}
+
+}  // namespace
+
 Result<InstalledWheel> install_wheel(std::string_view wheel_bytes, const std::string& wheel_filename, const std::string& image_root,
                                      const InstallScheme& scheme, const WheelInstallOptions& options) {
   try {
-    auto fname = split_wheel_filename(wheel_filename);
-    if (!fname) return std::move(fname).error();
-    const std::string& origin = wheel_filename;
-
-    // The scheme comes from the caller; check it before touching the disk.
-    std::map<std::string, std::string> dirs;
-    for (const auto& [key, value] : std::initializer_list<std::pair<const char*, const std::string*>>{
-             {"purelib", &scheme.purelib}, {"platlib", &scheme.platlib}, {"scripts", &scheme.scripts},
-             {"headers", &scheme.headers}, {"data", &scheme.data}}) {
-      auto d = scheme_dir(*value, key);
-      if (!d) return std::move(d).error();
-      dirs[key] = std::move(*d);
-    }
-    if (scheme.interpreter.empty() || scheme.interpreter.front() != '/' ||
-        scheme.interpreter.find_first_of(std::string("\n\r\0", 3)) != std::string::npos) {
-      return make_error(ErrorKind::usage, "wheel.bad_scheme", "script interpreter '" + scheme.interpreter + "' is not an absolute path", "",
-                        "give the interpreter's absolute path inside the image, e.g. /usr/bin/python3");
-    }
-
-    std::error_code abs_ec;
-    fs::path root_path = fs::absolute(image_root, abs_ec).lexically_normal();
-    if (abs_ec || image_root.empty()) return make_error(ErrorKind::usage, "wheel.bad_scheme", "image root '" + image_root + "' is not a usable path", "", "");
-    if (!root_path.has_filename() && root_path.has_parent_path() && root_path != root_path.root_path()) root_path = root_path.parent_path();
-    Fd root_fd(::open(root_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (root_fd.get() < 0) return io_error(image_root, "cannot open the image directory");
-
-    // Stage next to the image so that the final moves are renames on one file system.
-    fs::path parent = root_path.parent_path();
-    if (parent.empty()) parent = ".";
-    std::string tmpl = (parent / ".gpuenv-wheel-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) return io_error(parent.string(), "cannot create a staging directory in");
-    const StagingDir staging(tmpl);
-    const std::string unpacked = staging.path() + "/wheel";
-    const std::string tree = staging.path() + "/tree";
-    if (::mkdir(unpacked.c_str(), 0700) != 0 || ::mkdir(tree.c_str(), 0700) != 0) return io_error(staging.path(), "cannot populate");
-
-    auto entries = extract_archive(wheel_bytes, origin, unpacked, ExtractOptions{});
-    if (!entries) return std::move(std::move(entries).error().while_("unpacking wheel " + origin));
-
-    // Regular files only: the wheel format has no symlinks, hard links or devices.
-    std::map<std::string, std::uint32_t> files;  // path -> archived mode
-    for (const auto& e : *entries) {
-      if (e.type == ExtractedEntry::Type::directory) continue;
-      if (e.type != ExtractedEntry::Type::file) return bad_wheel(origin, "member '" + e.path + "' is not a regular file (symlink or link)");
-      if (!files.emplace(e.path, e.mode).second) return bad_wheel(origin, "member '" + e.path + "' appears twice in the archive");
-    }
-
-    std::set<std::string> dist_infos, data_dirs;
-    for (const auto& [path, mode] : files) {
-      if (path.find('/') == std::string::npos) continue;
-      const std::string top = first_component(path);
-      if (ends_with(top, ".dist-info")) dist_infos.insert(top);
-      if (ends_with(top, ".data")) data_dirs.insert(top);
-    }
-    if (dist_infos.size() != 1) {
-      std::string found;
-      for (const auto& d : dist_infos) found += (found.empty() ? "" : ", ") + d;
-      return bad_wheel(origin, dist_infos.empty() ? std::string("the wheel has no .dist-info directory")
-                                                  : "the wheel has several .dist-info directories: " + found);
-    }
-    const std::string dist_info = *dist_infos.begin();
-    const std::string stem = dist_info.substr(0, dist_info.size() - std::string_view(".dist-info").size());
-    const auto dash = stem.find('-');
-    if (dash == std::string::npos) return bad_wheel(origin, "'" + dist_info + "' is not named NAME-VERSION.dist-info");
-    const std::string dist_name = stem.substr(0, dash);
-    const std::string dist_version = stem.substr(dash + 1);
-    if (canonicalize_name(dist_name) != canonicalize_name(fname->name) || !same_version(dist_version, fname->version)) {
-      return bad_wheel(origin, "'" + dist_info + "' does not belong to the wheel's file name (" + fname->name + " " + fname->version + ")",
-                       "the file was renamed or the wheel was built wrongly; installers refuse it");
-    }
-    // pip takes any top-level *.data directory; gpuenv wants one, of the same project and version.
-    std::string data_dir = stem + ".data";
-    if (data_dirs.size() > 1) return bad_wheel(origin, "the wheel has several .data directories ('" + *data_dirs.begin() + "', ...)");
-    if (data_dirs.size() == 1) {
-      const std::string& d = *data_dirs.begin();
-      const std::string d_stem = d.substr(0, d.size() - std::string_view(".data").size());
-      const auto d_dash = d_stem.find('-');
-      if (d_dash == std::string::npos || canonicalize_name(d_stem.substr(0, d_dash)) != canonicalize_name(dist_name) ||
-          !same_version(d_stem.substr(d_dash + 1), dist_version)) {
-        return bad_wheel(origin, "'" + d + "' does not belong to '" + dist_info + "'");
-      }
-      data_dir = d;
-    }
-
-    // WHEEL: Wheel-Version 1.x and where the root goes.
-    const std::string wheel_path = dist_info + "/WHEEL";
-    if (!files.count(wheel_path)) return bad_wheel(origin, "the wheel has no " + wheel_path);
-    auto wheel_text = read_small_file(unpacked + "/" + wheel_path, k_max_metadata_bytes);
-    if (!wheel_text) return std::move(wheel_text).error();
-    const auto headers = parse_headers(*wheel_text);
-    const auto wv = headers.find("wheel-version");
-    if (wv == headers.end() || wv->second.empty()) return bad_wheel(origin + " (" + wheel_path + ")", "WHEEL has no Wheel-Version");
-    const std::string major = wv->second.substr(0, wv->second.find('.'));
-    if (major != "1") {
-      return bad_wheel(origin + " (" + wheel_path + ")", "Wheel-Version " + wv->second + " is not supported (only 1.x)",
-                       "the wheel uses a newer format than gpuenv understands; use a wheel built for Wheel-Version 1");
-    }
-    const auto purelib_header = headers.find("root-is-purelib");
-    const bool root_is_purelib = purelib_header != headers.end() && lower(purelib_header->second) == "true";
-    const std::string lib_dir = root_is_purelib ? dirs["purelib"] : dirs["platlib"];
-
-    // RECORD: every archived file listed with a matching hash and size, every listed file archived.
-    const std::string record_path = dist_info + "/RECORD";
-    if (!files.count(record_path)) return bad_wheel(origin, "the wheel has no " + record_path);
-    auto record_text = read_small_file(unpacked + "/" + record_path, k_max_record_bytes);
-    if (!record_text) return std::move(record_text).error();
-    const std::string record_origin = origin + " (" + record_path + ")";
-    auto rows = parse_record(*record_text, record_origin);
-    if (!rows) return std::move(rows).error();
-    std::map<std::string, RecordRow> listed;
-    for (const auto& row : *rows) {
-      if (!row.path.empty() && row.path.back() == '/') continue;  // a directory row, as pip ignores them
-      auto norm = normalize_member_path(row.path);
-      if (!norm || !*norm) return bad_wheel(record_origin, "RECORD lists the path '" + row.path + "', which is absolute, empty or has '..'");
-      if (!listed.emplace(**norm, row).second) return bad_wheel(record_origin, "RECORD lists '" + **norm + "' twice");
-    }
-    const std::set<std::string> unhashed = {record_path, record_path + ".jws", record_path + ".p7s"};
-    std::vector<std::string> issues;
-    std::map<std::string, FileDigest> digests;
-    for (const auto& [path, mode] : files) {
-      const auto it = listed.find(path);
-      if (unhashed.count(path)) continue;
-      if (it == listed.end()) {
-        issues.push_back("'" + path + "' is in the archive but not in RECORD");
-        continue;
-      }
-      const RecordRow& row = it->second;
-      const auto eq = row.hash.find('=');
-      if (row.hash.empty() || eq == std::string::npos) {
-        issues.push_back("'" + path + "' has no hash in RECORD");
-        continue;
-      }
-      const std::string algo = row.hash.substr(0, eq);
-      const EVP_MD* md = record_digest(algo);
-      if (!md) return bad_wheel(record_origin, "RECORD uses the hash algorithm '" + algo + "' for '" + path + "' (sha256, sha384 or sha512 expected)");
-      auto d = digest_file(unpacked + "/" + path, md);
-      if (!d) return std::move(d).error();
-      std::string expected = row.hash.substr(eq + 1);
-      while (!expected.empty() && expected.back() == '=') expected.pop_back();
-      if (expected != d->record_b64) {
-        issues.push_back("'" + path + "' has " + algo + "=" + d->record_b64 + " but RECORD says " + row.hash);
-      } else if (!row.size.empty() && row.size != std::to_string(d->size)) {
-        issues.push_back("'" + path + "' is " + std::to_string(d->size) + " bytes but RECORD says " + row.size);
-      }
-      digests.emplace(path, std::move(*d));
-    }
-    for (const auto& [path, row] : listed) {
-      if (!files.count(path)) issues.push_back("'" + path + "' is listed in RECORD but missing from the archive");
-    }
-    if (!issues.empty()) {
-      std::string message = std::to_string(issues.size()) + (issues.size() == 1 ? " problem: " : " problems: ");
-      for (std::size_t i = 0; i < issues.size() && i < k_max_issues_shown; ++i) message += (i ? "; " : "") + issues[i];
-      if (issues.size() > k_max_issues_shown) message += "; ...";
-      return record_mismatch(record_origin, message);
-    }
-
-    // Entry points decide the wrappers and which shipped scripts they replace.
-    std::vector<ScriptEntryPoint> scripts;
-    if (const std::string ep_path = dist_info + "/entry_points.txt"; files.count(ep_path)) {
-      auto text = read_small_file(unpacked + "/" + ep_path, k_max_metadata_bytes);
-      if (!text) return std::move(text).error();
-      auto parsed = parse_script_entry_points(*text, origin + " (" + ep_path + ")");
-      if (!parsed) return std::move(parsed).error();
-      scripts = std::move(*parsed);
-    }
-    std::set<std::string> script_names;
-    for (const auto& s : scripts) script_names.insert(s.name);
-
-    // Where each file goes.
-    std::vector<Planned> plan;
-    const std::string installer_path = join(lib_dir, dist_info + "/INSTALLER");
-    const std::string requested_path = join(lib_dir, dist_info + "/REQUESTED");
-    for (const auto& [path, mode] : files) {
-      if (unhashed.count(path)) continue;  // RECORD is rewritten; signatures of the old RECORD would be stale
-      Planned p;
-      p.src = path;
-      p.mode = (mode & 0111) ? k_exec_mode : k_file_mode;
-      if (first_component(path) == data_dir) {
-        const std::string rest = path.substr(data_dir.size() + 1);
-        const auto slash = rest.find('/');
-        if (slash == std::string::npos) {
-          return bad_wheel(origin, "'" + path + "' lies directly in " + data_dir + "/; files there belong in a scheme subdirectory");
-        }
-        const std::string key = rest.substr(0, slash);
-        const auto dir = dirs.find(key);
-        if (dir == dirs.end()) {
-          return bad_wheel(origin, "'" + path + "' uses the unknown scheme key '" + key + "' (data, headers, platlib, purelib, scripts)");
-        }
-        p.dest = join(dir->second, rest.substr(slash + 1));
-        if (key == "scripts") {
-          if (is_entry_point_wrapper(p.dest, script_names)) continue;  // the generated wrapper replaces it
-          p.fix_shebang = true;
-          p.mode = k_exec_mode;
-        }
-      } else {
-        p.dest = join(lib_dir, path);
-      }
-      // INSTALLER and REQUESTED are ours to write.
-      if (p.dest == installer_path || p.dest == requested_path) continue;
-      plan.push_back(std::move(p));
-    }
-    for (const auto& s : scripts) {
-      Planned p;
-      p.dest = join(dirs["scripts"], s.name);
-      p.content = script_wrapper(s, scheme.interpreter);
-      p.mode = k_exec_mode;
-      plan.push_back(std::move(p));
-    }
-    plan.push_back(Planned{installer_path, "", "gpuenv\n", false, k_file_mode});
-    if (options.requested) plan.push_back(Planned{requested_path, "", "", false, k_file_mode});
-    const std::string new_record = join(lib_dir, record_path);
-
-    std::map<std::string, std::string> owner;  // dest -> what installs it
-    for (const auto& p : plan) {
-      const std::string what = p.src.empty() ? "a generated file" : "'" + p.src + "'";
-      auto [it, fresh] = owner.emplace(p.dest, what);
-      if (!fresh || p.dest == new_record) {
-        return bad_wheel(origin, "both " + it->second + " and " + (fresh ? std::string("the new RECORD") : what) + " install to '" + p.dest + "'");
-      }
-    }
-
-    // Lay the files out in the staging tree and record them.
-    std::vector<RecordRow> record_rows;
-    for (auto& p : plan) {
-      const std::string staged = tree + "/" + p.dest;
-      std::error_code ec;
-      fs::create_directories(fs::path(staged).parent_path(), ec);
-      if (ec) {
-        errno = ec.value();
-        return io_error(staged, "cannot create the directory for");
-      }
-      std::optional<std::string> content;
-      if (p.src.empty()) {
-        content = p.content;
-      } else if (p.fix_shebang) {
-        auto text = read_small_file(unpacked + "/" + p.src, k_max_record_bytes);
-        if (!text) return std::move(text).error();
-        // pip's fix_script: a first line starting with "#!python" becomes "#!<interpreter>" and a newline.
-        if (text->rfind("#!python", 0) == 0) {
-          const auto nl = text->find('\n');
-          content = "#!" + scheme.interpreter + "\n" + (nl == std::string::npos ? std::string() : text->substr(nl + 1));
-        }
-      }
-      RecordRow row;
-      row.path = relative_to(p.dest, lib_dir);
-      if (content) {
-        if (auto st = write_file(staged, *content, p.mode); !st) return std::move(st).error();
-        row.hash = record_hash(*content);
-        row.size = std::to_string(content->size());
-      } else {
-        const std::string src = unpacked + "/" + p.src;
-        if (::rename(src.c_str(), staged.c_str()) != 0) return io_error(staged, "cannot stage");
-        if (::chmod(staged.c_str(), p.mode) != 0) return io_error(staged, "cannot set the mode of");
-        const FileDigest& d = digests.at(p.src);
-        row.hash = "sha256=" + d.sha256_b64;
-        row.size = std::to_string(d.size);
-      }
-      record_rows.push_back(std::move(row));
-    }
-    record_rows.push_back(RecordRow{relative_to(new_record, lib_dir), "", ""});
-    std::sort(record_rows.begin(), record_rows.end(), [](const RecordRow& a, const RecordRow& b) { return a.path < b.path; });
-    {
-      const std::string staged = tree + "/" + new_record;
-      std::error_code ec;
-      fs::create_directories(fs::path(staged).parent_path(), ec);
-      if (auto st = write_file(staged, format_record(record_rows), k_file_mode); !st) return std::move(st).error();
-    }
-    plan.push_back(Planned{new_record, "", "", false, k_file_mode});
-    std::sort(plan.begin(), plan.end(), [](const Planned& a, const Planned& b) { return a.dest < b.dest; });
-
-    // Check the whole image first, so that a conflict stops the installation before anything moves.
-    BeneathRoot beneath(root_fd.get(), root_path.string());
-    for (const auto& p : plan) {
-      const auto [dir, name] = split_parent(p.dest);
-      auto d = beneath.open_dir(dir, false, p.dest);
-      if (!d) return std::move(d).error();
-      if (d->get() < 0) continue;
-      struct stat st {};
-      if (::fstatat(d->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
-        return target_error(root_path.string(), "a directory stands where '" + p.dest + "' goes");
-      }
-    }
-    InstalledWheel out;
-    out.name = dist_name;
-    out.version = dist_version;
-    out.dist_info = join(lib_dir, dist_info);
-    for (const auto& p : plan) {
-      const auto [dir, name] = split_parent(p.dest);
-      auto d = beneath.open_dir(dir, true, p.dest);
-      if (!d) return std::move(d).error();
-      const std::string staged = tree + "/" + p.dest;
-      if (::renameat(AT_FDCWD, staged.c_str(), d->get(), name.c_str()) != 0) {
-        if (errno != EXDEV) return io_error(root_path.string() + "/" + p.dest, "cannot move into place");
-        if (auto st = copy_into(staged, d->get(), name, p.mode, root_path.string() + "/" + p.dest); !st) return std::move(st).error();
-      }
-      out.files.push_back(p.dest);
-    }
-    return out;
+    return install_unguarded(wheel_bytes, wheel_filename, image_root, scheme, options);
   } catch (const std::exception& e) {
     return make_error(ErrorKind::internal, "wheel.internal", std::string("unexpected failure: ") + e.what(), wheel_filename,
                       "this is a bug in gpuenv; please report it");

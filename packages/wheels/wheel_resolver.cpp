@@ -277,6 +277,19 @@ class Resolver {
   Error failure(std::vector<Note> notes) const;
   Result<WheelResolution> finish(const State& state);
 
+  /// The undecided project to decide next, and the indexes of its candidate versions.
+  struct Pick {
+    std::string name;
+    std::vector<std::size_t> candidates;
+  };
+  void set_python();
+  Status add_requirements(State& state);
+  Result<WheelResolution> search(State& state);
+  Result<std::optional<Pick>> pick(const State& state);
+  void jump_back(std::vector<Decision>& stack, const Conflict& conflict, const std::vector<Note>& notes);
+  Result<bool> try_candidates(State& state, Decision& d, int level, std::size_t& steps);
+  Conflict exhausted(const Decision& d, int level);
+
   static const WheelChoice& chosen_wheel(const ProjectPage& page, const ProjectState& ps) {
     const auto& entry = page.versions[*ps.chosen];
     return ps.chosen_yanked ? *entry.yanked_wheel : *entry.wheel;
@@ -771,17 +784,27 @@ Result<WheelResolution> Resolver::run() {
     return make_error(ErrorKind::spec, "wheel.no_index", "no package index is configured", {},
                       "give at least one simple-index URL");
   }
-  {
-    const auto& env = m_request.environment;
-    const std::string fallback = std::to_string(m_request.platform.python_major) + "." + std::to_string(m_request.platform.python_minor);
-    auto v = Pep440Version::parse(!env.python_full_version.empty() ? env.python_full_version
-                                  : !env.python_version.empty()    ? env.python_version
-                                                                   : fallback);
-    if (!v) v = Pep440Version::parse(fallback);
-    if (v) m_python = *v;
-  }
-
+  set_python();
   State state;
+  if (auto st = add_requirements(state); !st) return std::move(st).error();
+  return search(state);
+}
+
+/// The target's Python version, for the Requires-Python checks: from the marker environment, else from the
+/// platform's major.minor.
+void Resolver::set_python() {
+  const auto& env = m_request.environment;
+  const std::string fallback = std::to_string(m_request.platform.python_major) + "." + std::to_string(m_request.platform.python_minor);
+  auto v = Pep440Version::parse(!env.python_full_version.empty() ? env.python_full_version
+                                : !env.python_version.empty()    ? env.python_version
+                                                                 : fallback);
+  if (!v) v = Pep440Version::parse(fallback);
+  if (v) m_python = *v;
+}
+
+/// Adds the spec's requirements whose markers hold for the target to `state`; fails on a requirement that
+/// does not parse, names a URL, or has a marker that cannot be evaluated.
+Status Resolver::add_requirements(State& state) {
   for (const auto& text : m_request.requirements) {
     auto req = parse_requirement(text);
     if (!req) {
@@ -811,84 +834,105 @@ Result<WheelResolution> Resolver::run() {
     auto step = add_constraint(state, Constraint{*req, requirement_text(*req), "the spec", {}});
     if (!step) return std::move(step).error();
   }
+  return ok_status();
+}
 
+/// The backtracking search from `state`: decides one project at a time and, on a dead end, jumps back to the
+/// latest decision that took part in it.
+Result<WheelResolution> Resolver::search(State& state) {
   std::vector<Decision> stack;
   std::size_t steps = 0;
   std::optional<Conflict> conflict;  // levels to jump back to; its note joins the notes below
   std::vector<Note> conflict_notes;
   while (true) {
     if (!conflict) {
-      // Pick the undecided project with the fewest candidates (a dead end shows at once), then by name.
-      std::string pick;
-      std::vector<std::size_t> pick_candidates;
-      bool found = false;
-      for (const auto& [name, ps] : state) {
-        if (ps.chosen || ps.constraints.empty()) continue;
-        auto pg = page(name);
-        if (!pg) return std::move(pg).error();
-        auto candidates = matching(**pg, ps.constraints);
-        if (!found || candidates.size() < pick_candidates.size()) {
-          found = true;
-          pick = name;
-          pick_candidates = std::move(candidates);
-        }
-      }
-      if (!found) return finish(state);
-      if (pick_candidates.empty()) {
-        conflict = explain_empty(pick, m_pages.at(pick), state.at(pick).constraints);
+      auto next = pick(state);
+      if (!next) return std::move(next).error();
+      if (!*next) return finish(state);
+      Pick& p = **next;
+      if (p.candidates.empty()) {
+        conflict = explain_empty(p.name, m_pages.at(p.name), state.at(p.name).constraints);
         conflict_notes = {conflict->note};
         m_decisions.push_back("dead end: " + conflict->note.message);
       } else {
-        stack.push_back(Decision{state, pick, std::move(pick_candidates), 0, {}, {}});
+        stack.push_back(Decision{state, p.name, std::move(p.candidates), 0, {}, {}});
       }
     }
     if (conflict) {
-      // Jump back to the most recent decision that took part in the conflict; the ones after it cannot help.
       if (conflict->levels.empty()) return failure(conflict_notes);
-      const int target = conflict->levels.back();
-      while (static_cast<int>(stack.size()) > target + 1) stack.pop_back();
-      Decision& back = stack.back();
-      for (int l : conflict->levels) {
-        if (l != target) back.conflict_levels.insert(l);
-      }
-      add_notes(back.notes, conflict_notes);
-      m_decisions.push_back("back to " + back.project + " (decision " + std::to_string(target) + ")");
+      jump_back(stack, *conflict, conflict_notes);
       conflict.reset();
       conflict_notes.clear();
     }
     // Try the remaining candidates of the top decision.
     Decision& d = stack.back();
     const int level = static_cast<int>(stack.size()) - 1;
-    bool placed = false;
-    while (d.next < d.candidates.size()) {
-      if (++steps > m_request.max_steps) {
-        return make_error(ErrorKind::unsatisfiable, "wheel.too_complex",
-                          "gave up after trying " + std::to_string(m_request.max_steps) + " candidate versions", {},
-                          "pin some versions (the large frameworks first) so the search has fewer choices");
-      }
-      state = d.before;
-      auto step = choose(state, d.project, d.candidates[d.next++], level);
-      if (!step) return std::move(step).error();
-      if (!*step) {
-        placed = true;
-        break;
-      }
-      const Conflict& c = **step;
-      m_decisions.push_back("reject: " + c.note.message);
-      for (int l : c.levels) {
-        if (l != level) d.conflict_levels.insert(l);
-      }
-      add_notes(d.notes, {c.note});
-    }
-    if (placed) continue;
-    // Every candidate failed: the cause is what made each one fail plus what limited the candidates.
-    std::vector<int> levels(d.conflict_levels.begin(), d.conflict_levels.end());
-    for (const auto& c : d.before.at(d.project).constraints) levels = merge_levels(levels, c.origins);
-    m_decisions.push_back("exhausted " + d.project + " (decision " + std::to_string(level) + ")");
-    conflict = Conflict{levels, {}};
+    auto placed = try_candidates(state, d, level, steps);
+    if (!placed) return std::move(placed).error();
+    if (*placed) continue;
+    conflict = exhausted(d, level);
     conflict_notes = std::move(d.notes);
     stack.pop_back();
   }
+}
+
+/// Picks the undecided project with the fewest candidates (a dead end shows at once), then by name; fails
+/// when a project page cannot be fetched.
+Result<std::optional<Resolver::Pick>> Resolver::pick(const State& state) {
+  std::optional<Pick> out;
+  for (const auto& [name, ps] : state) {
+    if (ps.chosen || ps.constraints.empty()) continue;
+    auto pg = page(name);
+    if (!pg) return std::move(pg).error();
+    auto candidates = matching(**pg, ps.constraints);
+    if (!out || candidates.size() < out->candidates.size()) out = Pick{name, std::move(candidates)};
+  }
+  return out;
+}
+
+/// Jumps back to the most recent decision that took part in `conflict` (the ones after it cannot help) and
+/// hands it the conflict's other levels and its `notes`.
+void Resolver::jump_back(std::vector<Decision>& stack, const Conflict& conflict, const std::vector<Note>& notes) {
+  const int target = conflict.levels.back();
+  while (static_cast<int>(stack.size()) > target + 1) stack.pop_back();
+  Decision& back = stack.back();
+  for (int l : conflict.levels) {
+    if (l != target) back.conflict_levels.insert(l);
+  }
+  add_notes(back.notes, notes);
+  m_decisions.push_back("back to " + back.project + " (decision " + std::to_string(target) + ")");
+}
+
+/// Tries the remaining candidates of `d`, the decision at `level`, from its state before; true when one is
+/// placed in `state`, false when all failed. Fails past the step limit or on a fetch error.
+Result<bool> Resolver::try_candidates(State& state, Decision& d, int level, std::size_t& steps) {
+  while (d.next < d.candidates.size()) {
+    if (++steps > m_request.max_steps) {
+      return make_error(ErrorKind::unsatisfiable, "wheel.too_complex",
+                        "gave up after trying " + std::to_string(m_request.max_steps) + " candidate versions", {},
+                        "pin some versions (the large frameworks first) so the search has fewer choices");
+    }
+    state = d.before;
+    auto step = choose(state, d.project, d.candidates[d.next++], level);
+    if (!step) return std::move(step).error();
+    if (!*step) return true;
+    const Conflict& c = **step;
+    m_decisions.push_back("reject: " + c.note.message);
+    for (int l : c.levels) {
+      if (l != level) d.conflict_levels.insert(l);
+    }
+    add_notes(d.notes, {c.note});
+  }
+  return false;
+}
+
+/// The conflict of a decision whose every candidate failed: what made each one fail plus what limited the
+/// candidates.
+Conflict Resolver::exhausted(const Decision& d, int level) {
+  std::vector<int> levels(d.conflict_levels.begin(), d.conflict_levels.end());
+  for (const auto& c : d.before.at(d.project).constraints) levels = merge_levels(levels, c.origins);
+  m_decisions.push_back("exhausted " + d.project + " (decision " + std::to_string(level) + ")");
+  return Conflict{levels, {}};
 }
 
 }  // namespace

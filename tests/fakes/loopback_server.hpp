@@ -1,5 +1,5 @@
 #pragma once
-// Starts tests/images/fault_server.py on 127.0.0.1 for the duration of a test and stops it after.
+// Starts tests/fakes/fault_server.py on 127.0.0.1 for the duration of a test and stops it after.
 #include <sys/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -21,7 +21,7 @@ class LoopbackServer {
       prctl(PR_SET_PDEATHSIG, SIGKILL);  // a test that dies must not leave the server holding ctest's pipes
       dup2(fds[1], 1);
       close(fds[0]);
-      const std::string script = std::string(GPUENV_SOURCE_DIR) + "/tests/images/fault_server.py";
+      const std::string script = std::string(GPUENV_SOURCE_DIR) + "/tests/fakes/fault_server.py";
       execlp("python3", "python3", script.c_str(), dir.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }

@@ -279,7 +279,7 @@ TEST(RedactUrl, DropsUserInfoAndQuery) {
   EXPECT_EQ(redact_url("https://u:p@r.example.com:5000/v2/a/blobs/uploads/x?_state=abc&digest=d"), "https://r.example.com:5000/v2/a/blobs/uploads/x");
 }
 
-// ---- HttpClient against tests/images/fault_server.py ----
+// ---- HttpClient against tests/fakes/fault_server.py ----
 
 TEST(CurlHttpClient, RetriesServerErrorsForIdempotentRequests) {
   TempDir dir;

@@ -1,8 +1,9 @@
 // The CUDA driver API session behind GpuBackend::open: the validation kernels (validate/kernels) run from the
 // embedded fatbin, the GEMMs run through cuBLASLt when a libcublasLt loads, else through cuBLAS (cublasGemmEx) when
 // a libcublas loads, else (gemm_consistency only) through gpuenv's own kernel, and every result is checked against
-// the host reference (validate/kernels/reference.hpp). libcuda, libcublasLt and libcublas are opened with dlopen
-// and declared here by hand, so gpuenv builds and runs without the CUDA toolkit or a driver.
+// the host reference (validate/kernels/reference.hpp). libcuda (driver_api) and libcublasLt and libcublas
+// (blas_library) are opened with dlopen and declared by hand, so gpuenv builds and runs without the CUDA toolkit or
+// a driver.
 //
 // Bounded waits: nothing here calls cuStreamSynchronize; the stream is polled with cuStreamQuery until
 // options.operation_timeout, and then the session is marked broken: it returns `cuda.timeout`, fails every later
@@ -12,7 +13,6 @@
 // (never zeros: sources hold a seeded random pattern and destinations are cleared before each sample).
 #include "validate/adapters/cuda_session.hpp"
 
-#include <dlfcn.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -29,6 +29,7 @@
 #include <utility>
 
 #include "base/text.hpp"
+#include "validate/adapters/blas_library.hpp"
 #include "validate/adapters/driver_api.hpp"
 #include "validate/adapters/gemm_types.hpp"
 #include "validate/kernels/reference.hpp"
@@ -39,154 +40,13 @@ namespace {
 namespace ref = reference;
 using namespace cuda;  // NOLINT: the driver API names of driver_api.hpp
 
-// cuBLAS and cuBLASLt values (cublas_api.h, cublasLt.h); the data and compute types are in gemm_types.hpp.
-using cublasStatus = int;
-using cublasHandle = void*;
+using namespace blas;  // NOLINT: the cuBLAS(Lt) names of blas_library.hpp
 using gemm::k_cuda_r_16bf;
 using gemm::k_cuda_r_16f;
 using gemm::k_cuda_r_32f;
 using gemm::k_cuda_r_64f;
-constexpr int k_cublas_op_n = 0;                       // CUBLAS_OP_N
-constexpr int k_cublas_gemm_default = -1;              // CUBLAS_GEMM_DEFAULT
-constexpr int k_cublas_arch_mismatch = 8;              // CUBLAS_STATUS_ARCH_MISMATCH
-constexpr int k_cublas_not_supported = 15;             // CUBLAS_STATUS_NOT_SUPPORTED
-constexpr int k_cublaslt_matmul_desc_transa = 3;       // CUBLASLT_MATMUL_DESC_TRANSA
-constexpr int k_cublaslt_matmul_desc_transb = 4;       // CUBLASLT_MATMUL_DESC_TRANSB
-constexpr int k_cublaslt_pref_max_workspace = 1;       // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
-constexpr std::size_t k_cublaslt_workspace = 32u << 20;  // 32 MiB, what cuBLAS's documentation advises for Hopper
 
 constexpr std::uint64_t k_gib = 1024ull * k_mib;
-
-// cuBLAS through dlopen: just what the GEMMs need.
-struct CublasApi {
-  std::string library;
-  cublasHandle handle = nullptr;
-  cublasStatus (*create)(cublasHandle*) = nullptr;
-  cublasStatus (*destroy)(cublasHandle) = nullptr;
-  cublasStatus (*set_stream)(cublasHandle, CUstream) = nullptr;
-  cublasStatus (*gemm_ex)(cublasHandle, int, int, int, int, int, const void*, const void*, int, int, const void*, int,
-                          int, const void*, void*, int, int, int, int) = nullptr;
-  const char* (*status_name)(cublasStatus) = nullptr;
-
-  [[nodiscard]] std::string name_of(cublasStatus status) const {
-    const char* name = status_name ? status_name(status) : nullptr;
-    return (name ? std::string(name) : std::string("CUBLAS_STATUS")) + " (" + std::to_string(status) + ")";
-  }
-};
-
-// cuBLASLt through dlopen: just what one matmul needs. Handles and descriptors are opaque pointers; enum
-// arguments are passed as int, as the C ABI does.
-using cublasLtHandle = void*;
-using cublasLtMatmulDesc = void*;
-using cublasLtMatrixLayout = void*;
-using cublasLtMatmulPreference = void*;
-
-struct CublasLtMatmulAlgo {  // cublasLtMatmulAlgo_t
-  std::uint64_t data[8];
-};
-
-struct CublasLtHeuristicResult {  // cublasLtMatmulHeuristicResult_t
-  CublasLtMatmulAlgo algo;
-  std::size_t workspace_size;
-  cublasStatus state;
-  float waves_count;
-  int reserved[4];
-};
-static_assert(sizeof(CublasLtHeuristicResult) == 96, "cublasLtMatmulHeuristicResult_t is 96 bytes");
-
-struct CublasLtApi {
-  std::string library;
-  cublasLtHandle handle = nullptr;
-  std::size_t (*get_version)() = nullptr;
-  cublasStatus (*create)(cublasLtHandle*) = nullptr;
-  cublasStatus (*destroy)(cublasLtHandle) = nullptr;
-  cublasStatus (*desc_create)(cublasLtMatmulDesc*, int, int) = nullptr;
-  cublasStatus (*desc_destroy)(cublasLtMatmulDesc) = nullptr;
-  cublasStatus (*desc_set_attribute)(cublasLtMatmulDesc, int, const void*, std::size_t) = nullptr;
-  cublasStatus (*layout_create)(cublasLtMatrixLayout*, int, std::uint64_t, std::uint64_t, std::int64_t) = nullptr;
-  cublasStatus (*layout_destroy)(cublasLtMatrixLayout) = nullptr;
-  cublasStatus (*pref_create)(cublasLtMatmulPreference*) = nullptr;
-  cublasStatus (*pref_destroy)(cublasLtMatmulPreference) = nullptr;
-  cublasStatus (*pref_set_attribute)(cublasLtMatmulPreference, int, const void*, std::size_t) = nullptr;
-  cublasStatus (*get_heuristic)(cublasLtHandle, cublasLtMatmulDesc, cublasLtMatrixLayout, cublasLtMatrixLayout,
-                                cublasLtMatrixLayout, cublasLtMatrixLayout, cublasLtMatmulPreference, int,
-                                CublasLtHeuristicResult*, int*) = nullptr;
-  cublasStatus (*matmul)(cublasLtHandle, cublasLtMatmulDesc, const void*, const void*, cublasLtMatrixLayout,
-                         const void*, cublasLtMatrixLayout, const void*, const void*, cublasLtMatrixLayout, void*,
-                         cublasLtMatrixLayout, const CublasLtMatmulAlgo*, void*, std::size_t, CUstream) = nullptr;
-  const char* (*status_name)(cublasStatus) = nullptr;  // cublasLtGetStatusName; absent in early 11.x releases
-
-  [[nodiscard]] std::string name_of(cublasStatus status) const {
-    const char* name = status_name ? status_name(status) : nullptr;
-    return (name ? std::string(name) : std::string("CUBLAS_STATUS")) + " (" + std::to_string(status) + ")";
-  }
-};
-
-// The major version of a cublasLtGetVersion() number, which releases have encoded as major * 10000 + minor * 100 +
-// patch (12 and later) or major * 1000 + minor * 100 + patch (earlier); good enough to tell 10 from 11 and later.
-constexpr std::size_t cublas_major(std::size_t version) {
-  return version >= 100000 ? version / 10000 : version / 1000;
-}
-
-// A matmul status saying this library cannot run these types on this GPU: the caller falls back.
-constexpr bool unsupported(cublasStatus status) {
-  return status == k_cublas_not_supported || status == k_cublas_arch_mismatch;
-}
-
-// One planned cuBLASLt matmul D = A * B of square column-major matrices (C = D, beta = 0): the descriptor, the
-// layouts and the algorithm the heuristic chose. Destroys what it holds; descriptors live on the host, so this is
-// safe even when the session is broken.
-struct CublasLtMatmul {
-  explicit CublasLtMatmul(const CublasLtApi* lt) : api(lt) {}
-  CublasLtMatmul(CublasLtMatmul&& other) noexcept { *this = std::move(other); }
-  CublasLtMatmul& operator=(CublasLtMatmul&& other) noexcept {
-    if (this != &other) {
-      release();
-      api = other.api;
-      desc = std::exchange(other.desc, nullptr);
-      layout_a = std::exchange(other.layout_a, nullptr);
-      layout_b = std::exchange(other.layout_b, nullptr);
-      layout_c = std::exchange(other.layout_c, nullptr);
-      pref = std::exchange(other.pref, nullptr);
-      algo = other.algo;
-      size = other.size;
-      workspace = other.workspace;
-      workspace_bytes = other.workspace_bytes;
-    }
-    return *this;
-  }
-  CublasLtMatmul(const CublasLtMatmul&) = delete;
-  CublasLtMatmul& operator=(const CublasLtMatmul&) = delete;
-  ~CublasLtMatmul() { release(); }
-
-  // Queues D = alpha * A * B + beta * D on `stream`; alpha and beta point to the scale type.
-  cublasStatus run(const void* alpha, CUdeviceptr a, CUdeviceptr b, const void* beta, CUdeviceptr d,
-                   CUstream stream) const {
-    return api->matmul(api->handle, desc, alpha, reinterpret_cast<const void*>(a), layout_a,
-                       reinterpret_cast<const void*>(b), layout_b, beta, reinterpret_cast<const void*>(d), layout_c,
-                       reinterpret_cast<void*>(d), layout_c, &algo, reinterpret_cast<void*>(workspace),
-                       workspace_bytes, stream);
-  }
-
-  void release() {
-    if (!api) return;
-    if (pref) api->pref_destroy(pref);
-    if (layout_c) api->layout_destroy(layout_c);
-    if (layout_b) api->layout_destroy(layout_b);
-    if (layout_a) api->layout_destroy(layout_a);
-    if (desc) api->desc_destroy(desc);
-    pref = layout_a = layout_b = layout_c = desc = nullptr;
-  }
-
-  const CublasLtApi* api = nullptr;
-  cublasLtMatmulDesc desc = nullptr;
-  cublasLtMatrixLayout layout_a = nullptr, layout_b = nullptr, layout_c = nullptr;  // C and D share layout_c
-  cublasLtMatmulPreference pref = nullptr;
-  CublasLtMatmulAlgo algo{};
-  int size = 0;
-  CUdeviceptr workspace = 0;
-  std::size_t workspace_bytes = 0;
-};
 
 // The element types of a GEMM measurement: how cuBLAS(Lt) takes them, how gpuenv fills and checks them.
 struct GemmType : gemm::GemmTypes {
@@ -341,6 +201,41 @@ struct Kernels {
   CUfunction spin_wait = nullptr, compute_int = nullptr, compute_float = nullptr, fill_values = nullptr,
              memtest_write = nullptr, memtest_check = nullptr, stream_copy = nullptr, gemm_simple = nullptr,
              digest_u64 = nullptr;
+};
+
+// gemm_consistency's GEMM: cuBLASLt's plan, else cuBLAS with the input type its warm-up settled on, else
+// gpuenv's gemm_simple; square `edge` x `edge` matrices, fp32 output.
+struct ConsistencyGemm {
+  std::optional<CublasLtMatmul> plan;
+  CublasApi* blas = nullptr;
+  int input_type = k_cuda_r_16bf;
+  CUdeviceptr a = 0, b = 0, c = 0;
+  int edge = 0;
+  float alpha = 1, beta = 0;
+};
+
+// The state of one gemm_tflops measurement, shared by its steps (allocation, warm-up and sizing, samples).
+struct TflopsGemm {
+  GemmType type;
+  std::string dtype;
+  CublasLtApi* lt = nullptr;  // null once cuBLAS is used instead
+  CublasApi* blas = nullptr;
+  DeviceBuffer a, b, c;
+  std::uint64_t seed_a = 0, seed_b = 0;
+  int size = 0;  // the matrices' edge; the warm-up halves it while a GEMM is too slow
+  double alpha_d = 1, beta_d = 0;
+  float alpha_f = 1, beta_f = 0;
+  std::optional<CublasLtMatmul> plan;  // the cuBLASLt matmul for `size`; empty once cuBLAS is used instead
+  std::vector<std::string> passed;     // why cuBLASLt was passed over in this call
+  cublasStatus status = 0;             // the last GEMM call's status
+
+  // alpha and beta in the scale type.
+  [[nodiscard]] const void* alpha() const {
+    return type.scale_type == k_cuda_r_64f ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
+  }
+  [[nodiscard]] const void* beta() const {
+    return type.scale_type == k_cuda_r_64f ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
+  }
 };
 
 class CudaSession final : public GpuSession {
@@ -805,33 +700,9 @@ class CudaSession final : public GpuSession {
   CublasApi* cublas() {
     if (m_cublas_tried) return m_cublas.get();
     m_cublas_tried = true;
-    for (const std::string& name : m_options.cublas_libraries) {
-      void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (!lib) continue;
-      auto api = std::make_unique<CublasApi>();
-      api->library = name;
-      std::vector<std::string> missing;
-      resolve(lib, api->create, "cublasCreate_v2", missing);
-      resolve(lib, api->destroy, "cublasDestroy_v2", missing);
-      resolve(lib, api->set_stream, "cublasSetStream_v2", missing);
-      resolve(lib, api->gemm_ex, "cublasGemmEx", missing);
-      api->status_name = reinterpret_cast<decltype(api->status_name)>(dlsym(lib, "cublasGetStatusName"));
-      if (!missing.empty()) {  // not a usable cuBLAS; stays loaded (dlclose of CUDA libraries is unsafe)
-        m_cublas_rejected.push_back(name + " lacks " + join(missing, ", "));
-        continue;
-      }
-      if (const cublasStatus st = api->create(&api->handle); st != 0) {  // e.g. a cuBLAS newer than the driver
-        m_cublas_rejected.push_back(name + ": cublasCreate_v2 failed with " + api->name_of(st));
-        continue;
-      }
-      if (const cublasStatus st = api->set_stream(api->handle, m_stream); st != 0) {
-        m_cublas_rejected.push_back(name + ": cublasSetStream_v2 failed with " + api->name_of(st));
-        api->destroy(api->handle);
-        continue;
-      }
-      m_cublas = std::move(api);
-      break;
-    }
+    auto loaded = load_cublas(m_options.cublas_libraries, m_stream);
+    m_cublas_rejected = std::move(loaded.rejected);
+    m_cublas = std::move(loaded.api);
     return m_cublas.get();
   }
 
@@ -840,42 +711,9 @@ class CudaSession final : public GpuSession {
   CublasLtApi* cublaslt() {
     if (m_cublaslt_tried) return m_cublaslt.get();
     m_cublaslt_tried = true;
-    for (const std::string& name : m_options.cublaslt_libraries) {
-      void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (!lib) continue;
-      auto api = std::make_unique<CublasLtApi>();
-      api->library = name;
-      std::vector<std::string> missing;
-      resolve(lib, api->get_version, "cublasLtGetVersion", missing);
-      resolve(lib, api->create, "cublasLtCreate", missing);
-      resolve(lib, api->destroy, "cublasLtDestroy", missing);
-      resolve(lib, api->desc_create, "cublasLtMatmulDescCreate", missing);
-      resolve(lib, api->desc_destroy, "cublasLtMatmulDescDestroy", missing);
-      resolve(lib, api->desc_set_attribute, "cublasLtMatmulDescSetAttribute", missing);
-      resolve(lib, api->layout_create, "cublasLtMatrixLayoutCreate", missing);
-      resolve(lib, api->layout_destroy, "cublasLtMatrixLayoutDestroy", missing);
-      resolve(lib, api->pref_create, "cublasLtMatmulPreferenceCreate", missing);
-      resolve(lib, api->pref_destroy, "cublasLtMatmulPreferenceDestroy", missing);
-      resolve(lib, api->pref_set_attribute, "cublasLtMatmulPreferenceSetAttribute", missing);
-      resolve(lib, api->get_heuristic, "cublasLtMatmulAlgoGetHeuristic", missing);
-      resolve(lib, api->matmul, "cublasLtMatmul", missing);
-      api->status_name = reinterpret_cast<decltype(api->status_name)>(dlsym(lib, "cublasLtGetStatusName"));
-      if (!missing.empty()) {  // not a usable cuBLASLt; stays loaded (dlclose of CUDA libraries is unsafe)
-        m_cublaslt_rejected.push_back(name + " lacks " + join(missing, ", "));
-        continue;
-      }
-      if (const std::size_t major = cublas_major(api->get_version()); major < 11) {
-        // cuBLASLt 10 takes a cudaDataType compute type
-        m_cublaslt_rejected.push_back(name + " is cuBLASLt " + std::to_string(major) + " (11 or newer is needed)");
-        continue;
-      }
-      if (const cublasStatus st = api->create(&api->handle); st != 0) {  // e.g. a cuBLASLt newer than the driver
-        m_cublaslt_rejected.push_back(name + ": cublasLtCreate failed with " + api->name_of(st));
-        continue;
-      }
-      m_cublaslt = std::move(api);
-      break;
-    }
+    auto loaded = load_cublaslt(m_options.cublaslt_libraries);
+    m_cublaslt_rejected = std::move(loaded.rejected);
+    m_cublaslt = std::move(loaded.api);
     return m_cublaslt.get();
   }
 
@@ -921,49 +759,100 @@ class CudaSession final : public GpuSession {
   Result<std::optional<CublasLtMatmul>> plan_cublaslt(const CublasLtApi& lt, const gemm::GemmTypes& types, int size,
                                                       const std::string& what) {
     if (auto s = ensure_cublaslt_workspace(); !s) return std::move(s).error();
-    CublasLtMatmul plan(&lt);
-    plan.size = size;
-    plan.workspace = m_cublaslt_workspace.ptr();
-    plan.workspace_bytes = m_cublaslt_workspace.bytes();
-    const std::string doing = "planning the " + what + " GEMM";
-    if (cublasStatus st = lt.desc_create(&plan.desc, types.compute_type, types.scale_type); st != 0) {
-      plan.desc = nullptr;
-      return cublaslt_error(lt, "cublasLtMatmulDescCreate", st, doing);
+    LtPlan planned = plan_matmul(lt, types, size, m_cublaslt_workspace.ptr(), m_cublaslt_workspace.bytes());
+    if (planned.failed_call)
+      return cublaslt_error(lt, planned.failed_call, planned.status, "planning the " + what + " GEMM");
+    if (!planned.found) return std::optional<CublasLtMatmul>{};
+    return std::optional<CublasLtMatmul>(std::move(planned.matmul));
+  }
+
+  Error cublas_error(const CublasApi& blas, const std::string& call, cublasStatus status) const {
+    return make_error(ErrorKind::environment, "cuda.cublas",
+                      call + " failed with " + blas.name_of(status) + " on " + m_bus_id, blas.library,
+                      "check that the image's cuBLAS matches the driver");
+  }
+
+  // Fills gemm_consistency's inputs A and B with seeded random values in `format`.
+  Status fill_consistency(const ConsistencyGemm& g, std::uint64_t elements, ref::Fill format) {
+    CUdeviceptr pa = g.a, pb = g.b;
+    unsigned long long n = elements, seed_a = m_options.seed + 101, seed_b = m_options.seed + 102;
+    int f = static_cast<int>(format);
+    if (auto s = launch(m_kernels.fill_values, grid_for(n), {&pa, &n, &seed_a, &f}, "fill_values"); !s) return s;
+    return launch(m_kernels.fill_values, grid_for(n), {&pb, &n, &seed_b, &f}, "fill_values");
+  }
+
+  // gemm_consistency's warm-up through cuBLASLt: bf16 inputs, else fp32; leaves g.plan empty when it can run
+  // neither.
+  Status warm_up_consistency_lt(const CublasLtApi& lt, ConsistencyGemm& g, std::uint64_t elements) {
+    for (const bool bf16 : {true, false}) {
+      const gemm::GemmTypes types = gemm::consistency_gemm_types(bf16);
+      auto planned = plan_cublaslt(lt, types, g.edge, bf16 ? "bf16 consistency" : "fp32 consistency");
+      if (!planned) return std::move(planned).error();
+      if (!*planned) continue;
+      if (auto s = fill_consistency(g, elements, bf16 ? ref::Fill::random_bf16 : ref::Fill::random_f32); !s) return s;
+      const cublasStatus st = (*planned)->run(&g.alpha, g.a, g.b, &g.beta, g.c, m_stream);
+      if (unsupported(st)) continue;
+      if (st != 0) return cublaslt_error(lt, "cublasLtMatmul", st, "running a warm-up GEMM");
+      if (auto s = wait("running a warm-up GEMM"); !s) return s;
+      g.plan = std::move(*planned);
+      break;
     }
-    const int op_n = k_cublas_op_n;
-    for (int attribute : {k_cublaslt_matmul_desc_transa, k_cublaslt_matmul_desc_transb}) {
-      if (cublasStatus st = lt.desc_set_attribute(plan.desc, attribute, &op_n, sizeof op_n); st != 0)
-        return cublaslt_error(lt, "cublasLtMatmulDescSetAttribute", st, doing);
+    return ok_status();
+  }
+
+  // Picks gemm_consistency's engine, fills the inputs for it and warms it up: cuBLASLt, else cuBLAS, else
+  // gemm_simple. The libraries get bf16 inputs on tensor cores with fp32 output, or fp32 inputs where bf16 is not
+  // supported (before sm_80); gemm_simple gets fp32. Sets the result's engine, library and passed_over.
+  Status warm_up_consistency(ConsistencyGemm& g, std::uint64_t elements, ConsistencyResult& result) {
+    std::vector<std::string> passed;  // why cuBLASLt was passed over in this call
+    if (CublasLtApi* lt = cublaslt()) {
+      if (auto s = warm_up_consistency_lt(*lt, g, elements); !s) return s;
+      if (!g.plan) passed.push_back(lt->library + ": no bf16 or fp32 GEMM it can run on this GPU");
     }
-    const auto rows = static_cast<std::uint64_t>(size);
-    const auto ld = static_cast<std::int64_t>(size);
-    const std::pair<cublasLtMatrixLayout*, int> layouts[] = {
-        {&plan.layout_a, types.input_type}, {&plan.layout_b, types.input_type}, {&plan.layout_c, types.output_type}};
-    for (const auto& [layout, data_type] : layouts) {
-      if (cublasStatus st = lt.layout_create(layout, data_type, rows, rows, ld); st != 0) {
-        *layout = nullptr;
-        return cublaslt_error(lt, "cublasLtMatrixLayoutCreate", st, doing);
+    g.blas = g.plan ? nullptr : cublas();
+    if (g.plan) {
+      result.engine = "cublasLt";
+      result.library = m_cublaslt->library;
+    } else if (g.blas) {
+      if (auto s = fill_consistency(g, elements, ref::Fill::random_bf16); !s) return s;
+      const cublasStatus st = square_gemm(*g.blas, g.edge, &g.alpha, g.a, g.b, g.input_type, &g.beta, g.c,
+                                          k_cuda_r_32f, gemm::k_cublas_compute_32f);
+      if (unsupported(st)) {
+        g.input_type = k_cuda_r_32f;
+      } else if (st != 0) {
+        return cublas_error(*g.blas, "cublasGemmEx", st);
       }
+      if (auto s = wait("running a warm-up GEMM"); !s) return s;
+      if (g.input_type == k_cuda_r_32f) {
+        if (auto s = fill_consistency(g, elements, ref::Fill::random_f32); !s) return s;
+      }
+      result.engine = "cublas";
+      result.library = g.blas->library;
+    } else {
+      if (auto s = fill_consistency(g, elements, ref::Fill::random_f32); !s) return s;
+      result.engine = "gpuenv";
     }
-    if (cublasStatus st = lt.pref_create(&plan.pref); st != 0) {
-      plan.pref = nullptr;
-      return cublaslt_error(lt, "cublasLtMatmulPreferenceCreate", st, doing);
+    result.passed_over = passed_over_for(result.engine, passed);
+    return ok_status();
+  }
+
+  // Queues one of gemm_consistency's GEMMs on the engine the warm-up picked.
+  Status run_consistency_gemm(const ConsistencyGemm& g) {
+    if (g.plan) {
+      if (const cublasStatus st = g.plan->run(&g.alpha, g.a, g.b, &g.beta, g.c, m_stream); st != 0)
+        return cublaslt_error(*g.plan->api, "cublasLtMatmul", st, "running a consistency GEMM");
+      return ok_status();
     }
-    const std::uint64_t max_workspace = plan.workspace_bytes;
-    if (cublasStatus st =
-            lt.pref_set_attribute(plan.pref, k_cublaslt_pref_max_workspace, &max_workspace, sizeof max_workspace);
-        st != 0) {
-      return cublaslt_error(lt, "cublasLtMatmulPreferenceSetAttribute", st, doing);
+    if (g.blas) {
+      const cublasStatus st = square_gemm(*g.blas, g.edge, &g.alpha, g.a, g.b, g.input_type, &g.beta, g.c,
+                                          k_cuda_r_32f, gemm::k_cublas_compute_32f);
+      if (st != 0) return cublas_error(*g.blas, "cublasGemmEx", st);
+      return ok_status();
     }
-    CublasLtHeuristicResult heuristic{};
-    int found = 0;
-    const cublasStatus st = lt.get_heuristic(lt.handle, plan.desc, plan.layout_a, plan.layout_b, plan.layout_c,
-                                             plan.layout_c, plan.pref, 1, &heuristic, &found);
-    if (unsupported(st)) return std::optional<CublasLtMatmul>{};
-    if (st != 0) return cublaslt_error(lt, "cublasLtMatmulAlgoGetHeuristic", st, doing);
-    if (found < 1 || heuristic.state != 0) return std::optional<CublasLtMatmul>{};
-    plan.algo = heuristic.algo;
-    return std::optional<CublasLtMatmul>(std::move(plan));
+    CUdeviceptr pa = g.a, pb = g.b, pc = g.c;
+    int m = g.edge, n = g.edge, k = g.edge;
+    const auto tiles = static_cast<unsigned>((g.edge + 31) / 32);
+    return launch(m_kernels.gemm_simple, tiles, {&pa, &pb, &pc, &m, &n, &k}, "gemm_simple", tiles, 32, 8);
   }
 
   Result<ConsistencyResult> run_gemm_consistency(int repetitions) {
@@ -977,91 +866,18 @@ class CudaSession final : public GpuSession {
     if (!b) return std::move(b).error();
     auto c = alloc(elements * 4, "allocating the GEMM output");
     if (!c) return std::move(c).error();
-    CUdeviceptr pa = a->ptr(), pb = b->ptr(), pc = c->ptr();
+    ConsistencyGemm g;
+    g.a = a->ptr();
+    g.b = b->ptr();
+    g.c = c->ptr();
+    g.edge = edge;
 
-    auto fill = [&](ref::Fill format) -> Status {
-      unsigned long long n = elements, seed_a = m_options.seed + 101, seed_b = m_options.seed + 102;
-      int f = static_cast<int>(format);
-      if (auto s = launch(m_kernels.fill_values, grid_for(n), {&pa, &n, &seed_a, &f}, "fill_values"); !s) return s;
-      return launch(m_kernels.fill_values, grid_for(n), {&pb, &n, &seed_b, &f}, "fill_values");
-    };
-
-    // cuBLASLt, else cuBLAS, else gemm_simple. The libraries get bf16 inputs on tensor cores with fp32 output, or
-    // fp32 inputs where bf16 is not supported (before sm_80); gemm_simple gets fp32.
     ConsistencyResult result;
-    const float alpha = 1, beta = 0;
-    std::optional<CublasLtMatmul> plan;
-    std::vector<std::string> passed;  // why cuBLASLt was passed over in this call
-    if (CublasLtApi* lt = cublaslt()) {
-      for (const bool bf16 : {true, false}) {
-        const gemm::GemmTypes types = gemm::consistency_gemm_types(bf16);
-        auto planned = plan_cublaslt(*lt, types, edge, bf16 ? "bf16 consistency" : "fp32 consistency");
-        if (!planned) return std::move(planned).error();
-        if (!*planned) continue;
-        if (auto s = fill(bf16 ? ref::Fill::random_bf16 : ref::Fill::random_f32); !s) return std::move(s).error();
-        const cublasStatus st = (*planned)->run(&alpha, pa, pb, &beta, pc, m_stream);
-        if (unsupported(st)) continue;
-        if (st != 0) return cublaslt_error(*lt, "cublasLtMatmul", st, "running a warm-up GEMM");
-        if (auto s = wait("running a warm-up GEMM"); !s) return std::move(s).error();
-        plan = std::move(*planned);
-        break;
-      }
-      if (!plan) passed.push_back(lt->library + ": no bf16 or fp32 GEMM it can run on this GPU");
-    }
-    CublasApi* blas = plan ? nullptr : cublas();
-    int input_type = k_cuda_r_16bf;
-    if (plan) {
-      result.engine = "cublasLt";
-      result.library = m_cublaslt->library;
-    } else if (blas) {
-      if (auto s = fill(ref::Fill::random_bf16); !s) return std::move(s).error();
-      cublasStatus st = blas->gemm_ex(
-          blas->handle, k_cublas_op_n, k_cublas_op_n, edge, edge, edge, &alpha, reinterpret_cast<const void*>(pa),
-          input_type, edge, reinterpret_cast<const void*>(pb), input_type, edge, &beta, reinterpret_cast<void*>(pc),
-          k_cuda_r_32f, edge, gemm::k_cublas_compute_32f, k_cublas_gemm_default);
-      if (unsupported(st)) {
-        input_type = k_cuda_r_32f;
-      } else if (st != 0) {
-        return make_error(ErrorKind::environment, "cuda.cublas",
-                          "cublasGemmEx failed with " + blas->name_of(st) + " on " + m_bus_id, blas->library,
-                          "check that the image's cuBLAS matches the driver");
-      }
-      if (auto s = wait("running a warm-up GEMM"); !s) return std::move(s).error();
-      if (input_type == k_cuda_r_32f) {
-        if (auto s = fill(ref::Fill::random_f32); !s) return std::move(s).error();
-      }
-      result.engine = "cublas";
-      result.library = blas->library;
-    } else {
-      if (auto s = fill(ref::Fill::random_f32); !s) return std::move(s).error();
-      result.engine = "gpuenv";
-    }
-    result.passed_over = passed_over_for(result.engine, passed);
-
+    if (auto s = warm_up_consistency(g, elements, result); !s) return std::move(s).error();
     for (int r = 0; r < repetitions; ++r) {
-      if (auto s = clear(pc, elements * 4, "clearing the GEMM output"); !s) return std::move(s).error();
-      if (plan) {
-        if (const cublasStatus st = plan->run(&alpha, pa, pb, &beta, pc, m_stream); st != 0)
-          return cublaslt_error(*plan->api, "cublasLtMatmul", st, "running a consistency GEMM");
-      } else if (blas) {
-        const cublasStatus st = blas->gemm_ex(
-            blas->handle, k_cublas_op_n, k_cublas_op_n, edge, edge, edge, &alpha, reinterpret_cast<const void*>(pa),
-            input_type, edge, reinterpret_cast<const void*>(pb), input_type, edge, &beta, reinterpret_cast<void*>(pc),
-            k_cuda_r_32f, edge, gemm::k_cublas_compute_32f, k_cublas_gemm_default);
-        if (st != 0) {
-          return make_error(ErrorKind::environment, "cuda.cublas",
-                            "cublasGemmEx failed with " + blas->name_of(st) + " on " + m_bus_id, blas->library,
-                            "check that the image's cuBLAS matches the driver");
-        }
-      } else {
-        int m = edge, n = edge, k = edge;
-        const auto tiles = static_cast<unsigned>((edge + 31) / 32);
-        if (auto s = launch(m_kernels.gemm_simple, tiles, {&pa, &pb, &pc, &m, &n, &k}, "gemm_simple", tiles, 32, 8);
-            !s) {
-          return std::move(s).error();
-        }
-      }
-      auto digest = device_digest(pc, elements / 2, "digesting a GEMM result");
+      if (auto s = clear(g.c, elements * 4, "clearing the GEMM output"); !s) return std::move(s).error();
+      if (auto s = run_consistency_gemm(g); !s) return std::move(s).error();
+      auto digest = device_digest(g.c, elements / 2, "digesting a GEMM result");
       if (!digest) return std::move(digest).error();
       result.result_digests.push_back(*digest);
     }
@@ -1072,14 +888,30 @@ class CudaSession final : public GpuSession {
     const auto type = gemm_type(dtype);
     if (!type) return bad_request("gemm_tflops: unknown dtype '" + dtype + "' (bf16, fp16, tf32 or fp64)");
     if (samples < 1) return bad_request("gemm_tflops needs at least one sample, got " + std::to_string(samples));
+    TflopsGemm g;
+    g.type = *type;
+    g.dtype = dtype;
     // cuBLASLt first; cuBLAS when it is absent or cannot run this type on this GPU; empty when neither can.
-    CublasLtApi* lt = cublaslt();
-    CublasApi* blas = lt ? nullptr : cublas();
-    if (!lt && !blas) return std::optional<Samples>{};
-    if (lt) {
+    g.lt = cublaslt();
+    g.blas = g.lt ? nullptr : cublas();
+    if (!g.lt && !g.blas) return std::optional<Samples>{};
+    if (g.lt) {
       // Before sizing: the workspace takes device memory too.
       if (auto s = ensure_cublaslt_workspace(); !s) return std::move(s).error();
     }
+    auto smallest = allocate_tflops_buffers(g);
+    if (!smallest) return std::move(smallest).error();
+    auto warm_ms = warm_up_tflops(g, *smallest);
+    if (!warm_ms) return std::move(warm_ms).error();
+    if (!*warm_ms) return std::optional<Samples>{};
+    auto result = sample_tflops(g, samples, **warm_ms);
+    if (!result) return std::move(result).error();
+    return std::optional<Samples>(std::move(*result));
+  }
+
+  // Sizes gemm_tflops's matrices to the free memory and allocates them; returns the smallest size the warm-up may
+  // shrink them to.
+  Result<int> allocate_tflops_buffers(TflopsGemm& g) {
     auto free_bytes = free_memory();
     if (!free_bytes) return std::move(free_bytes).error();
     // 8192^3 keeps the GPU busy for a few ms per GEMM on the fastest GPUs; 4096 where memory is short.
@@ -1087,125 +919,128 @@ class CudaSession final : public GpuSession {
     const int smallest = std::min(2048, n);
     auto bytes_for = [&](int size) {
       const auto e = static_cast<std::uint64_t>(size) * static_cast<std::uint64_t>(size);
-      return e * (2 * type->input_bytes + type->output_bytes);
+      return e * (2 * g.type.input_bytes + g.type.output_bytes);
     };
     while (bytes_for(n) > *free_bytes / 2 && n / 2 >= smallest) n /= 2;
     const std::uint64_t elements = static_cast<std::uint64_t>(n) * static_cast<std::uint64_t>(n);
-    auto a = alloc(elements * type->input_bytes, "allocating GEMM inputs");
+    auto a = alloc(elements * g.type.input_bytes, "allocating GEMM inputs");
     if (!a) return std::move(a).error();
-    auto b = alloc(elements * type->input_bytes, "allocating GEMM inputs");
+    auto b = alloc(elements * g.type.input_bytes, "allocating GEMM inputs");
     if (!b) return std::move(b).error();
-    auto c = alloc(elements * type->output_bytes, "allocating the GEMM output");
+    auto c = alloc(elements * g.type.output_bytes, "allocating the GEMM output");
     if (!c) return std::move(c).error();
-    const std::uint64_t seed_a = m_options.seed + 201, seed_b = m_options.seed + 202;
+    g.a = std::move(*a);
+    g.b = std::move(*b);
+    g.c = std::move(*c);
+    g.seed_a = m_options.seed + 201;
+    g.seed_b = m_options.seed + 202;
+    g.size = n;
+    return smallest;
+  }
 
-    int size = n;
-    auto fill = [&]() -> Status {
-      unsigned long long count = static_cast<std::uint64_t>(size) * static_cast<std::uint64_t>(size), sa = seed_a,
-                         sb = seed_b;
-      int f = static_cast<int>(type->fill);
-      CUdeviceptr pa = a->ptr(), pb = b->ptr();
-      if (auto s = launch(m_kernels.fill_values, grid_for(count), {&pa, &count, &sa, &f}, "fill_values"); !s) return s;
-      return launch(m_kernels.fill_values, grid_for(count), {&pb, &count, &sb, &f}, "fill_values");
-    };
-    const double alpha_d = 1, beta_d = 0;
-    const float alpha_f = 1, beta_f = 0;
-    const bool scalars_double = type->scale_type == k_cuda_r_64f;
-    const void* alpha = scalars_double ? static_cast<const void*>(&alpha_d) : static_cast<const void*>(&alpha_f);
-    const void* beta = scalars_double ? static_cast<const void*>(&beta_d) : static_cast<const void*>(&beta_f);
-    std::optional<CublasLtMatmul> plan;  // the cuBLASLt matmul for `size`; empty once cuBLAS is used instead
-    std::vector<std::string> passed;     // why cuBLASLt was passed over in this call
-    cublasStatus status = 0;
-    auto gemm = [&]() -> Status {
-      if (plan) {
-        status = plan->run(alpha, a->ptr(), b->ptr(), beta, c->ptr(), m_stream);
-        if (status != 0) return cublaslt_error(*plan->api, "cublasLtMatmul", status, "running " + dtype + " GEMMs");
-        return ok_status();
-      }
-      status = blas->gemm_ex(
-          blas->handle, k_cublas_op_n, k_cublas_op_n, size, size, size, alpha, reinterpret_cast<const void*>(a->ptr()),
-          type->input_type, size, reinterpret_cast<const void*>(b->ptr()), type->input_type, size, beta,
-          reinterpret_cast<void*>(c->ptr()), type->output_type, size, type->compute_type, k_cublas_gemm_default);
-      if (status != 0) {
-        return make_error(ErrorKind::environment, "cuda.cublas",
-                          "cublasGemmEx (" + dtype + ") failed with " + blas->name_of(status) + " on " + m_bus_id,
-                          blas->library, "check that the image's cuBLAS matches the driver");
-      }
+  // Fills gemm_tflops's inputs A and B (g.size x g.size) with the seeded grid values of its type.
+  Status fill_tflops(const TflopsGemm& g) {
+    unsigned long long count = static_cast<std::uint64_t>(g.size) * static_cast<std::uint64_t>(g.size),
+                       sa = g.seed_a, sb = g.seed_b;
+    int f = static_cast<int>(g.type.fill);
+    CUdeviceptr pa = g.a.ptr(), pb = g.b.ptr();
+    if (auto s = launch(m_kernels.fill_values, grid_for(count), {&pa, &count, &sa, &f}, "fill_values"); !s) return s;
+    return launch(m_kernels.fill_values, grid_for(count), {&pb, &count, &sb, &f}, "fill_values");
+  }
+
+  // Queues one of gemm_tflops's GEMMs: g.plan's cuBLASLt matmul when there is one, else cublasGemmEx. Keeps the
+  // call's status in g.status, so that the warm-up can tell NOT_SUPPORTED from other failures.
+  Status tflops_gemm(TflopsGemm& g) {
+    if (g.plan) {
+      g.status = g.plan->run(g.alpha(), g.a.ptr(), g.b.ptr(), g.beta(), g.c.ptr(), m_stream);
+      if (g.status != 0)
+        return cublaslt_error(*g.plan->api, "cublasLtMatmul", g.status, "running " + g.dtype + " GEMMs");
       return ok_status();
-    };
+    }
+    g.status = square_gemm(*g.blas, g.size, g.alpha(), g.a.ptr(), g.b.ptr(), g.type.input_type, g.beta(), g.c.ptr(),
+                           g.type.output_type, g.type.compute_type);
+    if (g.status != 0) return cublas_error(*g.blas, "cublasGemmEx (" + g.dtype + ")", g.status);
+    return ok_status();
+  }
 
-    // Warm-up, also sizing: a GEMM slower than 250 ms (fp64 on GPUs without fp64 units) shrinks to the next size.
-    // cuBLASLt without an algorithm for this type, or whose warm-up says NOT_SUPPORTED or ARCH_MISMATCH, gives way
-    // to cuBLAS.
-    double warm_ms = 0;
+  // Warm-up, also sizing: a GEMM slower than 250 ms (fp64 on GPUs without fp64 units) shrinks to the next size.
+  // cuBLASLt without an algorithm for this type, or whose warm-up says NOT_SUPPORTED or ARCH_MISMATCH, gives way
+  // to cuBLAS. Returns the last warm-up's milliseconds; empty when neither library can run this type.
+  Result<std::optional<double>> warm_up_tflops(TflopsGemm& g, int smallest) {
     while (true) {
-      if (lt && (!plan || plan->size != size)) {
-        plan.reset();
-        auto planned = plan_cublaslt(*lt, *type, size, dtype);
+      if (g.lt && (!g.plan || g.plan->size != g.size)) {
+        g.plan.reset();
+        auto planned = plan_cublaslt(*g.lt, g.type, g.size, g.dtype);
         if (!planned) return std::move(planned).error();
         if (*planned) {
-          plan = std::move(*planned);
+          g.plan = std::move(*planned);
         } else {
-          passed.push_back(lt->library + ": no " + dtype + " algorithm for this GPU");
-          lt = nullptr;
+          g.passed.push_back(g.lt->library + ": no " + g.dtype + " algorithm for this GPU");
+          g.lt = nullptr;
         }
       }
-      if (!lt && !blas) {
-        blas = cublas();
-        if (!blas) return std::optional<Samples>{};
+      if (!g.lt && !g.blas) {
+        g.blas = cublas();
+        if (!g.blas) return std::optional<double>{};
       }
-      if (auto s = fill(); !s) return std::move(s).error();
-      auto ms = timed(false, "running a warm-up " + dtype + " GEMM", gemm);
+      if (auto s = fill_tflops(g); !s) return std::move(s).error();
+      auto ms = timed(false, "running a warm-up " + g.dtype + " GEMM", [&]() -> Status { return tflops_gemm(g); });
       if (!ms) {
-        if (unsupported(status) && plan) {
-          passed.push_back(plan->api->library + ": cublasLtMatmul answered " + plan->api->name_of(status) + " for " +
-                           dtype);
-          plan.reset();
-          lt = nullptr;
+        if (unsupported(g.status) && g.plan) {
+          g.passed.push_back(g.plan->api->library + ": cublasLtMatmul answered " + g.plan->api->name_of(g.status) +
+                             " for " + g.dtype);
+          g.plan.reset();
+          g.lt = nullptr;
           continue;
         }
-        if (unsupported(status)) return std::optional<Samples>{};
+        if (unsupported(g.status)) return std::optional<double>{};
         return std::move(ms).error();
       }
-      warm_ms = *ms;
-      if (warm_ms <= 250 || size / 2 < smallest) break;
-      size /= 2;
+      if (*ms <= 250 || g.size / 2 < smallest) return std::optional<double>(*ms);
+      g.size /= 2;
     }
+  }
+
+  // gemm_tflops's timed samples after the warm-up of `warm_ms`: about 100 ms of GEMMs each, every output checked to
+  // be the same as the first, whose column 0 is checked against the exact host result.
+  Result<Samples> sample_tflops(TflopsGemm& g, int samples, double warm_ms) {
     const int iterations = static_cast<int>(std::clamp(std::ceil(100.0 / std::max(warm_ms, 1e-3)), 1.0, 50.0));
+    const int size = g.size;
     const double flops = 2.0 * size * static_cast<double>(size) * size * iterations;
 
     Samples result;
     result.unit = "TFLOPS";
-    result.engine = plan ? "cublasLt" : "cublas";
-    result.library = plan ? m_cublaslt->library : m_cublas ? m_cublas->library : std::string();
-    result.passed_over = passed_over_for(result.engine, passed);
+    result.engine = g.plan ? "cublasLt" : "cublas";
+    result.library = g.plan ? m_cublaslt->library : m_cublas ? m_cublas->library : std::string();
+    result.passed_over = passed_over_for(result.engine, g.passed);
     std::optional<std::uint64_t> first_digest;
     const std::uint64_t out_words =
-        static_cast<std::uint64_t>(size) * static_cast<std::uint64_t>(size) * type->output_bytes / 8;
+        static_cast<std::uint64_t>(size) * static_cast<std::uint64_t>(size) * g.type.output_bytes / 8;
     for (int sample = 0; sample < samples; ++sample) {
-      if (auto s = clear(c->ptr(), c->bytes(), "clearing the GEMM output"); !s) return std::move(s).error();
-      auto ms = timed(false, "running " + dtype + " GEMMs", [&]() -> Status {
+      if (auto s = clear(g.c.ptr(), g.c.bytes(), "clearing the GEMM output"); !s) return std::move(s).error();
+      auto ms = timed(false, "running " + g.dtype + " GEMMs", [&]() -> Status {
         for (int i = 0; i < iterations; ++i) {
-          if (auto s = gemm(); !s) return s;
+          if (auto s = tflops_gemm(g); !s) return s;
         }
         return ok_status();
       });
       if (!ms) return std::move(ms).error();
-      auto digest = device_digest(c->ptr(), out_words, "digesting the GEMM output");
+      auto digest = device_digest(g.c.ptr(), out_words, "digesting the GEMM output");
       if (!digest) return std::move(digest).error();
       if (!first_digest) {
         first_digest = *digest;
-        if (auto s = check_gemm_column(*type, c->ptr(), size, seed_a, seed_b, dtype); !s) return std::move(s).error();
+        if (auto s = check_gemm_column(g.type, g.c.ptr(), size, g.seed_a, g.seed_b, g.dtype); !s)
+          return std::move(s).error();
       } else if (*digest != *first_digest) {
         return make_error(
             ErrorKind::environment, "validate.data_mismatch",
-            dtype + " GEMM on " + m_bus_id + " gave a different result in sample " + std::to_string(sample + 1),
+            g.dtype + " GEMM on " + m_bus_id + " gave a different result in sample " + std::to_string(sample + 1),
             m_bus_id, "the GPU computes inconsistently: run gpuenv validate --check gemm_consistency --level long");
       }
       result.values.push_back(flops / (*ms * 1e9));
     }
     result.data_verified = true;
-    return std::optional<Samples>(std::move(result));
+    return result;
   }
 
   // Compares the first rows of column 0 of C with the exact host result (grid inputs make it exact).

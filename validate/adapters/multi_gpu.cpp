@@ -147,7 +147,11 @@ class Run {
  public:
   Run(std::shared_ptr<DriverApi> api, std::chrono::milliseconds timeout) : m_api(std::move(api)), m_timeout(timeout) {}
   ~Run() {
-    if (m_broken) return;
+    if (m_broken) {
+      // A copy still queued behind the hung operation may read these host buffers later: they outlive the run.
+      new std::vector<std::shared_ptr<void>>(std::move(m_host));
+      return;
+    }
     for (auto it = m_cleanup.rbegin(); it != m_cleanup.rend(); ++it) (*it)();
     // libcuda stays loaded: unloading it under sessions or atexit handlers is not safe.
   }
@@ -308,6 +312,15 @@ class Run {
     return static_cast<double>(ms);
   }
 
+  // Host memory that asynchronous copies read: owned by the run, and never freed if it breaks.
+  template <class T>
+  T& host(T value) {
+    auto owned = std::make_shared<T>(std::move(value));
+    T& ref = *owned;
+    m_host.push_back(std::move(owned));
+    return ref;
+  }
+
   // Registers `release` to run, with `ctx` current, when the run ends.
   void on_exit(CUcontext ctx, std::function<void()> release) {
     m_cleanup.emplace_back([api = m_api, ctx, release = std::move(release)]() {
@@ -321,6 +334,7 @@ class Run {
   std::chrono::milliseconds m_timeout;
   bool m_broken = false;
   std::vector<std::function<void()>> m_cleanup;
+  std::vector<std::shared_ptr<void>> m_host;
 };
 
 Error data_mismatch(const std::string& what, std::uint64_t bad, std::uint64_t total, const std::string& expected,
@@ -361,18 +375,23 @@ Result<std::shared_ptr<DriverApi>> driver_for(const std::string& library, bool p
 
 // ---- peer to peer -----------------------------------------------------------------------------------------------
 
-Result<std::optional<Samples>> run_p2p(const MultiGpuOptions& options, const std::string& src_bus_id,
-                                       const std::string& dst_bus_id, int samples) {
-  if (samples < 1) return bad_request("p2p_bandwidth needs at least one sample, got " + std::to_string(samples));
-  if (src_bus_id.empty() || dst_bus_id.empty()) return bad_request("p2p_bandwidth needs two PCI bus ids");
-  if (upper(src_bus_id) == upper(dst_bus_id))
-    return bad_request("p2p_bandwidth needs two different GPUs, got " + src_bus_id + " twice");
-  auto api = driver_for(options.cuda_library, true);
-  if (!api) return std::move(api).error();
-  const DriverApi& driver = **api;
-  Run run(*api, options.operation_timeout);
-  const std::string what = "peer-to-peer copy from " + src_bus_id + " to " + dst_bus_id;
+// One peer-to-peer measurement's GPUs, kernels, spin flag and buffers, shared by run_p2p's steps.
+struct PeerCopy {
+  std::string what;  // "peer-to-peer copy from SRC to DST"
+  Gpu src, dst;
+  Kernels src_kernels, dst_kernels;
+  int* flags = nullptr;  // mapped pinned: [0] released by the host, [1] set by spin_wait when it gave up
+  CUdeviceptr flag_device = 0;
+  std::uint64_t bytes = 0;
+  CUdeviceptr from = 0, to = 0, counters = 0;
+  unsigned long long words = 0, seed_arg = 0;
+  int pattern = static_cast<int>(ref::Pattern::random);
+};
 
+// Whether the GPU at `src_bus_id` can map the memory of the one at `dst_bus_id`; fails when either is not a CUDA
+// device or both are one.
+Result<bool> peers_can_access(Run& run, const std::string& src_bus_id, const std::string& dst_bus_id) {
+  const DriverApi& driver = run.api();
   CUdevice src_device = 0, dst_device = 0;
   for (auto [id, device] : {std::pair{&src_bus_id, &src_device}, std::pair{&dst_bus_id, &dst_device}}) {
     if (CUresult rc = driver.device_get_by_pci_bus_id(device, id->c_str()); rc != k_cuda_success) {
@@ -387,103 +406,165 @@ Result<std::optional<Samples>> run_p2p(const MultiGpuOptions& options, const std
   int can_access = 0;
   if (CUresult rc = driver.device_can_access_peer(&can_access, src_device, dst_device); rc != k_cuda_success)
     return run.fail("cuDeviceCanAccessPeer", rc, "asking whether " + src_bus_id + " can reach " + dst_bus_id);
-  if (!can_access) return std::optional<Samples>{};
+  return can_access != 0;
+}
 
+// Opens both GPUs, loads the kernels into each and lets the source context map the destination's memory.
+Status open_peers(Run& run, const FatbinImage& fatbin, const std::string& src_bus_id, const std::string& dst_bus_id,
+                  PeerCopy& p) {
   auto src = run.open(src_bus_id);
   if (!src) return std::move(src).error();
   auto dst = run.open(dst_bus_id);
   if (!dst) return std::move(dst).error();
-  auto src_kernels = run.load_kernels(*src, options.fatbin);
+  p.src = *src;
+  p.dst = *dst;
+  auto src_kernels = run.load_kernels(p.src, fatbin);
   if (!src_kernels) return std::move(src_kernels).error();
-  auto dst_kernels = run.load_kernels(*dst, options.fatbin);
+  auto dst_kernels = run.load_kernels(p.dst, fatbin);
   if (!dst_kernels) return std::move(dst_kernels).error();
+  p.src_kernels = *src_kernels;
+  p.dst_kernels = *dst_kernels;
 
   // The source context maps the destination's memory. Already enabled (by another measurement or NCCL in this
   // process) is fine; it is never disabled (see the header).
-  if (auto s = run.current(src->ctx, "enabling peer access"); !s) return std::move(s).error();
-  if (CUresult rc = driver.ctx_enable_peer_access(dst->ctx, 0);
+  if (auto s = run.current(p.src.ctx, "enabling peer access"); !s) return s;
+  if (CUresult rc = run.api().ctx_enable_peer_access(p.dst.ctx, 0);
       rc != k_cuda_success && rc != k_cuda_peer_access_already_enabled) {
     return run.fail("cuCtxEnablePeerAccess", rc, "enabling peer access from " + src_bus_id + " to " + dst_bus_id);
   }
+  return ok_status();
+}
 
-  // The spin flag: mapped pinned memory, [0] released by the host, [1] set by spin_wait when it gave up.
+// The spin flag: mapped pinned memory, [0] released by the host, [1] set by spin_wait when it gave up.
+Status map_spin_flag(Run& run, const std::shared_ptr<DriverApi>& api, PeerCopy& p) {
+  const DriverApi& driver = *api;
   void* flag_memory = nullptr;
   if (CUresult rc = driver.mem_host_alloc(&flag_memory, 64, k_host_alloc_portable | k_host_alloc_devicemap);
       rc != k_cuda_success) {
     return run.fail("cuMemHostAlloc", rc, "allocating the mapped spin flag");
   }
-  run.on_exit(src->ctx, [a = *api, flag_memory]() { a->mem_free_host(flag_memory); });
+  run.on_exit(p.src.ctx, [a = api, flag_memory]() { a->mem_free_host(flag_memory); });
   std::memset(flag_memory, 0, 64);
-  CUdeviceptr flag_device = 0;
-  if (CUresult rc = driver.mem_host_get_device_pointer(&flag_device, flag_memory, 0); rc != k_cuda_success)
+  if (CUresult rc = driver.mem_host_get_device_pointer(&p.flag_device, flag_memory, 0); rc != k_cuda_success)
     return run.fail("cuMemHostGetDevicePointer_v2", rc, "mapping the spin flag");
-  int* flags = static_cast<int*>(flag_memory);
+  p.flags = static_cast<int*>(flag_memory);
+  return ok_status();
+}
 
-  auto src_free = run.free_memory(*src);
+// Sizes the copy to the free memory of both GPUs and allocates the source, the destination and the check counters.
+Status allocate_peer_buffers(Run& run, const std::string& src_bus_id, PeerCopy& p) {
+  auto src_free = run.free_memory(p.src);
   if (!src_free) return std::move(src_free).error();
-  auto dst_free = run.free_memory(*dst);
+  auto dst_free = run.free_memory(p.dst);
   if (!dst_free) return std::move(dst_free).error();
-  const std::uint64_t bytes =
-      std::min<std::uint64_t>({k_buffer_bytes, *src_free / 4, *dst_free / 4}) & ~(k_mib - 1);
-  if (bytes < k_min_buffer_bytes) {
+  p.bytes = std::min<std::uint64_t>({k_buffer_bytes, *src_free / 4, *dst_free / 4}) & ~(k_mib - 1);
+  if (p.bytes < k_min_buffer_bytes) {
     return make_error(ErrorKind::environment, "cuda.out_of_memory",
-                      what + " needs 64 MiB of free memory on each GPU; " + std::to_string(*src_free) + " and " +
+                      p.what + " needs 64 MiB of free memory on each GPU; " + std::to_string(*src_free) + " and " +
                           std::to_string(*dst_free) + " bytes are free",
                       src_bus_id, "another process is using the GPUs' memory: check nvidia-smi");
   }
-  auto from = run.alloc(*src, bytes, "allocating the copy source");
+  auto from = run.alloc(p.src, p.bytes, "allocating the copy source");
   if (!from) return std::move(from).error();
-  auto to = run.alloc(*dst, bytes, "allocating the copy destination");
+  p.from = *from;
+  auto to = run.alloc(p.dst, p.bytes, "allocating the copy destination");
   if (!to) return std::move(to).error();
-  auto counters = run.alloc(*dst, sizeof(ref::MemtestErrors), "allocating the check counters");
+  p.to = *to;
+  auto counters = run.alloc(p.dst, sizeof(ref::MemtestErrors), "allocating the check counters");
   if (!counters) return std::move(counters).error();
+  p.counters = *counters;
+  return ok_status();
+}
 
-  const std::uint64_t seed = options.seed + 501;
-  unsigned long long words = bytes / 8, seed_arg = seed;
-  int pattern = static_cast<int>(ref::Pattern::random);
-  {
-    CUdeviceptr base = *from;
-    if (auto s = run.current(src->ctx, "filling the copy source"); !s) return std::move(s).error();
-    if (auto s = run.launch(*src, src_kernels->memtest_write, src_kernels->grid_for(words), k_block,
-                            {&base, &words, &pattern, &seed_arg}, "memtest_write");
-        !s) {
-      return std::move(s).error();
-    }
-    if (auto s = run.wait({&*src}, "filling the copy source"); !s) return std::move(s).error();
+// Fills the copy source with the seeded random pattern, on the source GPU.
+Status fill_peer_source(Run& run, std::uint64_t seed, PeerCopy& p) {
+  p.words = p.bytes / 8;
+  p.seed_arg = seed;
+  CUdeviceptr base = p.from;
+  if (auto s = run.current(p.src.ctx, "filling the copy source"); !s) return s;
+  if (auto s = run.launch(p.src, p.src_kernels.memtest_write, p.src_kernels.grid_for(p.words), k_block,
+                          {&base, &p.words, &p.pattern, &p.seed_arg}, "memtest_write");
+      !s) {
+    return s;
   }
+  return run.wait({&p.src}, "filling the copy source");
+}
 
-  // `count` copies behind the spin kernel, between the source's events; returns their milliseconds.
-  auto timed_copies = [&](int count, const std::string& doing) -> Result<double> {
-    if (auto s = run.current(src->ctx, doing); !s) return std::move(s).error();
-    set_spin_flag(flags, 0, 0);
-    set_spin_flag(flags, 1, 0);
-    unsigned long long timeout = k_spin_timeout_ns;
-    CUdeviceptr flag = flag_device;
-    if (auto s = run.launch(*src, src_kernels->spin_wait, 1, 1, {&flag, &timeout}, "spin_wait"); !s)
-      return std::move(s).error();
-    Status queued = ok_status();
-    if (CUresult rc = driver.event_record(src->start, src->stream); rc != k_cuda_success)
+// `count` copies behind the spin kernel, between the source's events; returns their milliseconds.
+Result<double> timed_peer_copies(Run& run, PeerCopy& p, int count, const std::string& doing) {
+  const DriverApi& driver = run.api();
+  if (auto s = run.current(p.src.ctx, doing); !s) return std::move(s).error();
+  set_spin_flag(p.flags, 0, 0);
+  set_spin_flag(p.flags, 1, 0);
+  unsigned long long timeout = k_spin_timeout_ns;
+  CUdeviceptr flag = p.flag_device;
+  if (auto s = run.launch(p.src, p.src_kernels.spin_wait, 1, 1, {&flag, &timeout}, "spin_wait"); !s)
+    return std::move(s).error();
+  Status queued = ok_status();
+  if (CUresult rc = driver.event_record(p.src.start, p.src.stream); rc != k_cuda_success)
+    queued = run.fail("cuEventRecord", rc, doing);
+  for (int i = 0; queued && i < count; ++i) {
+    if (CUresult rc = driver.memcpy_peer_async(p.to, p.dst.ctx, p.from, p.src.ctx, p.bytes, p.src.stream);
+        rc != k_cuda_success) {
+      queued = run.fail("cuMemcpyPeerAsync", rc, doing);
+    }
+  }
+  if (queued) {
+    if (CUresult rc = driver.event_record(p.src.stop, p.src.stream); rc != k_cuda_success)
       queued = run.fail("cuEventRecord", rc, doing);
-    for (int i = 0; queued && i < count; ++i) {
-      if (CUresult rc = driver.memcpy_peer_async(*to, dst->ctx, *from, src->ctx, bytes, src->stream);
-          rc != k_cuda_success) {
-        queued = run.fail("cuMemcpyPeerAsync", rc, doing);
-      }
-    }
-    if (queued) {
-      if (CUresult rc = driver.event_record(src->stop, src->stream); rc != k_cuda_success)
-        queued = run.fail("cuEventRecord", rc, doing);
-    }
-    set_spin_flag(flags, 0, 1);  // release the spin kernel, whether or not the work was queued
-    Status done = run.wait({&*src}, doing);
-    if (!queued) return std::move(queued).error();
-    if (!done) return std::move(done).error();
-    // flags[1] != 0: the spin gave up before the release; the sample then includes queueing gaps and reads low,
-    // which errs on the safe side, so it is kept.
-    return run.elapsed_ms(*src, doing);
-  };
+  }
+  set_spin_flag(p.flags, 0, 1);  // release the spin kernel, whether or not the work was queued
+  Status done = run.wait({&p.src}, doing);
+  if (!queued) return std::move(queued).error();
+  if (!done) return std::move(done).error();
+  // flags[1] != 0: the spin gave up before the release; the sample then includes queueing gaps and reads low,
+  // which errs on the safe side, so it is kept.
+  return run.elapsed_ms(p.src, doing);
+}
 
-  auto warm = timed_copies(1, "warming up the " + what);
+// Checks every word of the destination on its own GPU after sample `sample` (0-based).
+Status check_peer_copy(Run& run, PeerCopy& p, int sample, const std::string& dst_bus_id) {
+  const std::string checking = "checking the data of the " + p.what;
+  if (auto s = run.clear(p.dst, p.counters, sizeof(ref::MemtestErrors), checking); !s) return s;
+  CUdeviceptr base = p.to, errors = p.counters;
+  int next_pattern = -1;
+  if (auto s = run.launch(p.dst, p.dst_kernels.memtest_check, p.dst_kernels.grid_for(p.words), k_block,
+                          {&base, &p.words, &p.pattern, &p.seed_arg, &next_pattern, &errors}, "memtest_check");
+      !s) {
+    return s;
+  }
+  if (auto s = run.wait({&p.dst}, checking); !s) return s;
+  ref::MemtestErrors found{};
+  if (CUresult rc = run.api().memcpy_dtoh(&found, p.counters, sizeof found); rc != k_cuda_success)
+    return run.fail("cuMemcpyDtoH_v2", rc, checking);
+  if (found.count != 0) {
+    return data_mismatch("the " + p.what + " (sample " + std::to_string(sample + 1) + ")", found.count, p.words,
+                         hex(found.expected), hex(found.actual), dst_bus_id);
+  }
+  return ok_status();
+}
+
+Result<std::optional<Samples>> run_p2p(const MultiGpuOptions& options, const std::string& src_bus_id,
+                                       const std::string& dst_bus_id, int samples) {
+  if (samples < 1) return bad_request("p2p_bandwidth needs at least one sample, got " + std::to_string(samples));
+  if (src_bus_id.empty() || dst_bus_id.empty()) return bad_request("p2p_bandwidth needs two PCI bus ids");
+  if (upper(src_bus_id) == upper(dst_bus_id))
+    return bad_request("p2p_bandwidth needs two different GPUs, got " + src_bus_id + " twice");
+  auto api = driver_for(options.cuda_library, true);
+  if (!api) return std::move(api).error();
+  Run run(*api, options.operation_timeout);
+  PeerCopy p;
+  p.what = "peer-to-peer copy from " + src_bus_id + " to " + dst_bus_id;
+
+  auto can_access = peers_can_access(run, src_bus_id, dst_bus_id);
+  if (!can_access) return std::move(can_access).error();
+  if (!*can_access) return std::optional<Samples>{};
+  if (auto s = open_peers(run, options.fatbin, src_bus_id, dst_bus_id, p); !s) return std::move(s).error();
+  if (auto s = map_spin_flag(run, *api, p); !s) return std::move(s).error();
+  if (auto s = allocate_peer_buffers(run, src_bus_id, p); !s) return std::move(s).error();
+  if (auto s = fill_peer_source(run, options.seed + 501, p); !s) return std::move(s).error();
+
+  auto warm = timed_peer_copies(run, p, 1, "warming up the " + p.what);
   if (!warm) return std::move(warm).error();
   // About 40 ms of copies per sample.
   const int iterations = static_cast<int>(std::clamp(std::ceil(40.0 / std::max(*warm, 1e-3)), 2.0, 32.0));
@@ -492,29 +573,12 @@ Result<std::optional<Samples>> run_p2p(const MultiGpuOptions& options, const std
   result.unit = "GB/s";
   result.engine = "gpuenv";
   for (int sample = 0; sample < samples; ++sample) {
-    if (auto s = run.clear(*dst, *to, bytes, "clearing the copy destination"); !s) return std::move(s).error();
-    if (auto s = run.wait({&*dst}, "clearing the copy destination"); !s) return std::move(s).error();
-    auto ms = timed_copies(iterations, "the " + what);
+    if (auto s = run.clear(p.dst, p.to, p.bytes, "clearing the copy destination"); !s) return std::move(s).error();
+    if (auto s = run.wait({&p.dst}, "clearing the copy destination"); !s) return std::move(s).error();
+    auto ms = timed_peer_copies(run, p, iterations, "the " + p.what);
     if (!ms) return std::move(ms).error();
-    // Check every word of the destination on its own GPU.
-    const std::string checking = "checking the data of the " + what;
-    if (auto s = run.clear(*dst, *counters, sizeof(ref::MemtestErrors), checking); !s) return std::move(s).error();
-    CUdeviceptr base = *to, errors = *counters;
-    int next_pattern = -1;
-    if (auto s = run.launch(*dst, dst_kernels->memtest_check, dst_kernels->grid_for(words), k_block,
-                            {&base, &words, &pattern, &seed_arg, &next_pattern, &errors}, "memtest_check");
-        !s) {
-      return std::move(s).error();
-    }
-    if (auto s = run.wait({&*dst}, checking); !s) return std::move(s).error();
-    ref::MemtestErrors found{};
-    if (CUresult rc = driver.memcpy_dtoh(&found, *counters, sizeof found); rc != k_cuda_success)
-      return run.fail("cuMemcpyDtoH_v2", rc, checking);
-    if (found.count != 0) {
-      return data_mismatch("the " + what + " (sample " + std::to_string(sample + 1) + ")", found.count, words,
-                           hex(found.expected), hex(found.actual), dst_bus_id);
-    }
-    result.values.push_back(static_cast<double>(bytes) * iterations / (std::max(*ms, 1e-6) * 1e6));
+    if (auto s = check_peer_copy(run, p, sample, dst_bus_id); !s) return std::move(s).error();
+    result.values.push_back(static_cast<double>(p.bytes) * iterations / (std::max(*ms, 1e-6) * 1e6));
   }
   result.data_verified = true;
   return std::optional<Samples>(std::move(result));
@@ -549,6 +613,138 @@ class Communicators {
 // Small integers (1..251) as floats: any sum of up to 66,000 of them is exact in float.
 float base_value(std::uint64_t seed, std::uint64_t index) {
   return static_cast<float>(1 + ref::random_word(seed, index) % 251);
+}
+
+// One NCCL all-reduce measurement's GPUs, communicators and buffers, shared by run_nccl's steps (all owned by
+// run_nccl: the communicators must go before the run releases the contexts).
+struct AllReduce {
+  Run& run;
+  const DriverApi& driver;
+  const NcclApi& nccl;
+  const std::vector<std::string>& bus_ids;
+  const std::vector<Gpu>& gpus;
+  const std::vector<const Gpu*>& all;
+  const Communicators& comms;
+  const std::vector<CUdeviceptr>& send;
+  const std::vector<CUdeviceptr>& recv;
+  const std::vector<float>& base;            // the pattern every rank sends, rotated by its offset
+  const std::vector<std::uint64_t>& offset;  // per rank
+  std::uint64_t bytes = 0, count = 0;        // per rank's buffer
+  std::string what;                          // "the NCCL all-reduce across ..."
+};
+
+// Each rank's send buffer: the base pattern rotated by the rank's offset, uploaded and waited for.
+Status upload_all_reduce_input(const AllReduce& x) {
+  Run& run = x.run;
+  const std::size_t n = x.gpus.size();
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::string doing = "uploading the all-reduce input";
+    if (auto s = run.current(x.gpus[r].ctx, doing); !s) return s;
+    const std::uint64_t head = x.count - x.offset[r];
+    if (CUresult rc = x.driver.memcpy_htod_async(x.send[r], x.base.data() + x.offset[r], head * 4, x.gpus[r].stream);
+        rc != k_cuda_success) {
+      return run.fail("cuMemcpyHtoDAsync_v2", rc, doing + " on " + x.gpus[r].bus_id);
+    }
+    if (x.offset[r] != 0) {
+      if (CUresult rc =
+              x.driver.memcpy_htod_async(x.send[r] + head * 4, x.base.data(), x.offset[r] * 4, x.gpus[r].stream);
+          rc != k_cuda_success) {
+        return run.fail("cuMemcpyHtoDAsync_v2", rc, doing + " on " + x.gpus[r].bus_id);
+      }
+    }
+  }
+  return run.wait(x.all, "uploading the all-reduce input");
+}
+
+// Asked while waiting: an asynchronous NCCL error (a peer or link failed) ends the wait.
+Status all_reduce_async_errors(const AllReduce& x) {
+  for (std::size_t r = 0; r < x.gpus.size(); ++r) {
+    NcclResult state = k_nccl_success;
+    if (NcclResult rc = x.nccl.comm_get_async_error(x.comms[r], &state); rc != k_nccl_success)
+      return nccl_error(x.nccl, "ncclCommGetAsyncError", rc, x.what);
+    if (state != k_nccl_success && state != k_nccl_in_progress)
+      return nccl_error(x.nccl, "ncclCommGetAsyncError", state, x.what + " (the rank on " + x.bus_ids[r] + " failed)");
+  }
+  return ok_status();
+}
+
+// Records each rank's start or stop event.
+Status record_all_reduce_events(const AllReduce& x, bool start, const std::string& doing) {
+  for (const Gpu& g : x.gpus) {
+    if (auto s = x.run.current(g.ctx, doing); !s) return s;
+    if (CUresult rc = x.driver.event_record(start ? g.start : g.stop, g.stream); rc != k_cuda_success)
+      return x.run.fail("cuEventRecord", rc, doing + " on " + g.bus_id);
+  }
+  return ok_status();
+}
+
+// `iterations` all-reduces between each rank's events; returns the slowest rank's milliseconds.
+Result<double> timed_all_reduce(const AllReduce& x, int iterations, const std::string& doing) {
+  const NcclApi& nccl = x.nccl;
+  if (auto s = record_all_reduce_events(x, true, doing); !s) return std::move(s).error();
+  for (int it = 0; it < iterations; ++it) {
+    if (NcclResult rc = nccl.group_start(); rc != k_nccl_success) return nccl_error(nccl, "ncclGroupStart", rc, doing);
+    NcclResult first = k_nccl_success;
+    for (std::size_t r = 0; r < x.gpus.size(); ++r) {
+      const NcclResult rc =
+          nccl.all_reduce(reinterpret_cast<const void*>(x.send[r]), reinterpret_cast<void*>(x.recv[r]), x.count,
+                          k_nccl_float32, k_nccl_sum, x.comms[r], x.gpus[r].stream);
+      if (rc != k_nccl_success && first == k_nccl_success) first = rc;
+    }
+    const NcclResult ended = nccl.group_end();  // always closes the group, even after a failed call
+    if (first != k_nccl_success) return nccl_error(nccl, "ncclAllReduce", first, doing);
+    if (ended != k_nccl_success) return nccl_error(nccl, "ncclGroupEnd", ended, doing);
+  }
+  if (auto s = record_all_reduce_events(x, false, doing); !s) return std::move(s).error();
+  if (auto s = x.run.wait(x.all, doing, [&x]() -> Status { return all_reduce_async_errors(x); }); !s)
+    return std::move(s).error();
+  double slowest = 0;
+  for (const Gpu& g : x.gpus) {
+    if (auto s = x.run.current(g.ctx, doing); !s) return std::move(s).error();
+    auto ms = x.run.elapsed_ms(g, doing);
+    if (!ms) return std::move(ms).error();
+    slowest = std::max(slowest, *ms);
+  }
+  return slowest;
+}
+
+// Clears every rank's receive buffer and waits for it.
+Status clear_all_reduce_output(const AllReduce& x, const std::string& doing) {
+  for (std::size_t r = 0; r < x.gpus.size(); ++r) {
+    if (auto s = x.run.clear(x.gpus[r], x.recv[r], x.bytes, doing); !s) return s;
+  }
+  return x.run.wait(x.all, doing);
+}
+
+// Checks 16 spans of 256 elements spread over each rank's result, first and last elements included.
+Status verify_all_reduce(const AllReduce& x, const std::string& label) {
+  constexpr std::uint64_t k_spans = 16, k_span = 256;
+  const std::string doing = "checking the result of " + x.what;
+  const std::size_t n = x.gpus.size();
+  std::vector<float> got(k_span);
+  std::uint64_t bad = 0, checked = 0;
+  std::string first_expected, first_actual, first_where;
+  for (std::size_t r = 0; r < n; ++r) {
+    if (auto s = x.run.current(x.gpus[r].ctx, doing); !s) return s;
+    for (std::uint64_t s = 0; s < k_spans; ++s) {
+      const std::uint64_t start = s * (x.count - k_span) / (k_spans - 1);
+      if (CUresult rc = x.driver.memcpy_dtoh(got.data(), x.recv[r] + start * 4, k_span * 4); rc != k_cuda_success)
+        return x.run.fail("cuMemcpyDtoH_v2", rc, doing + " on " + x.gpus[r].bus_id);
+      for (std::uint64_t j = 0; j < k_span; ++j) {
+        const std::uint64_t i = start + j;
+        float expected = 0;
+        for (std::size_t q = 0; q < n; ++q) expected += x.base[(i + x.offset[q]) % x.count];
+        ++checked;
+        if (got[j] != expected && bad++ == 0) {
+          first_expected = std::to_string(expected);
+          first_actual = std::to_string(got[j]) + " at element " + std::to_string(i) + " on " + x.gpus[r].bus_id;
+          first_where = x.gpus[r].bus_id;
+        }
+      }
+    }
+  }
+  if (bad == 0) return ok_status();
+  return data_mismatch(x.what + " (" + label + ")", bad, checked, first_expected, first_actual, first_where);
 }
 
 Result<std::optional<Samples>> run_nccl(const MultiGpuOptions& options, const std::vector<std::string>& bus_ids,
@@ -620,113 +816,17 @@ Result<std::optional<Samples>> run_nccl(const MultiGpuOptions& options, const st
 
   // Rank r sends the base pattern rotated by offset[r]; element i sums to the sum of base[(i + offset[r]) % count].
   const std::uint64_t seed = options.seed + 601;
-  std::vector<float> base(count);
+  // The upload is asynchronous: if it times out, a copy may still read the pattern after this function returned.
+  std::vector<float>& base = run.host(std::vector<float>(count));
   for (std::uint64_t i = 0; i < count; ++i) base[i] = base_value(seed, i);
   std::vector<std::uint64_t> offset(n);
   for (std::size_t r = 0; r < n; ++r) offset[r] = (r * (count / n + 7919)) % count;
-  for (std::size_t r = 0; r < n; ++r) {
-    const std::string doing = "uploading the all-reduce input";
-    if (auto s = run.current(gpus[r].ctx, doing); !s) return std::move(s).error();
-    const std::uint64_t head = count - offset[r];
-    if (CUresult rc = driver.memcpy_htod_async(send[r], base.data() + offset[r], head * 4, gpus[r].stream);
-        rc != k_cuda_success) {
-      return run.fail("cuMemcpyHtoDAsync_v2", rc, doing + " on " + gpus[r].bus_id);
-    }
-    if (offset[r] != 0) {
-      if (CUresult rc = driver.memcpy_htod_async(send[r] + head * 4, base.data(), offset[r] * 4, gpus[r].stream);
-          rc != k_cuda_success) {
-        return run.fail("cuMemcpyHtoDAsync_v2", rc, doing + " on " + gpus[r].bus_id);
-      }
-    }
-  }
-  if (auto s = run.wait(all, "uploading the all-reduce input"); !s) return std::move(s).error();
+  const AllReduce x{run, driver, *nccl, bus_ids, gpus, all, comms, send, recv, base, offset, bytes, count, what};
+  if (auto s = upload_all_reduce_input(x); !s) return std::move(s).error();
 
-  // Asked while waiting: an asynchronous NCCL error (a peer or link failed) ends the wait.
-  auto async_errors = [&]() -> Status {
-    for (std::size_t r = 0; r < n; ++r) {
-      NcclResult state = k_nccl_success;
-      if (NcclResult rc = nccl->comm_get_async_error(comms[r], &state); rc != k_nccl_success)
-        return nccl_error(*nccl, "ncclCommGetAsyncError", rc, what);
-      if (state != k_nccl_success && state != k_nccl_in_progress)
-        return nccl_error(*nccl, "ncclCommGetAsyncError", state, what + " (the rank on " + bus_ids[r] + " failed)");
-    }
-    return ok_status();
-  };
-
-  // `iterations` all-reduces between each rank's events; returns the slowest rank's milliseconds.
-  auto timed = [&](int iterations, const std::string& doing) -> Result<double> {
-    for (const Gpu& g : gpus) {
-      if (auto s = run.current(g.ctx, doing); !s) return std::move(s).error();
-      if (CUresult rc = driver.event_record(g.start, g.stream); rc != k_cuda_success)
-        return run.fail("cuEventRecord", rc, doing + " on " + g.bus_id);
-    }
-    for (int it = 0; it < iterations; ++it) {
-      if (NcclResult rc = nccl->group_start(); rc != k_nccl_success)
-        return nccl_error(*nccl, "ncclGroupStart", rc, doing);
-      NcclResult first = k_nccl_success;
-      for (std::size_t r = 0; r < n; ++r) {
-        const NcclResult rc =
-            nccl->all_reduce(reinterpret_cast<const void*>(send[r]), reinterpret_cast<void*>(recv[r]), count,
-                             k_nccl_float32, k_nccl_sum, comms[r], gpus[r].stream);
-        if (rc != k_nccl_success && first == k_nccl_success) first = rc;
-      }
-      const NcclResult ended = nccl->group_end();  // always closes the group, even after a failed call
-      if (first != k_nccl_success) return nccl_error(*nccl, "ncclAllReduce", first, doing);
-      if (ended != k_nccl_success) return nccl_error(*nccl, "ncclGroupEnd", ended, doing);
-    }
-    for (const Gpu& g : gpus) {
-      if (auto s = run.current(g.ctx, doing); !s) return std::move(s).error();
-      if (CUresult rc = driver.event_record(g.stop, g.stream); rc != k_cuda_success)
-        return run.fail("cuEventRecord", rc, doing + " on " + g.bus_id);
-    }
-    if (auto s = run.wait(all, doing, async_errors); !s) return std::move(s).error();
-    double slowest = 0;
-    for (const Gpu& g : gpus) {
-      if (auto s = run.current(g.ctx, doing); !s) return std::move(s).error();
-      auto ms = run.elapsed_ms(g, doing);
-      if (!ms) return std::move(ms).error();
-      slowest = std::max(slowest, *ms);
-    }
-    return slowest;
-  };
-
-  auto clear_all = [&](const std::string& doing) -> Status {
-    for (std::size_t r = 0; r < n; ++r) {
-      if (auto s = run.clear(gpus[r], recv[r], bytes, doing); !s) return s;
-    }
-    return run.wait(all, doing);
-  };
-
-  // 16 spans of 256 elements spread over each rank's result, first and last elements included.
-  constexpr std::uint64_t k_spans = 16, k_span = 256;
-  auto verify = [&](const std::string& label) -> Status {
-    const std::string doing = "checking the result of " + what;
-    std::vector<float> got(k_span);
-    std::uint64_t bad = 0, checked = 0;
-    std::string first_expected, first_actual, first_where;
-    for (std::size_t r = 0; r < n; ++r) {
-      if (auto s = run.current(gpus[r].ctx, doing); !s) return s;
-      for (std::uint64_t s = 0; s < k_spans; ++s) {
-        const std::uint64_t start = s * (count - k_span) / (k_spans - 1);
-        if (CUresult rc = driver.memcpy_dtoh(got.data(), recv[r] + start * 4, k_span * 4); rc != k_cuda_success)
-          return run.fail("cuMemcpyDtoH_v2", rc, doing + " on " + gpus[r].bus_id);
-        for (std::uint64_t j = 0; j < k_span; ++j) {
-          const std::uint64_t i = start + j;
-          float expected = 0;
-          for (std::size_t q = 0; q < n; ++q) expected += base[(i + offset[q]) % count];
-          ++checked;
-          if (got[j] != expected && bad++ == 0) {
-            first_expected = std::to_string(expected);
-            first_actual = std::to_string(got[j]) + " at element " + std::to_string(i) + " on " + gpus[r].bus_id;
-            first_where = gpus[r].bus_id;
-          }
-        }
-      }
-    }
-    if (bad == 0) return ok_status();
-    return data_mismatch(what + " (" + label + ")", bad, checked, first_expected,
-                         first_actual, first_where);
-  };
+  auto timed = [&x](int iterations, const std::string& doing) { return timed_all_reduce(x, iterations, doing); };
+  auto clear_all = [&x](const std::string& doing) { return clear_all_reduce_output(x, doing); };
+  auto verify = [&x](const std::string& label) { return verify_all_reduce(x, label); };
 
   // Warm-up: the first all-reduce also sets up NCCL's connections; the second sizes the samples.
   if (auto s = clear_all("clearing the all-reduce output"); !s) return std::move(s).error();
