@@ -95,8 +95,8 @@ Result<images::PushStats> push(const BuildRequest& rq, const std::string& layout
 Result<images::BuildResult> assemble(const BuildRequest& rq, LockToBuild& l, const std::string& layout_dir, const std::string& tag, Services& services) {
   const std::string cache = cache_root(services);
   GPUENV_TRY(store, open_blob_store(services, cache));
-  auto network = rq.lock.offline ? nullptr : (services.make_fetcher ? services.make_fetcher() : nullptr);
-  if (!network && !rq.lock.offline) return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher configured", {}, "");
+  auto network = rq.lock.offline ? make_offline_fetcher() : (services.make_fetcher ? services.make_fetcher() : nullptr);
+  if (!network) return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher configured", {}, "");
   // Work directories of builds that were killed (SIGKILL, a power cut) are removed first; this one is locked while
   // the build runs and removed when it ends.
   sweep_abandoned_work_dirs(cache);

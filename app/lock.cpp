@@ -58,7 +58,7 @@ void narrow_to_default_variants(const packages::SourceSet& sources, PreparedReso
 }
 
 /// Pins every package through the cache (so that --offline can answer from it alone).
-Result<packages::ImagePins> pin(const LockRequest& rq, const packages::SourceSet& sources, Fetcher* network, CommandRunner& runner,
+Result<packages::ImagePins> pin(const LockRequest& rq, const packages::SourceSet& sources, Fetcher& network, CommandRunner& runner,
                                 const PreparedResolution& p, const Services& services) {
   const std::string cache = cache_root(services);
   GPUENV_TRY(store, open_blob_store(services, cache));
@@ -98,13 +98,13 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
   PreparedResolution& p = *made.prepared;
   if (!p.resolution.ok) return made;
   auto runner = services.make_runner ? services.make_runner() : nullptr;
-  auto network = rq.offline ? nullptr : (services.make_fetcher ? services.make_fetcher() : nullptr);
-  if (!runner || (!network && !rq.offline)) {
+  auto network = rq.offline ? make_offline_fetcher() : (services.make_fetcher ? services.make_fetcher() : nullptr);
+  if (!runner || !network) {
     return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher or process runner configured", {}, "");
   }
   GPUENV_TRY(sources, gather_sources(services, &p.spec.sources, rq.resolve.spec_path, rq.host_root, runner.get()));
   narrow_to_default_variants(sources, p);
-  GPUENV_TRY(pins, pin(rq, sources, network.get(), *runner, p, services));
+  GPUENV_TRY(pins, pin(rq, sources, *network, *runner, p, services));
   std::vector<resolver::LockedPackage> locked;
   for (const auto& x : pins.packages) {
     locked.push_back({x.name, x.version, x.kind, x.architecture, x.url, x.sha256, x.source, x.size});

@@ -1,9 +1,11 @@
 #include "base/file_io.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -125,6 +127,25 @@ Status AtomicFile::commit() {
   m_done = true;
   if (sync) ::fsync(m_dir_fd);
   return ok_status();
+}
+
+Result<std::vector<std::string>> sorted_directory_names(int dir_fd, const std::string& where) {
+  const int dup_fd = ::dup(dir_fd);
+  DIR* d = dup_fd >= 0 ? ::fdopendir(dup_fd) : nullptr;
+  if (d == nullptr) {
+    const int err = errno;
+    if (dup_fd >= 0) ::close(dup_fd);
+    return io_error(where, "cannot list", err);
+  }
+  ::rewinddir(d);  // the duplicate shares the original's position
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t mode, Durability durability) {

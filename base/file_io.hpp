@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/error.hpp"
 #include "base/unique_fd.hpp"
@@ -63,6 +64,10 @@ class AtomicFile {
   Durability m_durability = Durability::synced;
   bool m_done = false;
 };
+
+/// The names in the open directory DIR_FD, sorted, "." and ".." left out (DIR_FD stays open and is not moved).
+/// Errors: `io.error` when it cannot be listed (WHERE names it in the message).
+Result<std::vector<std::string>> sorted_directory_names(int dir_fd, const std::string& where);
 
 /// Writes BYTES to PATH atomically (AtomicFile); the directory must exist.
 Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t mode = 0644, Durability durability = Durability::synced);

@@ -157,19 +157,19 @@ Outcome run_guarded(const std::shared_ptr<Job>& job, std::chrono::milliseconds l
   return {std::move(job->outcomes), false, {}};
 }
 
-Result<Report> run_unguarded(GpuBackend& backend, const CheckInputs& inputs,
-                             std::vector<std::unique_ptr<Check>> owned_checks, const RunOptions& options) {
-  const std::function<SteadyClock::time_point()> now =
-      options.clock ? options.clock : std::function<SteadyClock::time_point()>([] { return SteadyClock::now(); });
-  const auto run_start = now();
+using Clock = std::function<SteadyClock::time_point()>;
 
+std::vector<std::shared_ptr<Check>> share_checks(std::vector<std::unique_ptr<Check>> owned_checks) {
   std::vector<std::shared_ptr<Check>> checks;
   checks.reserve(owned_checks.size());
   for (auto& c : owned_checks)
     if (c) checks.emplace_back(std::move(c));
+  return checks;
+}
 
-  // Every --check entry must select something, whatever the level: a typo must not read as "nothing to check".
-  for (const auto& entry : options.filter) {
+// Every --check entry must select something, whatever the level: a typo must not read as "nothing to check".
+gpuenv::Status check_filter(const std::vector<std::shared_ptr<Check>>& checks, const std::vector<std::string>& filter) {
+  for (const auto& entry : filter) {
     const bool known = !entry.empty() && std::any_of(checks.begin(), checks.end(), [&](const auto& c) {
       return filter_matches(*c, entry);
     });
@@ -185,12 +185,11 @@ Result<Report> run_unguarded(GpuBackend& backend, const CheckInputs& inputs,
                           "; categories: " + join(categories, ", "),
                       "--check", "give a check key, a key prefix such as gemm_, or a category; `gpuenv checks` lists them");
   }
+  return ok_status();
+}
 
-  Report report;
-  report.backend = backend.name();
-  report.level = inputs.level;
-  report.started_at = options.started_at;
-
+// Reads the driver state into the report and returns the GPU inventory; what cannot be read becomes a note.
+std::vector<GpuInfo> read_machine(GpuBackend& backend, Report& report) {
   if (auto d = backend.driver(); d.ok()) {
     report.driver = std::move(d.value());
   } else {
@@ -202,7 +201,11 @@ Result<Report> run_unguarded(GpuBackend& backend, const CheckInputs& inputs,
   } else {
     report.notes.push_back("GPU inventory: " + g.error().message);
   }
+  return all_gpus;
+}
 
+// Marks the report could_not_run when there is no driver or no GPU; returns the hint the GPU checks skip with.
+std::string mark_could_not_run(Report& report, const std::vector<GpuInfo>& all_gpus) {
   std::string could_not_run_hint;
   if (!report.driver.loaded) {
     report.could_not_run = true;
@@ -214,141 +217,211 @@ Result<Report> run_unguarded(GpuBackend& backend, const CheckInputs& inputs,
     could_not_run_hint =
         "check that the GPUs are visible here (nvidia-smi -L; in a container, the runtime must pass them in)";
   }
+  return could_not_run_hint;
+}
 
+// The GPUs asked for (empty = all), in index order; an index the machine lacks is a usage error.
+Result<std::vector<GpuInfo>> select_gpus(const std::vector<GpuInfo>& all_gpus, const std::vector<int>& asked) {
+  if (asked.empty()) return all_gpus;
   std::vector<GpuInfo> selected;
-  if (!report.could_not_run) {
-    if (inputs.gpus.empty()) {
-      selected = all_gpus;
-    } else {
-      std::set<int> wanted(inputs.gpus.begin(), inputs.gpus.end());
-      for (int index : wanted) {
-        auto it = std::find_if(all_gpus.begin(), all_gpus.end(), [&](const GpuInfo& g) { return g.index == index; });
-        if (it == all_gpus.end()) {
-          std::vector<std::string> have;
-          for (const auto& g : all_gpus) have.push_back(std::to_string(g.index));
-          return make_error(ErrorKind::usage, "validate.unknown_gpu",
-                            "GPU " + std::to_string(index) + " does not exist; this machine has GPU " + join(have, ", "),
-                            "--gpus", "give indices as nvidia-smi numbers them, e.g. --gpus 0,1");
-        }
-        selected.push_back(*it);
-      }
+  std::set<int> wanted(asked.begin(), asked.end());
+  for (int index : wanted) {
+    auto it = std::find_if(all_gpus.begin(), all_gpus.end(), [&](const GpuInfo& g) { return g.index == index; });
+    if (it == all_gpus.end()) {
+      std::vector<std::string> have;
+      for (const auto& g : all_gpus) have.push_back(std::to_string(g.index));
+      return make_error(ErrorKind::usage, "validate.unknown_gpu",
+                        "GPU " + std::to_string(index) + " does not exist; this machine has GPU " + join(have, ", "),
+                        "--gpus", "give indices as nvidia-smi numbers them, e.g. --gpus 0,1");
     }
+    selected.push_back(*it);
   }
-  report.gpus = selected;
+  return selected;
+}
 
-  CheckInputs job_inputs = inputs;
-  job_inputs.gpus.clear();
-  for (const auto& g : selected) job_inputs.gpus.push_back(g.index);
-
+// The checks to list, in order: those of the level the filter selects, plus those it names by key outside the level.
+std::vector<Planned> plan_checks(const std::vector<std::shared_ptr<Check>>& checks, Level level,
+                                 const std::vector<std::string>& filter) {
   std::vector<Planned> plan;
   for (const auto& c : checks) {
-    const bool in_level = c->runs_at(inputs.level);
-    if (options.filter.empty()) {
+    const bool in_level = c->runs_at(level);
+    if (filter.empty()) {
       if (in_level) plan.push_back({c, true});
       continue;
     }
-    const bool selected_by_filter = std::any_of(options.filter.begin(), options.filter.end(),
-                                                [&](const std::string& e) { return filter_matches(*c, e); });
+    const bool selected_by_filter =
+        std::any_of(filter.begin(), filter.end(), [&](const std::string& e) { return filter_matches(*c, e); });
     if (!selected_by_filter) continue;
-    const bool named = std::find(options.filter.begin(), options.filter.end(), c->key()) != options.filter.end();
+    const bool named = std::find(filter.begin(), filter.end(), c->key()) != filter.end();
     if (in_level || named) plan.push_back({c, in_level});
   }
+  return plan;
+}
 
-  // Before any worker thread exists: the real adapter forks its cuInit probe here (fork is only safe while this
-  // process has one thread). A failure is a note; the GPU checks report it again when they open a session.
+// Must run before any worker thread exists: the real adapter forks its cuInit probe here (fork is only safe while
+// this process has one thread). A failure is a note; the GPU checks report it again when they open a session.
+void prepare_backend(GpuBackend& backend, const std::vector<Planned>& plan, Report& report) {
   const bool gpu_work = std::any_of(plan.begin(), plan.end(), [](const Planned& p) { return p.in_level && uses_gpu(*p.check); });
   if (gpu_work && !report.could_not_run) {
     if (gpuenv::Status prepared = backend.prepare(); !prepared) report.notes.push_back("CUDA driver: " + prepared.error().message);
   }
+}
 
-  const int total = static_cast<int>(plan.size());
-  std::set<int> hung;             // GPUs a check hung on
-  std::map<int, std::string> hung_in;  // GPU -> the check that hung there
-  int done = 0;
-  for (const auto& item : plan) {
-    const auto start = now();
+// The check's deadline for `gpus` GPUs, scaled, and never under 1 ms.
+std::chrono::milliseconds deadline_of(const Check& check, Level level, std::size_t gpus, double scale) {
+  const auto scaled =
+      std::chrono::duration_cast<std::chrono::milliseconds>(check.deadline(level, gpus) * std::max(scale, 1e-3));
+  return std::max(scaled, std::chrono::milliseconds(1));
+}
+
+// Runs the planned checks one at a time on the calling thread, appending each to the report and telling progress.
+// Remembers the GPUs a check hung on, so that later GPU checks skip them instead of waiting on a hung driver.
+class CheckSequence {
+ public:
+  CheckSequence(GpuBackend& backend, const CheckInputs& inputs, const RunOptions& options, const Clock& now,
+                Report& report, std::vector<GpuInfo> selected, std::string could_not_run_hint, int total)
+      : m_backend(backend), m_inputs(inputs), m_options(options), m_now(now), m_report(report),
+        m_selected(std::move(selected)), m_could_not_run_hint(std::move(could_not_run_hint)), m_total(total) {
+    m_job_inputs = inputs;
+    m_job_inputs.gpus.clear();
+    for (const auto& g : m_selected) m_job_inputs.gpus.push_back(g.index);
+  }
+
+  /// Runs one planned check and appends its entry to the report.
+  void run(const Planned& item) {
+    const auto start = m_now();
     const Check& check = *item.check;
     const bool per_gpu = uses_gpu(check);
     CheckReport entry;
     entry.key = check.key();
     entry.category = check.category();
     entry.description = check.description();
-
-    if (!item.in_level) {
-      entry.results = outcomes_for(selected, per_gpu, Status::skip,
-                                   "not part of level " + std::string(to_string(inputs.level)) + " (runs at: " +
-                                       levels_of(check) + ")",
-                                   "", "choose a level that includes it with --level");
-    } else if (report.could_not_run && per_gpu) {
-      entry.results = outcomes_for(selected, per_gpu, Status::skip, "could not run: " + report.could_not_run_reason,
-                                   "", could_not_run_hint);
-    } else {
-      std::vector<GpuInfo> usable;
-      std::vector<GpuOutcome> hung_skips;
-      for (const auto& g : selected) {
-        if (per_gpu && hung.count(g.index)) {
-          hung_skips.push_back(GpuOutcome{g.index, Status::skip, "GPU hung in " + hung_in[g.index], "",
-                                          "fix the hang reported by " + hung_in[g.index] + " first", {}});
-        } else {
-          usable.push_back(g);
-        }
-      }
-      if (!(per_gpu && usable.empty() && !hung_skips.empty())) {
-        auto job = std::make_shared<Job>();
-        job->check = item.check;
-        job->backend = &backend;
-        job->inputs = job_inputs;
-        job->driver = report.driver;
-        job->gpus = usable;
-        std::optional<std::string> reason;
-        bool probe_failed = false;
-        try {
-          CheckContext probe{backend, job->inputs, job->driver, job->gpus, SteadyClock::now()};
-          reason = check.not_applicable(probe);
-        } catch (const std::exception& e) {
-          probe_failed = true;
-          entry.results = outcomes_for(usable, per_gpu, Status::fail,
-                                       "the applicability test threw: " + std::string(e.what()), k_code_internal,
-                                       k_internal_hint);
-        } catch (...) {
-          probe_failed = true;
-          entry.results = outcomes_for(usable, per_gpu, Status::fail, "the applicability test threw", k_code_internal,
-                                       k_internal_hint);
-        }
-        if (!probe_failed && reason) {
-          entry.results = outcomes_for(usable, per_gpu, Status::skip, *reason, "", "");
-        } else if (!probe_failed) {
-          const auto scaled = std::chrono::duration_cast<std::chrono::milliseconds>(
-              check.deadline(inputs.level, usable.size()) * std::max(options.deadline_scale, 1e-3));
-          const auto limit = std::max(scaled, std::chrono::milliseconds(1));
-          job->deadline = SteadyClock::now() + limit;
-          Outcome outcome = run_guarded(job, limit, per_gpu);
-          entry.results = std::move(outcome.results);
-          if (outcome.hung && per_gpu) {
-            for (int index : outcome.hung_gpus) {
-              hung.insert(index);
-              hung_in.emplace(index, entry.key);
-            }
-          }
-        }
-      }
-      entry.results.insert(entry.results.end(), hung_skips.begin(), hung_skips.end());
-      std::stable_sort(entry.results.begin(), entry.results.end(),
-                       [](const GpuOutcome& a, const GpuOutcome& b) { return a.gpu < b.gpu; });
-    }
-
+    entry.results = results_of(item, per_gpu, entry.key);
     entry.status = aggregate_outcomes(entry.results);
-    entry.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now() - start).count();
-    report.checks.push_back(std::move(entry));
-    ++done;
-    if (options.progress) {
-      try {
-        options.progress(report.checks.back().key, report.checks.back().status, done, total);
-      } catch (...) {
-        // Progress display is best effort; it must not cost the report.
+    entry.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(m_now() - start).count();
+    m_report.checks.push_back(std::move(entry));
+    ++m_done;
+    tell_progress();
+  }
+
+ private:
+  std::vector<GpuOutcome> results_of(const Planned& item, bool per_gpu, const std::string& key) {
+    if (!item.in_level) {
+      return outcomes_for(m_selected, per_gpu, Status::skip,
+                          "not part of level " + std::string(to_string(m_inputs.level)) + " (runs at: " +
+                              levels_of(*item.check) + ")",
+                          "", "choose a level that includes it with --level");
+    }
+    if (m_report.could_not_run && per_gpu) {
+      return outcomes_for(m_selected, per_gpu, Status::skip, "could not run: " + m_report.could_not_run_reason, "",
+                          m_could_not_run_hint);
+    }
+    return run_on_usable_gpus(item, per_gpu, key);
+  }
+
+  // Skips the GPUs an earlier check hung on and runs the check on the rest; results in GPU order.
+  std::vector<GpuOutcome> run_on_usable_gpus(const Planned& item, bool per_gpu, const std::string& key) {
+    std::vector<GpuInfo> usable;
+    std::vector<GpuOutcome> hung_skips;
+    for (const auto& g : m_selected) {
+      if (per_gpu && m_hung.count(g.index)) {
+        hung_skips.push_back(GpuOutcome{g.index, Status::skip, "GPU hung in " + m_hung_in[g.index], "",
+                                        "fix the hang reported by " + m_hung_in[g.index] + " first", {}});
+      } else {
+        usable.push_back(g);
       }
+    }
+    std::vector<GpuOutcome> results;
+    if (!(per_gpu && usable.empty() && !hung_skips.empty())) results = run_job(item, per_gpu, key, usable);
+    results.insert(results.end(), hung_skips.begin(), hung_skips.end());
+    std::stable_sort(results.begin(), results.end(),
+                     [](const GpuOutcome& a, const GpuOutcome& b) { return a.gpu < b.gpu; });
+    return results;
+  }
+
+  // Asks the check whether it applies, then runs it under the watchdog on `usable`.
+  std::vector<GpuOutcome> run_job(const Planned& item, bool per_gpu, const std::string& key,
+                                  const std::vector<GpuInfo>& usable) {
+    const Check& check = *item.check;
+    auto job = std::make_shared<Job>();
+    job->check = item.check;
+    job->backend = &m_backend;
+    job->inputs = m_job_inputs;
+    job->driver = m_report.driver;
+    job->gpus = usable;
+    std::optional<std::string> reason;
+    try {
+      CheckContext probe{m_backend, job->inputs, job->driver, job->gpus, SteadyClock::now()};
+      reason = check.not_applicable(probe);
+    } catch (const std::exception& e) {
+      return outcomes_for(usable, per_gpu, Status::fail, "the applicability test threw: " + std::string(e.what()),
+                          k_code_internal, k_internal_hint);
+    } catch (...) {
+      return outcomes_for(usable, per_gpu, Status::fail, "the applicability test threw", k_code_internal,
+                          k_internal_hint);
+    }
+    if (reason) return outcomes_for(usable, per_gpu, Status::skip, *reason, "", "");
+    const auto limit = deadline_of(check, m_inputs.level, usable.size(), m_options.deadline_scale);
+    job->deadline = SteadyClock::now() + limit;
+    Outcome outcome = run_guarded(job, limit, per_gpu);
+    if (outcome.hung && per_gpu) {
+      for (int index : outcome.hung_gpus) {
+        m_hung.insert(index);
+        m_hung_in.emplace(index, key);
+      }
+    }
+    return std::move(outcome.results);
+  }
+
+  void tell_progress() {
+    if (!m_options.progress) return;
+    try {
+      m_options.progress(m_report.checks.back().key, m_report.checks.back().status, m_done, m_total);
+    } catch (...) {
+      // Progress display is best effort; it must not cost the report.
     }
   }
+
+  GpuBackend& m_backend;
+  const CheckInputs& m_inputs;
+  const RunOptions& m_options;
+  const Clock& m_now;
+  Report& m_report;
+  const std::vector<GpuInfo> m_selected;
+  const std::string m_could_not_run_hint;
+  const int m_total;
+  CheckInputs m_job_inputs;  // inputs with the selected GPUs spelt out, copied into each job
+  std::set<int> m_hung;                  // GPUs a check hung on
+  std::map<int, std::string> m_hung_in;  // GPU -> the check that hung there
+  int m_done = 0;
+};
+
+Result<Report> run_unguarded(GpuBackend& backend, const CheckInputs& inputs,
+                             std::vector<std::unique_ptr<Check>> owned_checks, const RunOptions& options) {
+  const Clock now = options.clock ? options.clock : Clock([] { return SteadyClock::now(); });
+  const auto run_start = now();
+  const std::vector<std::shared_ptr<Check>> checks = share_checks(std::move(owned_checks));
+  GPUENV_CHECK(check_filter(checks, options.filter));
+
+  Report report;
+  report.backend = backend.name();
+  report.level = inputs.level;
+  report.started_at = options.started_at;
+  const std::vector<GpuInfo> all_gpus = read_machine(backend, report);
+  std::string could_not_run_hint = mark_could_not_run(report, all_gpus);
+  std::vector<GpuInfo> selected;
+  if (!report.could_not_run) {
+    GPUENV_TRY(chosen, select_gpus(all_gpus, inputs.gpus));
+    selected = std::move(chosen);
+  }
+  report.gpus = selected;
+
+  const std::vector<Planned> plan = plan_checks(checks, inputs.level, options.filter);
+  prepare_backend(backend, plan, report);
+
+  CheckSequence sequence(backend, inputs, options, now, report, std::move(selected), std::move(could_not_run_hint),
+                         static_cast<int>(plan.size()));
+  for (const auto& item : plan) sequence.run(item);
 
   report.status = overall_status(report.checks);
   report.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now() - run_start).count();

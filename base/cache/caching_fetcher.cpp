@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "base/cache/cached_fetch.hpp"
+#include "base/cache/fetch_into_cache.hpp"
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
 
@@ -15,11 +15,12 @@ namespace fs = std::filesystem;
 
 class CachingFetcher final : public Fetcher {
  public:
-  CachingFetcher(Fetcher* inner, BlobStore& store, std::string root) : m_inner(inner), m_store(store), m_refs(fs::path(root) / "refs") {}
+  CachingFetcher(Fetcher& inner, BlobStore& store, std::string root) : m_inner(inner), m_store(store), m_refs(fs::path(root) / "refs") {}
 
   Result<std::string> get(const std::string& url, const std::string& accept) override {
     const fs::path ref = m_refs / sha256_hex(url + "\n" + accept);
-    if (!m_inner) {
+    auto body = m_inner.get(url, accept);
+    if (!body && is_offline_miss(body.error())) {  // offline: the document as the last online run got it
       std::ifstream in(ref);
       std::string sha;
       in >> sha;
@@ -34,10 +35,8 @@ class CachingFetcher final : public Fetcher {
           if (sha256_hex(body) == sha) return body;
         }
       }
-      return make_error(ErrorKind::environment, "cache.offline_miss", "not in the cache and --offline forbids downloading", url,
-                        "run once without --offline to fill the cache");
+      return body;
     }
-    auto body = m_inner->get(url, accept);
     if (!body) {
       if (body.error().id == "fetch.not_found") remember(ref, "not-found");  // offline runs must see the same 404
       return body;
@@ -54,44 +53,36 @@ class CachingFetcher final : public Fetcher {
   }
 
   Result<std::string> get_range(const std::string& url, std::uint64_t offset, std::uint64_t length) override {
-    if (m_inner) return m_inner->get_range(url, offset, length);  // parts of files are not kept
-    return make_error(ErrorKind::environment, "cache.offline_miss", "offline: byte ranges are not cached", url, "");
+    return m_inner.get_range(url, offset, length);  // parts of files are not kept
   }
 
   std::vector<Result<FetchedFile>> fetch_all(const std::vector<FetchRequest>& requests) override {
-    if (m_inner) return m_inner->fetch_all(requests);
-    std::vector<Result<FetchedFile>> out;
-    for (const auto& r : requests) {
-      if (!r.sha256) {
-        out.emplace_back(make_error(ErrorKind::environment, "cache.offline_miss", "offline, and the file has no digest to find it by", r.url, ""));
-        continue;
-      }
-      auto found = m_store.find(*r.sha256);
-      if (!found || !*found) {
-        out.emplace_back(make_error(ErrorKind::environment, "cache.offline_miss", "not in the cache and --offline forbids downloading", r.url,
-                                    "run once without --offline to fill the cache"));
-        continue;
-      }
-      std::error_code ec;
-      fs::copy_file(**found, r.dest, fs::copy_options::overwrite_existing, ec);
-      if (ec) {
-        out.emplace_back(make_error(ErrorKind::environment, "cache.io", "cannot copy from the cache: " + ec.message(), r.dest, ""));
-        continue;
-      }
-      out.emplace_back(FetchedFile{r.url, r.dest, fs::file_size(r.dest, ec), *r.sha256, 0});
-    }
+    auto out = m_inner.fetch_all(requests);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if (!out[i] && is_offline_miss(out[i].error())) out[i] = from_cache(requests[i], std::move(out[i]).error());
     return out;
   }
 
+  // Offline: a file whose sha256 the cache holds is copied from it.
+  Result<FetchedFile> from_cache(const FetchRequest& r, Error miss) {
+    if (!r.sha256) return make_error(ErrorKind::environment, "cache.offline_miss", "offline, and the file has no digest to find it by", r.url, "");
+    auto found = m_store.find(*r.sha256);
+    if (!found || !*found) return miss;
+    std::error_code ec;
+    fs::copy_file(**found, r.dest, fs::copy_options::overwrite_existing, ec);
+    if (ec) return make_error(ErrorKind::environment, "cache.io", "cannot copy from the cache: " + ec.message(), r.dest, "");
+    return FetchedFile{r.url, r.dest, fs::file_size(r.dest, ec), *r.sha256, 0};
+  }
+
  private:
-  Fetcher* m_inner;
+  Fetcher& m_inner;
   BlobStore& m_store;
   fs::path m_refs;
 };
 
 }  // namespace
 
-std::unique_ptr<Fetcher> make_caching_fetcher(Fetcher* inner, BlobStore& store, std::string cache_root) {
+std::unique_ptr<Fetcher> make_caching_fetcher(Fetcher& inner, BlobStore& store, std::string cache_root) {
   return std::make_unique<CachingFetcher>(inner, store, std::move(cache_root));
 }
 

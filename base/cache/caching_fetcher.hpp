@@ -9,9 +9,10 @@
 
 namespace gpuenv {
 
-/// `inner == nullptr` is offline: documents come only from the cache ("cache.offline_miss" otherwise), and
-/// files only when their sha256 is cached. Online, every fetched document replaces the cached one for its URL.
+/// With the offline fetcher (make_offline_fetcher) as INNER, documents come only from the cache
+/// ("cache.offline_miss" otherwise), and files only when their sha256 is cached. Online, every fetched document
+/// replaces the cached one for its URL.
 /// URL references live in ROOT/refs/ as files named by the sha256 of the URL (and Accept header).
-std::unique_ptr<Fetcher> make_caching_fetcher(Fetcher* inner, BlobStore& store, std::string cache_root);
+std::unique_ptr<Fetcher> make_caching_fetcher(Fetcher& inner, BlobStore& store, std::string cache_root);
 
 }  // namespace gpuenv

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,5 +65,12 @@ class Fetcher {
   /// Fetches every request concurrently; one result per request, in order.
   virtual std::vector<Result<FetchedFile>> fetch_all(const std::vector<FetchRequest>& requests) = 0;
 };
+
+/// The Fetcher of `--offline`: every call fails with "cache.offline_miss" and downloads nothing. Decorators that
+/// can answer from the cache (make_caching_fetcher, fetch_into_cache) do so when they see that error.
+std::unique_ptr<Fetcher> make_offline_fetcher();
+
+/// Whether ERROR is the offline fetcher's refusal.
+inline bool is_offline_miss(const Error& error) { return error.id == "cache.offline_miss"; }
 
 }  // namespace gpuenv

@@ -8,7 +8,7 @@
 #include <optional>
 #include <unordered_map>
 
-#include "base/cache/cached_fetch.hpp"
+#include "base/cache/fetch_into_cache.hpp"
 #include "base/digest.hpp"
 #include "images/assemble/layer_writer.hpp"
 #include "images/assemble/root_tree.hpp"
@@ -157,7 +157,7 @@ Status fetch_packages(Assembly& a) {
   std::vector<CacheRequest> wanted;
   for (const auto& p : a.lock.packages) wanted.push_back({p.url, p.sha256, p.size});
   a.step("fetching " + std::to_string(wanted.size()) + " packages");
-  auto blobs = fetch_into_cache(a.rq.fetcher, *a.rq.cache, wanted);
+  auto blobs = fetch_into_cache(*a.rq.fetcher, *a.rq.cache, wanted);
   for (std::size_t i = 0; i < blobs.size(); ++i) {
     if (!blobs[i]) {
       Error e = blobs[i].error();

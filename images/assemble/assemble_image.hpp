@@ -47,7 +47,7 @@ struct BuildRequest {
   int zstd_level = 3;
   std::string generator = "gpuenv";  ///< "gpuenv 0.1.0": written into the SBOM and labels
   std::vector<std::string> allow_missing;  ///< sonames the DT_NEEDED check accepts as absent
-  Fetcher* fetcher = nullptr;        ///< null: offline, the cache must hold every package
+  Fetcher* fetcher = nullptr;        ///< required; make_offline_fetcher() for --offline (the cache must hold every package)
   BlobStore* cache = nullptr;        ///< required
   std::string layer_memo_dir;        ///< remembers diff_id -> compressed digest across builds; "" disables
   std::function<void(const std::string&)> on_step;  ///< progress lines ("unpacking 121 .debs"), may be empty

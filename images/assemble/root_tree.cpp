@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "base/file_io.hpp"
 #include "base/unique_fd.hpp"
 
 namespace gpuenv::images::assembly {
@@ -21,19 +22,13 @@ namespace fs = std::filesystem;
 
 /// The names in a directory, sorted ("." and ".." left out).
 Result<std::vector<std::string>> sorted_names(int dir_fd, const std::string& prefix) {
-  const int dup_fd = ::dup(dir_fd);
-  DIR* d = dup_fd >= 0 ? ::fdopendir(dup_fd) : nullptr;
-  if (d == nullptr) {
-    if (dup_fd >= 0) ::close(dup_fd);
-    return io_error("cannot list", prefix.empty() ? "/" : prefix);
+  auto names = sorted_directory_names(dir_fd, prefix.empty() ? "/" : prefix);
+  if (!names) {
+    Error e = std::move(names).error();  // "cannot list: <reason>" at the directory
+    e.id = "build.io";
+    e.hint = "check free disk space and permissions";
+    return e;
   }
-  std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
   return names;
 }
 
@@ -139,17 +134,12 @@ Mapped::~Mapped() {
 Status write_file(const std::string& path, const std::string& bytes) {
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
-  const std::string tmp = path + ".gpuenv-tmp";
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
-  if (fd.get() < 0) return io_error("cannot create", path);
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return io_error("cannot write", path);
-    done += static_cast<std::size_t>(w);
+  if (auto st = write_file_atomic(path, bytes, 0644); !st) {
+    Error e = st.error();
+    e.id = "build.io";
+    e.hint = "check free disk space and permissions";
+    return e;
   }
-  if (::fchmod(fd.get(), 0644) != 0 || ::fsync(fd.get()) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) return io_error("cannot write", path);
   return ok_status();
 }
 

@@ -57,21 +57,10 @@ std::string dirname_of(const std::string& path) {
 bool has_wildcard(std::string_view s) { return s.find_first_of("*?[") != std::string_view::npos; }
 
 std::vector<std::string> list_dir(int root_fd, const std::string& dir) {
-  std::vector<std::string> names;
-  const int fd = open_in_root(root_fd, dir, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return names;
-  DIR* d = ::fdopendir(fd);
-  if (d == nullptr) {
-    ::close(fd);
-    return names;
-  }
-  while (dirent* e = ::readdir(d)) {
-    const std::string n = e->d_name;
-    if (n != "." && n != "..") names.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
+  const UniqueFd fd(open_in_root(root_fd, dir, O_RDONLY | O_DIRECTORY));
+  if (fd.get() < 0) return {};
+  auto names = sorted_directory_names(fd.get(), dir);
+  return names ? std::move(*names) : std::vector<std::string>{};  // an unreadable directory holds nothing for ld.so
 }
 
 bool exists_in_root(int root_fd, const std::string& path) {

@@ -4,7 +4,7 @@
 
 #include "packages/apt/release_signature.hpp"
 #include "base/archive/decompress.hpp"
-#include "base/cache/cached_fetch.hpp"
+#include "base/cache/fetch_into_cache.hpp"
 
 namespace gpuenv::packages {
 namespace {
@@ -110,7 +110,7 @@ Result<RepositoryIndexes> fetch_repository(const AptSource& s, AptFetchContext& 
       out.packages.push_back({c, a, url, e->sha256, {}});
     }
   }
-  auto blobs = fetch_into_cache(ctx.fetcher, *ctx.cache, requests);
+  auto blobs = fetch_into_cache(*ctx.fetcher, *ctx.cache, requests);
   for (std::size_t i = 0; i < blobs.size(); ++i) {
     if (!blobs[i]) {
       Error e = std::move(blobs[i]).error();

@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "base/cache/cached_fetch.hpp"
+#include "base/cache/fetch_into_cache.hpp"
 #include "packages/wheels/remote_metadata.hpp"
 
 #include <archive.h>
@@ -422,7 +422,7 @@ Result<const CoreMetadata*> Resolver::metadata(const std::string& name, const Ve
     // sha256 as it arrives) and read METADATA from the file, without holding the wheel in memory.
     where = file.url;
     m_decisions.push_back("metadata: " + file.filename + " has no PEP 658 metadata file; reading it from the cached wheel");
-    auto blobs = fetch_into_cache(&m_fetcher, *m_request.cache, {CacheRequest{file.url, file.sha256, file.size}});
+    auto blobs = fetch_into_cache(m_fetcher, *m_request.cache, {CacheRequest{file.url, file.sha256, file.size}});
     if (!blobs[0]) {
       Error e = std::move(blobs[0]).error();
       e.while_("fetching " + file.filename + " to read its metadata");

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "fakes/fake_fetcher.hpp"
-#include "base/cache/cached_fetch.hpp"
+#include "base/cache/fetch_into_cache.hpp"
 
 namespace {
 
@@ -112,7 +112,7 @@ TEST_F(BlobStoreTest, FetchIntoCacheSkipsWhatIsCachedAndVerifiesTheRest) {
   f.files["http://x/hello"] = "hello";
   f.files["http://x/bad"] = "tampered";
   ASSERT_TRUE(store->put("hello").ok());
-  auto r = fetch_into_cache(&f, *store, {{"http://x/hello", k_hello_sha, 5}, {"http://x/bad", std::string(64, 'b'), std::nullopt}});
+  auto r = fetch_into_cache(f, *store, {{"http://x/hello", k_hello_sha, 5}, {"http://x/bad", std::string(64, 'b'), std::nullopt}});
   ASSERT_TRUE(r[0].ok());
   EXPECT_TRUE(r[0]->was_cached);
   ASSERT_FALSE(r[1].ok());
@@ -123,7 +123,8 @@ TEST_F(BlobStoreTest, FetchIntoCacheSkipsWhatIsCachedAndVerifiesTheRest) {
 
 TEST_F(BlobStoreTest, OfflineUsesOnlyTheCache) {
   ASSERT_TRUE(store->put("hello").ok());
-  auto r = fetch_into_cache(nullptr, *store, {{"http://x/hello", k_hello_sha, 5}, {"http://x/w", std::string(64, 'c'), 1}});
+  auto offline = gpuenv::make_offline_fetcher();
+  auto r = fetch_into_cache(*offline, *store, {{"http://x/hello", k_hello_sha, 5}, {"http://x/w", std::string(64, 'c'), 1}});
   EXPECT_TRUE(r[0].ok());
   ASSERT_FALSE(r[1].ok());
   EXPECT_EQ(r[1].error().id, "cache.offline_miss");
@@ -138,10 +139,11 @@ namespace {
 TEST_F(BlobStoreTest, CachingFetcherReplaysDocumentsAndNotFoundOffline) {
   gpuenv::testing::FakeFetcher net;
   net.files["http://x/simple/torch/"] = "{\"files\": []}";
-  auto online = make_caching_fetcher(&net, *store, root.string());
+  auto online = make_caching_fetcher(net, *store, root.string());
   ASSERT_TRUE(online->get("http://x/simple/torch/", "application/json").ok());
   EXPECT_EQ(online->get("http://x/missing").error().id, "fetch.not_found");
-  auto offline = make_caching_fetcher(nullptr, *store, root.string());
+  auto no_network = gpuenv::make_offline_fetcher();
+  auto offline = make_caching_fetcher(*no_network, *store, root.string());
   auto again = offline->get("http://x/simple/torch/", "application/json");
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*again, "{\"files\": []}");

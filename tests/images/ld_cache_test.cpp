@@ -156,6 +156,8 @@ TEST_F(LdCacheTest, TheSameTreeGivesTheSameBytes) {
   EXPECT_EQ(slurp(m_root / "etc/ld.so.cache"), first);
   EXPECT_EQ(first.substr(0, 20), "glibc-ld.so.cache1.1");
   EXPECT_FALSE(fs::exists(m_root / "etc/.ld.so.cache.gpuenv-tmp"));
+  for (const auto& e : fs::directory_iterator(m_root / "etc"))  // no temporary of any name is left beside it
+    EXPECT_NE(e.path().filename().string().rfind(".ld.so.cache", 0), 0u) << e.path();
 }
 
 TEST_F(LdCacheTest, AnIncludeLoopIsAClearError) {

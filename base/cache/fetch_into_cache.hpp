@@ -22,8 +22,8 @@ struct CachedBlob {
   bool was_cached = false;
 };
 
-/// Returns one result per request. With `fetcher == nullptr` (offline), blobs not in the cache are errors
-/// with id "cache.offline_miss".
-std::vector<Result<CachedBlob>> fetch_into_cache(Fetcher* fetcher, BlobStore& store, const std::vector<CacheRequest>& requests);
+/// Returns one result per request. With the offline fetcher, blobs not in the cache are its errors
+/// ("cache.offline_miss").
+std::vector<Result<CachedBlob>> fetch_into_cache(Fetcher& fetcher, BlobStore& store, const std::vector<CacheRequest>& requests);
 
 }  // namespace gpuenv

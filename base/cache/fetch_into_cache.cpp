@@ -1,10 +1,10 @@
-#include "base/cache/cached_fetch.hpp"
+#include "base/cache/fetch_into_cache.hpp"
 
 #include <unistd.h>
 
 namespace gpuenv {
 
-std::vector<Result<CachedBlob>> fetch_into_cache(Fetcher* fetcher, BlobStore& store, const std::vector<CacheRequest>& requests) {
+std::vector<Result<CachedBlob>> fetch_into_cache(Fetcher& fetcher, BlobStore& store, const std::vector<CacheRequest>& requests) {
   std::vector<std::optional<Result<CachedBlob>>> out(requests.size());
   std::vector<FetchRequest> to_fetch;
   std::vector<std::size_t> index;
@@ -19,11 +19,6 @@ std::vector<Result<CachedBlob>> fetch_into_cache(Fetcher* fetcher, BlobStore& st
       out[i] = CachedBlob{r.sha256, **found, true};
       continue;
     }
-    if (!fetcher) {
-      out[i] = make_error(ErrorKind::environment, "cache.offline_miss", "not in the cache and --offline forbids downloading", r.url,
-                          "run once without --offline to fill the cache");
-      continue;
-    }
     auto tmp = store.temp_path();
     if (!tmp) {
       out[i] = std::move(tmp).error();
@@ -33,7 +28,7 @@ std::vector<Result<CachedBlob>> fetch_into_cache(Fetcher* fetcher, BlobStore& st
     index.push_back(i);
   }
   if (!to_fetch.empty()) {
-    auto fetched = fetcher->fetch_all(to_fetch);
+    auto fetched = fetcher.fetch_all(to_fetch);
     for (std::size_t k = 0; k < fetched.size(); ++k) {
       const std::size_t i = index[k];
       if (!fetched[k]) {
