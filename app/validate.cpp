@@ -201,7 +201,7 @@ Result<validate::Report> run_checks(Prepared& p, const std::vector<std::string>&
   ro.filter = filter;
   ro.started_at = rfc3339_now();
   if (ctx.on_step) {
-    ro.progress = [&](const std::string& key, validate::Status status, int done, int total) {
+    ro.progress = [&](const std::string& key, validate::CheckStatus status, int done, int total) {
       ctx.step("[" + std::to_string(done) + "/" + std::to_string(total) + "] " + key + " " + validate::to_string(status));
     };
   }

@@ -11,6 +11,15 @@ std::string to_hex(const unsigned char* bytes, std::size_t n);
 /// Lower-case hex sha256 of `bytes`.
 std::string sha256_hex(std::string_view bytes);
 
+/// Whether HEX is 64 lower-case hex digits (a sha256 as gpuenv names blobs by it; safe as a file name).
+inline bool is_sha256_hex(std::string_view hex) {
+  return hex.size() == 64 && hex.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+/// Whether DIGEST is "sha256:" and 64 lower-case hex digits (the only OCI digests gpuenv writes or accepts).
+inline bool is_sha256_digest(std::string_view digest) { return digest.size() == 71 && digest.substr(0, 7) == "sha256:" && is_sha256_hex(digest.substr(7)); }
+/// The hex of a sha256 digest; "" when DIGEST is not one.
+inline std::string digest_hex(std::string_view digest) { return is_sha256_digest(digest) ? std::string(digest.substr(7)) : std::string(); }
+
 /// An incremental sha256 (OpenSSL EVP).
 class Sha256 {
  public:

@@ -5,6 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "base/digest.hpp"
 #include "base/yaml_guard.hpp"
 
 namespace gpuenv::resolver {
@@ -141,9 +142,7 @@ class LockReader {
   std::string m_path;
 };
 
-bool is_hex64(const std::string& s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
+bool is_hex64(const std::string& s) { return is_sha256_hex(s); }
 
 }  // namespace
 

@@ -2,25 +2,25 @@
 
 namespace gpuenv::validate {
 
-const char* to_string(Status status) {
+const char* to_string(CheckStatus status) {
   switch (status) {
-    case Status::pass: return "pass";
-    case Status::warn: return "warn";
-    case Status::fail: return "fail";
-    case Status::skip: return "skip";
+    case CheckStatus::pass: return "pass";
+    case CheckStatus::warn: return "warn";
+    case CheckStatus::fail: return "fail";
+    case CheckStatus::skip: return "skip";
   }
   return "skip";
 }
 
-Status worse(Status a, Status b) {
+CheckStatus worse(CheckStatus a, CheckStatus b) {
   // skip is the identity: it only survives when nothing else ran, so a skipped check never reads as passed and
   // never hides a failure.
-  auto rank = [](Status s) {
+  auto rank = [](CheckStatus s) {
     switch (s) {
-      case Status::skip: return 0;
-      case Status::pass: return 1;
-      case Status::warn: return 2;
-      case Status::fail: return 3;
+      case CheckStatus::skip: return 0;
+      case CheckStatus::pass: return 1;
+      case CheckStatus::warn: return 2;
+      case CheckStatus::fail: return 3;
     }
     return 0;
   };

@@ -19,10 +19,10 @@
 namespace gpuenv::validate {
 
 /// A check's verdict. SKIP is never counted as passed.
-enum class Status { pass, warn, fail, skip };
-const char* to_string(Status status);
+enum class CheckStatus { pass, warn, fail, skip };
+const char* to_string(CheckStatus status);
 /// The worse of two statuses for aggregation: fail > warn > pass; skip counts only when nothing ran.
-Status worse(Status a, Status b);
+CheckStatus worse(CheckStatus a, CheckStatus b);
 
 /// Depth of a run: `quick` is the boot pre-flight (<= 15 s on one GPU), `standard` <= 2 min, `long` <= 15 min.
 enum class Level { quick, standard, long_ };
@@ -39,7 +39,7 @@ struct Metric {
 /// The outcome of a check on one GPU (gpu = -1 for a host-wide outcome).
 struct GpuOutcome {
   int gpu = -1;
-  Status status = Status::skip;
+  CheckStatus status = CheckStatus::skip;
   std::string message;          ///< one line: what was found, with values
   std::string code;             ///< stable error code from the catalog (error_codes.hpp) when WARN or FAIL
   std::string hint;             ///< what to do next, when WARN or FAIL or SKIP

@@ -163,12 +163,12 @@ nlohmann::ordered_json outcome_json(const GpuOutcome& o) {
 
 struct Counts {
   int pass = 0, warn = 0, fail = 0, skip = 0;
-  void add(Status s) {
+  void add(CheckStatus s) {
     switch (s) {
-      case Status::pass: ++pass; break;
-      case Status::warn: ++warn; break;
-      case Status::fail: ++fail; break;
-      case Status::skip: ++skip; break;
+      case CheckStatus::pass: ++pass; break;
+      case CheckStatus::warn: ++warn; break;
+      case CheckStatus::fail: ++fail; break;
+      case CheckStatus::skip: ++skip; break;
     }
   }
 };
@@ -183,23 +183,23 @@ std::string gpu_label(int gpu) { return gpu < 0 ? std::string("-") : std::to_str
 
 }  // namespace
 
-Status aggregate_outcomes(const std::vector<GpuOutcome>& results) {
-  Status s = Status::skip;
+CheckStatus aggregate_outcomes(const std::vector<GpuOutcome>& results) {
+  CheckStatus s = CheckStatus::skip;
   for (const auto& o : results) s = worse(s, o.status);
   return s;
 }
 
-Status overall_status(const std::vector<CheckReport>& checks) {
-  Status s = Status::skip;
+CheckStatus overall_status(const std::vector<CheckReport>& checks) {
+  CheckStatus s = CheckStatus::skip;
   for (const auto& c : checks) s = worse(s, c.status);
   return s;
 }
 
 int exit_code(const Report& report) {
   if (report.could_not_run) return k_exit_environment;
-  const Status s = overall_status(report.checks);
-  if (s == Status::fail) return k_exit_validation_failed;
-  if (s == Status::skip) return k_exit_environment;  // nothing ran: nothing was validated
+  const CheckStatus s = overall_status(report.checks);
+  if (s == CheckStatus::fail) return k_exit_validation_failed;
+  if (s == CheckStatus::skip) return k_exit_environment;  // nothing ran: nothing was validated
   return k_exit_ok;
 }
 
@@ -245,8 +245,8 @@ std::string report_junit(const Report& report) {
   for (const auto& check : report.checks) {
     for (const auto& o : check.results) {
       ++tests;
-      if (o.status == Status::fail) ++failures;
-      if (o.status == Status::skip) ++skipped;
+      if (o.status == CheckStatus::fail) ++failures;
+      if (o.status == CheckStatus::skip) ++skipped;
     }
   }
   const std::string time = seconds_text(report.duration_ms, 3);
@@ -276,24 +276,24 @@ std::string report_junit(const Report& report) {
       x += "    <testcase classname=\"gpuenv.validate." + xml_escape(check.category, true) + "\" name=\"" +
            xml_escape(name, true) + "\" time=\"" + seconds_text(per_case_ms, 3) + "\"";
       switch (o.status) {
-        case Status::pass:
+        case CheckStatus::pass:
           x += "/>\n";
           break;
-        case Status::warn:
+        case CheckStatus::warn:
           x += ">\n      <system-out>WARN";
           if (!o.code.empty()) x += " " + xml_escape(o.code, false);
           x += ": " + xml_escape(o.message, false);
           if (!o.hint.empty()) x += "\nhint: " + xml_escape(o.hint, false);
           x += "</system-out>\n    </testcase>\n";
           break;
-        case Status::fail:
+        case CheckStatus::fail:
           x += ">\n      <failure message=\"" + xml_escape(o.message, true) + "\" type=\"" +
                xml_escape(o.code.empty() ? std::string("fail") : o.code, true) + "\">";
           x += "code: " + xml_escape(o.code.empty() ? std::string("(none)") : o.code, false);
           if (!o.hint.empty()) x += "\nhint: " + xml_escape(o.hint, false);
           x += "</failure>\n    </testcase>\n";
           break;
-        case Status::skip:
+        case CheckStatus::skip:
           x += ">\n      <skipped message=\"" + xml_escape(o.message, true) + "\"/>\n    </testcase>\n";
           break;
       }
@@ -307,12 +307,12 @@ std::string report_text(const Report& report, bool colour) {
   auto paint = [&](const std::string& text, const char* code) {
     return colour ? std::string("\033[") + code + "m" + text + "\033[0m" : text;
   };
-  auto status_code = [](Status s) {
+  auto status_code = [](CheckStatus s) {
     switch (s) {
-      case Status::pass: return "32";
-      case Status::warn: return "33";
-      case Status::fail: return "1;31";
-      case Status::skip: return "2";
+      case CheckStatus::pass: return "32";
+      case CheckStatus::warn: return "33";
+      case CheckStatus::fail: return "1;31";
+      case CheckStatus::skip: return "2";
     }
     return "0";
   };
@@ -356,7 +356,7 @@ std::string report_text(const Report& report, bool colour) {
       out += paint(word, status_code(o.status)) + std::string(7 - word.size(), ' ');
       out += pad(terminal_safe(check.key), key_width + 2) + pad(gpu_label(o.gpu), 5) + terminal_safe(o.message);
       out += "\n";
-      if (o.status != Status::pass && (!o.code.empty() || !o.hint.empty())) {
+      if (o.status != CheckStatus::pass && (!o.code.empty() || !o.hint.empty())) {
         out += indent;
         if (!o.code.empty()) out += "[" + terminal_safe(o.code) + "] ";
         out += terminal_safe(o.hint) + "\n";

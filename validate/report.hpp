@@ -21,7 +21,7 @@ struct CheckReport {
   std::string key;
   std::string category;
   std::string description;
-  Status status = Status::skip;      ///< worse() over the outcomes; skip only when every outcome skipped
+  CheckStatus status = CheckStatus::skip;      ///< worse() over the outcomes; skip only when every outcome skipped
   std::int64_t duration_ms = 0;
   std::vector<GpuOutcome> results;   ///< at least one; gpu = -1 for a host-wide outcome
 };
@@ -29,7 +29,7 @@ struct CheckReport {
 /// A whole validation run.
 struct Report {
   std::string schema = k_report_schema;
-  Status status = Status::skip;      ///< overall_status(checks)
+  CheckStatus status = CheckStatus::skip;      ///< overall_status(checks)
   std::string backend;               ///< GpuBackend::name(): "nvml+cuda", "replay", ...
   Level level = Level::standard;
   std::string started_at;            ///< as given by the caller (RFC 3339 UTC by convention)
@@ -43,9 +43,9 @@ struct Report {
 };
 
 /// worse() over the outcomes of one check: fail > warn > pass; skip only when all skipped (or none).
-Status aggregate_outcomes(const std::vector<GpuOutcome>& results);
+CheckStatus aggregate_outcomes(const std::vector<GpuOutcome>& results);
 /// The overall rule: fail if any check failed, else warn if any warned, else pass if any passed, else skip.
-Status overall_status(const std::vector<CheckReport>& checks);
+CheckStatus overall_status(const std::vector<CheckReport>& checks);
 
 /// Process exit code for a report: 4 (k_exit_environment) when it could not run (no driver or no GPU) or when
 /// nothing ran at all (every check skipped, so nothing was validated and 0 would claim a pass); otherwise 1 when

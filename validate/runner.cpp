@@ -71,7 +71,7 @@ void work(const std::shared_ptr<Job>& job) {
 }
 
 // The same outcome for each GPU of a GPU check, or one host-wide outcome.
-std::vector<GpuOutcome> outcomes_for(const std::vector<GpuInfo>& gpus, bool per_gpu, Status status,
+std::vector<GpuOutcome> outcomes_for(const std::vector<GpuInfo>& gpus, bool per_gpu, CheckStatus status,
                                      const std::string& message, const std::string& code, const std::string& hint) {
   std::vector<GpuOutcome> out;
   if (per_gpu && !gpus.empty()) {
@@ -106,7 +106,7 @@ Outcome run_guarded(const std::shared_ptr<Job>& job, std::chrono::milliseconds l
   try {
     worker = std::thread([job] { work(job); });
   } catch (const std::exception& e) {
-    return {outcomes_for(job->gpus, per_gpu, Status::fail, "could not start the check's thread: " + std::string(e.what()),
+    return {outcomes_for(job->gpus, per_gpu, CheckStatus::fail, "could not start the check's thread: " + std::string(e.what()),
                          k_code_internal, k_internal_hint),
             false, {}};
   }
@@ -128,7 +128,7 @@ Outcome run_guarded(const std::shared_ptr<Job>& job, std::chrono::milliseconds l
     Outcome out;
     out.hung = true;
     if (!per_gpu || job->gpus.empty()) {
-      out.results = outcomes_for(job->gpus, per_gpu, Status::fail, message, k_code_hang, k_hang_hint);
+      out.results = outcomes_for(job->gpus, per_gpu, CheckStatus::fail, message, k_code_hang, k_hang_hint);
       return out;
     }
     for (const auto& g : job->gpus) {
@@ -136,7 +136,7 @@ Outcome run_guarded(const std::shared_ptr<Job>& job, std::chrono::milliseconds l
       if (it != told.end()) {
         out.results.push_back(*it);
       } else {
-        out.results.push_back(GpuOutcome{g.index, Status::fail, message, k_code_hang, k_hang_hint, {}});
+        out.results.push_back(GpuOutcome{g.index, CheckStatus::fail, message, k_code_hang, k_hang_hint, {}});
         out.hung_gpus.push_back(g.index);
       }
     }
@@ -145,12 +145,12 @@ Outcome run_guarded(const std::shared_ptr<Job>& job, std::chrono::milliseconds l
   worker.join();
   std::lock_guard lock(job->mutex);
   if (job->thrown)
-    return {outcomes_for(job->gpus, per_gpu, Status::fail, "the check threw: " + *job->thrown, k_code_internal,
+    return {outcomes_for(job->gpus, per_gpu, CheckStatus::fail, "the check threw: " + *job->thrown, k_code_internal,
                          k_internal_hint),
             false, {}};
   if (job->outcomes.empty()) {
-    if (job->gpus.empty()) return {outcomes_for(job->gpus, false, Status::skip, "no GPU to check", "", ""), false, {}};
-    return {outcomes_for(job->gpus, per_gpu, Status::fail, "the check returned no outcome", k_code_internal,
+    if (job->gpus.empty()) return {outcomes_for(job->gpus, false, CheckStatus::skip, "no GPU to check", "", ""), false, {}};
+    return {outcomes_for(job->gpus, per_gpu, CheckStatus::fail, "the check returned no outcome", k_code_internal,
                          k_internal_hint),
             false, {}};
   }
@@ -307,13 +307,13 @@ class CheckSequence {
  private:
   std::vector<GpuOutcome> results_of(const Planned& item, bool per_gpu, const std::string& key) {
     if (!item.in_level) {
-      return outcomes_for(m_selected, per_gpu, Status::skip,
+      return outcomes_for(m_selected, per_gpu, CheckStatus::skip,
                           "not part of level " + std::string(to_string(m_inputs.level)) + " (runs at: " +
                               levels_of(*item.check) + ")",
                           "", "choose a level that includes it with --level");
     }
     if (m_report.could_not_run && per_gpu) {
-      return outcomes_for(m_selected, per_gpu, Status::skip, "could not run: " + m_report.could_not_run_reason, "",
+      return outcomes_for(m_selected, per_gpu, CheckStatus::skip, "could not run: " + m_report.could_not_run_reason, "",
                           m_could_not_run_hint);
     }
     return run_on_usable_gpus(item, per_gpu, key);
@@ -325,7 +325,7 @@ class CheckSequence {
     std::vector<GpuOutcome> hung_skips;
     for (const auto& g : m_selected) {
       if (per_gpu && m_hung.count(g.index)) {
-        hung_skips.push_back(GpuOutcome{g.index, Status::skip, "GPU hung in " + m_hung_in[g.index], "",
+        hung_skips.push_back(GpuOutcome{g.index, CheckStatus::skip, "GPU hung in " + m_hung_in[g.index], "",
                                         "fix the hang reported by " + m_hung_in[g.index] + " first", {}});
       } else {
         usable.push_back(g);
@@ -354,13 +354,13 @@ class CheckSequence {
       CheckContext probe{m_backend, job->inputs, job->driver, job->gpus, SteadyClock::now()};
       reason = check.not_applicable(probe);
     } catch (const std::exception& e) {
-      return outcomes_for(usable, per_gpu, Status::fail, "the applicability test threw: " + std::string(e.what()),
+      return outcomes_for(usable, per_gpu, CheckStatus::fail, "the applicability test threw: " + std::string(e.what()),
                           k_code_internal, k_internal_hint);
     } catch (...) {
-      return outcomes_for(usable, per_gpu, Status::fail, "the applicability test threw", k_code_internal,
+      return outcomes_for(usable, per_gpu, CheckStatus::fail, "the applicability test threw", k_code_internal,
                           k_internal_hint);
     }
-    if (reason) return outcomes_for(usable, per_gpu, Status::skip, *reason, "", "");
+    if (reason) return outcomes_for(usable, per_gpu, CheckStatus::skip, *reason, "", "");
     const auto limit = deadline_of(check, m_inputs.level, usable.size(), m_options.deadline_scale);
     job->deadline = SteadyClock::now() + limit;
     Outcome outcome = run_guarded(job, limit, per_gpu);

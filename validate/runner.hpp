@@ -26,7 +26,7 @@ struct RunOptions {
   /// check of the level. An exact key outside the level is still listed, as SKIP with the reason.
   std::vector<std::string> filter;
   /// Called on the calling thread after each check with its status; done counts from 1 to total. May be empty.
-  std::function<void(const std::string& check_key, Status status, int done, int total)> progress;
+  std::function<void(const std::string& check_key, CheckStatus status, int done, int total)> progress;
   /// The clock durations are measured with; empty = std::chrono::steady_clock::now. Deadlines always use the real
   /// steady clock, since they bound real threads.
   std::function<std::chrono::steady_clock::time_point()> clock;

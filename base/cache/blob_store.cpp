@@ -26,9 +26,7 @@ Error io_error(const std::string& where, const std::string& what) {
                     "check free disk space and permissions of the cache directory (GPUENV_CACHE_DIR)");
 }
 
-bool valid_sha(std::string_view s) {
-  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
-}
+bool valid_sha(std::string_view s) { return is_sha256_hex(s); }
 
 /// Holds flock on ROOT/lock for its lifetime.
 class FileLock {

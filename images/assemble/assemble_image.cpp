@@ -109,7 +109,7 @@ std::optional<std::vector<BuiltLayer>> previous_layers(OciLayout& layout, const 
     const auto& ids = config["rootfs"]["diff_ids"];
     if (i < ids.size()) bl.diff_id = ids[i].get<std::string>();
     bl.reused = true;
-    if (bl.blob.digest.size() != 71 || !layout.has_blob(bl.blob.digest.substr(7))) complete = false;
+    if (!is_sha256_digest(bl.blob.digest) || !layout.has_blob(digest_hex(bl.blob.digest))) complete = false;
     out.push_back(bl);
     ++i;
   }
@@ -120,7 +120,7 @@ std::optional<std::vector<BuiltLayer>> previous_layers(OciLayout& layout, const 
 /// The image an index entry names, when its manifest carries `key` and every blob is present.
 std::optional<BuildResult> previous_image(OciLayout& layout, const json& entry, const std::string& key) {
   const std::string digest = entry.value("digest", "");
-  if (digest.size() != 71 || !layout.has_blob(digest.substr(7))) return std::nullopt;
+  if (!is_sha256_digest(digest) || !layout.has_blob(digest_hex(digest))) return std::nullopt;
   std::ifstream mf(layout.blob_path(digest.substr(7)), std::ios::binary);
   const json manifest = json::parse(mf, nullptr, false);
   if (manifest.is_discarded() || !manifest.is_object()) return std::nullopt;
@@ -130,7 +130,7 @@ std::optional<BuildResult> previous_image(OciLayout& layout, const json& entry, 
   r.manifest = Descriptor{entry.value("mediaType", ""), digest, entry.value("size", std::uint64_t{0}), {}};
   const auto& c = manifest["config"];
   r.config = Descriptor{c.value("mediaType", ""), c.value("digest", ""), c.value("size", std::uint64_t{0}), {}};
-  if (r.config.digest.size() != 71 || !layout.has_blob(r.config.digest.substr(7))) return std::nullopt;
+  if (!is_sha256_digest(r.config.digest) || !layout.has_blob(digest_hex(r.config.digest))) return std::nullopt;
   std::ifstream cf(layout.blob_path(r.config.digest.substr(7)), std::ios::binary);
   const json config = json::parse(cf, nullptr, false);
   if (config.is_discarded()) return std::nullopt;

@@ -92,7 +92,7 @@ std::optional<Descriptor> remembered_blob(OciLayout& layout, const std::string& 
   std::ifstream in(memo);
   std::string digest;
   std::uint64_t size = 0;
-  if (in >> digest >> size && digest.size() == 71 && layout.has_blob(digest.substr(7))) return Descriptor{media_type, digest, size, {}};
+  if (in >> digest >> size && is_sha256_digest(digest) && layout.has_blob(digest_hex(digest))) return Descriptor{media_type, digest, size, {}};
   return std::nullopt;
 }
 
@@ -245,7 +245,7 @@ Result<std::vector<BuiltLayer>> copy_base_layers(OciLayout& layout, const std::s
     BuiltLayer bl;
     bl.name = "base-image";
     bl.blob = Descriptor{oci_layer_type(l.value("mediaType", "")), l.value("digest", ""), l.value("size", std::uint64_t{0}), {}};
-    if (bl.blob.digest.size() != 71 || bl.blob.digest.rfind("sha256:", 0) != 0)
+    if (!is_sha256_digest(bl.blob.digest))
       return build_error("build.bad_base", "a base layer has no sha256 digest", base_manifest_digest, "use another base image");
     if (auto st = copy_base_blob(layout, base_layout_dir, bl.blob); !st) return std::move(st).error();
     bl.diff_id = config["rootfs"]["diff_ids"][i++].get<std::string>();

@@ -34,10 +34,7 @@ std::string str(const json& j, const char* key, const std::string& fallback = ""
 /// The array at `key` of an object, or an empty array.
 json array_at(const json& j, const char* key) { return j.is_object() && j.contains(key) && j[key].is_array() ? j[key] : json::array(); }
 
-bool valid_digest(const std::string& d) {
-  return d.size() == 71 && d.rfind("sha256:", 0) == 0 &&
-         std::all_of(d.begin() + 7, d.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
+bool valid_digest(const std::string& d) { return is_sha256_digest(d); }
 
 Result<json> parse_object(const std::string& text, const std::string& what, const std::string& where) {
   json j = json::parse(text, nullptr, false);

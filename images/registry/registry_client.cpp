@@ -31,13 +31,10 @@ namespace {
 constexpr const char* k_ref_name = "org.opencontainers.image.ref.name";
 constexpr const char* k_octet_stream = "application/octet-stream";
 
-bool is_lower_hex(std::string_view s) {
-  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
 
 /// Whether `d` is "sha256:" and 64 lower-case hex digits (the only digests gpuenv accepts, also because the
 /// hex becomes a file name).
-bool valid_digest(std::string_view d) { return d.size() == 71 && d.substr(0, 7) == "sha256:" && is_lower_hex(d.substr(7)); }
+bool valid_digest(std::string_view d) { return is_sha256_digest(d); }
 
 std::string hex_of(const std::string& digest) { return digest.substr(7); }
 

@@ -481,9 +481,9 @@ TEST(RealBackend, EveryGpuCheckRunsThroughTheRealAdaptersOnTheCpuDriver) {
     by_key[check.key] = check;
     for (const auto& r : check.results) {
       // Nothing the adapters do may fail on a healthy (CPU) GPU; a SKIP must say why.
-      EXPECT_NE(r.status, gpuenv::validate::Status::fail) << check.key << " GPU " << r.gpu << ": " << r.code << " "
+      EXPECT_NE(r.status, gpuenv::validate::CheckStatus::fail) << check.key << " GPU " << r.gpu << ": " << r.code << " "
                                                           << r.message;
-      if (r.status == gpuenv::validate::Status::skip) EXPECT_FALSE(r.message.empty()) << check.key;
+      if (r.status == gpuenv::validate::CheckStatus::skip) EXPECT_FALSE(r.message.empty()) << check.key;
     }
   }
   // The checks that measure or compute ran on both GPUs through the real adapters and passed.
@@ -492,7 +492,7 @@ TEST(RealBackend, EveryGpuCheckRunsThroughTheRealAdaptersOnTheCpuDriver) {
     ASSERT_TRUE(by_key.count(key)) << key << " did not run at standard";
     ASSERT_EQ(by_key[key].results.size(), 2u) << key;
     for (const auto& r : by_key[key].results) {
-      EXPECT_NE(r.status, gpuenv::validate::Status::skip) << key << " GPU " << r.gpu << ": " << r.message;
+      EXPECT_NE(r.status, gpuenv::validate::CheckStatus::skip) << key << " GPU " << r.gpu << ": " << r.message;
     }
   }
   EXPECT_NE(by_key["gemm_tflops"].results[0].message.find("cublasLt"), std::string::npos)
@@ -500,7 +500,7 @@ TEST(RealBackend, EveryGpuCheckRunsThroughTheRealAdaptersOnTheCpuDriver) {
   for (const char* key : {"p2p_bandwidth", "nccl_allreduce"}) {
     ASSERT_TRUE(by_key.count(key)) << key;
     for (const auto& r : by_key[key].results) {
-      EXPECT_NE(r.status, gpuenv::validate::Status::skip) << key << ": " << r.message;
+      EXPECT_NE(r.status, gpuenv::validate::CheckStatus::skip) << key << ": " << r.message;
     }
   }
 }
@@ -514,10 +514,10 @@ TEST(RealBackend, AMemtestBitFlipOnTheCpuDriverFailsOnlyMemtest) {
   for (const auto& check : report->checks) {
     for (const auto& r : check.results) {
       if (check.key == "memtest") {
-        EXPECT_EQ(r.status, gpuenv::validate::Status::fail) << r.message;
+        EXPECT_EQ(r.status, gpuenv::validate::CheckStatus::fail) << r.message;
         EXPECT_EQ(r.code, "memtest_error") << r.message;
       } else {
-        EXPECT_EQ(r.status, gpuenv::validate::Status::pass) << check.key << ": " << r.message;
+        EXPECT_EQ(r.status, gpuenv::validate::CheckStatus::pass) << check.key << ": " << r.message;
       }
     }
   }

@@ -28,7 +28,7 @@ using gpuenv::validate::GpuInfo;
 using gpuenv::validate::GpuOutcome;
 using gpuenv::validate::Level;
 using gpuenv::validate::Samples;
-using gpuenv::validate::Status;
+using gpuenv::validate::CheckStatus;
 using gpuenv::validate::ThresholdTable;
 
 constexpr std::uint32_t k_h100 = 0x2330, k_l4 = 0x27b8, k_a100 = 0x20b2, k_h200 = 0x2335;
@@ -205,7 +205,7 @@ struct Ran {
   const GpuOutcome& gpu(int index) const {
     for (const auto& o : outcomes)
       if (o.gpu == index) return o;
-    static const GpuOutcome k_none{-99, Status::skip, "no outcome", "", "", {}};
+    static const GpuOutcome k_none{-99, CheckStatus::skip, "no outcome", "", "", {}};
     ADD_FAILURE() << "no outcome for GPU " << index;
     return k_none;
   }
@@ -215,7 +215,7 @@ struct Ran {
 // Every outcome keeps the contract: WARN and FAIL carry a catalogued code and a hint; a SKIP says why.
 void expect_well_formed(const std::string& key, const GpuOutcome& o) {
   EXPECT_FALSE(o.message.empty()) << key;
-  if (o.status == Status::warn || o.status == Status::fail) {
+  if (o.status == CheckStatus::warn || o.status == CheckStatus::fail) {
     EXPECT_FALSE(o.code.empty()) << key << ": " << o.message;
     EXPECT_FALSE(o.hint.empty()) << key << ": " << o.message;
   }
@@ -403,8 +403,8 @@ void expect_all_pass(FakeGpuBackend& backend, CheckInputs& inputs, const std::se
     }
     ASSERT_FALSE(ran.outcomes.empty()) << c->key();
     for (const auto& o : ran.outcomes) {
-      if (skip_ok && o.status == Status::skip) continue;
-      EXPECT_EQ(o.status, Status::pass) << c->key() << " GPU " << o.gpu << ": " << o.message << " [" << o.code << "]";
+      if (skip_ok && o.status == CheckStatus::skip) continue;
+      EXPECT_EQ(o.status, CheckStatus::pass) << c->key() << " GPU " << o.gpu << ": " << o.message << " [" << o.code << "]";
     }
   }
 }
@@ -444,7 +444,7 @@ TEST_F(Checks, HbmMetricsCarryMedianRangeReferenceAndFraction) {
   h200x1(backend);
   Ran r = run("hbm_bandwidth");
   const GpuOutcome& o = r.gpu(0);
-  EXPECT_EQ(o.status, Status::pass);
+  EXPECT_EQ(o.status, CheckStatus::pass);
   std::map<std::string, double> m;
   for (const auto& metric : o.metrics) m[metric.name] = metric.value;
   EXPECT_DOUBLE_EQ(m["median_gbs"], 4200);
@@ -460,7 +460,7 @@ TEST_F(Checks, HbmMetricsCarryMedianRangeReferenceAndFraction) {
 TEST_F(Checks, NoDriverFailsDriverLoadedAndLeavesTheRestNotApplicable) {
   backend.driver_state = gpuenv::validate::DriverState{};
   Ran r = run("driver_loaded");
-  EXPECT_EQ(r.host().status, Status::fail);
+  EXPECT_EQ(r.host().status, CheckStatus::fail);
   EXPECT_EQ(r.host().code, "no_driver");
   inputs.lock_driver_floor = "535.104.05";
   for (const char* key : {"driver_meets_lock", "device_nodes", "persistence_mode", "ecc_errors", "memtest",
@@ -476,7 +476,7 @@ TEST_F(Checks, DriverOlderThanTheLockFails) {
   backend.driver_state.cuda_driver_version = 11040;
   inputs.lock_driver_floor = "525.60.13";
   Ran r = run("driver_meets_lock");
-  EXPECT_EQ(r.host().status, Status::fail);
+  EXPECT_EQ(r.host().status, CheckStatus::fail);
   EXPECT_EQ(r.host().code, "driver_too_old");
   EXPECT_NE(r.host().message.find("470.182.03"), std::string::npos);
 }
@@ -486,7 +486,7 @@ TEST_F(Checks, DriverTooOldForTheImagesCudaFails) {
   inputs.lock_driver_floor = "525.60.13";
   inputs.lock_cuda = "12.4";
   Ran r = run("driver_meets_lock");
-  EXPECT_EQ(r.host().status, Status::fail);
+  EXPECT_EQ(r.host().status, CheckStatus::fail);
   EXPECT_EQ(r.host().code, "driver_cuda_too_old");
 }
 
@@ -499,7 +499,7 @@ TEST_F(Checks, NouveauLoadedFails) {
   l4x1(backend);
   backend.driver_state.nouveau_loaded = true;
   Ran r = run("nouveau_absent");
-  EXPECT_EQ(r.host().status, Status::fail);
+  EXPECT_EQ(r.host().status, CheckStatus::fail);
   EXPECT_EQ(r.host().code, "nouveau_loaded");
 }
 
@@ -515,9 +515,9 @@ TEST_F(Checks, PersistenceOffWarnsPerGpu) {
   h100x8(backend);
   backend.healths[2].persistence_mode = false;
   Ran r = run("persistence_mode");
-  EXPECT_EQ(r.gpu(2).status, Status::warn);
+  EXPECT_EQ(r.gpu(2).status, CheckStatus::warn);
   EXPECT_EQ(r.gpu(2).code, "persistence_off");
-  EXPECT_EQ(r.gpu(1).status, Status::pass);
+  EXPECT_EQ(r.gpu(1).status, CheckStatus::pass);
 }
 
 TEST_F(Checks, FabricManagerDownFailsOnNvswitchSystems) {
@@ -525,17 +525,17 @@ TEST_F(Checks, FabricManagerDownFailsOnNvswitchSystems) {
   backend.driver_state.fabric_manager_running = false;
   EXPECT_EQ(run("fabric_manager").host().code, "fabric_manager_down");
   backend.driver_state.fabric_manager_running.reset();
-  EXPECT_EQ(run("fabric_manager").host().status, Status::skip);
+  EXPECT_EQ(run("fabric_manager").host().status, CheckStatus::skip);
 }
 
 TEST_F(Checks, MigStateIsComparedWithTheSpec) {
   a100_mig(backend);
   EXPECT_TRUE(run("mig_state").not_applicable);  // the spec does not ask
   inputs.spec_mig = true;
-  EXPECT_EQ(run("mig_state").gpu(0).status, Status::pass);
+  EXPECT_EQ(run("mig_state").gpu(0).status, CheckStatus::pass);
   inputs.spec_mig = false;
   Ran off = run("mig_state");
-  EXPECT_EQ(off.gpu(0).status, Status::fail);
+  EXPECT_EQ(off.gpu(0).status, CheckStatus::fail);
   EXPECT_EQ(off.gpu(0).code, "mig_mismatch");
   inputs.spec_mig = true;
   backend.healths[0].mig_pending_change = true;
@@ -548,14 +548,14 @@ TEST_F(Checks, MigOnWantedButUnsupportedFails) {
   inputs.spec_mig = true;
   EXPECT_EQ(run("mig_state").gpu(0).code, "mig_mismatch");
   inputs.spec_mig = false;
-  EXPECT_EQ(run("mig_state").gpu(0).status, Status::pass);
+  EXPECT_EQ(run("mig_state").gpu(0).status, CheckStatus::pass);
 }
 
 TEST_F(Checks, InjectionAndDebugVariablesWarn) {
   l4x1(backend);
   inputs.environment = {{"CUDA_INJECTION64_PATH", "/opt/tool/libinject.so"}, {"CUDA_LAUNCH_BLOCKING", "1"}};
   Ran r = run("env_vars");
-  EXPECT_EQ(r.host().status, Status::warn);
+  EXPECT_EQ(r.host().status, CheckStatus::warn);
   EXPECT_EQ(r.host().code, "env_debug_var");
   EXPECT_NE(r.host().message.find("CUDA_INJECTION64_PATH"), std::string::npos);
   EXPECT_NE(r.host().message.find("CUDA_LAUNCH_BLOCKING=1"), std::string::npos);
@@ -565,7 +565,7 @@ TEST_F(Checks, HarmlessValuesAndVisibleDevicesAreOnlyNoted) {
   l4x1(backend);
   inputs.environment = {{"CUDA_LAUNCH_BLOCKING", "0"}, {"NCCL_DEBUG", "WARN"}, {"CUDA_VISIBLE_DEVICES", "0"}};
   Ran r = run("env_vars");
-  EXPECT_EQ(r.host().status, Status::pass);
+  EXPECT_EQ(r.host().status, CheckStatus::pass);
   EXPECT_NE(r.host().message.find("CUDA_VISIBLE_DEVICES=0"), std::string::npos);
 }
 
@@ -576,16 +576,16 @@ TEST_F(Checks, UncorrectableEccFailsOnlyThatGpu) {
   h100x8(backend);
   backend.healths[5].ecc_volatile_uncorrected = 2;
   Ran r = run("ecc_errors");
-  EXPECT_EQ(r.gpu(5).status, Status::fail);
+  EXPECT_EQ(r.gpu(5).status, CheckStatus::fail);
   EXPECT_EQ(r.gpu(5).code, "ecc_uncorrectable");
-  for (int i : {0, 1, 2, 3, 4, 6, 7}) EXPECT_EQ(r.gpu(i).status, Status::pass) << i;
+  for (int i : {0, 1, 2, 3, 4, 6, 7}) EXPECT_EQ(r.gpu(i).status, CheckStatus::pass) << i;
 }
 
 TEST_F(Checks, LifetimeUncorrectableEccWarns) {
   h200x1(backend);
   backend.healths[0].ecc_aggregate_uncorrected = 1;
   Ran r = run("ecc_errors");
-  EXPECT_EQ(r.gpu(0).status, Status::warn);
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::warn);
   EXPECT_EQ(r.gpu(0).code, "ecc_uncorrectable_aggregate");
 }
 
@@ -593,14 +593,14 @@ TEST_F(Checks, EccDisabledWarnsAndItsCountersAreSkipped) {
   l4x1(backend);
   backend.healths[0].ecc_enabled = false;
   EXPECT_EQ(run("ecc_mode").gpu(0).code, "ecc_disabled");
-  EXPECT_EQ(run("ecc_errors").gpu(0).status, Status::skip);
+  EXPECT_EQ(run("ecc_errors").gpu(0).status, CheckStatus::skip);
 }
 
 TEST_F(Checks, PendingRowRemapWarnsToResetTheGpu) {
   h100x8(backend);
   backend.healths[3].row_remap = gpuenv::validate::RowRemap{0, 1, true, false};
   Ran r = run("row_remap");
-  EXPECT_EQ(r.gpu(3).status, Status::warn);
+  EXPECT_EQ(r.gpu(3).status, CheckStatus::warn);
   EXPECT_EQ(r.gpu(3).code, "row_remap_pending");
   EXPECT_NE(r.gpu(3).hint.find("reset"), std::string::npos) << r.gpu(3).hint;
 }
@@ -612,45 +612,45 @@ TEST_F(Checks, RowRemapFailureAndDcgmsLimitFail) {
   backend.healths[0].row_remap = gpuenv::validate::RowRemap{0, 512, false, false};
   EXPECT_EQ(run("row_remap").gpu(0).code, "row_remap_limit");
   backend.healths[0].row_remap = gpuenv::validate::RowRemap{0, 511, false, false};
-  EXPECT_EQ(run("row_remap").gpu(0).status, Status::pass);
+  EXPECT_EQ(run("row_remap").gpu(0).status, CheckStatus::pass);
 }
 
 TEST_F(Checks, RowRemapUnderMigIsSkippedWithTheReason) {
   a100_mig(backend);
   Ran r = run("row_remap");
-  EXPECT_EQ(r.gpu(0).status, Status::skip);
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::skip);
   EXPECT_NE(r.gpu(0).message.find("MIG"), std::string::npos);
 }
 
 TEST_F(Checks, RetiredPagesPendingWarnsAndDcgmsLimitFails) {
   l4x1(backend);
-  EXPECT_EQ(run("retired_pages").gpu(0).status, Status::skip);  // Ampere and later report remapped rows instead
+  EXPECT_EQ(run("retired_pages").gpu(0).status, CheckStatus::skip);  // Ampere and later report remapped rows instead
   backend.healths[0].retired_pages = gpuenv::validate::RetiredPages{2, 1, true};
   EXPECT_EQ(run("retired_pages").gpu(0).code, "retired_pages_pending");
   backend.healths[0].retired_pages = gpuenv::validate::RetiredPages{40, 23, false};
   Ran r = run("retired_pages");
-  EXPECT_EQ(r.gpu(0).status, Status::fail);
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::fail);
   EXPECT_EQ(r.gpu(0).code, "retired_pages_limit");
   backend.healths[0].retired_pages = gpuenv::validate::RetiredPages{40, 22, false};
-  EXPECT_EQ(run("retired_pages").gpu(0).status, Status::warn);  // 22 double-bit pages: above the soft limit of 15
+  EXPECT_EQ(run("retired_pages").gpu(0).status, CheckStatus::warn);  // 22 double-bit pages: above the soft limit of 15
 }
 
 TEST_F(Checks, PcieAtX8UnderLoadFails) {
   h100x8(backend);
   backend.load_healths[6].pcie_link = gpuenv::validate::PcieLink{5, 5, 8, 16};
   Ran r = run("pcie_link");
-  EXPECT_EQ(r.gpu(6).status, Status::fail);
+  EXPECT_EQ(r.gpu(6).status, CheckStatus::fail);
   EXPECT_EQ(r.gpu(6).code, "pcie_downtrained");
   EXPECT_NE(r.gpu(6).message.find("x8"), std::string::npos);
-  EXPECT_EQ(r.gpu(0).status, Status::pass);
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::pass);
 }
 
 TEST_F(Checks, PcieLinkIsJudgedUnderLoadNotIdle) {
   h200x1(backend);  // idle reading is Gen1 (power saving), the loaded one Gen5
-  EXPECT_EQ(run("pcie_link").gpu(0).status, Status::pass);
+  EXPECT_EQ(run("pcie_link").gpu(0).status, CheckStatus::pass);
   backend.load_healths[0].pcie_link = gpuenv::validate::PcieLink{4, 5, 16, 16};
   Ran r = run("pcie_link");
-  EXPECT_EQ(r.gpu(0).status, Status::warn);
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::warn);
   EXPECT_EQ(r.gpu(0).code, "pcie_downtrained");
 }
 
@@ -659,15 +659,15 @@ TEST_F(Checks, PcieReplaysWarnOnTotalAndOnRateUnderLoad) {
   backend.healths[0].pcie_replays = 500;
   backend.load_healths[0].pcie_replays = 500;
   Ran total = run("pcie_replays");
-  EXPECT_EQ(total.gpu(0).status, Status::warn);
+  EXPECT_EQ(total.gpu(0).status, CheckStatus::warn);
   EXPECT_EQ(total.gpu(0).code, "pcie_replays");
   backend.healths[0].pcie_replays = 10;
   backend.load_healths[0].pcie_replays = 10 + 40;  // 40 during the copy > DCGM's 31 per minute at Gen5 x16
   Ran rate = run("pcie_replays");
-  EXPECT_EQ(rate.gpu(0).status, Status::warn);
+  EXPECT_EQ(rate.gpu(0).status, CheckStatus::warn);
   EXPECT_NE(rate.gpu(0).message.find("31 per minute"), std::string::npos) << rate.gpu(0).message;
   backend.load_healths[0].pcie_replays = 10 + 5;
-  EXPECT_EQ(run("pcie_replays").gpu(0).status, Status::pass);
+  EXPECT_EQ(run("pcie_replays").gpu(0).status, CheckStatus::pass);
 }
 
 TEST_F(Checks, HardwareSlowdownUnderLoadFailsAndPowerCapIsNormal) {
@@ -676,11 +676,11 @@ TEST_F(Checks, HardwareSlowdownUnderLoadFailsAndPowerCapIsNormal) {
   backend.load_healths[2].clock_event_reasons = gpuenv::validate::k_clock_event_hw_power_brake;
   backend.load_healths[3].clock_event_reasons = gpuenv::validate::k_clock_event_sw_thermal;
   Ran r = run("clock_events");
-  EXPECT_EQ(r.gpu(0).status, Status::pass);  // software power cap only
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::pass);  // software power cap only
   EXPECT_EQ(r.gpu(1).code, "clock_throttled");
-  EXPECT_EQ(r.gpu(1).status, Status::fail);
-  EXPECT_EQ(r.gpu(2).status, Status::fail);
-  EXPECT_EQ(r.gpu(3).status, Status::warn);
+  EXPECT_EQ(r.gpu(1).status, CheckStatus::fail);
+  EXPECT_EQ(r.gpu(2).status, CheckStatus::fail);
+  EXPECT_EQ(r.gpu(3).status, CheckStatus::warn);
 }
 
 // Health under load is read while the load runs, not only after it: a slowdown seen mid-load and gone by the end
@@ -695,10 +695,10 @@ TEST_F(Checks, SlowdownSeenOnlyWhileTheLoadRunsStillFails) {
   backend.load_health_sequences[0] = {before, during, after};
   backend.load_waits_for_health_reads = 2;  // the load ends only after a reading taken while it ran
   Ran clocks = run("clock_events");
-  EXPECT_EQ(clocks.gpu(0).status, Status::fail) << clocks.gpu(0).message;
+  EXPECT_EQ(clocks.gpu(0).status, CheckStatus::fail) << clocks.gpu(0).message;
   EXPECT_EQ(clocks.gpu(0).code, "clock_throttled");
   Ran temperature = run("temperature");
-  EXPECT_EQ(temperature.gpu(0).status, Status::warn) << "86 C mid-load is within 5 C of the 87 C slowdown: "
+  EXPECT_EQ(temperature.gpu(0).status, CheckStatus::warn) << "86 C mid-load is within 5 C of the 87 C slowdown: "
                                                      << temperature.gpu(0).message;
 }
 
@@ -709,7 +709,7 @@ TEST_F(Checks, PcieLinkCountsTheBestStateReachedUnderLoad) {
   loaded.pcie_link = gpuenv::validate::PcieLink{5, 5, 16, 16};
   backend.load_health_sequences[0] = {idle, loaded, idle};
   backend.load_waits_for_health_reads = 2;
-  EXPECT_EQ(run("pcie_link").gpu(0).status, Status::pass);
+  EXPECT_EQ(run("pcie_link").gpu(0).status, CheckStatus::pass);
   gpuenv::validate::GpuHealth narrow = loaded;
   narrow.pcie_link = gpuenv::validate::PcieLink{5, 5, 8, 16};
   backend.load_health_sequences[0] = {narrow, narrow, narrow};
@@ -745,14 +745,14 @@ TEST(FoldHealth, KeepsPeaksUnionOfReasonsBestLinkAndLatestCounters) {
 TEST_F(Checks, TemperatureNearOrAtSlowdownUnderLoad) {
   h200x1(backend);
   backend.load_healths[0].temperature_c = 83;  // slowdown at 87: within 5 C
-  EXPECT_EQ(run("temperature").gpu(0).status, Status::warn);
+  EXPECT_EQ(run("temperature").gpu(0).status, CheckStatus::warn);
   backend.load_healths[0].temperature_c = 87;
   Ran hot = run("temperature");
-  EXPECT_EQ(hot.gpu(0).status, Status::fail);
+  EXPECT_EQ(hot.gpu(0).status, CheckStatus::fail);
   EXPECT_EQ(hot.gpu(0).code, "temperature_high");
   backend.load_healths[0].temperature_c = 70;
   Ran ok = run("temperature");
-  EXPECT_EQ(ok.gpu(0).status, Status::pass);
+  EXPECT_EQ(ok.gpu(0).status, CheckStatus::pass);
   bool has_power = false;
   for (const auto& m : ok.gpu(0).metrics) has_power = has_power || m.name == "power_w";
   EXPECT_TRUE(has_power);
@@ -765,9 +765,9 @@ TEST_F(Checks, ContextFailureFailsContextCreate) {
   h100x8(backend);
   backend.open_fails = {4};
   Ran r = run("context_create");
-  EXPECT_EQ(r.gpu(4).status, Status::fail);
+  EXPECT_EQ(r.gpu(4).status, CheckStatus::fail);
   EXPECT_EQ(r.gpu(4).code, "context_failed");
-  EXPECT_EQ(r.gpu(3).status, Status::pass);
+  EXPECT_EQ(r.gpu(3).status, CheckStatus::pass);
   EXPECT_EQ(run("hbm_bandwidth").gpu(4).code, "context_failed");
 }
 
@@ -777,25 +777,25 @@ TEST_F(Checks, ConfidentialComputingIsJudgedAgainstTheLock) {
     std::optional<std::string> asked;
     std::string state;
     std::optional<bool> ready;
-    Status status;
+    CheckStatus status;
     std::string code;
   };
   const std::vector<Case> cases = {
-      {std::nullopt, "off", std::nullopt, Status::pass, ""},
-      {std::nullopt, "on", true, Status::pass, ""},
-      {std::nullopt, "on", false, Status::fail, "cc_not_ready"},
-      {"required", "on", true, Status::pass, ""},
-      {"required", "on", std::nullopt, Status::pass, ""},
-      {"required", "on", false, Status::fail, "cc_not_ready"},
-      {"required", "off", std::nullopt, Status::fail, "cc_mismatch"},
-      {"required", "devtools", true, Status::fail, "cc_devtools"},
-      {"required", "unknown", std::nullopt, Status::fail, "cc_unknown"},
-      {"allowed", "on", true, Status::pass, ""},
-      {"allowed", "off", std::nullopt, Status::pass, ""},
-      {"off", "off", std::nullopt, Status::pass, ""},
-      {"off", "unknown", std::nullopt, Status::pass, ""},
-      {"off", "on", true, Status::warn, "cc_mismatch"},
-      {"off", "devtools", true, Status::warn, "cc_mismatch"},
+      {std::nullopt, "off", std::nullopt, CheckStatus::pass, ""},
+      {std::nullopt, "on", true, CheckStatus::pass, ""},
+      {std::nullopt, "on", false, CheckStatus::fail, "cc_not_ready"},
+      {"required", "on", true, CheckStatus::pass, ""},
+      {"required", "on", std::nullopt, CheckStatus::pass, ""},
+      {"required", "on", false, CheckStatus::fail, "cc_not_ready"},
+      {"required", "off", std::nullopt, CheckStatus::fail, "cc_mismatch"},
+      {"required", "devtools", true, CheckStatus::fail, "cc_devtools"},
+      {"required", "unknown", std::nullopt, CheckStatus::fail, "cc_unknown"},
+      {"allowed", "on", true, CheckStatus::pass, ""},
+      {"allowed", "off", std::nullopt, CheckStatus::pass, ""},
+      {"off", "off", std::nullopt, CheckStatus::pass, ""},
+      {"off", "unknown", std::nullopt, CheckStatus::pass, ""},
+      {"off", "on", true, CheckStatus::warn, "cc_mismatch"},
+      {"off", "devtools", true, CheckStatus::warn, "cc_mismatch"},
   };
   for (const auto& c : cases) {
     inputs.lock_confidential = c.asked;
@@ -819,7 +819,7 @@ TEST_F(Checks, SustainedGemmPassesOnEveryGpuWithVerifiedRounds) {
   Ran r = run("gemm_sustained");
   ASSERT_EQ(r.outcomes.size(), 8u);
   for (const auto& o : r.outcomes) {
-    EXPECT_EQ(o.status, Status::pass) << o.message;
+    EXPECT_EQ(o.status, CheckStatus::pass) << o.message;
     EXPECT_NE(o.message.find("every result verified"), std::string::npos) << o.message;
     bool has_rounds = false;
     for (const auto& m : o.metrics) has_rounds = has_rounds || (m.name == "rounds" && m.value >= 4);
@@ -834,7 +834,7 @@ TEST_F(Checks, SustainedGemmWarnsWhenThroughputFallsAndFailsOnAWrongRound) {
   for (int i = 0; i < 2000; ++i) rounds.push_back(samples_around(i < 500 ? 700 : 560, "TFLOPS"));
   backend.gemm_bf16_sequence[0] = rounds;
   Ran slow = run("gemm_sustained");
-  EXPECT_EQ(slow.gpu(0).status, Status::warn) << slow.gpu(0).message;
+  EXPECT_EQ(slow.gpu(0).status, CheckStatus::warn) << slow.gpu(0).message;
   EXPECT_EQ(slow.gpu(0).code, "throughput_degraded");
   EXPECT_NE(slow.gpu(0).message.find("80%"), std::string::npos) << slow.gpu(0).message;
 
@@ -842,7 +842,7 @@ TEST_F(Checks, SustainedGemmWarnsWhenThroughputFallsAndFailsOnAWrongRound) {
   backend.gemm_fails_at_call[0] = {
       7, gpuenv::make_error(gpuenv::ErrorKind::environment, "validate.data_mismatch", "bf16 GEMM gave a different result")};
   Ran wrong = run("gemm_sustained");
-  EXPECT_EQ(wrong.gpu(0).status, Status::fail);
+  EXPECT_EQ(wrong.gpu(0).status, CheckStatus::fail);
   EXPECT_EQ(wrong.gpu(0).code, "gemm_mismatch");
   EXPECT_NE(wrong.gpu(0).message.find("round 7"), std::string::npos) << wrong.gpu(0).message;
 }
@@ -854,7 +854,7 @@ TEST_F(Checks, SustainedGemmNeverCallsUnverifiedRoundsVerified) {
   unchecked.data_verified = false;
   backend.gemm_bf16_sequence[0] = {samples_around(700, "TFLOPS"), samples_around(700, "TFLOPS"), unchecked};
   Ran r = run("gemm_sustained");
-  EXPECT_EQ(r.gpu(0).status, Status::fail);
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::fail);
   EXPECT_EQ(r.gpu(0).code, "unverified");
   EXPECT_NE(r.gpu(0).message.find("round 3"), std::string::npos) << r.gpu(0).message;
 }
@@ -864,7 +864,7 @@ TEST_F(Checks, SustainedGemmFailsOnHardwareSlowdownSeenDuringTheLoad) {
   inputs.level = Level::long_;
   backend.load_healths[0].clock_event_reasons = gpuenv::validate::k_clock_event_hw_power_brake;
   Ran r = run("gemm_sustained");
-  EXPECT_EQ(r.gpu(0).status, Status::fail);
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::fail);
   EXPECT_EQ(r.gpu(0).code, "clock_throttled");
   EXPECT_NE(r.gpu(0).message.find("power brake"), std::string::npos) << r.gpu(0).message;
 }
@@ -907,19 +907,19 @@ TEST(ParallelChecks, OneHungGpuFailsAloneAndTheOthersKeepTheirVerdicts) {
   ASSERT_EQ(memtest.results.size(), 8u);
   for (const auto& o : memtest.results) {
     if (o.gpu == 3) {
-      EXPECT_EQ(o.status, Status::fail);
+      EXPECT_EQ(o.status, CheckStatus::fail);
       EXPECT_EQ(o.code, "hang");
     } else {
-      EXPECT_EQ(o.status, Status::pass) << "GPU " << o.gpu << ": " << o.message;
+      EXPECT_EQ(o.status, CheckStatus::pass) << "GPU " << o.gpu << ": " << o.message;
     }
   }
   const auto& compute = report->checks[1];
   for (const auto& o : compute.results) {
     if (o.gpu == 3) {
-      EXPECT_EQ(o.status, Status::skip);
+      EXPECT_EQ(o.status, CheckStatus::skip);
       EXPECT_NE(o.message.find("hung in memtest"), std::string::npos) << o.message;
     } else {
-      EXPECT_EQ(o.status, Status::pass) << "GPU " << o.gpu;
+      EXPECT_EQ(o.status, CheckStatus::pass) << "GPU " << o.gpu;
     }
   }
 }
@@ -928,7 +928,7 @@ TEST_F(Checks, ComputeMismatchFails) {
   h200x1(backend);
   backend.compute_mismatch_counts[0] = 3;
   Ran r = run("compute_correctness");
-  EXPECT_EQ(r.gpu(0).status, Status::fail);
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::fail);
   EXPECT_EQ(r.gpu(0).code, "compute_mismatch");
 }
 
@@ -940,21 +940,21 @@ TEST_F(Checks, MemtestBitFlipFailsWithOffsetExpectedAndActual) {
   m.expected = 0xffffffffffffffffULL;
   m.actual = 0xfffffffffffffffeULL;
   Ran r = run("memtest");
-  EXPECT_EQ(r.gpu(7).status, Status::fail);
+  EXPECT_EQ(r.gpu(7).status, CheckStatus::fail);
   EXPECT_EQ(r.gpu(7).code, "memtest_error");
   EXPECT_NE(r.gpu(7).message.find("0x0000000012345678"), std::string::npos) << r.gpu(7).message;
   EXPECT_NE(r.gpu(7).message.find("expected 0xffffffffffffffff"), std::string::npos);
   EXPECT_NE(r.gpu(7).message.find("read 0xfffffffffffffffe"), std::string::npos);
-  EXPECT_EQ(r.gpu(0).status, Status::pass);
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::pass);
 }
 
 TEST_F(Checks, MemtestStoppedByItsDeadlineWarnsOnlyAtLong) {
   h200x1(backend);
   inputs.level = Level::quick;
-  EXPECT_EQ(run("memtest").gpu(0).status, Status::pass);
+  EXPECT_EQ(run("memtest").gpu(0).status, CheckStatus::pass);
   inputs.level = Level::long_;
   Ran r = run("memtest");
-  EXPECT_EQ(r.gpu(0).status, Status::warn);
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::warn);
   EXPECT_EQ(r.gpu(0).code, "memtest_truncated");
 }
 
@@ -1033,10 +1033,10 @@ TEST_F(Checks, GemmMismatchFails) {
   h100x8(backend);
   backend.gemm_consistencies[2].result_digests = {0xabcdef, 0xabcdef, 0xabcdee};
   Ran r = run("gemm_consistency");
-  EXPECT_EQ(r.gpu(2).status, Status::fail);
+  EXPECT_EQ(r.gpu(2).status, CheckStatus::fail);
   EXPECT_EQ(r.gpu(2).code, "gemm_mismatch");
   EXPECT_NE(r.gpu(2).message.find("1 of 3"), std::string::npos) << r.gpu(2).message;
-  EXPECT_EQ(r.gpu(1).status, Status::pass);
+  EXPECT_EQ(r.gpu(1).status, CheckStatus::pass);
 }
 
 TEST_F(Checks, GemmResultsThatAgreeButDifferFromTheReferenceFail) {
@@ -1044,7 +1044,7 @@ TEST_F(Checks, GemmResultsThatAgreeButDifferFromTheReferenceFail) {
   backend.gemm_consistencies[0] = {{7, 7, 7}, 8, true, "cublasLt"};
   EXPECT_EQ(run("gemm_consistency").gpu(0).code, "gemm_mismatch");
   backend.gemm_consistencies[0] = {{7, 7, 7}, 0, false, "cublasLt"};
-  EXPECT_EQ(run("gemm_consistency").gpu(0).status, Status::pass);
+  EXPECT_EQ(run("gemm_consistency").gpu(0).status, CheckStatus::pass);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1054,18 +1054,18 @@ TEST_F(Checks, LowHbmBandwidthFails) {
   h100x8(backend);
   backend.hbm[3] = samples_around(2000, "GB/s");  // 67% of 3000, below 75%
   Ran r = run("hbm_bandwidth");
-  EXPECT_EQ(r.gpu(3).status, Status::fail);
+  EXPECT_EQ(r.gpu(3).status, CheckStatus::fail);
   EXPECT_EQ(r.gpu(3).code, "bandwidth_low");
-  EXPECT_EQ(r.gpu(0).status, Status::pass);
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::pass);
 }
 
 TEST_F(Checks, GpuWellBelowItsPeersFailsTheNodeRule) {
   h100x8(backend);
   backend.hbm[6] = samples_around(2600, "GB/s");  // above 75% of the reference, below 90% of the node's mean
   Ran r = run("hbm_bandwidth");
-  EXPECT_EQ(r.gpu(6).status, Status::fail);
+  EXPECT_EQ(r.gpu(6).status, CheckStatus::fail);
   EXPECT_EQ(r.gpu(6).code, "node_outlier");
-  EXPECT_EQ(r.gpu(5).status, Status::pass);
+  EXPECT_EQ(r.gpu(5).status, CheckStatus::pass);
 }
 
 TEST_F(Checks, NodeRuleAppliesWithoutAReference) {
@@ -1076,7 +1076,7 @@ TEST_F(Checks, NodeRuleAppliesWithoutAReference) {
   Ran r = run("hbm_bandwidth");
   EXPECT_EQ(r.gpu(1).code, "node_outlier");
   EXPECT_EQ(r.gpu(0).code, "no_threshold");
-  EXPECT_EQ(r.gpu(0).status, Status::pass);
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::pass);
 }
 
 TEST_F(Checks, TooFewOrUnverifiedSamplesAreNeverAPass) {
@@ -1103,7 +1103,7 @@ TEST_F(Checks, LowGemmTypeFailsWithTflopsLowAndUnsupportedTypesAreNoted) {
   backend.gemm[{0, "bf16"}] = samples_around(300, "TFLOPS");
   backend.gemm.erase({0, "fp64"});
   Ran r = run("gemm_tflops");
-  EXPECT_EQ(r.gpu(0).status, Status::fail);
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::fail);
   EXPECT_EQ(r.gpu(0).code, "tflops_low");
   EXPECT_NE(r.gpu(0).message.find("not supported by this GPU: fp64"), std::string::npos) << r.gpu(0).message;
   bool bf16_metric = false;
@@ -1114,32 +1114,32 @@ TEST_F(Checks, LowGemmTypeFailsWithTflopsLowAndUnsupportedTypesAreNoted) {
 TEST_F(Checks, GpuWithoutAnyGemmTypeIsSkippedNotPassed) {
   h200x1(backend);
   backend.gemm.clear();
-  EXPECT_EQ(run("gemm_tflops").gpu(0).status, Status::skip);
+  EXPECT_EQ(run("gemm_tflops").gpu(0).status, CheckStatus::skip);
 }
 
 TEST_F(Checks, PeerBandwidthIsJudgedPerPair) {
   h100x8(backend);
   backend.p2p[{2, 5}] = samples_around(150, "GB/s");
   Ran r = run("p2p_bandwidth");
-  EXPECT_EQ(r.gpu(2).status, Status::fail);
+  EXPECT_EQ(r.gpu(2).status, CheckStatus::fail);
   EXPECT_EQ(r.gpu(2).code, "bandwidth_low");
   EXPECT_NE(r.gpu(2).message.find("to GPU 5"), std::string::npos);
-  EXPECT_EQ(r.gpu(5).status, Status::pass);
+  EXPECT_EQ(r.gpu(5).status, CheckStatus::pass);
 }
 
 TEST_F(Checks, NoPeerAccessAnywhereIsSkipped) {
   h100x8(backend);
   backend.p2p.clear();
-  EXPECT_EQ(run("p2p_bandwidth").gpu(0).status, Status::skip);
+  EXPECT_EQ(run("p2p_bandwidth").gpu(0).status, CheckStatus::skip);
 }
 
 TEST_F(Checks, NcclAbsentIsSkippedAndPresentIsJudged) {
   h100x8(backend);
-  EXPECT_EQ(run("nccl_allreduce").host().status, Status::pass);
+  EXPECT_EQ(run("nccl_allreduce").host().status, CheckStatus::pass);
   backend.nccl = samples_around(100, "GB/s");
   EXPECT_EQ(run("nccl_allreduce").host().code, "bandwidth_low");
   backend.nccl.reset();
-  EXPECT_EQ(run("nccl_allreduce").host().status, Status::skip);
+  EXPECT_EQ(run("nccl_allreduce").host().status, CheckStatus::skip);
 }
 
 TEST_F(Checks, ACheckPastItsDeadlineStopsAndFailsTheRemainingGpus) {

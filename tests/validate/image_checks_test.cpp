@@ -27,7 +27,7 @@ using gpuenv::validate::GpuInfo;
 using gpuenv::validate::GpuOutcome;
 using gpuenv::validate::ImageRun;
 using gpuenv::validate::Level;
-using gpuenv::validate::Status;
+using gpuenv::validate::CheckStatus;
 using nlohmann::json;
 
 /// The report a healthy image with torch 2.5.1 for CUDA 12.4 and cuDNN 9.1 gives on one H200.
@@ -134,7 +134,7 @@ class ImageChecks : public ::testing::Test {
     if (outcomes.empty()) return GpuOutcome{};
     const GpuOutcome& o = outcomes.front();
     EXPECT_FALSE(o.message.empty()) << key;
-    if (o.status == Status::fail || o.status == Status::warn) {
+    if (o.status == CheckStatus::fail || o.status == CheckStatus::warn) {
       EXPECT_NE(gpuenv::validate::find_error_code(o.code), nullptr) << key << ": '" << o.code << "' " << o.message;
       EXPECT_FALSE(o.hint.empty()) << key;
     }
@@ -147,7 +147,7 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 TEST_F(ImageChecks, AHealthyImagePassesAllThreeWithOneRunOfThePython) {
   for (const char* key : {"libraries_load", "framework_smoke", "cudnn_smoke"}) {
     const GpuOutcome o = run(key);
-    EXPECT_EQ(o.status, Status::pass) << key << ": " << o.message << " [" << o.code << "]";
+    EXPECT_EQ(o.status, CheckStatus::pass) << key << ": " << o.message << " [" << o.code << "]";
   }
   EXPECT_EQ(image->calls, 1);
   EXPECT_TRUE(contains(run("libraries_load").message, "libcudart 12.4, libcublas 12.4.5, libcudnn 9.1.0 load"));
@@ -226,7 +226,7 @@ TEST_F(ImageChecks, ATorchVersionOtherThanTheLocksFailsWithBothVersions) {
   r["frameworks"]["torch"]["version"] = "2.4.0+cu121";
   image->reply(r);
   const GpuOutcome o = run("framework_smoke");
-  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_EQ(o.status, CheckStatus::fail);
   EXPECT_EQ(o.code, "image_framework_mismatch");
   EXPECT_TRUE(contains(o.message, "2.4.0+cu121")) << o.message;
   EXPECT_TRUE(contains(o.message, "2.5.1")) << o.message;
@@ -234,7 +234,7 @@ TEST_F(ImageChecks, ATorchVersionOtherThanTheLocksFailsWithBothVersions) {
 
 TEST_F(ImageChecks, ALocalVersionSuffixIsNotAMismatch) {
   inputs.lock_frameworks = {{"torch", "2.5.1+cu124"}};
-  EXPECT_EQ(run("framework_smoke").status, Status::pass);
+  EXPECT_EQ(run("framework_smoke").status, CheckStatus::pass);
 }
 
 TEST_F(ImageChecks, ACudaRuntimeOtherThanTheLocksFails) {
@@ -243,12 +243,12 @@ TEST_F(ImageChecks, ACudaRuntimeOtherThanTheLocksFails) {
   r["frameworks"]["torch"]["cuda"] = "12.1";
   image->reply(r);
   const GpuOutcome libs = run("libraries_load");
-  EXPECT_EQ(libs.status, Status::fail);
+  EXPECT_EQ(libs.status, CheckStatus::fail);
   EXPECT_EQ(libs.code, "image_cuda_mismatch");
   EXPECT_TRUE(contains(libs.message, "libcudart 12.1")) << libs.message;
   EXPECT_TRUE(contains(libs.message, "12.4")) << libs.message;
   const GpuOutcome fw = run("framework_smoke");
-  EXPECT_EQ(fw.status, Status::fail);
+  EXPECT_EQ(fw.status, CheckStatus::fail);
   EXPECT_EQ(fw.code, "image_cuda_mismatch");
   EXPECT_TRUE(contains(fw.message, "CUDA 12.1")) << fw.message;
 }
@@ -257,7 +257,7 @@ TEST_F(ImageChecks, ACudnnMajorOtherThanTheLocksFailsButAPatchLevelDoesNot) {
   json r = good_report();
   r["libraries"]["cudnn"]["version_text"] = "9.1.1";
   image->reply(r);
-  EXPECT_EQ(run("libraries_load").status, Status::pass);
+  EXPECT_EQ(run("libraries_load").status, CheckStatus::pass);
   checks = gpuenv::validate::checks::image_checks();  // a new validation: the probe runs again
   r["libraries"]["cudnn"]["version_text"] = "8.9.7";
   image->reply(r);
@@ -271,7 +271,7 @@ TEST_F(ImageChecks, AMissingLibraryTheLockNamesFails) {
   r["libraries"]["cudnn"] = {{"loaded", false}, {"path", nullptr}, {"error", "OSError: libcudnn.so.9: cannot open shared object file"}};
   image->reply(r);
   const GpuOutcome o = run("libraries_load");
-  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_EQ(o.status, CheckStatus::fail);
   EXPECT_EQ(o.code, "image_library_load_failed");
   EXPECT_TRUE(contains(o.message, "libcudnn.so.9: cannot open shared object file")) << o.message;
 }
@@ -294,7 +294,7 @@ TEST_F(ImageChecks, AnImportErrorFailsWithThePythonErrorText) {
   image->reply(r);
   for (const char* key : {"framework_smoke", "cudnn_smoke"}) {
     const GpuOutcome o = run(key);
-    EXPECT_EQ(o.status, Status::fail) << key;
+    EXPECT_EQ(o.status, CheckStatus::fail) << key;
     EXPECT_EQ(o.code, "image_import_failed") << key;
     EXPECT_TRUE(contains(o.message, "import torch failed")) << o.message;
     EXPECT_TRUE(contains(o.message, "ImportError: libcudnn.so.9: cannot open shared object file")) << o.message;
@@ -310,7 +310,7 @@ TEST_F(ImageChecks, NoGpuVisibleInsideTheImageFailsWithWhatTheImageSees) {
   r["frameworks"]["torch"]["gpu_error"] = "RuntimeError: Found no NVIDIA driver on your system";
   image->reply(r);
   const GpuOutcome o = run("framework_smoke");
-  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_EQ(o.status, CheckStatus::fail);
   EXPECT_EQ(o.code, "image_no_gpu");
   EXPECT_TRUE(contains(o.message, "no /dev/nvidia* device nodes")) << o.message;
   EXPECT_TRUE(contains(o.message, "libcuda.so.1 does not load")) << o.message;
@@ -323,7 +323,7 @@ TEST_F(ImageChecks, AMatmulThatDiffersFromTheCpuFails) {
   r["frameworks"]["torch"]["matmul"] = {{"max_abs_err", 2.5}, {"max_abs_ref", 31.2}, {"error", nullptr}};
   image->reply(r);
   const GpuOutcome o = run("framework_smoke");
-  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_EQ(o.status, CheckStatus::fail);
   EXPECT_EQ(o.code, "image_matmul_mismatch");
   EXPECT_TRUE(contains(o.message, "differs from the CPU result")) << o.message;
 }
@@ -339,9 +339,9 @@ TEST_F(ImageChecks, AConvolutionThatDiffersFromTheCpuFailsCudnnSmokeOnly) {
   json r = good_report();
   r["frameworks"]["torch"]["conv"]["max_abs_err"] = 0.75;
   image->reply(r);
-  EXPECT_EQ(run("framework_smoke").status, Status::pass);
+  EXPECT_EQ(run("framework_smoke").status, CheckStatus::pass);
   const GpuOutcome o = run("cudnn_smoke");
-  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_EQ(o.status, CheckStatus::fail);
   EXPECT_EQ(o.code, "image_conv_mismatch");
 }
 
@@ -365,7 +365,7 @@ TEST_F(ImageChecks, APythonThatTimesOutFailsEveryImageCheckAndRunsOnce) {
   image->answer = ImageRun{137, "", "", true};
   for (const char* key : {"libraries_load", "framework_smoke", "cudnn_smoke"}) {
     const GpuOutcome o = run(key);
-    EXPECT_EQ(o.status, Status::fail) << key;
+    EXPECT_EQ(o.status, CheckStatus::fail) << key;
     EXPECT_EQ(o.code, "image_timeout") << key;
     EXPECT_TRUE(contains(o.message, "did not finish within")) << o.message;
   }
@@ -384,7 +384,7 @@ TEST_F(ImageChecks, AFrameworkThatHangsInsideTheProbeIsATimeout) {
 TEST_F(ImageChecks, OutputThatIsNotTheProbesJsonFailsClearly) {
   image->answer = ImageRun{1, "Segmentation fault\n", "Traceback (most recent call last):\n  boom\n", false};
   const GpuOutcome o = run("framework_smoke");
-  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_EQ(o.status, CheckStatus::fail);
   EXPECT_EQ(o.code, "image_probe_failed");
   EXPECT_TRUE(contains(o.message, "printed no report (exit status 1)")) << o.message;
   EXPECT_TRUE(contains(o.message, "Segmentation fault")) << o.message;
@@ -393,7 +393,7 @@ TEST_F(ImageChecks, OutputThatIsNotTheProbesJsonFailsClearly) {
 
 TEST_F(ImageChecks, AReportAfterOtherOutputIsStillRead) {
   image->answer.out = "a framework's banner\n" + good_report().dump() + "\n";
-  EXPECT_EQ(run("framework_smoke").status, Status::pass);
+  EXPECT_EQ(run("framework_smoke").status, CheckStatus::pass);
 }
 
 TEST_F(ImageChecks, ASandboxThatCannotStartFails) {
@@ -503,11 +503,11 @@ TEST_F(ImageChecks, TheRealProbeOnAMachineWithoutTorchFailsTheImport) {
     return run;
   };
   const GpuOutcome o = run("framework_smoke");
-  EXPECT_EQ(o.status, Status::fail);
+  EXPECT_EQ(o.status, CheckStatus::fail);
   EXPECT_EQ(o.code, "image_import_failed");
   EXPECT_TRUE(contains(o.message, "No module named 'torch'")) << o.message;
   const GpuOutcome libs = run("libraries_load");
-  EXPECT_NE(libs.status, Status::skip);
+  EXPECT_NE(libs.status, CheckStatus::skip);
   EXPECT_NE(libs.code, "image_probe_failed") << libs.message;
 }
 

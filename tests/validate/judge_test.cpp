@@ -13,7 +13,7 @@ using gpuenv::validate::Metric;
 using gpuenv::validate::MetricJudgement;
 using gpuenv::validate::ReferenceRule;
 using gpuenv::validate::Samples;
-using gpuenv::validate::Status;
+using gpuenv::validate::CheckStatus;
 using gpuenv::validate::ThresholdTable;
 
 Samples gbs(std::vector<double> values, bool verified = true) {
@@ -102,7 +102,7 @@ TEST(FindReference, ModelOverridesTheTablesFailFraction) {
 TEST(JudgeSamples, PassesAtOrAboveTheFailFractionAndReportsTheMetrics) {
   const ThresholdTable t = table();
   auto j = judge_samples("hbm_bandwidth", gbs({2900, 2950, 3010, 2990, 2970}), find_reference(&t, 0x2330, "hbm_bandwidth"));
-  EXPECT_EQ(j.status, Status::pass);
+  EXPECT_EQ(j.status, CheckStatus::pass);
   EXPECT_TRUE(j.code.empty());
   ASSERT_TRUE(j.median);
   EXPECT_DOUBLE_EQ(*j.median, 2970);
@@ -121,15 +121,15 @@ TEST(JudgeSamples, JudgesTheMedianNotTheBestOrWorstSample) {
   const ThresholdTable t = table();
   // One fast outlier must not rescue a slow GPU, one slow sample must not fail a good one.
   EXPECT_EQ(judge_samples("hbm_bandwidth", gbs({1000, 1100, 3000}), find_reference(&t, 0x2330, "hbm_bandwidth")).status,
-            Status::fail);
+            CheckStatus::fail);
   EXPECT_EQ(judge_samples("hbm_bandwidth", gbs({100, 2900, 3000}), find_reference(&t, 0x2330, "hbm_bandwidth")).status,
-            Status::pass);
+            CheckStatus::pass);
 }
 
 TEST(JudgeSamples, BelowTheFailFractionFailsWithBandwidthLow) {
   const ThresholdTable t = table();
   auto j = judge_samples("hbm_bandwidth", gbs({2000, 2100, 2200}), find_reference(&t, 0x2330, "hbm_bandwidth"));
-  EXPECT_EQ(j.status, Status::fail);
+  EXPECT_EQ(j.status, CheckStatus::fail);
   EXPECT_EQ(j.code, "bandwidth_low");
   EXPECT_NE(j.message.find("below the fail fraction of 75%"), std::string::npos) << j.message;
 }
@@ -137,14 +137,14 @@ TEST(JudgeSamples, BelowTheFailFractionFailsWithBandwidthLow) {
 TEST(JudgeSamples, ExactlyAtTheFailFractionPasses) {
   const ThresholdTable t = table();
   EXPECT_EQ(judge_samples("hbm_bandwidth", gbs({2250, 2250, 2250}), find_reference(&t, 0x2330, "hbm_bandwidth")).status,
-            Status::pass);
+            CheckStatus::pass);
 }
 
 TEST(JudgeSamples, LowTflopsFailsWithTflopsLowAndPrefixedMetrics) {
   const ThresholdTable t = table();
   Samples s{{300, 310, 320}, "TFLOPS", "cublasLt", true};
   auto j = judge_samples("gemm_tflops.bf16", s, find_reference(&t, 0x2330, "gemm_tflops.bf16"), "bf16.");
-  EXPECT_EQ(j.status, Status::fail);
+  EXPECT_EQ(j.status, CheckStatus::fail);
   EXPECT_EQ(j.code, "tflops_low");
   EXPECT_TRUE(metric(j, "bf16.median_tflops"));
   EXPECT_TRUE(metric(j, "bf16.reference_tflops"));
@@ -153,7 +153,7 @@ TEST(JudgeSamples, LowTflopsFailsWithTflopsLowAndPrefixedMetrics) {
 TEST(JudgeSamples, WithoutAReferenceReportsAndSaysNotJudged) {
   const ThresholdTable t = table();
   auto j = judge_samples("hbm_bandwidth", gbs({250, 260, 270}), find_reference(&t, 0x27b8, "hbm_bandwidth"));
-  EXPECT_EQ(j.status, Status::pass);
+  EXPECT_EQ(j.status, CheckStatus::pass);
   EXPECT_EQ(j.code, "no_threshold");
   EXPECT_NE(j.message.find("not judged"), std::string::npos) << j.message;
   EXPECT_TRUE(metric(j, "median_gbs"));
@@ -164,14 +164,14 @@ TEST(JudgeSamples, WithoutAReferenceReportsAndSaysNotJudged) {
 TEST(JudgeSamples, UntrustedSamplesFailUnverifiedAndHaveNoMedian) {
   const ThresholdTable t = table();
   auto two = judge_samples("hbm_bandwidth", gbs({3000, 3000}), find_reference(&t, 0x2330, "hbm_bandwidth"));
-  EXPECT_EQ(two.status, Status::fail);
+  EXPECT_EQ(two.status, CheckStatus::fail);
   EXPECT_EQ(two.code, "unverified");
   EXPECT_FALSE(two.median);
   auto unchecked = judge_samples("hbm_bandwidth", gbs({3000, 3000, 3000}, false), find_reference(&t, 0x2330, "hbm_bandwidth"));
   EXPECT_EQ(unchecked.code, "unverified");
   // Never judged on zeros, even without a reference.
   auto zeros = judge_samples("hbm_bandwidth", gbs({0, 0, 0}), ReferenceRule{});
-  EXPECT_EQ(zeros.status, Status::fail);
+  EXPECT_EQ(zeros.status, CheckStatus::fail);
   EXPECT_EQ(zeros.code, "unverified");
 }
 
@@ -179,7 +179,7 @@ TEST(JudgeSamples, UnitThatDiffersFromTheReferenceIsAnInternalFailure) {
   const ThresholdTable t = table();
   Samples s{{3, 3, 3}, "TB/s", "gpuenv", true};
   auto j = judge_samples("hbm_bandwidth", s, find_reference(&t, 0x2330, "hbm_bandwidth"));
-  EXPECT_EQ(j.status, Status::fail);
+  EXPECT_EQ(j.status, CheckStatus::fail);
   EXPECT_EQ(j.code, "internal");
 }
 
@@ -220,10 +220,10 @@ TEST(CudaVersionText, SplitsTheDriverApiNumber) {
 
 TEST(DriverFloor, ComparesNumerically) {
   using gpuenv::validate::judge_driver_floor;
-  EXPECT_EQ(judge_driver_floor("550.54.15", "525.60.13").status, Status::pass);
-  EXPECT_EQ(judge_driver_floor("535.104.05", "535.54.03").status, Status::pass);
+  EXPECT_EQ(judge_driver_floor("550.54.15", "525.60.13").status, CheckStatus::pass);
+  EXPECT_EQ(judge_driver_floor("535.104.05", "535.54.03").status, CheckStatus::pass);
   auto old = judge_driver_floor("470.182.03", "525.60.13");
-  EXPECT_EQ(old.status, Status::fail);
+  EXPECT_EQ(old.status, CheckStatus::fail);
   EXPECT_EQ(old.code, "driver_too_old");
   EXPECT_NE(old.message.find("470.182.03"), std::string::npos);
   EXPECT_NE(old.message.find("525.60.13"), std::string::npos);
@@ -232,26 +232,26 @@ TEST(DriverFloor, ComparesNumerically) {
 TEST(DriverFloor, UnreadableVersionsAreNamed) {
   using gpuenv::validate::judge_driver_floor;
   EXPECT_EQ(judge_driver_floor("", "525.60.13").code, "driver_version_unknown");
-  EXPECT_EQ(judge_driver_floor("garbage", "525.60.13").status, Status::warn);
+  EXPECT_EQ(judge_driver_floor("garbage", "525.60.13").status, CheckStatus::warn);
   EXPECT_EQ(judge_driver_floor("550.54.15", "5x5").code, "lock_invalid");
 }
 
 TEST(DriverCuda, DriverAtOrAboveTheImagesCudaPasses) {
   using gpuenv::validate::judge_driver_cuda;
-  EXPECT_EQ(judge_driver_cuda(12040, "12.4", std::nullopt).status, Status::pass);
-  EXPECT_EQ(judge_driver_cuda(12040, "12.4.1", std::nullopt).status, Status::pass);
-  EXPECT_EQ(judge_driver_cuda(12060, "12.4", std::nullopt).status, Status::pass);
-  EXPECT_EQ(judge_driver_cuda(12000, "11.8", std::nullopt).status, Status::pass);
+  EXPECT_EQ(judge_driver_cuda(12040, "12.4", std::nullopt).status, CheckStatus::pass);
+  EXPECT_EQ(judge_driver_cuda(12040, "12.4.1", std::nullopt).status, CheckStatus::pass);
+  EXPECT_EQ(judge_driver_cuda(12060, "12.4", std::nullopt).status, CheckStatus::pass);
+  EXPECT_EQ(judge_driver_cuda(12000, "11.8", std::nullopt).status, CheckStatus::pass);
 }
 
 TEST(DriverCuda, OlderDriverFailsUnlessForwardCompatibilityIsPresent) {
   using gpuenv::validate::judge_driver_cuda;
   auto unknown = judge_driver_cuda(12020, "12.4", std::nullopt);
-  EXPECT_EQ(unknown.status, Status::fail);
+  EXPECT_EQ(unknown.status, CheckStatus::fail);
   EXPECT_EQ(unknown.code, "driver_cuda_too_old");
   EXPECT_EQ(judge_driver_cuda(12020, "12.4", false).code, "driver_cuda_too_old");
   auto compat = judge_driver_cuda(12020, "12.4", true);
-  EXPECT_EQ(compat.status, Status::warn);
+  EXPECT_EQ(compat.status, CheckStatus::warn);
   EXPECT_EQ(compat.code, "forward_compat_used");
 }
 

@@ -14,7 +14,7 @@ using gpuenv::validate::GpuInfo;
 using gpuenv::validate::GpuOutcome;
 using gpuenv::validate::Level;
 using gpuenv::validate::Report;
-using gpuenv::validate::Status;
+using gpuenv::validate::CheckStatus;
 
 Report sample(const std::string& backend = "replay") {
   Report r;
@@ -35,18 +35,18 @@ Report sample(const std::string& backend = "replay") {
   g.memory_total_bytes = 150754820096ULL;
   r.gpus.push_back(g);
 
-  r.checks.push_back(CheckReport{"driver_loaded", "software", "the driver answers", Status::pass, 3,
-                                 {GpuOutcome{-1, Status::pass, "driver 550.54.15 loaded", {}, {}, {}}}});
-  r.checks.push_back(CheckReport{"persistence_mode", "software", "persistence", Status::warn, 1,
-                                 {GpuOutcome{0, Status::warn, "persistence mode off", "persistence_off",
+  r.checks.push_back(CheckReport{"driver_loaded", "software", "the driver answers", CheckStatus::pass, 3,
+                                 {GpuOutcome{-1, CheckStatus::pass, "driver 550.54.15 loaded", {}, {}, {}}}});
+  r.checks.push_back(CheckReport{"persistence_mode", "software", "persistence", CheckStatus::warn, 1,
+                                 {GpuOutcome{0, CheckStatus::warn, "persistence mode off", "persistence_off",
                                              "enable nvidia-persistenced", {}}}});
   r.checks.push_back(CheckReport{
-      "memtest", "kernels", "memory test", Status::fail, 2000,
-      {GpuOutcome{0, Status::fail, "1 word differs at <0x10> & \"more\" 'here'", "memtest_mismatch",
+      "memtest", "kernels", "memory test", CheckStatus::fail, 2000,
+      {GpuOutcome{0, CheckStatus::fail, "1 word differs at <0x10> & \"more\" 'here'", "memtest_mismatch",
                   "drain the node & open a <ticket>", {{"bytes_tested", 1e9, "B"}, {"errors", 1, ""}}}}});
-  r.checks.push_back(CheckReport{"nccl_allreduce", "throughput", "NCCL", Status::skip, 0,
-                                 {GpuOutcome{0, Status::skip, "NCCL is not in the image", {}, {}, {}}}});
-  r.status = Status::fail;
+  r.checks.push_back(CheckReport{"nccl_allreduce", "throughput", "NCCL", CheckStatus::skip, 0,
+                                 {GpuOutcome{0, CheckStatus::skip, "NCCL is not in the image", {}, {}, {}}}});
+  r.status = CheckStatus::fail;
   return r;
 }
 
@@ -118,10 +118,10 @@ bool well_formed(std::string_view x, std::string* why) {
 }
 
 TEST(Status, NamesAndLevelsRoundTrip) {
-  EXPECT_STREQ(to_string(Status::pass), "pass");
-  EXPECT_STREQ(to_string(Status::warn), "warn");
-  EXPECT_STREQ(to_string(Status::fail), "fail");
-  EXPECT_STREQ(to_string(Status::skip), "skip");
+  EXPECT_STREQ(to_string(CheckStatus::pass), "pass");
+  EXPECT_STREQ(to_string(CheckStatus::warn), "warn");
+  EXPECT_STREQ(to_string(CheckStatus::fail), "fail");
+  EXPECT_STREQ(to_string(CheckStatus::skip), "skip");
   for (Level l : {Level::quick, Level::standard, Level::long_})
     EXPECT_EQ(gpuenv::validate::parse_level(to_string(l)), l);
   EXPECT_STREQ(to_string(Level::long_), "long");
@@ -132,26 +132,26 @@ TEST(Status, NamesAndLevelsRoundTrip) {
 
 TEST(Status, SkipCountsOnlyWhenNothingRan) {
   using gpuenv::validate::worse;
-  EXPECT_EQ(worse(Status::skip, Status::pass), Status::pass);
-  EXPECT_EQ(worse(Status::pass, Status::skip), Status::pass);
-  EXPECT_EQ(worse(Status::skip, Status::skip), Status::skip);
-  EXPECT_EQ(worse(Status::pass, Status::warn), Status::warn);
-  EXPECT_EQ(worse(Status::fail, Status::warn), Status::fail);
-  EXPECT_EQ(worse(Status::skip, Status::fail), Status::fail);
+  EXPECT_EQ(worse(CheckStatus::skip, CheckStatus::pass), CheckStatus::pass);
+  EXPECT_EQ(worse(CheckStatus::pass, CheckStatus::skip), CheckStatus::pass);
+  EXPECT_EQ(worse(CheckStatus::skip, CheckStatus::skip), CheckStatus::skip);
+  EXPECT_EQ(worse(CheckStatus::pass, CheckStatus::warn), CheckStatus::warn);
+  EXPECT_EQ(worse(CheckStatus::fail, CheckStatus::warn), CheckStatus::fail);
+  EXPECT_EQ(worse(CheckStatus::skip, CheckStatus::fail), CheckStatus::fail);
 }
 
 TEST(Status, OverallRule) {
   using gpuenv::validate::overall_status;
-  auto of = [](std::vector<Status> statuses) {
+  auto of = [](std::vector<CheckStatus> statuses) {
     std::vector<CheckReport> checks;
-    for (Status s : statuses) checks.push_back(CheckReport{"k", "c", "d", s, 0, {}});
+    for (CheckStatus s : statuses) checks.push_back(CheckReport{"k", "c", "d", s, 0, {}});
     return overall_status(checks);
   };
-  EXPECT_EQ(of({}), Status::skip);
-  EXPECT_EQ(of({Status::skip, Status::skip}), Status::skip);
-  EXPECT_EQ(of({Status::skip, Status::pass}), Status::pass);
-  EXPECT_EQ(of({Status::pass, Status::warn, Status::skip}), Status::warn);
-  EXPECT_EQ(of({Status::warn, Status::fail, Status::pass}), Status::fail);
+  EXPECT_EQ(of({}), CheckStatus::skip);
+  EXPECT_EQ(of({CheckStatus::skip, CheckStatus::skip}), CheckStatus::skip);
+  EXPECT_EQ(of({CheckStatus::skip, CheckStatus::pass}), CheckStatus::pass);
+  EXPECT_EQ(of({CheckStatus::pass, CheckStatus::warn, CheckStatus::skip}), CheckStatus::warn);
+  EXPECT_EQ(of({CheckStatus::warn, CheckStatus::fail, CheckStatus::pass}), CheckStatus::fail);
 }
 
 TEST(ReportExitCode, PassWarnFailCouldNotRun) {
@@ -163,7 +163,7 @@ TEST(ReportExitCode, PassWarnFailCouldNotRun) {
   r.could_not_run = true;                // no GPU wins over everything
   EXPECT_EQ(exit_code(r), 4);
   Report skipped;
-  skipped.checks.push_back(CheckReport{"memtest", "kernels", "d", Status::skip, 0, {}});
+  skipped.checks.push_back(CheckReport{"memtest", "kernels", "d", CheckStatus::skip, 0, {}});
   EXPECT_EQ(exit_code(skipped), 4);      // nothing ran: never a pass
 }
 

@@ -22,7 +22,7 @@ using gpuenv::validate::GpuOutcome;
 using gpuenv::validate::Level;
 using gpuenv::validate::Report;
 using gpuenv::validate::RunOptions;
-using gpuenv::validate::Status;
+using gpuenv::validate::CheckStatus;
 using std::chrono::milliseconds;
 
 // What a check saw; shared so the test can read it after the runner has destroyed the check.
@@ -34,7 +34,7 @@ struct Seen {
 // A check whose verdict is fixed: one outcome per GPU it is given (or one host-wide outcome for software checks).
 class FixedCheck : public Check {
  public:
-  FixedCheck(std::string key, std::string category, Status status, std::string code = {})
+  FixedCheck(std::string key, std::string category, CheckStatus status, std::string code = {})
       : m_key(std::move(key)), m_category(std::move(category)), m_status(status), m_code(std::move(code)) {}
   [[nodiscard]] std::string key() const override { return m_key; }
   [[nodiscard]] std::string category() const override { return m_category; }
@@ -62,7 +62,7 @@ class FixedCheck : public Check {
 
  private:
   std::string m_key, m_category;
-  Status m_status;
+  CheckStatus m_status;
   std::string m_code;
   bool m_quick = true;
 };
@@ -86,7 +86,7 @@ class HangingCheck : public Check {
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext&) const override { return {}; }
   std::vector<GpuOutcome> run(CheckContext&) override {
     while (!m_gate->release) std::this_thread::sleep_for(milliseconds(5));
-    return {GpuOutcome{0, Status::pass, "too late", {}, {}, {}}};
+    return {GpuOutcome{0, CheckStatus::pass, "too late", {}, {}, {}}};
   }
 
  private:
@@ -95,13 +95,13 @@ class HangingCheck : public Check {
 
 class ThrowingCheck : public FixedCheck {
  public:
-  ThrowingCheck() : FixedCheck("throw_check", "kernels", Status::pass) {}
+  ThrowingCheck() : FixedCheck("throw_check", "kernels", CheckStatus::pass) {}
   std::vector<GpuOutcome> run(CheckContext&) override { throw std::runtime_error("cuBLAS said no"); }
 };
 
 class NotApplicableCheck : public FixedCheck {
  public:
-  NotApplicableCheck() : FixedCheck("nccl_check", "throughput", Status::pass) {}
+  NotApplicableCheck() : FixedCheck("nccl_check", "throughput", CheckStatus::pass) {}
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext&) const override {
     return "NCCL is not in the image";
   }
@@ -110,18 +110,18 @@ class NotApplicableCheck : public FixedCheck {
 // A check going through the backend port the way the real kernel checks do.
 class SessionCheck : public FixedCheck {
  public:
-  SessionCheck() : FixedCheck("compute_check", "kernels", Status::pass) {}
+  SessionCheck() : FixedCheck("compute_check", "kernels", CheckStatus::pass) {}
   std::vector<GpuOutcome> run(CheckContext& context) override {
     std::vector<GpuOutcome> out;
     for (const auto& g : context.gpus) {
       auto session = context.backend.open(g.index);
       if (!session) {
-        out.push_back({g.index, Status::fail, session.error().message, "context_create", {}, {}});
+        out.push_back({g.index, CheckStatus::fail, session.error().message, "context_create", {}, {}});
         continue;
       }
       auto mismatches = (*session)->compute_mismatches();
       const bool good = mismatches.ok() && *mismatches == 0;
-      out.push_back({g.index, good ? Status::pass : Status::fail, good ? "ok" : "mismatches", good ? "" : "compute", {}, {}});
+      out.push_back({g.index, good ? CheckStatus::pass : CheckStatus::fail, good ? "ok" : "mismatches", good ? "" : "compute", {}, {}});
     }
     return out;
   }
@@ -158,7 +158,7 @@ CheckList list(std::unique_ptr<C>... checks) {
   return out;
 }
 
-std::unique_ptr<FixedCheck> fixed(const std::string& key, const std::string& category, Status s = Status::pass) {
+std::unique_ptr<FixedCheck> fixed(const std::string& key, const std::string& category, CheckStatus s = CheckStatus::pass) {
   return std::make_unique<FixedCheck>(key, category, s);
 }
 
@@ -187,7 +187,7 @@ TEST(RunValidation, AllPassingChecksPassWithOneOutcomePerGpu) {
   RunOptions options;
   options.started_at = "2025-01-02T03:04:05Z";
   Report r = run(backend, list(fixed("driver_loaded", "software"), fixed("memtest", "kernels")), options);
-  EXPECT_EQ(r.status, Status::pass);
+  EXPECT_EQ(r.status, CheckStatus::pass);
   EXPECT_EQ(r.backend, "replay");
   EXPECT_EQ(r.started_at, "2025-01-02T03:04:05Z");
   EXPECT_EQ(r.level, Level::standard);
@@ -206,7 +206,7 @@ TEST(RunValidation, HangBecomesFailWithinTheDeadlineAndLaterGpuChecksSkip) {
   auto owner = machine(1);
   FakeGpuBackend& backend = *owner;
   auto gate = std::make_shared<HangGate>();
-  auto later = std::make_unique<FixedCheck>("hbm_check", "throughput", Status::pass);
+  auto later = std::make_unique<FixedCheck>("hbm_check", "throughput", CheckStatus::pass);
   auto later_seen = later->seen;
   const auto t0 = std::chrono::steady_clock::now();
   Report r = run(backend, list(fixed("driver_loaded", "software"), std::make_unique<HangingCheck>(gate),
@@ -216,7 +216,7 @@ TEST(RunValidation, HangBecomesFailWithinTheDeadlineAndLaterGpuChecksSkip) {
 
   const CheckReport* hang = find(r, "hang_check");
   ASSERT_NE(hang, nullptr);
-  EXPECT_EQ(hang->status, Status::fail);
+  EXPECT_EQ(hang->status, CheckStatus::fail);
   ASSERT_EQ(hang->results.size(), 1u);
   EXPECT_EQ(hang->results[0].gpu, 0);
   EXPECT_EQ(hang->results[0].code, "hang");
@@ -225,11 +225,11 @@ TEST(RunValidation, HangBecomesFailWithinTheDeadlineAndLaterGpuChecksSkip) {
 
   const CheckReport* skipped = find(r, "hbm_check");
   ASSERT_NE(skipped, nullptr);
-  EXPECT_EQ(skipped->status, Status::skip);
+  EXPECT_EQ(skipped->status, CheckStatus::skip);
   EXPECT_EQ(skipped->results[0].message, "GPU hung in hang_check");
   EXPECT_FALSE(later_seen->ran);  // the check was never started on the hung GPU
-  EXPECT_EQ(find(r, "env_vars")->status, Status::pass);  // host-only checks still run
-  EXPECT_EQ(r.status, Status::fail);
+  EXPECT_EQ(find(r, "env_vars")->status, CheckStatus::pass);  // host-only checks still run
+  EXPECT_EQ(r.status, CheckStatus::fail);
   EXPECT_EQ(gpuenv::validate::exit_code(r), 1);
 
   // The abandoned check is still alive (its thread uses it) until it returns.
@@ -261,10 +261,10 @@ TEST(RunValidation, ThrowingCheckFailsAsInternal) {
   Report r = run(backend, list(std::make_unique<ThrowingCheck>(), fixed("after", "kernels")));
   const CheckReport* c = find(r, "throw_check");
   ASSERT_NE(c, nullptr);
-  EXPECT_EQ(c->status, Status::fail);
+  EXPECT_EQ(c->status, CheckStatus::fail);
   EXPECT_EQ(c->results[0].code, "internal");
   EXPECT_NE(c->results[0].message.find("cuBLAS said no"), std::string::npos);
-  EXPECT_EQ(find(r, "after")->status, Status::pass);  // a throw is not a hang: the GPU stays usable
+  EXPECT_EQ(find(r, "after")->status, CheckStatus::pass);  // a throw is not a hang: the GPU stays usable
 }
 
 TEST(RunValidation, NotApplicableIsSkipWithTheReasonNeverPass) {
@@ -273,13 +273,13 @@ TEST(RunValidation, NotApplicableIsSkipWithTheReasonNeverPass) {
   Report r = run(backend, list(std::make_unique<NotApplicableCheck>()));
   const CheckReport* c = find(r, "nccl_check");
   ASSERT_NE(c, nullptr);
-  EXPECT_EQ(c->status, Status::skip);
+  EXPECT_EQ(c->status, CheckStatus::skip);
   ASSERT_EQ(c->results.size(), 2u);
   for (const auto& o : c->results) {
-    EXPECT_EQ(o.status, Status::skip);
+    EXPECT_EQ(o.status, CheckStatus::skip);
     EXPECT_EQ(o.message, "NCCL is not in the image");
   }
-  EXPECT_EQ(r.status, Status::skip);
+  EXPECT_EQ(r.status, CheckStatus::skip);
   EXPECT_EQ(gpuenv::validate::exit_code(r), 4);  // nothing ran: not a pass
 }
 
@@ -287,15 +287,15 @@ TEST(RunValidation, SkipsBesideAPassLeaveThePass) {
   auto owner = machine(1);
   FakeGpuBackend& backend = *owner;
   Report r = run(backend, list(fixed("a", "kernels"), std::make_unique<NotApplicableCheck>()));
-  EXPECT_EQ(r.status, Status::pass);
+  EXPECT_EQ(r.status, CheckStatus::pass);
   EXPECT_EQ(gpuenv::validate::exit_code(r), 0);
 }
 
 TEST(RunValidation, WarnWithoutFailIsWarnAndExitsZero) {
   auto owner = machine(1);
   FakeGpuBackend& backend = *owner;
-  Report r = run(backend, list(fixed("a", "kernels"), fixed("persistence_mode", "software", Status::warn)));
-  EXPECT_EQ(r.status, Status::warn);
+  Report r = run(backend, list(fixed("a", "kernels"), fixed("persistence_mode", "software", CheckStatus::warn)));
+  EXPECT_EQ(r.status, CheckStatus::warn);
   EXPECT_EQ(gpuenv::validate::exit_code(r), 0);
 }
 
@@ -365,7 +365,7 @@ TEST(RunValidation, ExactKeyOutsideTheLevelIsListedAsSkip) {
   in.level = Level::quick;
   Report r = run(backend, list(std::move(long_only)), o, in);
   ASSERT_EQ(r.checks.size(), 1u);
-  EXPECT_EQ(r.checks[0].status, Status::skip);
+  EXPECT_EQ(r.checks[0].status, CheckStatus::skip);
   EXPECT_NE(r.checks[0].results[0].message.find("not part of level quick"), std::string::npos);
   EXPECT_FALSE(seen->ran);
 }
@@ -384,7 +384,7 @@ TEST(RunValidation, ChecksOutsideTheLevelAreLeftOutWithoutAFilter) {
 
 TEST(RunValidation, NoDriverCouldNotRunGpuChecksSkipAndExitIsFour) {
   FakeGpuBackend backend;  // driver not loaded, no GPUs
-  auto software = fixed("driver_loaded", "software", Status::fail);
+  auto software = fixed("driver_loaded", "software", CheckStatus::fail);
   auto software_seen = software->seen;
   auto gpu_check = fixed("memtest", "kernels");
   auto gpu_seen = gpu_check->seen;
@@ -395,7 +395,7 @@ TEST(RunValidation, NoDriverCouldNotRunGpuChecksSkipAndExitIsFour) {
   EXPECT_FALSE(gpu_seen->ran);
   const CheckReport* m = find(r, "memtest");
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(m->status, Status::skip);
+  EXPECT_EQ(m->status, CheckStatus::skip);
   EXPECT_NE(m->results[0].message.find("no NVIDIA driver loaded"), std::string::npos);
   EXPECT_FALSE(m->results[0].hint.empty());
   EXPECT_EQ(gpuenv::validate::exit_code(r), 4);
@@ -407,7 +407,7 @@ TEST(RunValidation, DriverWithoutGpusCouldNotRun) {
   Report r = run(backend, list(fixed("memtest", "kernels")));
   EXPECT_TRUE(r.could_not_run);
   EXPECT_EQ(r.could_not_run_reason, "no NVIDIA GPU found");
-  EXPECT_EQ(r.checks[0].status, Status::skip);
+  EXPECT_EQ(r.checks[0].status, CheckStatus::skip);
   EXPECT_EQ(gpuenv::validate::exit_code(r), 4);
 }
 
@@ -451,9 +451,9 @@ TEST(RunValidation, ChecksUseTheBackendPort) {
   backend.compute_mismatch_counts[1] = 7;
   Report r = run(backend, list(std::make_unique<SessionCheck>()));
   ASSERT_EQ(r.checks[0].results.size(), 2u);
-  EXPECT_EQ(r.checks[0].results[0].status, Status::pass);
-  EXPECT_EQ(r.checks[0].results[1].status, Status::fail);
-  EXPECT_EQ(r.status, Status::fail);
+  EXPECT_EQ(r.checks[0].results[0].status, CheckStatus::pass);
+  EXPECT_EQ(r.checks[0].results[1].status, CheckStatus::fail);
+  EXPECT_EQ(r.status, CheckStatus::fail);
 }
 
 TEST(RunValidation, DurationsComeFromTheInjectedClock) {
@@ -473,10 +473,10 @@ TEST(RunValidation, ProgressIsReportedAfterEachCheck) {
   FakeGpuBackend& backend = *owner;
   std::vector<std::string> seen;
   RunOptions o;
-  o.progress = [&](const std::string& key, Status s, int done, int total) {
+  o.progress = [&](const std::string& key, CheckStatus s, int done, int total) {
     seen.push_back(key + ":" + to_string(s) + ":" + std::to_string(done) + "/" + std::to_string(total));
   };
-  (void)run(backend, list(fixed("a", "kernels"), fixed("b", "kernels", Status::fail)), o);
+  (void)run(backend, list(fixed("a", "kernels"), fixed("b", "kernels", CheckStatus::fail)), o);
   EXPECT_EQ(seen, (std::vector<std::string>{"a:pass:1/2", "b:fail:2/2"}));
 }
 
@@ -492,7 +492,7 @@ TEST(RunValidation, PrepareRunsOnceOnTheCallingThreadBeforeAnySession) {
   FakeGpuBackend& backend = *owner;
   Report r = run(backend, list(fixed("driver_loaded", "software"), std::make_unique<SessionCheck>(),
                                std::make_unique<SessionCheck>()));
-  EXPECT_EQ(r.status, Status::pass);
+  EXPECT_EQ(r.status, CheckStatus::pass);
   EXPECT_EQ(backend.prepare_calls, 1);
   EXPECT_EQ(backend.prepare_thread, std::this_thread::get_id()) << "fork-safe: before any worker thread";
   EXPECT_EQ(backend.opens_before_prepare, 0);
@@ -517,7 +517,7 @@ TEST(RunValidation, PrepareFailureIsANoteAndTheChecksStillReport) {
   Report r = run(backend, list(std::make_unique<SessionCheck>()));
   ASSERT_EQ(r.notes.size(), 1u);
   EXPECT_NE(r.notes[0].find("cuInit did not return"), std::string::npos);
-  EXPECT_EQ(r.status, Status::fail);
+  EXPECT_EQ(r.status, CheckStatus::fail);
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ std::chrono::milliseconds SpecCheck::deadline(Level level, std::size_t gpu_count
   return std::chrono::milliseconds(chosen->fixed_ms + chosen->per_unit_ms * eighths / 8);
 }
 
-GpuOutcome outcome(int gpu, Status status, std::string message, std::string_view code) {
+GpuOutcome outcome(int gpu, CheckStatus status, std::string message, std::string_view code) {
   GpuOutcome out;
   out.gpu = gpu;
   out.status = status;
@@ -48,7 +48,7 @@ GpuOutcome outcome(int gpu, Status status, std::string message, std::string_view
 GpuOutcome skipped(int gpu, std::string reason, std::string hint) {
   GpuOutcome out;
   out.gpu = gpu;
-  out.status = Status::skip;
+  out.status = CheckStatus::skip;
   out.message = std::move(reason);
   out.hint = std::move(hint);
   return out;
@@ -57,11 +57,11 @@ GpuOutcome skipped(int gpu, std::string reason, std::string hint) {
 GpuOutcome failed(int gpu, std::string_view what, const Error& error, std::string_view code) {
   std::string message = std::string(what) + ": " + error.message;
   if (!error.id.empty()) message += " [" + error.id + "]";
-  return outcome(gpu, Status::fail, std::move(message), code);
+  return outcome(gpu, CheckStatus::fail, std::move(message), code);
 }
 
 GpuOutcome out_of_time(int gpu) {
-  return outcome(gpu, Status::fail, "not checked: the check's deadline passed before this GPU's turn", "hang");
+  return outcome(gpu, CheckStatus::fail, "not checked: the check's deadline passed before this GPU's turn", "hang");
 }
 
 std::string gpu_label(const GpuInfo& gpu) {
@@ -207,13 +207,13 @@ GpuOutcome judge_clock_events(int gpu, std::uint64_t reasons, const std::string&
   constexpr std::uint64_t k_hardware = k_clock_event_hw_slowdown | k_clock_event_hw_thermal | k_clock_event_hw_power_brake;
   GpuOutcome out;
   if ((reasons & k_hardware) != 0)
-    out = outcome(gpu, Status::fail, reason_names(reasons, k_hardware) + " under " + load, "clock_throttled");
+    out = outcome(gpu, CheckStatus::fail, reason_names(reasons, k_hardware) + " under " + load, "clock_throttled");
   else if ((reasons & k_clock_event_sw_thermal) != 0)
-    out = outcome(gpu, Status::warn, "software thermal slowdown under " + load, "clock_throttled");
+    out = outcome(gpu, CheckStatus::warn, "software thermal slowdown under " + load, "clock_throttled");
   else if ((reasons & k_clock_event_sw_power_cap) != 0)
-    out = outcome(gpu, Status::pass, "clocks held at the power limit under " + load + " (normal at full load)");
+    out = outcome(gpu, CheckStatus::pass, "clocks held at the power limit under " + load + " (normal at full load)");
   else
-    out = outcome(gpu, Status::pass, "no clock slowdown under " + load);
+    out = outcome(gpu, CheckStatus::pass, "no clock slowdown under " + load);
   out.metrics = {{"clock_event_reasons", static_cast<double>(reasons), "bitmask"}};
   return out;
 }
@@ -233,19 +233,19 @@ GpuOutcome judge_temperature(int gpu, const GpuHealth& h, const std::string& loa
   const std::string reading_text = std::to_string(t) + " C" + power + " under " + load;
   GpuOutcome out;
   if (!h.slowdown_temperature_c) {
-    out = outcome(gpu, Status::pass, reading_text + "; not judged: the GPU reports no slowdown threshold");
+    out = outcome(gpu, CheckStatus::pass, reading_text + "; not judged: the GPU reports no slowdown threshold");
   } else {
     const int slowdown = *h.slowdown_temperature_c;
     metrics.push_back({"slowdown_temperature_c", static_cast<double>(slowdown), "C"});
     metrics.push_back({"margin_c", static_cast<double>(slowdown - t), "C"});
     const std::string versus = reading_text + ", slowdown at " + std::to_string(slowdown) + " C";
     if (t >= slowdown)
-      out = outcome(gpu, Status::fail, versus + ": at or above it", "temperature_high");
+      out = outcome(gpu, CheckStatus::fail, versus + ": at or above it", "temperature_high");
     else if (t >= slowdown - k_temperature_margin_c)
-      out = outcome(gpu, Status::warn, versus + ": within " + std::to_string(k_temperature_margin_c) + " C of it",
+      out = outcome(gpu, CheckStatus::warn, versus + ": within " + std::to_string(k_temperature_margin_c) + " C of it",
                     "temperature_high");
     else
-      out = outcome(gpu, Status::pass, versus);
+      out = outcome(gpu, CheckStatus::pass, versus);
   }
   out.metrics = std::move(metrics);
   return out;

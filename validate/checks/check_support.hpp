@@ -68,7 +68,7 @@ class SpecCheck : public Check {
 };
 
 /// An outcome; a non-empty `code` brings its hint from the catalog (error_codes.hpp).
-GpuOutcome outcome(int gpu, Status status, std::string message, std::string_view code = {});
+GpuOutcome outcome(int gpu, CheckStatus status, std::string message, std::string_view code = {});
 /// A SKIP outcome with the reason, and what to do about it when there is something to do.
 GpuOutcome skipped(int gpu, std::string reason, std::string hint = {});
 /// FAIL with `code` for a port call that returned an Error: "<what>: <message> [<id>]".
@@ -195,9 +195,9 @@ std::vector<GpuOutcome> for_each_gpu_parallel(const CheckContext& context, Visit
     try {
       out[i] = visit(gpu);
     } catch (const std::exception& e) {
-      out[i] = outcome(gpu.index, Status::fail, std::string("the check threw: ") + e.what(), "internal");
+      out[i] = outcome(gpu.index, CheckStatus::fail, std::string("the check threw: ") + e.what(), "internal");
     } catch (...) {
-      out[i] = outcome(gpu.index, Status::fail, "the check threw", "internal");
+      out[i] = outcome(gpu.index, CheckStatus::fail, "the check threw", "internal");
     }
     tell(context, out[i]);
   });

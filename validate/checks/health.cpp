@@ -134,12 +134,12 @@ class EccMode final : public SpecCheck {
       if (!h->ecc_enabled) return skipped(gpu.index, gpu_label(gpu) + " does not report an ECC mode (no ECC support)");
       const bool on = *h->ecc_enabled;
       if (h->ecc_pending_change.value_or(false))
-        return outcome(gpu.index, Status::warn,
+        return outcome(gpu.index, CheckStatus::warn,
                        std::string("ECC is ") + (on ? "on" : "off") + " and a change to " + (on ? "off" : "on") +
                            " is pending until the next reboot",
                        "ecc_pending");
-      if (!on) return outcome(gpu.index, Status::warn, "ECC is disabled on " + gpu_label(gpu), "ecc_disabled");
-      return outcome(gpu.index, Status::pass, "ECC is enabled");
+      if (!on) return outcome(gpu.index, CheckStatus::warn, "ECC is disabled on " + gpu_label(gpu), "ecc_disabled");
+      return outcome(gpu.index, CheckStatus::pass, "ECC is enabled");
     });
   }
 };
@@ -169,15 +169,15 @@ class EccErrors final : public SpecCheck {
       const std::uint64_t agg = h->ecc_aggregate_uncorrected.value_or(0);
       GpuOutcome out;
       if (vol > 0)
-        out = outcome(gpu.index, Status::fail,
+        out = outcome(gpu.index, CheckStatus::fail,
                       std::to_string(vol) + " uncorrectable ECC error(s) since the driver loaded", "ecc_uncorrectable");
       else if (agg > 0)
-        out = outcome(gpu.index, Status::warn,
+        out = outcome(gpu.index, CheckStatus::warn,
                       "no uncorrectable ECC errors since the driver loaded, " + std::to_string(agg) +
                           " in the GPU's lifetime",
                       "ecc_uncorrectable_aggregate");
       else
-        out = outcome(gpu.index, Status::pass, "no uncorrectable ECC errors");
+        out = outcome(gpu.index, CheckStatus::pass, "no uncorrectable ECC errors");
       out.metrics = std::move(metrics);
       return out;
     });
@@ -205,16 +205,16 @@ class RowRemapCheck final : public SpecCheck {
                                  std::to_string(r.corrected_rows) + " for correctable errors";
       GpuOutcome out;
       if (r.failure)
-        out = outcome(gpu.index, Status::fail, "a row remap failed; " + counts, "row_remap_failure");
+        out = outcome(gpu.index, CheckStatus::fail, "a row remap failed; " + counts, "row_remap_failure");
       else if (r.uncorrected_rows >= k_dcgm_max_uncorrectable_row_remaps)
-        out = outcome(gpu.index, Status::fail,
+        out = outcome(gpu.index, CheckStatus::fail,
                       counts + ", at or above DCGM's limit of " + std::to_string(k_dcgm_max_uncorrectable_row_remaps),
                       "row_remap_limit");
       else if (r.pending)
-        out = outcome(gpu.index, Status::warn, "a row remap is pending until the next GPU reset; " + counts,
+        out = outcome(gpu.index, CheckStatus::warn, "a row remap is pending until the next GPU reset; " + counts,
                       "row_remap_pending");
       else
-        out = outcome(gpu.index, Status::pass, "no remap pending or failed; " + counts);
+        out = outcome(gpu.index, CheckStatus::pass, "no remap pending or failed; " + counts);
       out.metrics = {count_metric("uncorrected_rows", r.uncorrected_rows), count_metric("corrected_rows", r.corrected_rows),
                      {"pending", r.pending ? 1.0 : 0.0, "bool"}, {"failure", r.failure ? 1.0 : 0.0, "bool"}};
       return out;
@@ -243,19 +243,19 @@ class RetiredPagesCheck final : public SpecCheck {
                                  " single-bit, " + std::to_string(p.double_bit) + " double-bit)";
       GpuOutcome out;
       if (total >= k_dcgm_max_retired_pages)
-        out = outcome(gpu.index, Status::fail,
+        out = outcome(gpu.index, CheckStatus::fail,
                       counts + ", at or above DCGM's limit of " + std::to_string(k_dcgm_max_retired_pages),
                       "retired_pages_limit");
       else if (p.pending)
-        out = outcome(gpu.index, Status::warn, "a page retirement is pending until the next GPU reset; " + counts,
+        out = outcome(gpu.index, CheckStatus::warn, "a page retirement is pending until the next GPU reset; " + counts,
                       "retired_pages_pending");
       else if (p.double_bit > k_dcgm_retired_dbe_soft_limit)
-        out = outcome(gpu.index, Status::warn,
+        out = outcome(gpu.index, CheckStatus::warn,
                       counts + "; double-bit pages above DCGM's soft limit of " +
                           std::to_string(k_dcgm_retired_dbe_soft_limit),
                       "retired_pages_limit");
       else
-        out = outcome(gpu.index, Status::pass, "no retirement pending; " + counts);
+        out = outcome(gpu.index, CheckStatus::pass, "no retirement pending; " + counts);
       out.metrics = {count_metric("single_bit", p.single_bit), count_metric("double_bit", p.double_bit),
                      {"pending", p.pending ? 1.0 : 0.0, "bool"}};
       return out;
@@ -283,11 +283,11 @@ class PcieLinkCheck final : public SpecCheck {
                                 ") under " + reading.load;
       GpuOutcome out;
       if (l.current_width < l.max_width)
-        out = outcome(gpu.index, Status::fail, "link width below its maximum: " + state, "pcie_downtrained");
+        out = outcome(gpu.index, CheckStatus::fail, "link width below its maximum: " + state, "pcie_downtrained");
       else if (l.current_gen < l.max_gen)
-        out = outcome(gpu.index, Status::warn, "link generation below its maximum: " + state, "pcie_downtrained");
+        out = outcome(gpu.index, CheckStatus::warn, "link generation below its maximum: " + state, "pcie_downtrained");
       else
-        out = outcome(gpu.index, Status::pass, state);
+        out = outcome(gpu.index, CheckStatus::pass, state);
       out.metrics = {{"current_gen", static_cast<double>(l.current_gen), "gen"},
                      {"max_gen", static_cast<double>(l.max_gen), "gen"},
                      {"current_width", static_cast<double>(l.current_width), "lanes"},
@@ -342,8 +342,8 @@ class PcieReplays final : public SpecCheck {
           }
         }
       }
-      GpuOutcome out = problems.empty() ? outcome(gpu.index, Status::pass, join(notes, "; "))
-                                        : outcome(gpu.index, Status::warn, join(problems, "; "), "pcie_replays");
+      GpuOutcome out = problems.empty() ? outcome(gpu.index, CheckStatus::pass, join(notes, "; "))
+                                        : outcome(gpu.index, CheckStatus::warn, join(problems, "; "), "pcie_replays");
       out.metrics = std::move(metrics);
       return out;
     });

@@ -111,13 +111,13 @@ std::string tail(const std::string& s, std::size_t n) {
 /// the first problem of that status, every problem, then the notes.
 class Findings {
  public:
-  void add(Status status, std::string message, std::string code) {
-    if (status == Status::fail && m_status != Status::fail) m_code = code;
-    if (status == Status::warn && m_status == Status::pass) m_code = code;
+  void add(CheckStatus status, std::string message, std::string code) {
+    if (status == CheckStatus::fail && m_status != CheckStatus::fail) m_code = code;
+    if (status == CheckStatus::warn && m_status == CheckStatus::pass) m_code = code;
     m_status = worse(m_status, status);
     m_problems.push_back(std::move(message));
   }
-  void fail(std::string message, std::string code) { add(Status::fail, std::move(message), std::move(code)); }
+  void fail(std::string message, std::string code) { add(CheckStatus::fail, std::move(message), std::move(code)); }
   void note(std::string message) { m_notes.push_back(std::move(message)); }
   void metric(std::string name, double value, std::string unit) {
     m_metrics.push_back(Metric{std::move(name), value, std::move(unit)});
@@ -126,13 +126,13 @@ class Findings {
     std::vector<std::string> parts = m_problems;
     parts.insert(parts.end(), m_notes.begin(), m_notes.end());
     GpuOutcome out = checks::outcome(-1, m_status, join(parts, "; "),
-                                     m_status == Status::pass ? std::string_view{} : std::string_view(m_code));
+                                     m_status == CheckStatus::pass ? std::string_view{} : std::string_view(m_code));
     out.metrics = m_metrics;
     return out;
   }
 
  private:
-  Status m_status = Status::pass;
+  CheckStatus m_status = CheckStatus::pass;
   std::string m_code;
   std::vector<std::string> m_problems, m_notes;
   std::vector<Metric> m_metrics;
@@ -200,11 +200,11 @@ class ProbeCache {
       }
     }();
     if (!ran) {
-      r.failure = outcome(-1, Status::fail, "could not run python3 in " + image + ": " + ran.error().message, "image_probe_failed");
+      r.failure = outcome(-1, CheckStatus::fail, "could not run python3 in " + image + ": " + ran.error().message, "image_probe_failed");
       return r;
     }
     if (ran->timed_out) {
-      r.failure = outcome(-1, Status::fail,
+      r.failure = outcome(-1, CheckStatus::fail,
                           "the probe in " + image + " did not finish within " + std::to_string(timeout.count() / 1000) +
                               " s and was killed",
                           "image_timeout");
@@ -218,7 +218,7 @@ class ProbeCache {
       message += out.empty() ? "; no output" : "; output: '" + tail(out.substr(0, 200), 200) + "'";
       if (!ran->err.empty()) message += "; stderr: '" + tail(ran->err, 300) + "'";
       if (ran->exit_code == 127) message += " (is there a python3 on the image's PATH?)";
-      r.failure = outcome(-1, Status::fail, message, "image_probe_failed");
+      r.failure = outcome(-1, CheckStatus::fail, message, "image_probe_failed");
       return r;
     }
     r.report = std::move(*report);

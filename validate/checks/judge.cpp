@@ -86,7 +86,7 @@ MetricJudgement judge_samples(std::string_view metric, const Samples& samples, c
   out.metrics.push_back({p + "samples", static_cast<double>(samples.values.size()), "count"});
 
   if (auto problem = samples_problem(samples)) {
-    out.status = Status::fail;
+    out.status = CheckStatus::fail;
     out.code = "unverified";
     out.message = std::string(metric) + " not trusted: " + *problem;
     return out;
@@ -103,7 +103,7 @@ MetricJudgement judge_samples(std::string_view metric, const Samples& samples, c
                 measured(stats.max) + ", " + std::to_string(stats.count) + " samples" + engine + ")";
 
   if (!rule.reference) {
-    out.status = Status::pass;
+    out.status = CheckStatus::pass;
     out.code = "no_threshold";
     out.message += "; not judged: no reference for " +
                    (rule.model.empty() ? std::string("this GPU") : rule.model) + " and " + std::string(metric);
@@ -111,14 +111,14 @@ MetricJudgement judge_samples(std::string_view metric, const Samples& samples, c
   }
   const Reference& ref = *rule.reference;
   if (!ref.unit.empty() && ref.unit != samples.unit) {
-    out.status = Status::fail;
+    out.status = CheckStatus::fail;
     out.code = "internal";
     out.message = std::string(metric) + " was measured in '" + samples.unit + "' but its reference is in '" +
                   ref.unit + "'";
     return out;
   }
   if (!(ref.value > 0)) {
-    out.status = Status::fail;
+    out.status = CheckStatus::fail;
     out.code = "internal";
     out.message = std::string(metric) + " has a reference of " + fixed(ref.value, 3) + ", which cannot be judged against";
     return out;
@@ -129,7 +129,7 @@ MetricJudgement judge_samples(std::string_view metric, const Samples& samples, c
   out.message += "; " + percent(fraction) + " of the reference " + fixed(ref.value, 1) + " " + samples.unit +
                  " for " + rule.model;
   if (fraction < rule.fail_fraction) {
-    out.status = Status::fail;
+    out.status = CheckStatus::fail;
     out.code = low_code(samples.unit);
     out.message += ", below the fail fraction of " + percent(rule.fail_fraction);
   }
@@ -173,39 +173,39 @@ std::string cuda_version_text(int cuda_driver_version) {
 Verdict judge_driver_floor(std::string_view driver_version, std::string_view floor) {
   auto wanted = resolver::Version::parse(floor);
   if (!wanted)
-    return {Status::fail, "lock_invalid", "the lock's driver floor '" + std::string(floor) + "' is not a version"};
+    return {CheckStatus::fail, "lock_invalid", "the lock's driver floor '" + std::string(floor) + "' is not a version"};
   if (driver_version.empty())
-    return {Status::warn, "driver_version_unknown", "the driver reported no version; the lock needs >= " + wanted->str()};
+    return {CheckStatus::warn, "driver_version_unknown", "the driver reported no version; the lock needs >= " + wanted->str()};
   auto have = resolver::Version::parse(driver_version);
   if (!have)
-    return {Status::warn, "driver_version_unknown",
+    return {CheckStatus::warn, "driver_version_unknown",
             "the driver's version '" + std::string(driver_version) + "' could not be read; the lock needs >= " +
                 wanted->str()};
   if (*have < *wanted)
-    return {Status::fail, "driver_too_old",
+    return {CheckStatus::fail, "driver_too_old",
             "driver " + have->str() + " is older than the lock's floor " + wanted->str()};
-  return {Status::pass, "", "driver " + have->str() + " >= the lock's floor " + wanted->str()};
+  return {CheckStatus::pass, "", "driver " + have->str() + " >= the lock's floor " + wanted->str()};
 }
 
 Verdict judge_driver_cuda(int cuda_driver_version, std::string_view image_cuda, std::optional<bool> forward_compat) {
   auto image = resolver::Version::parse(image_cuda);
   if (!image)
-    return {Status::fail, "lock_invalid", "the lock's CUDA version '" + std::string(image_cuda) + "' is not a version"};
+    return {CheckStatus::fail, "lock_invalid", "the lock's CUDA version '" + std::string(image_cuda) + "' is not a version"};
   const std::string driver_text = cuda_version_text(cuda_driver_version);
   if (driver_text.empty())
-    return {Status::warn, "driver_version_unknown",
+    return {CheckStatus::warn, "driver_version_unknown",
             "the driver reported no CUDA version; the image uses CUDA " + image->str()};
   // The driver's CUDA version is major.minor; compare the image's at the same depth (12.4.1 runs on a 12.4 driver).
   const auto driver = resolver::Version::of({static_cast<std::uint32_t>(cuda_driver_version / 1000),
                                              static_cast<std::uint32_t>((cuda_driver_version % 1000) / 10)});
   const auto wanted = image->truncated(2);
   if (driver >= wanted)
-    return {Status::pass, "", "driver supports CUDA " + driver_text + " >= the image's CUDA " + image->str()};
+    return {CheckStatus::pass, "", "driver supports CUDA " + driver_text + " >= the image's CUDA " + image->str()};
   if (forward_compat.value_or(false))
-    return {Status::warn, "forward_compat_used",
+    return {CheckStatus::warn, "forward_compat_used",
             "driver supports CUDA " + driver_text + " < the image's CUDA " + image->str() +
                 "; the image runs through forward compatibility (cuda-compat)"};
-  return {Status::fail, "driver_cuda_too_old",
+  return {CheckStatus::fail, "driver_cuda_too_old",
           "driver supports CUDA " + driver_text + " < the image's CUDA " + image->str() +
               (forward_compat.has_value() ? std::string(" and the image has no forward compatibility")
                                           : std::string(" and forward compatibility is not known to be present"))};

@@ -71,7 +71,7 @@ const char* low_code(std::string_view unit);
 
 /// The judgement of one metric on one GPU.
 struct MetricJudgement {
-  Status status = Status::pass;
+  CheckStatus status = CheckStatus::pass;
   std::string code;              ///< "" | unverified | bandwidth_low | tflops_low | no_threshold | internal
   std::string message;           ///< "median 4012.5 GB/s (min ..., max ..., 5 samples); 95% of the reference ..."
   std::optional<double> median;  ///< empty when the samples were not trusted (then left out of the node rule)
@@ -106,7 +106,7 @@ std::string cuda_version_text(int cuda_driver_version);
 
 /// A judgement without metrics.
 struct Verdict {
-  Status status = Status::pass;
+  CheckStatus status = CheckStatus::pass;
   std::string code;
   std::string message;
 };

@@ -39,7 +39,7 @@ class ContextCreate final : public SpecCheck {
       auto session = context.backend.open(gpu.index);
       const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       if (!session) return failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
-      GpuOutcome out = outcome(gpu.index, Status::pass, "context created in " + fixed(ms, 0) + " ms");
+      GpuOutcome out = outcome(gpu.index, CheckStatus::pass, "context created in " + fixed(ms, 0) + " ms");
       out.metrics = {{"open_ms", ms, "ms"}};
       return out;
     });
@@ -63,9 +63,9 @@ class ComputeCorrectness final : public SpecCheck {
       if (!mismatches) return failed(gpu.index, "running the validation kernels", mismatches.error());
       GpuOutcome out =
           *mismatches > 0
-              ? outcome(gpu.index, Status::fail,
+              ? outcome(gpu.index, CheckStatus::fail,
                         std::to_string(*mismatches) + " result(s) differ from the host reference", "compute_mismatch")
-              : outcome(gpu.index, Status::pass, "every result matches the host reference");
+              : outcome(gpu.index, CheckStatus::pass, "every result matches the host reference");
       out.metrics = {{"mismatches", static_cast<double>(*mismatches), "count"}};
       return out;
     });
@@ -133,24 +133,24 @@ class Memtest final : public SpecCheck {
                          static_cast<double>(m.bytes_tested) / static_cast<double>(gpu.memory_total_bytes), "ratio"});
     GpuOutcome out;
     if (m.errors > 0) {
-      out = outcome(gpu.index, Status::fail,
+      out = outcome(gpu.index, CheckStatus::fail,
                     std::to_string(m.errors) + " bad word(s) in " + fixed(gib, 1) + " GiB; first at offset " +
                         hex(m.first_error_offset) + ": expected " + hex(m.expected) + ", read " + hex(m.actual) +
                         " (patterns: " + patterns + ")",
                     "memtest_error");
     } else if (m.bytes_tested == 0) {
-      out = outcome(gpu.index, Status::fail, "the memory test tested no memory", "unverified");
+      out = outcome(gpu.index, CheckStatus::fail, "the memory test tested no memory", "unverified");
     } else {
       std::string message = fixed(gib, 1) + " GiB read back as written (patterns: " + patterns + ")";
       if (m.truncated_by_deadline && level == Level::long_) {
-        out = outcome(gpu.index, Status::warn,
+        out = outcome(gpu.index, CheckStatus::warn,
                       message + "; stopped at its " + std::to_string(request.deadline_ms / 1000) +
                           " s deadline before covering " + fixed(request.fraction_of_free * 100, 0) + "% of free memory",
                       "memtest_truncated");
       } else {
         if (m.truncated_by_deadline)
           message += "; time-bounded at " + std::to_string(request.deadline_ms) + " ms, as this level intends";
-        out = outcome(gpu.index, Status::pass, message);
+        out = outcome(gpu.index, CheckStatus::pass, message);
       }
     }
     out.metrics = std::move(metrics);
@@ -185,7 +185,7 @@ class GemmConsistency final : public SpecCheck {
   static GpuOutcome judge(const GpuInfo& gpu, const ConsistencyResult& r) {
     const auto& d = r.result_digests;
     const std::string engine = engine_text(r.engine, r.library, "unknown engine", r.passed_over);
-    if (d.empty()) return outcome(gpu.index, Status::fail, "no GEMM result was returned (" + engine + ")", "unverified");
+    if (d.empty()) return outcome(gpu.index, CheckStatus::fail, "no GEMM result was returned (" + engine + ")", "unverified");
     const std::set<std::uint64_t> distinct(d.begin(), d.end());
     const std::size_t differing =
         static_cast<std::size_t>(std::count_if(d.begin(), d.end(), [&](std::uint64_t x) { return x != d.front(); }));
@@ -193,18 +193,18 @@ class GemmConsistency final : public SpecCheck {
                                 {"distinct_results", static_cast<double>(distinct.size()), "count"}};
     GpuOutcome out;
     if (distinct.size() > 1) {
-      out = outcome(gpu.index, Status::fail,
+      out = outcome(gpu.index, CheckStatus::fail,
                     std::to_string(differing) + " of " + std::to_string(d.size()) +
                         " repetitions differ from the first; " + std::to_string(distinct.size()) +
                         " distinct results (" + engine + ")",
                     "gemm_mismatch");
     } else if (r.has_reference && d.front() != r.reference_digest) {
-      out = outcome(gpu.index, Status::fail,
+      out = outcome(gpu.index, CheckStatus::fail,
                     "all " + std::to_string(d.size()) + " repetitions agree, but differ from the host reference: " +
                         hex(d.front()) + " vs " + hex(r.reference_digest) + " (" + engine + ")",
                     "gemm_mismatch");
     } else {
-      out = outcome(gpu.index, Status::pass,
+      out = outcome(gpu.index, CheckStatus::pass,
                     std::to_string(d.size()) + " repetitions bit-identical" +
                         (r.has_reference ? std::string(" and equal to the host reference") : std::string()) + " (" +
                         engine + ")");
@@ -270,7 +270,7 @@ class GemmSustained final : public SpecCheck {
       if (!round) {
         failure = round_failure(gpu, dtype, static_cast<int>(round_tflops.size()) + 1, round.error());
       } else if (!round->has_value()) {
-        failure = outcome(gpu.index, Status::fail,
+        failure = outcome(gpu.index, CheckStatus::fail,
                           dtype + " GEMM became unsupported after " + std::to_string(round_tflops.size()) + " round(s)",
                           "backend_error");
       } else if (auto problem = samples_problem(**round)) {
@@ -303,11 +303,11 @@ class GemmSustained final : public SpecCheck {
       metrics.push_back({"tflops_last", last, "TFLOPS"});
       if (first > 0) ratio = last / first;
     }
-    GpuOutcome out = outcome(gpu.index, Status::pass, load);
+    GpuOutcome out = outcome(gpu.index, CheckStatus::pass, load);
     // The first WARN or FAIL found stands, unless a FAIL comes after a WARN.
     auto worse_of = [&](GpuOutcome candidate) {
-      if (candidate.status == Status::pass) return;
-      if (out.status == Status::pass || (candidate.status == Status::fail && out.status != Status::fail))
+      if (candidate.status == CheckStatus::pass) return;
+      if (out.status == CheckStatus::pass || (candidate.status == CheckStatus::fail && out.status != CheckStatus::fail))
         out = std::move(candidate);
     };
     if (health) {
@@ -323,7 +323,7 @@ class GemmSustained final : public SpecCheck {
       }
     }
     if (ratio && *ratio < k_sustained_min_ratio) {
-      worse_of(outcome(gpu.index, Status::warn,
+      worse_of(outcome(gpu.index, CheckStatus::warn,
                        "throughput fell to " + fixed(*ratio * 100, 0) + "% of its start (" + measured(last) + " of " +
                            measured(first) + " TFLOPS) under " + load,
                        "throughput_degraded"));
@@ -340,7 +340,7 @@ class GemmSustained final : public SpecCheck {
   }
 
   static GpuOutcome unverified(const GpuInfo& gpu, const std::string& dtype, int round, const std::string& problem) {
-    return outcome(gpu.index, Status::fail, dtype + " GEMM round " + std::to_string(round) + " not trusted: " + problem,
+    return outcome(gpu.index, CheckStatus::fail, dtype + " GEMM round " + std::to_string(round) + " not trusted: " + problem,
                    "unverified");
   }
 

@@ -26,13 +26,13 @@ class DriverLoaded final : public SpecCheck {
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext&) const override { return std::nullopt; }
   std::vector<GpuOutcome> run(CheckContext& context) override {
     const DriverState& d = context.driver;
-    if (!d.loaded) return {outcome(-1, Status::fail, "no NVIDIA driver is loaded", "no_driver")};
+    if (!d.loaded) return {outcome(-1, CheckStatus::fail, "no NVIDIA driver is loaded", "no_driver")};
     std::string message = "NVIDIA driver " + (d.version.empty() ? std::string("(version unknown)") : d.version);
     const std::string cuda = cuda_version_text(d.cuda_driver_version);
     if (!cuda.empty()) message += ", CUDA " + cuda;
     message += " loaded; " + std::to_string(context.gpus.size()) + " GPU(s) selected";
     if (d.cc_state != "unknown" && d.cc_state != "off") message += "; confidential computing " + d.cc_state;
-    return {outcome(-1, Status::pass, message)};
+    return {outcome(-1, CheckStatus::pass, message)};
   }
 };
 
@@ -57,16 +57,16 @@ class DriverMeetsLock final : public SpecCheck {
       // CUDA fails rather than being waved through on an assumption.
       verdicts.push_back(judge_driver_cuda(context.driver.cuda_driver_version, *context.inputs.lock_cuda, context.inputs.lock_forward_compat));
     }
-    Status status = Status::skip;
+    CheckStatus status = CheckStatus::skip;
     std::string code;
     std::vector<std::string> parts;
     for (const auto& v : verdicts) {
-      const Status before = status;
+      const CheckStatus before = status;
       status = worse(status, v.status);
       if (status != before && !v.code.empty()) code = v.code;
       parts.push_back(v.message);
     }
-    return {outcome(-1, status, join(parts, "; "), status == Status::pass ? std::string_view{} : std::string_view(code))};
+    return {outcome(-1, status, join(parts, "; "), status == CheckStatus::pass ? std::string_view{} : std::string_view(code))};
   }
 };
 
@@ -78,8 +78,8 @@ class NouveauAbsent final : public SpecCheck {
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext&) const override { return std::nullopt; }
   std::vector<GpuOutcome> run(CheckContext& context) override {
     if (context.driver.nouveau_loaded)
-      return {outcome(-1, Status::fail, "the nouveau kernel module is loaded (/proc/modules)", "nouveau_loaded")};
-    return {outcome(-1, Status::pass, "nouveau is not loaded")};
+      return {outcome(-1, CheckStatus::fail, "the nouveau kernel module is loaded (/proc/modules)", "nouveau_loaded")};
+    return {outcome(-1, CheckStatus::pass, "nouveau is not loaded")};
   }
 };
 
@@ -95,8 +95,8 @@ class DeviceNodes final : public SpecCheck {
   std::vector<GpuOutcome> run(CheckContext& context) override {
     const auto& missing = context.driver.device_nodes_missing;
     if (!missing.empty())
-      return {outcome(-1, Status::fail, "missing device node(s): " + join(missing, ", "), "device_node_missing")};
-    return {outcome(-1, Status::pass, "all NVIDIA device nodes are present")};
+      return {outcome(-1, CheckStatus::fail, "missing device node(s): " + join(missing, ", "), "device_node_missing")};
+    return {outcome(-1, CheckStatus::pass, "all NVIDIA device nodes are present")};
   }
 };
 
@@ -123,9 +123,9 @@ class PersistenceMode final : public SpecCheck {
       } else if (!health->persistence_mode) {
         out.push_back(skipped(gpu.index, "the driver does not report persistence mode for " + gpu_label(gpu)));
       } else if (!*health->persistence_mode) {
-        out.push_back(outcome(gpu.index, Status::warn, "persistence mode is off on " + gpu_label(gpu), "persistence_off"));
+        out.push_back(outcome(gpu.index, CheckStatus::warn, "persistence mode is off on " + gpu_label(gpu), "persistence_off"));
       } else {
-        out.push_back(outcome(gpu.index, Status::pass, "persistence mode is on"));
+        out.push_back(outcome(gpu.index, CheckStatus::pass, "persistence mode is on"));
       }
     }
     return out;
@@ -148,9 +148,9 @@ class FabricManager final : public SpecCheck {
       return {skipped(-1, "NVSwitch present, but the driver does not report the fabric manager's state",
                       "check `systemctl status nvidia-fabricmanager`")};
     if (!*running)
-      return {outcome(-1, Status::fail, "NVSwitch present and the fabric manager is not running or failed training",
+      return {outcome(-1, CheckStatus::fail, "NVSwitch present and the fabric manager is not running or failed training",
                       "fabric_manager_down")};
-    return {outcome(-1, Status::pass, "the fabric manager is running")};
+    return {outcome(-1, CheckStatus::pass, "the fabric manager is running")};
   }
 };
 
@@ -183,10 +183,10 @@ class MigState final : public SpecCheck {
       if (!health->mig_enabled) {
         // No MIG mode reported: the GPU has no MIG (or the driver cannot tell), which satisfies "off" only.
         if (want)
-          out.push_back(outcome(gpu.index, Status::fail,
+          out.push_back(outcome(gpu.index, CheckStatus::fail,
                                 "the spec asks for MIG on, but " + gpu_label(gpu) + " reports no MIG mode", "mig_mismatch"));
         else
-          out.push_back(outcome(gpu.index, Status::pass, "no MIG mode reported; off, as the spec asks"));
+          out.push_back(outcome(gpu.index, CheckStatus::pass, "no MIG mode reported; off, as the spec asks"));
         continue;
       }
       const bool have = *health->mig_enabled;
@@ -194,13 +194,13 @@ class MigState final : public SpecCheck {
       if (have != want) {
         std::string message = std::string("MIG is ") + have_text + " on " + gpu_label(gpu) + "; the spec asks for " + want_text;
         if (pending) message += " (a pending change applies it at the next GPU reset)";
-        out.push_back(outcome(gpu.index, Status::fail, message, "mig_mismatch"));
+        out.push_back(outcome(gpu.index, CheckStatus::fail, message, "mig_mismatch"));
       } else if (pending) {
-        out.push_back(outcome(gpu.index, Status::warn,
+        out.push_back(outcome(gpu.index, CheckStatus::warn,
                               std::string("MIG is ") + have_text + " as the spec asks, but a pending change flips it at the next GPU reset",
                               "mig_pending"));
       } else {
-        out.push_back(outcome(gpu.index, Status::pass, std::string("MIG is ") + have_text + ", as the spec asks"));
+        out.push_back(outcome(gpu.index, CheckStatus::pass, std::string("MIG is ") + have_text + ", as the spec asks"));
       }
     }
     return out;
@@ -270,8 +270,8 @@ class EnvVars final : public SpecCheck {
       if (it != env.end()) noted.push_back(std::string(name) + "=" + it->second);
     }
     std::string note = noted.empty() ? std::string() : "; noted: " + join(noted, ", ");
-    if (!found.empty()) return {outcome(-1, Status::warn, "set: " + join(found, "; ") + note, "env_debug_var")};
-    return {outcome(-1, Status::pass, "no debugging or injection variables are set" + note)};
+    if (!found.empty()) return {outcome(-1, CheckStatus::warn, "set: " + join(found, "; ") + note, "env_debug_var")};
+    return {outcome(-1, CheckStatus::pass, "no debugging or injection variables are set" + note)};
   }
 };
 
@@ -299,22 +299,22 @@ class CcMode final : public SpecCheck {
     const std::string versus = asked.empty() ? std::string("no lock given") : "the lock says " + asked;
     GpuOutcome out;
     if (asked == "required" && state == "unknown") {
-      out = outcome(-1, Status::fail, seen + "; " + versus + ", so it cannot be confirmed", "cc_unknown");
+      out = outcome(-1, CheckStatus::fail, seen + "; " + versus + ", so it cannot be confirmed", "cc_unknown");
     } else if (asked == "required" && state == "off") {
-      out = outcome(-1, Status::fail, seen + "; " + versus, "cc_mismatch");
+      out = outcome(-1, CheckStatus::fail, seen + "; " + versus, "cc_mismatch");
     } else if (asked == "required" && state == "devtools") {
-      out = outcome(-1, Status::fail, seen + " (no confidentiality: memory is readable for debugging); " + versus,
+      out = outcome(-1, CheckStatus::fail, seen + " (no confidentiality: memory is readable for debugging); " + versus,
                     "cc_devtools");
     } else if ((state == "on" || state == "devtools") && d.cc_gpus_ready && !*d.cc_gpus_ready) {
-      out = outcome(-1, Status::fail, seen + "; " + versus + ": CUDA work is refused until attestation sets the "
+      out = outcome(-1, CheckStatus::fail, seen + "; " + versus + ": CUDA work is refused until attestation sets the "
                                               "ready state",
                     "cc_not_ready");
     } else if (asked == "off" && (state == "on" || state == "devtools")) {
-      out = outcome(-1, Status::warn, seen + "; " + versus + " (host copies then go through encrypted bounce buffers "
+      out = outcome(-1, CheckStatus::warn, seen + "; " + versus + " (host copies then go through encrypted bounce buffers "
                                               "and are slower)",
                     "cc_mismatch");
     } else {
-      out = outcome(-1, Status::pass, seen + "; " + versus);
+      out = outcome(-1, CheckStatus::pass, seen + "; " + versus);
     }
     out.metrics = {{"cc_on", state == "on" ? 1.0 : 0.0, "bool"}};
     return {out};

@@ -54,7 +54,7 @@ struct Part {
 
 MetricJudgement error_judgement(std::string_view what, const Error& error) {
   MetricJudgement j;
-  j.status = Status::fail;
+  j.status = CheckStatus::fail;
   j.code = "backend_error";
   j.message = std::string(what) + ": " + error.message + (error.id.empty() ? std::string() : " [" + error.id + "]");
   return j;
@@ -83,8 +83,8 @@ void apply_node_rule(std::vector<Part*>& parts, double tolerance) {
       j.message += "; below the node rule: " + fixed(o.value, 1) + " < " + fixed(o.floor, 1) + " (" +
                    fixed((1.0 - tolerance) * 100, 0) + "% of the mean " + fixed(o.mean, 1) + " of " +
                    std::to_string(members.size()) + " such GPUs)";
-      if (j.status != Status::fail) {
-        j.status = Status::fail;
+      if (j.status != CheckStatus::fail) {
+        j.status = CheckStatus::fail;
         j.code = "node_outlier";
       }
     }
@@ -98,7 +98,7 @@ GpuOutcome combine(int gpu, const std::vector<Part>& parts, const std::vector<st
   std::string note_text;
   for (const auto& n : notes) note_text += (note_text.empty() ? "" : "; ") + n;
   if (parts.empty()) return skipped(gpu, none_reason + (note_text.empty() ? "" : ": " + note_text));
-  Status status = Status::skip;
+  CheckStatus status = CheckStatus::skip;
   for (const auto& p : parts) status = worse(status, p.judgement.status);
   std::string code;
   for (const auto& p : parts) {
@@ -107,7 +107,7 @@ GpuOutcome combine(int gpu, const std::vector<Part>& parts, const std::vector<st
       break;
     }
   }
-  if (status == Status::pass && code.empty()) {
+  if (status == CheckStatus::pass && code.empty()) {
     for (const auto& p : parts)
       if (p.judgement.code == "no_threshold") code = "no_threshold";
   }
