@@ -28,4 +28,14 @@ bool retryable_curl(CURLcode c) {
   }
 }
 
+void set_transfer_options(CURL* e, const std::string& ca_bundle, long connect_timeout_ms, long stall_seconds, const std::string& user_agent) {
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+  if (!ca_bundle.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, ca_bundle.c_str());
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms);
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, stall_seconds);
+  curl_easy_setopt(e, CURLOPT_USERAGENT, user_agent.c_str());
+}
+
 }  // namespace gpuenv

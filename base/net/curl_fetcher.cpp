@@ -366,13 +366,7 @@ class CurlFetcher final : public Fetcher {
     curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https,file");
     curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-    if (!m_o.ca_bundle.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, m_o.ca_bundle.c_str());
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(m_o.connect_timeout.count()));
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, static_cast<long>(m_o.stall_timeout.count()));
-    curl_easy_setopt(e, CURLOPT_USERAGENT, m_o.user_agent.c_str());
+    set_transfer_options(e, m_o.ca_bundle, static_cast<long>(m_o.connect_timeout.count()), static_cast<long>(m_o.stall_timeout.count()), m_o.user_agent);
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L * 1024L);  // fewer, larger writes for big files
     if (t.offset > 0) curl_easy_setopt(e, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(t.offset));
     if (!t.range.empty()) curl_easy_setopt(e, CURLOPT_RANGE, t.range.c_str());

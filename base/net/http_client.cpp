@@ -250,13 +250,7 @@ class CurlHttpClient final : public HttpClient {
     curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, req.follow_redirects ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
-    if (!m_o.ca_bundle.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, m_o.ca_bundle.c_str());
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(m_o.connect_timeout.count()));
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, static_cast<long>(m_o.stall_timeout.count()));
-    curl_easy_setopt(e, CURLOPT_USERAGENT, m_o.user_agent.c_str());
+    set_transfer_options(e, m_o.ca_bundle, static_cast<long>(m_o.connect_timeout.count()), static_cast<long>(m_o.stall_timeout.count()), m_o.user_agent);
     if (req.method == "HEAD") {
       curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
     } else if (sends_body(req)) {
