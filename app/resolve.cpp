@@ -160,6 +160,20 @@ Result<resolver::HostFacts> host_facts(const Services& services, const resolver:
   return facts;
 }
 
+Result<Detected> detect(const std::string& catalog_dir, const Services& services) {
+  Detected out;
+  GPUENV_TRY(loaded, load_catalog_from(catalog_dir));
+  out.catalog = std::move(loaded);
+  GPUENV_TRY(facts, host_facts(services, out.catalog.catalog));
+  out.facts = std::move(facts);
+  return out;
+}
+
+Result<std::vector<resolver::MatrixRow>> matrix(const std::string& catalog_dir, const std::string& framework) {
+  GPUENV_TRY(loaded, load_catalog_from(catalog_dir));
+  return resolver::matrix(loaded.catalog, framework);
+}
+
 Result<std::unique_ptr<PreparedResolution>> resolve(const ResolveRequest& rq, Services& services) {
   auto out = std::make_unique<PreparedResolution>();
   GPUENV_TRY(loaded, load_catalog_from(rq.catalog_dir));

@@ -39,4 +39,14 @@ Result<std::unique_ptr<PreparedResolution>> resolve(const ResolveRequest& reques
 /// Host facts with the GPUENV_DRIVER / GPUENV_GPUS overrides of services.env applied.
 Result<resolver::HostFacts> host_facts(const Services& services, const resolver::Catalog& catalog);
 
+/// `gpuenv detect`: this host's driver and GPUs, named with the catalog (CATALOG_DIR, "" for the embedded one).
+struct Detected {
+  LoadedCatalog catalog;
+  resolver::HostFacts facts;  ///< "no driver" is a valid answer
+};
+Result<Detected> detect(const std::string& catalog_dir, const Services& services);
+
+/// `gpuenv matrix`: every valid combination of FRAMEWORK ("" for all) the catalog knows.
+Result<std::vector<resolver::MatrixRow>> matrix(const std::string& catalog_dir, const std::string& framework);
+
 }  // namespace gpuenv::app

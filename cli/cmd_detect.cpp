@@ -7,12 +7,10 @@
 namespace gpuenv::cli {
 
 int cmd_detect(const DetectOptions& o, Context& ctx) {
-  auto loaded = load_catalog_from(o.catalog_dir);
-  if (!loaded) return report_error(loaded.error(), o.json, ctx);
-  auto facts = host_facts(ctx, loaded->catalog);
-  if (!facts) return report_error(facts.error(), o.json, ctx);
-  if (o.json) *ctx.out << host_json(*facts, loaded->catalog).dump(2) << "\n";
-  else print_host(*ctx.out, *facts, loaded->catalog);
+  auto detected = app::detect(o.catalog_dir, ctx);
+  if (!detected) return report_error(detected.error(), o.json, ctx);
+  if (o.json) *ctx.out << host_json(detected->facts, detected->catalog.catalog).dump(2) << "\n";
+  else print_host(*ctx.out, detected->facts, detected->catalog.catalog);
   return k_exit_ok;  // "no driver" is a valid answer
 }
 
