@@ -8,6 +8,7 @@
 
 #include "base/digest.hpp"
 #include "base/yaml_guard.hpp"
+#include "base/yaml_reader.hpp"
 
 namespace gpuenv::resolver {
 namespace {
@@ -22,9 +23,7 @@ class Reader {
 
   void fail(const YAML::Node& n, const std::string& message) {
     if (m_error) return;
-    std::string where = m_path;
-    const auto m = n.Mark();
-    if (m.line >= 0) where += ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
+    const std::string where = yaml_where(m_path, n);
     m_error = make_error(ErrorKind::internal, "catalog.invalid", message, where,
                          "the catalog under recipes/catalog is broken; see docs/catalog.md");
   }
@@ -435,13 +434,7 @@ Result<Catalog> load_catalog(const std::vector<CatalogFile>& files) {
       e.kind = ErrorKind::internal;
       return e;
     }
-    YAML::Node root;
-    try {
-      root = YAML::Load(std::string(f.text));
-    } catch (const YAML::Exception& e) {
-      return make_error(ErrorKind::internal, "catalog.yaml_syntax", "YAML syntax error: " + e.msg,
-                        f.path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1));
-    }
+    GPUENV_TRY(root, load_yaml(f.text, f.path, ErrorKind::internal, "catalog.yaml_syntax", ""));
     Reader r(f.path);
     const std::string schema = r.str(root, "schema");
     const std::string kind = r.str(root, "kind");

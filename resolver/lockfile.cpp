@@ -7,6 +7,7 @@
 
 #include "base/digest.hpp"
 #include "base/yaml_guard.hpp"
+#include "base/yaml_reader.hpp"
 
 namespace gpuenv::resolver {
 namespace {
@@ -115,8 +116,7 @@ class LockReader {
   explicit LockReader(std::string path) : m_path(std::move(path)) {}
 
   Error error(const YAML::Node& at, const std::string& id, const std::string& what) const {
-    std::string where = m_path;
-    if (at.IsDefined() && at.Mark().line >= 0) where += ":" + std::to_string(at.Mark().line + 1) + ":" + std::to_string(at.Mark().column + 1);
+    const std::string where = at.IsDefined() ? yaml_where(m_path, at) : m_path;
     return make_error(ErrorKind::spec, id, what, where, "re-create the lock with `gpuenv lock SPEC -o FILE` rather than editing it");
   }
   Result<std::string> str(const YAML::Node& parent, const char* key, bool nullable = false) const {
@@ -148,14 +148,7 @@ bool is_hex64(const std::string& s) { return is_sha256_hex(s); }
 
 Result<Lock> parse_lock(std::string_view text, const std::string& path) {
   if (auto st = check_yaml_bytes(text, path, 64u << 20, 64); !st) return std::move(st).error();
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return make_error(ErrorKind::spec, "lock.yaml_syntax", "YAML syntax error: " + e.msg,
-                      path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1),
-                      "re-create the lock with `gpuenv lock SPEC -o FILE`");
-  }
+  GPUENV_TRY(root, load_yaml(text, path, ErrorKind::spec, "lock.yaml_syntax", "re-create the lock with `gpuenv lock SPEC -o FILE`"));
   LockReader r(path);
   if (!root.IsMap()) return r.error(root, "lock.schema", "not a gpuenv lock (expected a mapping with schema: gpuenv-lock-v1)");
   try {

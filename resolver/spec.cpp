@@ -8,6 +8,7 @@
 
 #include "base/text.hpp"
 #include "base/yaml_guard.hpp"
+#include "base/yaml_reader.hpp"
 
 namespace gpuenv::resolver {
 namespace {
@@ -31,11 +32,7 @@ class Walker {
  public:
   explicit Walker(std::string path) : m_path(std::move(path)) {}
 
-  [[nodiscard]] std::string where(const YAML::Node& n) const {
-    const auto m = n.Mark();
-    if (m.line < 0) return m_path;
-    return m_path + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-  }
+  [[nodiscard]] std::string where(const YAML::Node& n) const { return yaml_where(m_path, n); }
   [[nodiscard]] SourcePos pos(const YAML::Node& n) const {
     const auto m = n.Mark();
     return m.line < 0 ? SourcePos{} : SourcePos{m.line + 1, m.column + 1};
@@ -45,15 +42,7 @@ class Walker {
     return make_error(ErrorKind::spec, std::move(id), std::move(message), where(n), std::move(hint));
   }
 
-  static std::string type_name(const YAML::Node& n) {
-    switch (n.Type()) {
-      case YAML::NodeType::Null: return "nothing (null)";
-      case YAML::NodeType::Scalar: return "a scalar";
-      case YAML::NodeType::Sequence: return "a list";
-      case YAML::NodeType::Map: return "a mapping";
-      default: return "an undefined value";
-    }
-  }
+  static std::string type_name(const YAML::Node& n) { return yaml_type_name(n); }
 
   /// Checks a mapping: its type, duplicate keys, unknown keys (with did-you-mean). Returns key -> (key node, value).
   Result<std::vector<std::pair<YAML::Node, YAML::Node>>> map(const YAML::Node& n, const std::string& what,
@@ -202,13 +191,7 @@ Result<SourcesRequest> parse_sources(const Walker& w, const YAML::Node& node) {
 
 Result<SourcesRequest> parse_user_config(std::string_view text, const std::string& path) {
   if (auto st = check_yaml_bytes(text, path, k_spec_max_bytes, k_spec_max_depth); !st) return std::move(st).error();
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return make_error(ErrorKind::spec, "spec.yaml_syntax", "YAML syntax error: " + e.msg,
-                      path + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1), "");
-  }
+  GPUENV_TRY(root, load_yaml(text, path, ErrorKind::spec, "spec.yaml_syntax", ""));
   if (root.IsNull()) return SourcesRequest{};
   Walker w(path);
   GPUENV_TRY(top, w.map(root, "config", {"sources"}));
@@ -256,15 +239,7 @@ Result<YAML::Node> load_spec_yaml(std::string_view text, const std::string& path
     return make_error(ErrorKind::spec, "spec.empty", "spec is empty", path,
                       "start from an example in recipes/examples/ (e.g. torch-h100.yaml)");
   }
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    std::string where = path;
-    if (e.mark.line >= 0) where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
-    return make_error(ErrorKind::spec, "spec.yaml_syntax", "YAML syntax error: " + e.msg, where,
-                      "check indentation, quotes and colons around this position");
-  }
+  GPUENV_TRY(root, load_yaml(text, path, ErrorKind::spec, "spec.yaml_syntax", "check indentation, quotes and colons around this position"));
   if (root.IsNull()) {
     return make_error(ErrorKind::spec, "spec.empty", "spec has no content (only comments or null)", path,
                       "start from an example in recipes/examples/");

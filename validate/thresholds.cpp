@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "base/yaml_guard.hpp"
+#include "base/yaml_reader.hpp"
 
 namespace gpuenv::validate {
 namespace {
@@ -153,25 +154,13 @@ class Parser {
   }
 
  private:
-  [[nodiscard]] std::string where(const YAML::Node& n) const {
-    const auto m = n.Mark();
-    if (m.line < 0) return m_origin;
-    return m_origin + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1);
-  }
+  [[nodiscard]] std::string where(const YAML::Node& n) const { return yaml_where(m_origin, n); }
 
   [[nodiscard]] Error error(const YAML::Node& n, std::string id, std::string message, std::string hint) const {
     return make_error(ErrorKind::spec, std::move(id), std::move(message), where(n), std::move(hint));
   }
 
-  static std::string type_name(const YAML::Node& n) {
-    switch (n.Type()) {
-      case YAML::NodeType::Null: return "nothing (null)";
-      case YAML::NodeType::Scalar: return "a scalar";
-      case YAML::NodeType::Sequence: return "a list";
-      case YAML::NodeType::Map: return "a mapping";
-      default: return "an undefined value";
-    }
-  }
+  static std::string type_name(const YAML::Node& n) { return yaml_type_name(n); }
 
   /// A mapping with plain keys, no key twice, and (when `allowed` is not empty) only the allowed keys.
   Result<Entries> mapping(const YAML::Node& n, const std::string& what, const std::vector<std::string>& allowed) const {
@@ -434,15 +423,7 @@ Result<ThresholdTable> parse_thresholds(std::string_view yaml_text, std::string_
     return std::move(st).error().while_("reading the GPU thresholds");
   }
   try {
-    YAML::Node root;
-    try {
-      root = YAML::Load(std::string(yaml_text));
-    } catch (const YAML::Exception& e) {
-      std::string where = path;
-      if (e.mark.line >= 0) where += ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1);
-      return make_error(ErrorKind::spec, "thresholds.yaml_syntax", "YAML syntax error: " + e.msg, where,
-                        "check indentation, quotes and colons around this position");
-    }
+    GPUENV_TRY(root, load_yaml(yaml_text, path, ErrorKind::spec, "thresholds.yaml_syntax", "check indentation, quotes and colons around this position"));
     if (!root.IsDefined() || root.IsNull()) {
       return make_error(ErrorKind::spec, "thresholds.empty", "the thresholds file has no content", path,
                         std::string(k_doc_hint));
