@@ -12,7 +12,6 @@
 namespace {
 
 using namespace gpuenv;
-using namespace gpuenv::images;
 using namespace gpuenv::packages;
 
 const std::string& compressed() {

@@ -14,7 +14,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
   using namespace gpuenv;
-  using namespace gpuenv::images;
   using namespace gpuenv::packages;
   switch (data[0] % 7) {
     case 0: (void)parse_simple_page(text, "application/vnd.pypi.simple.v1+json", "https://index.example/simple/x/"); break;
