@@ -8,13 +8,8 @@
 #include "base/cache/blob_store.hpp"
 #include "base/cache/caching_fetcher.hpp"
 #include "base/cache/work_dir.hpp"
-#include "base/digest.hpp"
 #include "base/file_io.hpp"
 #include "packages/pin_image.hpp"
-
-#ifndef GPUENV_VERSION
-#define GPUENV_VERSION "0.0.0"
-#endif
 
 namespace gpuenv::app {
 namespace {
@@ -84,12 +79,6 @@ Result<packages::ImagePins> pin(const LockRequest& rq, const packages::SourceSet
 }
 
 }  // namespace
-
-std::string generator() { return std::string("gpuenv ") + GPUENV_VERSION; }
-
-resolver::LockInputs lock_inputs(const PreparedResolution& p) {
-  return {sha256_hex(p.spec_text), p.catalog.sha256, generator(), p.base ? p.base->pinned : std::string()};
-}
 
 Result<MadeLock> lock(const LockRequest& rq, Services& services) {
   MadeLock made;

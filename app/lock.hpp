@@ -12,12 +12,6 @@
 
 namespace gpuenv::app {
 
-/// "gpuenv 0.1.0": the generator recorded in locks, images and SBOMs.
-std::string generator();
-
-/// The digests that tie a lock to its inputs (spec, catalog, generator, pinned base image).
-resolver::LockInputs lock_inputs(const PreparedResolution& prepared);
-
 struct LockRequest {
   ResolveRequest resolve;
   std::string host_root = "/";  ///< where /etc/apt (keyrings, sources) and /etc/pip.conf are read

@@ -1,9 +1,13 @@
 #include "app/resolve.hpp"
 
-#include "app/lock.hpp"
+#include "base/digest.hpp"
 #include "base/file_io.hpp"
 #include "base/yaml_guard.hpp"
 #include "resolver/lockfile.hpp"
+
+#ifndef GPUENV_VERSION
+#define GPUENV_VERSION "0.0.0"
+#endif
 
 namespace gpuenv::app {
 namespace {
@@ -158,6 +162,12 @@ Result<resolver::HostFacts> host_facts(const Services& services, const resolver:
     facts.notes.push_back("GPUs from GPUENV_GPUS");
   }
   return facts;
+}
+
+std::string generator() { return std::string("gpuenv ") + GPUENV_VERSION; }
+
+resolver::LockInputs lock_inputs(const PreparedResolution& p) {
+  return {sha256_hex(p.spec_text), p.catalog.sha256, generator(), p.base ? p.base->pinned : std::string()};
 }
 
 Result<Detected> detect(const std::string& catalog_dir, const Services& services) {

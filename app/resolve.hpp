@@ -9,6 +9,7 @@
 #include "app/base_image.hpp"
 #include "app/catalog.hpp"
 #include "app/services.hpp"
+#include "resolver/lockfile.hpp"
 #include "resolver/solver.hpp"
 #include "resolver/spec.hpp"
 
@@ -35,6 +36,12 @@ struct PreparedResolution {
 
 /// Loads the catalog, reads and parses the spec, gathers GPUs and driver (flags, spec, host) and resolves.
 Result<std::unique_ptr<PreparedResolution>> resolve(const ResolveRequest& request, Services& services);
+
+/// "gpuenv 0.1.0": the generator recorded in locks, images and SBOMs.
+std::string generator();
+
+/// The digests that tie a lock to its inputs (spec, catalog, generator, pinned base image).
+resolver::LockInputs lock_inputs(const PreparedResolution& prepared);
 
 /// Host facts with the GPUENV_DRIVER / GPUENV_GPUS overrides of services.env applied.
 Result<resolver::HostFacts> host_facts(const Services& services, const resolver::Catalog& catalog);

@@ -34,6 +34,11 @@ std::string q(const std::string& s) {
   return out + "\"";
 }
 
+/// The spelling a lock records for the spec's confidential-computing demand.
+const char* confidential_name(Confidential c) {
+  return c == Confidential::required ? "required" : c == Confidential::allowed ? "allowed" : "off";
+}
+
 }  // namespace
 
 std::string render_lock(const Spec& spec, const Resolution& r, const LockInputs& in, const std::vector<LockedPackage>& packages) {
@@ -59,7 +64,7 @@ std::string render_lock(const Spec& spec, const Resolution& r, const LockInputs&
   o << "]\n  models: [";
   for (std::size_t i = 0; i < r.gpu_models.size(); ++i) o << (i ? ", " : "") << q(r.gpu_models[i]);
   o << "]\n  confidential: "
-    << q(spec.gpu.confidential == Confidential::required ? "required" : spec.gpu.confidential == Confidential::allowed ? "allowed" : "off") << "\n";
+    << q(confidential_name(spec.gpu.confidential)) << "\n";
   o << "frameworks:" << (r.frameworks.empty() ? " {}\n" : "\n");
   for (const auto& f : r.frameworks) {
     o << "  " << f.name << ":\n    version: " << q(f.version.str()) << "\n    variant: " << q(f.variant) << "\n    cuda: " << q(f.cuda.str())
@@ -96,7 +101,7 @@ Lock lock_of(const Spec& spec, const Resolution& r, const LockInputs& in, const 
   lock.forward_compat = r.forward_compat;
   for (int a : r.archs) lock.archs.push_back(arch_name(a));
   lock.models = r.gpu_models;
-  lock.confidential = spec.gpu.confidential == Confidential::required ? "required" : spec.gpu.confidential == Confidential::allowed ? "allowed" : "off";
+  lock.confidential = confidential_name(spec.gpu.confidential);
   for (const auto& f : r.frameworks) lock.frameworks.push_back({f.name, f.version.str(), f.variant, f.cuda.str(), f.cudnn ? f.cudnn->str() : ""});
   if (!packages.empty()) {
     lock.requested_apt = spec.apt_packages;
@@ -248,22 +253,18 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
 }
 
 bool is_lock_text(std::string_view text) {
-  // A top-level `schema:` line naming the lock schema, also when the rest does not parse (then parse_lock says
-  // where the lock is damaged, rather than the spec parser saying it is a bad spec).
-  const auto top_level_schema = [&] {
-    for (std::string_view want : {"schema: \"gpuenv-lock-v1\"", "schema: gpuenv-lock-v1"}) {
-      for (std::size_t at = text.find(want); at != std::string_view::npos; at = text.find(want, at + 1))
-        if (at == 0 || text[at - 1] == '\n') return true;
+  // gpuenv writes `schema:` as a top-level key at the start of a line; a spec never names the lock schema there.
+  // Looking for that line, rather than parsing the YAML, keeps `build LOCK` to one parse (parse_lock's), and a
+  // damaged lock is still told apart, so that parse_lock says where it is damaged.
+  for (std::string_view want : {"schema: \"gpuenv-lock-v1\"", "schema: gpuenv-lock-v1"}) {
+    for (std::size_t at = text.find(want); at != std::string_view::npos; at = text.find(want, at + 1)) {
+      const std::size_t end = at + want.size();
+      const bool line_start = at == 0 || text[at - 1] == '\n';
+      const bool line_end = end == text.size() || text[end] == '\n' || text[end] == '\r' || text[end] == ' ' || text[end] == '#';
+      if (line_start && line_end) return true;
     }
-    return false;
-  };
-  if (!check_yaml_bytes(text, "", 64u << 20, 64)) return top_level_schema();
-  try {
-    const YAML::Node root = YAML::Load(std::string(text));
-    return root.IsMap() && root["schema"].IsScalar() && root["schema"].Scalar() == k_lock_schema;
-  } catch (const YAML::Exception&) {
-    return top_level_schema();
   }
+  return false;
 }
 
 }  // namespace gpuenv::resolver

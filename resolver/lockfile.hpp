@@ -54,8 +54,8 @@ struct Lock {
 /// so that a workflow which has just locked need not parse its own text.
 Lock lock_of(const Spec& spec, const Resolution& resolution, const LockInputs& inputs, const std::vector<LockedPackage>& packages = {});
 
-/// Whether TEXT is a lock (a YAML mapping whose `schema` is gpuenv-lock-v1) rather than a spec. Never throws;
-/// text that is not YAML is not a lock.
+/// Whether TEXT is a lock rather than a spec: a top-level `schema: gpuenv-lock-v1` line, as render_lock writes
+/// it, also when the rest is damaged (parse_lock then says where). Reads no YAML.
 bool is_lock_text(std::string_view text);
 
 /// Parses lock text. Errors (ErrorKind::spec, `where` = "path:line:col"): `lock.yaml_syntax`, `lock.schema` (not
