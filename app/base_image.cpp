@@ -112,7 +112,7 @@ Status locate_registry_image(const std::string& reference, bool offline, const s
       e.while_("pulling the base image " + ref->to_string());
       return e;
     }
-    out.manifest_digest = pulled->manifest.digest;
+    out.manifest_digest = pulled->manifest.digest.str();
     if (!ref->digest.empty() && ref->digest != out.manifest_digest) {
       return base_error("base.digest_mismatch", "the registry answered " + out.manifest_digest + " for " + reference, reference,
                         "check the reference; a digest names exactly one image");

@@ -20,6 +20,7 @@ struct LockToBuild {
   std::string text;
   resolver::Lock lock;
   std::string spec_tag;
+  std::optional<resolver::ImageFormat> spec_format;  ///< the spec's image.format; unset for a lock
   std::optional<BaseImage> base;
   std::unique_ptr<PreparedResolution> unsatisfied;
 };
@@ -41,6 +42,7 @@ Result<LockToBuild> lock_to_build(const BuildRequest& rq, Services& services) {
   out.text = std::move(made.text);
   out.lock = std::move(made.lock);
   out.spec_tag = made.prepared->spec.image_tag;
+  out.spec_format = made.prepared->spec.image_format;
   out.base = std::move(made.prepared->base);
   return out;
 }
@@ -60,13 +62,13 @@ Result<std::int64_t> source_date_epoch(const Services& services) {
   return epoch;
 }
 
-Status write_archive(const BuildRequest& rq, const std::string& layout_dir, const LockToBuild& l, const images::BuildResult& built,
-                     const std::string& output) {
+Status write_archive(const BuildRequest& rq, resolver::ImageFormat format, const std::string& layout_dir, const LockToBuild& l,
+                     const images::BuildResult& built, const std::string& output) {
   GPUENV_TRY(layout, images::OciLayout::open(layout_dir));
   std::string repo_tag = rq.tag.empty() ? l.spec_tag : rq.tag;
   if (repo_tag.empty()) repo_tag = l.lock.spec_name + ":latest";
   else if (ref_name(repo_tag) == repo_tag) repo_tag += ":latest";
-  return images::write_image_archive(layout, built.manifest, rq.format == "docker-archive" ? images::ArchiveFormat::docker : images::ArchiveFormat::oci,
+  return images::write_image_archive(layout, built.manifest, format == resolver::ImageFormat::docker_archive ? images::ArchiveFormat::docker : images::ArchiveFormat::oci,
                                      repo_tag, output);
 }
 
@@ -152,12 +154,13 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
     out.unsatisfied = std::move(l.unsatisfied);
     return out;
   }
-  const bool archive = rq.format != "oci-dir";
+  out.format = rq.format.value_or(l.spec_format.value_or(resolver::ImageFormat::oci_dir));
+  const bool archive = out.format != resolver::ImageFormat::oci_dir;
   out.output = rq.output.empty() ? "gpuenv-out/" + l.lock.spec_name + (archive ? ".tar" : "") : rq.output;
   std::error_code ec;
   if (fs::path(out.output).has_parent_path()) fs::create_directories(fs::path(out.output).parent_path(), ec);
   if (archive && fs::is_directory(out.output, ec)) {
-    return make_error(ErrorKind::usage, "cli.output", "is a directory; --format " + rq.format + " writes one file", out.output,
+    return make_error(ErrorKind::usage, "cli.output", "is a directory; format " + std::string(resolver::to_string(out.format)) + " writes one file", out.output,
                       "give a file name with -o, e.g. -o image.tar");
   }
   // An archive is written from a layout kept in the cache, so that a rebuild reuses its layers.
@@ -167,7 +170,7 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
   out.tag = ref_name(rq.tag.empty() ? l.spec_tag : rq.tag);
   GPUENV_TRY(image, assemble(rq, l, layout_dir, out.tag, services));
   out.image = std::move(image);
-  if (archive) GPUENV_CHECK(write_archive(rq, layout_dir, l, out.image, out.output));
+  if (archive) GPUENV_CHECK(write_archive(rq, out.format, layout_dir, l, out.image, out.output));
   if (!rq.push.empty()) {
     GPUENV_TRY(pushed, push(rq, layout_dir, out.tag, services));
     out.pushed = pushed;

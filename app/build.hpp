@@ -16,8 +16,9 @@ namespace gpuenv::app {
 struct BuildRequest {
   LockRequest lock;                  ///< lock.resolve.spec_path is the SPEC or LOCK argument
   std::string output;                ///< layout directory or archive file; "" for gpuenv-out/NAME[.tar]
-  std::string format = "oci-dir";    ///< oci-dir | oci-archive | docker-archive
-  std::string compression = "gzip";  ///< layer compression: gzip or zstd
+  /// What to write; unset: the spec's image.format when the argument is a spec, an OCI layout directory for a lock.
+  std::optional<resolver::ImageFormat> format;
+  images::Compression compression = images::Compression::gzip;
   std::string tag;                   ///< "" for the spec's image.tag
   std::vector<std::string> allow_missing;
   unsigned threads = 0;
@@ -31,6 +32,7 @@ struct Built {
   std::unique_ptr<PreparedResolution> unsatisfied;
   std::string output;  ///< where the image was written
   std::string tag;     ///< the layout's ref.name
+  resolver::ImageFormat format = resolver::ImageFormat::oci_dir;  ///< what was written to output
   images::BuildResult image;
   std::optional<images::PushStats> pushed;
   [[nodiscard]] std::uint64_t size() const {

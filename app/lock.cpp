@@ -94,10 +94,9 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
   GPUENV_TRY(sources, gather_sources(services, &p.spec.sources, rq.resolve.spec_path, rq.host_root, runner.get()));
   narrow_to_default_variants(sources, p);
   GPUENV_TRY(pins, pin(rq, sources, *network, *runner, p, services));
-  std::vector<resolver::LockedPackage> locked;
-  for (const auto& x : pins.packages) {
-    locked.push_back({x.name, x.version, x.kind, x.architecture, x.url, x.sha256, x.source, x.size});
-    (x.kind == "deb" ? made.debs : made.wheels) += 1;
+  const std::vector<resolver::LockedPackage>& locked = pins.packages;  // pinned packages are the lock's records
+  for (const auto& x : locked) {
+    (x.kind == resolver::PackageKind::deb ? made.debs : made.wheels) += 1;
     made.bytes += x.size;
   }
   const resolver::LockInputs inputs = lock_inputs(p);

@@ -22,6 +22,18 @@ std::string sha256_hex(std::string_view bytes) {
   return to_hex(md, n);
 }
 
+std::optional<Digest> Digest::parse(std::string_view text) {
+  if (!is_sha256_digest(text)) return std::nullopt;
+  return Digest(std::string(text.substr(7)));
+}
+
+std::optional<Digest> Digest::from_hex(std::string_view hex) {
+  if (!is_sha256_hex(hex)) return std::nullopt;
+  return Digest(std::string(hex));
+}
+
+Digest Digest::of(std::string_view bytes) { return Digest(sha256_hex(bytes)); }
+
 Sha256::Sha256() : m_ctx(EVP_MD_CTX_new()) { reset(); }
 Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(m_ctx)); }
 void Sha256::reset() { EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(m_ctx), EVP_sha256(), nullptr); }
@@ -32,5 +44,6 @@ std::string Sha256::finish() {
   EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(m_ctx), md, &n);
   return to_hex(md, n);
 }
+Digest Sha256::finish_digest() { return *Digest::from_hex(finish()); }
 
 }  // namespace gpuenv

@@ -25,8 +25,8 @@ app::BuildRequest build_request(const BuildOptions& o) {
   rq.lock = lock_request(o.lock);
   rq.lock.output.clear();  // building from a spec writes no lock file
   rq.output = o.output;
-  rq.format = o.format;
-  rq.compression = o.compression;
+  if (!o.format.empty()) rq.format = resolver::parse_image_format(o.format);  // CLI checked the name
+  rq.compression = images::parse_compression(o.compression).value_or(images::Compression::gzip);
   rq.tag = o.tag;
   rq.allow_missing = o.allow_missing;
   rq.threads = o.threads;
@@ -40,16 +40,16 @@ void print_json(const BuildOptions& o, const app::Built& b, Context& ctx) {
   const images::BuildResult& built = b.image;
   nlohmann::ordered_json j;
   j["schema"] = "gpuenv-build-result-v1";
-  j["digest"] = built.manifest.digest;
+  j["digest"] = built.manifest.digest.str();
   j["output"] = b.output;
-  j["format"] = o.format;
+  j["format"] = resolver::to_string(b.format);
   j["tag"] = b.tag;
   j["lock_sha256"] = built.lock_sha256;
-  j["config"] = built.config.digest;
+  j["config"] = built.config.digest.str();
   j["unchanged"] = built.unchanged;
   auto layers = nlohmann::ordered_json::array();
   for (const auto& l : built.layers)
-    layers.push_back({{"name", l.name}, {"digest", l.blob.digest}, {"size", l.blob.size}, {"diff_id", l.diff_id},
+    layers.push_back({{"name", l.name}, {"digest", l.blob.digest.str()}, {"size", l.blob.size}, {"diff_id", l.diff_id},
                       {"uncompressed_size", l.uncompressed_size}, {"entries", l.entries}, {"reused", l.reused}, {"packages", l.packages}});
   j["layers"] = layers;
   j["size"] = b.size();
@@ -72,7 +72,7 @@ void print_text(const BuildOptions& o, const app::Built& b, Context& ctx) {
   for (const auto& n : built.notes) *ctx.out << "note: " << n << "\n";
   *ctx.out << "wrote " << b.output << " (" << human(b.size()) << ")\n";
   if (b.pushed) *ctx.out << "pushed " << o.push << " (" << b.pushed->blobs_uploaded << " blobs uploaded, " << b.pushed->blobs_present << " already there)\n";
-  *ctx.out << built.manifest.digest << "\n";
+  *ctx.out << built.manifest.digest.str() << "\n";
 }
 
 }  // namespace
@@ -92,7 +92,8 @@ Command add_build_command(CLI::App& app, const GlobalOptions& g) {
   auto* sub = app.add_subcommand("build", "Build a reproducible OCI image from a spec (resolved and pinned first) or a lock");
   sub->add_option("input", o->lock.resolve.spec_path, "Spec (gpuenv-spec-v1) or lock (gpuenv-lock-v1)")->required();
   sub->add_option("-o,--output", o->output, "OCI layout directory to write (default gpuenv-out/NAME)");
-  sub->add_option("--format", o->format, "Output format: oci-dir")->check(CLI::IsMember({"oci-dir", "oci-archive", "docker-archive"}));
+  sub->add_option("--format", o->format, "Output format: oci-dir, oci-archive or docker-archive (default: the spec's image.format, else oci-dir)")
+      ->check(CLI::IsMember(resolver::k_image_formats));
   sub->add_option("--compression", o->compression, "Layer compression: gzip (default, level 6) or zstd (level 3)")
       ->check(CLI::IsMember({"gzip", "zstd"}));
   sub->add_option("--tag", o->tag, "Reference name recorded in the layout (default: the spec's image.tag)");

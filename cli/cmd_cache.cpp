@@ -60,14 +60,14 @@ int cmd_cache(const CacheOptions& o, Context& ctx) {
     nlohmann::ordered_json j{{"schema", "gpuenv-cache-v1"}, {"root", root}, {"blobs", blobs.size()}, {"bytes", total}};
     if (o.action == "ls") {
       auto list = nlohmann::ordered_json::array();
-      for (const auto& b : blobs) list.push_back({{"sha256", b.sha256}, {"bytes", b.bytes}, {"last_used", iso(b.last_used)}});
+      for (const auto& b : blobs) list.push_back({{"sha256", b.sha256.hex()}, {"bytes", b.bytes}, {"last_used", iso(b.last_used)}});
       j["entries"] = list;
     }
     *ctx.out << j.dump(2) << "\n";
     return k_exit_ok;
   }
   if (o.action == "ls")
-    for (const auto& b : blobs) *ctx.out << b.sha256 << "  " << std::setw(10) << human(b.bytes) << "  " << iso(b.last_used) << "\n";
+    for (const auto& b : blobs) *ctx.out << b.sha256.hex() << "  " << std::setw(10) << human(b.bytes) << "  " << iso(b.last_used) << "\n";
   *ctx.out << blobs.size() << " blobs, " << human(total) << " in " << root << "\n";
   return k_exit_ok;
 }

@@ -30,8 +30,8 @@ int cmd_lock(const LockOptions& o, Context& ctx) {
     j["lock"] = {{"path", o.output}, {"sha256", sha256_hex(made->text)}};
     auto list = nlohmann::ordered_json::array();
     for (const auto& x : made->lock.packages)
-      list.push_back({{"name", x.name}, {"version", x.version}, {"kind", x.kind}, {"architecture", x.architecture}, {"size", x.size},
-                      {"sha256", x.sha256}, {"url", x.url}, {"source", x.source}});
+      list.push_back({{"name", x.name}, {"version", x.version}, {"kind", resolver::to_string(x.kind)}, {"architecture", x.architecture}, {"size", x.size},
+                      {"sha256", x.sha256.hex()}, {"url", x.url}, {"source", x.source}});
     j["packages"] = list;
     j["wheel_requirements"] = made->wheel_requirements;
     *ctx.out << j.dump(2) << "\n";

@@ -115,7 +115,7 @@ int report_unsatisfied(const app::PreparedResolution& prepared, bool json, Conte
 struct BuildOptions {
   LockOptions lock;           ///< lock.resolve.spec_path is the SPEC or LOCK argument; --host-root, --offline, --json
   std::string output;         ///< layout directory; default ./gpuenv-out/NAME
-  std::string format = "oci-dir";
+  std::string format;                ///< oci-dir | oci-archive | docker-archive; "" for the spec's image.format
   std::string compression = "gzip";  ///< layer compression: gzip or zstd
   std::string tag;
   std::vector<std::string> allow_missing;

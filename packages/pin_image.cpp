@@ -131,7 +131,7 @@ Result<ImagePins> pin_image(const PinImageRequest& req, AptFetchContext& apt) {
         PinnedPackage pin;
         pin.name = p.name;
         pin.version = p.version;
-        pin.kind = "wheel";
+        pin.kind = PackageKind::wheel;
         pin.url = p.url;
         pin.size = p.size;
         pin.sha256 = p.sha256;

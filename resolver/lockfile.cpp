@@ -80,10 +80,18 @@ std::string render_lock(const Spec& spec, const Resolution& r, const LockInputs&
   }
   o << "packages:" << (packages.empty() ? " []\n" : "\n");
   for (const auto& p : packages) {
-    o << "  - {name: " << q(p.name) << ", version: " << q(p.version) << ", kind: " << q(p.kind) << ", architecture: " << q(p.architecture)
-      << ", size: " << p.size << ",\n     sha256: " << q(p.sha256) << ",\n     url: " << q(p.url) << ",\n     source: " << q(p.source) << "}\n";
+    o << "  - {name: " << q(p.name) << ", version: " << q(p.version) << ", kind: " << q(std::string(to_string(p.kind))) << ", architecture: " << q(p.architecture)
+      << ", size: " << p.size << ",\n     sha256: " << q(p.sha256.hex()) << ",\n     url: " << q(p.url) << ",\n     source: " << q(p.source) << "}\n";
   }
   return o.str();
+}
+
+std::string_view to_string(PackageKind kind) { return kind == PackageKind::wheel ? "wheel" : "deb"; }
+
+std::optional<PackageKind> parse_package_kind(std::string_view text) {
+  if (text == "deb") return PackageKind::deb;
+  if (text == "wheel") return PackageKind::wheel;
+  return std::nullopt;
 }
 
 Lock lock_of(const Spec& spec, const Resolution& r, const LockInputs& in, const std::vector<LockedPackage>& packages) {
@@ -146,8 +154,6 @@ class LockReader {
  private:
   std::string m_path;
 };
-
-bool is_hex64(const std::string& s) { return is_sha256_hex(s); }
 
 }  // namespace
 
@@ -231,16 +237,18 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
         GPUENV_TRY(sha, r.str(p, "sha256"));
         GPUENV_TRY(source, r.str(p, "source"));
         GPUENV_TRY(size, r.str(p, "size"));
-        if (kind != "deb" && kind != "wheel") return r.error(p["kind"], "lock.bad_value", "package '" + name + "' has kind '" + kind + "' (deb or wheel expected)");
-        if (!is_hex64(sha)) return r.error(p["sha256"], "lock.bad_value", "package '" + name + "' has a sha256 that is not 64 lowercase hex digits");
+        const auto parsed_kind = parse_package_kind(kind);
+        if (!parsed_kind) return r.error(p["kind"], "lock.bad_value", "package '" + name + "' has kind '" + kind + "' (deb or wheel expected)");
+        auto digest = Digest::from_hex(sha);
+        if (!digest) return r.error(p["sha256"], "lock.bad_value", "package '" + name + "' has a sha256 that is not 64 lowercase hex digits");
         if (size.empty() || size.size() > 15 || !std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; }))
           return r.error(p["size"], "lock.bad_value", "package '" + name + "' has a size that is not a byte count");
         lp.name = name;
         lp.version = version;
-        lp.kind = kind;
+        lp.kind = *parsed_kind;
         lp.architecture = arch;
         lp.url = url;
-        lp.sha256 = sha;
+        lp.sha256 = std::move(*digest);
         lp.source = source;
         lp.size = std::stoull(size);
         lock.packages.push_back(std::move(lp));

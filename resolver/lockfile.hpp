@@ -1,7 +1,10 @@
 #pragma once
 // gpuenv.lock (`gpuenv-lock-v1`): the resolved versions of a spec, written byte-for-byte deterministically.
+#include <optional>
 #include <string>
+#include <string_view>
 
+#include "base/digest.hpp"
 #include "resolver/solver.hpp"
 #include "resolver/spec.hpp"
 
@@ -17,9 +20,20 @@ struct LockInputs {
   std::string base_image; ///< the spec's base image pinned by digest ("docker://host/repo:tag@sha256:..."); "" for none
 };
 
+/// What a pinned artifact is, and so how a build installs it.
+enum class PackageKind { deb, wheel };
+/// "deb" or "wheel", as the lock spells it.
+std::string_view to_string(PackageKind kind);
+/// The kind a lock names; std::nullopt for anything else.
+std::optional<PackageKind> parse_package_kind(std::string_view text);
+
 /// One pinned artifact: a .deb or a wheel, with where it comes from and its digest.
 struct LockedPackage {
-  std::string name, version, kind, architecture, url, sha256, source;
+  std::string name, version;
+  PackageKind kind = PackageKind::deb;
+  std::string architecture, url;
+  Digest sha256;
+  std::string source;
   std::uint64_t size = 0;
   bool operator==(const LockedPackage&) const = default;
 };

@@ -23,7 +23,6 @@ const std::vector<std::string> k_gpu_keys = {"models", "archs", "driver", "confi
 const std::vector<std::string> k_package_keys = {"apt", "pip"};
 const std::vector<std::string> k_image_keys = {"format", "tag"};
 const std::vector<std::string> k_validate_keys = {"level", "thresholds"};
-const std::vector<std::string> k_image_formats = {"oci-dir", "oci-archive", "docker-archive"};
 const std::vector<std::string> k_levels = {"quick", "standard", "long"};
 
 
@@ -414,12 +413,13 @@ Status read_image(const Walker& w, [[maybe_unused]] const std::string& k, const 
   for (const auto& [ikey, ival] : im) {
     GPUENV_TRY(s, w.scalar(ival, "image." + ikey.Scalar()));
     if (ikey.Scalar() == "format") {
-      if (std::find(k_image_formats.begin(), k_image_formats.end(), s) == k_image_formats.end()) {
+      const auto format = parse_image_format(s);
+      if (!format) {
         std::string hint = "use one of " + join(k_image_formats, ", ");
         if (auto g = did_you_mean(s, k_image_formats)) hint = "did you mean '" + *g + "'? " + hint;
         return w.error(ival, "spec.bad_enum", "image.format '" + s + "' is not known", hint);
       }
-      spec.image_format = s;
+      spec.image_format = *format;
     } else {
       spec.image_tag = s;
     }
@@ -463,6 +463,14 @@ Status read_validate(const Walker& w, [[maybe_unused]] const std::string& k, con
 }
 
 }  // namespace
+
+std::string_view to_string(ImageFormat format) { return k_image_formats.at(static_cast<std::size_t>(format)); }
+
+std::optional<ImageFormat> parse_image_format(std::string_view name) {
+  for (std::size_t i = 0; i < k_image_formats.size(); ++i)
+    if (k_image_formats[i] == name) return static_cast<ImageFormat>(i);
+  return std::nullopt;
+}
 
 Result<Spec> parse_spec(std::string_view text, const std::string& path) {
   GPUENV_TRY(root, load_spec_yaml(text, path));

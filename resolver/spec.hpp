@@ -19,6 +19,16 @@ inline constexpr std::size_t k_spec_max_depth = 64;
 
 enum class Confidential { off, allowed, required };
 
+/// What `gpuenv build` writes: an OCI layout directory, or the layout as one tar file (OCI's, or with
+/// Docker's manifest.json added for `docker load`).
+enum class ImageFormat { oci_dir, oci_archive, docker_archive };
+/// The names the spec and --format use, in the order of the enum.
+inline const std::vector<std::string> k_image_formats = {"oci-dir", "oci-archive", "docker-archive"};
+/// "oci-dir", "oci-archive" or "docker-archive".
+std::string_view to_string(ImageFormat format);
+/// The format a name gives; std::nullopt for an unknown name.
+std::optional<ImageFormat> parse_image_format(std::string_view name);
+
 /// Where a value came from in the spec file, for error messages.
 struct SourcePos {
   int line = 0;    ///< 1-based; 0 = unknown
@@ -84,7 +94,7 @@ struct Spec {
   std::vector<FrameworkRequest> frameworks;  ///< in the order torch, tensorflow, jax
   GpuRequest gpu;
   std::vector<std::string> apt_packages, pip_packages;
-  std::string image_format = "oci-dir";
+  ImageFormat image_format = ImageFormat::oci_dir;
   std::string image_tag;
   std::string validate_level = "standard";
   std::map<std::string, double> validate_thresholds;

@@ -1,9 +1,6 @@
 #include "base/cache/blob_store.hpp"
 
-#include "base/digest.hpp"
-
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +12,10 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <vector>
+
+#include "base/digest.hpp"
+#include "base/unique_fd.hpp"
 
 namespace gpuenv {
 namespace {
@@ -25,8 +26,6 @@ Error io_error(const std::string& where, const std::string& what) {
   return make_error(ErrorKind::environment, "cache.io", what + ": " + std::strerror(errno), where,
                     "check free disk space and permissions of the cache directory (GPUENV_CACHE_DIR)");
 }
-
-bool valid_sha(std::string_view s) { return is_sha256_hex(s); }
 
 /// Holds flock on ROOT/lock for its lifetime.
 class FileLock {
@@ -52,8 +51,8 @@ class DirBlobStore final : public BlobStore {
  public:
   explicit DirBlobStore(std::string root) : m_root(std::move(root)) {}
 
-  Result<std::optional<std::string>> find(std::string_view sha) override {
-    if (!valid_sha(sha)) return bad_sha(sha);
+  Result<std::optional<std::string>> find(const Digest& sha) override {
+    if (sha.empty()) return no_digest();
     const std::string p = blob_path(sha);
     struct stat st {};
     if (::stat(p.c_str(), &st) != 0) {
@@ -71,21 +70,21 @@ class DirBlobStore final : public BlobStore {
     return m_root + "/tmp/" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(rd());
   }
 
-  Result<std::string> adopt(const std::string& file, std::string_view sha, bool already_verified) override {
-    if (!valid_sha(sha)) return bad_sha(sha);
+  Result<std::string> adopt(const std::string& file, const Digest& sha, bool already_verified) override {
+    if (sha.empty()) return no_digest();
     if (already_verified) return install(file, sha);
     auto actual = sha256_of_file(file);
     if (!actual) return std::move(actual).error();
     if (*actual != sha) {
       ::unlink(file.c_str());
       return make_error(ErrorKind::environment, "cache.hash_mismatch",
-                        "file has sha256 " + *actual + ", expected " + std::string(sha), file,
+                        "file has sha256 " + actual->hex() + ", expected " + sha.hex(), file,
                         "the download was corrupted or the index is wrong; it was not cached");
     }
     return install(file, sha);
   }
 
-  Result<std::string> put(std::string_view bytes) override {
+  Result<Digest> put(std::string_view bytes) override {
     auto tmp = temp_path();
     if (!tmp) return std::move(tmp).error();
     const int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -122,8 +121,10 @@ class DirBlobStore final : public BlobStore {
       if (!it->is_regular_file(ec)) continue;
       struct stat st {};
       if (::stat(it->path().c_str(), &st) != 0) continue;
+      auto digest = Digest::from_hex(it->path().filename().string());
+      if (!digest) continue;  // not a blob (a stray file); prune leaves it alone
       BlobInfo b;
-      b.sha256 = it->path().filename().string();
+      b.sha256 = std::move(*digest);
       b.bytes = static_cast<std::uint64_t>(st.st_size);
       b.last_used = std::chrono::system_clock::time_point(std::chrono::seconds(st.st_mtim.tv_sec));
       out.push_back(std::move(b));
@@ -155,12 +156,12 @@ class DirBlobStore final : public BlobStore {
   }
 
  private:
-  Error bad_sha(std::string_view sha) const {
-    return make_error(ErrorKind::internal, "cache.bad_digest", "'" + std::string(sha) + "' is not a lower-case hex sha256", m_root, "");
+  Error no_digest() const {
+    return make_error(ErrorKind::internal, "cache.bad_digest", "a blob was asked for without a sha256", m_root, "");
   }
 
-  [[nodiscard]] std::string blob_path(std::string_view sha) const {
-    return m_root + "/blobs/sha256/" + std::string(sha.substr(0, 2)) + "/" + std::string(sha);
+  [[nodiscard]] std::string blob_path(const Digest& sha) const {
+    return m_root + "/blobs/sha256/" + sha.hex().substr(0, 2) + "/" + sha.hex();
   }
 
   Status ensure_dirs() const {
@@ -174,7 +175,7 @@ class DirBlobStore final : public BlobStore {
     return ok_status();
   }
 
-  Result<std::string> install(const std::string& file, std::string_view sha) {
+  Result<std::string> install(const std::string& file, const Digest& sha) {
     if (auto st = ensure_dirs(); !st) return std::move(st).error();
     FileLock lock(m_root + "/lock", LOCK_SH);
     if (!lock.ok()) return io_error(m_root + "/lock", "cannot lock");
@@ -208,28 +209,19 @@ std::string default_cache_root(const std::string& gpuenv_cache_dir, const std::s
   return (home.empty() ? std::string("/tmp") : home) + "/.cache/gpuenv";
 }
 
-Result<std::string> sha256_of_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return io_error(path, "cannot open");
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
-  char buf[1 << 16];
+Result<Digest> sha256_of_file(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return io_error(path, "cannot open");
+  Sha256 hash;
+  std::vector<char> buf(1 << 16);
   while (true) {
-    const ssize_t r = ::read(fd, buf, sizeof buf);
+    const ssize_t r = ::read(fd.get(), buf.data(), buf.size());
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      Error e = io_error(path, "cannot read");
-      ::close(fd);
-      return e;
-    }
+    if (r < 0) return io_error(path, "cannot read");
     if (r == 0) break;
-    EVP_DigestUpdate(ctx.get(), buf, static_cast<std::size_t>(r));
+    hash.update(buf.data(), static_cast<std::size_t>(r));
   }
-  ::close(fd);
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned n = 0;
-  EVP_DigestFinal_ex(ctx.get(), md, &n);
-  return to_hex(md, n);
+  return hash.finish_digest();
 }
 
 }  // namespace gpuenv

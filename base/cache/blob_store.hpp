@@ -9,12 +9,13 @@
 #include <string_view>
 #include <vector>
 
+#include "base/digest.hpp"
 #include "base/error.hpp"
 
 namespace gpuenv {
 
 struct BlobInfo {
-  std::string sha256;
+  Digest sha256;
   std::uint64_t bytes = 0;
   std::chrono::system_clock::time_point last_used;  ///< modification time, refreshed on use
 };
@@ -24,15 +25,15 @@ class BlobStore {
  public:
   virtual ~BlobStore() = default;
   /// Path of a cached blob, or std::nullopt when it is not cached. Marks the blob as used.
-  virtual Result<std::optional<std::string>> find(std::string_view sha256) = 0;
+  virtual Result<std::optional<std::string>> find(const Digest& sha256) = 0;
   /// A fresh path in the store's own file system for a caller to write a candidate blob into.
   virtual Result<std::string> temp_path() = 0;
   /// Moves a finished file into the store after checking its sha256; on mismatch the file is deleted and
   /// the error is "cache.hash_mismatch". `already_verified` skips the re-read when the caller hashed the
   /// bytes as it wrote them (the Fetcher does). Returns the blob's path.
-  virtual Result<std::string> adopt(const std::string& file, std::string_view sha256, bool already_verified = false) = 0;
+  virtual Result<std::string> adopt(const std::string& file, const Digest& sha256, bool already_verified = false) = 0;
   /// Stores bytes (small documents) and returns their sha256.
-  virtual Result<std::string> put(std::string_view bytes) = 0;
+  virtual Result<Digest> put(std::string_view bytes) = 0;
   virtual Result<std::vector<BlobInfo>> list() = 0;
   /// Removes blobs last used before `cutoff` (all, with the maximum time point); returns bytes freed.
   virtual Result<std::uint64_t> prune(std::chrono::system_clock::time_point cutoff) = 0;
@@ -46,7 +47,7 @@ std::unique_ptr<BlobStore> make_dir_blob_store(std::string root);
 /// caller passes the variables in (only cli/ reads the environment).
 std::string default_cache_root(const std::string& gpuenv_cache_dir, const std::string& xdg_cache_home, const std::string& home);
 
-/// Lower-case hex sha256 of a file's bytes.
-Result<std::string> sha256_of_file(const std::string& path);
+/// The sha256 of a file's bytes.
+Result<Digest> sha256_of_file(const std::string& path);
 
 }  // namespace gpuenv

@@ -22,17 +22,17 @@ class CachingFetcher final : public Fetcher {
     auto body = m_inner.get(url, accept);
     if (!body && is_offline_miss(body.error())) {  // offline: the document as the last online run got it
       std::ifstream in(ref);
-      std::string sha;
-      in >> sha;
-      if (sha == "not-found") {  // the server answered 404/410 when the cache was filled
+      std::string remembered;
+      in >> remembered;
+      if (remembered == "not-found") {  // the server answered 404/410 when the cache was filled
         return make_error(ErrorKind::environment, "fetch.not_found", "HTTP 404: not found (remembered from the last online run)", url, "");
       }
-      if (!sha.empty()) {
-        auto found = m_store.find(sha);
+      if (const auto sha = Digest::from_hex(remembered)) {
+        auto found = m_store.find(*sha);
         if (found && *found) {
           std::ifstream blob(**found, std::ios::binary);
           std::string body(std::istreambuf_iterator<char>(blob), {});
-          if (sha256_hex(body) == sha) return body;
+          if (Digest::of(body) == *sha) return body;
         }
       }
       return body;
@@ -41,7 +41,7 @@ class CachingFetcher final : public Fetcher {
       if (body.error().id == "fetch.not_found") remember(ref, "not-found");  // offline runs must see the same 404
       return body;
     }
-    if (auto sha = m_store.put(*body)) remember(ref, *sha);
+    if (auto sha = m_store.put(*body)) remember(ref, sha->hex());
     return body;
   }
 

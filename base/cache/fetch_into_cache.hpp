@@ -12,12 +12,12 @@ namespace gpuenv {
 
 struct CacheRequest {
   std::string url;
-  std::string sha256;  ///< required: the cache is content-addressed
+  Digest sha256;  ///< required: the cache is content-addressed
   std::optional<std::uint64_t> size;
 };
 
 struct CachedBlob {
-  std::string sha256;
+  Digest sha256;
   std::string path;
   bool was_cached = false;
 };

@@ -90,7 +90,7 @@ struct Transfer {
   // What to do.
   std::string url;
   std::string dest;  // empty: into memory
-  std::optional<std::string> sha256;
+  std::optional<Digest> sha256;
   std::optional<std::uint64_t> size;
   // State.
   CURL* easy = nullptr;
@@ -226,7 +226,7 @@ class CurlFetcher final : public Fetcher {
     std::vector<Result<FetchedFile>> out;
     for (auto& t : ts) {
       if (t.outcome == Outcome::done) {
-        out.emplace_back(FetchedFile{t.url, t.dest, t.offset + t.received, t.sha256.value_or(""), t.attempts});
+        out.emplace_back(FetchedFile{t.url, t.dest, t.offset + t.received, t.sha256.value_or(Digest()), t.attempts});
       } else {
         out.emplace_back(*t.error);
       }
@@ -425,7 +425,7 @@ class CurlFetcher final : public Fetcher {
     }
     if (code == CURLE_OK) {
       const std::uint64_t total = t.offset + t.received;
-      std::string digest = t.hash.finish();
+      const Digest digest = t.hash.finish_digest();
       const bool size_bad = t.size && total != *t.size;
       const bool sha_bad = t.sha256 && digest != *t.sha256;
       if (size_bad || sha_bad) {
@@ -435,7 +435,7 @@ class CurlFetcher final : public Fetcher {
         }
         if (!t.dest.empty()) ::unlink(t.part().c_str());
         const std::string what = size_bad ? "size " + std::to_string(total) + " instead of " + std::to_string(*t.size)
-                                          : "sha256 " + digest + " instead of " + *t.sha256;
+                                          : "sha256 " + digest.hex() + " instead of " + t.sha256->hex();
         if (!t.restarted_after_mismatch) {  // a corrupted transfer may heal once; a wrong file will not
           t.restarted_after_mismatch = true;
           schedule_retry(t, what);

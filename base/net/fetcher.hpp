@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/digest.hpp"
 #include "base/error.hpp"
 
 namespace gpuenv {
@@ -17,7 +18,7 @@ namespace gpuenv {
 struct FetchRequest {
   std::string url;
   std::string dest;                     ///< final path; written as dest + ".part" and renamed when verified
-  std::optional<std::string> sha256;    ///< lower-case hex; a mismatch is an error and nothing stays at dest
+  std::optional<Digest> sha256;         ///< a mismatch is an error and nothing stays at dest
   std::optional<std::uint64_t> size;    ///< expected size, checked as bytes arrive
 };
 
@@ -26,7 +27,7 @@ struct FetchedFile {
   std::string url;
   std::string dest;
   std::uint64_t bytes = 0;
-  std::string sha256;  ///< of what was written
+  Digest sha256;       ///< of what was written
   int attempts = 0;    ///< 1 = no retry was needed
 };
 

@@ -86,7 +86,7 @@ struct ImageLayers {
   json base_config = json::object();
 };
 
-std::size_t count_kind(const resolver::Lock& lock, const std::string& kind) {
+std::size_t count_kind(const resolver::Lock& lock, resolver::PackageKind kind) {
   return static_cast<std::size_t>(std::count_if(lock.packages.begin(), lock.packages.end(), [&](const auto& p) { return p.kind == kind; }));
 }
 
@@ -104,12 +104,14 @@ std::optional<std::vector<BuiltLayer>> previous_layers(OciLayout& layout, const 
   std::size_t i = 0;
   for (const auto& l : manifest.value("layers", json::array())) {
     BuiltLayer bl;
-    bl.blob = Descriptor{l.value("mediaType", ""), l.value("digest", ""), l.value("size", std::uint64_t{0}), {}};
+    auto blob = parse_descriptor(l, layout.dir());
+    if (!blob) return std::nullopt;
+    bl.blob = Descriptor{blob->media_type, blob->digest, blob->size, {}};
     if (l.contains("annotations")) bl.name = l["annotations"].value("dev.gpuenv.layer", "");
     const auto& ids = config["rootfs"]["diff_ids"];
     if (i < ids.size()) bl.diff_id = ids[i].get<std::string>();
     bl.reused = true;
-    if (!is_sha256_digest(bl.blob.digest) || !layout.has_blob(digest_hex(bl.blob.digest))) complete = false;
+    if (!layout.has_blob(bl.blob.digest)) complete = false;
     out.push_back(bl);
     ++i;
   }
@@ -119,19 +121,19 @@ std::optional<std::vector<BuiltLayer>> previous_layers(OciLayout& layout, const 
 
 /// The image an index entry names, when its manifest carries `key` and every blob is present.
 std::optional<BuildResult> previous_image(OciLayout& layout, const json& entry, const std::string& key) {
-  const std::string digest = entry.value("digest", "");
-  if (!is_sha256_digest(digest) || !layout.has_blob(digest_hex(digest))) return std::nullopt;
-  std::ifstream mf(layout.blob_path(digest.substr(7)), std::ios::binary);
+  auto listed = parse_descriptor(entry, layout.dir());
+  if (!listed || !layout.has_blob(listed->digest)) return std::nullopt;
+  std::ifstream mf(layout.blob_path(listed->digest), std::ios::binary);
   const json manifest = json::parse(mf, nullptr, false);
   if (manifest.is_discarded() || !manifest.is_object()) return std::nullopt;
   if (!manifest.contains("annotations") || manifest["annotations"].value("dev.gpuenv.build.key", "") != key) return std::nullopt;
   BuildResult r;
   r.unchanged = true;
-  r.manifest = Descriptor{entry.value("mediaType", ""), digest, entry.value("size", std::uint64_t{0}), {}};
-  const auto& c = manifest["config"];
-  r.config = Descriptor{c.value("mediaType", ""), c.value("digest", ""), c.value("size", std::uint64_t{0}), {}};
-  if (!is_sha256_digest(r.config.digest) || !layout.has_blob(digest_hex(r.config.digest))) return std::nullopt;
-  std::ifstream cf(layout.blob_path(r.config.digest.substr(7)), std::ios::binary);
+  r.manifest = Descriptor{listed->media_type, listed->digest, listed->size, {}};
+  auto config_d = parse_descriptor(manifest.contains("config") ? manifest["config"] : json(), layout.dir());
+  if (!config_d || !layout.has_blob(config_d->digest)) return std::nullopt;
+  r.config = Descriptor{config_d->media_type, config_d->digest, config_d->size, {}};
+  std::ifstream cf(layout.blob_path(r.config.digest), std::ios::binary);
   const json config = json::parse(cf, nullptr, false);
   if (config.is_discarded()) return std::nullopt;
   auto layers = previous_layers(layout, manifest, config);
@@ -210,11 +212,11 @@ Status unpack_base_image(Assembly& a) {
 Status install_debs(Assembly& a) {
   ExtractOptions xo;
   xo.keep = [](std::string_view p) { return keep_in_minimal_image(p); };
-  a.step("unpacking " + std::to_string(count_kind(a.lock, "deb")) + " .debs");
+  a.step("unpacking " + std::to_string(count_kind(a.lock, resolver::PackageKind::deb)) + " .debs");
   std::vector<InstalledDeb> debs;
   for (std::size_t i = 0; i < a.lock.packages.size(); ++i) {
     const auto& p = a.lock.packages[i];
-    if (p.kind != "deb") continue;
+    if (p.kind != resolver::PackageKind::deb) continue;
     auto m = assembly::Mapped::open(a.package_blobs[i]);
     if (!m) return std::move(m).error();
     auto installed = install_deb(m->bytes(), p.name + "_" + p.version + ".deb", a.root, xo);
@@ -251,7 +253,7 @@ Status install_one_wheel(Assembly& a, std::size_t i, const packages::InstallSche
 
 /// The wheels, for the image's Python (/usr/local, as Debian's pip would).
 Status install_wheels(Assembly& a) {
-  const std::size_t n_wheels = count_kind(a.lock, "wheel");
+  const std::size_t n_wheels = count_kind(a.lock, resolver::PackageKind::wheel);
   if (n_wheels == 0) return ok_status();
   if (a.lock.python.empty())
     return build_error("build.no_python", "the lock has wheels but no Python version", "", "re-create the lock from a spec that sets python");
@@ -265,7 +267,7 @@ Status install_wheels(Assembly& a) {
   a.site_packages = scheme.purelib;
   a.step("installing " + std::to_string(n_wheels) + " wheels");
   for (std::size_t i = 0; i < a.lock.packages.size(); ++i)
-    if (a.lock.packages[i].kind == "wheel")
+    if (a.lock.packages[i].kind == resolver::PackageKind::wheel)
       if (auto st = install_one_wheel(a, i, scheme, py); !st) return st;
   return ok_status();
 }
@@ -378,7 +380,7 @@ Status add_base_layers(Assembly& a, ImageLayers& out) {
   if (!layers) return std::move(layers).error();
   for (auto& bl : *layers) {
     out.diff_ids.push_back(bl.diff_id);
-    json layer = {{"mediaType", bl.blob.media_type}, {"digest", bl.blob.digest}, {"size", bl.blob.size}};
+    json layer = {{"mediaType", bl.blob.media_type}, {"digest", bl.blob.digest.str()}, {"size", bl.blob.size}};
     layer["annotations"] = {{"dev.gpuenv.layer", "base-image"}};
     out.manifest_layers.push_back(layer);
     out.layers.push_back(std::move(bl));
@@ -390,11 +392,11 @@ Status add_base_layers(Assembly& a, ImageLayers& out) {
 /// The manifest's entry for one of gpuenv's layers; what it holds is annotated for `gpuenv inspect`:
 /// [name, version, kind, bytes] per package.
 json gpuenv_layer_entry(const BuiltLayer& bl, const LayerPlan& plan, const resolver::Lock& lock) {
-  json layer = {{"mediaType", bl.blob.media_type}, {"digest", bl.blob.digest}, {"size", bl.blob.size}};
+  json layer = {{"mediaType", bl.blob.media_type}, {"digest", bl.blob.digest.str()}, {"size", bl.blob.size}};
   json held = json::array();
   for (const auto& pb : plan.package_bytes) {
     const auto& p = lock.packages[pb.package];
-    held.push_back(json::array({p.name, p.version, p.kind, pb.bytes}));
+    held.push_back(json::array({p.name, p.version, std::string(resolver::to_string(p.kind)), pb.bytes}));
   }
   layer["annotations"] = {{"dev.gpuenv.layer", plan.name}, {"dev.gpuenv.packages", held.dump()}};
   return layer;
@@ -402,7 +404,7 @@ json gpuenv_layer_entry(const BuiltLayer& bl, const LayerPlan& plan, const resol
 
 Status add_gpuenv_layers(Assembly& a, const std::vector<LayerPlan>& plan, ImageLayers& out) {
   assembly::LayerCompression c;
-  c.zstd = a.rq.compression == "zstd";
+  c.zstd = a.rq.compression == Compression::zstd;
   c.gzip_level = a.rq.gzip_level;
   c.zstd_level = a.rq.zstd_level;
   c.threads = a.rq.threads;
@@ -456,7 +458,7 @@ Result<BuildResult> write_image_documents(Assembly& a, ImageLayers layers) {
   if (!config_d) return std::move(config_d).error();
   const json manifest = {{"schemaVersion", 2},
                          {"mediaType", media_type::k_manifest},
-                         {"config", {{"mediaType", config_d->media_type}, {"digest", config_d->digest}, {"size", config_d->size}}},
+                         {"config", {{"mediaType", config_d->media_type}, {"digest", config_d->digest.str()}, {"size", config_d->size}}},
                          {"layers", layers.manifest_layers},
                          {"annotations", {{"org.opencontainers.image.created", created}, {"dev.gpuenv.build.key", a.reuse_key}}}};
   auto manifest_d = a.layout.put_bytes(manifest.dump(), media_type::k_manifest);

@@ -29,6 +29,7 @@
 #include "base/cache/blob_store.hpp"
 #include "base/net/fetcher.hpp"
 #include "images/oci/layout.hpp"
+#include "images/plan/image_config.hpp"
 #include "resolver/lockfile.hpp"
 
 namespace gpuenv::images {
@@ -43,7 +44,7 @@ struct BuildRequest {
   std::string architecture = "amd64";  ///< Debian architecture of the image
   unsigned threads = 0;              ///< compression threads; 0: all cores
   int gzip_level = 6;
-  std::string compression = "gzip";  ///< "gzip" (level gzip_level) or "zstd" (level zstd_level, tar+zstd layers)
+  Compression compression = Compression::gzip;  ///< gzip at gzip_level, or zstd at zstd_level (tar+zstd layers)
   int zstd_level = 3;
   std::string generator = "gpuenv";  ///< "gpuenv 0.1.0": written into the SBOM and labels
   std::vector<std::string> allow_missing;  ///< sonames the DT_NEEDED check accepts as absent

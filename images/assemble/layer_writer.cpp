@@ -90,10 +90,12 @@ std::string memo_path(const LayerCompression& c, const std::string& diff_id, std
 std::optional<Descriptor> remembered_blob(OciLayout& layout, const std::string& memo, const char* media_type) {
   if (memo.empty()) return std::nullopt;
   std::ifstream in(memo);
-  std::string digest;
+  std::string text;
   std::uint64_t size = 0;
-  if (in >> digest >> size && is_sha256_digest(digest) && layout.has_blob(digest_hex(digest))) return Descriptor{media_type, digest, size, {}};
-  return std::nullopt;
+  if (!(in >> text >> size)) return std::nullopt;
+  auto digest = Digest::parse(text);
+  if (!digest || !layout.has_blob(*digest)) return std::nullopt;
+  return Descriptor{media_type, std::move(*digest), size, {}};
 }
 
 Error discard(const std::string& tmp, Error e) {
@@ -131,7 +133,7 @@ Result<Descriptor> compress_layer(OciLayout& layout, const LayerStream& stream, 
     return discard(tmp, build_error("build.unstable_tree", "layer " + name + " changed between two reads", root,
                                     "make sure nothing else writes into the build directory"));
   if (::fsync(out.get()) != 0) return discard(tmp, io_error("cannot write a layer", tmp));
-  return layout.adopt_file(tmp, digest.finish(), zsize, c.zstd ? media_type::k_layer_zstd : media_type::k_layer_gzip);
+  return layout.adopt_file(tmp, digest.finish_digest(), zsize, c.zstd ? media_type::k_layer_zstd : media_type::k_layer_gzip);
 }
 
 /// Docker's layer types hold the same bytes as OCI's.
@@ -143,17 +145,16 @@ std::string oci_layer_type(std::string type) {
 
 /// Copies one base blob into the layout unless it is there already.
 Status copy_base_blob(OciLayout& layout, const std::string& base_layout_dir, const Descriptor& blob) {
-  const std::string hex = blob.digest.substr(7);
-  if (layout.has_blob(hex)) return ok_status();
+  if (layout.has_blob(blob.digest)) return ok_status();
   const std::string tmp = layout.temp_path("base-layer");
   std::error_code cec;
-  fs::copy_file(base_layout_dir + "/blobs/sha256/" + hex, tmp, fs::copy_options::overwrite_existing, cec);
+  fs::copy_file(base_layout_dir + "/blobs/sha256/" + blob.digest.hex(), tmp, fs::copy_options::overwrite_existing, cec);
   UniqueFd fd(::open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
   if (cec || fd.get() < 0 || ::fsync(fd.get()) != 0) {
     ::unlink(tmp.c_str());
     return io_error("cannot copy a base layer", tmp);
   }
-  if (auto d = layout.adopt_file(tmp, hex, blob.size, blob.media_type); !d) return std::move(d).error();
+  if (auto d = layout.adopt_file(tmp, blob.digest, blob.size, blob.media_type); !d) return std::move(d).error();
   return ok_status();
 }
 
@@ -230,7 +231,7 @@ Result<BuiltLayer> write_layer(OciLayout& layout, const LayerStream& stream, con
   auto blob = compress_layer(layout, stream, name, c, *tar, root);
   if (!blob) return std::move(blob).error();
   bl.blob = *blob;
-  if (!memo.empty()) (void)write_file(memo, bl.blob.digest + " " + std::to_string(bl.blob.size) + "\n");
+  if (!memo.empty()) (void)write_file(memo, bl.blob.digest.str() + " " + std::to_string(bl.blob.size) + "\n");
   return bl;
 }
 
@@ -244,9 +245,8 @@ Result<std::vector<BuiltLayer>> copy_base_layers(OciLayout& layout, const std::s
   for (const auto& l : manifest["layers"]) {
     BuiltLayer bl;
     bl.name = "base-image";
-    bl.blob = Descriptor{oci_layer_type(l.value("mediaType", "")), l.value("digest", ""), l.value("size", std::uint64_t{0}), {}};
-    if (!is_sha256_digest(bl.blob.digest))
-      return build_error("build.bad_base", "a base layer has no sha256 digest", base_manifest_digest, "use another base image");
+    GPUENV_TRY(blob, parse_descriptor(l, base_manifest_digest, {ErrorKind::environment, "build.bad_base", "use another base image"}));
+    bl.blob = Descriptor{oci_layer_type(blob.media_type), blob.digest, blob.size, {}};
     if (auto st = copy_base_blob(layout, base_layout_dir, bl.blob); !st) return std::move(st).error();
     bl.diff_id = config["rootfs"]["diff_ids"][i++].get<std::string>();
     bl.reused = true;

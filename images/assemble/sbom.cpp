@@ -67,11 +67,11 @@ json package_entry(const std::string& id, const std::string& name, const std::st
 
 void add_locked_packages(SbomDocument& doc, const resolver::Lock& lock, const std::string& distro) {
   for (const auto& p : lock.packages) {
-    const std::string id = doc.unique_id(p.kind, p.name);
-    const std::string purl = p.kind == "deb" ? "pkg:deb/" + distro + "/" + purl_escape(p.name) + "@" + purl_escape(p.version) + "?arch=" + purl_escape(p.architecture)
+    const std::string id = doc.unique_id(resolver::to_string(p.kind), p.name);
+    const std::string purl = p.kind == resolver::PackageKind::deb ? "pkg:deb/" + distro + "/" + purl_escape(p.name) + "@" + purl_escape(p.version) + "?arch=" + purl_escape(p.architecture)
                                              : "pkg:pypi/" + purl_escape(packages::canonicalize_name(p.name)) + "@" + purl_escape(p.version);
     json entry = package_entry(id, p.name, p.version, p.url, purl);
-    entry["checksums"] = json::array({{{"algorithm", "SHA256"}, {"checksumValue", p.sha256}}});
+    entry["checksums"] = json::array({{{"algorithm", "SHA256"}, {"checksumValue", p.sha256.hex()}}});
     doc.packages.push_back(std::move(entry));
     doc.relate("SPDXRef-Image", "CONTAINS", id);
   }
@@ -88,7 +88,7 @@ void add_base_image(SbomDocument& doc, const resolver::Lock& lock, const SbomInp
   doc.relate("SPDXRef-Image", "DESCENDANT_OF", "SPDXRef-BaseImage");
   std::set<std::string> locked;
   for (const auto& p : lock.packages)
-    if (p.kind == "deb") locked.insert(p.name);
+    if (p.kind == resolver::PackageKind::deb) locked.insert(p.name);
   for (const auto& b : in.base) {
     if (locked.count(b.name)) continue;  // replaced by the lock's version
     const std::string id = doc.unique_id("base-deb", b.name);

@@ -32,19 +32,20 @@ Result<std::string> read_small(const std::string& path) {
 
 Status write_image_archive(const OciLayout& layout, const Descriptor& manifest, ArchiveFormat format, const std::string& repo_tag,
                            const std::string& output) {
-  const std::string hex = manifest.digest.substr(7);
-  auto text = read_small(layout.blob_path(hex));
+  const std::string manifest_path = layout.blob_path(manifest.digest);
+  auto text = read_small(manifest_path);
   if (!text) return std::move(text).error();
   const auto doc = nlohmann::json::parse(*text, nullptr, false);
-  if (doc.is_discarded() || !doc.contains("config") || !doc.contains("layers"))
-    return make_error(ErrorKind::environment, "oci.bad_index", "the manifest is not an image manifest", layout.blob_path(hex), "rebuild the image");
-  std::set<std::string> blobs = {hex};
-  const std::string config_hex = doc["config"].value("digest", "").substr(7);
-  blobs.insert(config_hex);
-  std::vector<std::string> layers;
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("config") || !doc.contains("layers") || !doc["layers"].is_array())
+    return make_error(ErrorKind::environment, "oci.bad_index", "the manifest is not an image manifest", manifest_path, "rebuild the image");
+  std::set<Digest> blobs = {manifest.digest};
+  GPUENV_TRY(config, parse_descriptor(doc["config"], manifest_path));
+  blobs.insert(config.digest);
+  std::vector<Digest> layers;
   for (const auto& l : doc["layers"]) {
-    layers.push_back(l.value("digest", "").substr(7));
-    blobs.insert(layers.back());
+    GPUENV_TRY(layer, parse_descriptor(l, manifest_path));
+    layers.push_back(layer.digest);
+    blobs.insert(layer.digest);
   }
   auto index = read_small(layout.dir() + "/index.json");
   if (!index) return std::move(index).error();
@@ -77,12 +78,12 @@ Status write_image_archive(const OciLayout& layout, const Descriptor& manifest, 
   if (auto st = tar.add({"blobs", TarEntry::Type::directory, 0755, 0, 0, 0, ""}); !st) return st;
   if (auto st = tar.add({"blobs/sha256", TarEntry::Type::directory, 0755, 0, 0, 0, ""}); !st) return st;
   for (const auto& b : blobs)
-    if (auto st = add_file("blobs/sha256/" + b, layout.blob_path(b)); !st) return st;
+    if (auto st = add_file("blobs/sha256/" + b.hex(), layout.blob_path(b)); !st) return st;
   if (auto st = add_bytes("index.json", *index); !st) return st;
   if (format == ArchiveFormat::docker) {
-    nlohmann::json entry = {{"Config", "blobs/sha256/" + config_hex}, {"RepoTags", nlohmann::json::array()}, {"Layers", nlohmann::json::array()}};
+    nlohmann::json entry = {{"Config", "blobs/sha256/" + config.digest.hex()}, {"RepoTags", nlohmann::json::array()}, {"Layers", nlohmann::json::array()}};
     if (!repo_tag.empty()) entry["RepoTags"].push_back(repo_tag);
-    for (const auto& l : layers) entry["Layers"].push_back("blobs/sha256/" + l);
+    for (const auto& l : layers) entry["Layers"].push_back("blobs/sha256/" + l.hex());
     if (auto st = add_bytes("manifest.json", nlohmann::json::array({entry}).dump()); !st) return st;
   }
   if (auto st = add_bytes("oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}"); !st) return st;

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "base/digest.hpp"
+#include "base/file_io.hpp"
 
 namespace gpuenv::images {
 namespace {
@@ -34,7 +35,8 @@ std::string str(const json& j, const char* key, const std::string& fallback = ""
 /// The array at `key` of an object, or an empty array.
 json array_at(const json& j, const char* key) { return j.is_object() && j.contains(key) && j[key].is_array() ? j[key] : json::array(); }
 
-bool valid_digest(const std::string& d) { return is_sha256_digest(d); }
+/// Manifests and configs are read whole; larger ones are not documents gpuenv reads.
+constexpr std::size_t k_max_document_bytes = std::size_t{16} << 20;
 
 Result<json> parse_object(const std::string& text, const std::string& what, const std::string& where) {
   json j = json::parse(text, nullptr, false);
@@ -120,13 +122,15 @@ Result<ImageSummary> load_layout(const std::string& dir, const std::string& ref,
   const std::string index_text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   GPUENV_TRY(index, parse_object(index_text, "index.json", index_path.string()));
   const BlobReader read_blob = [&](const std::string& digest) -> Result<std::string> {
-    if (!valid_digest(digest)) return bad("unsupported or malformed digest '" + digest + "'", dir);
-    const fs::path p = fs::path(dir) / "blobs/sha256" / digest.substr(7);
-    std::ifstream blob(p, std::ios::binary);
-    if (!blob) return damaged("the layout lacks blob " + digest, p.string());
-    std::string bytes{std::istreambuf_iterator<char>(blob), std::istreambuf_iterator<char>()};
-    if ("sha256:" + gpuenv::sha256_hex(bytes) != digest) return damaged("blob " + digest + " does not hold the bytes its digest names", p.string());
-    return bytes;
+    const auto d = Digest::parse(digest);
+    if (!d) return bad("unsupported or malformed digest '" + digest + "'", dir);
+    const fs::path p = fs::path(dir) / "blobs/sha256" / d->hex();
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) return damaged("the layout lacks blob " + digest, p.string());
+    auto bytes = read_file_limited(p.string(), k_max_document_bytes, {ErrorKind::environment, "inspect.damaged_image", "this is not a manifest or config gpuenv reads"});
+    if (!bytes) return std::move(bytes).error();
+    if (Digest::of(*bytes) != *d) return damaged("blob " + digest + " does not hold the bytes its digest names", p.string());
+    return std::move(*bytes);
   };
   return from_oci_index(index, ref, read_blob, where, index_path.string());
 }
@@ -281,7 +285,7 @@ Result<json> docker_manifest(const TarScan& top, const json& entry, const json& 
     const std::string member = l.is_string() ? member_name(l.get<std::string>().c_str()) : "";
     if (!top.sizes.count(member)) return damaged(path + " lacks layer '" + member + "', which manifest.json names", where);
     std::string digest;
-    if (member.rfind("blobs/sha256/", 0) == 0 && valid_digest("sha256:" + member.substr(13))) digest = "sha256:" + member.substr(13);
+    if (const auto named = member.rfind("blobs/sha256/", 0) == 0 ? Digest::from_hex(member.substr(13)) : std::nullopt) digest = named->str();
     else if (manifest["layers"].size() < diff_ids.size() && diff_ids[manifest["layers"].size()].is_string()) digest = diff_ids[manifest["layers"].size()];
     manifest["layers"].push_back({{"digest", digest}, {"size", top.sizes.at(member)}});
   }
@@ -340,12 +344,13 @@ Result<ImageSummary> load_archive(const std::string& path, const std::string& re
   GPUENV_TRY(top, scan_tar(path, {"oci-layout", "index.json", "manifest.json"}, where));
   GPUENV_TRY(kind, archive_kind(top, asked, path, where));
   const BlobReader read_blob = [&](const std::string& digest) -> Result<std::string> {
-    if (!valid_digest(digest)) return bad("unsupported or malformed digest '" + digest + "'", path);
-    const std::string member = "blobs/sha256/" + digest.substr(7);
+    const auto d = Digest::parse(digest);
+    if (!d) return bad("unsupported or malformed digest '" + digest + "'", path);
+    const std::string member = "blobs/sha256/" + d->hex();
     if (!top.sizes.count(member)) return damaged("the archive lacks blob " + digest, where);
     GPUENV_TRY(scan, scan_tar(path, {member}, where));
     std::string bytes = std::move(scan.contents[member]);
-    if ("sha256:" + gpuenv::sha256_hex(bytes) != digest) return damaged("blob " + digest + " does not hold the bytes its digest names", where);
+    if (Digest::of(bytes) != *d) return damaged("blob " + digest + " does not hold the bytes its digest names", where);
     return bytes;
   };
   if (kind == ArchiveKind::docker) return load_docker_archive(top, path, ref, read_blob, where);

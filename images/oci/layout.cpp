@@ -24,17 +24,38 @@ Error io_error(const std::string& what, const std::string& where) {
   return make_error(ErrorKind::environment, "oci.io", what + ": " + std::strerror(errno), where, "check free disk space and permissions");
 }
 
-nlohmann::json to_json(const Descriptor& d) {
-  nlohmann::json j = {{"mediaType", d.media_type}, {"digest", d.digest}, {"size", d.size}};
-  if (!d.annotations.empty()) j["annotations"] = d.annotations;
-  return j;
-}
-
 std::atomic<unsigned> g_temp_counter{0};
 
 }  // namespace
 
-std::string descriptor_json(const Descriptor& d) { return to_json(d).dump(); }
+nlohmann::json descriptor_object(const Descriptor& d) {
+  nlohmann::json j = {{"mediaType", d.media_type}, {"digest", d.digest.str()}, {"size", d.size}};
+  if (!d.annotations.empty()) j["annotations"] = d.annotations;
+  return j;
+}
+
+std::string descriptor_json(const Descriptor& d) { return descriptor_object(d).dump(); }
+
+Result<Descriptor> parse_descriptor(const nlohmann::json& j, const std::string& where, const DescriptorErrors& errors) {
+  if (!j.is_object() || !j.contains("digest") || !j["digest"].is_string() || !j.contains("size") || !j["size"].is_number_unsigned()) {
+    return make_error(errors.kind, errors.id, "a descriptor lacks a digest or size: " + j.dump(), where, errors.hint);
+  }
+  const std::string text = j["digest"].get<std::string>();
+  auto digest = Digest::parse(text);
+  if (!digest) {
+    return make_error(errors.kind, errors.id, "unsupported digest '" + text + "'",
+                      where, "gpuenv handles sha256 digests only (sha256: and 64 lower-case hex digits); " + errors.hint);
+  }
+  Descriptor d;
+  d.digest = std::move(*digest);
+  d.size = j["size"].get<std::uint64_t>();
+  if (j.contains("mediaType") && j["mediaType"].is_string()) d.media_type = j["mediaType"].get<std::string>();
+  if (j.contains("annotations") && j["annotations"].is_object()) {
+    for (const auto& [k, v] : j["annotations"].items())
+      if (v.is_string()) d.annotations[k] = v.get<std::string>();
+  }
+  return d;
+}
 
 Result<OciLayout> OciLayout::open(const std::string& dir) {
   std::error_code ec;
@@ -81,30 +102,30 @@ std::string OciLayout::temp_path(const std::string& hint) const {
   return m_dir + "/blobs/.tmp-" + std::to_string(::getpid()) + "-" + std::to_string(g_temp_counter++) + "-" + hint;
 }
 
-std::string OciLayout::blob_path(const std::string& sha256_hex) const { return m_dir + "/blobs/sha256/" + sha256_hex; }
+std::string OciLayout::blob_path(const Digest& digest) const { return m_dir + "/blobs/sha256/" + digest.hex(); }
 
-bool OciLayout::has_blob(const std::string& sha256_hex) const {
+bool OciLayout::has_blob(const Digest& digest) const {
   struct stat st {};
-  return ::stat(blob_path(sha256_hex).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  return !digest.empty() && ::stat(blob_path(digest).c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 Result<Descriptor> OciLayout::put_bytes(const std::string& bytes, const std::string& media_type) {
-  const std::string hex = sha256_hex(bytes);
-  Descriptor d{media_type, "sha256:" + hex, bytes.size(), {}};
-  if (has_blob(hex)) return d;
-  if (auto st = write_file_atomic(blob_path(hex), bytes); !st) return std::move(st).error();
+  Descriptor d{media_type, Digest::of(bytes), bytes.size(), {}};
+  if (has_blob(d.digest)) return d;
+  if (auto st = write_file_atomic(blob_path(d.digest), bytes); !st) return std::move(st).error();
   return d;
 }
 
-Result<Descriptor> OciLayout::adopt_file(const std::string& path, const std::string& hex, std::uint64_t size, const std::string& media_type) {
-  Descriptor d{media_type, "sha256:" + hex, size, {}};
-  if (::rename(path.c_str(), blob_path(hex).c_str()) != 0) return io_error("cannot store blob", blob_path(hex));
+Result<Descriptor> OciLayout::adopt_file(const std::string& path, const Digest& digest, std::uint64_t size, const std::string& media_type) {
+  Descriptor d{media_type, digest, size, {}};
+  if (digest.empty()) return make_error(ErrorKind::internal, "oci.io", "a blob without a digest", path, "");
+  if (::rename(path.c_str(), blob_path(digest).c_str()) != 0) return io_error("cannot store blob", blob_path(digest));
   return d;
 }
 
 Status OciLayout::write_index(const std::vector<Descriptor>& manifests) {
   nlohmann::json index = {{"schemaVersion", 2}, {"mediaType", media_type::k_index}, {"manifests", nlohmann::json::array()}};
-  for (const auto& m : manifests) index["manifests"].push_back(to_json(m));
+  for (const auto& m : manifests) index["manifests"].push_back(descriptor_object(m));
   return write_file_atomic(m_dir + "/index.json", index.dump());
 }
 
@@ -119,8 +140,9 @@ Result<std::uint64_t> OciLayout::collect_garbage() {
     while (!todo.empty()) {
       const auto [digest, read] = todo.back();
       todo.pop_back();
-      if (digest.rfind("sha256:", 0) != 0 || !live.insert(digest.substr(7)).second || !read) continue;
-      std::ifstream blob(blob_path(digest.substr(7)), std::ios::binary);
+      const auto parsed = Digest::parse(digest);
+      if (!parsed || !live.insert(parsed->hex()).second || !read) continue;
+      std::ifstream blob(blob_path(*parsed), std::ios::binary);
       if (!blob) continue;
       const auto doc = nlohmann::json::parse(blob, nullptr, false);
       if (doc.is_discarded() || !doc.is_object()) continue;

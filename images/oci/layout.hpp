@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include "base/digest.hpp"
 #include "base/error.hpp"
 
 namespace gpuenv::images {
@@ -24,7 +27,7 @@ inline constexpr const char* k_layer_zstd = "application/vnd.oci.image.layer.v1.
 
 struct Descriptor {
   std::string media_type;
-  std::string digest;  ///< "sha256:<hex>"
+  Digest digest;
   std::uint64_t size = 0;
   std::map<std::string, std::string> annotations;
 };
@@ -38,12 +41,13 @@ class OciLayout {
   /// Stores bytes as a blob.
   Result<Descriptor> put_bytes(const std::string& bytes, const std::string& media_type);
   /// Moves a finished file (written and fsynced by the caller, with known digest and size) into blobs/.
-  Result<Descriptor> adopt_file(const std::string& path, const std::string& sha256_hex, std::uint64_t size, const std::string& media_type);
+  Result<Descriptor> adopt_file(const std::string& path, const Digest& digest, std::uint64_t size, const std::string& media_type);
   /// A temporary path inside the layout for the caller to write a blob to (same file system as blobs/).
   [[nodiscard]] std::string temp_path(const std::string& hint) const;
-  /// Whether blobs/sha256/<hex> exists.
-  [[nodiscard]] bool has_blob(const std::string& sha256_hex) const;
-  [[nodiscard]] std::string blob_path(const std::string& sha256_hex) const;
+  /// Whether blobs/sha256/<hex> exists (a regular file).
+  [[nodiscard]] bool has_blob(const Digest& digest) const;
+  /// blobs/sha256/<hex>: inside the layout, whatever document the digest was read from.
+  [[nodiscard]] std::string blob_path(const Digest& digest) const;
 
   /// Writes index.json naming `manifests` (atomically, then fsyncs the directory).
   Status write_index(const std::vector<Descriptor>& manifests);
@@ -59,5 +63,19 @@ class OciLayout {
 
 /// Canonical JSON text of a descriptor (keys sorted, no spaces), as manifests and indexes embed them.
 std::string descriptor_json(const Descriptor& d);
+/// The descriptor as a JSON object (mediaType, digest, size, annotations when any).
+nlohmann::json descriptor_object(const Descriptor& d);
+
+/// What a reader of OCI documents calls a malformed descriptor: the error's kind, id and hint.
+struct DescriptorErrors {
+  ErrorKind kind = ErrorKind::environment;
+  std::string id = "oci.bad_index";
+  std::string hint = "the image is damaged; rebuild or pull it again";
+};
+/// Reads a descriptor (an index's manifest entry, a manifest's config or layer): an object with a sha256
+/// digest and an unsigned size; mediaType and string annotations are kept when present. Anything else (a
+/// missing or non-sha256 digest, "sha256:../x", a negative size) is ERRORS.id at WHERE. The one reader of
+/// descriptors for layouts, archives and registries, so no digest from a document becomes a path unchecked.
+Result<Descriptor> parse_descriptor(const nlohmann::json& j, const std::string& where, const DescriptorErrors& errors = {});
 
 }  // namespace gpuenv::images

@@ -30,7 +30,7 @@ Status check_one_cuda_source(const resolver::Lock& lock) {
   std::vector<std::string> cuda_debs, cuda_wheels;
   for (const auto& p : lock.packages) {
     const std::string layer = layer_of(p, lock);
-    if (layer == "cuda" || layer == "cudnn") (p.kind == "deb" ? cuda_debs : cuda_wheels).push_back(p.name);
+    if (layer == "cuda" || layer == "cudnn") (p.kind == resolver::PackageKind::deb ? cuda_debs : cuda_wheels).push_back(p.name);
   }
   if (cuda_debs.empty() || cuda_wheels.empty()) return ok_status();
   return rule_error("build.cuda_twice",

@@ -52,11 +52,19 @@ void merge_base(ImageConfigPlan& plan, const resolver::Lock& lock, const BaseIma
 
 }  // namespace
 
+std::string_view to_string(Compression compression) { return compression == Compression::zstd ? "zstd" : "gzip"; }
+
+std::optional<Compression> parse_compression(std::string_view name) {
+  if (name == "gzip") return Compression::gzip;
+  if (name == "zstd") return Compression::zstd;
+  return std::nullopt;
+}
+
 std::string reuse_key(std::string_view lock_text, const ImageParameters& p) {
   std::string allowed;
   for (const auto& a : p.allow_missing) allowed += a + ",";
   return sha256_hex(std::string(lock_text) + '\0' + p.generator + '\0' + std::to_string(p.source_date_epoch) + '\0' + p.architecture + '\0' +
-                    std::to_string(p.gzip_level) + '\0' + (p.compression == "gzip" ? std::string() : p.compression + std::to_string(p.zstd_level) + '\0') +
+                    std::to_string(p.gzip_level) + '\0' + (p.compression == Compression::gzip ? std::string() : std::string(to_string(p.compression)) + std::to_string(p.zstd_level) + '\0') +
                     allowed);
 }
 

@@ -11,13 +11,20 @@
 
 namespace gpuenv::images {
 
+/// How layers are compressed: tar+gzip (every runtime reads it) or tar+zstd (faster, newer runtimes).
+enum class Compression { gzip, zstd };
+/// "gzip" or "zstd".
+std::string_view to_string(Compression compression);
+/// The compression a name gives; std::nullopt for an unknown name.
+std::optional<Compression> parse_compression(std::string_view name);
+
 /// Everything besides the lock that an image's bytes depend on (the tag is not: it lives in index.json only).
 struct ImageParameters {
   std::string generator;                  ///< "gpuenv 0.1.0"
   std::int64_t source_date_epoch = 0;
   std::string architecture;               ///< Debian architecture
   int gzip_level = 6;
-  std::string compression = "gzip";       ///< "gzip" or "zstd"
+  Compression compression = Compression::gzip;
   int zstd_level = 3;
   std::vector<std::string> allow_missing;  ///< sonames the DT_NEEDED check accepts as absent, in the caller's order
 };

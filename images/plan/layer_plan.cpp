@@ -15,7 +15,7 @@ bool requested_in(const std::vector<std::string>& list, const resolver::LockedPa
   for (const auto& r : list) {
     // The name is what precedes the first operator.
     const std::string n = r.substr(0, r.find_first_of("<>=!~;[ (@"));
-    if ((p.kind == "wheel" ? packages::canonicalize_name(n) : n) == name) return true;
+    if ((p.kind == resolver::PackageKind::wheel ? packages::canonicalize_name(n) : n) == name) return true;
   }
   return false;
 }
@@ -49,8 +49,8 @@ void add_parents(const std::string& path, std::set<std::string>& parents) {
 }  // namespace
 
 std::string layer_of(const resolver::LockedPackage& p, const resolver::Lock& lock) {
-  const std::string name = p.kind == "wheel" ? packages::canonicalize_name(p.name) : p.name;
-  if (p.kind == "deb") {
+  const std::string name = p.kind == resolver::PackageKind::wheel ? packages::canonicalize_name(p.name) : p.name;
+  if (p.kind == resolver::PackageKind::deb) {
     if (starts_with(name, "libcudnn") || starts_with(name, "cudnn")) return "cudnn";
     if (is_cuda_deb(name)) return "cuda";
     return requested_in(lock.requested_apt, p, name) ? "user" : "base";

@@ -36,8 +36,6 @@ constexpr const char* k_octet_stream = "application/octet-stream";
 /// hex becomes a file name).
 bool valid_digest(std::string_view d) { return is_sha256_digest(d); }
 
-std::string hex_of(const std::string& digest) { return digest.substr(7); }
-
 bool is_index_type(const std::string& mt) { return mt == media_type::k_index || mt == media_type::k_docker_manifest_list; }
 bool is_manifest_type(const std::string& mt) { return mt == media_type::k_manifest || mt == media_type::k_docker_manifest; }
 
@@ -100,23 +98,7 @@ Result<std::string> read_layout_file(const std::string& path, std::uint64_t limi
 }
 
 Result<Descriptor> descriptor_from(const json& j, const std::string& where) {
-  if (!j.is_object() || !j.contains("digest") || !j["digest"].is_string() || !j.contains("size") || !j["size"].is_number_unsigned()) {
-    return make_error(ErrorKind::environment, "registry.manifest", "a descriptor lacks a digest or size: " + j.dump(), where,
-                      "the manifest is malformed");
-  }
-  Descriptor d;
-  d.digest = j["digest"].get<std::string>();
-  d.size = j["size"].get<std::uint64_t>();
-  if (j.contains("mediaType") && j["mediaType"].is_string()) d.media_type = j["mediaType"].get<std::string>();
-  if (j.contains("annotations") && j["annotations"].is_object()) {
-    for (const auto& [k, v] : j["annotations"].items())
-      if (v.is_string()) d.annotations[k] = v.get<std::string>();
-  }
-  if (!valid_digest(d.digest)) {
-    return make_error(ErrorKind::environment, "registry.manifest", "unsupported digest '" + d.digest + "'", where,
-                      "gpuenv handles sha256 digests only");
-  }
-  return d;
+  return parse_descriptor(j, where, {ErrorKind::environment, "registry.manifest", "the manifest is malformed"});
 }
 
 /// The blobs an image manifest names (config first, then layers).
@@ -313,11 +295,11 @@ class Pusher {
   Pusher(Session& s, const RegistryOptions& o, OciLayout layout, const PushOptions& po) : m_s(s), m_o(o), m_layout(std::move(layout)), m_po(po) {}
 
   Status push_manifest(const Descriptor& d, const std::string& reference) {
-    auto bytes = read_layout_file(m_layout.blob_path(hex_of(d.digest)), m_o.max_manifest_bytes);
+    auto bytes = read_layout_file(m_layout.blob_path(d.digest), m_o.max_manifest_bytes);
     if (!bytes) return std::move(bytes).error();
-    const std::string where = m_layout.blob_path(hex_of(d.digest));
-    if ("sha256:" + sha256_hex(*bytes) != d.digest) {
-      return make_error(ErrorKind::environment, "registry.layout", "the manifest's bytes do not match its digest " + d.digest, where,
+    const std::string where = m_layout.blob_path(d.digest);
+    if (Digest::of(*bytes) != d.digest) {
+      return make_error(ErrorKind::environment, "registry.layout", "the manifest's bytes do not match its digest " + d.digest.str(), where,
                         "the OCI layout is damaged; build it again");
     }
     const auto j = json::parse(*bytes, nullptr, false);
@@ -333,14 +315,14 @@ class Pusher {
       for (const auto& child : j["manifests"]) {
         auto cd = descriptor_from(child, where);
         if (!cd) return std::move(cd).error();
-        if (auto st = push_manifest(*cd, cd->digest); !st) return st;
+        if (auto st = push_manifest(*cd, cd->digest.str()); !st) return st;
       }
     } else if (is_manifest_type(mt)) {
       auto blobs = manifest_blobs(j, where);
       if (!blobs) return std::move(blobs).error();
       std::vector<Descriptor> todo;
       for (const auto& b : *blobs)
-        if (m_done.insert(b.digest).second) todo.push_back(b);
+        if (m_done.insert(b.digest.str()).second) todo.push_back(b);
       if (auto st = for_each_parallel(todo.size(), m_o.parallel_blobs, [&](std::size_t i) { return push_blob(todo[i]); }); !st) return st;
     } else {
       return media_type_error(mt, where);
@@ -351,9 +333,9 @@ class Pusher {
     req.headers.emplace_back("Content-Type", mt);
     req.body = std::move(*bytes);
     auto resp = m_s.send(req);
-    if (!resp) return std::move(resp).error().while_("pushing manifest " + d.digest);
-    if (resp->status != 201 && resp->status != 200) return m_s.response_error(*resp, "cannot push manifest " + d.digest, req);
-    if (auto st = check_digest_header(*resp, d.digest, req); !st) return st;
+    if (!resp) return std::move(resp).error().while_("pushing manifest " + d.digest.str());
+    if (resp->status != 201 && resp->status != 200) return m_s.response_error(*resp, "cannot push manifest " + d.digest.str(), req);
+    if (auto st = check_digest_header(*resp, d.digest.str(), req); !st) return st;
     std::lock_guard lock(m_mu);
     ++m_stats.manifests;
     return ok_status();
@@ -372,40 +354,40 @@ class Pusher {
   }
 
   Status push_blob(const Descriptor& d) {
-    const std::string path = m_layout.blob_path(hex_of(d.digest));
+    const std::string path = m_layout.blob_path(d.digest);
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != d.size) {
-      return make_error(ErrorKind::environment, "registry.layout", "blob " + d.digest + " is missing or not " + std::to_string(d.size) + " bytes",
+      return make_error(ErrorKind::environment, "registry.layout", "blob " + d.digest.str() + " is missing or not " + std::to_string(d.size) + " bytes",
                         path, "the OCI layout is damaged; build it again");
     }
     HttpRequest head;
     head.method = "HEAD";
-    head.url = m_s.url("/blobs/" + d.digest);
+    head.url = m_s.url("/blobs/" + d.digest.str());
     auto h = m_s.send(head);
-    if (!h) return std::move(h).error().while_("checking blob " + d.digest);
+    if (!h) return std::move(h).error().while_("checking blob " + d.digest.str());
     if (h->status == 200) {
       std::lock_guard lock(m_mu);
       ++m_stats.blobs_present;
       return ok_status();
     }
-    if (h->status != 404) return m_s.response_error(*h, "cannot check blob " + d.digest, head);
+    if (h->status != 404) return m_s.response_error(*h, "cannot check blob " + d.digest.str(), head);
 
     HttpRequest post;
     post.method = "POST";
     post.retry = HttpRetry::always;  // a repeated POST only leaves an unused upload session behind
     post.url = m_s.url("/blobs/uploads/");
-    if (!m_po.mount_from.empty()) post.url += "?mount=" + percent_encode(d.digest) + "&from=" + percent_encode(m_po.mount_from);
+    if (!m_po.mount_from.empty()) post.url += "?mount=" + percent_encode(d.digest.str()) + "&from=" + percent_encode(m_po.mount_from);
     auto p = m_s.send(post);
-    if (!p) return std::move(p).error().while_("starting the upload of " + d.digest);
+    if (!p) return std::move(p).error().while_("starting the upload of " + d.digest.str());
     if (p->status == 201 && !m_po.mount_from.empty()) {
-      if (auto c = check_digest_header(*p, d.digest, post); !c) return c;
+      if (auto c = check_digest_header(*p, d.digest.str(), post); !c) return c;
       std::lock_guard lock(m_mu);
       ++m_stats.blobs_mounted;
       return ok_status();
     }
-    if (p->status != 202) return m_s.response_error(*p, "cannot start the upload of " + d.digest, post);
+    if (p->status != 202) return m_s.response_error(*p, "cannot start the upload of " + d.digest.str(), post);
     auto location = p->header("location");
-    if (!location) return m_s.response_error(*p, "the registry gave no upload location for " + d.digest, post);
+    if (!location) return m_s.response_error(*p, "the registry gave no upload location for " + d.digest.str(), post);
     std::string upload = m_s.absolute(*location);
 
     int chunks = 0;
@@ -425,8 +407,8 @@ class Pusher {
         patch.headers.emplace_back("Content-Range", std::to_string(offset) + "-" + std::to_string(offset + len - 1));
         patch.body_file = HttpFileBody{path, offset, len};
         auto r = m_s.send(patch);
-        if (!r) return std::move(r).error().while_("uploading a chunk of " + d.digest);
-        if (r->status != 202) return m_s.response_error(*r, "cannot upload a chunk of " + d.digest, patch);
+        if (!r) return std::move(r).error().while_("uploading a chunk of " + d.digest.str());
+        if (r->status != 202) return m_s.response_error(*r, "cannot upload a chunk of " + d.digest.str(), patch);
         if (const auto range = r->header("range"); range) {
           const std::string want = std::to_string(offset + len - 1);
           if (range->size() < want.size() || range->compare(range->size() - want.size(), want.size(), want) != 0) {
@@ -439,12 +421,12 @@ class Pusher {
         ++chunks;
       }
     }
-    put.url = with_query(upload, "digest=" + percent_encode(d.digest));
+    put.url = with_query(upload, "digest=" + percent_encode(d.digest.str()));
     put.headers.emplace_back("Content-Type", k_octet_stream);
     auto r = m_s.send(put);
-    if (!r) return std::move(r).error().while_("uploading " + d.digest);
-    if (r->status != 201) return m_s.response_error(*r, "cannot upload " + d.digest, put);
-    if (auto c = check_digest_header(*r, d.digest, put); !c) return c;
+    if (!r) return std::move(r).error().while_("uploading " + d.digest.str());
+    if (r->status != 201) return m_s.response_error(*r, "cannot upload " + d.digest.str(), put);
+    if (auto c = check_digest_header(*r, d.digest.str(), put); !c) return c;
     std::lock_guard lock(m_mu);
     ++m_stats.blobs_uploaded;
     m_stats.chunks += chunks;
@@ -503,16 +485,15 @@ Result<FetchedManifest> get_manifest(Session& s, const RegistryOptions& o, const
 }
 
 Status pull_blob(Session& s, OciLayout& layout, const Descriptor& d, PullStats& stats, std::mutex& mu) {
-  const std::string hex = hex_of(d.digest);
-  if (layout.has_blob(hex)) {
+  if (layout.has_blob(d.digest)) {
     std::lock_guard lock(mu);
     ++stats.blobs_present;
     return ok_status();
   }
   HttpRequest req;
-  req.url = s.url("/blobs/" + d.digest);
+  req.url = s.url("/blobs/" + d.digest.str());
   req.follow_redirects = true;  // registries send blobs from storage elsewhere; curl drops Authorization there
-  req.download_to = layout.temp_path(hex.substr(0, 12));
+  req.download_to = layout.temp_path(d.digest.hex().substr(0, 12));
   req.max_body = d.size;
   const std::string where = "GET " + redact_url(req.url);
   auto resp = s.send(req);
@@ -525,22 +506,22 @@ Status pull_blob(Session& s, OciLayout& layout, const Descriptor& d, PullStats& 
   } cleanup{req.download_to};
   if (!resp) {
     if (resp.error().id == "http.too_large") {
-      return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest + " is larger than its " + std::to_string(d.size) + " bytes",
+      return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest.str() + " is larger than its " + std::to_string(d.size) + " bytes",
                         where, "the registry serves other bytes than the manifest names; do not use this image");
     }
-    return std::move(resp).error().while_("fetching blob " + d.digest);
+    return std::move(resp).error().while_("fetching blob " + d.digest.str());
   }
-  if (resp->status != 200) return s.response_error(*resp, "cannot fetch blob " + d.digest, req);
+  if (resp->status != 200) return s.response_error(*resp, "cannot fetch blob " + d.digest.str(), req);
   if (resp->body_bytes < d.size) {
     return make_error(ErrorKind::environment, "registry.truncated",
-                      "blob " + d.digest + " has " + std::to_string(resp->body_bytes) + " of its " + std::to_string(d.size) + " bytes", where,
+                      "blob " + d.digest.str() + " has " + std::to_string(resp->body_bytes) + " of its " + std::to_string(d.size) + " bytes", where,
                       "the transfer or the registry's storage is incomplete; try again");
   }
-  if (resp->body_sha256 != hex) {
-    return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest + " arrived with digest sha256:" + resp->body_sha256,
+  if (resp->body_sha256 != d.digest.hex()) {
+    return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest.str() + " arrived with digest sha256:" + resp->body_sha256,
                       where, "the registry serves other bytes than the manifest names; do not use this image");
   }
-  auto adopted = layout.adopt_file(req.download_to, hex, d.size, d.media_type);
+  auto adopted = layout.adopt_file(req.download_to, d.digest, d.size, d.media_type);
   if (!adopted) return std::move(adopted).error();
   cleanup.keep = true;
   std::lock_guard lock(mu);
@@ -611,30 +592,30 @@ Result<FetchedManifest> get_image_manifest(Session& s, const RegistryOptions& o,
 /// The blob `d` in memory (a config: small), checked against its size and digest.
 Result<std::string> get_small_blob(Session& s, const Descriptor& d, std::uint64_t limit) {
   HttpRequest req;
-  req.url = s.url("/blobs/" + d.digest);
+  req.url = s.url("/blobs/" + d.digest.str());
   req.follow_redirects = true;  // registries send blobs from storage elsewhere; curl drops Authorization there
   const std::string where = "GET " + redact_url(req.url);
   if (d.size > limit) {
-    return make_error(ErrorKind::environment, "registry.manifest", "blob " + d.digest + " is " + std::to_string(d.size) + " bytes, more than the " +
+    return make_error(ErrorKind::environment, "registry.manifest", "blob " + d.digest.str() + " is " + std::to_string(d.size) + " bytes, more than the " +
                       std::to_string(limit) + " a config may have", where, "this is not an image configuration gpuenv reads");
   }
   req.max_body = d.size;
   auto resp = s.send(req);
   if (!resp) {
     if (resp.error().id == "http.too_large") {
-      return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest + " is larger than its " + std::to_string(d.size) + " bytes",
+      return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest.str() + " is larger than its " + std::to_string(d.size) + " bytes",
                         where, "the registry serves other bytes than the manifest names; do not use this image");
     }
-    return std::move(resp).error().while_("fetching blob " + d.digest);
+    return std::move(resp).error().while_("fetching blob " + d.digest.str());
   }
-  if (resp->status != 200) return s.response_error(*resp, "cannot fetch blob " + d.digest, req);
+  if (resp->status != 200) return s.response_error(*resp, "cannot fetch blob " + d.digest.str(), req);
   if (resp->body.size() < d.size) {
     return make_error(ErrorKind::environment, "registry.truncated",
-                      "blob " + d.digest + " has " + std::to_string(resp->body.size()) + " of its " + std::to_string(d.size) + " bytes", where,
+                      "blob " + d.digest.str() + " has " + std::to_string(resp->body.size()) + " of its " + std::to_string(d.size) + " bytes", where,
                       "the transfer or the registry's storage is incomplete; try again");
   }
-  if ("sha256:" + sha256_hex(resp->body) != d.digest) {
-    return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest + " arrived with digest sha256:" + sha256_hex(resp->body),
+  if (Digest::of(resp->body) != d.digest) {
+    return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest.str() + " arrived with digest sha256:" + sha256_hex(resp->body),
                       where, "the registry serves other bytes than the manifest names; do not use this image");
   }
   return std::move(resp->body);
@@ -941,8 +922,8 @@ Result<PushStats> RegistryClient::push(const std::string& layout_dir, const Imag
                       index_path, "choose the image to push by its ref name");
   }
   const Descriptor top = candidates.front();
-  if (!ref.digest.empty() && ref.digest != top.digest) {
-    return make_error(ErrorKind::usage, "registry.digest_mismatch", "the image to push has digest " + top.digest + ", not " + ref.digest,
+  if (!ref.digest.empty() && ref.digest != top.digest.str()) {
+    return make_error(ErrorKind::usage, "registry.digest_mismatch", "the image to push has digest " + top.digest.str() + ", not " + ref.digest,
                       ref.to_string(), "drop the digest from the reference or push the image it names");
   }
   auto layout = OciLayout::open(layout_dir);
@@ -951,11 +932,11 @@ Result<PushStats> RegistryClient::push(const std::string& layout_dir, const Imag
   if (!options.mount_from.empty()) scopes.push_back("repository:" + options.mount_from + ":pull");
   Session s(m_http, m_o, *m_auth, ref, scopes);
   Pusher pusher(s, m_o, std::move(*layout), options);
-  if (auto st = pusher.push_manifest(top, ref.tag.empty() ? top.digest : ref.tag); !st) {
+  if (auto st = pusher.push_manifest(top, ref.tag.empty() ? top.digest.str() : ref.tag); !st) {
     return std::move(st).error().while_("pushing " + layout_dir + " to " + ref.to_string());
   }
   PushStats stats = pusher.stats();
-  stats.digest = top.digest;
+  stats.digest = top.digest.str();
   return stats;
 }
 
@@ -973,7 +954,7 @@ Result<PullStats> RegistryClient::pull(const ImageReference& ref, const std::str
   std::set<std::string> unique;
   std::vector<Descriptor> todo;
   for (const auto& b : *blobs)
-    if (unique.insert(b.digest).second) todo.push_back(b);
+    if (unique.insert(b.digest.str()).second) todo.push_back(b);
   if (auto st = for_each_parallel(todo.size(), m_o.parallel_blobs, [&](std::size_t i) { return pull_blob(s, *layout, todo[i], stats, mu); }); !st) {
     return std::move(st).error().while_("pulling " + ref.to_string());
   }

@@ -14,6 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/archive/safe_extract.hpp"
+#include "base/digest.hpp"
+#include "base/file_io.hpp"
+#include "images/oci/layout.hpp"
 #include "base/unique_fd.hpp"
 
 namespace gpuenv::images {
@@ -34,9 +37,11 @@ Result<json> read_json(const std::string& path) {
   return j;
 }
 
-std::string blob(const std::string& layout, const std::string& digest) {
-  return layout + "/blobs/sha256/" + (digest.rfind("sha256:", 0) == 0 ? digest.substr(7) : digest);
-}
+/// blobs/sha256/<hex> of LAYOUT: a Digest's hex is always 64 hex digits, so the path stays inside the layout.
+std::string blob(const std::string& layout, const Digest& digest) { return layout + "/blobs/sha256/" + digest.hex(); }
+
+/// Manifests and configs gpuenv reads whole; larger ones are not images it can run.
+constexpr std::uint64_t k_max_document_bytes = std::uint64_t{16} << 20;
 
 Status extract_layer(const std::string& path, const std::string& root, std::vector<ExtractedEntry>* out) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
@@ -92,40 +97,45 @@ Result<LayoutImage> read_layout_image(const std::string& layout_dir, const std::
     ++count;
     if (!m.is_object()) continue;
     const std::string name = m.contains("annotations") && m["annotations"].is_object() ? m["annotations"].value("org.opencontainers.image.ref.name", "") : "";
-    const bool by_digest = ref.rfind("sha256:", 0) == 0 && m.value("digest", "") == ref;
+    const bool by_digest = ref.rfind("sha256:", 0) == 0 && m.contains("digest") && m["digest"].is_string() && m["digest"].get<std::string>() == ref;
     if ((!ref.empty() && (name == ref || by_digest)) || (ref.empty() && chosen == nullptr)) chosen = &m;
   }
   if (chosen == nullptr || (ref.empty() && count > 1)) {
     return make_error(ErrorKind::usage, "run.no_image", ref.empty() ? "the layout holds " + std::to_string(count) + " images; name one" : "no image named '" + ref + "'",
                       layout_dir, "give the image as DIR:REF (the ref name in index.json)");
   }
+  const DescriptorErrors errors{ErrorKind::environment, "run.bad_image", "rebuild the image with `gpuenv build`"};
+  GPUENV_TRY(listed, parse_descriptor(*chosen, layout_dir + "/index.json", errors));
   LayoutImage out;
-  out.manifest_digest = chosen->value("digest", "");
-  auto read_text = [&](const std::string& digest) -> Result<std::string> {
-    std::ifstream in(blob(layout_dir, digest), std::ios::binary);
-    if (!in) return bad_image("cannot read", blob(layout_dir, digest));
-    return std::string(std::istreambuf_iterator<char>(in), {});
+  out.manifest_digest = listed.digest.str();
+  // Documents are read whole (they are small) and must hold the bytes their digest names.
+  auto read_document = [&](const Digest& digest) -> Result<std::string> {
+    const std::string path = blob(layout_dir, digest);
+    auto text = read_file_limited(path, k_max_document_bytes, {ErrorKind::environment, "run.bad_image", "this is not an image gpuenv can run"});
+    if (!text) return text.error().id == "run.bad_image" ? std::move(text).error() : bad_image("cannot read: " + text.error().message, path);
+    if (Digest::of(*text) != digest) return bad_image("the blob does not hold the bytes its digest " + digest.str() + " names", path);
+    return std::move(*text);
   };
-  auto manifest_text = read_text(out.manifest_digest);
-  if (!manifest_text) return std::move(manifest_text).error();
-  const json manifest = json::parse(*manifest_text, nullptr, false);
-  if (!manifest.is_object() || !manifest.contains("config") || !manifest["config"].is_object() || !manifest.contains("layers") || !manifest["layers"].is_array())
-    return bad_image("not an image manifest", blob(layout_dir, out.manifest_digest));
-  auto config_text = read_text(manifest["config"].value("digest", ""));
-  if (!config_text) return std::move(config_text).error();
-  out.manifest_text = std::move(*manifest_text);
-  out.config_text = std::move(*config_text);
+  GPUENV_TRY(manifest_text, read_document(listed.digest));
+  const json manifest = json::parse(manifest_text, nullptr, false);
+  if (!manifest.is_object() || !manifest.contains("config") || !manifest.contains("layers") || !manifest["layers"].is_array())
+    return bad_image("not an image manifest", blob(layout_dir, listed.digest));
+  GPUENV_TRY(config, parse_descriptor(manifest["config"], blob(layout_dir, listed.digest), errors));
+  GPUENV_TRY(config_text, read_document(config.digest));
+  out.manifest_text = std::move(manifest_text);
+  out.config_text = std::move(config_text);
   return out;
 }
 
 Status extract_image_layers(const std::string& layout_dir, const LayoutImage& image, const std::string& root, std::vector<ExtractedEntry>* entries) {
   const json manifest = json::parse(image.manifest_text, nullptr, false);
   if (!manifest.is_object() || !manifest.contains("layers") || !manifest["layers"].is_array()) return bad_image("not an image manifest", image.manifest_digest);
+  const DescriptorErrors errors{ErrorKind::environment, "run.bad_image", "rebuild the image with `gpuenv build`"};
   for (const auto& l : manifest["layers"]) {
-    const std::string type = l.is_object() ? l.value("mediaType", "") : "";
-    if (type.find("tar") == std::string::npos)
-      return bad_image("layer media type '" + type + "' is not tar, tar+gzip or tar+zstd", blob(layout_dir, l.is_object() ? l.value("digest", "") : ""));
-    if (auto st = extract_layer(blob(layout_dir, l.value("digest", "")), root, entries); !st) return st;
+    GPUENV_TRY(layer, parse_descriptor(l, image.manifest_digest, errors));
+    if (layer.media_type.find("tar") == std::string::npos)
+      return bad_image("layer media type '" + layer.media_type + "' is not tar, tar+gzip or tar+zstd", blob(layout_dir, layer.digest));
+    if (auto st = extract_layer(blob(layout_dir, layer.digest), root, entries); !st) return st;
   }
   return ok_status();
 }
@@ -148,7 +158,7 @@ Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::str
   strings("Cmd", out.command);
   if (c.is_object() && c.contains("WorkingDir") && c["WorkingDir"].is_string() && !c["WorkingDir"].get<std::string>().empty()) out.working_dir = c["WorkingDir"];
 
-  const std::string hex = out.manifest_digest.substr(out.manifest_digest.find(':') + 1);
+  const std::string hex = digest_hex(out.manifest_digest);
   out.rootfs = cache_dir + "/" + hex;
   std::error_code ec;
   if (fs::is_directory(out.rootfs, ec)) {

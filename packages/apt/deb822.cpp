@@ -366,13 +366,11 @@ Result<ReleaseFile> parse_release(std::string_view text, std::string_view origin
       return fail("release.bad_entry", line, "SHA256 entry '" + std::string(entry) + "' has a hash of " +
                                                  std::to_string(w[0].size()) + " characters instead of 64");
     ReleaseEntry e;
-    e.sha256.reserve(64);
-    for (char c : w[0]) {
-      const char l = lower(c);
-      if (!((l >= '0' && l <= '9') || (l >= 'a' && l <= 'f')))
-        return fail("release.bad_entry", line, "SHA256 entry '" + std::string(entry) + "' has a hash that is not hex");
-      e.sha256.push_back(l);
-    }
+    std::string hex;
+    for (char c : w[0]) hex.push_back(lower(c));
+    auto digest = Digest::from_hex(hex);
+    if (!digest) return fail("release.bad_entry", line, "SHA256 entry '" + std::string(entry) + "' has a hash that is not hex");
+    e.sha256 = std::move(*digest);
     auto [ptr, ec] = std::from_chars(w[1].data(), w[1].data() + w[1].size(), e.size);
     if (ec != std::errc() || ptr != w[1].data() + w[1].size())
       return fail("release.bad_entry", line, "SHA256 entry '" + std::string(entry) + "' has a size that is not a number");

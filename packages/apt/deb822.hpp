@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/digest.hpp"
 #include "base/error.hpp"
 
 namespace gpuenv::packages {
@@ -69,7 +70,7 @@ Result<std::string> clearsigned_body(std::string_view text, std::string_view ori
 
 /// One line of a Release file's SHA256 list.
 struct ReleaseEntry {
-  std::string sha256;  ///< 64 lower-case hex digits
+  Digest sha256;
   std::uint64_t size = 0;
   std::string path;  ///< relative to the suite's directory, e.g. "main/binary-amd64/Packages.xz"
 };

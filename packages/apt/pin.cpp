@@ -97,15 +97,16 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
     pin.name = std::string(p->name);
     pin.version = p->version.str();
     pin.architecture = std::string(p->architecture);
-    pin.kind = "deb";
+    pin.kind = PackageKind::deb;
     pin.url = r.uri + std::string(p->filename);
     pin.size = p->size;
-    pin.sha256 = std::string(p->sha256);
+    auto sha256 = Digest::from_hex(p->sha256);
     pin.source = r.uri + " " + r.suite + (r.component.empty() ? "" : " " + r.component);
-    if (pin.sha256.size() != 64) {
+    if (!sha256) {
       return make_error(ErrorKind::environment, "apt.no_sha256", "package " + pin.name + " " + pin.version + " has no SHA256 in its index",
                         r.where, "gpuenv pins packages by sha256; the repository's Packages file must carry SHA256 fields");
     }
+    pin.sha256 = std::move(*sha256);
     out.packages.push_back(std::move(pin));
   }
   std::sort(out.packages.begin(), out.packages.end(), [](const PinnedPackage& a, const PinnedPackage& b) { return a.name < b.name; });

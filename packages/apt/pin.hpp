@@ -9,18 +9,14 @@
 #include "packages/apt/apt_sources.hpp"
 #include "packages/apt/package_index.hpp"
 #include "packages/apt/repository.hpp"
+#include "resolver/lockfile.hpp"
 
 namespace gpuenv::packages {
 
-/// One pinned artifact of a lock (a .deb here; wheels share the shape).
-struct PinnedPackage {
-  std::string name, version, architecture;
-  std::string kind;  ///< "deb" | "wheel"
-  std::string url;
-  std::uint64_t size = 0;
-  std::string sha256;
-  std::string source;  ///< the repository ("URI suite component") or index it came from
-};
+/// One pinned artifact of a lock (a .deb here; wheels share the shape): the lock's own record. Its source is
+/// the repository ("URI suite component") or index it came from.
+using PinnedPackage = resolver::LockedPackage;
+using resolver::PackageKind;
 
 struct AptPinRequest {
   std::vector<AptSource> sources;       ///< only is_used() entries are fetched

@@ -105,7 +105,7 @@ Result<RepositoryIndexes> fetch_repository(const AptSource& s, AptFetchContext& 
                           "check the component and architecture of the source");
       }
       const std::string dir = e->path.substr(0, e->path.rfind('/') + 1);
-      const std::string url = out.release.acquire_by_hash ? base + dir + "by-hash/SHA256/" + e->sha256 : base + e->path;
+      const std::string url = out.release.acquire_by_hash ? base + dir + "by-hash/SHA256/" + e->sha256.hex() : base + e->path;
       requests.push_back({url, e->sha256, e->size});
       out.packages.push_back({c, a, url, e->sha256, {}});
     }

@@ -29,7 +29,7 @@ struct PackagesFile {
   std::string component;     ///< "" for a flat repository
   std::string architecture;
   std::string url;           ///< where it came from
-  std::string sha256;        ///< of the compressed file as fetched
+  Digest sha256;             ///< of the compressed file as fetched
   std::string text;
 };
 

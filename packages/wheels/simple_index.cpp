@@ -197,7 +197,7 @@ std::string clean_path(std::string_view path) {
 /// A link read from a page: where it leads, the sha256 in its fragment, and whether gpuenv may follow it.
 struct Link {
   std::string url;
-  std::string sha256;
+  Digest sha256;
   bool allowed = true;
 };
 
@@ -209,13 +209,13 @@ class PageReader {
     return make_error(ErrorKind::environment, std::move(id), std::move(message), m_page, std::move(hint));
   }
 
-  Result<std::string> sha256(std::string_view value, const std::string& what) const {
-    const std::string hex = lower(trim(value));
-    if (hex.size() != 64 || !std::all_of(hex.begin(), hex.end(), [](char c) { return hex_value(c) >= 0; })) {
+  Result<Digest> sha256(std::string_view value, const std::string& what) const {
+    auto digest = Digest::from_hex(lower(trim(value)));
+    if (!digest) {
       return error("simple.bad_hash", "the sha256 of " + what + " is '" + std::string(value) +
                                           "', not 64 hexadecimal digits");
     }
-    return hex;
+    return std::move(*digest);
   }
 
   Status check_filename(const std::string& filename) const {
@@ -233,7 +233,7 @@ class PageReader {
     const std::string resolved = resolve_url(base, trim(href));
     if (!link_allowed(resolved, m_page)) return Link{resolved.substr(0, resolved.find('#')), {}, false};
     UrlParts url = split_url(resolved);
-    std::string hash;
+    Digest hash;
     if (url.fragment) {
       std::string_view frag = *url.fragment;
       while (!frag.empty()) {

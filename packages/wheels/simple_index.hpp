@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/digest.hpp"
 #include "base/error.hpp"
 
 namespace gpuenv::packages {
@@ -17,11 +18,11 @@ namespace gpuenv::packages {
 struct IndexFile {
   std::string filename;                ///< the file's name (JSON "filename"; HTML: last segment of the URL path)
   std::string url;                     ///< absolute, without fragment; http(s), or file from a file: page
-  std::string sha256;                  ///< lowercase hex, "" when the index gives none
+  Digest sha256;                       ///< empty when the index gives none
   std::string requires_python;         ///< as given (entities decoded), "" when absent
   std::optional<std::string> yanked;   ///< the reason ("" when none is given) when the file is yanked
   bool has_metadata = false;           ///< whether a PEP 658 metadata file is served at metadata_url()
-  std::string metadata_sha256;         ///< lowercase hex sha256 of that metadata file, "" when not given
+  Digest metadata_sha256;              ///< sha256 of that metadata file, empty when not given
   std::optional<std::uint64_t> size;   ///< bytes, JSON pages only
   std::string upload_time;             ///< ISO 8601 as given, JSON pages only, "" when absent
 };

@@ -392,10 +392,10 @@ Result<const CoreMetadata*> Resolver::metadata(const std::string& name, const Ve
       e.while_("fetching the core metadata of " + file.filename);
       return e;
     }
-    if (!file.metadata_sha256.empty() && sha256_hex(*body) != file.metadata_sha256) {
+    if (!file.metadata_sha256.empty() && Digest::of(*body) != file.metadata_sha256) {
       return make_error(ErrorKind::environment, "wheel.hash_mismatch",
                         "the metadata file of " + file.filename + " has sha256 " + sha256_hex(*body) +
-                            ", the index says " + file.metadata_sha256,
+                            ", the index says " + file.metadata_sha256.hex(),
                         where, "the index or a proxy serves altered files; do not use it until this is explained");
     }
     text = std::move(*body);
@@ -443,9 +443,9 @@ Result<const CoreMetadata*> Resolver::metadata(const std::string& name, const Ve
       e.while_("fetching " + file.filename + " to read its metadata");
       return e;
     }
-    if (sha256_hex(*body) != file.sha256) {
+    if (Digest::of(*body) != file.sha256) {
       return make_error(ErrorKind::environment, "wheel.hash_mismatch",
-                        file.filename + " has sha256 " + sha256_hex(*body) + ", the index says " + file.sha256, where,
+                        file.filename + " has sha256 " + sha256_hex(*body) + ", the index says " + file.sha256.hex(), where,
                         "the index or a proxy serves altered files; do not use it until this is explained");
     }
     m_sizes[file.url] = body->size();

@@ -53,7 +53,7 @@ struct PinnedWheel {
   std::string version;   ///< normalized PEP 440 version
   std::string filename;  ///< the wheel's file name
   std::string url;       ///< absolute, without fragment
-  std::string sha256;    ///< lowercase hex
+  Digest sha256;
   std::string index;     ///< the index URL (as given in the request) the project came from
   std::uint64_t size = 0;  ///< bytes; 0 when the index does not say and the wheel was not downloaded
   std::vector<std::string> requires_dist;  ///< the Requires-Dist entries that applied (markers true), as packaging prints them

@@ -16,7 +16,9 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpuenv;
 
-const std::string k_hello_sha = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";  // "hello"
+const std::string k_hello_hex = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";  // "hello"
+const Digest k_hello_sha = *Digest::from_hex(k_hello_hex);
+Digest repeated(char c) { return *Digest::from_hex(std::string(64, c)); }
 
 class BlobStoreTest : public ::testing::Test {
  protected:
@@ -38,14 +40,15 @@ TEST_F(BlobStoreTest, PutThenFindByDigest) {
   ASSERT_TRUE(found.ok() && found->has_value());
   std::ifstream in(**found);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "hello");
-  EXPECT_EQ(**found, (root / "blobs/sha256/2c" / k_hello_sha).string());
+  EXPECT_EQ(**found, (root / "blobs/sha256/2c" / k_hello_hex).string());
 }
 
 TEST_F(BlobStoreTest, MissingIsNotAnError) {
-  auto found = store->find(std::string(64, 'a'));
+  auto found = store->find(repeated('a'));
   ASSERT_TRUE(found.ok());
   EXPECT_FALSE(found->has_value());
-  EXPECT_FALSE(store->find("not-a-digest").ok());
+  EXPECT_FALSE(Digest::from_hex("not-a-digest"));  // a malformed digest cannot reach the store
+  EXPECT_FALSE(store->find(Digest()).ok());
 }
 
 TEST_F(BlobStoreTest, AdoptRefusesAFileWithTheWrongDigest) {
@@ -112,7 +115,7 @@ TEST_F(BlobStoreTest, FetchIntoCacheSkipsWhatIsCachedAndVerifiesTheRest) {
   f.files["http://x/hello"] = "hello";
   f.files["http://x/bad"] = "tampered";
   ASSERT_TRUE(store->put("hello").ok());
-  auto r = fetch_into_cache(f, *store, {{"http://x/hello", k_hello_sha, 5}, {"http://x/bad", std::string(64, 'b'), std::nullopt}});
+  auto r = fetch_into_cache(f, *store, {{"http://x/hello", k_hello_sha, 5}, {"http://x/bad", repeated('b'), std::nullopt}});
   ASSERT_TRUE(r[0].ok());
   EXPECT_TRUE(r[0]->was_cached);
   ASSERT_FALSE(r[1].ok());
@@ -124,7 +127,7 @@ TEST_F(BlobStoreTest, FetchIntoCacheSkipsWhatIsCachedAndVerifiesTheRest) {
 TEST_F(BlobStoreTest, OfflineUsesOnlyTheCache) {
   ASSERT_TRUE(store->put("hello").ok());
   auto offline = gpuenv::make_offline_fetcher();
-  auto r = fetch_into_cache(*offline, *store, {{"http://x/hello", k_hello_sha, 5}, {"http://x/w", std::string(64, 'c'), 1}});
+  auto r = fetch_into_cache(*offline, *store, {{"http://x/hello", k_hello_sha, 5}, {"http://x/w", repeated('c'), 1}});
   EXPECT_TRUE(r[0].ok());
   ASSERT_FALSE(r[1].ok());
   EXPECT_EQ(r[1].error().id, "cache.offline_miss");

@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpuenv;
 
-std::string sha256(const std::string& s) { return gpuenv::sha256_hex(s); }
+gpuenv::Digest sha256(const std::string& s) { return gpuenv::Digest::of(s); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -380,12 +380,12 @@ TEST_F(CliBuild, AppBuildThroughFakePortsGivesTheImageTheRealAdaptersGive) {
   rq.output = (dir / "ports-fake").string();
   auto built = gpuenv::app::build(rq, services);
   ASSERT_TRUE(built.ok()) << built.error().to_string();
-  EXPECT_EQ(built->image.manifest.digest, real_digest);
+  EXPECT_EQ(built->image.manifest.digest.str(), real_digest);
   EXPECT_EQ(built->output, rq.output);
   EXPECT_FALSE(built->unsatisfied);
   EXPECT_EQ(stores_opened, 1);
   for (const auto& p : lock->packages) {
-    EXPECT_EQ(store->blobs.count(p.sha256), 1u) << p.name;  // every package went through the port's cache
+    EXPECT_EQ(store->blobs.count(p.sha256.hex()), 1u) << p.name;  // every package went through the port's cache
     EXPECT_NE(std::find(fetcher->requested.begin(), fetcher->requested.end(), p.url), fetcher->requested.end()) << p.url;
   }
   EXPECT_FALSE(steps.empty());
@@ -440,6 +440,17 @@ TEST_F(CliBuild, ArchivesHoldTheSameImageAndSkopeoReadsThem) {
   EXPECT_TRUE(sh("skopeo copy -q docker-archive:" + (dir / "image-docker.tar").string() + " oci:" + (dir / "from-docker").string() + ":x >/dev/null 2>&1"));
   // A directory is not a file name for an archive.
   EXPECT_EQ(build({s, "--format", "oci-archive", "-o", (dir / "arch-dir").string()}, cache, &out, &err), 2);
+  // Without --format, the spec's image.format decides; --format still wins over it.
+  const std::string in_spec = (dir / "archived-format.yaml").string();
+  std::ofstream(in_spec) << slurp(s) << "image: {format: oci-archive}\n";
+  ASSERT_EQ(build({in_spec, "-o", (dir / "from-spec.tar").string(), "--json"}, cache, &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["format"], "oci-archive");
+  EXPECT_TRUE(fs::is_regular_file(dir / "from-spec.tar"));
+  const std::string from_spec = nlohmann::json::parse(out)["digest"];  // another spec file, so another lock and image
+  EXPECT_EQ(nlohmann::json::parse(capture("skopeo inspect oci-archive:" + (dir / "from-spec.tar").string() + " 2>&1"))["Digest"], from_spec);
+  ASSERT_EQ(build({in_spec, "--format", "oci-dir", "-o", (dir / "from-spec-dir").string(), "--json"}, cache, &out, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out)["format"], "oci-dir");
+  EXPECT_TRUE(fs::is_regular_file(dir / "from-spec-dir" / "index.json"));
 }
 
 

@@ -73,7 +73,7 @@ Descriptor write_layout(const fs::path& dir, const std::string& title, const std
     const Descriptor d = *layout->put_bytes(bytes, media_type::k_layer_gzip);
     json held = json::array();
     for (const auto& p : l.packages) held.push_back(json::array({p.name, p.version, p.kind, p.bytes}));
-    manifest_layers.push_back({{"mediaType", d.media_type}, {"digest", d.digest}, {"size", d.size},
+    manifest_layers.push_back({{"mediaType", d.media_type}, {"digest", d.digest.str()}, {"size", d.size},
                                {"annotations", {{"dev.gpuenv.layer", l.name}, {"dev.gpuenv.packages", held.dump()}}}});
     diff_ids.push_back("sha256:" + gpuenv::sha256_hex(bytes));
   }
@@ -87,7 +87,7 @@ Descriptor write_layout(const fs::path& dir, const std::string& title, const std
   const Descriptor cfg = *layout->put_bytes(config.dump(), media_type::k_config);
   const json manifest = {{"schemaVersion", 2},
                          {"mediaType", media_type::k_manifest},
-                         {"config", {{"mediaType", cfg.media_type}, {"digest", cfg.digest}, {"size", cfg.size}}},
+                         {"config", {{"mediaType", cfg.media_type}, {"digest", cfg.digest.str()}, {"size", cfg.size}}},
                          {"layers", manifest_layers}};
   Descriptor m = *layout->put_bytes(manifest.dump(), media_type::k_manifest);
   m.annotations["org.opencontainers.image.ref.name"] = ref;
@@ -108,12 +108,12 @@ class CliInspect : public ::testing::Test {
                             {{"base", 3000, {{"libc6", "2.36-9", "deb", 12000000}, {"libfoo1", "1.0-1", "deb", 40000}, {"base-files", "12.4", "deb", 300000}}},
                              {"framework", 5000, {{"torch", "2.5.1", "wheel", 900000000}}},
                              {"user", 1500, {{"foo-tools", "1.0-1", "deb", 25000}, {"safetensors", "0.4.5", "wheel", 1200000}}}})
-                   .digest;
+                   .digest.str();
     b_digest = write_layout(dir / "b", "demo",
                             {{"base", 3000, {{"libc6", "2.36-9", "deb", 12000000}, {"libfoo1", "1.0-1", "deb", 40000}, {"base-files", "12.4", "deb", 300000}}},
                              {"framework", 5000, {{"torch", "2.5.1", "wheel", 900000000}}},
                              {"user", 1700, {{"foo-tools", "2.0-1", "deb", 26000}, {"bar", "0.1", "deb", 100}}}})
-                   .digest;
+                   .digest.str();
   }
   static void TearDownTestSuite() {
     if (!dir.empty()) fs::remove_all(dir);
@@ -152,7 +152,7 @@ class CliInspect : public ::testing::Test {
     EXPECT_TRUE(layout.ok());
     Descriptor m;
     m.media_type = media_type::k_manifest;
-    m.digest = digest;
+    m.digest = *gpuenv::Digest::parse(digest);
     m.size = fs::file_size(dir / name / "blobs/sha256" / digest.substr(7));
     m.annotations["org.opencontainers.image.ref.name"] = "1.0";
     const std::string path = (dir / (name + (format == gpuenv::images::ArchiveFormat::oci ? "-oci.tar" : "-docker.tar"))).string();

@@ -55,7 +55,7 @@ class FakeFetcher final : public gpuenv::Fetcher {
         out.emplace_back(make_error(ErrorKind::environment, "fetch.hash_mismatch", "downloaded file has another sha256", r.url, ""));
         continue;
       }
-      out.emplace_back(gpuenv::FetchedFile{r.url, r.dest, body->size(), r.sha256.value_or(""), 1});
+      out.emplace_back(gpuenv::FetchedFile{r.url, r.dest, body->size(), sha ? *sha : gpuenv::Digest(), 1});
     }
     return out;
   }

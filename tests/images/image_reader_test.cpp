@@ -31,7 +31,7 @@ Descriptor add_image(OciLayout& layout, const std::vector<LayerSpec>& layers, co
   json manifest_layers = json::array();
   for (const auto& l : layers) {
     const Descriptor d = *layout.put_bytes(l.bytes, media_type::k_layer_gzip);
-    json entry = {{"mediaType", d.media_type}, {"digest", d.digest}, {"size", d.size}};
+    json entry = {{"mediaType", d.media_type}, {"digest", d.digest.str()}, {"size", d.size}};
     if (!l.name.empty()) entry["annotations"] = {{"dev.gpuenv.layer", l.name}, {"dev.gpuenv.packages", l.packages.dump()}};
     manifest_layers.push_back(entry);
   }
@@ -42,7 +42,7 @@ Descriptor add_image(OciLayout& layout, const std::vector<LayerSpec>& layers, co
   const Descriptor cfg = *layout.put_bytes(config.dump(), media_type::k_config);
   const json manifest = {{"schemaVersion", 2},
                          {"mediaType", media_type::k_manifest},
-                         {"config", {{"mediaType", cfg.media_type}, {"digest", cfg.digest}, {"size", cfg.size}}},
+                         {"config", {{"mediaType", cfg.media_type}, {"digest", cfg.digest.str()}, {"size", cfg.size}}},
                          {"layers", manifest_layers}};
   Descriptor m = *layout.put_bytes(manifest.dump(), media_type::k_manifest);
   m.annotations["org.opencontainers.image.ref.name"] = ref;
@@ -76,7 +76,7 @@ TEST_F(ImageReader, ALayoutImageGivesLayersPackagesAndStringLabels) {
   auto img = gpuenv::images::read_image_summary(layout_dir() + ":1.0", RegistryAccess{});
   ASSERT_TRUE(img.ok()) << img.error().to_string();
   EXPECT_EQ(img->where, layout_dir() + ":1.0");
-  EXPECT_EQ(img->digest, first.digest);
+  EXPECT_EQ(img->digest, first.digest.str());
   EXPECT_EQ(img->created, "2024-01-02T03:04:05Z");
   EXPECT_EQ(img->architecture, "amd64");
   EXPECT_EQ(img->labels, (std::map<std::string, std::string>{{"a.label", "1"}, {"b.label", "2"}}));
@@ -101,12 +101,12 @@ TEST_F(ImageReader, AnIndexOfSeveralImagesNeedsARefThatItNames) {
   EXPECT_EQ(unknown.error().id, "inspect.bad_image");
   auto named = gpuenv::images::read_image_summary("oci:" + layout_dir() + ":2.0", RegistryAccess{});
   ASSERT_TRUE(named.ok()) << named.error().to_string();
-  EXPECT_EQ(named->digest, second.digest);
+  EXPECT_EQ(named->digest, second.digest.str());
   ASSERT_EQ(named->layers[1].packages.size(), 1u);  // the malformed entry is skipped
 }
 
 TEST_F(ImageReader, ABlobThatDoesNotMatchItsDigestIsDamage) {
-  std::ofstream(fs::path(layout_dir()) / "blobs/sha256" / first.digest.substr(7), std::ios::binary | std::ios::trunc) << "{}";
+  std::ofstream(fs::path(layout_dir()) / "blobs/sha256" / first.digest.hex(), std::ios::binary | std::ios::trunc) << "{}";
   auto img = gpuenv::images::read_image_summary(layout_dir() + ":1.0", RegistryAccess{});
   ASSERT_FALSE(img.ok());
   EXPECT_EQ(img.error().id, "inspect.damaged_image");

@@ -15,8 +15,8 @@ using namespace gpuenv;
 using namespace gpuenv::images;
 using Kind = RootEntry::Kind;
 
-resolver::LockedPackage deb(const std::string& name, const std::string& version = "1.0") { return {name, version, "deb", "amd64", "", "", "", 0}; }
-resolver::LockedPackage wheel(const std::string& name, const std::string& version = "1.0") { return {name, version, "wheel", "", "", "", "", 0}; }
+resolver::LockedPackage deb(const std::string& name, const std::string& version = "1.0") { return {name, version, resolver::PackageKind::deb, "amd64", "", {}, "", 0}; }
+resolver::LockedPackage wheel(const std::string& name, const std::string& version = "1.0") { return {name, version, resolver::PackageKind::wheel, "", "", {}, "", 0}; }
 
 resolver::Lock lock_of(std::vector<resolver::LockedPackage> packages) {
   resolver::Lock lock;
@@ -273,7 +273,7 @@ TEST(PlanReuseKey, ChangesWithWhatTheBytesDependOnOnly) {
   };
   EXPECT_TRUE(changed([](ImageParameters& q) { q.source_date_epoch = 1; }));
   EXPECT_TRUE(changed([](ImageParameters& q) { q.gzip_level = 9; }));
-  EXPECT_TRUE(changed([](ImageParameters& q) { q.compression = "zstd"; }));
+  EXPECT_TRUE(changed([](ImageParameters& q) { q.compression = Compression::zstd; }));
   EXPECT_TRUE(changed([](ImageParameters& q) { q.architecture = "arm64"; }));
   EXPECT_TRUE(changed([](ImageParameters& q) { q.allow_missing = {"libfoo.so.1"}; }));
   EXPECT_FALSE(changed([](ImageParameters& q) { q.zstd_level = 19; }));  // gzip layers do not depend on it

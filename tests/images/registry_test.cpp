@@ -130,10 +130,10 @@ ImageReference parse_ref(const std::string& text) {
 }
 
 void expect_same_blobs(const std::string& dir_a, const std::string& dir_b, const TestImage& img) {
-  EXPECT_EQ(read_file(dir_a + "/blobs/sha256/" + img.manifest.digest.substr(7)), read_file(dir_b + "/blobs/sha256/" + img.manifest.digest.substr(7)));
+  EXPECT_EQ(read_file(dir_a + "/blobs/sha256/" + img.manifest.digest.hex()), read_file(dir_b + "/blobs/sha256/" + img.manifest.digest.hex()));
   for (const auto& b : img.blobs) {
-    const std::string hex = b.digest.substr(7);
-    EXPECT_EQ(read_file(dir_a + "/blobs/sha256/" + hex), read_file(dir_b + "/blobs/sha256/" + hex)) << b.digest;
+    const std::string hex = b.digest.hex();
+    EXPECT_EQ(read_file(dir_a + "/blobs/sha256/" + hex), read_file(dir_b + "/blobs/sha256/" + hex)) << b.digest.str();
   }
 }
 
@@ -384,12 +384,12 @@ TEST_F(PlainRegistry, PushedImageIsWhatSkopeoSeesAndPullsBackIdentically) {
   const auto target = parse_ref(s_registry->host() + "/gpuenv/push-pull:v1");
   const auto pushed = client.push(src.path(), target);
   ASSERT_TRUE(pushed.ok()) << pushed.error().to_string();
-  EXPECT_EQ(pushed->digest, img.manifest.digest);
+  EXPECT_EQ(pushed->digest, img.manifest.digest.str());
   EXPECT_EQ(pushed->blobs_uploaded, 3);
   EXPECT_EQ(pushed->blobs_present, 0);
   EXPECT_EQ(pushed->manifests, 1);
   if (have("skopeo")) {
-    EXPECT_EQ(skopeo_digest(target.registry + "/gpuenv/push-pull:v1"), img.manifest.digest);
+    EXPECT_EQ(skopeo_digest(target.registry + "/gpuenv/push-pull:v1"), img.manifest.digest.str());
   }
 
   const auto pulled = client.pull(target, dst / "layout");
@@ -399,7 +399,7 @@ TEST_F(PlainRegistry, PushedImageIsWhatSkopeoSeesAndPullsBackIdentically) {
   expect_same_blobs(src.path(), dst / "layout", img);
   const auto index = nlohmann::json::parse(read_file(dst / "layout/index.json"));
   ASSERT_EQ(index["manifests"].size(), 1u);
-  EXPECT_EQ(index["manifests"][0]["digest"], img.manifest.digest);
+  EXPECT_EQ(index["manifests"][0]["digest"], img.manifest.digest.str());
   EXPECT_EQ(index["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"], "v1");
 
   const auto again = client.pull(target, dst / "layout");  // into the same layout: nothing to download
@@ -474,16 +474,16 @@ TEST_F(PlainRegistry, PullsByDigestAndChoosesThePlatformFromAnIndex) {
   const auto pushed = client.push(src.path(), target);
   ASSERT_TRUE(pushed.ok()) << pushed.error().to_string();
   EXPECT_EQ(pushed->manifests, 3);
-  EXPECT_EQ(pushed->digest, top.digest);
+  EXPECT_EQ(pushed->digest, top.digest.str());
 
   const auto pulled = client.pull(target, dst / "arm", {"linux", "arm64", ""});
   ASSERT_TRUE(pulled.ok()) << pulled.error().to_string();
   EXPECT_EQ(pulled->manifest.digest, arm.manifest.digest);
   expect_same_blobs(src.path(), dst / "arm", arm);
 
-  const auto by_digest = client.pull(parse_ref(s_registry->host() + "/gpuenv/multi@" + amd.manifest.digest), dst / "amd");
+  const auto by_digest = client.pull(parse_ref(s_registry->host() + "/gpuenv/multi@" + amd.manifest.digest.str()), dst / "amd");
   ASSERT_TRUE(by_digest.ok()) << by_digest.error().to_string();
-  EXPECT_EQ(by_digest->manifest.digest, amd.manifest.digest);
+  EXPECT_EQ(by_digest->manifest.digest.str(), amd.manifest.digest.str());
 
   const auto no_platform = client.pull(target, dst / "none", {"linux", "s390x", ""});
   ASSERT_FALSE(no_platform.ok());
@@ -499,12 +499,12 @@ TEST_F(PlainRegistry, FetchesTheManifestAndConfigAndChoosesThePlatformFromAnInde
   ASSERT_TRUE(client.push(src.path(), target).ok());
   const auto got = client.fetch_manifest_and_config(target);
   ASSERT_TRUE(got.ok()) << got.error().to_string();
-  EXPECT_EQ(got->manifest_digest, img.manifest.digest);
-  EXPECT_EQ(got->manifest, read_file(src / ("blobs/sha256/" + img.manifest.digest.substr(7))));
+  EXPECT_EQ(got->manifest_digest, img.manifest.digest.str());
+  EXPECT_EQ(got->manifest, read_file(src / ("blobs/sha256/" + img.manifest.digest.hex())));
   EXPECT_EQ(got->media_type, media_type::k_manifest);
   EXPECT_EQ(got->index_digest, "");
   EXPECT_EQ(got->config_descriptor.digest, img.blobs[0].digest);
-  EXPECT_EQ(got->config, read_file(src / ("blobs/sha256/" + img.blobs[0].digest.substr(7))));
+  EXPECT_EQ(got->config, read_file(src / ("blobs/sha256/" + img.blobs[0].digest.hex())));
 
   // An index pushed under a tag: the linux/amd64 image's manifest and config come back, with the index digest.
   TempDir multi;
@@ -525,8 +525,8 @@ TEST_F(PlainRegistry, FetchesTheManifestAndConfigAndChoosesThePlatformFromAnInde
   ASSERT_TRUE(client.push(multi.path(), multi_ref).ok());
   const auto chosen = client.fetch_manifest_and_config(multi_ref);
   ASSERT_TRUE(chosen.ok()) << chosen.error().to_string();
-  EXPECT_EQ(chosen->index_digest, top.digest);
-  EXPECT_EQ(chosen->manifest_digest, amd.manifest.digest);
+  EXPECT_EQ(chosen->index_digest, top.digest.str());
+  EXPECT_EQ(chosen->manifest_digest, amd.manifest.digest.str());
   EXPECT_EQ(nlohmann::json::parse(chosen->config)["architecture"], "amd64");
   const auto missing = client.fetch_manifest_and_config(parse_ref(s_registry->host() + "/gpuenv/fetch-mc:v9"));
   ASSERT_FALSE(missing.ok());
@@ -555,7 +555,7 @@ TEST_F(PlainRegistry, PushNeedsAChoiceWhenTheLayoutHoldsSeveralImages) {
   EXPECT_EQ(ambiguous.error().id, "registry.layout");
   const auto chosen = client.push(src.path(), parse_ref(s_registry->host() + "/gpuenv/two:x"), {"v2", ""});
   ASSERT_TRUE(chosen.ok()) << chosen.error().to_string();
-  EXPECT_EQ(chosen->digest, b.digest);
+  EXPECT_EQ(chosen->digest, b.digest.str());
 }
 
 TEST(BasicAuthRegistry, PushesWithCredentialsAndRefusesWithoutOrWithWrongOnes) {
@@ -587,7 +587,7 @@ TEST(BasicAuthRegistry, PushesWithCredentialsAndRefusesWithoutOrWithWrongOnes) {
   ASSERT_TRUE(pushed.ok()) << pushed.error().to_string();
   if (have("skopeo")) {
     EXPECT_EQ(skopeo_digest(target.registry + "/gpuenv/auth:v1", std::string("--tls-verify=false --creds ") + DockerRegistry::k_user + ":" + DockerRegistry::k_password),
-              img.manifest.digest);
+              img.manifest.digest.str());
   }
   const auto pulled = client.pull(target, dst / "good");
   ASSERT_TRUE(pulled.ok()) << pulled.error().to_string();
@@ -611,7 +611,7 @@ TEST(TlsRegistry, VerifiesTheServerAgainstTheGivenCa) {
   const auto pushed = client.push(src.path(), target);
   ASSERT_TRUE(pushed.ok()) << pushed.error().to_string();
   if (have("skopeo")) {
-    EXPECT_EQ(skopeo_digest(target.registry + "/gpuenv/tls:v1", "--tls-verify=true --cert-dir " + registry.cert_dir()), img.manifest.digest);
+    EXPECT_EQ(skopeo_digest(target.registry + "/gpuenv/tls:v1", "--tls-verify=true --cert-dir " + registry.cert_dir()), img.manifest.digest.str());
   }
   const auto pulled = client.pull(target, dst / "l");
   ASSERT_TRUE(pulled.ok()) << pulled.error().to_string();
@@ -698,15 +698,15 @@ TEST(FakeRegistry, FetchingManifestAndConfigDownloadsNoLayerAndVerifiesTheConfig
     const auto got = client.fetch_manifest_and_config(target);
     const std::string log = fake.log();
     EXPECT_EQ(count(log, "GET /v2/team/app/blobs/"), 1) << mode << "\n" << log;  // the config only
-    EXPECT_NE(log.find("GET /v2/team/app/blobs/" + img.blobs[0].digest), std::string::npos) << mode << "\n" << log;
+    EXPECT_NE(log.find("GET /v2/team/app/blobs/" + img.blobs[0].digest.str()), std::string::npos) << mode << "\n" << log;
     if (mode == "plain") {
       ASSERT_TRUE(got.ok()) << got.error().to_string();
-      EXPECT_EQ(got->manifest_digest, img.manifest.digest);
-      EXPECT_EQ(got->config, read_file(src / ("blobs/sha256/" + img.blobs[0].digest.substr(7))));
+      EXPECT_EQ(got->manifest_digest, img.manifest.digest.str());
+      EXPECT_EQ(got->config, read_file(src / ("blobs/sha256/" + img.blobs[0].digest.hex())));
     } else {
       ASSERT_FALSE(got.ok()) << mode;
       EXPECT_EQ(got.error().id, mode == "alter" ? "registry.digest_mismatch" : "registry.truncated") << got.error().to_string();
-      EXPECT_NE(got.error().to_string().find(img.blobs[0].digest), std::string::npos) << got.error().to_string();
+      EXPECT_NE(got.error().to_string().find(img.blobs[0].digest.str()), std::string::npos) << got.error().to_string();
     }
   }
 }

@@ -39,7 +39,7 @@ class Unpack : public ::testing::Test {
     EXPECT_EQ(std::system(("tar -C " + tree.string() + " --sort=name --numeric-owner -czf " + tar.string() + " .").c_str()), 0);
     auto d = layout.put_bytes(slurp(tar), "application/vnd.oci.image.layer.v1.tar+gzip");
     EXPECT_TRUE(d.ok());
-    return d.ok() ? d->digest : "";
+    return d.ok() ? d->digest.str() : "";
   }
 
   fs::path dir;
@@ -56,14 +56,14 @@ TEST_F(Unpack, WhiteoutsAndOpaqueDirectoriesHideWhatLowerLayersPutThere) {
   nlohmann::json manifest_layers = nlohmann::json::array();
   for (const auto& d : layers) {
     diff_ids.push_back(d);  // not checked by unpacking
-    manifest_layers.push_back({{"mediaType", "application/vnd.oci.image.layer.v1.tar+gzip"}, {"digest", d}, {"size", fs::file_size(layout->blob_path(d.substr(7)))}});
+    manifest_layers.push_back({{"mediaType", "application/vnd.oci.image.layer.v1.tar+gzip"}, {"digest", d}, {"size", fs::file_size(layout->blob_path(*gpuenv::Digest::parse(d)))}});
   }
   const nlohmann::json config = {{"architecture", "amd64"}, {"os", "linux"}, {"rootfs", {{"type", "layers"}, {"diff_ids", diff_ids}}}, {"config", {{"Cmd", {"/bin/sh"}}}}};
   auto c = layout->put_bytes(config.dump(), "application/vnd.oci.image.config.v1+json");
   ASSERT_TRUE(c.ok());
   const nlohmann::json manifest = {{"schemaVersion", 2},
                                    {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
-                                   {"config", {{"mediaType", c->media_type}, {"digest", c->digest}, {"size", c->size}}},
+                                   {"config", {{"mediaType", c->media_type}, {"digest", c->digest.str()}, {"size", c->size}}},
                                    {"layers", manifest_layers}};
   auto m = layout->put_bytes(manifest.dump(), "application/vnd.oci.image.manifest.v1+json");
   ASSERT_TRUE(m.ok());
@@ -85,7 +85,7 @@ TEST_F(Unpack, WhiteoutsAndOpaqueDirectoriesHideWhatLowerLayersPutThere) {
   EXPECT_EQ(unpacked->command, (std::vector<std::string>{"/bin/sh"}));
 
   // The same layers through extract_image_layers, and by manifest digest.
-  auto image = gpuenv::images::read_layout_image((dir / "layout").string(), m->digest);
+  auto image = gpuenv::images::read_layout_image((dir / "layout").string(), m->digest.str());
   ASSERT_TRUE(image.ok()) << image.error().to_string();
   fs::create_directories(dir / "again");
   std::vector<gpuenv::ExtractedEntry> entries;
@@ -103,18 +103,58 @@ TEST_F(Unpack, AnUnknownRefOrLayerTypeIsAClearError) {
   ASSERT_TRUE(c.ok());
   const nlohmann::json manifest = {{"schemaVersion", 2},
                                    {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
-                                   {"config", {{"mediaType", c->media_type}, {"digest", c->digest}, {"size", c->size}}},
-                                   {"layers", {{{"mediaType", "application/vnd.example.not-a-layer"}, {"digest", bad_layer->digest}, {"size", 1}}}}};
+                                   {"config", {{"mediaType", c->media_type}, {"digest", c->digest.str()}, {"size", c->size}}},
+                                   {"layers", {{{"mediaType", "application/vnd.example.not-a-layer"}, {"digest", bad_layer->digest.str()}, {"size", 1}}}}};
   auto m = layout->put_bytes(manifest.dump(), "application/vnd.oci.image.manifest.v1+json");
   ASSERT_TRUE(m.ok());
   ASSERT_TRUE(layout->write_index({*m}).ok());
   auto unpacked = gpuenv::images::unpack_image((dir / "layout").string(), "", (dir / "cache").string());
   ASSERT_FALSE(unpacked.ok());
   EXPECT_EQ(unpacked.error().id, "run.bad_image");
-  EXPECT_FALSE(fs::exists(dir / "cache" / m->digest.substr(7)));  // nothing half-unpacked left in place
+  EXPECT_FALSE(fs::exists(dir / "cache" / m->digest.hex()));  // nothing half-unpacked left in place
   auto missing = gpuenv::images::unpack_image((dir / "layout").string(), "no-such-ref", (dir / "cache").string());
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().id, "run.no_image");
+}
+
+/// A layout whose documents name digests that are not sha256, or blobs that do not hold what their digest names.
+TEST_F(Unpack, DigestsThatAreNotBlobNamesOrDoNotMatchAreRefusedBeforeAnythingIsRead) {
+  const fs::path outside = dir / "outside.json";
+  std::ofstream(outside) << R"({"schemaVersion":2,"config":{},"layers":[]})";
+  auto with_index_entry = [&](const std::string& name, const nlohmann::json& entry) {
+    const fs::path l = dir / name;
+    fs::create_directories(l / "blobs/sha256");
+    std::ofstream(l / "oci-layout") << R"({"imageLayoutVersion":"1.0.0"})";
+    std::ofstream(l / "index.json") << nlohmann::json{{"schemaVersion", 2}, {"manifests", {entry}}}.dump();
+    return l.string();
+  };
+  // A digest that walks out of the layout, one in upper case, another algorithm, and no digest at all.
+  for (const std::string& digest : std::vector<std::string>{"sha256:../../outside.json", "sha256:" + std::string(64, 'A'), "sha512:" + std::string(128, 'a')}) {
+    const std::string l = with_index_entry("hostile", {{"mediaType", "application/vnd.oci.image.manifest.v1+json"}, {"digest", digest}, {"size", 10}});
+    auto r = gpuenv::images::unpack_image(l, "", (dir / "cache").string());
+    ASSERT_FALSE(r.ok()) << digest;
+    EXPECT_EQ(r.error().id, "run.bad_image") << digest;
+    EXPECT_NE(r.error().message.find("unsupported digest"), std::string::npos) << r.error().to_string();
+  }
+  const std::string none = with_index_entry("no-digest", {{"mediaType", "application/vnd.oci.image.manifest.v1+json"}, {"size", 10}});
+  EXPECT_EQ(gpuenv::images::unpack_image(none, "", (dir / "cache").string()).error().id, "run.bad_image");
+
+  // A manifest blob whose bytes are not the ones its digest names.
+  auto layout = OciLayout::open((dir / "tampered").string());
+  ASSERT_TRUE(layout.ok());
+  auto c = layout->put_bytes(R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}})", "application/vnd.oci.image.config.v1+json");
+  ASSERT_TRUE(c.ok());
+  const nlohmann::json manifest = {{"schemaVersion", 2}, {"config", gpuenv::images::descriptor_object(*c)}, {"layers", nlohmann::json::array()}};
+  auto m = layout->put_bytes(manifest.dump(), "application/vnd.oci.image.manifest.v1+json");
+  ASSERT_TRUE(m.ok());
+  ASSERT_TRUE(layout->write_index({*m}).ok());
+  ASSERT_TRUE(gpuenv::images::read_layout_image((dir / "tampered").string(), "").ok());
+  std::ofstream(layout->blob_path(m->digest), std::ios::trunc) << manifest.dump() << " ";
+  auto tampered = gpuenv::images::unpack_image((dir / "tampered").string(), "", (dir / "cache").string());
+  ASSERT_FALSE(tampered.ok());
+  EXPECT_EQ(tampered.error().id, "run.bad_image");
+  EXPECT_NE(tampered.error().message.find("does not hold the bytes"), std::string::npos) << tampered.error().to_string();
+  EXPECT_FALSE(fs::exists(dir / "cache" / m->digest.hex()));
 }
 
 }  // namespace

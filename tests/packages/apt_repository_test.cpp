@@ -200,9 +200,9 @@ TEST_F(AptRepository, PinsTheClosureWithUrlsAndHashes) {
   EXPECT_EQ(r->packages[1].name, "libc6");
   EXPECT_EQ(r->packages[1].version, "2.36-9");
   for (const auto& p : r->packages) {
-    EXPECT_EQ(p.kind, "deb");
+    EXPECT_EQ(p.kind, gpuenv::resolver::PackageKind::deb);
     const std::string file = read(dir / "www" / p.url.substr(server->url("").size()));
-    EXPECT_EQ(sha(file), p.sha256) << p.url;
+    EXPECT_EQ(sha(file), p.sha256.hex()) << p.url;
     EXPECT_EQ(file.size(), p.size);
   }
 }

@@ -212,7 +212,7 @@ TEST(Release, ReadsTheSha256ListNotOtherHashes) {
   const auto* p = r->find("main/binary-amd64/Packages");
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->size, 45123456u);
-  EXPECT_EQ(p->sha256, "9f2b6d1e7a3c4b5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5");  // lower-cased
+  EXPECT_EQ(p->sha256.hex(), "9f2b6d1e7a3c4b5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5");  // lower-cased
   EXPECT_EQ(r->find("main/binary-i386/Packages"), nullptr);
 }
 

@@ -113,12 +113,12 @@ TEST_F(PinImage, PinsDebsAndWheels) {
   auto r = pin(k_spec, sources);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   std::vector<std::string> names;
-  for (const auto& p : r->packages) names.push_back(p.kind + ":" + p.name + "=" + p.version);
+  for (const auto& p : r->packages) names.push_back(std::string(gpuenv::resolver::to_string(p.kind)) + ":" + p.name + "=" + p.version);
   EXPECT_EQ(names, (std::vector<std::string>{"deb:base-files=12.4", "deb:curl=7.88.1-10", "deb:libpython3.11=3.11.2-6",
                                              "deb:python3=3.11.2-1+b1", "wheel:numpy=2.1.3", "wheel:nvidia-nccl-cu12=2.21.5",
                                              "wheel:torch=2.5.1"}));
   for (const auto& p : r->packages) {
-    EXPECT_EQ(p.sha256.size(), 64u) << p.name;
+    EXPECT_EQ(p.sha256.hex().size(), 64u) << p.name;
     EXPECT_GT(p.size, 0u) << p.name;
   }
   EXPECT_EQ(r->packages[3].url, "http://apt.example/debian/pool/main/python3_3.11.2-1+b1_amd64.deb");

@@ -63,11 +63,11 @@ TEST(SimpleJson, ReadsEveryFieldOfPep691) {
   const IndexFile& wheel = files[0];
   EXPECT_EQ(wheel.filename, "example_pkg-1.0-py3-none-any.whl");
   EXPECT_EQ(wheel.url, "https://files.example.com/packages/ab/cd/example_pkg-1.0-py3-none-any.whl");
-  EXPECT_EQ(wheel.sha256, k_sha_a);  // lowercased
+  EXPECT_EQ(wheel.sha256.hex(), k_sha_a);  // lowercased
   EXPECT_EQ(wheel.requires_python, ">=3.7");
   EXPECT_FALSE(wheel.yanked.has_value());
   EXPECT_TRUE(wheel.has_metadata);
-  EXPECT_EQ(wheel.metadata_sha256, k_sha_b);
+  EXPECT_EQ(wheel.metadata_sha256.hex(), k_sha_b);
   ASSERT_TRUE(wheel.size.has_value());
   EXPECT_EQ(*wheel.size, 62574U);
   EXPECT_EQ(wheel.upload_time, "2023-05-22T15:12:44.175Z");
@@ -78,7 +78,7 @@ TEST(SimpleJson, ResolvesRelativeUrlsAndTakesTheHashFromTheFragment) {
   const auto files = parse_ok(k_json_page, k_json_type);
   ASSERT_EQ(files.size(), 3U);
   EXPECT_EQ(files[1].url, "https://example.com/packages/ef/01/example-pkg-1.0.tar.gz");
-  EXPECT_EQ(files[1].sha256, k_sha_a);
+  EXPECT_EQ(files[1].sha256.hex(), k_sha_a);
   EXPECT_EQ(files[1].requires_python, "");
   ASSERT_TRUE(files[1].size.has_value());
   EXPECT_EQ(*files[1].size, 110794U);
@@ -97,9 +97,9 @@ TEST(SimpleJson, PrefersCoreMetadataOverTheOldName) {
   const auto files = parse_ok(k_json_page, k_json_type);
   ASSERT_EQ(files.size(), 3U);
   EXPECT_TRUE(files[1].has_metadata);  // only dist-info-metadata: true
-  EXPECT_EQ(files[1].metadata_sha256, "");
+  EXPECT_EQ(files[1].metadata_sha256.hex(), "");
   EXPECT_FALSE(files[2].has_metadata);  // core-metadata: false wins over dist-info-metadata: true
-  EXPECT_EQ(files[2].sha256, "");       // only an md5 is given
+  EXPECT_EQ(files[2].sha256.hex(), "");       // only an md5 is given
 }
 
 TEST(SimpleJson, TurnsMalformedPagesIntoErrors) {
@@ -146,10 +146,10 @@ TEST(SimpleHtml, ReadsAnchorsAndTheirDataAttributes) {
   ASSERT_EQ(files.size(), 3U);
   EXPECT_EQ(files[0].filename, "example_pkg-1.0-py3-none-any.whl");
   EXPECT_EQ(files[0].url, "https://files.example.com/packages/ab/example_pkg-1.0-py3-none-any.whl");
-  EXPECT_EQ(files[0].sha256, k_sha_a);
+  EXPECT_EQ(files[0].sha256.hex(), k_sha_a);
   EXPECT_EQ(files[0].requires_python, ">=3.7");
   EXPECT_TRUE(files[0].has_metadata);
-  EXPECT_EQ(files[0].metadata_sha256, k_sha_b);
+  EXPECT_EQ(files[0].metadata_sha256.hex(), k_sha_b);
   EXPECT_FALSE(files[0].yanked.has_value());
   EXPECT_FALSE(files[0].size.has_value());
 
@@ -160,7 +160,7 @@ TEST(SimpleHtml, ReadsAnchorsAndTheirDataAttributes) {
   EXPECT_FALSE(files[1].has_metadata);
 
   EXPECT_EQ(files[2].url, "https://example.com/simple/example-pkg/example_pkg-0.8-py2.py3-none-any.whl");
-  EXPECT_EQ(files[2].sha256, "");
+  EXPECT_EQ(files[2].sha256.hex(), "");
   ASSERT_TRUE(files[2].yanked.has_value());
   EXPECT_EQ(*files[2].yanked, "");
 }
@@ -181,7 +181,7 @@ TEST(SimpleHtml, ToleratesSloppyMarkup) {
   EXPECT_EQ(files[0].requires_python, ">=3.8");
   EXPECT_EQ(files[1].filename, "single-1.0-py3-none-any.whl");
   EXPECT_TRUE(files[1].has_metadata);
-  EXPECT_EQ(files[1].metadata_sha256, "");
+  EXPECT_EQ(files[1].metadata_sha256.hex(), "");
   EXPECT_EQ(files[2].url, "http://127.0.0.1:8080/simple/pkg/amp-1.0-py3-none-any.whl?a=1&b=2&c=3");
   EXPECT_EQ(files[2].filename, "amp-1.0-py3-none-any.whl");
   EXPECT_EQ(files[2].requires_python, "<4,>=3");

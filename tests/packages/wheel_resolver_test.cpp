@@ -189,7 +189,7 @@ TEST(WheelResolver, PinsTheRequestedVersionWithUrlHashSizeAndIndex) {
   EXPECT_EQ(w.version, "1.0");
   EXPECT_EQ(w.filename, "demo-1.0-py3-none-any.whl");
   EXPECT_EQ(w.url, file_url("demo-1.0-py3-none-any.whl"));
-  EXPECT_EQ(w.sha256, fake_sha({"demo-1.0-py3-none-any.whl"}));
+  EXPECT_EQ(w.sha256.hex(), fake_sha({"demo-1.0-py3-none-any.whl"}));
   EXPECT_EQ(w.size, 1000U + w.filename.size());
   EXPECT_EQ(w.index, k_index);
   EXPECT_TRUE(w.requires_dist.empty());
@@ -323,7 +323,7 @@ TEST(WheelResolver, TakesEachProjectFromTheFirstIndexThatHasIt) {
   EXPECT_EQ(pins(res), (Strings{"internal==1.0", "public==2.0"}));
   EXPECT_EQ(find(res, "internal")->index, k_index);
   EXPECT_EQ(find(res, "public")->index, k_extra_index);
-  EXPECT_EQ(find(res, "public")->sha256, fake_sha({"public-2.0-py3-none-any.whl"}));
+  EXPECT_EQ(find(res, "public")->sha256.hex(), fake_sha({"public-2.0-py3-none-any.whl"}));
   EXPECT_EQ(std::count(f.requested.begin(), f.requested.end(), std::string(k_extra_index) + "/internal/"), 0);
 }
 
@@ -462,7 +462,7 @@ TEST(WheelResolver, ReadsMetadataFromTheCachedWheelWhenGivenACache) {
   req.cache = cache.get();
   const auto res = resolve_ok(f, req);
   EXPECT_EQ(find(res, "demo-pkg")->size, wheel.size());
-  auto cached = cache->find(sha256_hex(wheel));
+  auto cached = cache->find(gpuenv::Digest::of(wheel));
   ASSERT_TRUE(cached.ok());
   EXPECT_TRUE(cached->has_value());  // the wheel the build needs is already in the cache
   std::filesystem::remove_all(dir);

@@ -77,8 +77,8 @@ Made resolved(const std::string& yaml, const std::string& driver) {
 
 TEST(Lockfile, TheLockValueIsWhatItsTextReadsBackAs) {
   const std::vector<LockedPackage> packages = {
-      {"base-files", "12.4+deb12u5", "deb", "amd64", "http://deb.example/pool/b.deb", std::string(64, 'a'), "debian", 1234},
-      {"torch", "2.5.1+cu121", "wheel", "x86_64", "http://wheels.example/torch.whl", std::string(64, 'b'), "pytorch", 99}};
+      {"base-files", "12.4+deb12u5", PackageKind::deb, "amd64", "http://deb.example/pool/b.deb", *gpuenv::Digest::from_hex(std::string(64, 'a')), "debian", 1234},
+      {"torch", "2.5.1+cu121", PackageKind::wheel, "x86_64", "http://wheels.example/torch.whl", *gpuenv::Digest::from_hex(std::string(64, 'b')), "pytorch", 99}};
   struct Case {
     const char* yaml;
     const char* driver;

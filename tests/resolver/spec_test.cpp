@@ -49,7 +49,8 @@ validate:
   EXPECT_EQ(r->gpu.confidential, Confidential::allowed);
   EXPECT_EQ(r->gpu.driver->lower_bound()->str(), "550.54.15");
   EXPECT_EQ(r->apt_packages.size(), 2u);
-  EXPECT_EQ(r->image_format, "oci-archive");
+  EXPECT_EQ(r->image_format, gpuenv::resolver::ImageFormat::oci_archive);
+  EXPECT_EQ(to_string(r->image_format), "oci-archive");
   EXPECT_EQ(r->validate_level, "long");
   EXPECT_DOUBLE_EQ(r->validate_thresholds.at("hbm_bandwidth"), 0.8);
 }
