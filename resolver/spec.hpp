@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/text.hpp"
 #include "resolver/version.hpp"
 
 namespace gpuenv::resolver {
@@ -110,7 +111,7 @@ Result<int> parse_arch(std::string_view text);
 /// Formats a compute capability as `sm_90`.
 std::string arch_name(int sm);
 
-/// Closest candidate by edit distance, if it is close enough to be a likely typo.
-std::optional<std::string> did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+/// Closest candidate by edit distance, if it is close enough to be a likely typo (base/text.hpp).
+using gpuenv::did_you_mean;
 
 }  // namespace gpuenv::resolver
