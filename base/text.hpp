@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,6 +76,20 @@ inline std::size_t edit_distance(std::string_view a, std::string_view b, bool ig
     std::swap(prev, cur);
   }
   return prev[b.size()];
+}
+
+/// The candidate closest to WORD by edit distance (ignoring case), if it is close enough to be a likely typo.
+inline std::optional<std::string> did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+  std::optional<std::string> best;
+  std::size_t best_d = std::max<std::size_t>(2, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(word, c, /*ignore_case=*/true);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
 }
 
 }  // namespace gpuenv

@@ -1,11 +1,14 @@
 #pragma once
 // What every reader of gpuenv's YAML documents (specs, locks, the catalog, thresholds, the user configuration)
-// shares: loading with the syntax error's position, "file:line:col" of a node, and the names of node types in
-// messages. Each reader keeps its own error ids and the keys it knows.
+// shares: loading with the syntax error's position, "file:line:col" of a node, the names of node types in
+// messages, and YamlReader, the typed accessors (mappings with known keys, text, lists, numbers, booleans, keyed
+// fields) whose errors carry the document's own ids. Each reader keeps the keys it knows and its own value checks.
 #include <yaml-cpp/yaml.h>
 
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/error.hpp"
 
@@ -38,5 +41,68 @@ inline Result<YAML::Node> load_yaml(std::string_view text, const std::string& pa
     return make_error(kind, syntax_id, "YAML syntax error: " + e.msg, yaml_where(path, e.mark), hint);
   }
 }
+
+/// What a reader tells YamlReader about its document: where errors point, their kind and how their ids are spelled.
+struct YamlDoc {
+  std::string path;                       ///< the file, in every error's position
+  ErrorKind kind = ErrorKind::spec;       ///< decides the exit code
+  std::string id_prefix;                  ///< "spec": ids are "spec.wrong_type", "spec.unknown_key", ...
+  std::string hint;                       ///< the hint of an error whose check has none of its own
+  std::string wrong_type = "wrong_type";  ///< id suffix of a value of the wrong type or form ("bad_value" in locks)
+  std::string missing = "missing";        ///< id suffix of a key that field() does not find
+};
+
+/// The (key node, value node) pairs of a mapping, in document order.
+using YamlEntries = std::vector<std::pair<YAML::Node, YAML::Node>>;
+
+/// Typed access to one document's nodes; every failure is an Error at the offending node's position, with the id
+/// YamlDoc::id_prefix + "." + suffix. WHAT names the value in messages ("gpu.models", "sources.apt item") and is
+/// quoted there.
+class YamlReader {
+ public:
+  explicit YamlReader(YamlDoc doc) : m_doc(std::move(doc)) {}
+
+  [[nodiscard]] const YamlDoc& doc() const { return m_doc; }
+
+  /// "PATH:LINE:COL" of N; PATH alone when N is absent (a key its mapping lacks) or has no position.
+  [[nodiscard]] std::string where(const YAML::Node& n) const;
+
+  /// An error of this document at N: id "PREFIX.ID_SUFFIX", the document's kind, and HINT (the document's hint when
+  /// not given).
+  [[nodiscard]] Error error(const YAML::Node& n, std::string_view id_suffix, std::string message,
+                            std::string hint) const;
+  [[nodiscard]] Error error(const YAML::Node& n, std::string_view id_suffix, std::string message) const;
+
+  /// A mapping whose keys are plain words, none given twice, and (unless ALLOWED is empty) each one of ALLOWED; an
+  /// unknown key's hint names the closest allowed key. Ids: wrong_type, duplicate_key, unknown_key.
+  [[nodiscard]] Result<YamlEntries> map(const YAML::Node& n, const std::string& what,
+                                        const std::vector<std::string>& allowed) const;
+
+  /// A scalar with some non-blank text (returned as written, untrimmed).
+  [[nodiscard]] Result<std::string> scalar(const YAML::Node& n, const std::string& what) const;
+  /// A scalar, its text possibly empty (not null, a list or a mapping).
+  [[nodiscard]] Result<std::string> text(const YAML::Node& n, const std::string& what) const;
+  /// N itself when it is a list.
+  [[nodiscard]] Result<YAML::Node> list(const YAML::Node& n, const std::string& what) const;
+  /// A list of scalar() items (WHAT + " item" in their messages); with ACCEPT_SINGLE a lone scalar is a one-item list.
+  [[nodiscard]] Result<std::vector<std::string>> string_list(const YAML::Node& n, const std::string& what,
+                                                             bool accept_single) const;
+  /// A plain (unquoted) finite decimal number: 4800, 4.8, 1e-3; not "4800", 4800 GB/s, .inf.
+  [[nodiscard]] Result<double> number(const YAML::Node& n, const std::string& what) const;
+  /// A plain (unquoted) whole number that fits an int: 90, -1; not "90", 9.0, 0x5a.
+  [[nodiscard]] Result<int> integer(const YAML::Node& n, const std::string& what) const;
+  /// true or false.
+  [[nodiscard]] Result<bool> boolean(const YAML::Node& n, const std::string& what) const;
+
+  /// PARENT's value under KEY. PARENT must be a mapping (null counts as an empty one); a KEY it lacks is "'KEY' is
+  /// missing" at PARENT (id YamlDoc::missing), and so is a null value unless NULLABLE.
+  [[nodiscard]] Result<YAML::Node> field(const YAML::Node& parent, const std::string& key, bool nullable = false) const;
+  /// PARENT's value under KEY as field() checks PARENT, but an absent KEY is no error: the node is then undefined
+  /// (IsDefined() false).
+  [[nodiscard]] Result<YAML::Node> optional_field(const YAML::Node& parent, const std::string& key) const;
+
+ private:
+  YamlDoc m_doc;
+};
 
 }  // namespace gpuenv

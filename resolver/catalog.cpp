@@ -13,40 +13,29 @@
 namespace gpuenv::resolver {
 namespace {
 
-/// Reads typed fields of one catalog file; the first failure is kept with its position.
+/// Reads typed fields of one catalog file with the shared accessors; the first failure is kept with its position
+/// (every one is catalog.invalid, an internal error), and once one is kept the readers return empty values.
 class Reader {
  public:
-  explicit Reader(std::string path) : m_path(std::move(path)) {}
+  explicit Reader(const std::string& path)
+      : m_r({path, ErrorKind::internal, "catalog", "the catalog under recipes/catalog is broken; see docs/catalog.md",
+             /*wrong_type=*/"invalid", /*missing=*/"invalid"}) {}
 
   [[nodiscard]] bool failed() const { return m_error.has_value(); }
   Error take_error() { return std::move(*m_error); }
 
-  void fail(const YAML::Node& n, const std::string& message) {
-    if (m_error) return;
-    const std::string where = yaml_where(m_path, n);
-    m_error = make_error(ErrorKind::internal, "catalog.invalid", message, where,
-                         "the catalog under recipes/catalog is broken; see docs/catalog.md");
-  }
+  void fail(const YAML::Node& n, const std::string& message) { keep(m_r.error(n, "invalid", message)); }
 
+  /// N's value under KEY; REQUIRED: present and not null.
   YAML::Node field(const YAML::Node& n, const char* key, bool required = true) {
     if (m_error) return {};
-    if (!n.IsMap()) {
-      fail(n, std::string("expected a mapping holding '") + key + "'");
-      return {};
-    }
-    YAML::Node v = n[key];
-    if (required && (!v || v.IsNull())) fail(n, std::string("missing '") + key + "'");
-    return v;
+    return value_of(required ? m_r.field(n, key) : m_r.optional_field(n, key), YAML::Node{});
   }
 
   std::string str(const YAML::Node& n, const char* key, bool required = true) {
     YAML::Node v = field(n, key, required);
-    if (m_error || !v || v.IsNull()) return {};
-    if (!v.IsScalar()) {
-      fail(v, std::string("'") + key + "' must be a scalar");
-      return {};
-    }
-    return v.Scalar();
+    if (absent(v)) return {};
+    return value_of(m_r.text(v, key), std::string{});
   }
 
   Version version(const YAML::Node& n, const char* key) {
@@ -56,12 +45,10 @@ class Reader {
 
   std::optional<Version> opt_version(const YAML::Node& n, const char* key, bool required = false) {
     YAML::Node v = field(n, key, required);
-    if (m_error || !v || v.IsNull()) return std::nullopt;
-    if (!v.IsScalar()) {
-      fail(v, std::string("'") + key + "' must be a version");
-      return std::nullopt;
-    }
-    auto parsed = Version::parse(v.Scalar());
+    if (absent(v)) return std::nullopt;
+    const std::string text = value_of(m_r.scalar(v, key), std::string{});
+    if (m_error) return std::nullopt;
+    auto parsed = Version::parse(text);
     if (!parsed) {
       fail(v, parsed.error().message);
       return std::nullopt;
@@ -72,63 +59,30 @@ class Reader {
   int integer(const YAML::Node& n, const char* key) {
     YAML::Node v = field(n, key);
     if (m_error) return 0;
-    return to_int(v);
-  }
-
-  int to_int(const YAML::Node& v) {
-    if (!v.IsScalar()) {
-      fail(v, "expected an integer");
-      return 0;
-    }
-    try {
-      std::size_t used = 0;
-      const int i = std::stoi(v.Scalar(), &used);
-      if (used != v.Scalar().size()) throw std::invalid_argument(v.Scalar());
-      return i;
-    } catch (const std::exception&) {
-      fail(v, "'" + v.Scalar() + "' is not an integer");
-      return 0;
-    }
+    return value_of(m_r.integer(v, key), 0);
   }
 
   bool boolean(const YAML::Node& n, const char* key, bool fallback) {
     YAML::Node v = field(n, key, false);
-    if (m_error || !v || v.IsNull()) return fallback;
-    const std::string s = v.IsScalar() ? v.Scalar() : "";
-    if (s == "true") return true;
-    if (s == "false") return false;
-    fail(v, std::string("'") + key + "' must be true or false");
-    return fallback;
+    if (absent(v)) return fallback;
+    return value_of(m_r.boolean(v, key), fallback);
   }
 
   std::vector<int> ints(const YAML::Node& n, const char* key, bool required = true) {
     std::vector<int> out;
     YAML::Node v = field(n, key, required);
-    if (m_error || !v || v.IsNull()) return out;
-    if (!v.IsSequence()) {
-      fail(v, std::string("'") + key + "' must be a list");
-      return out;
+    if (absent(v)) return out;
+    for (const auto& item : list_of(v, key)) {
+      out.push_back(value_of(m_r.integer(item, std::string(key) + " item"), 0));
+      if (m_error) break;
     }
-    for (const auto& item : v) out.push_back(to_int(item));
     return out;
   }
 
   std::vector<std::string> strings(const YAML::Node& n, const char* key, bool required = false) {
-    std::vector<std::string> out;
     YAML::Node v = field(n, key, required);
-    if (m_error || !v || v.IsNull()) return out;
-    if (!v.IsSequence()) {
-      fail(v, std::string("'") + key + "' must be a list");
-      return out;
-    }
-    for (const auto& item : v) {
-      if (!item.IsScalar()) {
-        fail(item, std::string("items of '") + key + "' must be scalars");
-        return out;
-      }
-      out.push_back(item.Scalar());
-    }
-    return out;
+    if (absent(v)) return {};
+    return value_of(m_r.string_list(v, key, /*accept_single=*/false), std::vector<std::string>{});
   }
 
   std::vector<Version> versions(const YAML::Node& n, const char* key) {
@@ -166,12 +120,27 @@ class Reader {
   YAML::Node list(const YAML::Node& n, const char* key) {
     YAML::Node v = field(n, key);
     if (m_error) return {};
-    if (!v.IsSequence()) fail(v, std::string("'") + key + "' must be a list");
-    return v;
+    return list_of(v, key);
   }
 
  private:
-  std::string m_path;
+  void keep(Error e) {
+    if (!m_error) m_error = std::move(e);
+  }
+  /// R's value, or FALLBACK with R's error kept.
+  template <class T>
+  T value_of(Result<T> r, T fallback) {
+    if (r) return std::move(*r);
+    keep(std::move(r).error());
+    return fallback;
+  }
+  /// True after a failure, or when V (an optional field) is absent or null.
+  bool absent(const YAML::Node& v) const { return m_error || !v.IsDefined() || v.IsNull(); }
+  YAML::Node list_of(const YAML::Node& v, const char* key) {
+    return value_of(m_r.list(v, key), YAML::Node{});
+  }
+
+  YamlReader m_r;
   std::optional<Error> m_error;
 };
 

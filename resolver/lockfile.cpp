@@ -124,36 +124,59 @@ Lock lock_of(const Spec& spec, const Resolution& r, const LockInputs& in, const 
 namespace gpuenv::resolver {
 namespace {
 
-class LockReader {
- public:
-  explicit LockReader(std::string path) : m_path(std::move(path)) {}
+constexpr const char* k_lock_hint = "re-create the lock with `gpuenv lock SPEC -o FILE` rather than editing it";
 
-  Error error(const YAML::Node& at, const std::string& id, const std::string& what) const {
-    const std::string where = at.IsDefined() ? yaml_where(m_path, at) : m_path;
-    return make_error(ErrorKind::spec, id, what, where, "re-create the lock with `gpuenv lock SPEC -o FILE` rather than editing it");
-  }
+/// The shared accessors with a lock's two conventions: a nullable text reads as "", an absent list as empty.
+class LockReader : public YamlReader {
+ public:
+  explicit LockReader(const std::string& path)
+      : YamlReader({path, ErrorKind::spec, "lock", k_lock_hint, /*wrong_type=*/"bad_value", /*missing=*/"missing"}) {}
+
   Result<std::string> str(const YAML::Node& parent, const char* key, bool nullable = false) const {
-    const YAML::Node n = parent[key];
-    if (!n.IsDefined()) return error(parent, "lock.missing", std::string("'") + key + "' is missing");
+    GPUENV_TRY(n, field(parent, key, /*nullable=*/true));
     if (n.IsNull() && nullable) return std::string();
-    if (!n.IsScalar()) return error(n, "lock.bad_value", std::string("'") + key + "' must be a string");
-    return n.Scalar();
+    return text(n, key);
   }
   Result<std::vector<std::string>> list(const YAML::Node& parent, const char* key) const {
-    const YAML::Node n = parent[key];
-    std::vector<std::string> out;
-    if (!n.IsDefined() || n.IsNull()) return out;
-    if (!n.IsSequence()) return error(n, "lock.bad_value", std::string("'") + key + "' must be a list");
-    for (const auto& v : n) {
-      if (!v.IsScalar()) return error(v, "lock.bad_value", std::string("'") + key + "' must list strings");
-      out.push_back(v.Scalar());
-    }
-    return out;
+    GPUENV_TRY(n, optional_field(parent, key));
+    if (!n.IsDefined() || n.IsNull()) return std::vector<std::string>{};
+    return string_list(n, key, /*accept_single=*/false);
   }
-
- private:
-  std::string m_path;
 };
+
+Result<Lock::Framework> read_framework(const LockReader& r, const YAML::Node& key, const YAML::Node& value) {
+  Lock::Framework f;
+  f.name = key.Scalar();
+  GPUENV_TRY(v, r.str(value, "version"));
+  GPUENV_TRY(variant, r.str(value, "variant", true));
+  GPUENV_TRY(fc, r.str(value, "cuda", true));
+  GPUENV_TRY(fd, r.str(value, "cudnn", true));
+  f.version = v;
+  f.variant = variant;
+  f.cuda = fc;
+  f.cudnn = fd;
+  return f;
+}
+
+/// One entry of `packages`: every field present, a known kind, a sha256 and a byte count.
+Result<LockedPackage> read_package(const LockReader& r, const YAML::Node& p) {
+  if (!p.IsMap()) return r.error(p, "bad_value", "each package must be a mapping");
+  GPUENV_TRY(name, r.str(p, "name"));
+  GPUENV_TRY(version, r.str(p, "version"));
+  GPUENV_TRY(kind, r.str(p, "kind"));
+  GPUENV_TRY(arch, r.str(p, "architecture"));
+  GPUENV_TRY(url, r.str(p, "url"));
+  GPUENV_TRY(sha, r.str(p, "sha256"));
+  GPUENV_TRY(source, r.str(p, "source"));
+  GPUENV_TRY(size, r.str(p, "size"));
+  const auto parsed_kind = parse_package_kind(kind);
+  if (!parsed_kind) return r.error(p["kind"], "bad_value", "package '" + name + "' has kind '" + kind + "' (deb or wheel expected)");
+  auto digest = Digest::from_hex(sha);
+  if (!digest) return r.error(p["sha256"], "bad_value", "package '" + name + "' has a sha256 that is not 64 lowercase hex digits");
+  if (size.empty() || size.size() > 15 || !std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return r.error(p["size"], "bad_value", "package '" + name + "' has a size that is not a byte count");
+  return LockedPackage{name, version, *parsed_kind, arch, url, std::move(*digest), source, std::stoull(size)};
+}
 
 }  // namespace
 
@@ -161,15 +184,17 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
   if (auto st = check_yaml_bytes(text, path, 64u << 20, 64); !st) return std::move(st).error();
   GPUENV_TRY(root, load_yaml(text, path, ErrorKind::spec, "lock.yaml_syntax", "re-create the lock with `gpuenv lock SPEC -o FILE`"));
   LockReader r(path);
-  if (!root.IsMap()) return r.error(root, "lock.schema", "not a gpuenv lock (expected a mapping with schema: gpuenv-lock-v1)");
+  if (!root.IsMap()) return r.error(root, "schema", "not a gpuenv lock (expected a mapping with schema: gpuenv-lock-v1)");
   try {
     Lock lock;
     GPUENV_TRY(schema, r.str(root, "schema"));
-    if (schema != k_lock_schema) return r.error(root["schema"], "lock.schema", "schema is '" + schema + "', not " + std::string(k_lock_schema));
+    if (schema != k_lock_schema) return r.error(root["schema"], "schema", "schema is '" + schema + "', not " + std::string(k_lock_schema));
     GPUENV_TRY(generator, r.str(root, "generator"));
     lock.generator = generator;
-    if (!root["spec"].IsMap()) return r.error(root, "lock.missing", "'spec' is missing");
+    if (!root["spec"].IsMap()) return r.error(root, "missing", "'spec' is missing");
     GPUENV_TRY(spec_name, r.str(root["spec"], "name"));
+    if (!is_valid_image_name(spec_name))  // it names output files and directories
+      return r.error(root["spec"]["name"], "bad_value", "spec.name '" + spec_name + "' is not a valid image name");
     GPUENV_TRY(spec_sha, r.str(root["spec"], "sha256"));
     lock.spec_name = spec_name;
     lock.spec_sha256 = spec_sha;
@@ -185,13 +210,13 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
     if (root["base_image"].IsDefined()) {
       GPUENV_TRY(base_image, r.str(root, "base_image"));
       if (base_image.find("@sha256:") == std::string::npos)
-        return r.error(root["base_image"], "lock.bad_value", "base_image '" + base_image + "' is not pinned by digest");
+        return r.error(root["base_image"], "bad_value", "base_image '" + base_image + "' is not pinned by digest");
       lock.base_image = base_image;
     }
     lock.cuda = cuda;
     lock.cudnn = cudnn;
     lock.python = python;
-    if (!root["driver"].IsMap()) return r.error(root, "lock.missing", "'driver' is missing");
+    if (!root["driver"].IsMap()) return r.error(root, "missing", "'driver' is missing");
     GPUENV_TRY(dmin, r.str(root["driver"], "min"));
     lock.driver_min = dmin;
     lock.forward_compat = root["driver"]["forward_compat"].IsDefined() && root["driver"]["forward_compat"].as<bool>();
@@ -204,16 +229,7 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
     }
     if (const YAML::Node fw = root["frameworks"]; fw.IsMap()) {
       for (const auto& kv : fw) {
-        Lock::Framework f;
-        f.name = kv.first.Scalar();
-        GPUENV_TRY(v, r.str(kv.second, "version"));
-        GPUENV_TRY(variant, r.str(kv.second, "variant", true));
-        GPUENV_TRY(fc, r.str(kv.second, "cuda", true));
-        GPUENV_TRY(fd, r.str(kv.second, "cudnn", true));
-        f.version = v;
-        f.variant = variant;
-        f.cuda = fc;
-        f.cudnn = fd;
+        GPUENV_TRY(f, read_framework(r, kv.first, kv.second));
         lock.frameworks.push_back(std::move(f));
       }
     }
@@ -224,33 +240,10 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
       lock.requested_pip = pip;
     }
     const YAML::Node pk = root["packages"];
-    if (pk.IsDefined() && !pk.IsNull() && !pk.IsSequence()) return r.error(pk, "lock.bad_value", "'packages' must be a list");
+    if (pk.IsDefined() && !pk.IsNull() && !pk.IsSequence()) return r.error(pk, "bad_value", "'packages' must be a list");
     if (pk.IsSequence()) {
       for (const auto& p : pk) {
-        if (!p.IsMap()) return r.error(p, "lock.bad_value", "each package must be a mapping");
-        LockedPackage lp;
-        GPUENV_TRY(name, r.str(p, "name"));
-        GPUENV_TRY(version, r.str(p, "version"));
-        GPUENV_TRY(kind, r.str(p, "kind"));
-        GPUENV_TRY(arch, r.str(p, "architecture"));
-        GPUENV_TRY(url, r.str(p, "url"));
-        GPUENV_TRY(sha, r.str(p, "sha256"));
-        GPUENV_TRY(source, r.str(p, "source"));
-        GPUENV_TRY(size, r.str(p, "size"));
-        const auto parsed_kind = parse_package_kind(kind);
-        if (!parsed_kind) return r.error(p["kind"], "lock.bad_value", "package '" + name + "' has kind '" + kind + "' (deb or wheel expected)");
-        auto digest = Digest::from_hex(sha);
-        if (!digest) return r.error(p["sha256"], "lock.bad_value", "package '" + name + "' has a sha256 that is not 64 lowercase hex digits");
-        if (size.empty() || size.size() > 15 || !std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; }))
-          return r.error(p["size"], "lock.bad_value", "package '" + name + "' has a size that is not a byte count");
-        lp.name = name;
-        lp.version = version;
-        lp.kind = *parsed_kind;
-        lp.architecture = arch;
-        lp.url = url;
-        lp.sha256 = std::move(*digest);
-        lp.source = source;
-        lp.size = std::stoull(size);
+        GPUENV_TRY(lp, read_package(r, p));
         lock.packages.push_back(std::move(lp));
       }
     }

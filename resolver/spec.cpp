@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <regex>
-#include <set>
 
 #include "base/text.hpp"
 #include "base/yaml_guard.hpp"
@@ -25,159 +24,92 @@ const std::vector<std::string> k_image_keys = {"format", "tag"};
 const std::vector<std::string> k_validate_keys = {"level", "thresholds"};
 const std::vector<std::string> k_levels = {"quick", "standard", "long"};
 
+/// The spec's (and the user configuration's) accessors: ids "spec.*", exit 2.
+YamlReader spec_reader(const std::string& path) {
+  return YamlReader({path, ErrorKind::spec, "spec", "see docs/spec.md"});
+}
 
-/// Walks the YAML tree with positions; every failure becomes an Error at the node's position.
-class Walker {
- public:
-  explicit Walker(std::string path) : m_path(std::move(path)) {}
+/// Line and column of N, for the positions a Spec keeps.
+SourcePos pos(const YAML::Node& n) {
+  const auto m = n.Mark();
+  return m.line < 0 ? SourcePos{} : SourcePos{m.line + 1, m.column + 1};
+}
 
-  [[nodiscard]] std::string where(const YAML::Node& n) const { return yaml_where(m_path, n); }
-  [[nodiscard]] SourcePos pos(const YAML::Node& n) const {
-    const auto m = n.Mark();
-    return m.line < 0 ? SourcePos{} : SourcePos{m.line + 1, m.column + 1};
+/// A version constraint (spec.contradictory when no version can meet it).
+Result<Constraint> constraint(const YamlReader& w, const YAML::Node& n, const std::string& what) {
+  GPUENV_TRY(s, w.scalar(n, what));
+  auto c = Constraint::parse(s);
+  if (!c) {
+    Error e = std::move(c).error();
+    e.where = w.where(n);
+    e.message = "'" + what + "': " + e.message;
+    return e;
   }
-
-  Error error(const YAML::Node& n, std::string id, std::string message, std::string hint) const {
-    return make_error(ErrorKind::spec, std::move(id), std::move(message), where(n), std::move(hint));
-  }
-
-  static std::string type_name(const YAML::Node& n) { return yaml_type_name(n); }
-
-  /// Checks a mapping: its type, duplicate keys, unknown keys (with did-you-mean). Returns key -> (key node, value).
-  Result<std::vector<std::pair<YAML::Node, YAML::Node>>> map(const YAML::Node& n, const std::string& what,
-                                                               const std::vector<std::string>& allowed) const {
-    if (!n.IsMap()) {
-      return error(n, "spec.wrong_type", "'" + what + "' must be a mapping, found " + type_name(n),
-                   "see docs/spec.md for the shape of '" + what + "'");
-    }
-    std::vector<std::pair<YAML::Node, YAML::Node>> out;
-    std::set<std::string> seen;
-    for (auto it = n.begin(); it != n.end(); ++it) {
-      const YAML::Node key = it->first;
-      if (!key.IsScalar()) {
-        return error(key, "spec.wrong_type", "keys in '" + what + "' must be plain words, found " + type_name(key), "");
-      }
-      const std::string k = key.Scalar();
-      if (!seen.insert(k).second) {
-        return error(key, "spec.duplicate_key", "key '" + k + "' appears twice in '" + what + "'",
-                     "keep one of them; YAML would silently use only one");
-      }
-      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
-        std::string hint = "allowed keys: " + join(allowed, ", ");
-        if (auto guess = did_you_mean(k, allowed)) hint = "did you mean '" + *guess + "'? " + hint;
-        return error(key, "spec.unknown_key", "unknown key '" + k + "' in '" + what + "'", hint);
-      }
-      out.emplace_back(key, it->second);
-    }
-    return out;
-  }
-
-  Result<std::string> scalar(const YAML::Node& n, const std::string& what) const {
-    if (!n.IsScalar() || n.Scalar().empty()) {
-      return error(n, "spec.wrong_type", "'" + what + "' must be a text value, found " + type_name(n), "");
-    }
-    return n.Scalar();
-  }
-
-  Result<std::vector<std::string>> string_list(const YAML::Node& n, const std::string& what) const {
-    if (n.IsScalar()) {  // a single item is accepted as a one-element list
-      auto s = scalar(n, what);
-      if (!s) return std::move(s).error();
-      return std::vector<std::string>{*s};
-    }
-    if (!n.IsSequence()) {
-      return error(n, "spec.wrong_type", "'" + what + "' must be a list, found " + type_name(n),
-                   "write it as [a, b] or one '- item' per line");
-    }
-    std::vector<std::string> out;
-    for (const auto& item : n) {
-      auto s = scalar(item, what + " item");
-      if (!s) return std::move(s).error();
-      out.push_back(*s);
-    }
-    return out;
-  }
-
-  Result<Constraint> constraint(const YAML::Node& n, const std::string& what) const {
-    auto s = scalar(n, what);
-    if (!s) return std::move(s).error();
-    auto c = Constraint::parse(*s);
-    if (!c) {
-      Error e = std::move(c).error();
-      e.where = where(n);
-      e.message = "'" + what + "': " + e.message;
-      return e;
-    }
-    if (c->is_empty()) {
-      return error(n, "spec.contradictory", "'" + what + "' constraint '" + *s + "' allows no version at all",
+  if (c->is_empty()) {
+    return w.error(n, "contradictory", "'" + what + "' constraint '" + s + "' allows no version at all",
                    "check the bounds: the lower bound is above the upper one");
-    }
-    return std::move(*c);
   }
-
- private:
-  std::string m_path;
-};
+  return std::move(*c);
+}
 
 bool url_ok(const std::string& u) {
   return u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0 || u.rfind("file://", 0) == 0;
 }
 
-Result<SourcesRequest> parse_sources(const Walker& w, const YAML::Node& node) {
+Result<SourcesRequest> parse_sources(const YamlReader& w, const YAML::Node& node) {
   SourcesRequest out;
   GPUENV_TRY(top, w.map(node, "sources", k_sources_keys));
   for (const auto& [key, value] : top) {
     if (key.Scalar() == "apt") {
       out.apt_given = true;
-      if (!value.IsSequence()) return w.error(value, "spec.wrong_type", "'sources.apt' must be a list of repositories", "see docs/spec.md");
+      if (!value.IsSequence()) return w.error(value, "wrong_type", "'sources.apt' must be a list of repositories");
       for (const auto& item : value) {
         GPUENV_TRY(fields, w.map(item, "sources.apt item", k_apt_source_keys));
         AptSourceRequest a;
-        a.pos = w.pos(item);
+        a.pos = pos(item);
         for (const auto& [fk, fv] : fields) {
           const std::string k = fk.Scalar();
           if (k == "uri") {
             GPUENV_TRY(uri, w.scalar(fv, "sources.apt.uri"));
-            if (!url_ok(uri)) return w.error(fv, "spec.bad_url", "'" + uri + "' is not an http://, https:// or file:// URL", "");
+            if (!url_ok(uri)) return w.error(fv, "bad_url", "'" + uri + "' is not an http://, https:// or file:// URL", "");
             a.uri = uri.back() == '/' ? uri : uri + "/";
           } else if (k == "suite") {
             GPUENV_TRY(suite, w.scalar(fv, "sources.apt.suite"));
             a.suite = suite;
           } else if (k == "components" || k == "architectures") {
-            GPUENV_TRY(list, w.string_list(fv, "sources.apt." + k));
+            GPUENV_TRY(list, w.string_list(fv, "sources.apt." + k, true));
             (k == "components" ? a.components : a.architectures) = std::move(list);
           } else if (k == "signed_by") {
             GPUENV_TRY(path, w.scalar(fv, "sources.apt.signed_by"));
             a.signed_by = path;
           } else {
-            GPUENV_TRY(t, w.scalar(fv, "sources.apt.trusted"));
-            if (t != "true" && t != "false") return w.error(fv, "spec.wrong_type", "sources.apt.trusted must be true or false", "");
-            a.trusted = t == "true";
+            GPUENV_TRY(trusted, w.boolean(fv, "sources.apt.trusted"));
+            a.trusted = trusted;
           }
         }
         if (a.uri.empty() || a.suite.empty()) {
-          return w.error(item, "spec.missing_field", "a sources.apt entry needs uri and suite", "e.g. {uri: https://mirror.example/debian, suite: bookworm, components: [main]}");
+          return w.error(item, "missing_field", "a sources.apt entry needs uri and suite", "e.g. {uri: https://mirror.example/debian, suite: bookworm, components: [main]}");
         }
         const bool flat = a.suite.back() == '/';
         if (flat && !a.components.empty())
-          return w.error(item, "spec.contradictory", "flat repository '" + a.suite + "' cannot have components", "drop components, or name a suite");
+          return w.error(item, "contradictory", "flat repository '" + a.suite + "' cannot have components", "drop components, or name a suite");
         if (!flat && a.components.empty())
-          return w.error(item, "spec.missing_field", "suite '" + a.suite + "' needs components", "e.g. components: [main]");
+          return w.error(item, "missing_field", "suite '" + a.suite + "' needs components", "e.g. components: [main]");
         out.apt.push_back(std::move(a));
       }
     } else {
       out.pip_given = true;
-      out.pip_pos = w.pos(value);
+      out.pip_pos = pos(value);
       GPUENV_TRY(pip, w.map(value, "sources.pip", k_pip_source_keys));
       for (const auto& [pk, pv] : pip) {
         if (pk.Scalar() == "index_url") {
           GPUENV_TRY(u, w.scalar(pv, "sources.pip.index_url"));
-          if (!url_ok(u)) return w.error(pv, "spec.bad_url", "'" + u + "' is not an http://, https:// or file:// URL", "");
+          if (!url_ok(u)) return w.error(pv, "bad_url", "'" + u + "' is not an http://, https:// or file:// URL", "");
           out.pip_index_url = u;
         } else {
-          GPUENV_TRY(list, w.string_list(pv, "sources.pip.extra_index_urls"));
+          GPUENV_TRY(list, w.string_list(pv, "sources.pip.extra_index_urls", true));
           for (const auto& u : list)
-            if (!url_ok(u)) return w.error(pv, "spec.bad_url", "'" + u + "' is not an http://, https:// or file:// URL", "");
+            if (!url_ok(u)) return w.error(pv, "bad_url", "'" + u + "' is not an http://, https:// or file:// URL", "");
           out.pip_extra_index_urls = std::move(list);
         }
       }
@@ -192,23 +124,10 @@ Result<SourcesRequest> parse_user_config(std::string_view text, const std::strin
   if (auto st = check_yaml_bytes(text, path, k_spec_max_bytes, k_spec_max_depth); !st) return std::move(st).error();
   GPUENV_TRY(root, load_yaml(text, path, ErrorKind::spec, "spec.yaml_syntax", ""));
   if (root.IsNull()) return SourcesRequest{};
-  Walker w(path);
+  const YamlReader w = spec_reader(path);
   GPUENV_TRY(top, w.map(root, "config", {"sources"}));
   for (const auto& [key, value] : top) return parse_sources(w, value);
   return SourcesRequest{};
-}
-
-std::optional<std::string> did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
-  std::optional<std::string> best;
-  std::size_t best_d = std::max<std::size_t>(2, word.size() / 3) + 1;
-  for (const auto& c : candidates) {
-    const std::size_t d = edit_distance(word, c, /*ignore_case=*/true);
-    if (d < best_d) {
-      best_d = d;
-      best = c;
-    }
-  }
-  return best;
 }
 
 Result<int> parse_arch(std::string_view text) {
@@ -246,32 +165,31 @@ Result<YAML::Node> load_spec_yaml(std::string_view text, const std::string& path
   return root;
 }
 
-Status read_schema(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, [[maybe_unused]] Spec& spec) {
+Status read_schema(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, [[maybe_unused]] Spec& spec) {
   GPUENV_TRY(s, w.scalar(value, "schema"));
   if (s != k_spec_schema) {
-    return w.error(value, "spec.schema", "unsupported schema '" + s + "'",
+    return w.error(value, "schema", "unsupported schema '" + s + "'",
                    "this gpuenv reads '" + std::string(k_spec_schema) + "'");
   }
   return ok_status();
 }
 
-Status read_name(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+Status read_name(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
   GPUENV_TRY(s, w.scalar(value, "name"));
-  static const std::regex name_re("^[a-z0-9][a-z0-9._-]{0,127}$");
-  if (!std::regex_match(s, name_re)) {
-    return w.error(value, "spec.bad_name", "name '" + s + "' is not a valid image name",
+  if (!is_valid_image_name(s)) {
+    return w.error(value, "bad_name", "name '" + s + "' is not a valid image name",
                    "use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit");
   }
   spec.name = s;
   return ok_status();
 }
 
-Status read_base(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+Status read_base(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
   GPUENV_TRY(s, w.scalar(value, "base"));
   if (s.rfind("docker://", 0) == 0 || s.rfind("oci:", 0) == 0) {
     const std::string rest = s.substr(s.rfind("docker://", 0) == 0 ? 9 : (s.rfind("oci://", 0) == 0 ? 6 : 4));
     if (rest.empty() || rest.find_first_of(" \t\n") != std::string::npos) {
-      return w.error(value, "spec.bad_base", "base image '" + s + "' names no image",
+      return w.error(value, "bad_base", "base image '" + s + "' names no image",
                      "write docker://registry.example.com/repo:tag (or @sha256:...) or oci:/path/to/layout[:ref]");
     }
     spec.base_image = s;
@@ -281,7 +199,7 @@ Status read_base(const Walker& w, [[maybe_unused]] const std::string& k, const Y
   }
   const auto colon = s.find(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == s.size() || s.find(':', colon + 1) != std::string::npos) {
-    return w.error(value, "spec.bad_base", "base '" + s + "' is not distro:release",
+    return w.error(value, "bad_base", "base '" + s + "' is not distro:release",
                    "write it as debian:12 or ubuntu:22.04, or name an image: docker://REF or oci:PATH[:REF]");
   }
   spec.base_distro = s.substr(0, colon);
@@ -289,50 +207,50 @@ Status read_base(const Walker& w, [[maybe_unused]] const std::string& k, const Y
   return ok_status();
 }
 
-Status read_cuda_mapping(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+Status read_cuda_mapping(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
   static const std::vector<std::string> keys = {"version", "components"};
   GPUENV_TRY(cm, w.map(value, "cuda", keys));
   for (const auto& [ckey, cval] : cm) {
     if (ckey.Scalar() == "version") {
-      GPUENV_TRY(c, w.constraint(cval, "cuda.version"));
+      GPUENV_TRY(c, constraint(w, cval, "cuda.version"));
       spec.cuda = std::move(c);
       spec.cuda_given = true;
     } else {
-      GPUENV_TRY(list, w.string_list(cval, "cuda.components"));
+      GPUENV_TRY(list, w.string_list(cval, "cuda.components", true));
       for (const auto& name : list) {
         if (std::find(k_cuda_components.begin(), k_cuda_components.end(), name) == k_cuda_components.end()) {
           std::string hint = "use any of " + join(k_cuda_components, ", ") + (name == "cudnn" ? "; cuDNN is asked for with the top-level 'cudnn' key" : "");
           if (auto g = did_you_mean(name, k_cuda_components)) hint = "did you mean '" + *g + "'? " + hint;
-          return w.error(cval, "spec.bad_enum", "cuda.components: '" + name + "' is not a CUDA component gpuenv knows", hint);
+          return w.error(cval, "bad_enum", "cuda.components: '" + name + "' is not a CUDA component gpuenv knows", hint);
         }
         if (std::find(spec.cuda_components.begin(), spec.cuda_components.end(), name) == spec.cuda_components.end())
           spec.cuda_components.push_back(name);
       }
       if (spec.cuda_components.empty())
-        return w.error(cval, "spec.empty_list", "cuda.components is empty", "leave the key out for the default (cudart, cublas)");
+        return w.error(cval, "empty_list", "cuda.components is empty", "leave the key out for the default (cudart, cublas)");
     }
   }
   return ok_status();
 }
 
-Status read_version_key(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
-  GPUENV_TRY(c, w.constraint(value, k));
+Status read_version_key(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+  GPUENV_TRY(c, constraint(w, value, k));
   (k == "python" ? spec.python : k == "cuda" ? spec.cuda : spec.cudnn) = std::move(c);
   (k == "python" ? spec.python_given : k == "cuda" ? spec.cuda_given : spec.cudnn_given) = true;
   return ok_status();
 }
 
-Status read_frameworks(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+Status read_frameworks(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
   if (value.IsNull()) return ok_status();
   GPUENV_TRY(fws, w.map(value, "frameworks", k_frameworks));
   for (const auto& [fkey, fval] : fws) {
     FrameworkRequest req;
     req.name = fkey.Scalar();
-    req.pos = w.pos(fval);
+    req.pos = pos(fval);
     if (fval.IsNull()) {
       req.version = Constraint{};
     } else {
-      GPUENV_TRY(c, w.constraint(fval, "frameworks." + req.name));
+      GPUENV_TRY(c, constraint(w, fval, "frameworks." + req.name));
       req.version = std::move(c);
     }
     spec.frameworks.push_back(std::move(req));
@@ -344,16 +262,16 @@ Status read_frameworks(const Walker& w, [[maybe_unused]] const std::string& k, c
   return ok_status();
 }
 
-Status read_gpu(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+Status read_gpu(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
   GPUENV_TRY(g, w.map(value, "gpu", k_gpu_keys));
   for (const auto& [gkey, gval] : g) {
     const std::string gk = gkey.Scalar();
     if (gk == "models") {
-      GPUENV_TRY(models, w.string_list(gval, "gpu.models"));
+      GPUENV_TRY(models, w.string_list(gval, "gpu.models", true));
       spec.gpu.models = std::move(models);
-      spec.gpu.models_pos = w.pos(gval);
+      spec.gpu.models_pos = pos(gval);
     } else if (gk == "archs") {
-      GPUENV_TRY(archs, w.string_list(gval, "gpu.archs"));
+      GPUENV_TRY(archs, w.string_list(gval, "gpu.archs", true));
       for (const auto& a : archs) {
         auto sm = parse_arch(a);
         if (!sm) {
@@ -363,15 +281,15 @@ Status read_gpu(const Walker& w, [[maybe_unused]] const std::string& k, const YA
         }
         spec.gpu.archs.push_back(*sm);
       }
-      spec.gpu.archs_pos = w.pos(gval);
+      spec.gpu.archs_pos = pos(gval);
     } else if (gk == "driver") {
-      GPUENV_TRY(c, w.constraint(gval, "gpu.driver"));
+      GPUENV_TRY(c, constraint(w, gval, "gpu.driver"));
       if (!c.lower_bound()) {
-        return w.error(gval, "spec.driver_unbounded", "gpu.driver '" + c.str() + "' has no lower bound",
+        return w.error(gval, "driver_unbounded", "gpu.driver '" + c.str() + "' has no lower bound",
                        "give the fleet's driver (550.54.15) or a range with a lower bound (>=550)");
       }
       spec.gpu.driver = std::move(c);
-      spec.gpu.driver_pos = w.pos(gval);
+      spec.gpu.driver_pos = pos(gval);
     } else if (gk == "confidential") {
       // YAML 1.1 readers turn `off` into false; accept both spellings.
       GPUENV_TRY(s, w.scalar(gval, "gpu.confidential"));
@@ -379,26 +297,26 @@ Status read_gpu(const Walker& w, [[maybe_unused]] const std::string& k, const YA
       else if (s == "allowed") spec.gpu.confidential = Confidential::allowed;
       else if (s == "required" || s == "on" || s == "true") spec.gpu.confidential = Confidential::required;
       else {
-        return w.error(gval, "spec.bad_enum", "gpu.confidential '" + s + "' is not off, allowed or required", "");
+        return w.error(gval, "bad_enum", "gpu.confidential '" + s + "' is not off, allowed or required", "");
       }
     }
   }
   if (!spec.gpu.models.empty() && !spec.gpu.archs.empty()) {
-    return w.error(value, "spec.contradictory", "gpu gives both 'models' and 'archs'",
+    return w.error(value, "contradictory", "gpu gives both 'models' and 'archs'",
                    "give the models (gpuenv knows their architectures) or, for GPUs it does not know, the archs");
   }
   return ok_status();
 }
 
-Status read_packages(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+Status read_packages(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
   GPUENV_TRY(p, w.map(value, "packages", k_package_keys));
   for (const auto& [pkey, pval] : p) {
-    GPUENV_TRY(list, w.string_list(pval, "packages." + pkey.Scalar()));
+    GPUENV_TRY(list, w.string_list(pval, "packages." + pkey.Scalar(), true));
     if (pkey.Scalar() == "apt") {
       static const std::regex apt_re(R"(^[a-z0-9][a-z0-9+.-]+(:[a-z0-9]+)?(=[A-Za-z0-9.+~:-]+)?$)");
       for (const auto& name : list)
         if (!std::regex_match(name, apt_re))
-          return w.error(pval, "spec.bad_package", "'" + name + "' is not a Debian package name",
+          return w.error(pval, "bad_package", "'" + name + "' is not a Debian package name",
                          "write name or name=version, e.g. curl or libgomp1=12.2.0-14");
       spec.apt_packages = std::move(list);
     } else {
@@ -408,7 +326,7 @@ Status read_packages(const Walker& w, [[maybe_unused]] const std::string& k, con
   return ok_status();
 }
 
-Status read_image(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+Status read_image(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
   GPUENV_TRY(im, w.map(value, "image", k_image_keys));
   for (const auto& [ikey, ival] : im) {
     GPUENV_TRY(s, w.scalar(ival, "image." + ikey.Scalar()));
@@ -417,7 +335,7 @@ Status read_image(const Walker& w, [[maybe_unused]] const std::string& k, const 
       if (!format) {
         std::string hint = "use one of " + join(k_image_formats, ", ");
         if (auto g = did_you_mean(s, k_image_formats)) hint = "did you mean '" + *g + "'? " + hint;
-        return w.error(ival, "spec.bad_enum", "image.format '" + s + "' is not known", hint);
+        return w.error(ival, "bad_enum", "image.format '" + s + "' is not known", hint);
       }
       spec.image_format = *format;
     } else {
@@ -427,13 +345,13 @@ Status read_image(const Walker& w, [[maybe_unused]] const std::string& k, const 
   return ok_status();
 }
 
-Status read_sources_key(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+Status read_sources_key(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
   GPUENV_TRY(src, parse_sources(w, value));
   spec.sources = std::move(src);
   return ok_status();
 }
 
-Status read_validate(const Walker& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+Status read_validate(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
   GPUENV_TRY(v, w.map(value, "validate", k_validate_keys));
   for (const auto& [vkey, vval] : v) {
     if (vkey.Scalar() == "level") {
@@ -441,7 +359,7 @@ Status read_validate(const Walker& w, [[maybe_unused]] const std::string& k, con
       if (std::find(k_levels.begin(), k_levels.end(), s) == k_levels.end()) {
         std::string hint = "use quick, standard or long";
         if (auto g = did_you_mean(s, k_levels)) hint = "did you mean '" + *g + "'? " + hint;
-        return w.error(vval, "spec.bad_enum", "validate.level '" + s + "' is not known", hint);
+        return w.error(vval, "bad_enum", "validate.level '" + s + "' is not known", hint);
       }
       spec.validate_level = s;
     } else {
@@ -454,7 +372,7 @@ Status read_validate(const Walker& w, [[maybe_unused]] const std::string& k, con
           if (used != s.size() || !(d >= 0)) throw std::invalid_argument(s);
           spec.validate_thresholds[tkey.Scalar()] = d;
         } catch (const std::exception&) {
-          return w.error(tval, "spec.wrong_type", "validate.thresholds." + tkey.Scalar() + " must be a non-negative number, found '" + s + "'", "");
+          return w.error(tval, "wrong_type", "validate.thresholds." + tkey.Scalar() + " must be a non-negative number, found '" + s + "'", "");
         }
       }
     }
@@ -463,6 +381,11 @@ Status read_validate(const Walker& w, [[maybe_unused]] const std::string& k, con
 }
 
 }  // namespace
+
+bool is_valid_image_name(std::string_view name) {
+  static const std::regex name_re("^[a-z0-9][a-z0-9._-]{0,127}$");
+  return std::regex_match(name.begin(), name.end(), name_re);
+}
 
 std::string_view to_string(ImageFormat format) { return k_image_formats.at(static_cast<std::size_t>(format)); }
 
@@ -474,13 +397,13 @@ std::optional<ImageFormat> parse_image_format(std::string_view name) {
 
 Result<Spec> parse_spec(std::string_view text, const std::string& path) {
   GPUENV_TRY(root, load_spec_yaml(text, path));
-  Walker w(path);
+  const YamlReader w = spec_reader(path);
   Spec spec;
   spec.path = path;
   GPUENV_TRY(top, w.map(root, "spec", k_top_keys));
   for (const auto& [key, value] : top) {
     const std::string k = key.Scalar();
-    spec.positions[k] = w.pos(value);
+    spec.positions[k] = pos(value);
     Status st = ok_status();
     if (k == "schema") st = read_schema(w, k, value, spec);
     else if (k == "name") st = read_name(w, k, value, spec);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/text.hpp"
 #include "resolver/version.hpp"
 
 namespace gpuenv::resolver {
@@ -18,6 +19,10 @@ inline constexpr std::size_t k_spec_max_bytes = 1 << 20;
 inline constexpr std::size_t k_spec_max_depth = 64;
 
 enum class Confidential { off, allowed, required };
+
+/// Whether NAME may name an image (and so its output directory and files): lower-case letters, digits, '.', '_'
+/// and '-', starting with a letter or digit, at most 128 characters; never a path.
+bool is_valid_image_name(std::string_view name);
 
 /// What `gpuenv build` writes: an OCI layout directory, or the layout as one tar file (OCI's, or with
 /// Docker's manifest.json added for `docker load`).
@@ -120,7 +125,7 @@ Result<int> parse_arch(std::string_view text);
 /// Formats a compute capability as `sm_90`.
 std::string arch_name(int sm);
 
-/// Closest candidate by edit distance, if it is close enough to be a likely typo.
-std::optional<std::string> did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+/// Closest candidate by edit distance, if it is close enough to be a likely typo (base/text.hpp).
+using gpuenv::did_you_mean;
 
 }  // namespace gpuenv::resolver

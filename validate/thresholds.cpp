@@ -10,6 +10,7 @@
 #include <sstream>
 #include <utility>
 
+#include "base/text.hpp"
 #include "base/yaml_guard.hpp"
 #include "base/yaml_reader.hpp"
 
@@ -99,22 +100,17 @@ std::string units_of(std::string_view canonical) {
   return out;
 }
 
-std::string trim(const std::string& s) {
-  const auto first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return {};
-  const auto last = s.find_last_not_of(" \t\r\n");
-  return s.substr(first, last - first + 1);
-}
+std::string trim(const std::string& s) { return std::string(text::trim(s)); }
 
-using Entries = std::vector<std::pair<YAML::Node, YAML::Node>>;
-
-/// Reads the thresholds document node by node; every failure is an Error at the offending node's position.
-class Parser {
+/// Reads the thresholds document node by node with the shared accessors; every failure is an Error at the offending
+/// node's position.
+class Parser : private YamlReader {
  public:
-  explicit Parser(std::string origin) : m_origin(std::move(origin)) {}
+  explicit Parser(const std::string& origin)
+      : YamlReader({origin, ErrorKind::spec, "thresholds", std::string(k_doc_hint)}) {}
 
   Result<ThresholdTable> table(const YAML::Node& root) {
-    GPUENV_TRY(top, mapping(root, "thresholds file", {"schema", "fail_fraction", "node_tolerance", "gpus"}));
+    GPUENV_TRY(top, map(root, "thresholds", {"schema", "fail_fraction", "node_tolerance", "gpus"}));
     ThresholdTable out;
     bool have_schema = false;
     bool have_gpus = false;
@@ -123,7 +119,7 @@ class Parser {
       if (k == "schema") {
         GPUENV_TRY(schema, scalar(value, "schema"));
         if (schema != k_schema) {
-          return error(value, "thresholds.schema",
+          return error(value, "schema",
                        "schema is '" + schema + "'; this gpuenv reads '" + std::string(k_schema) + "'",
                        "write 'schema: " + std::string(k_schema) + "' or upgrade gpuenv");
         }
@@ -134,7 +130,7 @@ class Parser {
       } else if (k == "node_tolerance") {
         GPUENV_TRY(t, number(value, "node_tolerance"));
         if (!(t >= 0 && t < 1)) {
-          return error(value, "thresholds.bad_fraction",
+          return error(value, "bad_fraction",
                        "node_tolerance is " + format_number(t) + "; it must be at least 0 and below 1",
                        "0.10 fails a GPU more than 10% below the node's mean");
         }
@@ -146,85 +142,18 @@ class Parser {
       }
     }
     if (!have_schema) {
-      return error(root, "thresholds.missing_key", "the file has no 'schema'",
+      return error(root, "missing_key", "the file has no 'schema'",
                    "start it with 'schema: " + std::string(k_schema) + "'");
     }
-    if (!have_gpus) return error(root, "thresholds.missing_key", "the file has no 'gpus' list", std::string(k_doc_hint));
+    if (!have_gpus) return error(root, "missing_key", "the file has no 'gpus' list");
     return out;
   }
 
  private:
-  [[nodiscard]] std::string where(const YAML::Node& n) const { return yaml_where(m_origin, n); }
-
-  [[nodiscard]] Error error(const YAML::Node& n, std::string id, std::string message, std::string hint) const {
-    return make_error(ErrorKind::spec, std::move(id), std::move(message), where(n), std::move(hint));
-  }
-
-  static std::string type_name(const YAML::Node& n) { return yaml_type_name(n); }
-
-  /// A mapping with plain keys, no key twice, and (when `allowed` is not empty) only the allowed keys.
-  Result<Entries> mapping(const YAML::Node& n, const std::string& what, const std::vector<std::string>& allowed) const {
-    if (!n.IsMap()) {
-      return error(n, "thresholds.wrong_type", what + " must be a mapping, found " + type_name(n),
-                   std::string(k_doc_hint));
-    }
-    Entries out;
-    std::set<std::string> seen;
-    for (auto it = n.begin(); it != n.end(); ++it) {
-      const YAML::Node key = it->first;
-      if (!key.IsScalar()) {
-        return error(key, "thresholds.wrong_type", "keys in " + what + " must be plain words, found " + type_name(key),
-                     std::string(k_doc_hint));
-      }
-      const std::string k = key.Scalar();
-      if (!seen.insert(k).second) {
-        return error(key, "thresholds.duplicate_key", "key '" + k + "' appears twice in " + what,
-                     "keep one of them; YAML would silently use only one");
-      }
-      if (!allowed.empty()) {
-        bool known = false;
-        std::string list;
-        for (const auto& a : allowed) {
-          known = known || a == k;
-          list += (list.empty() ? "" : ", ") + a;
-        }
-        if (!known) {
-          return error(key, "thresholds.unknown_key", "unknown key '" + k + "' in " + what, "allowed keys: " + list);
-        }
-      }
-      out.emplace_back(key, it->second);
-    }
-    return out;
-  }
-
-  Result<std::string> scalar(const YAML::Node& n, const std::string& what) const {
-    if (!n.IsScalar() || trim(n.Scalar()).empty()) {
-      return error(n, "thresholds.wrong_type", "'" + what + "' must be a non-empty text value, found " + type_name(n),
-                   std::string(k_doc_hint));
-    }
-    return n.Scalar();
-  }
-
-  /// A plain (unquoted) finite decimal number.
-  Result<double> number(const YAML::Node& n, const std::string& what) const {
-    if (!n.IsScalar()) {
-      return error(n, "thresholds.wrong_type", "'" + what + "' must be a number, found " + type_name(n),
-                   std::string(k_doc_hint));
-    }
-    const std::string& text = n.Scalar();
-    double v = 0;
-    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (n.Tag() == "!" || ec != std::errc() || ptr != text.data() + text.size() || !std::isfinite(v)) {
-      return error(n, "thresholds.wrong_type", "'" + what + "' must be a plain number, found '" + text + "'",
-                   "write the number alone (4800, 4.8) without quotes; the unit goes under 'unit'");
-    }
-    return v;
-  }
-
   Result<double> fail_fraction(const YAML::Node& n, const std::string& what) const {
     GPUENV_TRY(f, number(n, what));
     if (!(f > 0 && f <= 1)) {
-      return error(n, "thresholds.bad_fraction", what + " is " + format_number(f) + "; it must be above 0 and at most 1",
+      return error(n, "bad_fraction", what + " is " + format_number(f) + "; it must be above 0 and at most 1",
                    "0.75 fails a measurement below 75% of the reference");
     }
     return f;
@@ -232,7 +161,7 @@ class Parser {
 
   Result<std::vector<GpuThresholds>> gpu_list(const YAML::Node& n) {
     if (!n.IsSequence()) {
-      return error(n, "thresholds.wrong_type", "'gpus' must be a list, found " + type_name(n),
+      return error(n, "wrong_type", "'gpus' must be a list, found " + yaml_type_name(n),
                    "write one '- model: ...' entry per GPU model");
     }
     std::vector<GpuThresholds> out;
@@ -241,7 +170,7 @@ class Parser {
     for (const auto& item : n) {
       GPUENV_TRY(gpu, gpu_entry(item));
       if (!models.insert(gpu.model).second) {
-        return error(item, "thresholds.duplicate_model", "model '" + gpu.model + "' is listed twice",
+        return error(item, "duplicate_model", "model '" + gpu.model + "' is listed twice",
                      "merge the two entries");
       }
       for (std::size_t i = 0; i < gpu.pci_device_ids.size(); ++i) {
@@ -250,7 +179,7 @@ class Parser {
         if (!inserted) {
           const std::string in = it->second == gpu.model ? "twice under '" + gpu.model + "'"
                                                          : "under '" + it->second + "' and '" + gpu.model + "'";
-          return error(item["pci_device_ids"][i], "thresholds.duplicate_pci_id",
+          return error(item["pci_device_ids"][i], "duplicate_pci_id",
                        "PCI device id " + pci_id_text(id) + " is listed " + in,
                        "a device id names one model; keep it under the model whose references it should get");
         }
@@ -261,7 +190,7 @@ class Parser {
   }
 
   Result<GpuThresholds> gpu_entry(const YAML::Node& n) {
-    GPUENV_TRY(entries, mapping(n, "a 'gpus' entry", {"model", "pci_device_ids", "fail_fraction", "references"}));
+    GPUENV_TRY(entries, map(n, "gpus item", {"model", "pci_device_ids", "fail_fraction", "references"}));
     GpuThresholds gpu;
     bool have_ids = false;
     for (const auto& [key, value] : entries) {
@@ -282,10 +211,10 @@ class Parser {
       }
     }
     if (gpu.model.empty()) {
-      return error(n, "thresholds.missing_key", "a 'gpus' entry has no 'model'", "name the model, e.g. \"H200 SXM 141GB\"");
+      return error(n, "missing_key", "a 'gpus' entry has no 'model'", "name the model, e.g. \"H200 SXM 141GB\"");
     }
     if (!have_ids) {
-      return error(n, "thresholds.missing_key", "model '" + gpu.model + "' has no 'pci_device_ids'",
+      return error(n, "missing_key", "model '" + gpu.model + "' has no 'pci_device_ids'",
                    "list its PCI device ids as in recipes/catalog/gpus.yaml, e.g. [\"0x2335\"]");
     }
     return gpu;
@@ -293,7 +222,7 @@ class Parser {
 
   Result<std::vector<std::uint32_t>> pci_ids(const YAML::Node& n) const {
     if (!n.IsSequence() || n.size() == 0) {
-      return error(n, "thresholds.wrong_type", "'pci_device_ids' must be a non-empty list, found " + type_name(n),
+      return error(n, "wrong_type", "'pci_device_ids' must be a non-empty list, found " + yaml_type_name(n),
                    "write them as [\"0x2335\"]");
     }
     std::vector<std::uint32_t> out;
@@ -307,7 +236,7 @@ class Parser {
         ok = ec == std::errc() && ptr == end;
       }
       if (!ok) {
-        return error(item, "thresholds.bad_pci_id", "'" + text + "' is not a PCI device id",
+        return error(item, "bad_pci_id", "'" + text + "' is not a PCI device id",
                      "write 0x and four hex digits, e.g. \"0x2335\" (the device id, without the vendor 10de)");
       }
       out.push_back(id);
@@ -316,13 +245,13 @@ class Parser {
   }
 
   Result<std::map<std::string, Reference>> references(const YAML::Node& n) const {
-    GPUENV_TRY(entries, mapping(n, "'references'", {}));
+    GPUENV_TRY(entries, map(n, "references", {}));
     std::map<std::string, Reference> out;
     for (const auto& [key, value] : entries) {
       const std::string metric = key.Scalar();
       const MetricInfo* info = metric_info(metric);
       if (info == nullptr) {
-        return error(key, "thresholds.unknown_metric", "unknown metric '" + metric + "'",
+        return error(key, "unknown_metric", "unknown metric '" + metric + "'",
                      "gpuenv measures: " + known_metrics());
       }
       GPUENV_TRY(ref, reference(value, *info));
@@ -333,7 +262,7 @@ class Parser {
 
   Result<Reference> reference(const YAML::Node& n, const MetricInfo& metric) const {
     const std::string what = "reference '" + std::string(metric.key) + "'";
-    GPUENV_TRY(entries, mapping(n, what, {"value", "unit", "source"}));
+    GPUENV_TRY(entries, map(n, "references." + std::string(metric.key), {"value", "unit", "source"}));
     // A default-constructed YAML::Node is a defined null, so presence is kept in optionals.
     std::optional<YAML::Node> value_node, unit_node, source_node;
     for (const auto& [key, value] : entries) {
@@ -343,13 +272,13 @@ class Parser {
       if (k == "source") source_node = value;
     }
     if (!source_node || !source_node->IsScalar() || trim(source_node->Scalar()).empty()) {
-      return error(source_node ? *source_node : n, "thresholds.missing_source", what + " has no source",
+      return error(source_node ? *source_node : n, "missing_source", what + " has no source",
                    "every reference says where it comes from: a URL, or repository + path + what it says, or "
                    "\"measured on <machine> with <tool>\"");
     }
-    if (!value_node) return error(n, "thresholds.missing_key", what + " has no 'value'", std::string(k_doc_hint));
+    if (!value_node) return error(n, "missing_key", what + " has no 'value'");
     if (!unit_node) {
-      return error(n, "thresholds.missing_key", what + " has no 'unit'", "say the unit: " + units_of(metric.unit));
+      return error(n, "missing_key", what + " has no 'unit'", "say the unit: " + units_of(metric.unit));
     }
     GPUENV_TRY(unit_text, scalar(*unit_node, "unit"));
     const UnitInfo* unit = unit_info(unit_text);
@@ -358,10 +287,10 @@ class Parser {
       if (unit_text.find("iB") != std::string::npos) {
         hint += "; binary units are not accepted: convert (1 GiB/s = 1.073741824 GB/s) and say so in the source";
       }
-      return error(*unit_node, "thresholds.unknown_unit", "unknown unit '" + unit_text + "' in " + what, hint);
+      return error(*unit_node, "unknown_unit", "unknown unit '" + unit_text + "' in " + what, hint);
     }
     if (unit->canonical != metric.unit) {
-      return error(*unit_node, "thresholds.wrong_unit",
+      return error(*unit_node, "wrong_unit",
                    what + " is in " + std::string(unit->name) + ", a unit of " +
                        (unit->canonical == "GB/s" ? "bandwidth" : "compute throughput") + "; " +
                        std::string(metric.key) + " is measured in " + std::string(metric.unit),
@@ -369,7 +298,7 @@ class Parser {
     }
     GPUENV_TRY(raw, number(*value_node, "value"));
     if (!(raw > 0)) {
-      return error(*value_node, "thresholds.bad_value", what + " is " + format_number(raw) + "; it must be above 0",
+      return error(*value_node, "bad_value", what + " is " + format_number(raw) + "; it must be above 0",
                    "a reference is a figure a healthy GPU reaches");
     }
     const double canonical = raw * unit->factor;
@@ -393,12 +322,11 @@ class Parser {
       } else {
         hint = "check the figure and its unit against the source";
       }
-      return error(*value_node, "thresholds.implausible_value", message, hint);
+      return error(*value_node, "implausible_value", message, hint);
     }
     return Reference{canonical, std::string(metric.unit), trim(source_node->Scalar())};
   }
 
-  std::string m_origin;
 };
 
 }  // namespace

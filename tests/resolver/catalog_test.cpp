@@ -81,6 +81,22 @@ TEST(CatalogLoader, RejectsUnknownKindSchemaAndSourcelessRecords) {
   EXPECT_NE(r.error().message.find("sources"), std::string::npos);
 }
 
+TEST(CatalogLoader, ReportsWrongTypesAsAnInternalErrorAtTheValue) {
+  const std::string head = "schema: gpuenv-catalog-v1\nkind: gpus\ngpus:\n  - {name: X, sources: [{url: u}], ";
+  for (const auto& [tail, where] : std::vector<std::pair<std::string, std::string>>{
+           {"sm: [90]}\n", "x.yaml:4:40"},
+           {"sm: 90, datacenter: maybe}\n", "x.yaml:4:56"},
+           {"sm: 90, aliases: [[a]]}\n", "x.yaml:4:54"},
+           {"sm: 90, driver_min: {a: 1}}\n", "x.yaml:4:56"}}) {
+    auto r = load_catalog({CatalogFile{"x.yaml", head + tail}});
+    ASSERT_FALSE(r.ok()) << tail;
+    EXPECT_EQ(r.error().id, "catalog.invalid") << tail;
+    EXPECT_EQ(r.error().kind, gpuenv::ErrorKind::internal) << tail;
+    EXPECT_EQ(r.error().where, where) << tail << r.error().to_string();
+    EXPECT_NE(r.error().hint.find("docs/catalog.md"), std::string::npos) << tail;
+  }
+}
+
 TEST(CatalogCheck, FindsUnsortedListsAndDanglingReferences) {
   const std::string cuda = R"(schema: gpuenv-catalog-v1
 kind: cuda

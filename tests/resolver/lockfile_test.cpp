@@ -112,4 +112,42 @@ TEST(Lockfile, LockTextIsToldFromASpec) {
   EXPECT_FALSE(is_lock_text(std::string("\0\1", 2)));
 }
 
+TEST(Lockfile, DamagedLocksSayWhatAndWhereWithTheLockIds) {
+  std::ifstream in(std::string(GPUENV_SOURCE_DIR) + "/tests/data/golden/torch-h100.lock");
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::string golden = text.str();
+  ASSERT_TRUE(parse_lock(golden, "l.lock").ok());
+  auto damaged = [&](const std::string& from, const std::string& to) {
+    std::string t = golden;
+    const auto at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) t.replace(at, from.size(), to);
+    return parse_lock(t, "l.lock");
+  };
+  struct Case {
+    std::string from, to, id, where;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"  sha256: \"spec-digest\"\n", "", "lock.missing", "l.lock:5:3"},  // at the mapping that lacks it
+           {"name: \"golden\"", "name: [\"golden\"]", "lock.bad_value", "l.lock:5:9"},
+           {"generator: \"gpuenv test\"", "generator: ~", "lock.bad_value", "l.lock:3:12"},
+           {"archs: [\"sm_80\", \"sm_90\"]", "archs: {a: 1}", "lock.bad_value", "l.lock:22:10"},
+           {"archs: [\"sm_80\", \"sm_90\"]", "archs: [\"sm_80\", [1]]", "lock.bad_value", "l.lock:22:20"},
+           // The spec's name names build's output directory: a lock edited into a path is refused.
+           {"name: \"golden\"", "name: \"../../x\"", "lock.bad_value", "l.lock:5:9"},
+           {"name: \"golden\"", "name: \"a/b\"", "lock.bad_value", "l.lock:5:9"},
+       }) {
+    auto r = damaged(c.from, c.to);
+    ASSERT_FALSE(r.ok()) << c.to;
+    EXPECT_EQ(r.error().id, c.id) << c.to;
+    EXPECT_EQ(r.error().where, c.where) << c.to;
+    EXPECT_EQ(r.error().kind, gpuenv::ErrorKind::spec) << c.to;
+    EXPECT_NE(r.error().hint.find("gpuenv lock SPEC -o FILE"), std::string::npos) << c.to;
+  }
+  auto nullable = damaged("cudnn: \"8.9.2\"\npython", "cudnn: null\npython");
+  ASSERT_TRUE(nullable.ok()) << nullable.error().to_string();
+  EXPECT_EQ(nullable->cudnn, "");
+}
+
 }  // namespace

@@ -198,6 +198,23 @@ TEST(Thresholds, RejectsUnknownKeysAtEveryLevel) {
   EXPECT_EQ(ref.error().id, "thresholds.unknown_key");
 }
 
+TEST(Thresholds, UnknownKeyHintOffersTheNearestKey) {
+  auto top = parse_thresholds("schema: gpuenv-thresholds-v1\ngpus: []\nfail_fractoin: 0.5\n", "t.yaml");
+  ASSERT_FALSE(top.ok());
+  EXPECT_EQ(top.error().hint.rfind("did you mean 'fail_fraction'?", 0), 0u) << top.error().hint;
+  auto ref = parse_thresholds(hbm("3110", "GB/s\n        sorce: x"), "t.yaml");
+  ASSERT_FALSE(ref.ok());
+  EXPECT_EQ(ref.error().id, "thresholds.unknown_key");
+  EXPECT_EQ(ref.error().hint.rfind("did you mean 'source'?", 0), 0u) << ref.error().hint;
+}
+
+TEST(Thresholds, RejectsQuotedNumbersAtTheirPosition) {
+  auto table = parse_thresholds(hbm("\"3110\"", "GB/s"), "t.yaml");
+  ASSERT_FALSE(table.ok());
+  EXPECT_EQ(table.error().id, "thresholds.wrong_type");
+  EXPECT_EQ(table.error().where, "t.yaml:7:16");
+}
+
 TEST(Thresholds, RejectsPciIdListedUnderTwoModels) {
   auto table = parse_thresholds(
       "schema: gpuenv-thresholds-v1\n"
