@@ -31,7 +31,7 @@ std::string temp_name(const std::string& name) {
 }  // namespace
 
 Result<std::string> read_file_limited(const std::string& path, std::size_t max_bytes, const TooLarge& limit) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) {
     if (errno == ENOENT) {
       return make_error(ErrorKind::usage, "io.not_found", "no such file", path, "check the path (relative paths start in the current directory)");

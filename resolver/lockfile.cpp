@@ -254,16 +254,19 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
 }
 
 bool is_lock_text(std::string_view text) {
-  // gpuenv writes `schema:` as a top-level key at the start of a line; a spec never names the lock schema there.
+  // gpuenv writes `schema:` as a top-level key at the start of a line; a spec never names a lock schema there.
   // Looking for that line, rather than parsing the YAML, keeps `build LOCK` to one parse (parse_lock's), and a
-  // damaged lock is still told apart, so that parse_lock says where it is damaged.
-  for (std::string_view want : {"schema: \"gpuenv-lock-v1\"", "schema: gpuenv-lock-v1"}) {
-    for (std::size_t at = text.find(want); at != std::string_view::npos; at = text.find(want, at + 1)) {
-      const std::size_t end = at + want.size();
-      const bool line_start = at == 0 || text[at - 1] == '\n';
-      const bool line_end = end == text.size() || text[end] == '\n' || text[end] == '\r' || text[end] == ' ' || text[end] == '#';
-      if (line_start && line_end) return true;
-    }
+  // damaged lock is still told apart, so that parse_lock says where it is damaged. Any gpuenv-lock version counts:
+  // a lock of another version is a lock that parse_lock refuses by its schema, not a spec with unknown keys.
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t nl = text.find('\n', at);
+    std::string_view line = text.substr(at, nl == std::string_view::npos ? std::string_view::npos : nl - at);
+    at = nl == std::string_view::npos ? text.size() : nl + 1;
+    if (line.substr(0, 7) != "schema:") continue;
+    line.remove_prefix(7);
+    while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    if (!line.empty() && (line.front() == '"' || line.front() == '\'')) line.remove_prefix(1);
+    if (line.substr(0, 11) == "gpuenv-lock") return true;
   }
   return false;
 }

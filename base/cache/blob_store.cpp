@@ -168,6 +168,10 @@ class DirBlobStore final : public BlobStore {
     std::error_code ec;
     fs::create_directories(fs::path(m_root) / "tmp", ec);
     if (!ec) fs::create_directories(fs::path(m_root) / "blobs" / "sha256", ec);
+    // The cache holds unpacked images (their setuid files) and registry answers: private to its owner, and
+    // tightened when an older gpuenv made it 0755. Best effort: a cache another user owns stays usable (the
+    // unpacked roots' own directory is made private strictly, by unpack).
+    if (!ec) (void)::chmod(m_root.c_str(), 0700);
     if (ec) {
       return make_error(ErrorKind::environment, "cache.io", "cannot create the cache directory: " + ec.message(), m_root,
                         "set GPUENV_CACHE_DIR to a writable directory");

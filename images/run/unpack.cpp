@@ -29,10 +29,12 @@ Error bad_image(const std::string& what, const std::string& where) {
   return make_error(ErrorKind::environment, "run.bad_image", what, where, "rebuild the image with `gpuenv build`");
 }
 
+/// A small file read whole: a FIFO, a device or a directory is refused before it is read, so nothing waits on it.
+Result<std::string> read_document_file(const std::string& path);
+
 Result<json> read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return bad_image("cannot read", path);
-  json j = json::parse(in, nullptr, false);
+  GPUENV_TRY(text, read_document_file(path));
+  json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return bad_image("not a JSON object", path);
   return j;
 }
@@ -43,16 +45,36 @@ std::string blob(const std::string& layout, const Digest& digest) { return layou
 /// Manifests and configs gpuenv reads whole; larger ones are not images it can run.
 constexpr std::uint64_t k_max_document_bytes = std::uint64_t{16} << 20;
 
-Status extract_layer(const std::string& path, const std::string& root, std::vector<ExtractedEntry>* out) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+Result<std::string> read_document_file(const std::string& path) {
+  auto text = read_file_limited(path, k_max_document_bytes, {ErrorKind::environment, "run.bad_image", "this is not an image gpuenv can run"});
+  if (!text) return text.error().id == "run.bad_image" ? std::move(text).error() : bad_image("cannot read: " + text.error().message, path);
+  return text;
+}
+
+/// Extracts the layer LAYER (blobs/sha256/<hex> at PATH) into ROOT once its bytes are the ones its descriptor
+/// names (size and sha256, checked before anything is extracted).
+Status extract_layer(const std::string& path, const Descriptor& layer, const std::string& root, std::vector<ExtractedEntry>* out) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   struct stat st {};
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return bad_image(std::string("cannot open a layer: ") + std::strerror(errno), path);
-  if (st.st_size == 0) return ok_status();
+  if (!S_ISREG(st.st_mode)) return bad_image("a layer blob is not a regular file", path);
+  if (static_cast<std::uint64_t>(st.st_size) != layer.size) {
+    return bad_image("the layer is " + std::to_string(st.st_size) + " bytes; its descriptor says " + std::to_string(layer.size), path);
+  }
+  if (st.st_size == 0) {
+    if (layer.digest != Digest::of("")) return bad_image("the layer does not hold the bytes its digest " + layer.digest.str() + " names", path);
+    return ok_status();
+  }
   void* p = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd.get(), 0);
   if (p == MAP_FAILED) return bad_image(std::string("cannot map a layer: ") + std::strerror(errno), path);
+  const std::string_view bytes(static_cast<const char*>(p), static_cast<std::size_t>(st.st_size));
+  if (Digest::of(bytes) != layer.digest) {
+    ::munmap(p, bytes.size());
+    return bad_image("the layer does not hold the bytes its digest " + layer.digest.str() + " names", path);
+  }
   ExtractOptions options;
-  auto entries = extract_archive(std::string_view(static_cast<const char*>(p), static_cast<std::size_t>(st.st_size)), path, root, options);
-  ::munmap(p, static_cast<std::size_t>(st.st_size));
+  auto entries = extract_archive(bytes, path, root, options);
+  ::munmap(p, bytes.size());
   if (!entries) return std::move(entries).error();
   // Whiteouts: ".wh.NAME" removes NAME from the layers below; ".wh..wh..opq" makes its directory opaque: what the
   // layers below put there goes, and only this layer's entries stay. The markers themselves go too.
@@ -111,10 +133,9 @@ Result<LayoutImage> read_layout_image(const std::string& layout_dir, const std::
   // Documents are read whole (they are small) and must hold the bytes their digest names.
   auto read_document = [&](const Digest& digest) -> Result<std::string> {
     const std::string path = blob(layout_dir, digest);
-    auto text = read_file_limited(path, k_max_document_bytes, {ErrorKind::environment, "run.bad_image", "this is not an image gpuenv can run"});
-    if (!text) return text.error().id == "run.bad_image" ? std::move(text).error() : bad_image("cannot read: " + text.error().message, path);
-    if (Digest::of(*text) != digest) return bad_image("the blob does not hold the bytes its digest " + digest.str() + " names", path);
-    return std::move(*text);
+    GPUENV_TRY(text, read_document_file(path));
+    if (Digest::of(text) != digest) return bad_image("the blob does not hold the bytes its digest " + digest.str() + " names", path);
+    return text;
   };
   GPUENV_TRY(manifest_text, read_document(listed.digest));
   const json manifest = json::parse(manifest_text, nullptr, false);
@@ -135,7 +156,7 @@ Status extract_image_layers(const std::string& layout_dir, const LayoutImage& im
     GPUENV_TRY(layer, parse_descriptor(l, image.manifest_digest, errors));
     if (layer.media_type.find("tar") == std::string::npos)
       return bad_image("layer media type '" + layer.media_type + "' is not tar, tar+gzip or tar+zstd", blob(layout_dir, layer.digest));
-    if (auto st = extract_layer(blob(layout_dir, layer.digest), root, entries); !st) return st;
+    if (auto st = extract_layer(blob(layout_dir, layer.digest), layer, root, entries); !st) return st;
   }
   return ok_status();
 }
@@ -161,11 +182,17 @@ Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::str
   const std::string hex = digest_hex(out.manifest_digest);
   out.rootfs = cache_dir + "/" + hex;
   std::error_code ec;
+  // Unpacked roots hold the images' setuid files: only their owner may reach them, as container runtimes keep
+  // their snapshots (the directory is tightened when an older gpuenv made it 0755).
+  fs::create_directories(cache_dir, ec);
+  if (::chmod(cache_dir.c_str(), 0700) != 0) {
+    return make_error(ErrorKind::environment, "run.io", std::string("cannot make the unpacked images private: ") + std::strerror(errno), cache_dir,
+                      "check that you own the cache directory (GPUENV_CACHE_DIR)");
+  }
   if (fs::is_directory(out.rootfs, ec)) {
     out.reused = true;
     return out;
   }
-  fs::create_directories(cache_dir, ec);
   const std::string tmp = cache_dir + "/.tmp-" + hex + "-" + std::to_string(::getpid());
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);

@@ -43,6 +43,13 @@ TEST_F(BlobStoreTest, PutThenFindByDigest) {
   EXPECT_EQ(**found, (root / "blobs/sha256/2c" / k_hello_hex).string());
 }
 
+TEST_F(BlobStoreTest, TheCacheIsPrivateToItsOwnerAndAnOpenOneIsTightened) {
+  fs::create_directories(root);
+  fs::permissions(root, fs::perms(0755));
+  ASSERT_TRUE(store->put("hello").ok());
+  EXPECT_EQ(fs::status(root).permissions() & fs::perms::all, fs::perms::owner_all);
+}
+
 TEST_F(BlobStoreTest, MissingIsNotAnError) {
   auto found = store->find(repeated('a'));
   ASSERT_TRUE(found.ok());

@@ -150,4 +150,17 @@ TEST(Sha256, MatchesKnownVector) {
   EXPECT_EQ(gpuenv::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+// A FIFO (or any special file) given where a file is expected is refused at once; opening it blocking would wait
+// for a writer forever.
+TEST_F(Io, AFifoIsRefusedWithoutWaitingForAWriter) {
+  const std::string fifo = (dir / "spec.yaml").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto r = gpuenv::read_file_limited(fifo, 1024);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, "io.not_a_file");
+  auto y = gpuenv::read_yaml_file(fifo, 1024);
+  ASSERT_FALSE(y.ok());
+  EXPECT_EQ(y.error().id, "io.not_a_file");
+}
+
 }  // namespace

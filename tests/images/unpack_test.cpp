@@ -1,6 +1,7 @@
 // Unpacking an image's layers in order with OCI whiteouts: ".wh.NAME" deletes NAME from the layers below, and
 // ".wh..wh..opq" makes a directory opaque (what the layers below put there goes; the layer's own entries stay).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -83,6 +84,8 @@ TEST_F(Unpack, WhiteoutsAndOpaqueDirectoriesHideWhatLowerLayersPutThere) {
   EXPECT_EQ(slurp(root / "opt/keep/x"), "old\n");
   EXPECT_EQ(slurp(root / "opt/keep/y"), "y\n");
   EXPECT_EQ(unpacked->command, (std::vector<std::string>{"/bin/sh"}));
+  // Only the cache's owner reaches the unpacked roots (and so their setuid files).
+  EXPECT_EQ(fs::status(dir / "cache").permissions() & fs::perms::all, fs::perms::owner_all);
 
   // The same layers through extract_image_layers, and by manifest digest.
   auto image = gpuenv::images::read_layout_image((dir / "layout").string(), m->digest.str());
@@ -155,6 +158,48 @@ TEST_F(Unpack, DigestsThatAreNotBlobNamesOrDoNotMatchAreRefusedBeforeAnythingIsR
   EXPECT_EQ(tampered.error().id, "run.bad_image");
   EXPECT_NE(tampered.error().message.find("does not hold the bytes"), std::string::npos) << tampered.error().to_string();
   EXPECT_FALSE(fs::exists(dir / "cache" / m->digest.hex()));
+}
+
+/// A layer blob whose bytes or size are not what its descriptor names is refused before anything is extracted.
+TEST_F(Unpack, ALayerThatIsNotWhatItsDigestNamesIsRefusedAndNothingStays) {
+  for (const std::string how : {"bytes", "size"}) {
+    const fs::path l = dir / ("layer-" + how);
+    auto layout = OciLayout::open(l.string());
+    ASSERT_TRUE(layout.ok());
+    const std::string good = layer(*layout, "t-" + how, "mkdir -p opt && echo fine > opt/file");
+    const auto digest = *gpuenv::Digest::parse(good);
+    const std::uint64_t size = fs::file_size(layout->blob_path(digest));
+    const nlohmann::json config = {{"architecture", "amd64"}, {"os", "linux"}, {"rootfs", {{"type", "layers"}, {"diff_ids", {good}}}}};
+    auto c = layout->put_bytes(config.dump(), "application/vnd.oci.image.config.v1+json");
+    ASSERT_TRUE(c.ok());
+    const nlohmann::json layer_entry = {{"mediaType", "application/vnd.oci.image.layer.v1.tar+gzip"}, {"digest", good},
+                                        {"size", how == "size" ? size + 1 : size}};
+    const nlohmann::json manifest = {{"schemaVersion", 2}, {"config", gpuenv::images::descriptor_object(*c)}, {"layers", {layer_entry}}};
+    auto m = layout->put_bytes(manifest.dump(), "application/vnd.oci.image.manifest.v1+json");
+    ASSERT_TRUE(m.ok());
+    ASSERT_TRUE(layout->write_index({*m}).ok());
+    if (how == "bytes") {  // same size, one byte changed: a tampered or rotted blob
+      std::fstream f(layout->blob_path(digest), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(size / 2));
+      f.put('\x5a');
+    }
+    auto r = gpuenv::images::unpack_image(l.string(), "", (dir / ("cache-" + how)).string());
+    ASSERT_FALSE(r.ok()) << how;
+    EXPECT_EQ(r.error().id, "run.bad_image") << how;
+    EXPECT_NE(r.error().message.find(how == "bytes" ? "does not hold the bytes" : "its descriptor says"), std::string::npos) << r.error().to_string();
+    EXPECT_FALSE(fs::exists(dir / ("cache-" + how) / m->digest.hex())) << how;
+  }
+}
+
+/// An index.json that is a FIFO is refused at once instead of waiting for a writer.
+TEST_F(Unpack, AFifoAsTheIndexIsRefusedWithoutWaiting) {
+  const fs::path l = dir / "fifo-layout";
+  fs::create_directories(l / "blobs/sha256");
+  std::ofstream(l / "oci-layout") << R"({"imageLayoutVersion":"1.0.0"})";
+  ASSERT_EQ(::mkfifo((l / "index.json").c_str(), 0600), 0);
+  auto r = gpuenv::images::unpack_image(l.string(), "", (dir / "cache").string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, "run.bad_image");
 }
 
 }  // namespace

@@ -110,6 +110,13 @@ TEST(Lockfile, LockTextIsToldFromASpec) {
   // A damaged lock is still a lock, so that parse_lock can say where it is damaged.
   EXPECT_TRUE(is_lock_text("schema: \"gpuenv-lock-v1\"\nspec: {name: [\n"));
   EXPECT_FALSE(is_lock_text(std::string("\0\1", 2)));
+  // A lock of another version is a lock, refused by its schema, not a spec with unknown keys.
+  const std::string v2 = "schema: gpuenv-lock-v2\ngenerator: \"gpuenv 9\"\n";
+  EXPECT_TRUE(is_lock_text(v2));
+  auto refused = parse_lock(v2, "new.lock");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().id, "lock.schema");
+  EXPECT_NE(refused.error().message.find("gpuenv-lock-v2"), std::string::npos) << refused.error().to_string();
 }
 
 TEST(Lockfile, DamagedLocksSayWhatAndWhereWithTheLockIds) {
