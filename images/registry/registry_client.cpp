@@ -484,6 +484,32 @@ Result<FetchedManifest> get_manifest(Session& s, const RegistryOptions& o, const
   return m;
 }
 
+/// Whether the answer to REQ (GET /blobs/<digest>, into a file or into memory) holds the blob D: a 200 with all of
+/// its bytes and their sha256. A longer body is `registry.digest_mismatch`, a shorter one `registry.truncated`.
+Status check_blob_answer(Session& s, Result<HttpResponse>& resp, const HttpRequest& req, const Descriptor& d, const std::string& where) {
+  const char* altered = "the registry serves other bytes than the manifest names; do not use this image";
+  if (!resp) {
+    if (resp.error().id == "http.too_large") {
+      return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest.str() + " is larger than its " + std::to_string(d.size) + " bytes",
+                        where, altered);
+    }
+    return std::move(resp).error().while_("fetching blob " + d.digest.str());
+  }
+  if (resp->status != 200) return s.response_error(*resp, "cannot fetch blob " + d.digest.str(), req);
+  const bool to_file = !req.download_to.empty();
+  const std::uint64_t received = to_file ? resp->body_bytes : resp->body.size();
+  if (received < d.size) {
+    return make_error(ErrorKind::environment, "registry.truncated",
+                      "blob " + d.digest.str() + " has " + std::to_string(received) + " of its " + std::to_string(d.size) + " bytes", where,
+                      "the transfer or the registry's storage is incomplete; try again");
+  }
+  const std::string got = to_file ? resp->body_sha256 : sha256_hex(resp->body);
+  if (got != d.digest.hex()) {
+    return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest.str() + " arrived with digest sha256:" + got, where, altered);
+  }
+  return ok_status();
+}
+
 Status pull_blob(Session& s, OciLayout& layout, const Descriptor& d, PullStats& stats, std::mutex& mu) {
   if (layout.has_blob(d.digest)) {
     std::lock_guard lock(mu);
@@ -504,23 +530,7 @@ Status pull_blob(Session& s, OciLayout& layout, const Descriptor& d, PullStats& 
       if (!keep) ::unlink(path.c_str());
     }
   } cleanup{req.download_to};
-  if (!resp) {
-    if (resp.error().id == "http.too_large") {
-      return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest.str() + " is larger than its " + std::to_string(d.size) + " bytes",
-                        where, "the registry serves other bytes than the manifest names; do not use this image");
-    }
-    return std::move(resp).error().while_("fetching blob " + d.digest.str());
-  }
-  if (resp->status != 200) return s.response_error(*resp, "cannot fetch blob " + d.digest.str(), req);
-  if (resp->body_bytes < d.size) {
-    return make_error(ErrorKind::environment, "registry.truncated",
-                      "blob " + d.digest.str() + " has " + std::to_string(resp->body_bytes) + " of its " + std::to_string(d.size) + " bytes", where,
-                      "the transfer or the registry's storage is incomplete; try again");
-  }
-  if (resp->body_sha256 != d.digest.hex()) {
-    return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest.str() + " arrived with digest sha256:" + resp->body_sha256,
-                      where, "the registry serves other bytes than the manifest names; do not use this image");
-  }
+  if (auto st = check_blob_answer(s, resp, req, d, where); !st) return st;
   auto adopted = layout.adopt_file(req.download_to, d.digest, d.size, d.media_type);
   if (!adopted) return std::move(adopted).error();
   cleanup.keep = true;
@@ -601,23 +611,7 @@ Result<std::string> get_small_blob(Session& s, const Descriptor& d, std::uint64_
   }
   req.max_body = d.size;
   auto resp = s.send(req);
-  if (!resp) {
-    if (resp.error().id == "http.too_large") {
-      return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest.str() + " is larger than its " + std::to_string(d.size) + " bytes",
-                        where, "the registry serves other bytes than the manifest names; do not use this image");
-    }
-    return std::move(resp).error().while_("fetching blob " + d.digest.str());
-  }
-  if (resp->status != 200) return s.response_error(*resp, "cannot fetch blob " + d.digest.str(), req);
-  if (resp->body.size() < d.size) {
-    return make_error(ErrorKind::environment, "registry.truncated",
-                      "blob " + d.digest.str() + " has " + std::to_string(resp->body.size()) + " of its " + std::to_string(d.size) + " bytes", where,
-                      "the transfer or the registry's storage is incomplete; try again");
-  }
-  if (Digest::of(resp->body) != d.digest) {
-    return make_error(ErrorKind::environment, "registry.digest_mismatch", "blob " + d.digest.str() + " arrived with digest sha256:" + sha256_hex(resp->body),
-                      where, "the registry serves other bytes than the manifest names; do not use this image");
-  }
+  if (auto st = check_blob_answer(s, resp, req, d, where); !st) return std::move(st).error();
   return std::move(resp->body);
 }
 
