@@ -1,5 +1,11 @@
 #include "app/build.hpp"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "base/cache/blob_store.hpp"
@@ -147,6 +153,56 @@ std::string ref_name(const std::string& tag) {
   return tag;
 }
 
+/// Where a layout is written. An OUTPUT that exists is written in place (a layout keeps its old index until the
+/// new one is in place, so it is never half-written); a new one is staged in a hidden sibling and renamed onto
+/// OUTPUT once the image is complete, so a failed or killed first build leaves no OUTPUT at all.
+struct LayoutTarget {
+  std::string dir;      ///< where assemble writes
+  bool staged = false;  ///< dir is a sibling to rename onto the output
+};
+
+/// ".NAME.gpuenv-new-": the prefix of OUTPUT's staging siblings.
+std::string staging_prefix(const fs::path& output) { return "." + output.filename().string() + ".gpuenv-new-"; }
+
+/// Removes the staging siblings of OUTPUT whose build is gone (killed); live builds' siblings stay.
+void remove_abandoned_staging(const fs::path& output) {
+  std::error_code ec;
+  const fs::path parent = output.has_parent_path() ? output.parent_path() : fs::path(".");
+  const std::string prefix = staging_prefix(output);
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string rest = name.substr(prefix.size());
+    const long pid = std::strtol(rest.c_str(), nullptr, 10);
+    if (pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) continue;  // still building
+    std::error_code rm;
+    fs::remove_all(e.path(), rm);
+  }
+}
+
+LayoutTarget layout_target(const std::string& output) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(output, ec))) return {output, false};
+  const fs::path out(output);
+  remove_abandoned_staging(out);
+  static unsigned counter = 0;
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  return {(parent / (staging_prefix(out) + std::to_string(::getpid()) + "-" + std::to_string(counter++))).string(), true};
+}
+
+/// Renames a staged layout onto OUTPUT (which a concurrent build may have created meanwhile: then that one stays
+/// and this one, the same image, is dropped).
+Status place_layout(const LayoutTarget& t, const std::string& output) {
+  if (!t.staged) return ok_status();
+  if (::rename(t.dir.c_str(), output.c_str()) == 0) return ok_status();
+  const int err = errno;
+  std::error_code ec;
+  fs::remove_all(t.dir, ec);
+  if (err == EEXIST || err == ENOTEMPTY) return ok_status();
+  return make_error(ErrorKind::environment, "build.io", std::string("cannot move the finished layout into place: ") + std::strerror(err), output,
+                    "check permissions of the output's directory");
+}
+
 Result<Built> build(const BuildRequest& rq, Services& services) {
   Built out;
   GPUENV_TRY(l, lock_to_build(rq, services));
@@ -157,6 +213,7 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
   out.format = rq.format.value_or(l.spec_format.value_or(resolver::ImageFormat::oci_dir));
   const bool archive = out.format != resolver::ImageFormat::oci_dir;
   out.output = rq.output.empty() ? "gpuenv-out/" + l.lock.spec_name + (archive ? ".tar" : "") : rq.output;
+  while (out.output.size() > 1 && out.output.back() == '/') out.output.pop_back();  // "out/" is the directory out
   std::error_code ec;
   if (fs::path(out.output).has_parent_path()) fs::create_directories(fs::path(out.output).parent_path(), ec);
   if (archive && fs::is_directory(out.output, ec)) {
@@ -165,11 +222,17 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
   }
   // An archive is written from a layout kept in the cache, so that a rebuild reuses its layers.
   const std::string cache = cache_root(services);
-  const std::string layout_dir = archive ? cache + "/images/" + l.lock.spec_name : out.output;
   if (archive) fs::create_directories(cache + "/images", ec);
+  const LayoutTarget target = archive ? LayoutTarget{cache + "/images/" + l.lock.spec_name, false} : layout_target(out.output);
+  const std::string layout_dir = archive ? target.dir : out.output;
   out.tag = ref_name(rq.tag.empty() ? l.spec_tag : rq.tag);
-  GPUENV_TRY(image, assemble(rq, l, layout_dir, out.tag, services));
-  out.image = std::move(image);
+  auto image = assemble(rq, l, target.dir, out.tag, services);
+  if (!image) {
+    if (target.staged) fs::remove_all(target.dir, ec);
+    return std::move(image).error();
+  }
+  out.image = std::move(*image);
+  GPUENV_CHECK(place_layout(target, out.output));
   if (archive) GPUENV_CHECK(write_archive(rq, out.format, layout_dir, l, out.image, out.output));
   if (!rq.push.empty()) {
     GPUENV_TRY(pushed, push(rq, layout_dir, out.tag, services));

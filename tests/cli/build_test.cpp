@@ -541,10 +541,40 @@ TEST_F(CliBuild, AnInterruptedBuildNeverLeavesAnIndexNamingAMissingOrPartialBlob
     }
   }
   EXPECT_GT(interrupted, 4) << "the builds finished before the signals; the test proves little";
+  // A killed first build leaves at most its hidden staging sibling, which the next build of that output removes.
   // A build after all that completes with the reference digest.
   ASSERT_EQ(build({s, "-o", layout.string(), "--json"}, (dir / "cache-int").string(), &out, &err), 0) << err;
   EXPECT_EQ(nlohmann::json::parse(out)["digest"], digest);
   EXPECT_EQ(layout_problem(layout), "");
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".interrupted.gpuenv-new-"), std::string::npos) << e.path();
+}
+
+TEST_F(CliBuild, AFailedFirstBuildLeavesNoOutputAndAFailedRebuildKeepsTheOldImage) {
+  std::string out, err;
+  const fs::path target = dir / "never-half";
+  const std::string lock_path = (dir / "never-half.lock").string();
+  {
+    std::ostringstream o, e;
+    gpuenv::cli::Context ctx;
+    ctx.out = &o;
+    ctx.err = &e;
+    ctx.env = {{"GPUENV_CACHE_DIR", (dir / "cache-half").string()}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}};
+    ctx.make_runner = [] { return gpuenv::make_process_runner(); };
+    ctx.make_fetcher = [] { return gpuenv::make_curl_fetcher({}); };
+    ASSERT_EQ(gpuenv::cli::run({"lock", spec("never-half", "foo-tools"), "-o", lock_path, "--host-root", dir.string()}, ctx), 0) << e.str();
+    ASSERT_EQ(gpuenv::cli::run({"lock", spec("never-half", ""), "-o", lock_path + ".other", "--host-root", dir.string()}, ctx), 0) << e.str();
+  }
+  // Offline with an empty cache: the packages cannot be fetched, so the build fails while assembling the image.
+  ASSERT_EQ(build({lock_path, "-o", target.string(), "--offline"}, (dir / "cache-half-empty").string(), &out, &err), 4) << err;
+  EXPECT_FALSE(fs::exists(target)) << "a failed first build left " << target;
+  for (const auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename().string().find(".never-half.gpuenv-new-"), std::string::npos) << e.path();
+  // A good build, then a failing one into the same layout: the first image is still there, whole.
+  ASSERT_EQ(build({lock_path, "-o", target.string() + "/", "--json"}, (dir / "cache-half").string(), &out, &err), 0) << err;
+  const std::string digest = nlohmann::json::parse(out)["digest"];
+  ASSERT_EQ(build({lock_path + ".other", "-o", target.string(), "--offline"}, (dir / "cache-half-empty").string(), &out, &err), 4) << err;
+  EXPECT_EQ(layout_problem(target), "");
+  EXPECT_NE(slurp(target / "index.json").find(digest), std::string::npos);
 }
 
 
