@@ -182,7 +182,9 @@ void remove_abandoned_staging(const fs::path& output) {
 
 LayoutTarget layout_target(const std::string& output) {
   std::error_code ec;
-  if (fs::exists(fs::symlink_status(output, ec))) return {output, false};
+  const auto status = fs::symlink_status(output, ec);
+  const bool empty_dir = fs::is_directory(status) && fs::is_empty(output, ec);  // rename(2) replaces an empty directory
+  if (fs::exists(status) && !empty_dir) return {output, false};
   const fs::path out(output);
   remove_abandoned_staging(out);
   static unsigned counter = 0;

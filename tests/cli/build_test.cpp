@@ -568,6 +568,9 @@ TEST_F(CliBuild, AFailedFirstBuildLeavesNoOutputAndAFailedRebuildKeepsTheOldImag
   // Offline with an empty cache: the packages cannot be fetched, so the build fails while assembling the image.
   ASSERT_EQ(build({lock_path, "-o", target.string(), "--offline"}, (dir / "cache-half-empty").string(), &out, &err), 4) << err;
   EXPECT_FALSE(fs::exists(target)) << "a failed first build left " << target;
+  fs::create_directories(target);  // an empty directory made for the image stays empty
+  ASSERT_EQ(build({lock_path, "-o", target.string(), "--offline"}, (dir / "cache-half-empty").string(), &out, &err), 4) << err;
+  EXPECT_TRUE(fs::is_empty(target));
   for (const auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename().string().find(".never-half.gpuenv-new-"), std::string::npos) << e.path();
   // A good build, then a failing one into the same layout: the first image is still there, whole.
   ASSERT_EQ(build({lock_path, "-o", target.string() + "/", "--json"}, (dir / "cache-half").string(), &out, &err), 0) << err;
