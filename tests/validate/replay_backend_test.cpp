@@ -560,4 +560,13 @@ TEST(ReplayBackend, AliasExpansionIsBounded) {
   }
   const auto e = load_error(bomb);
   EXPECT_EQ(e.id, "replay.too_large");
+  EXPECT_NE(e.message.find("aliases"), std::string::npos) << e.message;
+  // A document that is merely large (no alias in it) is not blamed on aliases.
+  std::string big = "schema: gpuenv-replay-v1\nvalues: [";
+  for (int i = 0; i < 100001; ++i) big += (i ? ",1" : "1");
+  big += "]\n";
+  const auto large = load_error(big);
+  EXPECT_EQ(large.id, "replay.too_large");
+  EXPECT_EQ(large.message.find("aliases"), std::string::npos) << large.message;
+  EXPECT_NE(large.message.find("more than 100000 values"), std::string::npos) << large.message;
 }

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <condition_variable>
@@ -72,15 +73,31 @@ std::string at(const std::string& file, const YAML::Mark& mark) {
   return file + ":" + std::to_string(mark.line + 1) + ":" + std::to_string(mark.column + 1);
 }
 
+/// Whether TEXT uses a YAML alias ("*name" where a value starts), so that a message can say whether aliases or
+/// the document's own size exceeded the bound.
+bool uses_aliases(std::string_view text) {
+  for (std::size_t at = text.find('*'); at != std::string_view::npos; at = text.find('*', at + 1)) {
+    const char before = at == 0 ? '\n' : text[at - 1];
+    const bool value_start = before == ' ' || before == '\t' || before == '\n' || before == '[' || before == '{' || before == ',' || before == '-';
+    if (value_start && at + 1 < text.size() && (std::isalnum(static_cast<unsigned char>(text[at + 1])) || text[at + 1] == '_')) return true;
+  }
+  return false;
+}
+
 class Converter {
  public:
-  explicit Converter(std::string file) : m_file(std::move(file)) {}
+  Converter(std::string file, bool aliases) : m_file(std::move(file)), m_aliases(aliases) {}
 
   Tree convert(const YAML::Node& node, const std::string& fallback_where) {
     if (++m_nodes > k_max_nodes) {
+      if (m_aliases) {
+        fail(fallback_where, "replay.too_large",
+             "the document expands to more than " + std::to_string(k_max_nodes) + " values through its YAML aliases",
+             "write the recording out without YAML aliases");
+      }
       fail(fallback_where, "replay.too_large",
-           "the document expands to more than " + std::to_string(k_max_nodes) + " values (aliases?)",
-           "write the recording out without YAML aliases");
+           "the document has more than " + std::to_string(k_max_nodes) + " values; a recording of 8 GPUs has about 2,300",
+           "is this a replay recording? see docs/replay.md for its shape");
     }
     Tree t;
     t.where = at(m_file, node.Mark());
@@ -121,6 +138,7 @@ class Converter {
 
  private:
   std::string m_file;
+  bool m_aliases = false;
   std::size_t m_nodes = 0;
 };
 
@@ -352,7 +370,7 @@ class Loader {
       fail(at(origin, e.mark), "replay.yaml_syntax", "YAML syntax error: " + e.msg,
            "fix the YAML syntax at that place");
     }
-    Tree root = Converter(origin).convert(doc, origin);
+    Tree root = Converter(origin, uses_aliases(text)).convert(doc, origin);
     if (root.kind != Tree::Kind::map) {
       fail(root.where, "replay.schema", "not a replay file: expected a mapping starting with 'schema: " +
                                             std::string(k_replay_schema) + "', found " + describe(root),
