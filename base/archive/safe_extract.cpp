@@ -213,6 +213,23 @@ ArchivePtr open_memory(std::string_view bytes) {
 
 }  // namespace
 
+Result<UniqueFd> open_directory_beneath(int root_fd, const std::string& rel, const std::string& origin) {
+  return open_dir_beneath(root_fd, rel, origin, rel);
+}
+
+UniqueFd open_file_beneath(int root_fd, const std::string& rel) {
+  open_how how{};
+  how.flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+  UniqueFd fd(static_cast<int>(syscall(SYS_openat2, root_fd, rel.c_str(), &how, sizeof how)));
+  struct stat st {};
+  if (fd.get() >= 0 && (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))) {
+    errno = EINVAL;
+    return UniqueFd(-1);
+  }
+  return fd;
+}
+
 Result<std::optional<std::string>> normalize_member_path(std::string_view p) {
   if (p.find('\0') != std::string_view::npos) return unsafe("", std::string(p.substr(0, p.find('\0'))), "NUL in the path");
   if (!p.empty() && p.front() == '/') return unsafe("", std::string(p), "absolute path");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/unique_fd.hpp"
 
 namespace gpuenv {
 
@@ -57,6 +58,14 @@ struct DebContents {
   std::vector<ExtractedEntry> entries;
 };
 Result<DebContents> extract_deb(std::string_view bytes, const std::string& origin, const std::string& root, const ExtractOptions& options);
+
+/// Opens (creating what is missing, 0755) the directory REL beneath ROOT_FD, as the extractor does for its own
+/// entries: symlinks on the way are followed only while they stay beneath the root (openat2 RESOLVE_BENEATH);
+/// one leading outside, or a component that is not a directory, is `archive.unsafe`. ORIGIN names the input.
+Result<UniqueFd> open_directory_beneath(int root_fd, const std::string& rel, const std::string& origin);
+/// Opens the existing regular file REL beneath ROOT_FD for reading under the same rule; an invalid fd (errno set)
+/// when it is missing, not a regular file, or reached only by leaving the root.
+UniqueFd open_file_beneath(int root_fd, const std::string& rel);
 
 /// Normalizes an archive member path: strips "./" and trailing "/", refuses absolute paths, "..", empty
 /// components and NUL; returns std::nullopt for the archive root itself ("./").

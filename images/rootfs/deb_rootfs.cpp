@@ -1,6 +1,17 @@
 #include "images/rootfs/deb_rootfs.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <regex>
+
+#include "base/archive/safe_extract.hpp"
 #include "base/file_io.hpp"
+#include "base/unique_fd.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -16,6 +27,34 @@ namespace gpuenv::images {
 namespace {
 
 namespace fs = std::filesystem;
+
+/// NAME in the directory DIR_FD (WHERE names it in errors), written whole or not at all.
+Status write_in(int dir_fd, const std::string& where, const std::string& name, const std::string& text) {
+  auto fail = [&](const Error& e) {
+    return make_error(ErrorKind::environment, "rootfs.io", "cannot write " + where + "/" + name + ": " + e.message, where, "check free disk space");
+  };
+  auto file = AtomicFile::create_in(dir_fd, name, 0644, Durability::scratch);
+  if (!file) return fail(file.error());
+  if (auto st = file->write(text); !st) return fail(st.error());
+  if (auto st = file->commit(); !st) return fail(st.error());
+  return ok_status();
+}
+
+/// The bytes of a regular file opened as FD (at most 64 MiB: dpkg's files are far smaller); std::nullopt when FD
+/// is invalid, not a regular file or unreadable.
+std::optional<std::string> read_fd(UniqueFd fd) {
+  struct stat st {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (64 << 20)) return std::nullopt;
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) return out;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+}
 
 Status write_atomic(const fs::path& path, const std::string& text) {
   std::error_code ec;
@@ -59,6 +98,13 @@ Result<InstalledDeb> install_deb(std::string_view bytes, const std::string& orig
   d.name = std::string(s.get("Package"));
   d.version = std::string(s.get("Version"));
   d.architecture = std::string(s.get("Architecture"));
+  // The name and architecture name the package's files under var/lib/dpkg/info: Debian policy's grammar only.
+  static const std::regex name_re("^[a-z0-9][a-z0-9+.-]+$"), arch_re("^[a-z0-9][a-z0-9-]*$");
+  if (!std::regex_match(d.name, name_re) || (!d.architecture.empty() && !std::regex_match(d.architecture, arch_re))) {
+    return make_error(ErrorKind::environment, "rootfs.bad_control",
+                      "the control file names package '" + d.name + "' for architecture '" + d.architecture + "', which Debian policy does not allow",
+                      origin, "the package is damaged or hostile; do not install it");
+  }
   d.multi_arch = std::string(s.get("Multi-Arch"));
   d.control = std::move(contents->control);
   d.md5sums = std::move(contents->md5sums);
@@ -69,7 +115,15 @@ Result<InstalledDeb> install_deb(std::string_view bytes, const std::string& orig
     while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
     // "remove-on-upgrade /etc/x" flags (dpkg >= 1.20) precede the path
     if (const auto sp = line.rfind(' '); sp != std::string::npos) line = line.substr(sp + 1);
-    if (!line.empty() && line[0] == '/') d.conffiles.push_back(line);
+    if (!line.empty() && line[0] == '/') {
+      // A conffile is a file of the package inside the image: no "..", no empty or "." components.
+      auto normal = normalize_member_path(std::string_view(line).substr(1));
+      if (!normal || !*normal || "/" + **normal != line) {
+        return make_error(ErrorKind::environment, "rootfs.bad_control", "the conffiles list names '" + line + "', which is not a plain path in the image",
+                          origin, "the package is damaged or hostile; do not install it");
+      }
+      d.conffiles.push_back(line);
+    }
     pos = nl + 1;
   }
   d.entries = std::move(contents->entries);
@@ -77,13 +131,19 @@ Result<InstalledDeb> install_deb(std::string_view bytes, const std::string& orig
 }
 
 Status write_dpkg_database(const std::string& root, const std::vector<InstalledDeb>& packages) {
+  // Every file is written and read beneath the root: a package (or base image) that makes var/lib/dpkg or its
+  // info directory a symlink out of the tree gets an error, never writes on the host.
+  UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (root_fd.get() < 0) return make_error(ErrorKind::environment, "rootfs.io", std::string("cannot open the image tree: ") + std::strerror(errno), root, "");
+  GPUENV_TRY(dpkg_dir, open_directory_beneath(root_fd.get(), "var/lib/dpkg", root));
+  GPUENV_TRY(info_dir, open_directory_beneath(root_fd.get(), "var/lib/dpkg/info", root));
+  const std::string info = root + "/var/lib/dpkg/info";
   std::vector<const InstalledDeb*> sorted;
   for (const auto& p : packages) sorted.push_back(&p);
   std::sort(sorted.begin(), sorted.end(), [](const InstalledDeb* a, const InstalledDeb* b) {
     return std::tie(a->name, a->architecture) < std::tie(b->name, b->architecture);
   });
   std::string status;
-  const fs::path info = fs::path(root) / "var/lib/dpkg/info";
   for (const InstalledDeb* p : sorted) {
     // dpkg's order: Package, then Status, then the rest of the control fields as shipped.
     std::string control = p->control;
@@ -93,9 +153,8 @@ Status write_dpkg_database(const std::string& root, const std::vector<InstalledD
     const std::string rest = first_nl == std::string::npos ? std::string() : control.substr(first_nl + 1);
     std::string conffiles;
     for (const auto& c : p->conffiles) {
-      std::ifstream in(fs::path(root) / c.substr(1), std::ios::binary);
-      const std::string body(std::istreambuf_iterator<char>(in), {});
-      conffiles += " " + c + " " + (in ? md5_hex(body) : std::string("newconffile")) + "\n";
+      const auto body = read_fd(open_file_beneath(root_fd.get(), c.substr(1)));
+      conffiles += " " + c + " " + (body ? md5_hex(*body) : std::string("newconffile")) + "\n";
     }
     if (!conffiles.empty()) conffiles = "Conffiles:\n" + conffiles;
     if (first.rfind("Package:", 0) == 0) status += first + "\nStatus: install ok installed\n" + rest + "\n" + conffiles + "\n";
@@ -107,28 +166,25 @@ Status write_dpkg_database(const std::string& root, const std::vector<InstalledD
     std::string list;
     for (const auto& x : paths) list += x + "\n";
     const std::string stem = p->multi_arch == "same" ? p->name + ":" + p->architecture : p->name;
-    if (auto st = write_atomic(info / (stem + ".list"), list); !st) return st;
+    if (auto st = write_in(info_dir.get(), info, stem + ".list", list); !st) return st;
     if (!p->md5sums.empty())
-      if (auto st = write_atomic(info / (stem + ".md5sums"), p->md5sums); !st) return st;
+      if (auto st = write_in(info_dir.get(), info, stem + ".md5sums", p->md5sums); !st) return st;
     if (!p->conffiles.empty()) {
       std::string text;
       for (const auto& c : p->conffiles) text += c + "\n";
-      if (auto st = write_atomic(info / (stem + ".conffiles"), text); !st) return st;
+      if (auto st = write_in(info_dir.get(), info, stem + ".conffiles", text); !st) return st;
     }
   }
   // Layout version 1: Multi-Arch: same packages have "name:arch" info files.
-  if (auto st = write_atomic(info / "format", "1\n"); !st) return st;
+  if (auto st = write_in(info_dir.get(), info, "format", "1\n"); !st) return st;
+  const std::string dpkg = root + "/var/lib/dpkg";
   for (const char* f : {"available", "diversions", "statoverride"}) {
-    std::error_code ec;
-    if (!fs::exists(fs::path(root) / "var/lib/dpkg" / f, ec))
-      if (auto st = write_atomic(fs::path(root) / "var/lib/dpkg" / f, ""); !st) return st;
+    if (::faccessat(dpkg_dir.get(), f, F_OK, AT_SYMLINK_NOFOLLOW) != 0)
+      if (auto st = write_in(dpkg_dir.get(), dpkg, f, ""); !st) return st;
   }
   // A base image's status: its stanzas stay, except those of packages installed now, and all stay sorted.
-  std::error_code ec;
-  const fs::path status_path = fs::path(root) / "var/lib/dpkg/status";
-  if (fs::is_regular_file(status_path, ec)) {
-    std::ifstream in(status_path, std::ios::binary);
-    const std::string old(std::istreambuf_iterator<char>(in), {});
+  if (const auto old_status = read_fd(UniqueFd(::openat(dpkg_dir.get(), "status", O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)))) {
+    const std::string& old = *old_status;
     std::map<std::string, std::string> stanzas;  // "name:arch" -> stanza text with its blank line
     auto key_of = [](std::string_view stanza) {
       std::string name, arch;
@@ -177,7 +233,7 @@ Status write_dpkg_database(const std::string& root, const std::vector<InstalledD
     status.clear();
     for (const auto& [key, text] : stanzas) status += text;
   }
-  return write_atomic(status_path, status);
+  return write_in(dpkg_dir.get(), dpkg, "status", status);
 }
 
 Status apply_base_passwd(const std::string& root) {

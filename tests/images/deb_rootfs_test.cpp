@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -128,6 +130,49 @@ TEST_F(DebRootfs, DatabaseIsDeterministic) {
 TEST_F(DebRootfs, DamagedPackageIsRefused) {
   auto r = install_deb(debs[0].substr(0, debs[0].size() / 2), "half.deb", root.string(), {});
   ASSERT_FALSE(r.ok());
+}
+
+/// A .deb built without dpkg-deb's checks, so its control file can say what a hostile package would.
+std::string raw_deb(const fs::path& dir, const std::string& tag, const std::string& control,
+                    const std::vector<std::pair<std::string, std::string>>& control_files, const std::string& fill = "") {
+  const fs::path pkg = dir / "raw" / tag;
+  fs::create_directories(pkg / "DEBIAN");
+  std::ofstream(pkg / "DEBIAN/control") << control;
+  for (const auto& [path, content] : control_files) std::ofstream(pkg / "DEBIAN" / path) << content;
+  if (!fill.empty()) EXPECT_EQ(std::system(("cd " + pkg.string() + " && " + fill).c_str()), 0);
+  const fs::path deb = dir / (tag + ".deb");
+  EXPECT_EQ(std::system(("dpkg-deb --nocheck --root-owner-group --build " + pkg.string() + " " + deb.string() + " >/dev/null 2>&1").c_str()), 0);
+  return slurp(deb);
+}
+
+TEST_F(DebRootfs, NamesAndConffilesFromAPackageNeverBecomePathsOutsideTheRoot) {
+  const std::string tail = "Version: 1\nArchitecture: amd64\nMaintainer: t <t@example.com>\nDescription: t\n";
+  for (const auto& [tag, control, conffiles] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"name", "Package: ../../x\n" + tail, ""},
+           {"arch", "Package: ok\nVersion: 1\nArchitecture: ../x\nMaintainer: t <t@example.com>\nDescription: t\n", ""},
+           {"conffile", "Package: ok\n" + tail, "/etc/../../../etc/passwd\n"},
+       }) {
+    auto r = install_deb(raw_deb(dir, tag, control, conffiles.empty() ? std::vector<std::pair<std::string, std::string>>{}
+                                                                      : std::vector<std::pair<std::string, std::string>>{{"conffiles", conffiles}}),
+                         tag + ".deb", root.string(), {});
+    ASSERT_FALSE(r.ok()) << tag;
+    EXPECT_EQ(r.error().id, "rootfs.bad_control") << tag << ": " << r.error().to_string();
+  }
+}
+
+TEST_F(DebRootfs, ADpkgDirectoryThatLeadsOutOfTheRootIsNeverWrittenThrough) {
+  const fs::path outside = dir / "host-dir";
+  fs::create_directories(outside);
+  const std::string tail = "Version: 1\nArchitecture: amd64\nMaintainer: t <t@example.com>\nDescription: t\n";
+  auto evil = install_deb(raw_deb(dir, "evil", "Package: evil\n" + tail, {}, "mkdir -p var/lib/dpkg && ln -s " + outside.string() + " var/lib/dpkg/info"),
+                          "evil.deb", root.string(), {});
+  ASSERT_TRUE(evil.ok()) << evil.error().to_string();  // a symlink inside the tree is a valid entry
+  auto installed = install_all();
+  installed.push_back(std::move(*evil));
+  auto st = write_dpkg_database(root.string(), installed);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().id, "archive.unsafe") << st.error().to_string();
+  EXPECT_TRUE(fs::is_empty(outside)) << "the dpkg database was written on the host";
 }
 
 }  // namespace
