@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -187,7 +188,7 @@ LayoutTarget layout_target(const std::string& output) {
   if (fs::exists(status) && !empty_dir) return {output, false};
   const fs::path out(output);
   remove_abandoned_staging(out);
-  static unsigned counter = 0;
+  static std::atomic<unsigned> counter{0};
   const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
   return {(parent / (staging_prefix(out) + std::to_string(::getpid()) + "-" + std::to_string(counter++))).string(), true};
 }

@@ -236,6 +236,20 @@ class CliBuild : public ::testing::Test {
     return path;
   }
 
+  /// `gpuenv lock SPEC -o LOCK` through the real adapters, with CACHE; stderr in *err.
+  int lock(const std::string& spec_path, const std::string& lock_path, const std::string& cache, std::string* err = nullptr) {
+    std::ostringstream o, e;
+    gpuenv::cli::Context ctx;
+    ctx.out = &o;
+    ctx.err = &e;
+    ctx.env = {{"GPUENV_CACHE_DIR", cache}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}};
+    ctx.make_runner = [] { return gpuenv::make_process_runner(); };
+    ctx.make_fetcher = [] { return gpuenv::make_curl_fetcher({}); };
+    const int code = gpuenv::cli::run({"lock", spec_path, "-o", lock_path, "--host-root", dir.string()}, ctx);
+    if (err) *err = e.str();
+    return code;
+  }
+
   int build(std::vector<std::string> args, const std::string& cache, std::string* out = nullptr, std::string* err = nullptr,
             const std::map<std::string, std::string>& env = {}) {
     std::ostringstream o, e;
@@ -339,17 +353,8 @@ TEST_F(CliBuild, TheSameLockGivesTheSameDigestAnywhereAndARebuildIsANoOp) {
 TEST_F(CliBuild, AppBuildThroughFakePortsGivesTheImageTheRealAdaptersGive) {
   const std::string s = spec("ports", "foo-tools");
   const std::string lock_path = (dir / "ports.lock").string();
-  {
-    std::ostringstream o, e;
-    gpuenv::cli::Context ctx;
-    ctx.out = &o;
-    ctx.err = &e;
-    ctx.env = {{"GPUENV_CACHE_DIR", (dir / "cache-ports-lock").string()}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}};
-    ctx.make_runner = [] { return gpuenv::make_process_runner(); };
-    ctx.make_fetcher = [] { return gpuenv::make_curl_fetcher({}); };
-    ASSERT_EQ(gpuenv::cli::run({"lock", s, "-o", lock_path, "--host-root", dir.string()}, ctx), 0) << e.str();
-  }
   std::string out, err;
+  ASSERT_EQ(lock(s, lock_path, (dir / "cache-ports-lock").string(), &err), 0) << err;
   ASSERT_EQ(build({lock_path, "-o", (dir / "ports-real").string(), "--json"}, (dir / "cache-ports-real").string(), &out, &err), 0) << err;
   const std::string real_digest = nlohmann::json::parse(out)["digest"];
 
@@ -554,17 +559,8 @@ TEST_F(CliBuild, AFailedFirstBuildLeavesNoOutputAndAFailedRebuildKeepsTheOldImag
   std::string out, err;
   const fs::path target = dir / "never-half";
   const std::string lock_path = (dir / "never-half.lock").string();
-  {
-    std::ostringstream o, e;
-    gpuenv::cli::Context ctx;
-    ctx.out = &o;
-    ctx.err = &e;
-    ctx.env = {{"GPUENV_CACHE_DIR", (dir / "cache-half").string()}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}};
-    ctx.make_runner = [] { return gpuenv::make_process_runner(); };
-    ctx.make_fetcher = [] { return gpuenv::make_curl_fetcher({}); };
-    ASSERT_EQ(gpuenv::cli::run({"lock", spec("never-half", "foo-tools"), "-o", lock_path, "--host-root", dir.string()}, ctx), 0) << e.str();
-    ASSERT_EQ(gpuenv::cli::run({"lock", spec("never-half", ""), "-o", lock_path + ".other", "--host-root", dir.string()}, ctx), 0) << e.str();
-  }
+  ASSERT_EQ(lock(spec("never-half", "foo-tools"), lock_path, (dir / "cache-half").string(), &err), 0) << err;
+  ASSERT_EQ(lock(spec("never-half", ""), lock_path + ".other", (dir / "cache-half").string(), &err), 0) << err;
   // Offline with an empty cache: the packages cannot be fetched, so the build fails while assembling the image.
   ASSERT_EQ(build({lock_path, "-o", target.string(), "--offline"}, (dir / "cache-half-empty").string(), &out, &err), 4) << err;
   EXPECT_FALSE(fs::exists(target)) << "a failed first build left " << target;
