@@ -102,6 +102,7 @@ Status locate_registry_image(const std::string& reference, bool offline, const s
     images::RegistryOptions ro = registry_options(services, ref->registry, false, &problem);
     if (!problem) return problem.error();
     HttpOptions ho;
+    ho.limits = services.net;
     ho.ca_bundle = env_or(services, "GPUENV_CA_BUNDLE");
     auto http = make_curl_http_client(ho);
     images::RegistryClient client(*http, ro);

@@ -82,6 +82,7 @@ Status write_archive(const BuildRequest& rq, resolver::ImageFormat format, const
 Result<images::PushStats> push(const BuildRequest& rq, const std::string& layout_dir, const std::string& tag, Services& services) {
   GPUENV_TRY(ref, images::parse_image_reference(rq.push));
   HttpOptions ho;
+  ho.limits = services.net;
   ho.ca_bundle = rq.ca_bundle.empty() ? env_or(services, "GPUENV_CA_BUNDLE") : rq.ca_bundle;
   auto http = make_curl_http_client(ho);
   Status problem = ok_status();
@@ -104,7 +105,7 @@ Result<images::PushStats> push(const BuildRequest& rq, const std::string& layout
 Result<images::BuildResult> assemble(const BuildRequest& rq, LockToBuild& l, const std::string& layout_dir, const std::string& tag, Services& services) {
   const std::string cache = cache_root(services);
   GPUENV_TRY(store, open_blob_store(services, cache));
-  auto network = rq.lock.offline ? make_offline_fetcher() : (services.make_fetcher ? services.make_fetcher() : nullptr);
+  auto network = rq.lock.offline ? make_offline_fetcher() : (services.make_fetcher ? services.make_fetcher(services.net) : nullptr);
   if (!network) return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher configured", {}, "");
   // Work directories of builds that were killed (SIGKILL, a power cut) are removed first; this one is locked while
   // the build runs and removed when it ends.

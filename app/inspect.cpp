@@ -11,6 +11,7 @@ images::RegistryAccess registry_access(bool plain_http, const Services& services
   images::RegistryAccess access;
   access.make_http = [&services] {
     HttpOptions ho;
+    ho.limits = services.net;
     ho.ca_bundle = env_or(services, "GPUENV_CA_BUNDLE");
     return make_curl_http_client(ho);
   };

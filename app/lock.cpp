@@ -87,7 +87,7 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
   PreparedResolution& p = *made.prepared;
   if (!p.resolution.ok) return made;
   auto runner = services.make_runner ? services.make_runner() : nullptr;
-  auto network = rq.offline ? make_offline_fetcher() : (services.make_fetcher ? services.make_fetcher() : nullptr);
+  auto network = rq.offline ? make_offline_fetcher() : (services.make_fetcher ? services.make_fetcher(services.net) : nullptr);
   if (!runner || !network) {
     return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher or process runner configured", {}, "");
   }

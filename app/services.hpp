@@ -22,8 +22,11 @@ struct Services {
   std::function<std::vector<std::unique_ptr<validate::HostProbe>>()> make_probes;
   /// Builds the process runner (gpgv, the local pip, bubblewrap).
   std::function<std::unique_ptr<CommandRunner>()> make_runner;
-  /// Builds the network adapter.
-  std::function<std::unique_ptr<Fetcher>()> make_fetcher;
+  /// Builds the network adapter, under the command's network limits (`net`).
+  std::function<std::unique_ptr<Fetcher>(const NetLimits&)> make_fetcher;
+  /// Timeouts, rate rule, deadlines, the command's network budget and where retries are announced; read from
+  /// the environment by the composition root (net_limits_from_env), the defaults in tests.
+  NetLimits net;
   /// Opens the content-addressed cache under a cache root (the directory store in production).
   std::function<std::unique_ptr<BlobStore>(const std::string& root)> make_blob_store;
   /// Receives progress lines ("unpacking 121 .debs"); may be empty.

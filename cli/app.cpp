@@ -5,6 +5,7 @@
 
 #include <iostream>
 #include <memory>
+#include <mutex>
 
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
@@ -49,8 +50,9 @@ Context production_context(char** envp) {
       // not a number: keep the default
     }
   }
-  ctx.make_fetcher = [tty = ctx.stderr_is_tty, ca_bundle, jobs] {
+  ctx.make_fetcher = [tty = ctx.stderr_is_tty, ca_bundle, jobs](const gpuenv::NetLimits& limits) {
     gpuenv::FetchOptions o;
+    o.limits = limits;
     o.ca_bundle = ca_bundle;
     o.parallel = jobs;
     if (tty) {
@@ -101,6 +103,15 @@ int run(const std::vector<std::string>& args, Context& ctx) {
     return k_exit_usage;
   }
   global.catalog_dir = catalog_dir;
+  // One set of network limits, and one network budget, for the whole command.
+  auto limits = net_limits_from_env(ctx.env);
+  if (!limits) return report_error(limits.error(), false, ctx);
+  ctx.net = std::move(*limits);
+  // Retries and Retry-After waits are always announced; on a terminal the line first clears the progress line.
+  ctx.net.on_notice = [err = ctx.err, tty = ctx.stderr_is_tty, mu = std::make_shared<std::mutex>()](const std::string& line) {
+    std::lock_guard lock(*mu);
+    *err << (tty ? "\r\033[K" : "") << "gpuenv: " << line << "\n";
+  };
   try {
     for (const Command& c : commands)
       if (c.sub->parsed()) return c.run(ctx);

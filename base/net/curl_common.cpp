@@ -1,5 +1,6 @@
 #include "base/net/curl_common.hpp"
 
+#include <algorithm>
 #include <mutex>
 
 namespace gpuenv {
@@ -28,14 +29,39 @@ bool retryable_curl(CURLcode c) {
   }
 }
 
-void set_transfer_options(CURL* e, const std::string& ca_bundle, long connect_timeout_ms, long stall_seconds, const std::string& user_agent) {
+void set_transfer_options(CURL* e, const std::string& ca_bundle, const NetLimits& limits, long timeout_ms, const std::string& user_agent) {
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
   if (!ca_bundle.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, ca_bundle.c_str());
-  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms);
-  curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, stall_seconds);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(limits.connect_timeout.count()));
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, static_cast<long>(std::clamp<std::uint64_t>(limits.min_rate, 1, 1u << 30)));
+  curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, static_cast<long>(std::max<long long>(1, limits.rate_window.count())));
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, std::max(1L, timeout_ms));
   curl_easy_setopt(e, CURLOPT_USERAGENT, user_agent.c_str());
+}
+
+long millis_until(NetworkBudget::Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - NetworkBudget::Clock::now()).count();
+  return std::max<long>(1, static_cast<long>(std::min<long long>(left, 1LL << 30)));
+}
+
+std::chrono::milliseconds retry_delay(int attempt, std::chrono::milliseconds base, std::chrono::milliseconds cap, std::optional<long> retry_after_s,
+                                      const NetLimits& limits, std::mt19937& rng, std::string* why) {
+  auto delay = std::min<std::chrono::milliseconds>(base * (1L << std::min(attempt - 1, 16)), cap);
+  std::uniform_int_distribution<long> jitter(0, delay.count() / 4 + 1);
+  delay += std::chrono::milliseconds(jitter(rng));
+  if (retry_after_s) {
+    bool capped = false;
+    const auto asked = retry_after_wait(limits, *retry_after_s, &capped);
+    delay = std::max<std::chrono::milliseconds>(delay, asked);
+    *why += ", Retry-After " + std::to_string(*retry_after_s) + " s";
+    if (capped) *why += " cut to " + describe_wait(asked) + " (GPUENV_RETRY_AFTER_CAP)";
+  }
+  return delay;
+}
+
+std::string retry_notice(const std::string& where, const std::string& why, std::chrono::milliseconds delay, int next_attempt, int max_attempts) {
+  return where + ": " + why + "; retrying in " + describe_wait(delay) + " (attempt " + std::to_string(next_attempt) + " of " + std::to_string(max_attempts) + ")";
 }
 
 }  // namespace gpuenv

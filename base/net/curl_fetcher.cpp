@@ -5,6 +5,7 @@
 #include <curl/curl.h>
 
 #include "base/net/curl_common.hpp"
+#include "base/net/http_client.hpp"
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -108,7 +109,10 @@ struct Transfer {
   bool no_range_support = false;
   curl_slist* headers = nullptr;  // the server ignored Range once: always start from byte 0
   int attempts = 0;
+  int slow_attempts = 0;  // ended by the connect timeout or the rate rule
   Clock::time_point not_before{};
+  Clock::time_point started{};  // of the first attempt: the request's deadline counts from here
+  RequestDeadline deadline;
   std::optional<long> retry_after_s;
   char errbuf[CURL_ERROR_SIZE] = {};
   Outcome outcome = Outcome::pending;
@@ -330,6 +334,14 @@ class CurlFetcher final : public Fetcher {
   }
 
   bool start(Transfer& t) {
+    if (t.attempts == 0) t.started = Clock::now();
+    t.deadline = request_deadline(m_o.limits, t.started, t.size);
+    if (Clock::now() >= t.deadline.at) {
+      t.error = deadline_error(t, "no time is left for an attempt");
+      t.outcome = Outcome::failed;  // run() counts it as done
+      if (!t.dest.empty()) ::unlink(t.part().c_str());
+      return false;
+    }
     ++t.attempts;
     t.received = 0;
     t.first_write = true;
@@ -366,7 +378,7 @@ class CurlFetcher final : public Fetcher {
     curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https,file");
     curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    set_transfer_options(e, m_o.ca_bundle, static_cast<long>(m_o.connect_timeout.count()), static_cast<long>(m_o.stall_timeout.count()), m_o.user_agent);
+    set_transfer_options(e, m_o.ca_bundle, m_o.limits, millis_until(t.deadline.at), m_o.user_agent);
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L * 1024L);  // fewer, larger writes for big files
     if (t.offset > 0) curl_easy_setopt(e, CURLOPT_RESUME_FROM_LARGE, static_cast<curl_off_t>(t.offset));
     if (!t.range.empty()) curl_easy_setopt(e, CURLOPT_RANGE, t.range.c_str());
@@ -378,19 +390,35 @@ class CurlFetcher final : public Fetcher {
     return true;
   }
 
-  void schedule_retry(Transfer& t, const std::string& why) {
+  void schedule_retry(Transfer& t, std::string why, bool slow = false) {
+    if (slow && ++t.slow_attempts >= m_o.limits.max_slow_attempts) {
+      t.error = fail(t, "fetch.too_slow", why,
+                     "the server did not connect or sent too little for too long (GPUENV_CONNECT_TIMEOUT, GPUENV_MIN_RATE over GPUENV_RATE_WINDOW); "
+                     "check the network, use another mirror or try again later");
+      finish_failed(t);
+      return;
+    }
     if (t.attempts >= m_o.max_attempts) {
       if (!t.error) t.error = fail(t, "fetch.failed", why, "the server or the network keeps failing; try again later or use another mirror");
       finish_failed(t);
       return;
     }
-    auto delay = m_o.backoff_base * (1 << std::min(t.attempts - 1, 16));
-    delay = std::min<std::chrono::milliseconds>(delay, m_o.backoff_cap);
-    std::uniform_int_distribution<long> jitter(0, delay.count() / 4 + 1);
-    delay += std::chrono::milliseconds(jitter(m_rng));
-    if (t.retry_after_s) delay = std::max<std::chrono::milliseconds>(delay, std::chrono::seconds(std::min(*t.retry_after_s, 60L)));
+    const auto delay = retry_delay(t.attempts, m_o.backoff_base, m_o.backoff_cap, t.retry_after_s, m_o.limits, m_rng, &why);
+    if (Clock::now() + delay >= t.deadline.at) {
+      t.error = deadline_error(t, why + "; no time is left for another attempt");
+      finish_failed(t);
+      return;
+    }
+    t.error.reset();
+    m_o.limits.notice(retry_notice("GET " + redact_url(t.url), why, delay, t.attempts + 1, m_o.max_attempts));
     t.not_before = Clock::now() + delay;
     m_waiting.push_back(&t);
+  }
+
+  Error deadline_error(const Transfer& t, const std::string& why) const {
+    return fail(t, "fetch.deadline", "not done within " + t.deadline.what + ": " + why,
+                t.deadline.from_budget ? "the network is too slow for this command's budget; raise GPUENV_NETWORK_BUDGET or use a closer mirror"
+                                       : "the server sends too slowly; raise GPUENV_REQUEST_TIMEOUT, use a closer mirror or try again later");
   }
 
   void finish_failed(Transfer& t) {
@@ -504,8 +532,14 @@ class CurlFetcher final : public Fetcher {
       return;
     }
     const std::string why = std::string(curl_easy_strerror(code)) + (t.errbuf[0] ? std::string(": ") + t.errbuf : "");
+    if (hit_deadline(code, t.deadline.at)) {
+      if (!t.dest.empty()) ::unlink(t.part().c_str());
+      t.error = deadline_error(t, why);
+      finish_failed(t);
+      return;
+    }
     if (retryable_curl(code)) {
-      schedule_retry(t, why);
+      schedule_retry(t, why, code == CURLE_OPERATION_TIMEDOUT);
       return;
     }
     t.error = fail(t, "fetch.failed", why,
@@ -527,6 +561,7 @@ class CurlFetcher final : public Fetcher {
     for (const auto& t : ts) m_progress.bytes_total += t.size.value_or(0);
     m_waiting.clear();
     for (auto& t : ts) m_waiting.push_back(&t);
+    NetworkBudget::Active spending(m_o.limits.budget.get());
     int active = 0;
     while (active > 0 || !m_waiting.empty()) {
       const auto now = Clock::now();

@@ -11,6 +11,7 @@
 
 #include "base/digest.hpp"
 #include "base/error.hpp"
+#include "base/net/net_limits.hpp"
 
 namespace gpuenv {
 
@@ -42,8 +43,7 @@ struct FetchOptions {
   int max_attempts = 5;                                    ///< per transfer, first try included
   std::chrono::milliseconds backoff_base{250};             ///< doubled per retry (jittered), capped below
   std::chrono::milliseconds backoff_cap{8000};
-  std::chrono::milliseconds connect_timeout{15000};
-  std::chrono::seconds stall_timeout{30};                  ///< no byte for this long: abort and retry
+  NetLimits limits;                                        ///< timeouts, rate rule, deadlines, budget, notices
   std::uint64_t max_document_bytes = 256u << 20;           ///< limit for get()
   std::string ca_bundle;                                   ///< extra CA file; verification is always on
   std::string user_agent = "gpuenv";

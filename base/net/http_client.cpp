@@ -181,8 +181,14 @@ class CurlHttpClient final : public HttpClient {
         if (fd >= 0) ::close(fd);
       }
     } close_in{in_fd};
+    NetworkBudget::Active spending(m_o.limits.budget.get());
+    const auto started = NetworkBudget::Clock::now();
+    const std::optional<std::uint64_t> size = req.body_file ? std::optional<std::uint64_t>(req.body_file->length) : std::nullopt;
     HttpResponse resp;
+    int slow_attempts = 0;
     for (int attempt = 1;; ++attempt) {
+      const RequestDeadline deadline = request_deadline(m_o.limits, started, size);
+      if (NetworkBudget::Clock::now() >= deadline.at) return deadline_error(where, deadline, attempt - 1, "no time is left for an attempt");
       resp = HttpResponse{};
       resp.attempts = attempt;
       Attempt a;
@@ -197,7 +203,7 @@ class CurlHttpClient final : public HttpClient {
         }
       }
       char errbuf[CURL_ERROR_SIZE] = {};
-      const CURLcode code = perform(req, a, errbuf);
+      const CURLcode code = perform(req, a, errbuf, millis_until(deadline.at));
       if (a.out_fd >= 0) {
         const bool synced = code != CURLE_OK || !a.to_file || ::fsync(a.out_fd) == 0;
         if (!synced && a.write_errno == 0) a.write_errno = errno;
@@ -214,25 +220,27 @@ class CurlHttpClient final : public HttpClient {
                           "the server may be serving something else than asked for");
       }
       const bool last = attempt >= max_attempts;
+      std::string why = code == CURLE_OK ? "HTTP " + std::to_string(resp.status)
+                                         : std::string(curl_easy_strerror(code)) + (errbuf[0] ? std::string(": ") + errbuf : "");
       if (code == CURLE_OK) {
         if (!retryable_http(resp.status) || last) return resp;
-      } else if (!retryable_curl(code) || last) {
-        const std::string why = std::string(curl_easy_strerror(code)) + (errbuf[0] ? std::string(": ") + errbuf : "");
-        const std::string tries = " (after " + std::to_string(attempt) + " attempt" + (attempt == 1 ? "" : "s") + ")";
-        if (tls_problem(code)) {
-          return make_error(ErrorKind::environment, "http.tls", why + tries, where,
-                            "TLS verification failed; give the CA that signed the server's certificate (--ca-bundle FILE or GPUENV_CA_BUNDLE) rather than "
-                            "disabling verification");
-        }
-        return make_error(ErrorKind::environment, "http.failed", why + tries, where,
-                          "check that the server is reachable; try again later");
+      } else if (hit_deadline(code, deadline.at)) {
+        return deadline_error(where, deadline, attempt, why);
+      } else if (!retryable_curl(code) || last || (code == CURLE_OPERATION_TIMEDOUT && ++slow_attempts >= m_o.limits.max_slow_attempts)) {
+        return transfer_error(where, code, why, attempt);
       }
-      backoff(attempt, a.retry_after_s);
+      const auto delay = retry_delay(attempt, m_o.backoff_base, m_o.backoff_cap, a.retry_after_s, m_o.limits, rng(), &why);
+      if (NetworkBudget::Clock::now() + delay >= deadline.at) {
+        if (code == CURLE_OK) return resp;  // the last answer, as when attempts run out
+        return deadline_error(where, deadline, attempt, why + "; no time is left for another attempt");
+      }
+      m_o.limits.notice(retry_notice(where, why, delay, attempt + 1, max_attempts));
+      std::this_thread::sleep_for(delay);
     }
   }
 
  private:
-  CURLcode perform(const HttpRequest& req, Attempt& a, char* errbuf) {
+  CURLcode perform(const HttpRequest& req, Attempt& a, char* errbuf, long timeout_ms) {
     CURL* e = take_easy();
     a.easy = e;
     curl_slist* headers = nullptr;
@@ -250,7 +258,7 @@ class CurlHttpClient final : public HttpClient {
     curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, req.follow_redirects ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
-    set_transfer_options(e, m_o.ca_bundle, static_cast<long>(m_o.connect_timeout.count()), static_cast<long>(m_o.stall_timeout.count()), m_o.user_agent);
+    set_transfer_options(e, m_o.ca_bundle, m_o.limits, timeout_ms, m_o.user_agent);
     if (req.method == "HEAD") {
       curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
     } else if (sends_body(req)) {
@@ -275,17 +283,30 @@ class CurlHttpClient final : public HttpClient {
     return code;
   }
 
-  void backoff(int attempt, std::optional<long> retry_after_s) {
-    auto delay = m_o.backoff_base * (1L << std::min(attempt - 1, 16));
-    delay = std::min<std::chrono::milliseconds>(delay, m_o.backoff_cap);
-    thread_local std::mt19937 rng{std::random_device{}()};
-    std::uniform_int_distribution<long> jitter(0, delay.count() / 4 + 1);
-    delay += std::chrono::milliseconds(jitter(rng));
-    if (retry_after_s) {
-      const auto asked = std::chrono::seconds(std::clamp<long>(*retry_after_s, 0, static_cast<long>(m_o.retry_after_cap.count())));
-      delay = std::max<std::chrono::milliseconds>(delay, asked);
+  static std::mt19937& rng() {
+    thread_local std::mt19937 r{std::random_device{}()};
+    return r;
+  }
+
+  static Error deadline_error(const std::string& where, const RequestDeadline& deadline, int attempts, const std::string& why) {
+    return make_error(ErrorKind::environment, "http.deadline",
+                      "no answer within " + deadline.what + " (" + why + ", after " + std::to_string(attempts) + " attempt" + (attempts == 1 ? "" : "s") + ")", where,
+                      deadline.from_budget ? "the network is too slow for this command's budget; raise GPUENV_NETWORK_BUDGET or use a closer registry"
+                                           : "the server answers too slowly; raise GPUENV_REQUEST_TIMEOUT or try again later");
+  }
+
+  static Error transfer_error(const std::string& where, CURLcode code, const std::string& why, int attempt) {
+    const std::string tries = " (after " + std::to_string(attempt) + " attempt" + (attempt == 1 ? "" : "s") + ")";
+    if (tls_problem(code)) {
+      return make_error(ErrorKind::environment, "http.tls", why + tries, where,
+                        "TLS verification failed; give the CA that signed the server's certificate (--ca-bundle FILE or GPUENV_CA_BUNDLE) rather than "
+                        "disabling verification");
     }
-    std::this_thread::sleep_for(delay);
+    if (code == CURLE_OPERATION_TIMEDOUT) {
+      return make_error(ErrorKind::environment, "http.too_slow", why + tries, where,
+                        "the server did not connect or sent too little for too long (GPUENV_CONNECT_TIMEOUT, GPUENV_MIN_RATE over GPUENV_RATE_WINDOW); check the network and try again later");
+    }
+    return make_error(ErrorKind::environment, "http.failed", why + tries, where, "check that the server is reachable; try again later");
   }
 
   // Handles are kept, so that their connections (and TLS sessions) are reused by later requests.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/net/net_limits.hpp"
 
 namespace gpuenv {
 
@@ -58,12 +59,10 @@ struct HttpResponse {
 /// Settings of the curl adapter.
 struct HttpOptions {
   std::string ca_bundle;                             ///< extra CA file; TLS verification is always on
-  std::chrono::milliseconds connect_timeout{15000};
-  std::chrono::seconds stall_timeout{30};            ///< no byte for this long: the attempt fails
+  NetLimits limits;                                  ///< timeouts, rate rule, deadlines, budget, notices
   int max_attempts = 4;                              ///< per request, first try included
   std::chrono::milliseconds backoff_base{250};       ///< doubled per retry, jittered, capped below
   std::chrono::milliseconds backoff_cap{8000};
-  std::chrono::seconds retry_after_cap{60};          ///< longest Retry-After honoured
   std::string user_agent = "gpuenv";
 };
 
@@ -71,9 +70,11 @@ struct HttpOptions {
 ///
 /// An answer with any status is a successful send (the caller judges 4xx/5xx); an error means no usable
 /// answer: connection or TLS failure ("http.failed", "http.tls"), a body over `max_body` ("http.too_large"),
-/// a download file that cannot be written ("http.io"). Retryable requests (see HttpRetry) are repeated with
-/// exponential backoff on connection errors, timeouts, 408, 429 (honouring Retry-After in seconds) and 5xx;
-/// the last answer is returned when attempts run out. A file body is re-read from its offset on each attempt.
+/// a download file that cannot be written ("http.io"), no answer within the request's deadline or the command's
+/// network budget ("http.deadline", see NetLimits). Retryable requests (see HttpRetry) are repeated with
+/// exponential backoff on connection errors, timeouts, 408, 429 (honouring Retry-After in seconds, up to its
+/// cap) and 5xx, each retry announced through NetLimits::on_notice; the last answer is returned when attempts
+/// or the deadline run out. A file body is re-read from its offset on each attempt.
 class HttpClient {
  public:
   virtual ~HttpClient() = default;

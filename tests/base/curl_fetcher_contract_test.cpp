@@ -48,8 +48,8 @@ class CurlFetcherContract : public ::testing::Test {
     FetchOptions o;
     o.backoff_base = std::chrono::milliseconds(10);
     o.backoff_cap = std::chrono::milliseconds(50);
-    o.stall_timeout = std::chrono::seconds(1);
-    o.connect_timeout = std::chrono::milliseconds(2000);
+    o.limits.rate_window = std::chrono::seconds(1);
+    o.limits.connect_timeout = std::chrono::milliseconds(2000);
     return o;
   }
   FetchRequest big(const std::string& query) {

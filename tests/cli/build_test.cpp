@@ -244,7 +244,11 @@ class CliBuild : public ::testing::Test {
     ctx.err = &e;
     ctx.env = {{"GPUENV_CACHE_DIR", cache}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}};
     ctx.make_runner = [] { return gpuenv::make_process_runner(); };
-    ctx.make_fetcher = [] { return gpuenv::make_curl_fetcher({}); };
+    ctx.make_fetcher = [](const gpuenv::NetLimits& limits) {
+      gpuenv::FetchOptions o;
+      o.limits = limits;
+      return gpuenv::make_curl_fetcher(o);
+    };
     const int code = gpuenv::cli::run({"lock", spec_path, "-o", lock_path, "--host-root", dir.string()}, ctx);
     if (err) *err = e.str();
     return code;
@@ -259,7 +263,7 @@ class CliBuild : public ::testing::Test {
     ctx.env = {{"GPUENV_CACHE_DIR", cache}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}, {"SOURCE_DATE_EPOCH", "1700000000"}};
     for (const auto& [k, v] : env) ctx.env[k] = v;
     ctx.make_runner = [] { return gpuenv::make_process_runner(); };
-    ctx.make_fetcher = [] {
+    ctx.make_fetcher = [](const gpuenv::NetLimits&) {
       gpuenv::FetchOptions options;
       options.max_attempts = 2;
       return gpuenv::make_curl_fetcher(options);
@@ -373,7 +377,7 @@ TEST_F(CliBuild, AppBuildThroughFakePortsGivesTheImageTheRealAdaptersGive) {
   gpuenv::app::Services services;
   services.env = {{"GPUENV_CACHE_DIR", (dir / "cache-ports-fake").string()}, {"HOME", dir.string()}, {"SOURCE_DATE_EPOCH", "1700000000"}};
   services.make_runner = [] { return gpuenv::make_process_runner(); };
-  services.make_fetcher = [fake] { return std::make_unique<gpuenv::testing::BorrowedFetcher>(*fake); };
+  services.make_fetcher = [fake](const gpuenv::NetLimits&) { return std::make_unique<gpuenv::testing::BorrowedFetcher>(*fake); };
   services.make_blob_store = [&](const std::string&) {
     ++stores_opened;
     return std::make_unique<gpuenv::testing::BorrowedBlobStore>(*store);

@@ -21,6 +21,7 @@
 
 #include "cli/context.hpp"
 #include "fakes/docker_registry.hpp"
+#include "fakes/loopback_server.hpp"
 #include "base/digest.hpp"
 #include "images/oci/archive.hpp"
 #include "images/oci/layout.hpp"
@@ -306,6 +307,25 @@ TEST_F(CliInspect, ARegistryThatIsDownIsAnEnvironmentError) {
   // A reference without a registry host is a usage error.
   EXPECT_EQ(inspect({"docker://demo:1.0"}, &out, &err), 2);
   EXPECT_NE(err.find("registry.bad_reference"), std::string::npos) << err;
+}
+
+// Before: a Retry-After of 100000 s was cut to 60 s and waited out in silence, four times.
+TEST_F(CliInspect, ARegistryThatAsksToWaitForeverIsCappedAndTheWaitIsAnnouncedOnStderr) {
+  fs::create_directories(dir / "slow-registry");
+  gpuenv::testing::LoopbackServer server((dir / "slow-registry").string(), "fault=status=503&retry_after=100000&times=1");
+  ASSERT_GT(server.port(), 0);
+  const std::string image = "docker://127.0.0.1:" + std::to_string(server.port()) + "/ml/demo:1.0";
+  std::string out, err;
+  EXPECT_EQ(inspect({image, "--plain-http"}, &out, &err, {{"GPUENV_RETRY_AFTER_CAP", "1s"}}), 4);  // then 404: no image there
+  EXPECT_NE(err.find("gpuenv: GET http://127.0.0.1:" + std::to_string(server.port()) + "/v2/"), std::string::npos) << err;
+  EXPECT_NE(err.find("HTTP 503, Retry-After 100000 s cut to 1 s (GPUENV_RETRY_AFTER_CAP); retrying in 1 s (attempt 2 of 4)"), std::string::npos) << err;
+}
+
+TEST_F(CliInspect, ABadNetworkLimitIsAUsageErrorNamingItsVariable) {
+  std::string out, err;
+  EXPECT_EQ(inspect({"docker://127.0.0.1:1/ml/demo:1.0", "--plain-http"}, &out, &err, {{"GPUENV_NETWORK_BUDGET", "soon"}}), 2);
+  EXPECT_NE(err.find("GPUENV_NETWORK_BUDGET"), std::string::npos) << err;
+  EXPECT_NE(err.find("90s, 10m, 2h"), std::string::npos) << err;
 }
 
 TEST_F(CliInspect, FilesThatAreNotImagesAreUsageErrorsAndDamagedArchivesEnvironmentErrors) {

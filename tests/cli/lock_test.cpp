@@ -95,7 +95,7 @@ class CliLock : public ::testing::Test {
     ctx.err = &e;
     ctx.env = {{"GPUENV_CACHE_DIR", cache}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}};
     ctx.make_runner = [] { return gpuenv::make_process_runner(); };
-    ctx.make_fetcher = [] {
+    ctx.make_fetcher = [](const gpuenv::NetLimits&) {
       gpuenv::FetchOptions options;
       options.max_attempts = 2;
       return gpuenv::make_curl_fetcher(options);

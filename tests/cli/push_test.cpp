@@ -67,7 +67,7 @@ class CliPush : public ::testing::Test {
     ctx.env = {{"GPUENV_CACHE_DIR", m_dir / "cache"}, {"HOME", m_dir / "home"}, {"SOURCE_DATE_EPOCH", "1700000000"}};
     for (const auto& [k, v] : env) ctx.env[k] = v;
     ctx.make_runner = [] { return gpuenv::make_process_runner(); };
-    ctx.make_fetcher = [] {
+    ctx.make_fetcher = [](const gpuenv::NetLimits&) {
       gpuenv::FetchOptions options;
       options.max_attempts = 2;
       return gpuenv::make_curl_fetcher(options);

@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """A loopback HTTP server for fetcher tests that serves files from a directory and injects faults.
 
-Usage: fault_server.py DIR  -> prints the port on the first line of stdout, then serves until killed.
+Usage: fault_server.py DIR [QUERY] -> prints the port on the first line of stdout, then serves until killed.
+QUERY (e.g. "fault=status=503&retry_after=100000") applies to every request that has no query of its own, for
+clients whose URLs the test does not choose (a registry client).
 GET /PATH?fault=KIND&times=N serves DIR/PATH, with the fault applied to the first N requests of that URL:
-  status=CODE   answer CODE (e.g. 503, 429 with Retry-After: 1, 404)
+  status=CODE   answer CODE (e.g. 503, 429 with Retry-After: 1, 404); retry_after=S sends Retry-After: S
+  hang          send the headers, then nothing for 30 s (a stall after the headers)
+  trickle       send the body at rate=B bytes a second (default 16), in ten pieces a second
   drop          send headers and half the body, then close the connection
   truncate      like drop, but announce the full Content-Length (a truncated body)
   stall         send half the body, then stop sending for 30 s
@@ -16,6 +20,7 @@ import os, sys, threading, time, urllib.parse
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 
 root = sys.argv[1]
+default_query = sys.argv[2] if len(sys.argv) > 2 else ""
 counts = {}
 log = []
 lock = threading.Lock()
@@ -29,7 +34,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         url = urllib.parse.urlparse(self.path)
-        q = dict(urllib.parse.parse_qsl(url.query))
+        q = dict(urllib.parse.parse_qsl(url.query or default_query))
         with lock:
             log.append(f"{self.path} range={self.headers.get('Range', '')}")
             n = counts.get(self.path, 0)
@@ -42,7 +47,9 @@ class Handler(BaseHTTPRequestHandler):
         if active and fault.startswith("status="):
             code = int(fault.split("=")[1])
             self.send_response(code)
-            if code == 429:
+            if "retry_after" in q:
+                self.send_header("Retry-After", q["retry_after"])
+            elif code == 429:
                 self.send_header("Retry-After", "1")
             self.send_header("Content-Length", "5")
             self.end_headers()
@@ -78,6 +85,17 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
             self.connection.shutdown(2)
+            return
+        if active and fault == "hang":
+            self.wfile.flush()
+            time.sleep(30)
+            return
+        if active and fault == "trickle":
+            piece = max(1, int(q.get("rate", "16")) // 10)
+            for i in range(0, len(body), piece):
+                self.wfile.write(body[i:i + piece])
+                self.wfile.flush()
+                time.sleep(0.1)
             return
         if active and fault == "stall":
             self.wfile.write(body[:half])

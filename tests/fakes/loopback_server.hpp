@@ -12,8 +12,9 @@ namespace gpuenv::testing {
 
 class LoopbackServer {
  public:
-  /// Serves `dir`; port() is 0 when the server could not start.
-  explicit LoopbackServer(const std::string& dir) {
+  /// Serves `dir`; port() is 0 when the server could not start. `default_query` (fault_server.py's QUERY) applies
+  /// its faults to every request without a query of its own.
+  explicit LoopbackServer(const std::string& dir, const std::string& default_query = {}) {
     int fds[2];
     if (pipe(fds) != 0) return;
     m_pid = fork();
@@ -22,7 +23,7 @@ class LoopbackServer {
       dup2(fds[1], 1);
       close(fds[0]);
       const std::string script = std::string(GPUENV_SOURCE_DIR) + "/tests/fakes/fault_server.py";
-      execlp("python3", "python3", script.c_str(), dir.c_str(), static_cast<char*>(nullptr));
+      execlp("python3", "python3", script.c_str(), dir.c_str(), default_query.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
     close(fds[1]);

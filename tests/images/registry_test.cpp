@@ -118,8 +118,8 @@ HttpOptions quick_http(const std::string& ca = {}) {
   o.ca_bundle = ca;
   o.max_attempts = 3;
   o.backoff_base = std::chrono::milliseconds(20);
-  o.connect_timeout = std::chrono::milliseconds(3000);
-  o.stall_timeout = std::chrono::seconds(10);
+  o.limits.connect_timeout = std::chrono::milliseconds(3000);
+  o.limits.rate_window = std::chrono::seconds(10);
   return o;
 }
 
