@@ -374,9 +374,8 @@ Status check_needed_libraries(Assembly& a) {
 /// The base image's layers, as they are (their blobs copied into this layout), below gpuenv's.
 Status add_base_layers(Assembly& a, ImageLayers& out) {
   a.step("copying the base image's layers");
-  const json base_manifest = json::parse(a.base->image.manifest_text, nullptr, false);
-  out.base_config = json::parse(a.base->image.config_text, nullptr, false);
-  auto layers = assembly::copy_base_layers(a.layout, a.rq.base_layout_dir, a.rq.base_manifest_digest, base_manifest, out.base_config);
+  out.base_config = a.base->image.config;
+  auto layers = assembly::copy_base_layers(a.layout, a.rq.base_layout_dir, a.rq.base_manifest_digest, a.base->image.manifest, out.base_config);
   if (!layers) return std::move(layers).error();
   for (auto& bl : *layers) {
     out.diff_ids.push_back(bl.diff_id);

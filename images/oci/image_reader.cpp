@@ -10,6 +10,7 @@
 
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
+#include "images/oci/layout_image.hpp"
 
 namespace gpuenv::images {
 namespace {
@@ -114,25 +115,17 @@ Result<ImageSummary> from_oci_index(const json& index, const std::string& ref, c
   return summary_from_manifest(manifest, config, where, digest);
 }
 
+/// A layout through the one layout reader (every document verified), with inspect's errors.
 Result<ImageSummary> load_layout(const std::string& dir, const std::string& ref, const std::string& where) {
-  const fs::path index_path = fs::path(dir) / "index.json";
-  std::error_code ec;
-  if (!fs::is_regular_file(index_path, ec)) return bad("the directory " + dir + " is not an OCI layout (it has no index.json)", where);
-  std::ifstream in(index_path, std::ios::binary);
-  const std::string index_text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  GPUENV_TRY(index, parse_object(index_text, "index.json", index_path.string()));
-  const BlobReader read_blob = [&](const std::string& digest) -> Result<std::string> {
-    const auto d = Digest::parse(digest);
-    if (!d) return bad("unsupported or malformed digest '" + digest + "'", dir);
-    const fs::path p = fs::path(dir) / "blobs/sha256" / d->hex();
-    std::error_code ec;
-    if (!fs::is_regular_file(p, ec)) return damaged("the layout lacks blob " + digest, p.string());
-    auto bytes = read_file_limited(p.string(), k_max_document_bytes, {ErrorKind::environment, "inspect.damaged_image", "this is not a manifest or config gpuenv reads"});
-    if (!bytes) return std::move(bytes).error();
-    if (Digest::of(*bytes) != *d) return damaged("blob " + digest + " does not hold the bytes its digest names", p.string());
-    return std::move(*bytes);
-  };
-  return from_oci_index(index, ref, read_blob, where, index_path.string());
+  LayoutErrors errors;
+  errors.no_image = "inspect.bad_image";
+  errors.not_image_kind = ErrorKind::usage;
+  errors.not_image = "inspect.bad_image";
+  errors.not_image_hint = k_forms;
+  errors.damaged = "inspect.damaged_image";
+  errors.damaged_hint = "the image is incomplete or damaged; copy, pull or build it again";
+  GPUENV_TRY(image, read_layout_image(dir, ref, errors));
+  return summary_from_manifest(image.manifest, image.config, where, image.manifest_digest);
 }
 
 // ---- archives ----

@@ -29,27 +29,8 @@ Error bad_image(const std::string& what, const std::string& where) {
   return make_error(ErrorKind::environment, "run.bad_image", what, where, "rebuild the image with `gpuenv build`");
 }
 
-/// A small file read whole: a FIFO, a device or a directory is refused before it is read, so nothing waits on it.
-Result<std::string> read_document_file(const std::string& path);
-
-Result<json> read_json(const std::string& path) {
-  GPUENV_TRY(text, read_document_file(path));
-  json j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return bad_image("not a JSON object", path);
-  return j;
-}
-
 /// blobs/sha256/<hex> of LAYOUT: a Digest's hex is always 64 hex digits, so the path stays inside the layout.
 std::string blob(const std::string& layout, const Digest& digest) { return layout + "/blobs/sha256/" + digest.hex(); }
-
-/// Manifests and configs gpuenv reads whole; larger ones are not images it can run.
-constexpr std::uint64_t k_max_document_bytes = std::uint64_t{16} << 20;
-
-Result<std::string> read_document_file(const std::string& path) {
-  auto text = read_file_limited(path, k_max_document_bytes, {ErrorKind::environment, "run.bad_image", "this is not an image gpuenv can run"});
-  if (!text) return text.error().id == "run.bad_image" ? std::move(text).error() : bad_image("cannot read: " + text.error().message, path);
-  return text;
-}
 
 /// Extracts the layer LAYER (blobs/sha256/<hex> at PATH) into ROOT once its bytes are the ones its descriptor
 /// names (size and sha256, checked before anything is extracted).
@@ -109,51 +90,8 @@ Status extract_layer(const std::string& path, const Descriptor& layer, const std
 
 }  // namespace
 
-Result<LayoutImage> read_layout_image(const std::string& layout_dir, const std::string& ref) {
-  auto index = read_json(layout_dir + "/index.json");
-  if (!index) return std::move(index).error();
-  const json manifests = index->value("manifests", json::array());
-  const json* chosen = nullptr;
-  std::size_t count = 0;
-  for (const auto& m : manifests) {
-    ++count;
-    if (!m.is_object()) continue;
-    const std::string name = m.contains("annotations") && m["annotations"].is_object() ? m["annotations"].value("org.opencontainers.image.ref.name", "") : "";
-    const bool by_digest = ref.rfind("sha256:", 0) == 0 && m.contains("digest") && m["digest"].is_string() && m["digest"].get<std::string>() == ref;
-    if ((!ref.empty() && (name == ref || by_digest)) || (ref.empty() && chosen == nullptr)) chosen = &m;
-  }
-  if (chosen == nullptr || (ref.empty() && count > 1)) {
-    return make_error(ErrorKind::usage, "run.no_image", ref.empty() ? "the layout holds " + std::to_string(count) + " images; name one" : "no image named '" + ref + "'",
-                      layout_dir, "give the image as DIR:REF (the ref name in index.json)");
-  }
-  const DescriptorErrors errors{ErrorKind::environment, "run.bad_image", "rebuild the image with `gpuenv build`"};
-  GPUENV_TRY(listed, parse_descriptor(*chosen, layout_dir + "/index.json", errors));
-  LayoutImage out;
-  out.manifest_digest = listed.digest.str();
-  // Documents are read whole (they are small) and must hold the bytes their digest names.
-  auto read_document = [&](const Digest& digest) -> Result<std::string> {
-    const std::string path = blob(layout_dir, digest);
-    GPUENV_TRY(text, read_document_file(path));
-    if (Digest::of(text) != digest) return bad_image("the blob does not hold the bytes its digest " + digest.str() + " names", path);
-    return text;
-  };
-  GPUENV_TRY(manifest_text, read_document(listed.digest));
-  const json manifest = json::parse(manifest_text, nullptr, false);
-  if (!manifest.is_object() || !manifest.contains("config") || !manifest.contains("layers") || !manifest["layers"].is_array())
-    return bad_image("not an image manifest", blob(layout_dir, listed.digest));
-  GPUENV_TRY(config, parse_descriptor(manifest["config"], blob(layout_dir, listed.digest), errors));
-  GPUENV_TRY(config_text, read_document(config.digest));
-  out.manifest_text = std::move(manifest_text);
-  out.config_text = std::move(config_text);
-  return out;
-}
-
 Status extract_image_layers(const std::string& layout_dir, const LayoutImage& image, const std::string& root, std::vector<ExtractedEntry>* entries) {
-  const json manifest = json::parse(image.manifest_text, nullptr, false);
-  if (!manifest.is_object() || !manifest.contains("layers") || !manifest["layers"].is_array()) return bad_image("not an image manifest", image.manifest_digest);
-  const DescriptorErrors errors{ErrorKind::environment, "run.bad_image", "rebuild the image with `gpuenv build`"};
-  for (const auto& l : manifest["layers"]) {
-    GPUENV_TRY(layer, parse_descriptor(l, image.manifest_digest, errors));
+  for (const auto& layer : image.layers) {
     if (layer.media_type.find("tar") == std::string::npos)
       return bad_image("layer media type '" + layer.media_type + "' is not tar, tar+gzip or tar+zstd", blob(layout_dir, layer.digest));
     if (auto st = extract_layer(blob(layout_dir, layer.digest), layer, root, entries); !st) return st;
@@ -166,9 +104,7 @@ Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::str
   if (!image) return std::move(image).error();
   UnpackedImage out;
   out.manifest_digest = image->manifest_digest;
-  const json config = json::parse(image->config_text, nullptr, false);
-  if (!config.is_object()) return bad_image("not a JSON object", image->manifest_digest + " config");
-  const json c = config.value("config", json::object());
+  const json c = image->config.value("config", json::object());
   auto strings = [&](const char* key, std::vector<std::string>& into) {
     if (!c.is_object() || !c.contains(key) || !c[key].is_array()) return;
     for (const auto& e : c[key])

@@ -6,6 +6,7 @@
 
 #include "base/archive/safe_extract.hpp"
 #include "base/error.hpp"
+#include "images/oci/layout_image.hpp"  // LayoutImage, read_layout_image
 
 namespace gpuenv::images {
 
@@ -17,17 +18,6 @@ struct UnpackedImage {
   std::string working_dir = "/";
   bool reused = false;                ///< it was already unpacked
 };
-
-/// One image of an OCI layout: its manifest and config as stored.
-struct LayoutImage {
-  std::string manifest_digest;  ///< "sha256:<hex>"
-  std::string manifest_text;
-  std::string config_text;
-};
-
-/// The image of `layout_dir` named `ref` (org.opencontainers.image.ref.name), or the one whose manifest digest is
-/// `ref` ("sha256:..."), or its only image when `ref` is empty. Errors: `run.no_image`, `run.bad_image`.
-Result<LayoutImage> read_layout_image(const std::string& layout_dir, const std::string& ref);
 
 /// Extracts the layers of `image` (blobs of `layout_dir`), in order, into the existing directory `root`, with
 /// whiteouts applied. Errors: `run.bad_image` (a layer media type other than tar, tar+gzip), extraction's.

@@ -203,3 +203,65 @@ TEST_F(Unpack, AFifoAsTheIndexIsRefusedWithoutWaiting) {
 }
 
 }  // namespace
+
+namespace {
+
+// run, validate --image and base images read a layout through the same reader as inspect: an entry that is an
+// index of platforms is followed to its linux/amd64 image (before, run refused it as "not an image manifest"),
+// and each of its documents is verified on the way.
+TEST_F(Unpack, AnIndexOfPlatformsIsFollowedToItsLinuxAmd64ImageAndEveryDocumentIsVerified) {
+  auto layout = OciLayout::open((dir / "multi").string());
+  ASSERT_TRUE(layout.ok());
+  const std::string l = layer(*layout, "amd64", "mkdir -p etc && echo amd64 > etc/arch");
+  const auto ld = *gpuenv::Digest::parse(l);
+  auto c = layout->put_bytes(R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]},"config":{"Cmd":["/bin/true"]}})",
+                             "application/vnd.oci.image.config.v1+json");
+  ASSERT_TRUE(c.ok());
+  const nlohmann::json manifest = {{"schemaVersion", 2},
+                                   {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+                                   {"config", gpuenv::images::descriptor_object(*c)},
+                                   {"layers", {{{"mediaType", "application/vnd.oci.image.layer.v1.tar+gzip"}, {"digest", l}, {"size", fs::file_size(layout->blob_path(ld))}}}}};
+  auto m = layout->put_bytes(manifest.dump(), "application/vnd.oci.image.manifest.v1+json");
+  ASSERT_TRUE(m.ok());
+  nlohmann::json arm = gpuenv::images::descriptor_object(*m);
+  arm["digest"] = "sha256:" + std::string(64, 'a');  // never read: not the platform asked for
+  arm["platform"] = {{"os", "linux"}, {"architecture", "arm64"}};
+  nlohmann::json amd = gpuenv::images::descriptor_object(*m);
+  amd["platform"] = {{"os", "linux"}, {"architecture", "amd64"}};
+  const nlohmann::json index = {{"schemaVersion", 2}, {"mediaType", "application/vnd.oci.image.index.v1+json"}, {"manifests", {arm, amd}}};
+  auto idx = layout->put_bytes(index.dump(), "application/vnd.oci.image.index.v1+json");
+  ASSERT_TRUE(idx.ok());
+  ASSERT_TRUE(layout->write_index({*idx}).ok());
+
+  auto unpacked = gpuenv::images::unpack_image((dir / "multi").string(), "", (dir / "cache").string());
+  ASSERT_TRUE(unpacked.ok()) << unpacked.error().to_string();
+  EXPECT_EQ(unpacked->manifest_digest, m->digest.str());
+  EXPECT_EQ(slurp(fs::path(unpacked->rootfs) / "etc/arch"), "amd64\n");
+  EXPECT_EQ(unpacked->command, (std::vector<std::string>{"/bin/true"}));
+
+  // The config is verified like the manifest: one byte more and it is refused, with inspect's ids for inspect.
+  std::ofstream(layout->blob_path(c->digest), std::ios::app) << " ";
+  auto run_view = gpuenv::images::read_layout_image((dir / "multi").string(), "");
+  ASSERT_FALSE(run_view.ok());
+  EXPECT_EQ(run_view.error().id, "run.bad_image");
+  EXPECT_NE(run_view.error().message.find("the config does not hold the bytes"), std::string::npos) << run_view.error().to_string();
+  gpuenv::images::LayoutErrors inspect_errors;
+  inspect_errors.damaged = "inspect.damaged_image";
+  EXPECT_EQ(gpuenv::images::read_layout_image((dir / "multi").string(), "", inspect_errors).error().id, "inspect.damaged_image");
+}
+
+TEST_F(Unpack, AnIndexJsonLargerThanAnyImageNeedsIsRefusedUnread) {
+  auto layout = OciLayout::open((dir / "big").string());
+  ASSERT_TRUE(layout.ok());
+  {
+    std::ofstream f(dir / "big/index.json", std::ios::trunc);
+    f << "{\"manifests\":[";
+  }
+  fs::resize_file(dir / "big/index.json", (std::uintmax_t{17} << 20));  // sparse: nothing to read but zeros
+  auto r = gpuenv::images::read_layout_image((dir / "big").string(), "");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, "run.bad_image") << r.error().to_string();
+  EXPECT_EQ(r.error().where, (dir / "big/index.json").string());
+}
+
+}  // namespace
