@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 
+#include "base/file_io.hpp"
 #include "base/unique_fd.hpp"
 
 namespace gpuenv {
@@ -228,6 +229,49 @@ UniqueFd open_file_beneath(int root_fd, const std::string& rel) {
     return UniqueFd(-1);
   }
   return fd;
+}
+
+Status write_file_beneath(const std::string& root, const std::string& rel, std::string_view bytes, unsigned mode, const std::string& origin) {
+  auto io = [&](const std::string& what) {
+    return make_error(ErrorKind::environment, "archive.io", "cannot write " + rel + " in " + root + ": " + what, origin, "check free disk space and permissions");
+  };
+  GPUENV_TRY(path, normalize_member_path(rel));
+  if (!path) return unsafe(origin, rel, "not a file path");
+  UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (root_fd.get() < 0) return io(std::strerror(errno));
+  const auto slash = path->rfind('/');
+  const std::string dir = slash == std::string::npos ? std::string() : path->substr(0, slash);
+  const std::string name = slash == std::string::npos ? *path : path->substr(slash + 1);
+  UniqueFd dir_fd;
+  if (dir.empty()) {
+    dir_fd = UniqueFd(::dup(root_fd.get()));
+  } else {
+    GPUENV_TRY(opened, open_directory_beneath(root_fd.get(), dir, origin));
+    dir_fd = std::move(opened);
+  }
+  auto file = AtomicFile::create_in(dir_fd.get(), name, static_cast<mode_t>(mode), Durability::scratch);
+  if (!file) return io(file.error().message);
+  if (auto st = file->write(bytes); !st) return io(st.error().message);
+  if (auto st = file->commit(); !st) return io(st.error().message);
+  return ok_status();
+}
+
+std::optional<std::string> read_file_beneath(const std::string& root, const std::string& rel, std::size_t max_bytes) {
+  UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (root_fd.get() < 0) return std::nullopt;
+  UniqueFd fd = open_file_beneath(root_fd.get(), rel);
+  struct stat st {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) return std::nullopt;
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) return out;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > max_bytes) return std::nullopt;
+  }
 }
 
 Result<std::optional<std::string>> normalize_member_path(std::string_view p) {

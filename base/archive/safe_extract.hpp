@@ -66,6 +66,15 @@ Result<UniqueFd> open_directory_beneath(int root_fd, const std::string& rel, con
 /// Opens the existing regular file REL beneath ROOT_FD for reading under the same rule; an invalid fd (errno set)
 /// when it is missing, not a regular file, or reached only by leaving the root.
 UniqueFd open_file_beneath(int root_fd, const std::string& rel);
+/// Writes the file REL beneath the directory ROOT whole or not at all (a temporary name, then a rename), its
+/// directories made under open_directory_beneath's rule: an existing REL that is a symlink is replaced, never
+/// followed, and no directory on the way leads out. For the files gpuenv adds to an image tree after packages
+/// were unpacked into it (the lock, the SBOM, loader configuration, passwd). Errors: `archive.unsafe`
+/// (ORIGIN names the input), `archive.io`.
+Status write_file_beneath(const std::string& root, const std::string& rel, std::string_view bytes, unsigned mode, const std::string& origin);
+/// The regular file REL beneath ROOT under the same rule, at most MAX_BYTES; std::nullopt when it is missing,
+/// not a regular file, larger, or reached only by leaving the root.
+std::optional<std::string> read_file_beneath(const std::string& root, const std::string& rel, std::size_t max_bytes);
 
 /// Normalizes an archive member path: strips "./" and trailing "/", refuses absolute paths, "..", empty
 /// components and NUL; returns std::nullopt for the archive root itself ("./").

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "base/cache/fetch_into_cache.hpp"
+#include "base/archive/safe_extract.hpp"
 #include "base/digest.hpp"
 #include "images/assemble/layer_writer.hpp"
 #include "images/assemble/root_tree.hpp"
@@ -202,8 +203,8 @@ Status unpack_base_image(Assembly& a) {
   // Mode and owner as the base's layers give them (the tree itself belongs to whoever runs the build).
   for (const auto& e : entries) a.owners[e.path] = Owner{k_no_package, true, e.mode, e.uid, e.gid};
   base.image = std::move(*image);
-  std::ifstream status_in(a.root + "/var/lib/dpkg/status", std::ios::binary);
-  base.debs = assembly::base_packages(std::string(std::istreambuf_iterator<char>(status_in), {}));
+  // Beneath the root: a base whose dpkg status is a link to a host file gets nothing of the host read.
+  base.debs = assembly::base_packages(read_file_beneath(a.root, "var/lib/dpkg/status", std::size_t{64} << 20).value_or(""));
   a.base = std::move(base);
   return ok_status();
 }
@@ -275,7 +276,7 @@ Status install_wheels(Assembly& a) {
 /// The plan's ld.so.conf.d entry for the wheels' CUDA libraries, then the dynamic linker's cache.
 Status configure_loader(Assembly& a) {
   if (auto conf = wheel_cuda_loader_config(wheel_cuda_library_dirs(a.wheel_files, a.site_packages)))
-    if (auto st = assembly::write_file(a.root + "/" + conf->path, conf->text); !st) return st;
+    if (auto st = write_file_beneath(a.root, conf->path, conf->text, 0644, "the image tree " + a.root); !st) return st;
   LdCacheOptions lo;
   lo.multiarch_triplet = multiarch_triplet(a.rq.architecture);
   lo.generator = "gpuenv";
@@ -299,8 +300,9 @@ Status write_gpuenv_files(Assembly& a) {
     in.base = a.base->debs;
   }
   a.sbom = assembly::sbom_json(a.lock, in);
-  if (auto st = assembly::write_file(a.root + "/usr/share/gpuenv/gpuenv.lock", a.rq.lock_text); !st) return st;
-  return assembly::write_file(a.root + "/usr/share/gpuenv/sbom.spdx.json", a.sbom);
+  // Beneath the root: a package that made usr/share/gpuenv a link to a host directory gets no file written there.
+  if (auto st = write_file_beneath(a.root, "usr/share/gpuenv/gpuenv.lock", a.rq.lock_text, 0644, "the image tree " + a.root); !st) return st;
+  return write_file_beneath(a.root, "usr/share/gpuenv/sbom.spdx.json", a.sbom, 0644, "the image tree " + a.root);
 }
 
 // ---- Checks on the finished tree ---------------------------------------------------------------------------

@@ -56,15 +56,6 @@ std::optional<std::string> read_fd(UniqueFd fd) {
   }
 }
 
-Status write_atomic(const fs::path& path, const std::string& text) {
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  if (auto st = write_file_atomic(path.string(), text, 0644, Durability::scratch); !st) {
-    return make_error(ErrorKind::environment, "rootfs.io", "cannot write " + path.string() + ": " + st.error().message, path.string(), "check free disk space");
-  }
-  return ok_status();
-}
-
 std::string md5_hex(const std::string& bytes) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned n = 0;
@@ -240,11 +231,13 @@ Status apply_base_passwd(const std::string& root) {
   const fs::path r(root);
   for (const auto& [master, target] : {std::pair{"usr/share/base-passwd/passwd.master", "etc/passwd"},
                                        std::pair{"usr/share/base-passwd/group.master", "etc/group"}}) {
-    std::error_code ec;
-    if (!fs::exists(r / master, ec) || fs::exists(r / target, ec)) continue;
-    std::ifstream in(r / master, std::ios::binary);
-    const std::string text(std::istreambuf_iterator<char>(in), {});
-    if (auto st = write_atomic(r / target, text); !st) return st;
+    struct stat st {};
+    if (::lstat((r / target).c_str(), &st) == 0) continue;  // already there (as anything): left as it is
+    // Read and written beneath the root: a master that is a link to a host file (/etc/shadow) is not copied
+    // into the image, and an etc/ that links out of the tree gets nothing written into it.
+    const auto text = read_file_beneath(root, master, std::size_t{1} << 20);
+    if (!text) continue;
+    if (auto w = write_file_beneath(root, target, *text, 0644, "the image tree " + root); !w) return w;
   }
   return ok_status();
 }

@@ -53,6 +53,11 @@ std::string build(const std::vector<Entry>& entries, bool zip = false, bool gzip
   return std::string(buf.data(), used);
 }
 
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 class SafeExtract : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -118,6 +123,33 @@ TEST_F(SafeExtract, PathFilterSkipsDocs) {
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(fs::exists(root / "usr/share/doc/x/README"));
   EXPECT_TRUE(fs::exists(root / "usr/lib/x.so"));
+}
+
+// The rule for what gpuenv itself adds to an unpacked tree: through the tree's own directories only.
+TEST_F(SafeExtract, WritingBeneathTheRootNeverFollowsALinkOut) {
+  ASSERT_TRUE(write_file_beneath(root.string(), "usr/share/gpuenv/gpuenv.lock", "lock", 0644, "test").ok());
+  EXPECT_EQ(slurp(root / "usr/share/gpuenv/gpuenv.lock"), "lock");
+  // A directory on the way that links out of the tree is refused, and nothing lands outside.
+  fs::create_directories(root / "etc");
+  fs::create_directory_symlink(outside, root / "etc/ld.so.conf.d");
+  auto r = write_file_beneath(root.string(), "etc/ld.so.conf.d/gpuenv.conf", "x", 0644, "test");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, "archive.unsafe") << r.error().to_string();
+  EXPECT_TRUE(fs::is_empty(outside));
+  // A final name that is a link is replaced by the file, not followed.
+  std::ofstream(outside / "victim") << "host";
+  fs::create_symlink(outside / "victim", root / "usr/share/gpuenv/sbom.spdx.json");
+  ASSERT_TRUE(write_file_beneath(root.string(), "usr/share/gpuenv/sbom.spdx.json", "sbom", 0644, "test").ok());
+  EXPECT_EQ(slurp(outside / "victim"), "host");
+  EXPECT_FALSE(fs::is_symlink(root / "usr/share/gpuenv/sbom.spdx.json"));
+  EXPECT_EQ(slurp(root / "usr/share/gpuenv/sbom.spdx.json"), "sbom");
+  // Names with .. are refused before anything is opened; reading follows the same rule.
+  EXPECT_FALSE(write_file_beneath(root.string(), "../outside/x", "x", 0644, "test").ok());
+  EXPECT_FALSE(fs::exists(outside / "x"));
+  fs::create_symlink(outside / "victim", root / "link");
+  EXPECT_FALSE(read_file_beneath(root.string(), "link", 1024).has_value());
+  EXPECT_EQ(read_file_beneath(root.string(), "usr/share/gpuenv/gpuenv.lock", 1024).value_or(""), "lock");
+  EXPECT_FALSE(read_file_beneath(root.string(), "usr/share/gpuenv/gpuenv.lock", 2).has_value()) << "larger than the limit";
 }
 
 TEST_F(SafeExtract, RefusesAbsolutePaths) { expect_refused(build({{(outside / "evil").string(), 'f', "x"}}), "archive.unsafe"); }

@@ -117,6 +117,25 @@ TEST_F(DebRootfs, BasePasswdEffects) {
   EXPECT_EQ(slurp(root / "etc/passwd"), "custom\n");  // an existing file is kept, as the preinst does
 }
 
+// Before: the masters were read and etc/ written by plain paths, following links out of the tree: a package whose
+// passwd.master linked to a host file had that file copied into the image, and an etc/ linking to a host
+// directory got passwd written there.
+TEST_F(DebRootfs, BasePasswdNeitherReadsNorWritesThroughLinksOutOfTheTree) {
+  fs::create_directories(dir / "host/etc");
+  std::ofstream(dir / "host/shadow") << "root:$6$secret:19000:0:99999:7:::\n";
+  fs::create_directories(root / "usr/share/base-passwd");
+  fs::create_symlink(dir / "host/shadow", root / "usr/share/base-passwd/passwd.master");
+  ASSERT_TRUE(apply_base_passwd(root.string()).ok());
+  EXPECT_FALSE(fs::exists(fs::symlink_status(root / "etc/passwd"))) << "a host file was copied into the image";
+
+  std::ofstream(root / "usr/share/base-passwd/group.master") << "root:*:0:\n";
+  fs::create_directory_symlink(dir / "host/etc", root / "etc");
+  auto r = apply_base_passwd(root.string());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, "archive.unsafe") << r.error().to_string();
+  EXPECT_TRUE(fs::is_empty(dir / "host/etc")) << "written into a host directory";
+}
+
 TEST_F(DebRootfs, DatabaseIsDeterministic) {
   auto installed = install_all();
   ASSERT_TRUE(write_dpkg_database(root.string(), installed).ok());
