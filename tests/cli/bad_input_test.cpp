@@ -1,5 +1,6 @@
 // Hostile spec files through the whole command: each exits 2 with a message naming the file.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -84,6 +85,26 @@ TEST(BadInputFile, HundredMegabyteSpecIsRefusedBySize) {
   fs::remove(p);
   EXPECT_EQ(code, 2);
   EXPECT_NE(err.str().find("the limit is 1048576"), std::string::npos) << err.str();
+}
+
+// A FIFO given as the spec, the lock or the replay file is refused at once (opened non-blocking, checked, then
+// read), never waited on, and named for what it is (a replay FIFO was "Operation not supported", exit 4).
+TEST(BadInputFile, AFifoIsRefusedAtOnceWhereverAFileIsExpected) {
+  const fs::path fifo = fs::temp_directory_path() / ("gpuenv-fifo-" + std::to_string(::getpid()) + ".yaml");
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"resolve", fifo.string()}, {"lock", fifo.string()}, {"build", fifo.string()}, {"validate", "--backend", "replay:" + fifo.string()}}) {
+    std::ostringstream out, err;
+    gpuenv::cli::Context ctx;
+    ctx.out = &out;
+    ctx.err = &err;
+    ctx.make_probes = [] { return std::vector<std::unique_ptr<gpuenv::validate::HostProbe>>{}; };
+    const int code = gpuenv::cli::run(args, ctx);
+    EXPECT_EQ(code, 2) << args[0] << ": " << err.str();
+    EXPECT_NE(err.str().find("not a regular file"), std::string::npos) << args[0] << ": " << err.str();
+  }
+  fs::remove(fifo);
 }
 
 }  // namespace

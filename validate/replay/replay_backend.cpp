@@ -1,5 +1,7 @@
 #include "validate/replay/replay_backend.hpp"
 
+#include "base/file_io.hpp"
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -1127,25 +1129,14 @@ class ReplayBackend final : public GpuBackend {
 }  // namespace
 
 Result<std::string> read_replay_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) {
-    return make_error(ErrorKind::environment, "replay.file", "cannot read replay file '" + path.string() + "': " +
-                                                                 ec.message(),
-                      path.string(), "check the path given to --backend replay:FILE");
-  }
-  if (size > k_max_bytes) {
-    return make_error(ErrorKind::spec, "replay.too_large",
-                      "replay file is " + std::to_string(size) + " bytes; the limit is " + std::to_string(k_max_bytes),
-                      path.string(), "is this the right file? a recording of 8 GPUs is about 20 KiB");
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::string text(static_cast<std::size_t>(size), '\0');
-  if (!in || !in.read(text.data(), static_cast<std::streamsize>(text.size()))) {
-    return make_error(ErrorKind::environment, "replay.file", "cannot read replay file '" + path.string() + "'",
-                      path.string(), "check that the file is readable");
-  }
-  return text;
+  // Opened non-blocking and checked first: a FIFO or device is refused at once, a large file before it is read.
+  auto text = read_file_limited(path.string(), k_max_bytes,
+                                {ErrorKind::spec, "replay.too_large", "is this the right file? a recording of 8 GPUs is about 20 KiB"});
+  if (text || text.error().id == "replay.too_large") return text;
+  const Error& e = text.error();
+  return make_error(e.kind == ErrorKind::usage ? ErrorKind::usage : ErrorKind::environment, "replay.file",
+                    "cannot read replay file '" + path.string() + "': " + e.message, path.string(),
+                    e.id == "io.not_found" ? "check the path given to --backend replay:FILE" : "give the path of a replay YAML file");
 }
 
 Result<std::unique_ptr<GpuBackend>> load_replay_backend(std::string_view yaml_text, std::string_view origin,
