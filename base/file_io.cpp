@@ -30,6 +30,21 @@ std::string temp_name(const std::string& name) {
 
 }  // namespace
 
+std::optional<std::string> read_regular_fd(int fd, std::size_t max_bytes) {
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) > max_bytes) return std::nullopt;
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) return out;
+    out.append(buf, static_cast<std::size_t>(n));
+    if (out.size() > max_bytes) return std::nullopt;  // it grew while being read
+  }
+}
+
 Result<std::string> read_file_limited(const std::string& path, std::size_t max_bytes, const TooLarge& limit) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) {

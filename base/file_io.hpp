@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,11 @@ struct TooLarge {
 /// Reads a whole regular file of at most MAX_BYTES (larger files are refused without being read).
 /// Errors: `io.not_found` (usage), `io.not_a_file` (usage), TOO_LARGE, `io.error` (environment).
 Result<std::string> read_file_limited(const std::string& path, std::size_t max_bytes, const TooLarge& too_large = {});
+
+/// The whole content of the open file FD when it is a regular file of at most MAX_BYTES; std::nullopt when FD is
+/// invalid, not a regular file, larger, or unreadable. For readers that opened FD under their own rule (beneath
+/// a root, O_NOFOLLOW) and have their own error for "not there".
+std::optional<std::string> read_regular_fd(int fd, std::size_t max_bytes);
 
 /// Whether commit() syncs the file and its directory: `synced` for what outlives the run (caches, layouts, locks,
 /// reports); `scratch` for files of a tree under construction in a work directory, which is thrown away whole if

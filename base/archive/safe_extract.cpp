@@ -259,19 +259,7 @@ Status write_file_beneath(const std::string& root, const std::string& rel, std::
 std::optional<std::string> read_file_beneath(const std::string& root, const std::string& rel, std::size_t max_bytes) {
   UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (root_fd.get() < 0) return std::nullopt;
-  UniqueFd fd = open_file_beneath(root_fd.get(), rel);
-  struct stat st {};
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) return std::nullopt;
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return std::nullopt;
-    if (n == 0) return out;
-    out.append(buf, static_cast<std::size_t>(n));
-    if (out.size() > max_bytes) return std::nullopt;
-  }
+  return read_regular_fd(open_file_beneath(root_fd.get(), rel).get(), max_bytes);
 }
 
 Result<std::optional<std::string>> normalize_member_path(std::string_view p) {

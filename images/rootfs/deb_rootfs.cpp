@@ -42,19 +42,7 @@ Status write_in(int dir_fd, const std::string& where, const std::string& name, c
 
 /// The bytes of a regular file opened as FD (at most 64 MiB: dpkg's files are far smaller); std::nullopt when FD
 /// is invalid, not a regular file or unreadable.
-std::optional<std::string> read_fd(UniqueFd fd) {
-  struct stat st {};
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (64 << 20)) return std::nullopt;
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return std::nullopt;
-    if (n == 0) return out;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-}
+std::optional<std::string> read_fd(UniqueFd fd) { return read_regular_fd(fd.get(), std::size_t{64} << 20); }
 
 std::string md5_hex(const std::string& bytes) {
   unsigned char md[EVP_MAX_MD_SIZE];
