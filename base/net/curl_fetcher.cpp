@@ -427,6 +427,45 @@ class CurlFetcher final : public Fetcher {
     if (!t.dest.empty()) ::unlink(t.part().c_str());
   }
 
+  // A transfer curl finished: the file is judged by its size and sha256, then renamed into place.
+  void finish_complete(Transfer& t) {
+    const std::uint64_t total = t.offset + t.received;
+    const Digest digest = t.hash.finish_digest();
+    const bool size_bad = t.size && total != *t.size;
+    const bool sha_bad = t.sha256 && digest != *t.sha256;
+    if (size_bad || sha_bad) {
+      if (t.fd >= 0) {
+        ::close(t.fd);
+        t.fd = -1;
+      }
+      if (!t.dest.empty()) ::unlink(t.part().c_str());
+      const std::string what = size_bad ? "size " + std::to_string(total) + " instead of " + std::to_string(*t.size)
+                                        : "sha256 " + digest.hex() + " instead of " + t.sha256->hex();
+      if (!t.restarted_after_mismatch) {  // a corrupted transfer may heal once; a wrong file will not
+        t.restarted_after_mismatch = true;
+        schedule_retry(t, what);
+        return;
+      }
+      t.error = fail(t, "fetch.hash_mismatch", "downloaded file has " + what,
+                     "the mirror serves different bytes than its index promises; try another mirror or refresh the index");
+      finish_failed(t);
+      return;
+    }
+    if (!t.dest.empty()) {
+      if (::fsync(t.fd) != 0 || ::close(t.fd) != 0 || ::rename(t.part().c_str(), t.dest.c_str()) != 0) {
+        t.fd = -1;
+        t.error = make_error(ErrorKind::environment, "fetch.io", "cannot store " + t.dest + ": " + std::strerror(errno), t.url,
+                             "check free disk space and permissions");
+        finish_failed(t);
+        return;
+      }
+      t.fd = -1;
+    }
+    if (!t.sha256) t.sha256 = digest;
+    t.outcome = Outcome::done;
+    ++m_progress.files_done;
+  }
+
   void complete(Transfer& t, CURLcode code) {
     if (t.fd >= 0) {  // everything received must be on disk (and hashed) before the file is judged
       if (!t.stage.empty() && !t.write_failed())  // also after a failure: a resume continues from them
@@ -452,41 +491,7 @@ class CurlFetcher final : public Fetcher {
       return;
     }
     if (code == CURLE_OK) {
-      const std::uint64_t total = t.offset + t.received;
-      const Digest digest = t.hash.finish_digest();
-      const bool size_bad = t.size && total != *t.size;
-      const bool sha_bad = t.sha256 && digest != *t.sha256;
-      if (size_bad || sha_bad) {
-        if (t.fd >= 0) {
-          ::close(t.fd);
-          t.fd = -1;
-        }
-        if (!t.dest.empty()) ::unlink(t.part().c_str());
-        const std::string what = size_bad ? "size " + std::to_string(total) + " instead of " + std::to_string(*t.size)
-                                          : "sha256 " + digest.hex() + " instead of " + t.sha256->hex();
-        if (!t.restarted_after_mismatch) {  // a corrupted transfer may heal once; a wrong file will not
-          t.restarted_after_mismatch = true;
-          schedule_retry(t, what);
-          return;
-        }
-        t.error = fail(t, "fetch.hash_mismatch", "downloaded file has " + what,
-                       "the mirror serves different bytes than its index promises; try another mirror or refresh the index");
-        finish_failed(t);
-        return;
-      }
-      if (!t.dest.empty()) {
-        if (::fsync(t.fd) != 0 || ::close(t.fd) != 0 || ::rename(t.part().c_str(), t.dest.c_str()) != 0) {
-          t.fd = -1;
-          t.error = make_error(ErrorKind::environment, "fetch.io", "cannot store " + t.dest + ": " + std::strerror(errno), t.url,
-                               "check free disk space and permissions");
-          finish_failed(t);
-          return;
-        }
-        t.fd = -1;
-      }
-      if (!t.sha256) t.sha256 = digest;
-      t.outcome = Outcome::done;
-      ++m_progress.files_done;
+      finish_complete(t);
       return;
     }
     if (t.no_range_support) {
