@@ -8,6 +8,7 @@ const char* to_string(CheckStatus status) {
     case CheckStatus::warn: return "warn";
     case CheckStatus::fail: return "fail";
     case CheckStatus::skip: return "skip";
+    case CheckStatus::measured: return "measured";
   }
   return "skip";
 }
@@ -19,8 +20,9 @@ CheckStatus worse(CheckStatus a, CheckStatus b) {
     switch (s) {
       case CheckStatus::skip: return 0;
       case CheckStatus::pass: return 1;
-      case CheckStatus::warn: return 2;
-      case CheckStatus::fail: return 3;
+      case CheckStatus::measured: return 2;
+      case CheckStatus::warn: return 3;
+      case CheckStatus::fail: return 4;
     }
     return 0;
   };

@@ -18,10 +18,13 @@
 
 namespace gpuenv::validate {
 
-/// A check's verdict. SKIP is never counted as passed.
-enum class CheckStatus { pass, warn, fail, skip };
+/// A check's verdict. SKIP is never counted as passed. MEASURED: the check ran and its data was verified, but no
+/// reference judged the figure (none is known for this GPU model, link or mode), so it is neither a pass nor a
+/// failure; it never fails a run.
+enum class CheckStatus { pass, warn, fail, skip, measured };
 const char* to_string(CheckStatus status);
-/// The worse of two statuses for aggregation: fail > warn > pass; skip counts only when nothing ran.
+/// The worse of two statuses for aggregating one check's outcomes: fail > warn > measured > pass; skip counts only
+/// when nothing ran. A check with one unjudged figure is MEASURED, never PASS.
 CheckStatus worse(CheckStatus a, CheckStatus b);
 
 /// Depth of a run: `quick` is the boot pre-flight (<= 15 s on one GPU), `standard` <= 2 min, `long` <= 15 min.
@@ -41,8 +44,8 @@ struct GpuOutcome {
   int gpu = -1;
   CheckStatus status = CheckStatus::skip;
   std::string message;          ///< one line: what was found, with values
-  std::string code;             ///< stable error code from the catalog (error_codes.hpp) when WARN or FAIL
-  std::string hint;             ///< what to do next, when WARN or FAIL or SKIP
+  std::string code;             ///< stable error code from the catalog (error_codes.hpp) when WARN, FAIL or MEASURED
+  std::string hint;             ///< what to do next, when WARN, FAIL, SKIP or MEASURED
   std::vector<Metric> metrics;
 };
 

@@ -113,8 +113,10 @@ const std::vector<ErrorCode>& error_codes() {
        "check for other work on the GPU, clocks, power limits and temperature; drain the node if it stays low"},
       {"node_outlier", "one GPU measures well below the mean of the same GPUs in this node",
        "compare with the node's other GPUs: check this GPU's link, clocks and cooling; reseat or replace it"},
-      {"no_threshold", "no reference exists for this GPU model: the value is reported but not judged",
-       "add a measured reference for this model to recipes/gpus/thresholds.yaml"},
+      {"no_threshold",
+       "no reference, listed or derived from the hardware, judges this figure: it is reported as MEASURED, not judged",
+       "add a sourced reference (or the dense peak, NVLink link rate or PCIe rate it derives from) for this model to "
+       "recipes/gpus/thresholds.yaml"},
 
       // image (`--image`: the probe runs inside the image with the image's python3)
       {"image_probe_failed", "the probe could not run inside the image, or printed no report",

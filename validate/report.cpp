@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 
 namespace gpuenv::validate {
 namespace {
@@ -162,13 +163,14 @@ nlohmann::ordered_json outcome_json(const GpuOutcome& o) {
 }
 
 struct Counts {
-  int pass = 0, warn = 0, fail = 0, skip = 0;
+  int pass = 0, warn = 0, fail = 0, skip = 0, measured = 0;
   void add(CheckStatus s) {
     switch (s) {
       case CheckStatus::pass: ++pass; break;
       case CheckStatus::warn: ++warn; break;
       case CheckStatus::fail: ++fail; break;
       case CheckStatus::skip: ++skip; break;
+      case CheckStatus::measured: ++measured; break;
     }
   }
 };
@@ -190,9 +192,26 @@ CheckStatus aggregate_outcomes(const std::vector<GpuOutcome>& results) {
 }
 
 CheckStatus overall_status(const std::vector<CheckReport>& checks) {
+  // Unlike worse(), a measured figure beside judged passes leaves the run a PASS: nothing judged failed, and the
+  // summary counts what was only measured.
+  auto rank = [](CheckStatus s) {
+    switch (s) {
+      case CheckStatus::skip: return 0;
+      case CheckStatus::measured: return 1;
+      case CheckStatus::pass: return 2;
+      case CheckStatus::warn: return 3;
+      case CheckStatus::fail: return 4;
+    }
+    return 0;
+  };
   CheckStatus s = CheckStatus::skip;
-  for (const auto& c : checks) s = worse(s, c.status);
+  for (const auto& c : checks)
+    if (rank(c.status) > rank(s)) s = c.status;
   return s;
+}
+
+std::string report_status_text(const Report& report) {
+  return report.could_not_run ? std::string("could_not_run") : std::string(to_string(report.status));
 }
 
 int exit_code(const Report& report) {
@@ -206,7 +225,7 @@ int exit_code(const Report& report) {
 nlohmann::ordered_json report_json(const Report& report) {
   nlohmann::ordered_json j;
   j["schema"] = report.schema;
-  j["status"] = to_string(report.status);
+  j["status"] = report_status_text(report);
   j["backend"] = valid_utf8(report.backend);
   j["level"] = to_string(report.level);
   j["started_at"] = valid_utf8(report.started_at);
@@ -214,6 +233,7 @@ nlohmann::ordered_json report_json(const Report& report) {
   j["exit_code"] = exit_code(report);
   j["could_not_run"] = report.could_not_run;
   j["could_not_run_reason"] = string_or_null(report.could_not_run_reason);
+  j["could_not_run_hint"] = string_or_null(report.could_not_run_hint);
   auto notes = nlohmann::ordered_json::array();
   for (const auto& n : report.notes) notes.push_back(valid_utf8(n));
   j["notes"] = std::move(notes);
@@ -222,7 +242,7 @@ nlohmann::ordered_json report_json(const Report& report) {
   for (const auto& g : report.gpus) gpus.push_back(gpu_json(g));
   j["gpus"] = std::move(gpus);
   const Counts c = count_checks(report);
-  j["summary"] = {{"pass", c.pass}, {"warn", c.warn}, {"fail", c.fail}, {"skip", c.skip}};
+  j["summary"] = {{"pass", c.pass}, {"measured", c.measured}, {"warn", c.warn}, {"fail", c.fail}, {"skip", c.skip}};
   auto checks = nlohmann::ordered_json::array();
   for (const auto& check : report.checks) {
     nlohmann::ordered_json cj;
@@ -263,7 +283,7 @@ std::string report_junit(const Report& report) {
   };
   property("backend", report.backend);
   property("level", to_string(report.level));
-  property("status", to_string(report.status));
+  property("status", report_status_text(report));
   property("driver", report.driver.loaded ? report.driver.version : std::string("not loaded"));
   if (report.could_not_run) property("could_not_run", report.could_not_run_reason);
   x += "    </properties>\n";
@@ -280,7 +300,8 @@ std::string report_junit(const Report& report) {
           x += "/>\n";
           break;
         case CheckStatus::warn:
-          x += ">\n      <system-out>WARN";
+        case CheckStatus::measured:
+          x += std::string(">\n      <system-out>") + (o.status == CheckStatus::warn ? "WARN" : "MEASURED");
           if (!o.code.empty()) x += " " + xml_escape(o.code, false);
           x += ": " + xml_escape(o.message, false);
           if (!o.hint.empty()) x += "\nhint: " + xml_escape(o.hint, false);
@@ -303,20 +324,41 @@ std::string report_junit(const Report& report) {
   return x;
 }
 
-std::string report_text(const Report& report, bool colour) {
-  auto paint = [&](const std::string& text, const char* code) {
-    return colour ? std::string("\033[") + code + "m" + text + "\033[0m" : text;
-  };
-  auto status_code = [](CheckStatus s) {
-    switch (s) {
-      case CheckStatus::pass: return "32";
-      case CheckStatus::warn: return "33";
-      case CheckStatus::fail: return "1;31";
-      case CheckStatus::skip: return "2";
-    }
-    return "0";
-  };
+namespace {
 
+const char* status_colour(CheckStatus s) {
+  switch (s) {
+    case CheckStatus::pass: return "32";
+    case CheckStatus::warn: return "33";
+    case CheckStatus::fail: return "1;31";
+    case CheckStatus::skip: return "2";
+    case CheckStatus::measured: return "36";
+  }
+  return "0";
+}
+
+std::string pad(std::string s, std::size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+// Paints text with an ANSI colour, or leaves it plain.
+struct Painter {
+  bool colour = false;
+  [[nodiscard]] std::string operator()(const std::string& text, const char* code) const {
+    return colour ? std::string("\033[") + code + "m" + text + "\033[0m" : text;
+  }
+};
+
+// The skip every GPU check gets when the run could not run (runner.cpp): listed once, not per check.
+bool skipped_for_could_not_run(const Report& report, const CheckReport& check) {
+  if (!report.could_not_run || check.status != CheckStatus::skip || check.results.empty()) return false;
+  for (const auto& o : check.results)
+    if (o.message != "could not run: " + report.could_not_run_reason) return false;
+  return true;
+}
+
+std::string header_text(const Report& report, const Painter& paint) {
   std::string out = "gpuenv validate, level " + std::string(to_string(report.level)) + ", ";
   const std::string backend = terminal_safe(report.backend);
   // A replayed run must never pass for a real one, in colour or not.
@@ -324,7 +366,6 @@ std::string report_text(const Report& report, bool colour) {
   else out += "backend: " + (backend.empty() ? std::string("unknown") : backend);
   if (!report.started_at.empty()) out += ", started " + terminal_safe(report.started_at);
   out += "\n";
-
   if (report.driver.loaded) {
     out += "driver: " + terminal_safe(report.driver.version) + " (CUDA " +
            cuda_version_text(report.driver.cuda_driver_version) + ")\n";
@@ -337,38 +378,275 @@ std::string report_text(const Report& report, bool colour) {
     out += "GPU " + std::to_string(g.index) + ": " + terminal_safe(g.name) + " (" + hex_device_id(g.pci_device_id) +
            ", " + terminal_safe(g.pci_bus_id) + ", " + mem + ")\n";
   }
-  if (report.could_not_run)
+  if (report.could_not_run) {
     out += paint("could not run: " + terminal_safe(report.could_not_run_reason), "1;31") + "\n";
+    if (!report.could_not_run_hint.empty()) out += "hint: " + terminal_safe(report.could_not_run_hint) + "\n";
+  }
   for (const auto& n : report.notes) out += "note: " + terminal_safe(n) + "\n";
-  out += "\n";
+  return out + "\n";
+}
 
+// "[code] hint" for an outcome that is not a pass, or empty.
+std::string hint_text(const GpuOutcome& o) {
+  if (o.status == CheckStatus::pass || (o.code.empty() && o.hint.empty())) return {};
+  std::string out;
+  if (!o.code.empty()) out += "[" + terminal_safe(o.code) + "] ";
+  return out + terminal_safe(o.hint);
+}
+
+// One GPU's report: one row per check and GPU, the hint under rows that are not a pass.
+std::string single_gpu_rows(const Report& report, const Painter& paint) {
   std::size_t key_width = 5;  // "CHECK"
   for (const auto& c : report.checks) key_width = std::max(key_width, c.key.size());
-  auto pad = [](std::string s, std::size_t width) {
-    if (s.size() < width) s.append(width - s.size(), ' ');
-    return s;
-  };
-  out += pad("STATUS", 7) + pad("CHECK", key_width + 2) + pad("GPU", 5) + "MESSAGE\n";
-  const std::string indent(7 + key_width + 2 + 5, ' ');
+  constexpr std::size_t k_status_width = 9;  // "MEASURED "
+  std::string out = pad("STATUS", k_status_width) + pad("CHECK", key_width + 2) + pad("GPU", 5) + "MESSAGE\n";
+  const std::string indent(k_status_width + key_width + 2 + 5, ' ');
   for (const auto& check : report.checks) {
+    if (skipped_for_could_not_run(report, check)) continue;
     for (const auto& o : check.results) {
       const std::string word = upper(to_string(o.status));
-      out += paint(word, status_code(o.status)) + std::string(7 - word.size(), ' ');
-      out += pad(terminal_safe(check.key), key_width + 2) + pad(gpu_label(o.gpu), 5) + terminal_safe(o.message);
-      out += "\n";
-      if (o.status != CheckStatus::pass && (!o.code.empty() || !o.hint.empty())) {
-        out += indent;
-        if (!o.code.empty()) out += "[" + terminal_safe(o.code) + "] ";
-        out += terminal_safe(o.hint) + "\n";
-      }
+      out += paint(word, status_colour(o.status)) + std::string(k_status_width - word.size(), ' ');
+      out += pad(terminal_safe(check.key), key_width + 2) + pad(gpu_label(o.gpu), 5) + terminal_safe(o.message) + "\n";
+      if (const std::string hint = hint_text(o); !hint.empty()) out += indent + hint + "\n";
     }
   }
+  return out;
+}
+
+}  // namespace
+
+std::string gpu_ranges(std::vector<int> gpus) {
+  std::sort(gpus.begin(), gpus.end());
+  gpus.erase(std::unique(gpus.begin(), gpus.end()), gpus.end());
+  std::string out;
+  for (std::size_t i = 0; i < gpus.size();) {
+    std::size_t j = i;
+    while (j + 1 < gpus.size() && gpus[j + 1] == gpus[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += std::to_string(gpus[i]);
+    if (j > i) out += "-" + std::to_string(gpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+namespace {
+
+// The statuses in the order a status column lists them.
+constexpr CheckStatus k_column_order[] = {CheckStatus::pass, CheckStatus::measured, CheckStatus::warn,
+                                          CheckStatus::fail, CheckStatus::skip};
+
+// "PASS 0-6, FAIL 7" (plain, for widths) and its painted form; a host-wide outcome has no GPU list.
+std::pair<std::string, std::string> status_column(const CheckReport& check, const Painter& paint) {
+  std::string plain, painted;
+  for (CheckStatus s : k_column_order) {
+    std::vector<int> gpus;
+    bool host = false;
+    for (const auto& o : check.results) {
+      if (o.status != s) continue;
+      if (o.gpu < 0) host = true;
+      else gpus.push_back(o.gpu);
+    }
+    if (!host && gpus.empty()) continue;
+    const std::string word = upper(to_string(s));
+    const std::string list = gpus.empty() ? std::string() : " " + gpu_ranges(gpus);
+    plain += (plain.empty() ? "" : ", ") + word + list;
+    painted += (painted.empty() ? "" : ", ") + paint(word, status_colour(s)) + list;
+  }
+  return {plain, painted};
+}
+
+// An outcome's message with its own "GPU 3 (NVIDIA H100 ...)" at the start written as "the GPU", so that outcomes
+// that say the same thing of different GPUs read the same and are listed once.
+std::string shared_message(const GpuOutcome& o) {
+  const std::string own = "GPU " + std::to_string(o.gpu) + " (";
+  if (o.gpu < 0 || o.message.rfind(own, 0) != 0) return o.message;
+  int depth = 0;
+  for (std::size_t i = own.size() - 1; i < o.message.size(); ++i) {
+    if (o.message[i] == '(') ++depth;
+    if (o.message[i] == ')' && --depth == 0) return "the GPU" + o.message.substr(i + 1);
+  }
+  return o.message;
+}
+
+// The row's message: the one every passing outcome shares (the others get detail lines), else a pointer to the
+// figures table for throughput checks, else the first passing outcome's message with its GPU. With no pass: the
+// message all outcomes share, else a pointer to the detail lines.
+std::string row_message(const CheckReport& check) {
+  std::vector<const GpuOutcome*> passing;
+  for (const auto& o : check.results)
+    if (o.status == CheckStatus::pass) passing.push_back(&o);
+  const bool none_pass = passing.empty();
+  if (none_pass)
+    for (const auto& o : check.results) passing.push_back(&o);
+  bool same = true;
+  for (const GpuOutcome* o : passing) same = same && shared_message(*o) == shared_message(*passing.front());
+  if (same) return terminal_safe(passing.size() > 1 ? shared_message(*passing.front()) : passing.front()->message);
+  if (none_pass) return "per GPU below";
+  if (check.category == "throughput") return "figures per GPU in the table below";
+  const GpuOutcome& first = *passing.front();
+  return (first.gpu < 0 ? std::string() : "GPU " + std::to_string(first.gpu) + ": ") + terminal_safe(first.message);
+}
+
+// Detail lines under a several-GPU row: the outcomes that are not a pass, those with the same status, message
+// and hint as one line ("GPU 0-7: ..."), each with its hint below.
+std::string detail_lines(const CheckReport& check, const std::string& indent, const Painter& paint) {
+  struct Group {
+    const GpuOutcome* first;
+    std::vector<int> gpus;
+  };
+  std::vector<Group> groups;
+  for (const auto& o : check.results) {
+    if (o.status == CheckStatus::pass) continue;
+    auto same = [&](const Group& g) {
+      return g.first->status == o.status && shared_message(*g.first) == shared_message(o) &&
+             g.first->code == o.code && g.first->hint == o.hint;
+    };
+    auto it = std::find_if(groups.begin(), groups.end(), same);
+    if (it == groups.end()) groups.push_back({&o, {o.gpu}});
+    else it->gpus.push_back(o.gpu);
+  }
+  // One group holding every outcome has the row's message already: only its hint is added. Each distinct hint is
+  // written once, after the lines it belongs to.
+  std::string out;
+  std::vector<std::string> hints;
+  for (const auto& g : groups) {
+    const bool host = g.gpus.size() == 1 && g.gpus.front() < 0;
+    if (!(groups.size() == 1 && g.gpus.size() == check.results.size())) {
+      out += indent + paint(upper(to_string(g.first->status)), status_colour(g.first->status)) +
+             (host ? std::string() : " GPU " + gpu_ranges(g.gpus)) + ": " +
+             terminal_safe(g.gpus.size() > 1 ? shared_message(*g.first) : g.first->message) + "\n";
+    }
+    const std::string hint = hint_text(*g.first);
+    if (!hint.empty() && std::find(hints.begin(), hints.end(), hint) == hints.end()) hints.push_back(hint);
+  }
+  for (const auto& hint : hints) out += indent + "  " + hint + "\n";
+  return out;
+}
+
+// Several GPUs: one row per check with the GPUs per status, details only for what is not a pass.
+std::string grouped_rows(const Report& report, const Painter& paint) {
+  std::size_t key_width = 5, status_width = 6;  // "CHECK", "STATUS"
+  for (const auto& c : report.checks) {
+    if (skipped_for_could_not_run(report, c)) continue;
+    key_width = std::max(key_width, c.key.size());
+    status_width = std::max(status_width, status_column(c, Painter{}).first.size());
+  }
+  std::string out = pad("STATUS", status_width + 2) + pad("CHECK", key_width + 2) + "MESSAGE\n";
+  const std::string indent(status_width + 2, ' ');
+  for (const auto& check : report.checks) {
+    if (skipped_for_could_not_run(report, check) || check.results.empty()) continue;
+    const auto [plain, painted] = status_column(check, paint);
+    out += painted + std::string(status_width + 2 - plain.size(), ' ') + pad(terminal_safe(check.key), key_width + 2) +
+           row_message(check) + "\n";
+    out += detail_lines(check, indent, paint);
+  }
+  return out;
+}
+
+
+// One column of the figures table: a metric of one check's outcomes per GPU.
+struct FigureColumn {
+  std::string check;      // "hbm_bandwidth"
+  std::string prefix;     // metric prefix: "bf16.", or "" ; "to_gpu" takes the minimum over the peers
+  std::string suffix;     // "gbs", "tflops"
+  std::string label;      // "HBM GB/s"
+};
+
+std::string figure_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v >= 1 || v <= 0 ? "%.1f" : "%.3g", v);
+  return buf;
+}
+
+const GpuOutcome* outcome_of(const Report& report, const std::string& key, int gpu) {
+  for (const auto& c : report.checks) {
+    if (c.key != key) continue;
+    for (const auto& o : c.results)
+      if (o.gpu == gpu) return &o;
+  }
+  return nullptr;
+}
+
+// The figure of `column` for `gpu` ("709.4", "55.3*" when no reference judged it), or "-" when not measured.
+std::string figure_cell(const Report& report, const FigureColumn& column, int gpu) {
+  const GpuOutcome* o = outcome_of(report, column.check, gpu);
+  if (o == nullptr) return "-";
+  const bool peers = column.prefix == "to_gpu";
+  std::optional<double> value;
+  bool judged = true;
+  for (const auto& m : o->metrics) {
+    const std::string median = "median_" + column.suffix;
+    if (m.name.size() < median.size() || m.name.compare(m.name.size() - median.size(), median.size(), median) != 0)
+      continue;
+    const std::string prefix = m.name.substr(0, m.name.size() - median.size());
+    if (peers ? prefix.rfind("to_gpu", 0) != 0 : prefix != column.prefix) continue;
+    value = value ? std::min(*value, m.value) : m.value;
+    bool has_reference = false;
+    for (const auto& r : o->metrics) has_reference = has_reference || r.name == prefix + "reference_" + column.suffix;
+    judged = judged && has_reference;
+  }
+  if (!value) return "-";
+  return figure_text(*value) + (judged ? "" : "*");
+}
+
+// Several GPUs: the measured throughput figures, one row per GPU; columns only for what was measured.
+std::string figures_table(const Report& report) {
+  std::vector<FigureColumn> columns = {{"h2d_bandwidth", "", "gbs", "H2D GB/s"},
+                                       {"d2h_bandwidth", "", "gbs", "D2H GB/s"},
+                                       {"hbm_bandwidth", "", "gbs", "HBM GB/s"}};
+  for (const char* dtype : {"bf16", "fp16", "tf32", "fp64"})
+    columns.push_back({"gemm_tflops", std::string(dtype) + ".", "tflops", std::string(dtype) + " TFLOPS"});
+  columns.push_back({"p2p_bandwidth", "to_gpu", "gbs", "P2P min GB/s"});
+  std::vector<std::vector<std::string>> cells;  // [column][gpu]
+  std::vector<FigureColumn> shown;
+  bool any_unjudged = false;
+  for (const auto& column : columns) {
+    std::vector<std::string> values;
+    bool any = false;
+    for (const auto& g : report.gpus) {
+      values.push_back(figure_cell(report, column, g.index));
+      any = any || values.back() != "-";
+      any_unjudged = any_unjudged || values.back().back() == '*';
+    }
+    if (!any) continue;
+    shown.push_back(column);
+    cells.push_back(std::move(values));
+  }
+  if (shown.empty()) return {};
+  std::string out = std::string("\nfigures per GPU (medians") + (any_unjudged ? "; * measured, not judged" : "") + "):\n";
+  out += pad("GPU", 5);
+  for (const auto& c : shown) out += pad(c.label, c.label.size() + 2);
+  out += "NVLink links\n";
+  for (std::size_t g = 0; g < report.gpus.size(); ++g) {
+    out += pad(std::to_string(report.gpus[g].index), 5);
+    for (std::size_t c = 0; c < shown.size(); ++c) out += pad(cells[c][g], shown[c].label.size() + 2);
+    out += std::to_string(report.gpus[g].nvlink_links_active) + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string report_text(const Report& report, bool colour) {
+  const Painter paint{colour};
+  std::string out = header_text(report, paint);
+  out += report.gpus.size() >= 2 ? grouped_rows(report, paint) : single_gpu_rows(report, paint);
+  int not_run = 0;
+  for (const auto& check : report.checks) not_run += skipped_for_could_not_run(report, check) ? 1 : 0;
+  if (not_run > 0) {
+    out += paint("SKIP", status_colour(CheckStatus::skip)) + " " + std::to_string(not_run) +
+           " GPU checks: could not run (" + terminal_safe(report.could_not_run_reason) + ")\n";
+  }
+  if (report.gpus.size() >= 2) out += figures_table(report);
 
   const Counts c = count_checks(report);
-  out += "\nresult: " + paint(upper(to_string(report.status)), status_code(report.status)) + " (" +
-         std::to_string(c.pass) + " passed, " + std::to_string(c.warn) + " warned, " + std::to_string(c.fail) +
-         " failed, " + std::to_string(c.skip) + " skipped) in " + seconds_text(report.duration_ms, 1) + " s";
-  if (backend == "replay") out += ", from recorded answers";
+  const std::string word = report.could_not_run ? std::string("COULD NOT RUN") : upper(to_string(report.status));
+  out += "\nresult: " + paint(word, report.could_not_run ? "1;31" : status_colour(report.status)) + " (" +
+         std::to_string(c.pass) + " passed, " + (c.measured > 0 ? std::to_string(c.measured) + " measured, " : "") +
+         std::to_string(c.warn) + " warned, " + std::to_string(c.fail) + " failed, " + std::to_string(c.skip) +
+         " skipped) in " + seconds_text(report.duration_ms, 1) + " s";
+  if (terminal_safe(report.backend) == "replay") out += ", from recorded answers";
   out += "\n";
   return out;
 }

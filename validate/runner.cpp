@@ -409,6 +409,7 @@ Result<Report> run_unguarded(GpuBackend& backend, const CheckInputs& inputs,
   report.started_at = options.started_at;
   const std::vector<GpuInfo> all_gpus = read_machine(backend, report);
   std::string could_not_run_hint = mark_could_not_run(report, all_gpus);
+  report.could_not_run_hint = could_not_run_hint;
   std::vector<GpuInfo> selected;
   if (!report.could_not_run) {
     GPUENV_TRY(chosen, select_gpus(all_gpus, inputs.gpus));

@@ -110,7 +110,7 @@ class Parser : private YamlReader {
       : YamlReader({origin, ErrorKind::spec, "thresholds", std::string(k_doc_hint)}) {}
 
   Result<ThresholdTable> table(const YAML::Node& root) {
-    GPUENV_TRY(top, map(root, "thresholds", {"schema", "fail_fraction", "node_tolerance", "gpus"}));
+    GPUENV_TRY(top, map(root, "thresholds", {"schema", "fail_fraction", "node_tolerance", "derived", "gpus"}));
     ThresholdTable out;
     bool have_schema = false;
     bool have_gpus = false;
@@ -135,6 +135,9 @@ class Parser : private YamlReader {
                        "0.10 fails a GPU more than 10% below the node's mean");
         }
         out.node_tolerance = t;
+      } else if (k == "derived") {
+        GPUENV_TRY(rules, derived_rules(value));
+        out.derived = std::move(rules);
       } else if (k == "gpus") {
         GPUENV_TRY(gpus, gpu_list(value));
         out.gpus = std::move(gpus);
@@ -157,6 +160,73 @@ class Parser : private YamlReader {
                    "0.75 fails a measurement below 75% of the reference");
     }
     return f;
+  }
+
+  Result<DerivedRules> derived_rules(const YAML::Node& n) const {
+    GPUENV_TRY(entries, map(n, "derived", {"host_device", "gemm", "nvlink"}));
+    DerivedRules out;
+    for (const auto& [key, value] : entries) {
+      const std::string k = key.Scalar();
+      if (k == "host_device") {
+        GPUENV_TRY(rule, map(value, "derived.host_device", {"fraction", "source", "pcie_generations"}));
+        GPUENV_TRY(f, sourced_fraction(value, "derived.host_device"));
+        out.host_device = std::move(f);
+        for (const auto& [rk, rv] : rule) {
+          if (rk.Scalar() != "pcie_generations") continue;
+          GPUENV_TRY(gens, pcie_generations(rv));
+          out.pcie = std::move(gens);
+        }
+      } else {
+        GPUENV_TRY(rule, map(value, "derived." + k, {"fraction", "source"}));
+        (void)rule;
+        GPUENV_TRY(f, sourced_fraction(value, "derived." + k));
+        (k == "gemm" ? out.gemm : out.nvlink) = std::move(f);
+      }
+    }
+    return out;
+  }
+
+  // `fraction` (0 < f <= 1) and its non-empty `source` under a rule.
+  Result<SourcedFraction> sourced_fraction(const YAML::Node& n, const std::string& what) const {
+    GPUENV_TRY(f_node, field(n, "fraction"));
+    GPUENV_TRY(f, fail_fraction(f_node, what + ".fraction"));
+    GPUENV_TRY(source_node, field(n, "source"));
+    GPUENV_TRY(source, text(source_node, what + ".source"));
+    if (trim(source).empty()) {
+      return error(n, "missing_source", what + " has no source",
+                   "say why the fraction was chosen, or where it comes from");
+    }
+    return SourcedFraction{f, trim(source)};
+  }
+
+  Result<std::vector<PcieGeneration>> pcie_generations(const YAML::Node& n) const {
+    GPUENV_TRY(items, list(n, "pcie_generations"));
+    std::vector<PcieGeneration> out;
+    for (const auto& item : items) {
+      GPUENV_TRY(entries, map(item, "pcie_generations item", {"gen", "transfer_rate_gts", "encoding", "source"}));
+      (void)entries;
+      PcieGeneration g;
+      GPUENV_TRY(gen_node, field(item, "gen"));
+      GPUENV_TRY(gen, integer(gen_node, "gen"));
+      GPUENV_TRY(rate_node, field(item, "transfer_rate_gts"));
+      GPUENV_TRY(rate, number(rate_node, "transfer_rate_gts"));
+      GPUENV_TRY(enc_node, field(item, "encoding"));
+      GPUENV_TRY(encoding, scalar(enc_node, "encoding"));
+      GPUENV_TRY(source_node, field(item, "source"));
+      GPUENV_TRY(source, text(source_node, "source"));
+      if (gen < 1 || gen > 7 || !(rate > 0 && rate <= 256)) {
+        return error(item, "bad_value", "PCIe generation " + std::to_string(gen) + " at " + format_number(rate) +
+                                            " GT/s is not a PCIe link", "gen is 1..7, transfer_rate_gts as PCI-SIG gives it (32 for Gen5)");
+      }
+      if (encoding != "8b/10b" && encoding != "128b/130b") {
+        return error(enc_node, "bad_value", "unknown PCIe encoding '" + encoding + "'", "write 8b/10b or 128b/130b");
+      }
+      if (trim(source).empty()) return error(item, "missing_source", "PCIe Gen" + std::to_string(gen) + " has no source");
+      for (const auto& seen : out)
+        if (seen.gen == gen) return error(item, "duplicate_key", "PCIe Gen" + std::to_string(gen) + " is listed twice");
+      out.push_back({gen, rate, encoding, encoding == "8b/10b" ? 0.8 : 128.0 / 130.0, trim(source)});
+    }
+    return out;
   }
 
   Result<std::vector<GpuThresholds>> gpu_list(const YAML::Node& n) {
@@ -190,7 +260,8 @@ class Parser : private YamlReader {
   }
 
   Result<GpuThresholds> gpu_entry(const YAML::Node& n) {
-    GPUENV_TRY(entries, map(n, "gpus item", {"model", "pci_device_ids", "fail_fraction", "references"}));
+    GPUENV_TRY(entries, map(n, "gpus item",
+                            {"model", "pci_device_ids", "fail_fraction", "references", "dense_peaks", "nvlink_link"}));
     GpuThresholds gpu;
     bool have_ids = false;
     for (const auto& [key, value] : entries) {
@@ -208,6 +279,19 @@ class Parser : private YamlReader {
       } else if (k == "references") {
         GPUENV_TRY(refs, references(value));
         gpu.references = std::move(refs);
+      } else if (k == "dense_peaks") {
+        GPUENV_TRY(peaks, references(value));
+        for (const auto& [metric, peak] : peaks) {
+          if (metric.rfind("gemm_tflops.", 0) != 0) {
+            return error(value[metric], "unknown_metric", "'dense_peaks' holds GEMM peaks only, not '" + metric + "'",
+                         "list gemm_tflops.<type> entries with the datasheet's dense figure");
+          }
+        }
+        gpu.dense_peaks = std::move(peaks);
+      } else if (k == "nvlink_link") {
+        constexpr MetricInfo k_link{"nvlink_link", "GB/s", 1, 500};  // one link, one direction
+        GPUENV_TRY(link, reference(value, k_link));
+        gpu.nvlink_link = std::move(link);
       }
     }
     if (gpu.model.empty()) {

@@ -13,11 +13,39 @@
 
 namespace gpuenv::validate {
 
-/// A known-good figure for one metric on one GPU model.
+/// A known-good figure for one metric on one GPU model, or one derived from the hardware (`basis` says how).
 struct Reference {
   double value = 0;    ///< in the metric's canonical unit (GB/s for bandwidths, TFLOPS for GEMM)
   std::string unit;    ///< the canonical unit
   std::string source;  ///< where the figure comes from (URL or "measured on ... with ...")
+  std::string basis;   ///< for a derived reference, the derivation in short: "0.8 x PCIe Gen5 x16 payload 63.0 GB/s"
+};
+
+/// A fraction a derivation rule applies, with the reason it was chosen.
+struct SourcedFraction {
+  double value = 0;
+  std::string source;
+};
+
+/// One PCIe generation's signalling, with its source.
+struct PcieGeneration {
+  int gen = 0;
+  double transfer_rate_gts = 0;  ///< transfers per second per lane, in 1e9
+  std::string encoding;          ///< "8b/10b" or "128b/130b"
+  double efficiency = 0;         ///< payload bits per line bit: 0.8 or 128/130
+  std::string source;
+};
+
+/// The rules that derive a reference from the hardware where no known-good figure is listed for a model
+/// (docs/thresholds.md, "Derived references"). A rule that is absent derives nothing: the figure is MEASURED.
+struct DerivedRules {
+  /// h2d/d2h: fraction x the PCIe link's payload rate per direction (link's maximum generation and width).
+  std::optional<SourcedFraction> host_device;
+  std::vector<PcieGeneration> pcie;
+  /// gemm_tflops.<type>: fraction x the model's datasheet dense peak for the type.
+  std::optional<SourcedFraction> gemm;
+  /// p2p_bandwidth, nccl_allreduce: fraction x active NVLink links x the model's per-link rate per direction.
+  std::optional<SourcedFraction> nvlink;
 };
 
 /// The references of one GPU model.
@@ -26,12 +54,15 @@ struct GpuThresholds {
   std::vector<std::uint32_t> pci_device_ids;    ///< 0x2335
   std::map<std::string, Reference> references;  ///< metric key ("hbm_bandwidth", "gemm_tflops.bf16") -> reference
   std::optional<double> fail_fraction;          ///< overrides the table's default
+  std::map<std::string, Reference> dense_peaks; ///< "gemm_tflops.bf16" -> the datasheet's dense peak
+  std::optional<Reference> nvlink_link;         ///< one NVLink link's bandwidth per direction, GB/s
 };
 
 /// All loaded references plus the default rule.
 struct ThresholdTable {
   double fail_fraction = 0.75;   ///< fail below this fraction of the reference
   double node_tolerance = 0.10;  ///< fail below (1 - tolerance) x the node's mean
+  DerivedRules derived;
   std::vector<GpuThresholds> gpus;
   /// The model with this PCI device id, or null.
   [[nodiscard]] const GpuThresholds* find(std::uint32_t pci_device_id) const;

@@ -170,7 +170,7 @@ void h200x1(FakeGpuBackend& b) {
 // are known, the L4 is not.
 ThresholdTable thresholds() {
   ThresholdTable t;
-  auto model = [](const char* name, std::uint32_t pci, double hbm, double h2d, double bf16) {
+  auto model = [](const char* name, std::uint32_t pci, double hbm, double h2d, double bf16, double fp64) {
     gpuenv::validate::GpuThresholds g;
     g.model = name;
     g.pci_device_ids = {pci};
@@ -178,13 +178,16 @@ ThresholdTable thresholds() {
     g.references["h2d_bandwidth"] = {h2d, "GB/s", "test"};
     g.references["d2h_bandwidth"] = {h2d, "GB/s", "test"};
     g.references["gemm_tflops.bf16"] = {bf16, "TFLOPS", "test"};
+    g.references["gemm_tflops.fp16"] = {bf16, "TFLOPS", "test"};
+    g.references["gemm_tflops.tf32"] = {bf16 / 2, "TFLOPS", "test"};
+    g.references["gemm_tflops.fp64"] = {fp64, "TFLOPS", "test"};
     return g;
   };
-  t.gpus.push_back(model("H100 SXM5 80GB", k_h100, 3000, 55, 700));
+  t.gpus.push_back(model("H100 SXM5 80GB", k_h100, 3000, 55, 700, 55));
   t.gpus.back().references["p2p_bandwidth"] = {370, "GB/s", "test"};
   t.gpus.back().references["nccl_allreduce"] = {360, "GB/s", "test"};
-  t.gpus.push_back(model("A100 SXM4 80GB", k_a100, 1700, 25, 250));
-  t.gpus.push_back(model("H200 SXM 141GB", k_h200, 4200, 55, 700));
+  t.gpus.push_back(model("A100 SXM4 80GB", k_a100, 1700, 25, 250, 18));
+  t.gpus.push_back(model("H200 SXM 141GB", k_h200, 4200, 55, 700, 55));
   return t;
 }
 
@@ -392,7 +395,10 @@ TEST(ErrorCodes, FindKnownCodesAndNothingElse) {
 
 // Every check of the level passes, except those in `may_skip`, which may be not applicable or SKIP (never FAIL).
 // The image checks are not applicable here (no --image); image_checks_test.cpp covers them.
-void expect_all_pass(FakeGpuBackend& backend, CheckInputs& inputs, const std::set<std::string>& may_skip = {}) {
+// Every check of the level passes, except those in `may_skip` (not applicable or SKIP) and those in `measured`,
+// which must be MEASURED: their figures have no reference.
+void expect_all_pass(FakeGpuBackend& backend, CheckInputs& inputs, const std::set<std::string>& may_skip = {},
+                     const std::set<std::string>& measured = {}) {
   for (const auto& c : all_checks()) {
     if (!c->runs_at(inputs.level)) continue;
     Ran ran = run_check(c->key(), backend, inputs);
@@ -404,7 +410,8 @@ void expect_all_pass(FakeGpuBackend& backend, CheckInputs& inputs, const std::se
     ASSERT_FALSE(ran.outcomes.empty()) << c->key();
     for (const auto& o : ran.outcomes) {
       if (skip_ok && o.status == CheckStatus::skip) continue;
-      EXPECT_EQ(o.status, CheckStatus::pass) << c->key() << " GPU " << o.gpu << ": " << o.message << " [" << o.code << "]";
+      const CheckStatus expected = measured.count(c->key()) ? CheckStatus::measured : CheckStatus::pass;
+      EXPECT_EQ(o.status, expected) << c->key() << " GPU " << o.gpu << ": " << o.message << " [" << o.code << "]";
     }
   }
 }
@@ -423,12 +430,14 @@ TEST_F(Checks, HealthyH200PassesAtQuickWithTheOthersNotApplicable) {
   expect_all_pass(backend, inputs, {"driver_meets_lock", "fabric_manager", "mig_state", "retired_pages"});
 }
 
-TEST_F(Checks, HealthyL4PassesAndSaysWhatWasNotJudged) {
+TEST_F(Checks, HealthyL4IsMeasuredWhereNoReferenceJudgesIt) {
   l4x1(backend);
   expect_all_pass(backend, inputs,
                   {"driver_meets_lock", "fabric_manager", "mig_state", "retired_pages", "p2p_bandwidth",
-                   "nccl_allreduce"});
+                   "nccl_allreduce"},
+                  {"hbm_bandwidth", "h2d_bandwidth", "d2h_bandwidth", "gemm_tflops"});
   Ran hbm = run("hbm_bandwidth");
+  EXPECT_EQ(hbm.gpu(0).status, CheckStatus::measured);
   EXPECT_EQ(hbm.gpu(0).code, "no_threshold");
   EXPECT_NE(hbm.gpu(0).message.find("not judged"), std::string::npos) << hbm.gpu(0).message;
 }
@@ -1076,7 +1085,7 @@ TEST_F(Checks, NodeRuleAppliesWithoutAReference) {
   Ran r = run("hbm_bandwidth");
   EXPECT_EQ(r.gpu(1).code, "node_outlier");
   EXPECT_EQ(r.gpu(0).code, "no_threshold");
-  EXPECT_EQ(r.gpu(0).status, CheckStatus::pass);
+  EXPECT_EQ(r.gpu(0).status, CheckStatus::measured);
 }
 
 TEST_F(Checks, TooFewOrUnverifiedSamplesAreNeverAPass) {

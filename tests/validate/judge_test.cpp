@@ -150,10 +150,10 @@ TEST(JudgeSamples, LowTflopsFailsWithTflopsLowAndPrefixedMetrics) {
   EXPECT_TRUE(metric(j, "bf16.reference_tflops"));
 }
 
-TEST(JudgeSamples, WithoutAReferenceReportsAndSaysNotJudged) {
+TEST(JudgeSamples, WithoutAReferenceIsMeasuredAndSaysNotJudged) {
   const ThresholdTable t = table();
   auto j = judge_samples("hbm_bandwidth", gbs({250, 260, 270}), find_reference(&t, 0x27b8, "hbm_bandwidth"));
-  EXPECT_EQ(j.status, CheckStatus::pass);
+  EXPECT_EQ(j.status, CheckStatus::measured);
   EXPECT_EQ(j.code, "no_threshold");
   EXPECT_NE(j.message.find("not judged"), std::string::npos) << j.message;
   EXPECT_TRUE(metric(j, "median_gbs"));
@@ -268,6 +268,91 @@ TEST(UnitSuffix, NamesMetricsByUnit) {
   EXPECT_EQ(gpuenv::validate::unit_suffix(""), "value");
   EXPECT_STREQ(gpuenv::validate::low_code("TFLOPS"), "tflops_low");
   EXPECT_STREQ(gpuenv::validate::low_code("GB/s"), "bandwidth_low");
+}
+
+// Derived references (issue 14).
+
+ThresholdTable derived_table() {
+  ThresholdTable t = table();
+  t.derived.host_device = gpuenv::validate::SourcedFraction{0.8, "rule"};
+  t.derived.pcie = {{4, 16, "128b/130b", 128.0 / 130.0, "pci-sig"}, {5, 32, "128b/130b", 128.0 / 130.0, "pci-sig"}};
+  t.derived.gemm = gpuenv::validate::SourcedFraction{0.6, "rule"};
+  t.derived.nvlink = gpuenv::validate::SourcedFraction{0.8, "rule"};
+  t.gpus[0].dense_peaks["gemm_tflops.tf32"] = {494.5, "TFLOPS", "datasheet"};
+  t.gpus[0].dense_peaks["gemm_tflops.bf16"] = {989.5, "TFLOPS", "datasheet"};
+  t.gpus[0].nvlink_link = gpuenv::validate::Reference{25, "GB/s", "nvlink page"};
+  return t;
+}
+
+gpuenv::validate::PcieLink link(int gen, int width) { return {gen, gen, width, width}; }
+
+TEST(DerivedReference, HostDeviceFollowsTheLinksGenerationAndWidth) {
+  using gpuenv::validate::host_device_reference;
+  const ThresholdTable t = derived_table();
+  auto x16 = host_device_reference(&t, 0x2330, "h2d_bandwidth", link(5, 16), "off");
+  ASSERT_TRUE(x16.reference);
+  EXPECT_DOUBLE_EQ(x16.reference->value, 0.8 * 32 * 16 * 128.0 / 130.0 / 8);  // 50.4 GB/s
+  EXPECT_NE(x16.reference->basis.find("PCIe Gen5 x16"), std::string::npos) << x16.reference->basis;
+  EXPECT_NE(x16.reference->source.find("pci-sig"), std::string::npos) << x16.reference->source;
+  auto x8 = host_device_reference(&t, 0x2330, "h2d_bandwidth", link(5, 8), "off");
+  ASSERT_TRUE(x8.reference);
+  EXPECT_DOUBLE_EQ(x8.reference->value, x16.reference->value / 2);
+  auto gen4 = host_device_reference(&t, 0x27b8, "d2h_bandwidth", link(4, 16), "off");  // a model the table lacks
+  ASSERT_TRUE(gen4.reference) << "the rule depends on the link, not on the model";
+  EXPECT_DOUBLE_EQ(gen4.reference->value, x16.reference->value / 2);
+  // The slot, not the idle link: a Gen5 GPU idling at Gen1 still gets the Gen5 reference.
+  auto idle = host_device_reference(&t, 0x2330, "h2d_bandwidth", gpuenv::validate::PcieLink{1, 5, 16, 16}, "off");
+  EXPECT_DOUBLE_EQ(idle.reference->value, x16.reference->value);
+}
+
+TEST(DerivedReference, HostDeviceHasNoneWithConfidentialComputingOrAnUnknownLink) {
+  using gpuenv::validate::host_device_reference;
+  const ThresholdTable t = derived_table();
+  auto cc = host_device_reference(&t, 0x2330, "h2d_bandwidth", link(5, 16), "on");
+  EXPECT_FALSE(cc.reference);
+  EXPECT_NE(cc.why_none.find("bounce buffers"), std::string::npos) << cc.why_none;
+  auto gen6 = host_device_reference(&t, 0x2330, "h2d_bandwidth", link(6, 16), "off");
+  EXPECT_FALSE(gen6.reference);
+  EXPECT_NE(gen6.why_none.find("Gen6"), std::string::npos) << gen6.why_none;
+  auto none = host_device_reference(&t, 0x2330, "h2d_bandwidth", std::nullopt, "off");
+  EXPECT_FALSE(none.reference);
+  const auto j = judge_samples("h2d_bandwidth", gbs({30, 31, 32}), cc);
+  EXPECT_EQ(j.status, CheckStatus::measured);
+  EXPECT_NE(j.message.find("not judged: confidential computing is on"), std::string::npos) << j.message;
+  ThresholdTable listed = derived_table();
+  listed.gpus[0].references["h2d_bandwidth"] = {40, "GB/s", "measured"};
+  EXPECT_DOUBLE_EQ(host_device_reference(&listed, 0x2330, "h2d_bandwidth", link(5, 16), "off").reference->value, 40)
+      << "a listed reference wins over the derived one";
+}
+
+TEST(DerivedReference, GemmIsTheStatedFractionOfTheDensePeak) {
+  using gpuenv::validate::gemm_reference;
+  const ThresholdTable t = derived_table();
+  auto tf32 = gemm_reference(&t, 0x2330, "gemm_tflops.tf32");
+  ASSERT_TRUE(tf32.reference);
+  EXPECT_DOUBLE_EQ(tf32.reference->value, 0.6 * 494.5);
+  EXPECT_DOUBLE_EQ(gemm_reference(&t, 0x2330, "gemm_tflops.bf16").reference->value, 700)
+      << "the listed bf16 reference wins";
+  auto fp64 = gemm_reference(&t, 0x2330, "gemm_tflops.fp64");
+  EXPECT_FALSE(fp64.reference);
+  EXPECT_NE(fp64.why_none.find("no sourced dense peak"), std::string::npos) << fp64.why_none;
+  const auto j = judge_samples("gemm_tflops.tf32", Samples{{370, 372, 374}, "TFLOPS", "cublasLt", true}, tf32, "tf32.");
+  EXPECT_EQ(j.status, CheckStatus::pass);
+  EXPECT_NE(j.message.find("0.60 x dense peak 494.5 TFLOPS"), std::string::npos) << j.message;
+  const auto slow = judge_samples("gemm_tflops.tf32", Samples{{200, 201, 202}, "TFLOPS", "cublasLt", true}, tf32);
+  EXPECT_EQ(slow.status, CheckStatus::fail) << "below 0.75 x 0.6 x 494.5 = 222.5";
+}
+
+TEST(DerivedReference, NvlinkOnlyThroughNvswitch) {
+  using gpuenv::validate::nvlink_reference;
+  const ThresholdTable t = derived_table();
+  auto sw = nvlink_reference(&t, 0x2330, "p2p_bandwidth", 18, true);
+  ASSERT_TRUE(sw.reference);
+  EXPECT_DOUBLE_EQ(sw.reference->value, 0.8 * 18 * 25);
+  EXPECT_DOUBLE_EQ(nvlink_reference(&t, 0x2330, "nccl_allreduce", 12, true).reference->value, 0.8 * 12 * 25);
+  EXPECT_FALSE(nvlink_reference(&t, 0x2330, "p2p_bandwidth", 18, false).reference);
+  EXPECT_FALSE(nvlink_reference(&t, 0x2330, "p2p_bandwidth", 0, true).reference);
+  EXPECT_FALSE(nvlink_reference(&t, 0x1234, "p2p_bandwidth", 18, true).reference) << "no link rate for the model";
 }
 
 }  // namespace

@@ -122,6 +122,7 @@ TEST(Status, NamesAndLevelsRoundTrip) {
   EXPECT_STREQ(to_string(CheckStatus::warn), "warn");
   EXPECT_STREQ(to_string(CheckStatus::fail), "fail");
   EXPECT_STREQ(to_string(CheckStatus::skip), "skip");
+  EXPECT_STREQ(to_string(CheckStatus::measured), "measured");
   for (Level l : {Level::quick, Level::standard, Level::long_})
     EXPECT_EQ(gpuenv::validate::parse_level(to_string(l)), l);
   EXPECT_STREQ(to_string(Level::long_), "long");
@@ -140,6 +141,15 @@ TEST(Status, SkipCountsOnlyWhenNothingRan) {
   EXPECT_EQ(worse(CheckStatus::skip, CheckStatus::fail), CheckStatus::fail);
 }
 
+TEST(Status, AnUnjudgedFigureMakesACheckMeasuredNeverPass) {
+  using gpuenv::validate::worse;
+  EXPECT_EQ(worse(CheckStatus::pass, CheckStatus::measured), CheckStatus::measured);
+  EXPECT_EQ(worse(CheckStatus::measured, CheckStatus::pass), CheckStatus::measured);
+  EXPECT_EQ(worse(CheckStatus::measured, CheckStatus::warn), CheckStatus::warn);
+  EXPECT_EQ(worse(CheckStatus::fail, CheckStatus::measured), CheckStatus::fail);
+  EXPECT_EQ(worse(CheckStatus::skip, CheckStatus::measured), CheckStatus::measured);
+}
+
 TEST(Status, OverallRule) {
   using gpuenv::validate::overall_status;
   auto of = [](std::vector<CheckStatus> statuses) {
@@ -152,6 +162,117 @@ TEST(Status, OverallRule) {
   EXPECT_EQ(of({CheckStatus::skip, CheckStatus::pass}), CheckStatus::pass);
   EXPECT_EQ(of({CheckStatus::pass, CheckStatus::warn, CheckStatus::skip}), CheckStatus::warn);
   EXPECT_EQ(of({CheckStatus::warn, CheckStatus::fail, CheckStatus::pass}), CheckStatus::fail);
+  EXPECT_EQ(of({CheckStatus::measured, CheckStatus::pass}), CheckStatus::pass) << "nothing judged failed";
+  EXPECT_EQ(of({CheckStatus::measured, CheckStatus::skip}), CheckStatus::measured);
+  EXPECT_EQ(of({CheckStatus::measured, CheckStatus::warn}), CheckStatus::warn);
+}
+
+TEST(ReportExitCode, MeasuredNeverFailsARun) {
+  using gpuenv::validate::exit_code;
+  Report r;
+  r.checks.push_back(CheckReport{"h2d_bandwidth", "throughput", "d", CheckStatus::measured, 0, {}});
+  r.status = gpuenv::validate::overall_status(r.checks);
+  EXPECT_EQ(exit_code(r), 0);
+  r.checks.push_back(CheckReport{"driver_loaded", "software", "d", CheckStatus::pass, 0, {}});
+  EXPECT_EQ(exit_code(r), 0);
+}
+
+TEST(ReportJson, StatusSaysCouldNotRunAndTheSummaryCountsMeasured) {
+  Report r = sample();
+  r.checks[3].status = CheckStatus::measured;
+  auto j = gpuenv::validate::report_json(r);
+  EXPECT_EQ(j["summary"]["measured"], 1);
+  EXPECT_EQ(j["status"], "fail");
+  r.could_not_run = true;
+  r.could_not_run_reason = "no NVIDIA driver loaded";
+  r.could_not_run_hint = "install the driver";
+  j = gpuenv::validate::report_json(r);
+  EXPECT_EQ(j["status"], "could_not_run");
+  EXPECT_EQ(j["could_not_run_hint"], "install the driver");
+  EXPECT_EQ(j["exit_code"], 4);
+  EXPECT_NE(gpuenv::validate::report_junit(r).find("name=\"status\" value=\"could_not_run\""), std::string::npos);
+}
+
+TEST(ReportJunit, MeasuredIsAPassedTestcaseThatSaysSo) {
+  Report r = sample();
+  r.checks[3].results[0].status = CheckStatus::measured;
+  r.checks[3].results[0].message = "median 250 GB/s; not judged";
+  const std::string x = gpuenv::validate::report_junit(r);
+  EXPECT_NE(x.find("<system-out>MEASURED: median 250 GB/s; not judged"), std::string::npos) << x;
+  EXPECT_NE(x.find("failures=\"1\""), std::string::npos) << "only the memtest failure counts";
+}
+
+TEST(ReportText, GpuRanges) {
+  using gpuenv::validate::gpu_ranges;
+  EXPECT_EQ(gpu_ranges({0, 1, 2, 3, 4, 5, 6, 7}), "0-7");
+  EXPECT_EQ(gpu_ranges({7, 0, 1, 3, 4, 5, 6}), "0-1,3-7");
+  EXPECT_EQ(gpu_ranges({2}), "2");
+  EXPECT_EQ(gpu_ranges({0, 2, 2, 4}), "0,2,4");
+  EXPECT_EQ(gpu_ranges({}), "");
+}
+
+Report eight_gpus() {
+  Report r = sample("nvml+cuda");
+  r.gpus.clear();
+  for (int i = 0; i < 8; ++i) {
+    GpuInfo g;
+    g.index = i;
+    g.name = "NVIDIA H100 80GB HBM3";
+    g.nvlink_links_active = 18;
+    r.gpus.push_back(g);
+  }
+  r.checks.clear();
+  r.checks.push_back(CheckReport{"driver_loaded", "software", "d", CheckStatus::pass, 0,
+                                 {GpuOutcome{-1, CheckStatus::pass, "driver 550.54.15 loaded", {}, {}, {}}}});
+  CheckReport ecc{"ecc_errors", "health", "d", CheckStatus::fail, 0, {}};
+  CheckReport hbm{"hbm_bandwidth", "throughput", "d", CheckStatus::measured, 0, {}};
+  for (int i = 0; i < 8; ++i) {
+    ecc.results.push_back(i == 3 ? GpuOutcome{i, CheckStatus::fail, "2 uncorrectable errors", "ecc_uncorrectable",
+                                              "drain the node", {}}
+                                 : GpuOutcome{i, CheckStatus::pass, "no uncorrectable ECC errors", {}, {}, {}});
+    std::vector<gpuenv::validate::Metric> metrics = {{"median_gbs", 2950.0 + i, "GB/s"}};
+    if (i != 5) metrics.push_back({"reference_gbs", 2540, "GB/s"});
+    hbm.results.push_back(GpuOutcome{i, i == 5 ? CheckStatus::measured : CheckStatus::pass,
+                                     "median " + std::to_string(2950 + i) + " GB/s", i == 5 ? "no_threshold" : "",
+                                     i == 5 ? "add a reference" : "", metrics});
+  }
+  r.checks.push_back(ecc);
+  r.checks.push_back(hbm);
+  r.status = CheckStatus::fail;
+  return r;
+}
+
+// The line of `text` whose check column is `key`, with runs of spaces squeezed to one.
+std::string row(const std::string& text, const std::string& key) {
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    std::string line = text.substr(start, end - start);
+    std::string squeezed;
+    for (char c : line)
+      if (!(c == ' ' && !squeezed.empty() && squeezed.back() == ' ')) squeezed += c;
+    if (squeezed.find(" " + key + " ") != std::string::npos) return squeezed;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return {};
+}
+
+TEST(ReportText, SeveralGpusGetOneRowPerCheckWithDetailsOnlyWhereNotPassing) {
+  const std::string t = gpuenv::validate::report_text(eight_gpus(), false);
+  EXPECT_EQ(row(t, "driver_loaded"), "PASS driver_loaded driver 550.54.15 loaded") << t;
+  EXPECT_EQ(row(t, "ecc_errors"), "PASS 0-2,4-7, FAIL 3 ecc_errors no uncorrectable ECC errors") << t;
+  EXPECT_NE(t.find("FAIL GPU 3: 2 uncorrectable errors"), std::string::npos) << t;
+  EXPECT_NE(t.find("[ecc_uncorrectable] drain the node"), std::string::npos) << t;
+  EXPECT_NE(t.find("PASS 0-4,6-7, MEASURED 5"), std::string::npos) << t;
+  EXPECT_NE(t.find("MEASURED GPU 5: median 2955 GB/s"), std::string::npos) << t;
+  EXPECT_EQ(count(t, "no uncorrectable ECC errors"), 1u) << "passing GPUs get no detail line\n" << t;
+  EXPECT_EQ(t.find("PASS GPU"), std::string::npos) << t;
+  // The figures table: one row per GPU; a figure no reference judged is starred.
+  EXPECT_NE(t.find("figures per GPU (medians; * measured, not judged)"), std::string::npos) << t;
+  EXPECT_NE(t.find("2955.0*"), std::string::npos) << t;
+  EXPECT_NE(t.find("2954.0 "), std::string::npos) << t;
+  EXPECT_NE(t.find("result: FAIL (1 passed, 1 measured, 0 warned, 1 failed, 0 skipped)"), std::string::npos) << t;
 }
 
 TEST(ReportExitCode, PassWarnFailCouldNotRun) {
@@ -273,10 +394,10 @@ TEST(ReportText, OneRowPerCheckAndGpuWithHintsAndSummary) {
   const std::string t = gpuenv::validate::report_text(sample(), false);
   EXPECT_NE(t.find("GPU 0: NVIDIA H200 (0x2335, 00000000:19:00.0"), std::string::npos) << t;
   EXPECT_NE(t.find("driver: 550.54.15 (CUDA 12.4)"), std::string::npos) << t;
-  EXPECT_NE(t.find("PASS   driver_loaded"), std::string::npos) << t;
-  EXPECT_NE(t.find("FAIL   memtest"), std::string::npos) << t;
+  EXPECT_NE(t.find("PASS     driver_loaded"), std::string::npos) << t;
+  EXPECT_NE(t.find("FAIL     memtest"), std::string::npos) << t;
   EXPECT_NE(t.find("[memtest_mismatch] drain the node & open a <ticket>"), std::string::npos) << t;
-  EXPECT_NE(t.find("SKIP   nccl_allreduce"), std::string::npos) << t;
+  EXPECT_NE(t.find("SKIP     nccl_allreduce"), std::string::npos) << t;
   EXPECT_NE(t.find("NCCL is not in the image"), std::string::npos) << t;
   EXPECT_NE(t.find("result: FAIL (1 passed, 1 warned, 1 failed, 1 skipped) in 4.2 s"), std::string::npos) << t;
 }
@@ -299,9 +420,22 @@ TEST(ReportText, CouldNotRunIsStated) {
   r.backend = "nvml+cuda";
   r.could_not_run = true;
   r.could_not_run_reason = "no NVIDIA driver loaded";
+  r.could_not_run_hint = "install or load the NVIDIA driver";
+  r.checks.push_back(CheckReport{"driver_loaded", "software", "d", CheckStatus::fail, 0,
+                                 {GpuOutcome{-1, CheckStatus::fail, "no NVIDIA driver", "no_driver", "install it", {}}}});
+  for (const char* key : {"ecc_errors", "memtest", "hbm_bandwidth"})
+    r.checks.push_back(CheckReport{key, "health", "d", CheckStatus::skip, 0,
+                                   {GpuOutcome{-1, CheckStatus::skip, "could not run: no NVIDIA driver loaded", {},
+                                               "install or load the NVIDIA driver", {}}}});
+  r.status = CheckStatus::fail;
   const std::string t = gpuenv::validate::report_text(r, false);
   EXPECT_NE(t.find("driver: not loaded"), std::string::npos);
   EXPECT_NE(t.find("could not run: no NVIDIA driver loaded"), std::string::npos);
+  EXPECT_EQ(count(t, "install or load the NVIDIA driver"), 1u) << t;
+  EXPECT_NE(t.find("FAIL     driver_loaded"), std::string::npos) << "the checks that ran are listed\n" << t;
+  EXPECT_EQ(t.find("memtest"), std::string::npos) << t;
+  EXPECT_NE(t.find("SKIP 3 GPU checks: could not run (no NVIDIA driver loaded)"), std::string::npos) << t;
+  EXPECT_NE(t.find("result: COULD NOT RUN"), std::string::npos) << t;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -315,6 +316,94 @@ TEST(Thresholds, CanonicalUnitPerMetric) {
   EXPECT_EQ(canonical_unit("gemm_tflops.fp64"), "TFLOPS");
   EXPECT_EQ(canonical_unit("gemm_tflops.fp8"), "");
   EXPECT_EQ(canonical_unit("gemm_tflops"), "");
+}
+
+// Derived references (issue 14): the rules and the hardware figures they derive from, each with its source.
+
+TEST(Thresholds, ShippedTableDerivesReferencesFromSourcedHardwareFigures) {
+  auto table = parse_thresholds(read_shipped(), "recipes/gpus/thresholds.yaml");
+  ASSERT_TRUE(table.ok()) << table.error().to_string();
+  const auto& d = table->derived;
+  ASSERT_TRUE(d.host_device && d.gemm && d.nvlink);
+  EXPECT_FALSE(d.host_device->source.empty());
+  EXPECT_FALSE(d.gemm->source.empty());
+  EXPECT_FALSE(d.nvlink->source.empty());
+  std::map<int, double> rate;
+  for (const auto& g : d.pcie) {
+    EXPECT_FALSE(g.source.empty()) << g.gen;
+    rate[g.gen] = g.transfer_rate_gts;
+  }
+  EXPECT_DOUBLE_EQ(rate[4], 16);
+  EXPECT_DOUBLE_EQ(rate[5], 32);
+  for (std::uint32_t id : {0x2330u, 0x2335u, 0x20b2u, 0x27b8u}) {  // the recorded H100, H200, A100, L4
+    const auto* gpu = table->find(id);
+    ASSERT_NE(gpu, nullptr) << std::hex << id;
+    for (const char* dtype : {"bf16", "fp16", "tf32"}) {
+      auto peak = gpu->dense_peaks.find(std::string("gemm_tflops.") + dtype);
+      ASSERT_NE(peak, gpu->dense_peaks.end()) << gpu->model << " " << dtype;
+      EXPECT_FALSE(peak->second.source.empty()) << gpu->model << " " << dtype;
+      EXPECT_EQ(peak->second.unit, "TFLOPS");
+    }
+  }
+  // Datasheet dense = half the sparse figure: H100 SXM bf16 1,979* -> 989.5.
+  EXPECT_DOUBLE_EQ(table->find(0x2330)->dense_peaks.at("gemm_tflops.bf16").value, 989.5);
+  ASSERT_TRUE(table->find(0x2330)->nvlink_link.has_value());
+  EXPECT_DOUBLE_EQ(table->find(0x2330)->nvlink_link->value, 25);
+  EXPECT_FALSE(table->find(0x27b8)->nvlink_link.has_value()) << "the L4 has no NVLink";
+}
+
+std::string with_derived(const std::string& derived) {
+  return "schema: gpuenv-thresholds-v1\nderived:\n" + derived + "gpus: []\n";
+}
+
+TEST(Thresholds, ReadsDerivedRulesAndPcieEncodings) {
+  auto table = parse_thresholds(with_derived("  host_device:\n    fraction: 0.8\n    source: rule\n"
+                                             "    pcie_generations:\n"
+                                             "      - {gen: 2, transfer_rate_gts: 5, encoding: 8b/10b, source: s}\n"
+                                             "      - {gen: 5, transfer_rate_gts: 32, encoding: 128b/130b, source: s}\n"
+                                             "  gemm: {fraction: 0.6, source: rule}\n"),
+                                "t.yaml");
+  ASSERT_TRUE(table.ok()) << table.error().to_string();
+  ASSERT_EQ(table->derived.pcie.size(), 2u);
+  EXPECT_DOUBLE_EQ(table->derived.pcie[0].efficiency, 0.8);
+  EXPECT_DOUBLE_EQ(table->derived.pcie[1].efficiency, 128.0 / 130.0);
+  EXPECT_DOUBLE_EQ(table->derived.gemm->value, 0.6);
+  EXPECT_FALSE(table->derived.nvlink.has_value());
+}
+
+TEST(Thresholds, RejectsDerivedRulesWithoutSourceOrWithAnUnknownEncoding) {
+  auto no_source = parse_thresholds(with_derived("  gemm: {fraction: 0.6}\n"), "t.yaml");
+  ASSERT_FALSE(no_source.ok());
+  EXPECT_NE(no_source.error().to_string().find("source"), std::string::npos) << no_source.error().to_string();
+  auto bad_fraction = parse_thresholds(with_derived("  nvlink: {fraction: 1.5, source: s}\n"), "t.yaml");
+  EXPECT_FALSE(bad_fraction.ok());
+  auto encoding = parse_thresholds(
+      with_derived("  host_device:\n    fraction: 0.8\n    source: s\n    pcie_generations:\n"
+                   "      - {gen: 6, transfer_rate_gts: 64, encoding: PAM4, source: s}\n"),
+      "t.yaml");
+  ASSERT_FALSE(encoding.ok());
+  EXPECT_NE(encoding.error().to_string().find("PAM4"), std::string::npos) << encoding.error().to_string();
+  auto no_gen_source = parse_thresholds(
+      with_derived("  host_device:\n    fraction: 0.8\n    source: s\n    pcie_generations:\n"
+                   "      - {gen: 5, transfer_rate_gts: 32, encoding: 128b/130b}\n"),
+      "t.yaml");
+  EXPECT_FALSE(no_gen_source.ok());
+}
+
+TEST(Thresholds, DensePeaksHoldGemmFiguresOnly) {
+  const std::string head = "schema: gpuenv-thresholds-v1\ngpus:\n  - model: X\n    pci_device_ids: [\"0x2330\"]\n";
+  auto ok = parse_thresholds(head + "    dense_peaks:\n      gemm_tflops.bf16: {value: 989.5, unit: TFLOPS, source: s}\n"
+                                    "    nvlink_link: {value: 25, unit: GB/s, source: s}\n",
+                             "t.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.error().to_string();
+  EXPECT_DOUBLE_EQ(ok->gpus[0].dense_peaks.at("gemm_tflops.bf16").value, 989.5);
+  EXPECT_DOUBLE_EQ(ok->gpus[0].nvlink_link->value, 25);
+  auto hbm_peak = parse_thresholds(head + "    dense_peaks:\n      hbm_bandwidth: {value: 3350, unit: GB/s, source: s}\n",
+                                   "t.yaml");
+  ASSERT_FALSE(hbm_peak.ok());
+  EXPECT_NE(hbm_peak.error().to_string().find("GEMM peaks only"), std::string::npos) << hbm_peak.error().to_string();
+  auto no_source = parse_thresholds(head + "    nvlink_link: {value: 25, unit: GB/s}\n", "t.yaml");
+  EXPECT_FALSE(no_source.ok());
 }
 
 }  // namespace

@@ -233,7 +233,7 @@ GpuOutcome judge_temperature(int gpu, const GpuHealth& h, const std::string& loa
   const std::string reading_text = std::to_string(t) + " C" + power + " under " + load;
   GpuOutcome out;
   if (!h.slowdown_temperature_c) {
-    out = outcome(gpu, CheckStatus::pass, reading_text + "; not judged: the GPU reports no slowdown threshold");
+    out = outcome(gpu, CheckStatus::measured, reading_text + "; not judged: the GPU reports no slowdown threshold");
   } else {
     const int slowdown = *h.slowdown_temperature_c;
     metrics.push_back({"slowdown_temperature_c", static_cast<double>(slowdown), "C"});

@@ -65,6 +65,87 @@ ReferenceRule find_reference(const ThresholdTable* table, std::uint32_t pci_devi
   return rule;
 }
 
+namespace {
+
+// The gpuenv rule's fraction of a figure as a derived reference.
+Reference derived(double value, std::string unit, const SourcedFraction& fraction, const std::string& of,
+                  const std::string& source) {
+  return Reference{fraction.value * value, std::move(unit), source + "; fraction: " + fraction.source,
+                   fixed(fraction.value, 2) + " x " + of};
+}
+
+}  // namespace
+
+ReferenceRule host_device_reference(const ThresholdTable* table, std::uint32_t pci_device_id, std::string_view metric,
+                                    const std::optional<PcieLink>& link, std::string_view cc_state) {
+  ReferenceRule rule = find_reference(table, pci_device_id, metric);
+  if (rule.reference || table == nullptr) return rule;
+  if (cc_state == "on") {
+    rule.why_none = "confidential computing is on, so host copies go through encrypted bounce buffers, and no "
+                    "sourced figure for that path is known";
+    return rule;
+  }
+  if (!table->derived.host_device) {
+    rule.why_none = "the thresholds have no host_device rule";
+    return rule;
+  }
+  if (!link || link->max_gen <= 0 || link->max_width <= 0) {
+    rule.why_none = "the GPU reported no PCIe link generation and width";
+    return rule;
+  }
+  for (const auto& g : table->derived.pcie) {
+    if (g.gen != link->max_gen) continue;
+    const double payload = g.transfer_rate_gts * link->max_width * g.efficiency / 8.0;  // GB/s per direction
+    const std::string of = "PCIe Gen" + std::to_string(g.gen) + " x" + std::to_string(link->max_width) +
+                           " payload " + fixed(payload, 1) + " GB/s";
+    rule.reference = derived(payload, "GB/s", *table->derived.host_device, of, g.source);
+    return rule;
+  }
+  rule.why_none = "the thresholds have no sourced rate for PCIe Gen" + std::to_string(link->max_gen);
+  return rule;
+}
+
+ReferenceRule gemm_reference(const ThresholdTable* table, std::uint32_t pci_device_id, std::string_view metric) {
+  ReferenceRule rule = find_reference(table, pci_device_id, metric);
+  if (rule.reference || table == nullptr) return rule;
+  const GpuThresholds* model = table->find(pci_device_id);
+  if (model == nullptr) return rule;
+  auto peak = model->dense_peaks.find(std::string(metric));
+  if (peak == model->dense_peaks.end()) {
+    rule.why_none = "no sourced dense peak for " + model->model + " and " + std::string(metric);
+  } else if (!table->derived.gemm) {
+    rule.why_none = "the thresholds have no gemm rule";
+  } else {
+    rule.reference = derived(peak->second.value, peak->second.unit, *table->derived.gemm,
+                             "dense peak " + fixed(peak->second.value, 1) + " " + peak->second.unit, peak->second.source);
+  }
+  return rule;
+}
+
+ReferenceRule nvlink_reference(const ThresholdTable* table, std::uint32_t pci_device_id, std::string_view metric,
+                               int links, bool nvswitch) {
+  ReferenceRule rule = find_reference(table, pci_device_id, metric);
+  if (rule.reference || table == nullptr) return rule;
+  const GpuThresholds* model = table->find(pci_device_id);
+  if (model == nullptr) return rule;
+  if (links <= 0) {
+    rule.why_none = "no active NVLink link (peer traffic goes over PCIe)";
+  } else if (!nvswitch) {
+    rule.why_none = "direct NVLink without NVSwitch: the links to each peer are not reported";
+  } else if (!model->nvlink_link) {
+    rule.why_none = "no sourced NVLink link rate for " + model->model;
+  } else if (!table->derived.nvlink) {
+    rule.why_none = "the thresholds have no nvlink rule";
+  } else {
+    const double total = links * model->nvlink_link->value;
+    rule.reference = derived(total, "GB/s", *table->derived.nvlink,
+                             std::to_string(links) + " NVLink links x " + fixed(model->nvlink_link->value, 1) +
+                                 " GB/s = " + fixed(total, 1) + " GB/s per direction",
+                             model->nvlink_link->source);
+  }
+  return rule;
+}
+
 std::string unit_suffix(std::string_view unit) {
   if (unit == "GB/s") return "gbs";
   if (unit == "TFLOPS") return "tflops";
@@ -76,6 +157,16 @@ std::string unit_suffix(std::string_view unit) {
 }
 
 const char* low_code(std::string_view unit) { return unit == "TFLOPS" ? "tflops_low" : "bandwidth_low"; }
+
+namespace {
+
+std::string unjudged_reason(const ReferenceRule& rule, std::string_view metric) {
+  if (!rule.why_none.empty()) return rule.why_none;
+  return "no reference for " + (rule.model.empty() ? std::string("this GPU") : rule.model) + " and " +
+         std::string(metric);
+}
+
+}  // namespace
 
 MetricJudgement judge_samples(std::string_view metric, const Samples& samples, const ReferenceRule& rule,
                               std::string_view prefix) {
@@ -103,10 +194,9 @@ MetricJudgement judge_samples(std::string_view metric, const Samples& samples, c
                 measured(stats.max) + ", " + std::to_string(stats.count) + " samples" + engine + ")";
 
   if (!rule.reference) {
-    out.status = CheckStatus::pass;
+    out.status = CheckStatus::measured;
     out.code = "no_threshold";
-    out.message += "; not judged: no reference for " +
-                   (rule.model.empty() ? std::string("this GPU") : rule.model) + " and " + std::string(metric);
+    out.message += "; not judged: " + unjudged_reason(rule, metric);
     return out;
   }
   const Reference& ref = *rule.reference;
@@ -127,7 +217,7 @@ MetricJudgement judge_samples(std::string_view metric, const Samples& samples, c
   out.metrics.push_back({p + "reference_" + suffix, ref.value, samples.unit});
   out.metrics.push_back({p + "fraction_of_reference", fraction, "ratio"});
   out.message += "; " + percent(fraction) + " of the reference " + fixed(ref.value, 1) + " " + samples.unit +
-                 " for " + rule.model;
+                 (ref.basis.empty() ? std::string() : " (" + ref.basis + ")") + " for " + rule.model;
   if (fraction < rule.fail_fraction) {
     out.status = CheckStatus::fail;
     out.code = low_code(samples.unit);

@@ -4,10 +4,12 @@
 // the replay backend and the real one are judged by exactly this code, and it is unit-tested on its own.
 //
 // Throughput rule (issue 5): the median of at least k_min_samples samples, each verified, is compared with the
-// GPU model's reference; below fail_fraction x reference is FAIL `bandwidth_low` / `tflops_low`. Where the
-// thresholds hold no reference for the model and metric, the outcome is PASS with code `no_threshold` and a message
-// saying "not judged": the measurement ran and its data was verified (so it is not a SKIP), but no performance
-// threshold was checked, and the code lets reports and dashboards tell it apart from a judged PASS.
+// GPU model's reference; below fail_fraction x reference is FAIL `bandwidth_low` / `tflops_low`. The reference is
+// the model's listed known-good figure, else one derived from the hardware by the table's rules (host-device copies
+// from the PCIe link, GEMM from the datasheet's dense peak, NVLink from the active links; thresholds.hpp
+// DerivedRules). Where neither exists the outcome is MEASURED with code `no_threshold` and a message saying why it
+// was not judged: the measurement ran and its data was verified (so it is not a SKIP), but no performance threshold
+// was checked, so it is never a PASS.
 // Node rule: among GPUs of the same model, any median below (1 - node_tolerance) x their mean is FAIL
 // `node_outlier` (only with >= 2 such GPUs).
 #include <cstdint>
@@ -56,11 +58,30 @@ struct ReferenceRule {
   std::optional<Reference> reference;  ///< empty: no reference for this model and metric
   double fail_fraction = 0.75;         ///< the model's override, else the table's default
   std::string model;                   ///< the table's model name; empty when the table does not know the GPU
+  std::string why_none;                ///< with no reference: why, for the message ("no PCIe link was reported")
 };
 
 /// Looks up `metric` for the GPU with `pci_device_id` in `table` (null = no table loaded: no reference, default
 /// fail fraction).
 ReferenceRule find_reference(const ThresholdTable* table, std::uint32_t pci_device_id, std::string_view metric);
+
+/// h2d_bandwidth / d2h_bandwidth: the model's listed reference, else fraction x the payload rate per direction of
+/// `link` at its maximum generation and width (NVML's "maximum possible with this device and system"), from the
+/// table's host_device rule and PCIe generations. None with confidential computing on (`cc_state` "on": copies go
+/// through encrypted bounce buffers, and no sourced figure for that path is known), without a link reading, or for
+/// a generation the table has no rate for.
+ReferenceRule host_device_reference(const ThresholdTable* table, std::uint32_t pci_device_id, std::string_view metric,
+                                    const std::optional<PcieLink>& link, std::string_view cc_state);
+
+/// gemm_tflops.<type>: the model's listed reference, else the gemm rule's fraction x the model's dense peak.
+ReferenceRule gemm_reference(const ThresholdTable* table, std::uint32_t pci_device_id, std::string_view metric);
+
+/// p2p_bandwidth / nccl_allreduce: the model's listed reference, else the nvlink rule's fraction x `links` active
+/// links x the model's per-link rate per direction. Only through NVSwitch (`nvswitch`), where every link reaches
+/// every peer; with direct NVLink the links per peer are not known, and with no active link the copies go over PCIe,
+/// so there is no derived reference then.
+ReferenceRule nvlink_reference(const ThresholdTable* table, std::uint32_t pci_device_id, std::string_view metric,
+                               int links, bool nvswitch);
 
 /// The metric-name suffix for a unit: "GB/s" -> "gbs", "TFLOPS" -> "tflops", else the unit's letters and digits
 /// lowercased ("value" when none).
@@ -72,7 +93,7 @@ const char* low_code(std::string_view unit);
 /// The judgement of one metric on one GPU.
 struct MetricJudgement {
   CheckStatus status = CheckStatus::pass;
-  std::string code;              ///< "" | unverified | bandwidth_low | tflops_low | no_threshold | internal
+  std::string code;              ///< "" | unverified | bandwidth_low | tflops_low | no_threshold (MEASURED) | internal
   std::string message;           ///< "median 4012.5 GB/s (min ..., max ..., 5 samples); 95% of the reference ..."
   std::optional<double> median;  ///< empty when the samples were not trusted (then left out of the node rule)
   std::string unit;              ///< the samples' unit

@@ -1,10 +1,11 @@
 // Throughput checks: HBM, host-to-device and device-to-host bandwidth, GEMM TFLOPS per type, peer-to-peer
 // bandwidth and NCCL all-reduce. The adapter times them as nvbandwidth does and verifies the data after each sample;
 // the checks judge the samples with judge.hpp: median of >= 3 verified samples against fail_fraction x the GPU
-// model's reference ("not judged" PASS with code no_threshold when there is none), then the node rule among GPUs of
-// the same model. Device-local measurements (HBM bandwidth, GEMM TFLOPS) run on every GPU at once, as a node works
+// model's reference, listed or derived from the hardware (MEASURED with code no_threshold when there is none), then
+// the node rule among GPUs of the same model. Device-local measurements (HBM bandwidth, GEMM TFLOPS) run on every GPU at once, as a node works
 // under load; the copies that share the host's links (host-to-device, device-to-host, peer-to-peer) are measured
 // one after another so that one GPU's traffic does not lower another's figure.
+#include <algorithm>
 #include <functional>
 #include <map>
 
@@ -91,8 +92,8 @@ void apply_node_rule(std::vector<Part*>& parts, double tolerance) {
   }
 }
 
-// One outcome from a GPU's parts: the worst status, the code of the first part with that status (no_threshold on a
-// PASS where any part was not judged), the parts' messages, all metrics, and notes (unsupported types, ...).
+// One outcome from a GPU's parts: the worst status (MEASURED when a part was not judged and none failed or warned),
+// the code of the first part with that status, the parts' messages, all metrics, and notes (unsupported types, ...).
 GpuOutcome combine(int gpu, const std::vector<Part>& parts, const std::vector<std::string>& notes,
                    const std::string& none_reason) {
   std::string note_text;
@@ -107,10 +108,6 @@ GpuOutcome combine(int gpu, const std::vector<Part>& parts, const std::vector<st
       break;
     }
   }
-  if (status == CheckStatus::pass && code.empty()) {
-    for (const auto& p : parts)
-      if (p.judgement.code == "no_threshold") code = "no_threshold";
-  }
   std::string message;
   for (const auto& p : parts) {
     if (!message.empty()) message += "; ";
@@ -123,12 +120,30 @@ GpuOutcome combine(int gpu, const std::vector<Part>& parts, const std::vector<st
   return out;
 }
 
+// The reference rule of a per-GPU metric: the listed reference (hbm), or one derived from the GPU's link (h2d, d2h).
+// It also names the node-rule group the GPU's figure is compared within ("" = all GPUs of the model).
+using RuleFor = std::function<ReferenceRule(CheckContext&, const GpuInfo&, const std::string& metric, std::string& group)>;
+
+ReferenceRule listed_rule(CheckContext& context, const GpuInfo& gpu, const std::string& metric, std::string&) {
+  return find_reference(context.inputs.thresholds, gpu.pci_device_id, metric);
+}
+
+ReferenceRule host_device_rule(CheckContext& context, const GpuInfo& gpu, const std::string& metric,
+                               std::string& group) {
+  // The link's maximum generation and width do not change under load; a GPU that cannot report them is MEASURED.
+  // The node rule compares GPUs on the same kind of link only: a GPU in a x8 slot is not an outlier among x16 ones.
+  auto health = context.backend.health(gpu.index);
+  const std::optional<PcieLink> link = health ? health->pcie_link : std::nullopt;
+  if (link) group = "Gen" + std::to_string(link->max_gen) + " x" + std::to_string(link->max_width);
+  return host_device_reference(context.inputs.thresholds, gpu.pci_device_id, metric, link, context.driver.cc_state);
+}
+
 // A per-GPU measurement through a session, judged against one metric key (hbm, h2d, d2h).
 class SessionMetricCheck final : public SpecCheck {
  public:
   using Measure = std::function<Result<Samples>(GpuSession&, int samples)>;
-  SessionMetricCheck(CheckSpec spec, std::string metric, Measure measure)
-      : SpecCheck(std::move(spec)), m_metric(std::move(metric)), m_measure(std::move(measure)) {}
+  SessionMetricCheck(CheckSpec spec, std::string metric, Measure measure, RuleFor rule = listed_rule)
+      : SpecCheck(std::move(spec)), m_metric(std::move(metric)), m_measure(std::move(measure)), m_rule(std::move(rule)) {}
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
@@ -150,8 +165,8 @@ class SessionMetricCheck final : public SpecCheck {
       auto measured = m_measure(**session, samples);
       Part part;
       part.pci = gpu.pci_device_id;
-      part.judgement = measured ? judge_samples(m_metric, *measured,
-                                                find_reference(context.inputs.thresholds, gpu.pci_device_id, m_metric))
+      const ReferenceRule rule = m_rule(context, gpu, m_metric, part.group);
+      part.judgement = measured ? judge_samples(m_metric, *measured, rule)
                                 : error_judgement("measuring " + m_metric, measured.error());
       parts[i].push_back(std::move(part));
     };
@@ -169,6 +184,7 @@ class SessionMetricCheck final : public SpecCheck {
  private:
   std::string m_metric;
   Measure m_measure;
+  RuleFor m_rule;
 };
 
 class GemmTflops final : public SpecCheck {
@@ -212,7 +228,7 @@ class GemmTflops final : public SpecCheck {
         part.group = dtype;
         part.judgement =
             measured ? judge_samples(metric, **measured,
-                                     find_reference(context.inputs.thresholds, gpu.pci_device_id, metric), part.prefix)
+                                     gemm_reference(context.inputs.thresholds, gpu.pci_device_id, metric), part.prefix)
                      : error_judgement("measuring " + metric, measured.error());
         parts[i].push_back(std::move(part));
       }
@@ -276,7 +292,8 @@ class P2pBandwidth final : public SpecCheck {
         part.pci = src.pci_device_id;
         part.judgement =
             measured ? judge_samples("p2p_bandwidth", **measured,
-                                     find_reference(context.inputs.thresholds, src.pci_device_id, "p2p_bandwidth"),
+                                     nvlink_reference(context.inputs.thresholds, src.pci_device_id, "p2p_bandwidth",
+                                                      src.nvlink_links_active, context.driver.nvswitch_present),
                                      part.prefix)
                      : error_judgement("measuring p2p_bandwidth to GPU " + std::to_string(dst.index), measured.error());
         parts[i].push_back(std::move(part));
@@ -317,9 +334,11 @@ class NcclAllreduce final : public SpecCheck {
   std::vector<GpuOutcome> run(CheckContext& context) override {
     std::vector<int> indices;
     bool one_model = true;
+    int links = context.gpus.front().nvlink_links_active;  // bus bandwidth is bound by the GPU with fewest links
     for (const auto& g : context.gpus) {
       indices.push_back(g.index);
       one_model = one_model && g.pci_device_id == context.gpus.front().pci_device_id;
+      links = std::min(links, g.nvlink_links_active);
     }
     auto measured = context.backend.nccl_allreduce(indices, samples_at(context.inputs.level));
     if (!measured) return {failed(-1, "running the NCCL all-reduce", measured.error())};
@@ -327,9 +346,10 @@ class NcclAllreduce final : public SpecCheck {
       return {skipped(-1, "NCCL is not present (libnccl could not be loaded)",
                       "install NCCL in the image, or run with --image so the image's NCCL is used")};
     // With mixed models there is no one reference that applies: reported, not judged.
-    ReferenceRule rule = one_model ? find_reference(context.inputs.thresholds, context.gpus.front().pci_device_id,
-                                                    "nccl_allreduce")
-                                   : ReferenceRule{std::nullopt, 0.75, "a node of mixed GPU models"};
+    // Bus bandwidth is comparable with the per-GPU link bandwidth (NVIDIA/nccl-tests doc/PERFORMANCE.md).
+    ReferenceRule rule = one_model ? nvlink_reference(context.inputs.thresholds, context.gpus.front().pci_device_id,
+                                                      "nccl_allreduce", links, context.driver.nvswitch_present)
+                                   : ReferenceRule{std::nullopt, 0.75, "a node of mixed GPU models", {}};
     MetricJudgement j = judge_samples("nccl_allreduce", **measured, rule);
     GpuOutcome out = outcome(-1, j.status, std::to_string(indices.size()) + " GPUs: " + j.message, j.code);
     out.metrics = std::move(j.metrics);
@@ -348,11 +368,11 @@ std::vector<std::unique_ptr<Check>> throughput_checks() {
   out.push_back(std::make_unique<SessionMetricCheck>(
       CheckSpec{"h2d_bandwidth", "throughput", "Host-to-device copy-engine bandwidth from pinned memory on the GPU's NUMA node",
                 std::nullopt, k_bw_standard, k_bw_long},
-      "h2d_bandwidth", [](GpuSession& s, int samples) { return s.copy_bandwidth(true, samples); }));
+      "h2d_bandwidth", [](GpuSession& s, int samples) { return s.copy_bandwidth(true, samples); }, host_device_rule));
   out.push_back(std::make_unique<SessionMetricCheck>(
       CheckSpec{"d2h_bandwidth", "throughput", "Device-to-host copy-engine bandwidth to pinned memory on the GPU's NUMA node",
                 std::nullopt, k_bw_standard, k_bw_long},
-      "d2h_bandwidth", [](GpuSession& s, int samples) { return s.copy_bandwidth(false, samples); }));
+      "d2h_bandwidth", [](GpuSession& s, int samples) { return s.copy_bandwidth(false, samples); }, host_device_rule));
   out.push_back(std::make_unique<GemmTflops>());
   out.push_back(std::make_unique<P2pBandwidth>());
   out.push_back(std::make_unique<NcclAllreduce>());
