@@ -12,7 +12,6 @@ import io
 import json
 import lzma
 import os
-import shutil
 import tarfile
 import zipfile
 
@@ -123,9 +122,14 @@ def image_documents():
 
 
 def main():
+    # spec/ holds example specs kept by hand; regression-* files are inputs that once crashed a target (each has a
+    # test in tests/); everything else is this script's and is written again.
     for d in os.listdir(OUT) if os.path.isdir(OUT) else []:
-        if d != "spec":  # spec/ holds example specs kept by hand
-            shutil.rmtree(os.path.join(OUT, d))
+        if d == "spec":
+            continue
+        for f in os.listdir(os.path.join(OUT, d)):
+            if not f.startswith("regression-"):
+                os.remove(os.path.join(OUT, d, f))
 
     write("constraint", "range", ">=12.1,<13")
     write("constraint", "exact", "==2.5.1")
@@ -234,6 +238,27 @@ def main():
     write("registry", "error", b"\x00" + answer(8, ["Content-Type: application/json"],
                                               '{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown","detail":{}}]}'))
     write("registry", "blob_exists", b"\x02" + answer(0, ["Content-Length: 10"], ""))
+
+    # push: registry_fuzz's source layout (a config, a 100-byte layer, the manifest naming them), uploaded in 40-byte chunks.
+    push_config = b'{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}'
+    push_layer = b"x" * 100
+
+    def descriptor(media_type, data):
+        return '{"digest":"%s","mediaType":"%s","size":%d}' % (sha(data), media_type, len(data))
+    push_manifest = ('{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":' +
+                     descriptor("application/vnd.oci.image.config.v1+json", push_config) + ',"layers":[' +
+                     descriptor("application/vnd.oci.image.layer.v1.tar", push_layer) + "]}").encode()
+    confirmed = answer(2, ["Docker-Content-Digest: " + sha(push_manifest)], "")
+    write("registry", "push_present", b"\x03" + b"\x00".join([answer(0, [], ""), answer(0, [], ""), confirmed]))
+
+    def upload(data):
+        steps = [answer(8, [], ""), answer(3, ["Location: /v2/team/image/blobs/uploads/u1?_state=a"], "")]
+        for end in range(40, len(data) + 40, 40):
+            steps.append(answer(3, ["Range: 0-%d" % (min(end, len(data)) - 1), "Location: /v2/team/image/blobs/uploads/u1?_state=b"], ""))
+        steps.append(answer(2, ["Docker-Content-Digest: " + sha(data)], ""))
+        return steps
+    write("registry", "push_upload", b"\x03" + b"\x00".join(upload(push_config) + upload(push_layer) + [confirmed]))
+    write("registry", "push_upload_layer_first", b"\x03" + b"\x00".join(upload(push_layer) + upload(push_config) + [confirmed]))
 
     write("validate", "thresholds", b"\x00" + fixture("recipes/gpus/thresholds.yaml"))
     write("validate", "replay_h200", b"\x01" + fixture("tests/data/validate/h200x1.yaml"))
