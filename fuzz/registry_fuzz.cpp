@@ -3,7 +3,8 @@
 // blobs. Nothing leaves the process: the HttpClient port is answered from memory, and a download may only go to a
 // file beneath the scratch directory (the layout a pull writes).
 //
-// Input: the first byte picks the operation (fetch_manifest_and_config, pull, blob_exists); the rest is a list of
+// Input: the first byte picks the operation (fetch_manifest_and_config, pull, blob_exists, or push of a small image
+// in chunks: the upload's Location and Range answers, the digest the registry confirms); the rest is a list of
 // answers separated by NUL bytes, one per request in order (a 404 when they run out). An answer is a status byte
 // (an index into k_statuses), header lines ending at the first blank line, then the body.
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include "base/digest.hpp"
 #include "base/net/http_headers.hpp"
 #include "fuzz/fuzz_support.hpp"
+#include "images/oci/layout.hpp"
 #include "images/registry/registry_client.hpp"
 
 namespace {
@@ -74,22 +76,43 @@ class ScriptedRegistry final : public HttpClient {
   int m_requests = 0;
 };
 
+/// A layout holding one small image (config, a 100-byte layer, manifest), written once: what push sends.
+std::string source_layout(const fuzzing::ScratchDir& dir) {
+  const std::string path = dir.path() + "/source";
+  auto layout = images::OciLayout::open(path);
+  if (!layout) std::abort();
+  auto config = layout->put_bytes(R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}})",
+                                  "application/vnd.oci.image.config.v1+json");
+  auto layer = layout->put_bytes(std::string(100, 'x'), "application/vnd.oci.image.layer.v1.tar");
+  if (!config || !layer) std::abort();
+  const std::string manifest = R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":)" +
+                               images::descriptor_json(*config) + R"(,"layers":[)" + images::descriptor_json(*layer) + "]}";
+  auto m = layout->put_bytes(manifest, "application/vnd.oci.image.manifest.v1+json");
+  if (!m || !layout->write_index({*m})) std::abort();
+  return path;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const fuzzing::ScratchDir scratch;
+  static const fuzzing::ScratchDir source;
+  static const std::string layout = source_layout(source);
   if (size == 0) return 0;
   ScriptedRegistry http(fuzzing::split(fuzzing::as_text(data, size).substr(1), '\0', 32), scratch);
   images::RegistryOptions options;
   options.credentials = images::RegistryCredentials{"user", "secret"};
   options.parallel_blobs = 1;  // answers are consumed in request order: one request at a time
+  options.chunk_threshold = 16;  // push uploads every blob in chunks
+  options.chunk_size = 40;
   images::RegistryClient client(http, options);
   const auto ref = images::parse_image_reference("registry.example/team/image:1.0");
   if (!ref) std::abort();
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0: (void)client.fetch_manifest_and_config(*ref); break;
     case 1: (void)client.pull(*ref, scratch.path() + "/layout"); break;
-    default: (void)client.blob_exists(*ref, "sha256:" + std::string(64, 'a')); break;
+    case 2: (void)client.blob_exists(*ref, "sha256:" + std::string(64, 'a')); break;
+    default: (void)client.push(layout, *ref); break;
   }
   scratch.reset();
   return 0;
