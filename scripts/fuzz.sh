@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang in build-fuzz (every gpuenv library with libFuzzer's coverage, ASan and
-# UBSan) and runs each for SECONDS (default 60), starting from the checked-in seeds in fuzz/corpus/<target>/.
+# UBSan) and runs each for SECONDS (default 60), starting from the checked-in seeds in fuzz/corpus/<area>/ (the
+# target without _fuzz) copied afresh into build-fuzz/corpus/<target>/ on every run.
 # Fails when a target crashes, leaks, times out on an input or runs out of memory (libFuzzer then writes the input
 # to build-fuzz/artifacts/<target>/); prints each target's final coverage (cov: edges, ft: features).
 # Usage: scripts/fuzz.sh [SECONDS [TARGET...]]   Environment: GPUENV_FUZZ_JOBS (build jobs, default nproc).
