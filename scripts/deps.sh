@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libssl-dev libcurl4-openssl-dev libarchive-dev zlib1g-dev libzstd-dev zstd
           gpgv gnupg debian-archive-keyring
-          libgtest-dev libbenchmark-dev python3
+          libgtest-dev libbenchmark-dev python3 clang libclang-rt-14-dev
           skopeo umoci docker-registry bubblewrap curl)
 if [ "${1:-}" = "--bench" ]; then packages+=(hyperfine); fi
 missing=()

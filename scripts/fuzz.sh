@@ -1,28 +1,61 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang and runs each for SECONDS (default 60). Usage: scripts/fuzz.sh [SECONDS]
+# Builds the libFuzzer targets with clang in build-fuzz (every gpuenv library with libFuzzer's coverage, ASan and
+# UBSan) and runs each for SECONDS (default 60), starting from the checked-in seeds in fuzz/corpus/<area>/ (the
+# target without _fuzz) copied afresh into build-fuzz/corpus/<target>/ on every run.
+# Fails when a target crashes, leaks, times out on an input or runs out of memory (libFuzzer then writes the input
+# to build-fuzz/artifacts/<target>/); prints each target's final coverage (cov: edges, ft: features).
+# Usage: scripts/fuzz.sh [SECONDS [TARGET...]]   Environment: GPUENV_FUZZ_JOBS (build jobs, default nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUENV_BUILD_TESTS=OFF -DGPUENV_BUILD_BENCH=OFF \
-  -DGPUENV_BUILD_FUZZ=ON -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined" >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target spec_fuzz constraint_fuzz catalog_codec_fuzz apt_fuzz wheel_fuzz image_fuzz gpuenv_recipes
-mkdir -p build-fuzz/corpus/spec build-fuzz/corpus/constraint build-fuzz/corpus/codec build-fuzz/corpus/apt build-fuzz/corpus/wheel build-fuzz/corpus/image
-{ printf '\000'; head -c 3000 tests/data/apt_closure_packages.txt; } > build-fuzz/corpus/apt/packages
-{ printf '\002'; printf 'deb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian bookworm main\n'; } > build-fuzz/corpus/apt/list
-{ printf '\000'; printf '{"meta":{"api-version":"1.1"},"files":[{"filename":"a-1.0-py3-none-any.whl","url":"a.whl","hashes":{}}]}'; } > build-fuzz/corpus/wheel/json
-{ printf '\002'; printf 'Metadata-Version: 2.1\nName: a\nVersion: 1.0\nRequires-Dist: b>=1; python_version>"3"\n'; } > build-fuzz/corpus/wheel/metadata
-cp fuzz/corpus/spec/* build-fuzz/corpus/spec/
-{ printf '\000'; head -c 8192 /bin/true; } > build-fuzz/corpus/image/elf
-{ printf '\001'; printf 'schema: "gpuenv-lock-v1"\ngenerator: "gpuenv"\nspec: {name: "a", sha256: "x"}\nbase: "debian:12"\ncuda: null\ncudnn: null\npython: "3.11"\ndriver: {min: "525.60.13"}\npackages:\n  - {name: "a", version: "1", kind: "deb", architecture: "all", size: 1, sha256: "%064d", url: "http://mirror.example/a.deb", source: "s"}\n' 0; } > build-fuzz/corpus/image/lock
-{ printf '\002'; printf 'Package: *\nPin: release a=stable, o=Debian\nPin-Priority: 990\n\nPackage: /^lib/ src:foo\nPin: version 1.2*\nPin-Priority: -1\n'; } > build-fuzz/corpus/image/pref
-{ printf '\003'; printf '127.0.0.1:5000/team/image:1.0@sha256:%064d' 0; } > build-fuzz/corpus/image/ref
-{ printf '\004'; printf 'Bearer realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull,push"'; } > build-fuzz/corpus/image/challenge
-{ printf '\005'; printf '{"auths":{"https://registry.example.com/v1/":{"auth":"dTpw"}}}'; } > build-fuzz/corpus/image/config
-head -c 4000 build-fuzz/recipes/catalog.bin > build-fuzz/corpus/codec/head.bin
-printf '>=12.1,<13' > build-fuzz/corpus/constraint/range
-build-fuzz/fuzz/spec_fuzz -max_total_time="$seconds" -rss_limit_mb=1024 -timeout=10 build-fuzz/corpus/spec
-build-fuzz/fuzz/constraint_fuzz -max_total_time="$seconds" -rss_limit_mb=1024 -timeout=10 build-fuzz/corpus/constraint
-build-fuzz/fuzz/catalog_codec_fuzz -max_total_time="$seconds" -rss_limit_mb=1024 -timeout=10 build-fuzz/corpus/codec
-build-fuzz/fuzz/apt_fuzz -max_total_time="$seconds" -rss_limit_mb=1024 -timeout=10 build-fuzz/corpus/apt
-build-fuzz/fuzz/wheel_fuzz -max_total_time="$seconds" -rss_limit_mb=1024 -timeout=10 build-fuzz/corpus/wheel
-build-fuzz/fuzz/image_fuzz -max_total_time="$seconds" -rss_limit_mb=1024 -timeout=10 build-fuzz/corpus/image
+shift || true
+all_targets=(spec_fuzz constraint_fuzz catalog_codec_fuzz config_fuzz archive_fuzz http_fuzz apt_fuzz wheel_fuzz dpkg_fuzz
+             image_fuzz oci_fuzz registry_fuzz validate_fuzz)
+targets=("${all_targets[@]}")
+if [ "$#" -gt 0 ]; then targets=("$@"); fi
+build=build-fuzz
+CC=clang CXX=clang++ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUENV_BUILD_TESTS=OFF -DGPUENV_BUILD_BENCH=OFF \
+  -DGPUENV_ENABLE_CUDA=OFF -DGPUENV_BUILD_FUZZ=ON >/dev/null
+cmake --build "$build" -j"${GPUENV_FUZZ_JOBS:-$(nproc)}" --target "${targets[@]}" gpuenv_recipes
+
+# The working corpus: the checked-in seeds, plus what the build alone can make; libFuzzer adds what it finds.
+rm -rf "$build/corpus"
+mkdir -p "$build/corpus"
+for t in "${targets[@]}"; do
+  mkdir -p "$build/corpus/$t" "$build/artifacts/$t"
+  if [ -d "fuzz/corpus/${t%_fuzz}" ]; then cp fuzz/corpus/"${t%_fuzz}"/* "$build/corpus/$t/"; fi
+done
+if [ -d "$build/corpus/catalog_codec_fuzz" ]; then head -c 4000 "$build/recipes/catalog.bin" > "$build/corpus/catalog_codec_fuzz/head.bin"; fi
+if [ -d "$build/corpus/image_fuzz" ]; then { printf '\000'; head -c 8192 /bin/true; } > "$build/corpus/image_fuzz/elf"; fi
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/gpuenv-fuzz.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+failed=()
+summary=()
+for t in "${targets[@]}"; do
+  echo "== $t (${seconds}s)"
+  log="$build/artifacts/$t/last.log"
+  # TMPDIR: a target's scratch directory (mkdtemp) lands here and goes with it.
+  if TMPDIR="$scratch" "$build/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
+       -print_final_stats=1 -artifact_prefix="$build/artifacts/$t/" "$build/corpus/$t" >"$log" 2>&1; then
+    status=ok
+  else
+    status=FAILED
+    failed+=("$t")
+    tail -n 60 "$log"
+  fi
+  final=$(grep -E '^#[0-9]+.*(DONE|INITED|pulse|NEW|REDUCE).*cov: ' "$log" | tail -n 1 || true)
+  cov=$(sed -nE 's/.* cov: ([0-9]+).*/\1/p' <<<"$final")
+  ft=$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$final")
+  runs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$log")
+  summary+=("$(printf '%-20s %-7s cov %6s  ft %6s  runs %9s' "$t" "$status" "${cov:-?}" "${ft:-?}" "${runs:-?}")")
+done
+echo "== coverage after ${seconds}s per target (cov: edges of the gpuenv libraries and the target; ft: features)"
+printf '%s\n' "${summary[@]}"
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "== fuzzing FAILED: ${failed[*]} (inputs in $build/artifacts/<target>/)" >&2
+  exit 1
+fi
+echo "== fuzzing passed"

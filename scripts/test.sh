@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One command for a fresh Debian 12 machine: install dependencies, build, and run the whole test suite twice,
-# in a Release build and in an AddressSanitizer + UndefinedBehaviorSanitizer build. Idempotent.
+# in a Release build and in an AddressSanitizer + UndefinedBehaviorSanitizer build, then every libFuzzer target for
+# GPUENV_FUZZ_SECONDS (default 20) with coverage on the libraries (scripts/fuzz.sh; clang). Idempotent.
 # Tests labelled `online` need the internet and are left out unless GPUENV_ONLINE=1; tests labelled `gpu`
 # skip themselves (saying why) on machines without an NVIDIA driver.
 set -euo pipefail
@@ -18,3 +19,6 @@ for type in Release Sanitize; do
     ctest --test-dir "$dir" -j"$jobs" --output-on-failure -LE "$exclude"
 done
 echo "== all tests passed (Release and Sanitize)"
+echo "== fuzzing: every target for ${GPUENV_FUZZ_SECONDS:-20}s (scripts/fuzz.sh)"
+GPUENV_FUZZ_JOBS=$jobs scripts/fuzz.sh "${GPUENV_FUZZ_SECONDS:-20}"
+echo "== all tests and fuzzers passed"

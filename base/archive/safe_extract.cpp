@@ -93,6 +93,13 @@ struct Reader {
   std::vector<ExtractedEntry> entries;
 };
 
+/// libarchive's message for the last error; it has none for some failures (a damaged compressed stream can end the
+/// reader with ARCHIVE_FATAL and a null message), and a null char* must never reach a std::string.
+std::string error_text(archive* a) {
+  const char* e = archive_error_string(a);
+  return e ? e : "unknown error";
+}
+
 Status write_entry(Reader& r, archive* a, archive_entry* e, int root_fd) {
   const char* raw = archive_entry_pathname(e);
   auto norm = normalize_member_path(raw ? raw : "");
@@ -162,7 +169,7 @@ Status write_entry(Reader& r, archive* a, archive_entry* e, int root_fd) {
       while (true) {
         const la_ssize_t n = archive_read_data(a, buf, sizeof buf);
         if (n < 0) {
-          return make_error(ErrorKind::environment, "archive.corrupt", "cannot read '" + path + "': " + archive_error_string(a), r.origin,
+          return make_error(ErrorKind::environment, "archive.corrupt", "cannot read '" + path + "': " + error_text(a), r.origin,
                             "the archive is damaged or truncated; download it again");
         }
         if (n == 0) break;
@@ -293,7 +300,7 @@ Result<std::vector<ExtractedEntry>> extract_archive(std::string_view bytes, cons
     const int rc = archive_read_next_header(a.get(), &e);
     if (rc == ARCHIVE_EOF) break;
     if (rc < ARCHIVE_WARN) {
-      return make_error(ErrorKind::environment, "archive.corrupt", std::string("cannot read the archive: ") + archive_error_string(a.get()),
+      return make_error(ErrorKind::environment, "archive.corrupt", "cannot read the archive: " + error_text(a.get()),
                         origin, "the file is damaged, truncated or not an archive; download it again");
     }
     if (auto st = write_entry(r, a.get(), e, root_fd.get()); !st) return std::move(st).error();

@@ -6,6 +6,7 @@
 
 #include "base/net/curl_common.hpp"
 #include "base/net/http_client.hpp"
+#include "base/net/http_headers.hpp"
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -242,13 +243,8 @@ class CurlFetcher final : public Fetcher {
   static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
     auto* t = static_cast<Transfer*>(user);
     const std::size_t len = size * n;
-    std::string line(data, len);
-    if (line.size() > 12 && strncasecmp(line.c_str(), "retry-after:", 12) == 0) {
-      try {
-        t->retry_after_s = std::stol(line.substr(12));
-      } catch (const std::exception&) {
-        // an HTTP date: fall back to the normal backoff
-      }
+    if (const auto header = parse_header_line(std::string_view(data, len)); header && header->name == "retry-after") {
+      if (const auto seconds = parse_retry_after(header->value)) t->retry_after_s = seconds;
     }
     return len;
   }

@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include "base/net/curl_common.hpp"
+#include "base/net/http_headers.hpp"
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -20,19 +21,6 @@ namespace gpuenv {
 namespace {
 
 constexpr std::size_t k_error_body_bytes = 64 * 1024;  // kept of a non-2xx answer to a download
-
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
-std::string trim(const std::string& s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
-
 
 bool tls_problem(CURLcode c) {
   return c == CURLE_PEER_FAILED_VERIFICATION || c == CURLE_SSL_CACERT_BADFILE || c == CURLE_SSL_CERTPROBLEM ||
@@ -69,24 +57,18 @@ struct Attempt {
 std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
   auto* a = static_cast<Attempt*>(user);
   const std::size_t len = size * n;
-  const std::string line(data, len);
-  if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect or 100 Continue): start over
+  const std::string_view line(data, len);
+  if (is_status_line(line)) {  // a new response (after a redirect or 100 Continue): start over
     a->resp->headers.clear();
     a->retry_after_s.reset();
     return len;
   }
-  const auto colon = line.find(':');
-  if (colon == std::string::npos) return len;
-  std::string name = lower(trim(line.substr(0, colon)));
-  std::string value = trim(line.substr(colon + 1));
-  if (name == "retry-after") {
-    try {
-      a->retry_after_s = std::stol(value);
-    } catch (const std::exception&) {
-      // an HTTP date: the normal backoff applies
-    }
+  auto header = parse_header_line(line);
+  if (!header) return len;
+  if (header->name == "retry-after") {
+    if (const auto seconds = parse_retry_after(header->value)) a->retry_after_s = seconds;  // an HTTP date: normal backoff
   }
-  a->resp->headers.emplace_back(std::move(name), std::move(value));
+  a->resp->headers.emplace_back(std::move(header->name), std::move(header->value));
   return len;
 }
 

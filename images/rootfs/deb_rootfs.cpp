@@ -66,7 +66,11 @@ bool keep_in_minimal_image(std::string_view p) {
 Result<InstalledDeb> install_deb(std::string_view bytes, const std::string& origin, const std::string& root, const ExtractOptions& options) {
   auto contents = extract_deb(bytes, origin, root, options);
   if (!contents) return std::move(contents).error();
-  auto stanzas = packages::parse_deb822(contents->control, origin + " (control)");
+  return read_deb_control(std::move(*contents), origin);
+}
+
+Result<InstalledDeb> read_deb_control(DebContents contents, const std::string& origin) {
+  auto stanzas = packages::parse_deb822(contents.control, origin + " (control)");
   if (!stanzas) return std::move(stanzas).error();
   if (stanzas->size() != 1 || (*stanzas)[0].get("Package").empty() || (*stanzas)[0].get("Version").empty()) {
     return make_error(ErrorKind::environment, "rootfs.bad_control", "the control file needs exactly one stanza with Package and Version", origin,
@@ -85,12 +89,12 @@ Result<InstalledDeb> install_deb(std::string_view bytes, const std::string& orig
                       origin, "the package is damaged or hostile; do not install it");
   }
   d.multi_arch = std::string(s.get("Multi-Arch"));
-  d.control = std::move(contents->control);
-  d.md5sums = std::move(contents->md5sums);
-  for (std::size_t pos = 0; pos < contents->conffiles.size();) {
-    auto nl = contents->conffiles.find('\n', pos);
-    if (nl == std::string::npos) nl = contents->conffiles.size();
-    std::string line = contents->conffiles.substr(pos, nl - pos);
+  d.control = std::move(contents.control);
+  d.md5sums = std::move(contents.md5sums);
+  for (std::size_t pos = 0; pos < contents.conffiles.size();) {
+    auto nl = contents.conffiles.find('\n', pos);
+    if (nl == std::string::npos) nl = contents.conffiles.size();
+    std::string line = contents.conffiles.substr(pos, nl - pos);
     while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
     // "remove-on-upgrade /etc/x" flags (dpkg >= 1.20) precede the path
     if (const auto sp = line.rfind(' '); sp != std::string::npos) line = line.substr(sp + 1);
@@ -105,7 +109,7 @@ Result<InstalledDeb> install_deb(std::string_view bytes, const std::string& orig
     }
     pos = nl + 1;
   }
-  d.entries = std::move(contents->entries);
+  d.entries = std::move(contents.entries);
   return d;
 }
 

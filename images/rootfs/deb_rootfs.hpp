@@ -25,6 +25,11 @@ bool keep_in_minimal_image(std::string_view path);
 /// Unpacks one .deb into `root` (ErrorKind::environment on a damaged or hostile package).
 Result<InstalledDeb> install_deb(std::string_view deb_bytes, const std::string& origin, const std::string& root, const ExtractOptions& options);
 
+/// What install_deb records of an extracted package (its control, md5sums and conffiles members, and its entries):
+/// the one stanza of the control file with a Package and Version following Debian policy's grammar, and the
+/// conffiles as plain absolute paths. Error: `rootfs.bad_control` (ErrorKind::environment) and deb822's own.
+Result<InstalledDeb> read_deb_control(DebContents contents, const std::string& origin);
+
 /// Writes var/lib/dpkg/status (stanzas sorted by package, "Status: install ok installed", with the md5 of each
 /// installed conffile as dpkg records it) and var/lib/dpkg/info/<package>.{list,md5sums,conffiles} for every
 /// package, atomically and deterministically.

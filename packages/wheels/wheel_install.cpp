@@ -365,6 +365,19 @@ bool is_entry_point_wrapper(const std::string& dest, const std::set<std::string>
 
 }  // namespace
 
+Result<bool> parse_wheel_file(std::string_view text, const std::string& where) {
+  const auto headers = parse_headers(text);
+  const auto wv = headers.find("wheel-version");
+  if (wv == headers.end() || wv->second.empty()) return bad_wheel(where, "WHEEL has no Wheel-Version");
+  const std::string major = wv->second.substr(0, wv->second.find('.'));
+  if (major != "1") {
+    return bad_wheel(where, "Wheel-Version " + wv->second + " is not supported (only 1.x)",
+                     "the wheel uses a newer format than gpuenv understands; use a wheel built for Wheel-Version 1");
+  }
+  const auto purelib_header = headers.find("root-is-purelib");
+  return purelib_header != headers.end() && lower(purelib_header->second) == "true";
+}
+
 Result<WheelFilename> split_wheel_filename(std::string_view filename) {
   const auto slash = filename.rfind('/');
   const std::string_view base = slash == std::string_view::npos ? filename : filename.substr(slash + 1);
@@ -679,16 +692,7 @@ Result<bool> root_is_purelib(const ArchivedFiles& files, const std::string& unpa
   if (!files.count(wheel_path)) return bad_wheel(origin, "the wheel has no " + wheel_path);
   auto wheel_text = read_small_file(unpacked + "/" + wheel_path, k_max_metadata_bytes);
   if (!wheel_text) return std::move(wheel_text).error();
-  const auto headers = parse_headers(*wheel_text);
-  const auto wv = headers.find("wheel-version");
-  if (wv == headers.end() || wv->second.empty()) return bad_wheel(origin + " (" + wheel_path + ")", "WHEEL has no Wheel-Version");
-  const std::string major = wv->second.substr(0, wv->second.find('.'));
-  if (major != "1") {
-    return bad_wheel(origin + " (" + wheel_path + ")", "Wheel-Version " + wv->second + " is not supported (only 1.x)",
-                     "the wheel uses a newer format than gpuenv understands; use a wheel built for Wheel-Version 1");
-  }
-  const auto purelib_header = headers.find("root-is-purelib");
-  return purelib_header != headers.end() && lower(purelib_header->second) == "true";
+  return parse_wheel_file(*wheel_text, origin + " (" + wheel_path + ")");
 }
 
 /// RECORD's file rows by normalized path (directory rows are ignored, as pip does); fails on a path that

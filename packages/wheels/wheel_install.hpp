@@ -52,6 +52,10 @@ struct WheelFilename {
 /// ".whl" suffix or does not have five or six dash-separated parts.
 Result<WheelFilename> split_wheel_filename(std::string_view filename);
 
+/// Reads a wheel's WHEEL file (RFC 822 headers; the first occurrence of a name wins): whether Root-Is-Purelib is
+/// true. Fails with `wheel.bad_wheel` at `where` without a Wheel-Version or with one other than 1.x.
+Result<bool> parse_wheel_file(std::string_view text, const std::string& where);
+
 /// One row of a RECORD file.
 struct RecordRow {
   std::string path;  ///< as written: relative, '/'-separated

@@ -195,3 +195,42 @@ TEST_F(DebRootfs, ADpkgDirectoryThatLeadsOutOfTheRootIsNeverWrittenThrough) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace gpuenv;
+using namespace gpuenv::images;
+
+DebContents control_only(std::string control, std::string conffiles = {}) {
+  DebContents c;
+  c.control = std::move(control);
+  c.conffiles = std::move(conffiles);
+  return c;
+}
+
+// read_deb_control is what install_deb records of an extracted package (and what the dpkg database is written from).
+TEST(DebControl, OneStanzaGivesNameVersionArchitectureAndPlainConffiles) {
+  auto d = read_deb_control(control_only("Package: libfoo1\nVersion: 1.2-3\nArchitecture: amd64\nMulti-Arch: same\n",
+                                         "/etc/foo.conf\nremove-on-upgrade /etc/old.conf\nnot/absolute\n\n"),
+                            "libfoo1.deb");
+  ASSERT_TRUE(d) << d.error().message;
+  EXPECT_EQ(d->name, "libfoo1");
+  EXPECT_EQ(d->version, "1.2-3");
+  EXPECT_EQ(d->architecture, "amd64");
+  EXPECT_EQ(d->multi_arch, "same");
+  EXPECT_EQ(d->conffiles, (std::vector<std::string>{"/etc/foo.conf", "/etc/old.conf"}));
+}
+
+TEST(DebControl, RefusesNamesOutsidePolicyTwoStanzasAndConffilesThatLeave) {
+  for (const char* control : {"Package: ../../x\nVersion: 1\n", "Package: a\n\nPackage: b\nVersion: 1\n", "Version: 1\n",
+                              "Package: ab\nVersion: 1\nArchitecture: ../amd64\n"}) {
+    auto d = read_deb_control(control_only(control), "x.deb");
+    ASSERT_FALSE(d) << control;
+    EXPECT_EQ(d.error().id, "rootfs.bad_control") << control;
+  }
+  auto d = read_deb_control(control_only("Package: ab\nVersion: 1\n", "/etc/../../home/x\n"), "x.deb");
+  ASSERT_FALSE(d);
+  EXPECT_EQ(d.error().id, "rootfs.bad_control");
+}
+
+}  // namespace

@@ -538,3 +538,29 @@ TEST_F(WheelInstall, AgreesWithPip) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(WheelFile, RootIsPurelibFromTheFirstHeaderOfAVersion1Wheel) {
+  auto pure = gpuenv::packages::parse_wheel_file("Wheel-Version: 1.0\nGenerator: x\nRoot-Is-Purelib: True\nRoot-Is-Purelib: false\n", "WHEEL");
+  ASSERT_TRUE(pure) << pure.error().message;
+  EXPECT_TRUE(*pure);
+  auto plat = gpuenv::packages::parse_wheel_file("Wheel-Version: 1.9\r\nRoot-Is-Purelib: false\r\n", "WHEEL");
+  ASSERT_TRUE(plat) << plat.error().message;
+  EXPECT_FALSE(*plat);
+  // Headers end at the first blank line, as email.message reads them.
+  auto after_blank = gpuenv::packages::parse_wheel_file("Wheel-Version: 1.0\n\nRoot-Is-Purelib: true\n", "WHEEL");
+  ASSERT_TRUE(after_blank);
+  EXPECT_FALSE(*after_blank);
+}
+
+TEST(WheelFile, RefusesAMissingOrNewerWheelVersion) {
+  for (const char* text : {"Root-Is-Purelib: true\n", "Wheel-Version:\n", "Wheel-Version: 2.0\n", "\nWheel-Version: 1.0\n"}) {
+    auto r = gpuenv::packages::parse_wheel_file(text, "a-1.0.dist-info/WHEEL");
+    ASSERT_FALSE(r) << text;
+    EXPECT_EQ(r.error().id, "wheel.bad_wheel") << text;
+    EXPECT_NE(r.error().where.find("a-1.0.dist-info/WHEEL"), std::string::npos) << text;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of the libFuzzer targets (fuzz/corpus/<target>/), deterministically.
+
+Seeds are small inputs made here (or cut from the repository's own fixtures) that reach deep into each parser; a
+fuzzer starts from them instead of from nothing. The first byte of a seed picks the reader in targets that
+multiplex (see each fuzz/<target>.cpp). Run it after changing a target's input format: fuzz/make_corpus.py.
+Seeds that only the build can make (the compiled catalog, an ELF of this machine) are made by scripts/fuzz.sh.
+"""
+import gzip
+import hashlib
+import io
+import json
+import lzma
+import os
+import tarfile
+import zipfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "fuzz", "corpus")
+
+
+def write(target, name, data):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def fixture(path, limit=None):
+    with open(os.path.join(ROOT, path), "rb") as f:
+        data = f.read()
+    return data if limit is None else data[:limit]
+
+
+def tar_bytes(members, compress=None):
+    """A deterministic ustar archive of (name, bytes or None for a directory, mode) members."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as t:
+        for name, data, mode in members:
+            info = tarfile.TarInfo(name)
+            info.mtime = 0
+            info.mode = mode
+            info.uname = info.gname = "root"
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                t.addfile(info)
+            elif isinstance(data, tuple):  # ("symlink", target)
+                info.type = tarfile.SYMTYPE
+                info.linkname = data[1]
+                t.addfile(info)
+            else:
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+    raw = buf.getvalue()
+    if compress == "gz":
+        return gzip.compress(raw, mtime=0)
+    if compress == "xz":
+        return lzma.compress(raw)
+    return raw
+
+
+def ar_bytes(members):
+    out = b"!<arch>\n"
+    for name, data in members:
+        header = f"{name:<16}{0:<12}{0:<6}{0:<6}{'100644':<8}{len(data):<10}`\n".encode()
+        out += header + data + (b"\n" if len(data) % 2 else b"")
+    return out
+
+
+CONTROL = "Package: hello\nVersion: 2.10-3\nArchitecture: amd64\nMulti-Arch: foreign\nMaintainer: A <a@example.org>\n" \
+          "Depends: libc6 (>= 2.34)\nDescription: example package\n greets\n"
+
+
+def deb_bytes():
+    control = tar_bytes([("./", None, 0o755), ("./control", CONTROL.encode(), 0o644),
+                         ("./md5sums", b"d41d8cd98f00b204e9800998ecf8427e  usr/bin/hello\n", 0o644),
+                         ("./conffiles", b"/etc/hello.conf\n", 0o644)], "gz")
+    data = tar_bytes([("./", None, 0o755), ("./etc/", None, 0o755), ("./etc/hello.conf", b"greeting=hi\n", 0o644),
+                      ("./usr/", None, 0o755), ("./usr/bin/", None, 0o755), ("./usr/bin/hello", b"#!/bin/sh\necho hi\n", 0o755),
+                      ("./usr/bin/hi", ("symlink", "hello"), 0o777)], "xz")
+    return ar_bytes([("debian-binary", b"2.0\n"), ("control.tar.gz", control), ("data.tar.xz", data)])
+
+
+def zip_bytes(members):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data, method in members:
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = method
+            z.writestr(info, data)
+    return buf.getvalue()
+
+
+def sha(data):
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def answer(status_index, headers, body):
+    """One scripted registry answer for registry_fuzz: status byte, header lines, blank line, body."""
+    if isinstance(body, str):
+        body = body.encode()
+    return bytes([status_index]) + "".join(h + "\r\n" for h in headers).encode() + b"\r\n" + body
+
+
+def image_documents():
+    config = json.dumps({"architecture": "amd64", "os": "linux",
+                         "config": {"Env": ["PATH=/usr/bin", "CUDA_VERSION=12.4.1"], "Labels": {"org.example.gpu": "h200"}},
+                         "rootfs": {"type": "layers", "diff_ids": [sha(b"layer")]},
+                         "history": [{"created_by": "gpuenv"}]}, sort_keys=True).encode()
+    layer = tar_bytes([("usr/", None, 0o755), ("usr/bin/tool", b"x", 0o755)], "gz")
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                           "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": sha(config), "size": len(config)},
+                           "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": sha(layer),
+                                       "size": len(layer)}]}, sort_keys=True).encode()
+    index = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": sha(manifest),
+                                       "size": len(manifest), "platform": {"os": "linux", "architecture": "amd64"},
+                                       "annotations": {"org.opencontainers.image.ref.name": "1.0"}}]}, sort_keys=True).encode()
+    return config, layer, manifest, index
+
+
+def main():
+    # spec/ holds example specs kept by hand; regression-* files are inputs that once crashed a target (each has a
+    # test in tests/); everything else is this script's and is written again.
+    for d in os.listdir(OUT) if os.path.isdir(OUT) else []:
+        if d == "spec":
+            continue
+        for f in os.listdir(os.path.join(OUT, d)):
+            if not f.startswith("regression-"):
+                os.remove(os.path.join(OUT, d, f))
+
+    write("constraint", "range", ">=12.1,<13")
+    write("constraint", "exact", "==2.5.1")
+    write("constraint", "driver", ">=525.60.13")
+
+    write("config", "user", b"\x00" + b"sources:\n  apt:\n    - uri: https://mirror.example/debian\n      suite: bookworm\n"
+                                    b"      components: [main]\n  pip:\n    index_url: https://index.example/simple\n")
+    write("config", "catalog_gpus", b"\x01" + fixture("tests/data/mini_catalog/gpus.yaml"))
+    write("config", "catalog_cuda", b"\x01" + fixture("tests/data/mini_catalog/cuda.yaml") + b"\x00" +
+          fixture("tests/data/mini_catalog/cuda_compat.yaml"))
+    write("config", "catalog_torch", b"\x01" + fixture("tests/data/mini_catalog/torch.yaml"))
+
+    tree = [("./", None, 0o755), ("./etc/", None, 0o755), ("./etc/a.conf", b"a=1\n", 0o644), ("./usr/lib/", None, 0o755),
+            ("./usr/lib/libx.so.1", b"\x7fELF", 0o644), ("./usr/lib/libx.so", ("symlink", "libx.so.1"), 0o777)]
+    write("archive", "tar", b"\x00" + tar_bytes(tree))
+    write("archive", "tar_gz", b"\x00" + tar_bytes(tree, "gz"))
+    write("archive", "tar_xz", b"\x00" + tar_bytes(tree, "xz"))
+    write("archive", "deb", b"\x01" + deb_bytes())
+    write("archive", "gz", b"\x02" + gzip.compress(b"Package: a\nVersion: 1\n\n" * 4, mtime=0))
+    write("archive", "xz", b"\x02" + lzma.compress(b"Package: a\nVersion: 1\n\n" * 4))
+
+    write("http", "challenge", "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"
+          "WWW-Authenticate: Bearer realm=\"https://auth.example/token\",service=\"registry.example\","
+          "scope=\"repository:team/image:pull,push\"\r\nRetry-After: 3\r\n\r\n")
+    write("http", "upload", "HTTP/1.1 202 Accepted\r\nLocation: /v2/team/image/blobs/uploads/abc?_state=x\r\n"
+          "Range: 0-1023\r\nDocker-Content-Digest: sha256:" + "0" * 64 + "\r\nRetry-After: Wed, 21 Oct 2015 07:28:00 GMT\r\n")
+
+    write("apt", "packages", b"\x00" + fixture("tests/data/apt_closure_packages.txt", 3000))
+    write("apt", "release", b"\x01" + b"Origin: Debian\nSuite: stable\nCodename: bookworm\nArchitectures: amd64 arm64\n"
+                                     b"Components: main\nSHA256:\n " + b"0" * 64 + b" 1234 main/binary-amd64/Packages.xz\n")
+    write("apt", "list", b"\x02" + b"deb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian bookworm main\n")
+    write("apt", "sources", b"\x03" + b"Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\n"
+                                     b"Components: main contrib\nSigned-By: /usr/share/keyrings/k.gpg\n")
+    write("apt", "relations", b"\x04" + b"libc6 (>= 2.34), libgcc-s1 | libgcc1, python3:any (<< 3.12) [amd64] <!nocheck>")
+    write("apt", "versions", b"\x05" + b"1:2.10-3+deb12u1~bpo1.2.10-3")
+    write("apt", "ar", b"\x06" + deb_bytes())
+
+    write("wheel", "json", b"\x00" + b'{"meta":{"api-version":"1.1"},"files":[{"filename":"a-1.0-py3-none-any.whl","url":"a.whl",'
+                                     b'"hashes":{"sha256":"' + b"0" * 64 + b'"},"requires-python":">=3.8","core-metadata":true}]}')
+    write("wheel", "html", b"\x01" + b'<html><body><a href="a-1.0-py3-none-any.whl#sha256=' + b"0" * 64 +
+          b'" data-requires-python="&gt;=3.8">a-1.0-py3-none-any.whl</a></body></html>')
+    write("wheel", "metadata", b"\x02" + b'Metadata-Version: 2.1\nName: a\nVersion: 1.0\nRequires-Python: >=3.8\n'
+                                         b'Requires-Dist: b>=1; python_version>"3"\nProvides-Extra: cuda\n'
+                                         b'Requires-Dist: c[x]==2.*; extra == "cuda"\n')
+    write("wheel", "requirement", b"\x03" + b'torch[cuda]>=2.1,!=2.2.0; platform_machine == "x86_64" and python_version >= "3.9"')
+    write("wheel", "filename", b"\x04" + b"torch-2.5.1+cu124-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl")
+    write("wheel", "pip_conf", b"\x05" + b"[global]\nindex-url = https://index.example/simple\nextra-index-url =\n"
+                                         b"    https://index.example/whl/cu124\n[install]\ntrusted-host = index.example\n")
+    write("wheel", "record", b"\x06" + b'a/__init__.py,sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n'
+                                       b'"a/odd,name.py",sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n'
+                                       b'a-1.0.dist-info/RECORD,,\r\n')
+    write("wheel", "wheel_file", b"\x07" + b"Wheel-Version: 1.0\nGenerator: bdist_wheel (0.41.2)\nRoot-Is-Purelib: true\n"
+                                           b"Tag: py3-none-any\n")
+    write("wheel", "entry_points", b"\x08" + b"[console_scripts]\ntool = a.cli:main.run [extra]\n"
+                                             b"[gui_scripts]\nview = a.gui:start\n[other]\nx = y:z\n")
+    write("wheel", "split", b"\x09" + b"a_b-1.0-1build-py3-none-any.whl")
+    metadata = b"Metadata-Version: 2.1\nName: a\nVersion: 1.0\n"
+    write("wheel", "remote_zip", b"\x0a" + zip_bytes([("a/__init__.py", b"", zipfile.ZIP_STORED),
+                                                      ("a-1.0.dist-info/METADATA", metadata, zipfile.ZIP_DEFLATED),
+                                                      ("a-1.0.dist-info/RECORD", b"", zipfile.ZIP_STORED)]))
+    write("wheel", "remote_zip64", b"\x0a" + fixture("tests/data/zip64_demo-1.0-py3-none-any.whl"))
+    write("wheel", "pep440", b"\x0b" + b"1.0.post1>=1.0,<2!0,~=1.0")
+
+    write("dpkg", "hello", CONTROL.encode() + b"\x00d41d8cd98f00b204e9800998ecf8427e  usr/bin/hello\n"
+                                              b"d41d8cd98f00b204e9800998ecf8427e  etc/hello.conf\n"
+                                              b"\x00/etc/hello.conf\nremove-on-upgrade /etc/old.conf\n")
+    write("dpkg", "minimal", "Package: a\nVersion: 1\n")
+
+    write("image", "lock", b"\x01" + ('schema: "gpuenv-lock-v1"\ngenerator: "gpuenv"\nspec: {name: "a", sha256: "x"}\n'
+                                      'base: "debian:12"\ncuda: null\ncudnn: null\npython: "3.11"\ndriver: {min: "525.60.13"}\n'
+                                      'packages:\n  - {name: "a", version: "1", kind: "deb", architecture: "all", size: 1, '
+                                      'sha256: "' + "0" * 64 + '", url: "http://mirror.example/a.deb", source: "s"}\n').encode())
+    write("image", "pref", b"\x02" + b"Package: *\nPin: release a=stable, o=Debian\nPin-Priority: 990\n\n"
+                                     b"Package: /^lib/ src:foo\nPin: version 1.2*\nPin-Priority: -1\n")
+    write("image", "ref", b"\x03" + b"127.0.0.1:5000/team/image:1.0@sha256:" + b"0" * 64)
+    write("image", "challenge", b"\x04" + b'Bearer realm="https://auth.example/token",service="registry.example",'
+                                          b'scope="repository:a/b:pull,push"')
+    write("image", "config", b"\x05" + b'{"auths":{"https://registry.example.com/v1/":{"auth":"dTpw"}}}')
+
+    config, layer, manifest, index = image_documents()
+    write("oci", "descriptor", b"\x00" + json.dumps(json.loads(index)["manifests"][0]).encode())
+    write("oci", "manifest_config", b"\x01" + manifest + b"\x00" + config)
+    write("oci", "layout_index", b"\x02" + index)
+    oci_archive = tar_bytes([("oci-layout", b'{"imageLayoutVersion":"1.0.0"}', 0o644), ("index.json", index, 0o644),
+                             ("blobs/", None, 0o755), ("blobs/sha256/", None, 0o755),
+                             ("blobs/sha256/" + sha(manifest)[7:], manifest, 0o644),
+                             ("blobs/sha256/" + sha(config)[7:], config, 0o644),
+                             ("blobs/sha256/" + sha(layer)[7:], layer, 0o644)])
+    write("oci", "oci_archive", b"\x03" + oci_archive)
+    docker_manifest = json.dumps([{"Config": "config.json", "RepoTags": ["team/image:1.0"], "Layers": ["layer.tar"]}]).encode()
+    write("oci", "docker_archive", b"\x03" + tar_bytes([("manifest.json", docker_manifest, 0o644), ("config.json", config, 0o644),
+                                                        ("layer.tar", tar_bytes([("a", b"x", 0o644)]), 0o644)]))
+
+    challenge = answer(6, ['Www-Authenticate: Bearer realm="https://auth.example/token",service="registry.example",'
+                           'scope="repository:team/image:pull"'], '{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}')
+    token = answer(0, ["Content-Type: application/json"], '{"token":"abc","expires_in":300}')
+    manifest_answer = answer(0, ["Content-Type: application/vnd.oci.image.manifest.v1+json", "Docker-Content-Digest: " + sha(manifest)], manifest)
+    index_answer = answer(0, ["Content-Type: application/vnd.oci.image.index.v1+json"], index)
+    config_answer = answer(0, ["Content-Type: application/octet-stream"], config)
+    layer_answer = answer(0, [], layer)
+    write("registry", "fetch_with_token", b"\x00" + b"\x00".join([challenge, token, manifest_answer, config_answer]))
+    write("registry", "fetch_index", b"\x00" + b"\x00".join([index_answer, manifest_answer, config_answer]))
+    write("registry", "pull", b"\x01" + b"\x00".join([manifest_answer, config_answer, answer(0, [], layer)]))
+    write("registry", "pull_token", b"\x01" + b"\x00".join([challenge, answer(0, [], '{"access_token":"t"}'), manifest_answer,
+                                                            config_answer, layer_answer]))
+    write("registry", "error", b"\x00" + answer(8, ["Content-Type: application/json"],
+                                              '{"errors":[{"code":"MANIFEST_UNKNOWN","message":"manifest unknown","detail":{}}]}'))
+    write("registry", "blob_exists", b"\x02" + answer(0, ["Content-Length: 10"], ""))
+
+    # push: registry_fuzz's source layout (a config, a 100-byte layer, the manifest naming them), uploaded in 40-byte chunks.
+    push_config = b'{"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}}'
+    push_layer = b"x" * 100
+
+    def descriptor(media_type, data):
+        return '{"digest":"%s","mediaType":"%s","size":%d}' % (sha(data), media_type, len(data))
+    push_manifest = ('{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":' +
+                     descriptor("application/vnd.oci.image.config.v1+json", push_config) + ',"layers":[' +
+                     descriptor("application/vnd.oci.image.layer.v1.tar", push_layer) + "]}").encode()
+    confirmed = answer(2, ["Docker-Content-Digest: " + sha(push_manifest)], "")
+    write("registry", "push_present", b"\x03" + b"\x00".join([answer(0, [], ""), answer(0, [], ""), confirmed]))
+
+    def upload(data):
+        steps = [answer(8, [], ""), answer(3, ["Location: /v2/team/image/blobs/uploads/u1?_state=a"], "")]
+        for end in range(40, len(data) + 40, 40):
+            steps.append(answer(3, ["Range: 0-%d" % (min(end, len(data)) - 1), "Location: /v2/team/image/blobs/uploads/u1?_state=b"], ""))
+        steps.append(answer(2, ["Docker-Content-Digest: " + sha(data)], ""))
+        return steps
+    write("registry", "push_upload", b"\x03" + b"\x00".join(upload(push_config) + upload(push_layer) + [confirmed]))
+    write("registry", "push_upload_layer_first", b"\x03" + b"\x00".join(upload(push_layer) + upload(push_config) + [confirmed]))
+
+    write("validate", "thresholds", b"\x00" + fixture("recipes/gpus/thresholds.yaml"))
+    write("validate", "replay_h200", b"\x01" + fixture("tests/data/validate/h200x1.yaml"))
+    write("validate", "replay_l4", b"\x01" + fixture("tests/data/validate/l4x1.yaml"))
+    lib = {"loaded": True, "error": None}
+    report = {"schema": "gpuenv-image-probe-v1", "python": "3.11.2", "error": None, "devices": ["/dev/nvidia0", "/dev/nvidiactl"],
+              "libraries": {"error": None, "timed_out": False,
+                            "driver": dict(lib, path="/run/gpuenv/driver/libcuda.so.1", version=12060, version_text="12.6"),
+                            "cudart": dict(lib, path="/usr/lib/libcudart.so.12", version=12040, version_text="12.4",
+                                           device_count=1, device_error=None),
+                            "cublas": dict(lib, path="/usr/lib/libcublas.so.12", version_text="12.4.5"),
+                            "cudnn": dict(lib, path="/usr/lib/libcudnn.so.9", version=90100, version_text="9.1.0")},
+              "frameworks": {"torch": {"module": "torch", "imported": True, "error": None, "timed_out": False,
+                                       "version": "2.5.1+cu124", "cuda": "12.4", "cudnn": "9.1.0", "gpu_visible": True,
+                                       "device_count": 1, "device_name": "NVIDIA H200",
+                                       "matmul": {"max_abs_err": 3.8e-6, "max_abs_ref": 31.2, "error": None},
+                                       "conv": {"max_abs_err": 1.9e-6, "max_abs_ref": 14.7, "error": None, "cudnn_enabled": True}}}}
+    write("validate", "probe_good", b"\x02" + b"probe starting\n" + json.dumps(report, sort_keys=True).encode() + b"\n")
+    broken = json.loads(json.dumps(report))
+    broken["libraries"]["cudart"].update(device_count=0, device_error="no CUDA-capable device is detected", device_error_code=100)
+    broken["frameworks"]["torch"].update(gpu_visible=False, matmul={"error": "CUDA error"})
+    write("validate", "probe_no_gpu", b"\x05" + json.dumps(broken, sort_keys=True).encode())
+
+
+if __name__ == "__main__":
+    main()
