@@ -126,6 +126,7 @@ Result<images::BuildResult> assemble(const BuildRequest& rq, LockToBuild& l, con
   a.fetcher = network.get();
   a.cache = store.get();
   a.layer_memo_dir = cache + "/layers";
+  a.package_tree_dir = cache + "/trees";
   std::error_code ec;
   fs::create_directories(a.layer_memo_dir, ec);
   a.on_step = services.on_step;

@@ -12,6 +12,7 @@
 #include "base/archive/safe_extract.hpp"
 #include "base/digest.hpp"
 #include "images/assemble/layer_writer.hpp"
+#include "images/assemble/package_trees.hpp"
 #include "images/assemble/root_tree.hpp"
 #include "images/assemble/sbom.hpp"
 #include "images/elf/loader_model.hpp"
@@ -68,6 +69,8 @@ struct Assembly {
   std::string site_packages;               // relative to the root; "" without wheels
   std::vector<std::string> wheel_files;    // every file the wheels installed, relative to the root
   LdCache ld;
+  std::optional<assembly::PackageTreeStore> trees;  // the package store, when the request names one
+  assembly::LinkedFiles linked;            // files linked from it: their content identity
   std::string sbom;
   std::vector<Node> nodes;                 // the finished tree, less a base image's untouched files
   std::vector<RootEntry> entries;          // the same, as the plan sees them
@@ -209,6 +212,25 @@ Status unpack_base_image(Assembly& a) {
   return ok_status();
 }
 
+/// One .deb: unpacked into the root, or (with the package store) taken from its tree there and linked.
+Result<InstalledDeb> install_one_deb(Assembly& a, std::size_t i, const ExtractOptions& xo) {
+  const auto& p = a.lock.packages[i];
+  const std::string origin = p.name + "_" + p.version + ".deb";
+  auto unpack = [&](const std::string& root) -> Result<InstalledDeb> {
+    auto m = assembly::Mapped::open(a.package_blobs[i]);
+    if (!m) return std::move(m).error();
+    return install_deb(m->bytes(), origin, root, xo);
+  };
+  if (!a.trees) return unpack(a.root);
+  auto tree = a.trees->get("deb\n" + p.sha256.hex(), [&](const std::string& root) -> Result<assembly::TreeRecord> {
+    GPUENV_TRY(deb, unpack(root));
+    return assembly::TreeRecord{std::move(deb), {}};
+  });
+  if (!tree) return std::move(tree).error();
+  GPUENV_CHECK(assembly::link_tree(*tree, a.root, origin, a.linked));
+  return std::move(tree->record.deb);
+}
+
 /// The .debs in lock order, then the dpkg database and base-passwd's files.
 Status install_debs(Assembly& a) {
   ExtractOptions xo;
@@ -216,11 +238,8 @@ Status install_debs(Assembly& a) {
   a.step("unpacking " + std::to_string(count_kind(a.lock, resolver::PackageKind::deb)) + " .debs");
   std::vector<InstalledDeb> debs;
   for (std::size_t i = 0; i < a.lock.packages.size(); ++i) {
-    const auto& p = a.lock.packages[i];
-    if (p.kind != resolver::PackageKind::deb) continue;
-    auto m = assembly::Mapped::open(a.package_blobs[i]);
-    if (!m) return std::move(m).error();
-    auto installed = install_deb(m->bytes(), p.name + "_" + p.version + ".deb", a.root, xo);
+    if (a.lock.packages[i].kind != resolver::PackageKind::deb) continue;
+    auto installed = install_one_deb(a, i, xo);
     if (!installed) return std::move(installed).error();
     for (const auto& e : installed->entries) a.owners[e.path] = Owner{static_cast<int>(i), true, e.mode, e.uid, e.gid};
     debs.push_back(std::move(*installed));
@@ -232,20 +251,40 @@ Status install_debs(Assembly& a) {
 
 Status install_one_wheel(Assembly& a, std::size_t i, const packages::InstallScheme& scheme, const std::string& python) {
   const auto& p = a.lock.packages[i];
-  auto m = assembly::Mapped::open(a.package_blobs[i]);
-  if (!m) return std::move(m).error();
-  const std::string filename = p.url.substr(p.url.rfind('/') + 1);
+  const std::string url_name = p.url.substr(p.url.rfind('/') + 1);
+  const std::string filename = url_name.substr(0, url_name.find_first_of("?#"));
   packages::InstallScheme s = scheme;
   s.headers = "usr/local/include/" + python + "/" + p.name;
   packages::WheelInstallOptions wo;
   wo.requested = layer_of(p, a.lock) == "user";
-  auto installed = packages::install_wheel(m->bytes(), filename.substr(0, filename.find_first_of("?#")), a.root, s, wo);
-  if (!installed) {
-    Error e = std::move(installed).error();
-    e.while_("installing " + p.name + " " + p.version);
-    return e;
+  auto unpack = [&](const std::string& root) -> Result<packages::InstalledWheel> {
+    auto m = assembly::Mapped::open(a.package_blobs[i]);
+    if (!m) return std::move(m).error();
+    auto installed = packages::install_wheel(m->bytes(), filename, root, s, wo);
+    if (!installed) {
+      Error e = std::move(installed).error();
+      e.while_("installing " + p.name + " " + p.version);
+      return e;
+    }
+    return installed;
+  };
+  std::vector<std::string> files;
+  if (a.trees) {
+    // Everything the installed files depend on: the wheel, its file name, the scheme and REQUESTED.
+    const std::string inputs = "wheel\n" + p.sha256.hex() + "\n" + filename + "\n" + s.purelib + "\n" + s.platlib + "\n" + s.scripts + "\n" + s.headers +
+                               "\n" + s.data + "\n" + s.interpreter + "\n" + (wo.requested ? "requested" : "dependency");
+    auto tree = a.trees->get(inputs, [&](const std::string& root) -> Result<assembly::TreeRecord> {
+      GPUENV_TRY(installed, unpack(root));
+      return assembly::TreeRecord{{}, std::move(installed.files)};
+    });
+    if (!tree) return std::move(tree).error();
+    GPUENV_CHECK(assembly::link_tree(*tree, a.root, filename, a.linked));
+    files = std::move(tree->record.files);
+  } else {
+    GPUENV_TRY(installed, unpack(a.root));
+    files = std::move(installed.files);
   }
-  for (const auto& f : installed->files) {
+  for (const auto& f : files) {
     a.owners[f] = Owner{static_cast<int>(i), false, 0, 0, 0};
     a.wheel_files.push_back(f);
   }
@@ -410,12 +449,22 @@ Status add_gpuenv_layers(Assembly& a, const std::vector<LayerPlan>& plan, ImageL
   c.zstd_level = a.rq.zstd_level;
   c.threads = a.rq.threads;
   c.memo_dir = a.rq.layer_memo_dir;
+  const assembly::ContentId content_id = [&](const Node& n) {
+    auto it = a.linked.find({n.dev, n.ino});
+    return it == a.linked.end() ? std::string() : it->second;
+  };
   for (const auto& layer : plan) {
     a.step("writing layer " + layer.name);
     std::vector<const Node*> nodes;
     for (std::size_t i : layer.entries) nodes.push_back(&a.nodes[i]);
     assembly::LayerStream stream(a.root, std::move(nodes), a.owners, a.rq.source_date_epoch);
-    auto bl = assembly::write_layer(a.layout, stream, layer.name, c, a.root);
+    std::string key;
+    if (a.trees) {
+      auto k = stream.key(content_id);
+      if (!k) return std::move(k).error();
+      key = std::move(*k);
+    }
+    auto bl = assembly::write_layer(a.layout, stream, layer.name, c, a.root, key);
     if (!bl) return std::move(bl).error();
     bl->packages = layer.packages;
     out.diff_ids.push_back(bl->diff_id);
@@ -487,6 +536,7 @@ Result<BuildResult> assemble_image(const BuildRequest& rq) {
   auto layout = OciLayout::open(rq.output_dir);
   if (!layout) return std::move(layout).error();
   Assembly a(rq, std::move(*layout));
+  if (!rq.package_tree_dir.empty()) a.trees.emplace(rq.package_tree_dir, rq.work_dir);
   if (auto prev = previous_build(a.layout, a.reuse_key)) {
     prev->lock_sha256 = a.lock_sha256;
     if (auto st = write_index(a.layout, prev->manifest, rq.tag); !st) return std::move(st).error();  // the tag may have changed

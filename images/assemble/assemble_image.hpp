@@ -8,6 +8,7 @@
 // 2. Fetch: every pinned .deb and wheel comes from the cache (fetched and verified against the lock's sha256
 //    first); then the plan's one-source-of-CUDA rule.
 // 3. Root filesystem (root_tree): a base image's layers unpacked at the bottom, the .debs unpacked in lock order
+//    (each once into the package store, package_trees, then hard-linked into the root)
 //    (maintainer scripts are not run; their needed effects are reproduced: the dpkg database, base-passwd's
 //    files), documentation, man pages and locales left out; then the wheels installed for the image's Python
 //    (PEP 427); the plan's ld.so.conf.d entry for wheel-provided CUDA libraries, the dynamic linker's cache;
@@ -16,8 +17,10 @@
 //    resolve inside the image (driver libraries and --allow-missing-lib names excepted).
 // 5. Layers (layer_writer): the plan splits the tree by what installed each path (base, cuda, cudnn,
 //    framework, user, gpuenv metadata); each is a deterministic tar (sorted, parents first, one mtime, numeric
-//    owners) compressed with a deterministic gzip or zstd; a layer whose uncompressed digest (diff_id) was
-//    compressed before is not compressed again. With a base image, its layers come first as they are, and only
+//    owners) compressed with a deterministic gzip or zstd. With the package store, each layer's input key (its
+//    entries and the store identity of each file) names it: a layer whose key was written before is taken as
+//    it is, without reading a byte, and a new one is written in one pass. Without it, a layer whose
+//    uncompressed digest (diff_id) was compressed before is not compressed again. With a base image, its layers come first as they are, and only
 //    what the build adds or changes goes into gpuenv's layers.
 // 6. The image config (the plan's environment, NVIDIA_* variables, labels), manifest and index.json are
 //    written last; the SPDX 2.3 SBOM also goes beside the layout.
@@ -51,6 +54,10 @@ struct BuildRequest {
   Fetcher* fetcher = nullptr;        ///< required; make_offline_fetcher() for --offline (the cache must hold every package)
   BlobStore* cache = nullptr;        ///< required
   std::string layer_memo_dir;        ///< remembers diff_id -> compressed digest across builds; "" disables
+  /// Unpacked packages, one tree per package and install choices, hard-linked into the root (package_trees.hpp);
+  /// with it, every layer gets an input key and a layer whose key was written before is taken as it is. ""
+  /// unpacks every package into the root and finds reusable layers by their uncompressed digest.
+  std::string package_tree_dir;
   std::function<void(const std::string&)> on_step;  ///< progress lines ("unpacking 121 .debs"), may be empty
   /// A base image (the lock's base_image), already in a local OCI layout: its layers come first, unchanged, and
   /// gpuenv's layers hold only what the build adds or changes. "" for a root built from packages alone.

@@ -103,9 +103,11 @@ Error discard(const std::string& tmp, Error e) {
   return e;
 }
 
-/// Pass 2: tar, compression and digest into a temporary blob, adopted into the layout.
-Result<Descriptor> compress_layer(OciLayout& layout, const LayerStream& stream, const std::string& name, const LayerCompression& c,
-                                  const TarSummary& tar, const std::string& root) {
+/// Tar, compression and both digests in one pass into a temporary blob, adopted into the layout. `tar.size`
+/// is the tar's length (zstd states it in its frame); `tar.diff_id`, when known from a first pass, must come
+/// out again, and is filled in otherwise.
+Result<Descriptor> compress_layer(OciLayout& layout, const LayerStream& stream, const std::string& name, const LayerCompression& c, TarSummary& tar,
+                                  const std::string& root) {
   const std::string tmp = layout.temp_path("layer-" + name);
   UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (out.get() < 0) return io_error("cannot create", tmp);
@@ -123,15 +125,20 @@ Result<Descriptor> compress_layer(OciLayout& layout, const LayerStream& stream, 
     return ok_status();
   });
   Sha256 check;
+  std::uint64_t raw = 0;
   auto again = stream.write([&](const char* d, std::size_t n) {
     check.update(d, n);
+    raw += n;
     return compressor.write(d, n);
   });
   if (!again) return discard(tmp, std::move(again).error());
   if (auto fin = compressor.finish(); !fin) return discard(tmp, std::move(fin).error());
-  if ("sha256:" + check.finish() != tar.diff_id)
+  const std::string diff_id = "sha256:" + check.finish();
+  if ((!tar.diff_id.empty() && diff_id != tar.diff_id) || raw != tar.size)
     return discard(tmp, build_error("build.unstable_tree", "layer " + name + " changed between two reads", root,
                                     "make sure nothing else writes into the build directory"));
+  tar.diff_id = diff_id;
+  tar.entries = *again;
   if (::fsync(out.get()) != 0) return discard(tmp, io_error("cannot write a layer", tmp));
   return layout.adopt_file(tmp, digest.finish_digest(), zsize, c.zstd ? media_type::k_layer_zstd : media_type::k_layer_gzip);
 }
@@ -190,11 +197,9 @@ Status LayerStream::copy_data(TarWriter& tar, const Node& n, std::vector<char>& 
   return ok_status();
 }
 
-Result<std::uint64_t> LayerStream::write(const ByteSink& sink) const {
-  TarWriter tar(sink, m_mtime);
+std::vector<TarEntry> LayerStream::entries() const {
+  std::vector<TarEntry> out;
   std::map<std::pair<dev_t, ino_t>, std::string> first_path;
-  std::vector<char> buf(1 << 20);
-  std::uint64_t entries = 0;
   for (const Node* n : m_nodes) {
     TarEntry e = entry_of(*n);
     if (n->type == TarEntry::Type::file && n->nlink > 1) {
@@ -205,33 +210,148 @@ Result<std::uint64_t> LayerStream::write(const ByteSink& sink) const {
       }
     }
     if (e.type == TarEntry::Type::file) e.size = n->size;
-    if (auto st = tar.add(e); !st) return std::move(st).error();
-    ++entries;
-    if (e.type != TarEntry::Type::file) continue;
-    if (auto st = copy_data(tar, *n, buf); !st) return std::move(st).error();
+    out.push_back(std::move(e));
   }
-  if (auto st = tar.finish(); !st) return std::move(st).error();
-  return entries;
+  return out;
 }
 
-Result<BuiltLayer> write_layer(OciLayout& layout, const LayerStream& stream, const std::string& name, const LayerCompression& c, const std::string& root) {
-  auto tar = summarize(stream);
-  if (!tar) return std::move(tar).error();
+Result<std::uint64_t> LayerStream::emit(const ByteSink& sink, bool with_data) const {
+  TarWriter tar(sink, m_mtime);
+  std::vector<char> buf(with_data ? std::size_t{1} << 20 : 0);
+  const std::vector<TarEntry> all = entries();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const TarEntry& e = all[i];
+    if (auto st = tar.add(e); !st) return std::move(st).error();
+    if (e.type != TarEntry::Type::file) continue;
+    if (auto st = with_data ? copy_data(tar, *m_nodes[i], buf) : tar.skip_data(e.size); !st) return std::move(st).error();
+  }
+  if (auto st = tar.finish(); !st) return std::move(st).error();
+  return static_cast<std::uint64_t>(all.size());
+}
+
+Result<std::uint64_t> LayerStream::size() const {
+  std::uint64_t headers = 0;
+  std::uint64_t total = 0;
+  auto n = emit([&](const char*, std::size_t k) {
+    headers += k;
+    return ok_status();
+  }, false);
+  if (!n) return std::move(n).error();
+  for (const TarEntry& e : entries())
+    if (e.type == TarEntry::Type::file) total += e.size;
+  return headers + total;
+}
+
+namespace {
+
+/// A field of the key: its length, then its bytes (no two different entries hash alike).
+void key_field(Sha256& h, std::string_view v) {
+  const std::string len = std::to_string(v.size()) + ":";
+  h.update(len.data(), len.size());
+  h.update(v.data(), v.size());
+}
+
+Result<std::string> file_sha256(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0) return io_error("cannot read", path);
+  Sha256 h;
+  std::vector<char> buf(1 << 16);
+  while (true) {
+    const ssize_t r = ::read(fd.get(), buf.data(), buf.size());
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return io_error("cannot read", path);
+    if (r == 0) break;
+    h.update(buf.data(), static_cast<std::size_t>(r));
+  }
+  return "sha256:" + h.finish();
+}
+
+}  // namespace
+
+Result<std::string> LayerStream::key(const ContentId& content_id) const {
+  Sha256 h;
+  key_field(h, "gpuenv-layer-key-v1");
+  key_field(h, std::to_string(m_mtime));
+  const std::vector<TarEntry> all = entries();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const TarEntry& e = all[i];
+    key_field(h, e.path);
+    key_field(h, std::to_string(static_cast<int>(e.type)) + " " + std::to_string(e.mode) + " " + std::to_string(e.uid) + " " + std::to_string(e.gid) + " " +
+                     std::to_string(e.size));
+    key_field(h, e.link_target);
+    if (e.type != TarEntry::Type::file) continue;
+    std::string id = content_id ? content_id(*m_nodes[i]) : std::string();
+    if (id.empty()) {
+      auto sum = file_sha256(m_root + "/" + m_nodes[i]->path);
+      if (!sum) return std::move(sum).error();
+      id = *sum;
+    }
+    key_field(h, id);
+  }
+  return h.finish();
+}
+
+namespace {
+
+/// The memo file of an input key and compressor; "" when the memo is off.
+std::string key_memo_path(const LayerCompression& c, const std::string& key) {
+  if (c.memo_dir.empty() || key.empty()) return {};
+  // The compressor's name needs the tar's length only for zstd's own settings, which it does not change.
+  return memo_path(c, "sha256:k" + key, 0);
+}
+
+/// A layer whose input key was written before, when its blob is in the layout.
+std::optional<BuiltLayer> remembered_layer(OciLayout& layout, const std::string& memo, const std::string& name, const char* media_type) {
+  if (memo.empty()) return std::nullopt;
+  std::ifstream in(memo);
+  std::string diff_id, blob;
+  BuiltLayer bl;
+  if (!(in >> diff_id >> bl.uncompressed_size >> bl.entries >> blob >> bl.blob.size)) return std::nullopt;
+  auto d = Digest::parse(blob);
+  if (!d || !Digest::parse(diff_id) || !layout.has_blob(*d)) return std::nullopt;
+  bl.name = name;
+  bl.diff_id = diff_id;
+  bl.blob = Descriptor{media_type, std::move(*d), bl.blob.size, {}};
+  bl.reused = true;
+  return bl;
+}
+
+}  // namespace
+
+Result<BuiltLayer> write_layer(OciLayout& layout, const LayerStream& stream, const std::string& name, const LayerCompression& c, const std::string& root,
+                               const std::string& key) {
+  const char* type = c.zstd ? media_type::k_layer_zstd : media_type::k_layer_gzip;
+  const std::string kmemo = key_memo_path(c, key);
+  if (auto bl = remembered_layer(layout, kmemo, name, type)) return *bl;
+  TarSummary tar;
+  if (key.empty()) {
+    auto summary = summarize(stream);
+    if (!summary) return std::move(summary).error();
+    tar = *summary;
+  } else {
+    auto size = stream.size();
+    if (!size) return std::move(size).error();
+    tar.size = *size;
+  }
   BuiltLayer bl;
   bl.name = name;
-  bl.diff_id = tar->diff_id;
-  bl.uncompressed_size = tar->size;
-  bl.entries = tar->entries;
-  const std::string memo = memo_path(c, bl.diff_id, tar->size);
-  if (auto blob = remembered_blob(layout, memo, c.zstd ? media_type::k_layer_zstd : media_type::k_layer_gzip)) {
+  const std::string memo = key.empty() ? memo_path(c, tar.diff_id, tar.size) : "";
+  if (auto blob = remembered_blob(layout, memo, type)) {
     bl.blob = *blob;
     bl.reused = true;
-    return bl;
+  } else {
+    auto written = compress_layer(layout, stream, name, c, tar, root);
+    if (!written) return std::move(written).error();
+    bl.blob = *written;
+    if (const std::string m = memo_path(c, tar.diff_id, tar.size); !m.empty())
+      (void)write_file(m, bl.blob.digest.str() + " " + std::to_string(bl.blob.size) + "\n");
   }
-  auto blob = compress_layer(layout, stream, name, c, *tar, root);
-  if (!blob) return std::move(blob).error();
-  bl.blob = *blob;
-  if (!memo.empty()) (void)write_file(memo, bl.blob.digest.str() + " " + std::to_string(bl.blob.size) + "\n");
+  bl.diff_id = tar.diff_id;
+  bl.uncompressed_size = tar.size;
+  bl.entries = tar.entries;
+  if (!kmemo.empty())
+    (void)write_file(kmemo, bl.diff_id + " " + std::to_string(bl.uncompressed_size) + " " + std::to_string(bl.entries) + " " + bl.blob.digest.str() + " " +
+                                std::to_string(bl.blob.size) + "\n");
   return bl;
 }
 

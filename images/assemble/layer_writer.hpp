@@ -14,6 +14,10 @@
 
 namespace gpuenv::images::assembly {
 
+/// The content identity of a regular file of the tree ("<package tree key>/<path>" for a file linked from
+/// the package store), or "" when only its bytes can tell (they are hashed then).
+using ContentId = std::function<std::string(const Node&)>;
+
 /// A layer's tar stream, from the tree's nodes that belong to it (read again on every write()).
 class LayerStream {
  public:
@@ -22,11 +26,22 @@ class LayerStream {
 
   /// Writes the whole tar to `sink`; returns the number of entries. Errors: `build.io` (a file changed or
   /// went away), the sink's and the tar writer's.
-  Result<std::uint64_t> write(const ByteSink& sink) const;
+  Result<std::uint64_t> write(const ByteSink& sink) const { return emit(sink, true); }
+
+  /// The tar's length, from the entries alone (no file is read).
+  Result<std::uint64_t> size() const;
+
+  /// The layer's input key: a sha256 of everything its tar is made of (every header field, hard links,
+  /// the mtime, and each file's content identity, or its bytes' sha256 where it has none). Equal keys mean
+  /// equal tars, so a layer whose key was written before is taken as it is. Errors: `build.io`.
+  Result<std::string> key(const ContentId& content_id) const;
 
  private:
   [[nodiscard]] TarEntry entry_of(const Node& n) const;
   Status copy_data(TarWriter& tar, const Node& n, std::vector<char>& buf) const;
+  Result<std::uint64_t> emit(const ByteSink& sink, bool with_data) const;
+  /// The entries in tar order, hard links resolved as write() writes them.
+  [[nodiscard]] std::vector<TarEntry> entries() const;
 
   const std::string& m_root;
   std::vector<const Node*> m_nodes;
@@ -43,10 +58,14 @@ struct LayerCompression {
   std::string memo_dir;      ///< diff_id -> compressed digest across builds; "" disables
 };
 
-/// Writes one of gpuenv's layers into the layout, or reuses the blob the memo names. `root` is for messages.
-/// Errors: `build.unstable_tree` (the two passes read different bytes), `build.io`, compression's, the layout's.
+/// Writes one of gpuenv's layers into the layout, or reuses a blob written before. With an input `key`
+/// (LayerStream::key): a key remembered in the memo with its blob in the layout is taken as it is, nothing read;
+/// otherwise the layer is written in one pass (tar, uncompressed digest, compression, compressed digest) and
+/// the key remembered. Without a key: two passes, the uncompressed digest first, so that a blob compressed
+/// before is reused through the memo. `root` is for messages. Errors: `build.unstable_tree` (the two passes
+/// read different bytes), `build.io`, compression's, the layout's.
 Result<BuiltLayer> write_layer(OciLayout& layout, const LayerStream& stream, const std::string& name, const LayerCompression& compression,
-                               const std::string& root);
+                               const std::string& root, const std::string& key = "");
 
 /// Copies the layers of a base image (`manifest` and `config` parsed from its layout) into the layout, in order.
 /// Errors: `build.bad_base` (no diff_id per layer, a layer without a sha256 digest), `build.io`, the layout's.

@@ -140,6 +140,13 @@ Status TarWriter::write_data(const char* data, std::size_t size) {
   return emit(data, size);
 }
 
+Status TarWriter::skip_data(std::uint64_t size) {
+  if (size > m_remaining) return tar_error("more file content than its declared size", "");
+  m_remaining -= size;
+  m_written += size;
+  return ok_status();
+}
+
 Status TarWriter::finish() {
   if (m_finished) return ok_status();
   if (auto st = close_entry(); !st) return st;

@@ -34,6 +34,9 @@ class TarWriter {
   Status add(const TarEntry& entry);
   /// Content of the current file, in pieces; fails when more than its declared size is written.
   Status write_data(const char* data, std::size_t size);
+  /// Counts `size` bytes of the current file's content without passing them to the sink: the stream's length
+  /// is known from the entries alone (a zstd frame states it up front). The sink then sees headers and padding only.
+  Status skip_data(std::uint64_t size);
   /// Pads the current file, writes the end-of-archive blocks. Fails if the last file is short.
   Status finish();
 
