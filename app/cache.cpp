@@ -1,6 +1,7 @@
 #include "app/cache.hpp"
 
 #include "base/cache/work_dir.hpp"
+#include "images/assemble/assemble_image.hpp"
 
 namespace gpuenv::app {
 
@@ -10,6 +11,7 @@ Result<CacheListing> list_cache(Services& services) {
   GPUENV_TRY(store, open_blob_store(services, out.root));
   GPUENV_TRY(blobs, store->list());
   out.blobs = std::move(blobs);
+  out.build = images::build_cache_use(out.root + "/trees", out.root + "/layers");
   return out;
 }
 
@@ -19,7 +21,8 @@ Result<Pruned> prune_cache(int older_than_days, bool all, Services& services) {
   GPUENV_TRY(store, open_blob_store(services, out.root));
   const auto cutoff = all ? std::chrono::system_clock::time_point::max() : std::chrono::system_clock::now() - std::chrono::hours(24) * older_than_days;
   GPUENV_TRY(freed, store->prune(cutoff));
-  out.freed_bytes = freed;
+  out.build = images::prune_build_cache(out.root + "/trees", out.root + "/layers", cutoff);
+  out.freed_bytes = freed + out.build.package_tree_bytes + out.build.layer_bytes;
   out.abandoned_work_dirs = sweep_abandoned_work_dirs(out.root);
   return out;
 }

@@ -40,12 +40,17 @@ int cmd_cache(const CacheOptions& o, Context& ctx) {
     if (!pruned) return report_error(pruned.error(), o.json, ctx);
     const std::size_t swept = pruned->abandoned_work_dirs;
     if (o.json) {
-      *ctx.out << nlohmann::ordered_json{{"schema", "gpuenv-cache-v1"}, {"root", pruned->root}, {"freed_bytes", pruned->freed_bytes},
+      *ctx.out << nlohmann::ordered_json{{"schema", "gpuenv-cache-v1"},
+                                         {"root", pruned->root},
+                                         {"freed_bytes", pruned->freed_bytes},
+                                         {"package_trees_removed", pruned->build.package_trees},
+                                         {"layers_removed", pruned->build.layers},
                                          {"abandoned_work_dirs_removed", swept}}
                       .dump(2)
                << "\n";
     } else {
-      *ctx.out << "freed " << human(pruned->freed_bytes) << " in " << pruned->root;
+      *ctx.out << "freed " << human(pruned->freed_bytes) << " in " << pruned->root << " (" << pruned->build.package_trees << " unpacked packages, "
+               << pruned->build.layers << " kept layers among it)";
       if (swept > 0) *ctx.out << "; removed " << swept << " work director" << (swept == 1 ? "y" : "ies") << " of killed commands";
       *ctx.out << "\n";
     }
@@ -57,7 +62,10 @@ int cmd_cache(const CacheOptions& o, Context& ctx) {
   const std::string& root = listing->root;
   const std::uint64_t total = listing->bytes();
   if (o.json) {
-    nlohmann::ordered_json j{{"schema", "gpuenv-cache-v1"}, {"root", root}, {"blobs", blobs.size()}, {"bytes", total}};
+    const auto& b = listing->build;
+    nlohmann::ordered_json j{{"schema", "gpuenv-cache-v1"}, {"root", root}, {"blobs", blobs.size()}, {"bytes", total},
+                             {"package_trees", b.package_trees}, {"package_tree_bytes", b.package_tree_bytes}, {"layers", b.layers},
+                             {"layer_bytes", b.layer_bytes}};
     if (o.action == "ls") {
       auto list = nlohmann::ordered_json::array();
       for (const auto& b : blobs) list.push_back({{"sha256", b.sha256.hex()}, {"bytes", b.bytes}, {"last_used", iso(b.last_used)}});
@@ -69,18 +77,20 @@ int cmd_cache(const CacheOptions& o, Context& ctx) {
   if (o.action == "ls")
     for (const auto& b : blobs) *ctx.out << b.sha256.hex() << "  " << std::setw(10) << human(b.bytes) << "  " << iso(b.last_used) << "\n";
   *ctx.out << blobs.size() << " blobs, " << human(total) << " in " << root << "\n";
+  *ctx.out << listing->build.package_trees << " unpacked packages, " << human(listing->build.package_tree_bytes) << "; " << listing->build.layers
+           << " kept layers, " << human(listing->build.layer_bytes) << "\n";
   return k_exit_ok;
 }
 
 Command add_cache_command(CLI::App& app, const GlobalOptions& /*global*/) {
   auto o = std::make_shared<CacheOptions>();
-  auto* sub = app.add_subcommand("cache", "Show or prune the download cache ($GPUENV_CACHE_DIR, else $XDG_CACHE_HOME/gpuenv)");
+  auto* sub = app.add_subcommand("cache", "Show or prune the cache: downloads, unpacked packages, kept layers ($GPUENV_CACHE_DIR, else $XDG_CACHE_HOME/gpuenv)");
   sub->require_subcommand(1);
   auto* ls = sub->add_subcommand("ls", "List cached blobs");
   auto* du = sub->add_subcommand("du", "Count cached blobs and bytes");
-  auto* prune = sub->add_subcommand("prune", "Remove blobs not used for a while");
+  auto* prune = sub->add_subcommand("prune", "Remove downloads, unpacked packages and kept layers not used for a while");
   prune->add_option("--older-than", o->older_than_days, "Days since last use (default 30)")->check(CLI::NonNegativeNumber);
-  prune->add_flag("--all", o->all, "Remove every blob");
+  prune->add_flag("--all", o->all, "Remove everything");
   for (auto* s : {ls, du, prune}) s->add_flag("--json", o->json, "Print a gpuenv-cache-v1 JSON document");
   return {sub, [o, ls, du](Context& ctx) {
     o->action = ls->parsed() ? "ls" : du->parsed() ? "du" : "prune";

@@ -1,5 +1,7 @@
 #include "images/assemble/assemble_image.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +13,7 @@
 #include "base/cache/fetch_into_cache.hpp"
 #include "base/archive/safe_extract.hpp"
 #include "base/digest.hpp"
+#include "base/file_io.hpp"
 #include "images/assemble/layer_writer.hpp"
 #include "images/assemble/package_trees.hpp"
 #include "images/assemble/root_tree.hpp"
@@ -69,7 +72,7 @@ struct Assembly {
   std::string site_packages;               // relative to the root; "" without wheels
   std::vector<std::string> wheel_files;    // every file the wheels installed, relative to the root
   LdCache ld;
-  std::optional<assembly::PackageTreeStore> trees;  // the package store, when the request names one
+  assembly::PackageTreeStore trees{rq.package_tree_dir, rq.work_dir};
   assembly::LinkedFiles linked;            // files linked from it: their content identity
   std::string sbom;
   std::vector<Node> nodes;                 // the finished tree, less a base image's untouched files
@@ -221,8 +224,7 @@ Result<InstalledDeb> install_one_deb(Assembly& a, std::size_t i, const ExtractOp
     if (!m) return std::move(m).error();
     return install_deb(m->bytes(), origin, root, xo);
   };
-  if (!a.trees) return unpack(a.root);
-  auto tree = a.trees->get("deb\n" + p.sha256.hex(), [&](const std::string& root) -> Result<assembly::TreeRecord> {
+  auto tree = a.trees.get("deb\n" + p.sha256.hex(), [&](const std::string& root) -> Result<assembly::TreeRecord> {
     GPUENV_TRY(deb, unpack(root));
     return assembly::TreeRecord{std::move(deb), {}};
   });
@@ -268,23 +270,16 @@ Status install_one_wheel(Assembly& a, std::size_t i, const packages::InstallSche
     }
     return installed;
   };
-  std::vector<std::string> files;
-  if (a.trees) {
-    // Everything the installed files depend on: the wheel, its file name, the scheme and REQUESTED.
-    const std::string inputs = "wheel\n" + p.sha256.hex() + "\n" + filename + "\n" + s.purelib + "\n" + s.platlib + "\n" + s.scripts + "\n" + s.headers +
-                               "\n" + s.data + "\n" + s.interpreter + "\n" + (wo.requested ? "requested" : "dependency");
-    auto tree = a.trees->get(inputs, [&](const std::string& root) -> Result<assembly::TreeRecord> {
-      GPUENV_TRY(installed, unpack(root));
-      return assembly::TreeRecord{{}, std::move(installed.files)};
-    });
-    if (!tree) return std::move(tree).error();
-    GPUENV_CHECK(assembly::link_tree(*tree, a.root, filename, a.linked));
-    files = std::move(tree->record.files);
-  } else {
-    GPUENV_TRY(installed, unpack(a.root));
-    files = std::move(installed.files);
-  }
-  for (const auto& f : files) {
+  // Everything the installed files depend on: the wheel, its file name, the scheme and REQUESTED.
+  const std::string inputs = "wheel\n" + p.sha256.hex() + "\n" + filename + "\n" + s.purelib + "\n" + s.platlib + "\n" + s.scripts + "\n" + s.headers +
+                             "\n" + s.data + "\n" + s.interpreter + "\n" + (wo.requested ? "requested" : "dependency");
+  auto tree = a.trees.get(inputs, [&](const std::string& root) -> Result<assembly::TreeRecord> {
+    GPUENV_TRY(installed, unpack(root));
+    return assembly::TreeRecord{{}, std::move(installed.files)};
+  });
+  if (!tree) return std::move(tree).error();
+  GPUENV_CHECK(assembly::link_tree(*tree, a.root, filename, a.linked));
+  for (const auto& f : tree->record.files) {
     a.owners[f] = Owner{static_cast<int>(i), false, 0, 0, 0};
     a.wheel_files.push_back(f);
   }
@@ -458,13 +453,9 @@ Status add_gpuenv_layers(Assembly& a, const std::vector<LayerPlan>& plan, ImageL
     std::vector<const Node*> nodes;
     for (std::size_t i : layer.entries) nodes.push_back(&a.nodes[i]);
     assembly::LayerStream stream(a.root, std::move(nodes), a.owners, a.rq.source_date_epoch);
-    std::string key;
-    if (a.trees) {
-      auto k = stream.key(content_id);
-      if (!k) return std::move(k).error();
-      key = std::move(*k);
-    }
-    auto bl = assembly::write_layer(a.layout, stream, layer.name, c, a.root, key);
+    auto key = stream.key(content_id);
+    if (!key) return std::move(key).error();
+    auto bl = assembly::write_layer(a.layout, stream, layer.name, c, a.root, *key);
     if (!bl) return std::move(bl).error();
     bl->packages = layer.packages;
     out.diff_ids.push_back(bl->diff_id);
@@ -535,8 +526,9 @@ constexpr Step k_tree_steps[] = {fetch_packages,    check_cuda_source,  create_r
 Result<BuildResult> assemble_image(const BuildRequest& rq) {
   auto layout = OciLayout::open(rq.output_dir);
   if (!layout) return std::move(layout).error();
+  if (rq.package_tree_dir.empty() || rq.work_dir.empty())
+    return make_error(ErrorKind::internal, "build.no_store", "a build needs a package store and a work directory", "", "");
   Assembly a(rq, std::move(*layout));
-  if (!rq.package_tree_dir.empty()) a.trees.emplace(rq.package_tree_dir, rq.work_dir);
   if (auto prev = previous_build(a.layout, a.reuse_key)) {
     prev->lock_sha256 = a.lock_sha256;
     if (auto st = write_index(a.layout, prev->manifest, rq.tag); !st) return std::move(st).error();  // the tag may have changed
@@ -549,6 +541,69 @@ Result<BuildResult> assemble_image(const BuildRequest& rq) {
     if (auto st = add_base_layers(a, layers); !st) return std::move(st).error();
   if (auto st = add_gpuenv_layers(a, plan_layers(a.entries, a.lock), layers); !st) return std::move(st).error();
   return write_image_documents(a, std::move(layers));
+}
+
+}  // namespace gpuenv::images
+
+namespace gpuenv::images {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool used_since(const fs::path& p, std::chrono::system_clock::time_point cutoff) {
+  struct stat st {};
+  if (cutoff == std::chrono::system_clock::time_point::max() || ::stat(p.c_str(), &st) != 0) return false;
+  const auto when = std::chrono::system_clock::time_point(std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec));
+  return when >= cutoff;
+}
+
+/// Walks the store and the memo; `remove` says, per entry, whether it goes.
+BuildCacheUse walk_build_cache(const std::string& trees, const std::string& memo, const std::function<bool(const fs::path&, bool linked)>& remove) {
+  BuildCacheUse out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(trees, ec)) {
+    const fs::path record = e.path() / "record.json";
+    if (!fs::exists(record, ec)) continue;  // staged or being removed
+    auto text = read_file_limited(record.string(), std::size_t{256} << 20);
+    auto parsed = text ? assembly::parse_tree_record(*text, record.string()) : Result<assembly::TreeRecord>(text.error());
+    const std::uint64_t bytes = parsed ? parsed->regular_bytes : 0;
+    if (remove(record, false)) {
+      // Renamed first, so that no build takes a half-removed tree for a whole one.
+      const fs::path gone = e.path().parent_path() / (".removing-" + e.path().filename().string() + "-" + std::to_string(::getpid()));
+      std::error_code rm;
+      fs::rename(e.path(), gone, rm);
+      if (rm) continue;
+      fs::remove_all(gone, rm);
+    }
+    ++out.package_trees;
+    out.package_tree_bytes += bytes;
+  }
+  for (const auto& e : fs::directory_iterator(fs::path(memo) / "blobs", ec)) {
+    struct stat st {};
+    if (::lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (remove(e.path(), st.st_nlink > 1)) ::unlink(e.path().c_str());
+    ++out.layers;
+    out.layer_bytes += static_cast<std::uint64_t>(st.st_size);
+  }
+  for (const auto& e : fs::directory_iterator(memo, ec))
+    if (e.is_regular_file(ec) && remove(e.path(), false)) fs::remove(e.path(), ec);
+  return out;
+}
+
+}  // namespace
+
+BuildCacheUse build_cache_use(const std::string& package_tree_dir, const std::string& layer_memo_dir) {
+  return walk_build_cache(package_tree_dir, layer_memo_dir, [](const fs::path&, bool) { return false; });
+}
+
+BuildCacheUse prune_build_cache(const std::string& package_tree_dir, const std::string& layer_memo_dir, std::chrono::system_clock::time_point cutoff) {
+  const bool all = cutoff == std::chrono::system_clock::time_point::max();
+  const BuildCacheUse before = walk_build_cache(package_tree_dir, layer_memo_dir, [&](const fs::path& p, bool linked) {
+    return !used_since(p, cutoff) && (all || !linked);
+  });
+  const BuildCacheUse after = build_cache_use(package_tree_dir, layer_memo_dir);
+  return {before.package_trees - after.package_trees, before.package_tree_bytes - after.package_tree_bytes, before.layers - after.layers,
+          before.layer_bytes - after.layer_bytes};
 }
 
 }  // namespace gpuenv::images

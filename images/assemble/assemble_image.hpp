@@ -17,13 +17,13 @@
 //    resolve inside the image (driver libraries and --allow-missing-lib names excepted).
 // 5. Layers (layer_writer): the plan splits the tree by what installed each path (base, cuda, cudnn,
 //    framework, user, gpuenv metadata); each is a deterministic tar (sorted, parents first, one mtime, numeric
-//    owners) compressed with a deterministic gzip or zstd. With the package store, each layer's input key (its
-//    entries and the store identity of each file) names it: a layer whose key was written before is taken as
-//    it is, without reading a byte, and a new one is written in one pass. Without it, a layer whose
-//    uncompressed digest (diff_id) was compressed before is not compressed again. With a base image, its layers come first as they are, and only
+//    owners) compressed with a deterministic gzip or zstd. Each layer's input key (its entries and the store
+//    identity of each file) names it: a layer whose key was written before is taken as it is, without reading
+//    a byte, and a new one is written in one pass (tar, both digests and compression in one stream). With a base image, its layers come first as they are, and only
 //    what the build adds or changes goes into gpuenv's layers.
 // 6. The image config (the plan's environment, NVIDIA_* variables, labels), manifest and index.json are
 //    written last; the SPDX 2.3 SBOM also goes beside the layout.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -53,10 +53,9 @@ struct BuildRequest {
   std::vector<std::string> allow_missing;  ///< sonames the DT_NEEDED check accepts as absent
   Fetcher* fetcher = nullptr;        ///< required; make_offline_fetcher() for --offline (the cache must hold every package)
   BlobStore* cache = nullptr;        ///< required
-  std::string layer_memo_dir;        ///< remembers diff_id -> compressed digest across builds; "" disables
-  /// Unpacked packages, one tree per package and install choices, hard-linked into the root (package_trees.hpp);
-  /// with it, every layer gets an input key and a layer whose key was written before is taken as it is. ""
-  /// unpacks every package into the root and finds reusable layers by their uncompressed digest.
+  std::string layer_memo_dir;        ///< remembers a layer's input key -> its blob across builds; "" disables
+  /// Required: unpacked packages, one tree per package and install choices, hard-linked into the root
+  /// (package_trees.hpp); on the work directory's file system.
   std::string package_tree_dir;
   std::function<void(const std::string&)> on_step;  ///< progress lines ("unpacking 121 .debs"), may be empty
   /// A base image (the lock's base_image), already in a local OCI layout: its layers come first, unchanged, and
@@ -89,5 +88,20 @@ struct BuildResult {
 /// `build.special_file`, `build.bad_base`, `build.unstable_tree`, `build.too_many_layers`, `build.io`), and those
 /// of fetching, the cache, unpacking and the layout.
 Result<BuildResult> assemble_image(const BuildRequest& request);
+
+/// What builds keep in the cache besides downloads.
+struct BuildCacheUse {
+  std::uint64_t package_trees = 0, package_tree_bytes = 0;  ///< unpacked packages (package_tree_dir)
+  std::uint64_t layers = 0, layer_bytes = 0;                ///< layer blobs kept for their input keys (layer_memo_dir)
+};
+
+/// Counts what the package store and the layer memo hold.
+BuildCacheUse build_cache_use(const std::string& package_tree_dir, const std::string& layer_memo_dir);
+
+/// Removes unpacked packages and kept layers last used before `cutoff` (all with time_point::max()), and
+/// returns what was removed. A layer blob that an image layout still links stays (removing it would free
+/// nothing) unless everything goes. Not meant to run while a build runs on the same cache: a build that is
+/// linking a tree being removed fails with `build.bad_tree` or `build.io` and can simply be run again.
+BuildCacheUse prune_build_cache(const std::string& package_tree_dir, const std::string& layer_memo_dir, std::chrono::system_clock::time_point cutoff);
 
 }  // namespace gpuenv::images

@@ -1,6 +1,7 @@
 #include "images/assemble/layer_writer.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,45 +58,19 @@ class LayerCompressor {
   std::optional<ParallelZstd> m_zstd;
 };
 
-/// The uncompressed tar's digest, size and entry count (pass 1).
+/// The uncompressed tar's digest, size and entry count.
 struct TarSummary {
   std::string diff_id;
   std::uint64_t size = 0;
   std::uint64_t entries = 0;
 };
 
-Result<TarSummary> summarize(const LayerStream& stream) {
-  Sha256 diff;
-  TarSummary s;
-  auto entries = stream.write([&](const char* d, std::size_t n) {
-    diff.update(d, n);
-    s.size += n;
-    return ok_status();
-  });
-  if (!entries) return std::move(entries).error();
-  s.diff_id = "sha256:" + diff.finish();
-  s.entries = *entries;
-  return s;
-}
-
-/// The memo file for a diff_id and compressor; "" when the memo is off.
-std::string memo_path(const LayerCompression& c, const std::string& diff_id, std::uint64_t raw_size) {
-  if (c.memo_dir.empty()) return {};
-  const std::string compressor = c.zstd ? zstd_implementation(LayerCompressor::zstd_options(c, raw_size))
+/// The memo file of a layer's input key and its compressor; "" when the memo is off.
+std::string key_memo_path(const LayerCompression& c, const std::string& key) {
+  if (c.memo_dir.empty() || key.empty()) return {};
+  const std::string compressor = c.zstd ? zstd_implementation(LayerCompressor::zstd_options(c, 0))
                                         : "gzip " + std::to_string(c.gzip_level) + " " + deflate_implementation();
-  return c.memo_dir + "/" + diff_id.substr(7) + "-" + sha256_hex(compressor).substr(0, 16);
-}
-
-/// The blob a memo names, when the layout holds it.
-std::optional<Descriptor> remembered_blob(OciLayout& layout, const std::string& memo, const char* media_type) {
-  if (memo.empty()) return std::nullopt;
-  std::ifstream in(memo);
-  std::string text;
-  std::uint64_t size = 0;
-  if (!(in >> text >> size)) return std::nullopt;
-  auto digest = Digest::parse(text);
-  if (!digest || !layout.has_blob(*digest)) return std::nullopt;
-  return Descriptor{media_type, std::move(*digest), size, {}};
+  return c.memo_dir + "/key-" + key + "-" + sha256_hex(compressor).substr(0, 16);
 }
 
 Error discard(const std::string& tmp, Error e) {
@@ -104,8 +79,7 @@ Error discard(const std::string& tmp, Error e) {
 }
 
 /// Tar, compression and both digests in one pass into a temporary blob, adopted into the layout. `tar.size`
-/// is the tar's length (zstd states it in its frame); `tar.diff_id`, when known from a first pass, must come
-/// out again, and is filled in otherwise.
+/// is the tar's length from its entries (zstd states it in its frame); the digest and entries are filled in.
 Result<Descriptor> compress_layer(OciLayout& layout, const LayerStream& stream, const std::string& name, const LayerCompression& c, TarSummary& tar,
                                   const std::string& root) {
   const std::string tmp = layout.temp_path("layer-" + name);
@@ -134,8 +108,8 @@ Result<Descriptor> compress_layer(OciLayout& layout, const LayerStream& stream, 
   if (!again) return discard(tmp, std::move(again).error());
   if (auto fin = compressor.finish(); !fin) return discard(tmp, std::move(fin).error());
   const std::string diff_id = "sha256:" + check.finish();
-  if ((!tar.diff_id.empty() && diff_id != tar.diff_id) || raw != tar.size)
-    return discard(tmp, build_error("build.unstable_tree", "layer " + name + " changed between two reads", root,
+  if (raw != tar.size)
+    return discard(tmp, build_error("build.unstable_tree", "layer " + name + " changed while it was read", root,
                                     "make sure nothing else writes into the build directory"));
   tar.diff_id = diff_id;
   tar.entries = *again;
@@ -293,26 +267,48 @@ Result<std::string> LayerStream::key(const ContentId& content_id) const {
 
 namespace {
 
-/// The memo file of an input key and compressor; "" when the memo is off.
-std::string key_memo_path(const LayerCompression& c, const std::string& key) {
-  if (c.memo_dir.empty() || key.empty()) return {};
-  // The compressor's name needs the tar's length only for zstd's own settings, which it does not change.
-  return memo_path(c, "sha256:k" + key, 0);
+/// Where the cache keeps a layer blob it wrote, linked from the layouts that hold it (so that a layout's
+/// garbage collection never loses a layer another build can take again); "" when the memo is off.
+std::string kept_blob_path(const LayerCompression& c, const Digest& d) { return c.memo_dir.empty() ? "" : c.memo_dir + "/blobs/" + d.hex(); }
+
+/// Keeps a blob just written to the layout in the cache too (a hard link; nothing when the file systems differ).
+void keep_blob(OciLayout& layout, const LayerCompression& c, const Digest& d) {
+  const std::string kept = kept_blob_path(c, d);
+  if (kept.empty()) return;
+  std::error_code ec;
+  fs::create_directories(c.memo_dir + "/blobs", ec);
+  (void)::link(layout.blob_path(d).c_str(), kept.c_str());
 }
 
-/// A layer whose input key was written before, when its blob is in the layout.
-std::optional<BuiltLayer> remembered_layer(OciLayout& layout, const std::string& memo, const std::string& name, const char* media_type) {
+/// Brings a kept blob of `size` bytes into the layout (a hard link, else a copy); false when there is none.
+bool restore_blob(OciLayout& layout, const LayerCompression& c, const Descriptor& blob) {
+  const std::string kept = kept_blob_path(c, blob.digest);
+  struct stat st {};
+  if (kept.empty() || ::stat(kept.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != blob.size) return false;
+  const std::string tmp = layout.temp_path("kept-layer");
+  std::error_code ec;
+  if (::link(kept.c_str(), tmp.c_str()) != 0 && !fs::copy_file(kept, tmp, fs::copy_options::overwrite_existing, ec)) return false;
+  if (layout.adopt_file(tmp, blob.digest, blob.size, blob.media_type)) return true;
+  ::unlink(tmp.c_str());
+  return false;
+}
+
+/// A layer whose input key was written before, when its blob is in the layout or kept in the cache.
+std::optional<BuiltLayer> remembered_layer(OciLayout& layout, const LayerCompression& c, const std::string& memo, const std::string& name,
+                                           const char* media_type) {
   if (memo.empty()) return std::nullopt;
   std::ifstream in(memo);
   std::string diff_id, blob;
   BuiltLayer bl;
   if (!(in >> diff_id >> bl.uncompressed_size >> bl.entries >> blob >> bl.blob.size)) return std::nullopt;
   auto d = Digest::parse(blob);
-  if (!d || !Digest::parse(diff_id) || !layout.has_blob(*d)) return std::nullopt;
+  if (!d || !Digest::parse(diff_id)) return std::nullopt;
   bl.name = name;
   bl.diff_id = diff_id;
   bl.blob = Descriptor{media_type, std::move(*d), bl.blob.size, {}};
   bl.reused = true;
+  if (!layout.has_blob(bl.blob.digest) && !restore_blob(layout, c, bl.blob)) return std::nullopt;
+  (void)::utimensat(AT_FDCWD, memo.c_str(), nullptr, 0);  // its last use, for `gpuenv cache prune`
   return bl;
 }
 
@@ -322,30 +318,17 @@ Result<BuiltLayer> write_layer(OciLayout& layout, const LayerStream& stream, con
                                const std::string& key) {
   const char* type = c.zstd ? media_type::k_layer_zstd : media_type::k_layer_gzip;
   const std::string kmemo = key_memo_path(c, key);
-  if (auto bl = remembered_layer(layout, kmemo, name, type)) return *bl;
+  if (auto bl = remembered_layer(layout, c, kmemo, name, type)) return *bl;
   TarSummary tar;
-  if (key.empty()) {
-    auto summary = summarize(stream);
-    if (!summary) return std::move(summary).error();
-    tar = *summary;
-  } else {
-    auto size = stream.size();
-    if (!size) return std::move(size).error();
-    tar.size = *size;
-  }
+  auto size = stream.size();
+  if (!size) return std::move(size).error();
+  tar.size = *size;
   BuiltLayer bl;
   bl.name = name;
-  const std::string memo = key.empty() ? memo_path(c, tar.diff_id, tar.size) : "";
-  if (auto blob = remembered_blob(layout, memo, type)) {
-    bl.blob = *blob;
-    bl.reused = true;
-  } else {
-    auto written = compress_layer(layout, stream, name, c, tar, root);
-    if (!written) return std::move(written).error();
-    bl.blob = *written;
-    if (const std::string m = memo_path(c, tar.diff_id, tar.size); !m.empty())
-      (void)write_file(m, bl.blob.digest.str() + " " + std::to_string(bl.blob.size) + "\n");
-  }
+  auto written = compress_layer(layout, stream, name, c, tar, root);
+  if (!written) return std::move(written).error();
+  bl.blob = *written;
+  keep_blob(layout, c, bl.blob.digest);
   bl.diff_id = tar.diff_id;
   bl.uncompressed_size = tar.size;
   bl.entries = tar.entries;

@@ -1,7 +1,7 @@
 #pragma once
-// Internal to images/assemble: layer blobs. gpuenv's layers are written from the tree in two passes (the
-// uncompressed digest first, so that a blob compressed by an earlier build is reused through the memo; then
-// tar, compression and digest into a temporary blob); a base image's layers are copied as they are.
+// Internal to images/assemble: layer blobs. gpuenv's layers are named by their input key and written from the
+// tree in one pass (tar, compression and both digests into a temporary blob) unless a build wrote that key
+// before; a base image's layers are copied as they are.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -55,17 +55,16 @@ struct LayerCompression {
   int gzip_level = 6;
   int zstd_level = 3;
   unsigned threads = 0;
-  std::string memo_dir;      ///< diff_id -> compressed digest across builds; "" disables
+  std::string memo_dir;      ///< input key -> the layer's digests across builds; "" disables
 };
 
-/// Writes one of gpuenv's layers into the layout, or reuses a blob written before. With an input `key`
-/// (LayerStream::key): a key remembered in the memo with its blob in the layout is taken as it is, nothing read;
-/// otherwise the layer is written in one pass (tar, uncompressed digest, compression, compressed digest) and
-/// the key remembered. Without a key: two passes, the uncompressed digest first, so that a blob compressed
-/// before is reused through the memo. `root` is for messages. Errors: `build.unstable_tree` (the two passes
-/// read different bytes), `build.io`, compression's, the layout's.
+/// Writes one of gpuenv's layers into the layout, or takes the one its input `key` (LayerStream::key) names:
+/// a key remembered in the memo with its blob in the layout is taken as it is, nothing read; otherwise the
+/// layer is written in one pass (tar, uncompressed digest, compression, compressed digest) and the key
+/// remembered. `root` is for messages. Errors: `build.unstable_tree` (the tree's length changed while it
+/// was read), `build.io`, compression's, the layout's.
 Result<BuiltLayer> write_layer(OciLayout& layout, const LayerStream& stream, const std::string& name, const LayerCompression& compression,
-                               const std::string& root, const std::string& key = "");
+                               const std::string& root, const std::string& key);
 
 /// Copies the layers of a base image (`manifest` and `config` parsed from its layout) into the layout, in order.
 /// Errors: `build.bad_base` (no diff_id per layer, a layer without a sha256 digest), `build.io`, the layout's.

@@ -65,6 +65,7 @@ struct Linker {
   const std::string& origin;
   LinkedFiles& linked;
   int root_fd;
+  std::uint64_t files = 0, bytes = 0;
 
   Error conflict(const std::string& rel) const {
     return make_error(ErrorKind::environment, "build.conflict", "a directory stands where " + origin + " puts the file '" + rel + "'", root,
@@ -99,6 +100,8 @@ struct Linker {
       } else if (S_ISREG(st.st_mode)) {
         if (::linkat(src, name.c_str(), dst.get(), name.c_str(), 0) != 0) return tree_io("cannot link", root + "/" + child);
         linked[{st.st_dev, st.st_ino}] = tree.key + "/" + child;
+        ++files;
+        bytes += static_cast<std::uint64_t>(st.st_size);
       } else {
         return make_error(ErrorKind::environment, "build.bad_tree", "an unpacked package holds a special file", tree.root + "/" + child,
                           "remove that directory of the cache; the next build unpacks the package again");
@@ -140,7 +143,7 @@ std::string render_tree_record(const TreeRecord& r) {
   for (const auto& e : r.deb.entries) entries.push_back(entry_json(e));
   const json deb = {{"name", r.deb.name},         {"version", r.deb.version}, {"architecture", r.deb.architecture}, {"multi_arch", r.deb.multi_arch},
                     {"control", r.deb.control},   {"md5sums", r.deb.md5sums}, {"conffiles", r.deb.conffiles},       {"entries", entries}};
-  return json{{"format", k_package_tree_format}, {"deb", deb}, {"files", r.files}}.dump();
+  return json{{"format", k_package_tree_format}, {"deb", deb}, {"files", r.files}, {"regular_files", r.regular_files}, {"regular_bytes", r.regular_bytes}}.dump();
 }
 
 Result<TreeRecord> parse_tree_record(const std::string& text, const std::string& where) {
@@ -159,6 +162,8 @@ Result<TreeRecord> parse_tree_record(const std::string& text, const std::string&
     r.deb.conffiles = deb.at("conffiles").get<std::vector<std::string>>();
     for (const auto& e : deb.at("entries")) r.deb.entries.push_back(entry_of(e));
     r.files = j.at("files").get<std::vector<std::string>>();
+    r.regular_files = j.at("regular_files").get<std::uint64_t>();
+    r.regular_bytes = j.at("regular_bytes").get<std::uint64_t>();
     return r;
   } catch (const std::exception& e) {
     return bad_record(where, e.what());
@@ -170,7 +175,10 @@ Result<PackageTree> PackageTreeStore::get(const std::string& inputs, const std::
   const std::string dir = m_dir + "/" + key;
   std::error_code ec;
   if (fs::exists(dir + "/record.json", ec)) {
-    if (auto tree = read_tree(dir, key)) return tree;
+    if (auto tree = read_tree(dir, key)) {
+      (void)::utimensat(AT_FDCWD, (dir + "/record.json").c_str(), nullptr, 0);  // its last use, for `gpuenv cache prune`
+      return tree;
+    }
     fs::remove_all(dir, ec);  // damaged: unpacked again below
   }
   const std::string staged = m_staging + "/tree-" + key;
@@ -183,6 +191,13 @@ Result<PackageTree> PackageTreeStore::get(const std::string& inputs, const std::
     fs::remove_all(staged, ec);
     return std::move(record).error();
   }
+  for (const auto& e : fs::recursive_directory_iterator(staged + "/root", ec)) {
+    if (!e.is_symlink(ec) && e.is_regular_file(ec)) {
+      ++record->regular_files;
+      record->regular_bytes += e.file_size(ec);
+    }
+  }
+  if (ec) return tree_io("cannot read the unpacked package", staged);
   if (auto st = write_file_atomic(staged + "/record.json", render_tree_record(*record), 0644, Durability::scratch); !st) return std::move(st).error();
   // The files' data reaches the disk before the tree is named: a power cut never leaves a named, empty tree.
   UniqueFd fd(::open(staged.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -200,7 +215,13 @@ Status link_tree(const PackageTree& tree, const std::string& root, const std::st
   UniqueFd src(::open(tree.root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (src.get() < 0) return tree_io("cannot open the unpacked package", tree.root);
   Linker l{tree, root, origin, linked, root_fd.get()};
-  return l.link_directory(src.get(), "");
+  GPUENV_CHECK(l.link_directory(src.get(), ""));
+  if (l.files != tree.record.regular_files || l.bytes != tree.record.regular_bytes)
+    return make_error(ErrorKind::environment, "build.bad_tree",
+                      "the unpacked " + origin + " in the cache holds " + std::to_string(l.files) + " files of " + std::to_string(l.bytes) + " bytes, not the " +
+                          std::to_string(tree.record.regular_files) + " files of " + std::to_string(tree.record.regular_bytes) + " bytes it was unpacked with",
+                      fs::path(tree.root).parent_path().string(), "something changed the cache; remove that directory and build again");
+  return ok_status();
 }
 
 }  // namespace gpuenv::images::assembly

@@ -13,6 +13,7 @@
 // through a new inode, so the store stays as it was unpacked.
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -32,6 +33,8 @@ inline constexpr const char* k_package_tree_format = "gpuenv-package-tree-v1";
 struct TreeRecord {
   InstalledDeb deb;                 ///< a .deb's control, md5sums, conffiles and entries
   std::vector<std::string> files;   ///< a wheel's installed files, relative to the root
+  std::uint64_t regular_files = 0;  ///< what the tree held when it was committed: linking checks it still does
+  std::uint64_t regular_bytes = 0;
 };
 
 /// One package's tree in the store.
@@ -62,7 +65,8 @@ class PackageTreeStore {
 
 /// Hard-links `tree` into `root` (the rules above), adding every linked regular file to `linked`. `origin`
 /// names the package in errors. Errors: `build.conflict` (a directory stands where a file goes),
-/// `archive.unsafe` (a symlink leading out of the root), `build.io`.
+/// `archive.unsafe` (a symlink leading out of the root), `build.bad_tree` (the tree no longer holds the files
+/// and bytes it was committed with: someone changed the cache), `build.io`.
 Status link_tree(const PackageTree& tree, const std::string& root, const std::string& origin, LinkedFiles& linked);
 
 /// The record as stored (JSON) and read back. Errors: `build.bad_tree` for a record that is not one.

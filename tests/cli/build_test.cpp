@@ -227,10 +227,10 @@ class CliBuild : public ::testing::Test {
     ASSERT_GT(server->port(), 0);
   }
 
-  std::string spec(const std::string& name, const std::string& apt, const std::string& base = "debian:12") {
+  std::string spec(const std::string& name, const std::string& apt, const std::string& base = "debian:12", const std::string& pip = "safetensors") {
     const std::string path = (dir / (name + "-" + std::to_string(server->port()) + ".yaml")).string();
     std::ofstream(path) << "name: " << name << "\nbase: '" << base << "'\nframeworks: {torch: '2.5.1'}\n"
-                        << "gpu: {models: [H100], driver: '550.54.15'}\npackages: {apt: [" << apt << "], pip: [safetensors]}\n"
+                        << "gpu: {models: [H100], driver: '550.54.15'}\npackages: {apt: [" << apt << "], pip: [" << pip << "]}\n"
                         << "sources:\n  apt:\n    - {uri: '" << server->url("debian") << "', suite: bookworm, components: [main], signed_by: '"
                         << (dir / "repo.gpg").string() << "'}\n  pip:\n    index_url: '" << server->url("simple") << "'\n";
     return path;
@@ -350,6 +350,85 @@ TEST_F(CliBuild, TheSameLockGivesTheSameDigestAnywhereAndARebuildIsANoOp) {
   const auto c = nlohmann::json::parse(out3);
   EXPECT_TRUE(c["unchanged"].get<bool>());
   EXPECT_EQ(c["digest"], a["digest"]);
+}
+
+// Builds at the speed of what changed: a package added to the spec unpacks and writes only its own layer (and
+// gpuenv's metadata), the others are taken as they are, and the image is the one a cold build of the same lock
+// gives in a fresh cache. Each package is unpacked once into the cache's store, whatever the number of builds.
+TEST_F(CliBuild, AnAddedPackageRebuildsOnlyItsLayerAndGivesTheImageAColdBuildGives) {
+  const std::string cache = (dir / "cache-inc").string(), layout = (dir / "inc").string();
+  const std::string first = spec("inc-a", "foo-tools"), second = spec("inc-b", "foo-tools", "debian:12", "safetensors, numpy");
+  std::string out1, out2, cold, err;
+  ASSERT_EQ(build({first, "-o", layout, "--json"}, cache, &out1, &err), 0) << err;
+  const auto trees = [&] {
+    std::size_t n = 0;
+    for (const auto& e : fs::directory_iterator(fs::path(cache) / "trees")) n += e.is_directory() ? 1 : 0;
+    return n;
+  };
+  const std::size_t unpacked = trees();
+  ASSERT_EQ(build({second, "-o", layout, "--json"}, cache, &out2, &err), 0) << err;
+  EXPECT_EQ(trees(), unpacked + 1) << "numpy moves to the user layer: a wheel installed as REQUESTED is a new tree";
+  std::map<std::string, bool> reused;
+  const auto second_result = nlohmann::json::parse(out2);
+  for (const auto& l : second_result["layers"]) reused[l["name"].get<std::string>()] = l["reused"].get<bool>();
+  EXPECT_TRUE(reused["base"]) << out2;
+  EXPECT_FALSE(reused["user"]) << out2;
+  EXPECT_FALSE(reused["framework"]) << "numpy left the framework layer";
+  EXPECT_FALSE(reused["metadata"]);
+  ASSERT_EQ(build({second, "-o", (dir / "inc-cold").string(), "--json"}, (dir / "cache-inc-cold").string(), &cold, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(out2)["digest"], nlohmann::json::parse(cold)["digest"]);
+  EXPECT_NE(nlohmann::json::parse(out1)["digest"], nlohmann::json::parse(cold)["digest"]);
+  // And back: the first image again, every package layer taken as it is, the first digest.
+  std::string back;
+  ASSERT_EQ(build({first, "-o", layout, "--json"}, cache, &back, &err), 0) << err;
+  const auto back_result = nlohmann::json::parse(back);
+  EXPECT_EQ(back_result["digest"], nlohmann::json::parse(out1)["digest"]);
+  for (const auto& l : back_result["layers"])
+    if (l["name"] != "metadata") EXPECT_TRUE(l["reused"].get<bool>()) << l.dump();
+  EXPECT_EQ(trees(), unpacked + 1);
+  // `cache du` counts the store and the kept layers; `prune --all` removes them, and the next build unpacks again.
+  auto cache_cmd = [&](std::vector<std::string> args) {
+    std::ostringstream o, e;
+    gpuenv::cli::Context ctx;
+    ctx.out = &o;
+    ctx.err = &e;
+    ctx.env = {{"GPUENV_CACHE_DIR", cache}, {"HOME", dir.string()}};
+    args.insert(args.begin(), "cache");
+    EXPECT_EQ(gpuenv::cli::run(args, ctx), 0) << e.str();
+    return nlohmann::json::parse(o.str());
+  };
+  const auto du = cache_cmd({"du", "--json"});
+  EXPECT_EQ(du["package_trees"], unpacked + 1);
+  EXPECT_GT(du["layers"].get<int>(), 4);
+  EXPECT_EQ(cache_cmd({"prune", "--json"})["package_trees_removed"], 0) << "used today";
+  const auto pruned = cache_cmd({"prune", "--all", "--json"});
+  EXPECT_EQ(pruned["package_trees_removed"], unpacked + 1);
+  EXPECT_EQ(cache_cmd({"du", "--json"})["package_trees"], 0);
+  std::string again;
+  ASSERT_EQ(build({first, "-o", (dir / "inc-after-prune").string(), "--json"}, cache, &again, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(again)["digest"], nlohmann::json::parse(out1)["digest"]);
+}
+
+// A package tree that lost a file behind gpuenv's back fails the build naming its directory; removed, it is
+// unpacked again and the image is the same.
+TEST_F(CliBuild, AStoredPackageThatLostAFileFailsTheBuildNamingItsDirectory) {
+  const std::string cache = (dir / "cache-lost").string(), s = spec("lost", "foo-tools");
+  std::string out, again, err;
+  ASSERT_EQ(build({s, "-o", (dir / "lost1").string(), "--json"}, cache, &out, &err), 0) << err;
+  fs::path victim;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(cache) / "trees"))
+    if (e.path().filename() == "foo-tool") victim = e.path();
+  ASSERT_FALSE(victim.empty());
+  fs::remove(victim);
+  EXPECT_EQ(build({s, "-o", (dir / "lost2").string()}, cache, nullptr, &err), 4);
+  EXPECT_NE(err.find("foo-tools"), std::string::npos) << err;
+  EXPECT_NE(err.find("remove that directory"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir / "lost2"));
+  fs::path tree = victim;
+  while (tree.parent_path().filename() != "trees") tree = tree.parent_path();
+  fs::remove_all(tree);
+  ASSERT_EQ(build({s, "-o", (dir / "lost3").string(), "--json"}, cache, &again, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(again)["digest"], nlohmann::json::parse(out)["digest"]);
 }
 
 // app::build through its ports alone: the packages come from a FakeFetcher and the cache is a MemoryBlobStore, and
