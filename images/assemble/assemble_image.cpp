@@ -15,7 +15,7 @@
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
 #include "images/assemble/layer_writer.hpp"
-#include "images/assemble/package_trees.hpp"
+#include "images/rootfs/package_trees.hpp"
 #include "images/assemble/root_tree.hpp"
 #include "images/assemble/sbom.hpp"
 #include "images/elf/loader_model.hpp"
@@ -72,8 +72,8 @@ struct Assembly {
   std::string site_packages;               // relative to the root; "" without wheels
   std::vector<std::string> wheel_files;    // every file the wheels installed, relative to the root
   LdCache ld;
-  assembly::PackageTreeStore trees{rq.package_tree_dir, rq.work_dir};
-  assembly::LinkedFiles linked;            // files linked from it: their content identity
+  PackageTreeStore trees{rq.package_tree_dir, rq.work_dir};
+  LinkedFiles linked;            // files linked from it: their content identity
   std::string sbom;
   std::vector<Node> nodes;                 // the finished tree, less a base image's untouched files
   std::vector<RootEntry> entries;          // the same, as the plan sees them
@@ -224,12 +224,12 @@ Result<InstalledDeb> install_one_deb(Assembly& a, std::size_t i, const ExtractOp
     if (!m) return std::move(m).error();
     return install_deb(m->bytes(), origin, root, xo);
   };
-  auto tree = a.trees.get("deb\n" + p.sha256.hex(), [&](const std::string& root) -> Result<assembly::TreeRecord> {
+  auto tree = a.trees.get("deb\n" + p.sha256.hex(), [&](const std::string& root) -> Result<TreeRecord> {
     GPUENV_TRY(deb, unpack(root));
-    return assembly::TreeRecord{std::move(deb), {}};
+    return TreeRecord{std::move(deb), {}};
   });
   if (!tree) return std::move(tree).error();
-  GPUENV_CHECK(assembly::link_tree(*tree, a.root, origin, a.linked));
+  GPUENV_CHECK(link_tree(*tree, a.root, origin, a.linked));
   return std::move(tree->record.deb);
 }
 
@@ -273,12 +273,12 @@ Status install_one_wheel(Assembly& a, std::size_t i, const packages::InstallSche
   // Everything the installed files depend on: the wheel, its file name, the scheme and REQUESTED.
   const std::string inputs = "wheel\n" + p.sha256.hex() + "\n" + filename + "\n" + s.purelib + "\n" + s.platlib + "\n" + s.scripts + "\n" + s.headers +
                              "\n" + s.data + "\n" + s.interpreter + "\n" + (wo.requested ? "requested" : "dependency");
-  auto tree = a.trees.get(inputs, [&](const std::string& root) -> Result<assembly::TreeRecord> {
+  auto tree = a.trees.get(inputs, [&](const std::string& root) -> Result<TreeRecord> {
     GPUENV_TRY(installed, unpack(root));
-    return assembly::TreeRecord{{}, std::move(installed.files)};
+    return TreeRecord{{}, std::move(installed.files)};
   });
   if (!tree) return std::move(tree).error();
-  GPUENV_CHECK(assembly::link_tree(*tree, a.root, filename, a.linked));
+  GPUENV_CHECK(link_tree(*tree, a.root, filename, a.linked));
   for (const auto& f : tree->record.files) {
     a.owners[f] = Owner{static_cast<int>(i), false, 0, 0, 0};
     a.wheel_files.push_back(f);
@@ -565,7 +565,7 @@ BuildCacheUse walk_build_cache(const std::string& trees, const std::string& memo
     const fs::path record = e.path() / "record.json";
     if (!fs::exists(record, ec)) continue;  // staged or being removed
     auto text = read_file_limited(record.string(), std::size_t{256} << 20);
-    auto parsed = text ? assembly::parse_tree_record(*text, record.string()) : Result<assembly::TreeRecord>(text.error());
+    auto parsed = text ? parse_tree_record(*text, record.string()) : Result<TreeRecord>(text.error());
     const std::uint64_t bytes = parsed ? parsed->regular_bytes : 0;
     if (remove(record, false)) {
       // Renamed first, so that no build takes a half-removed tree for a whole one.

@@ -17,6 +17,7 @@
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
 #include "images/oci/layout.hpp"
+#include "images/rootfs/package_trees.hpp"
 #include "base/unique_fd.hpp"
 
 namespace gpuenv::images {
@@ -33,8 +34,8 @@ Error bad_image(const std::string& what, const std::string& where) {
 std::string blob(const std::string& layout, const Digest& digest) { return layout + "/blobs/sha256/" + digest.hex(); }
 
 /// Extracts the layer LAYER (blobs/sha256/<hex> at PATH) into ROOT once its bytes are the ones its descriptor
-/// names (size and sha256, checked before anything is extracted).
-Status extract_layer(const std::string& path, const Descriptor& layer, const std::string& root, std::vector<ExtractedEntry>* out) {
+/// names (size and sha256, checked before anything is extracted); whiteout markers are extracted as files.
+Result<std::vector<ExtractedEntry>> extract_verified(const std::string& path, const Descriptor& layer, const std::string& root) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   struct stat st {};
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return bad_image(std::string("cannot open a layer: ") + std::strerror(errno), path);
@@ -44,7 +45,7 @@ Status extract_layer(const std::string& path, const Descriptor& layer, const std
   }
   if (st.st_size == 0) {
     if (layer.digest != Digest::of("")) return bad_image("the layer does not hold the bytes its digest " + layer.digest.str() + " names", path);
-    return ok_status();
+    return std::vector<ExtractedEntry>{};
   }
   void* p = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd.get(), 0);
   if (p == MAP_FAILED) return bad_image(std::string("cannot map a layer: ") + std::strerror(errno), path);
@@ -56,6 +57,12 @@ Status extract_layer(const std::string& path, const Descriptor& layer, const std
   ExtractOptions options;
   auto entries = extract_archive(bytes, path, root, options);
   ::munmap(p, bytes.size());
+  return entries;
+}
+
+/// Extracts the layer into ROOT over the layers below, with its whiteouts applied.
+Status extract_layer(const std::string& path, const Descriptor& layer, const std::string& root, std::vector<ExtractedEntry>* out) {
+  auto entries = extract_verified(path, layer, root);
   if (!entries) return std::move(entries).error();
   // Whiteouts: ".wh.NAME" removes NAME from the layers below; ".wh..wh..opq" makes its directory opaque: what the
   // layers below put there goes, and only this layer's entries stay. The markers themselves go too.
@@ -99,6 +106,40 @@ Status extract_image_layers(const std::string& layout_dir, const LayoutImage& im
   return ok_status();
 }
 
+namespace {
+
+/// The image's layers, each unpacked once into CACHE_DIR/layers/<digest> (shared by every image that has it),
+/// hard-linked into ROOT in order with their whiteouts applied.
+Status link_image_layers(const std::string& layout_dir, const LayoutImage& image, const std::string& cache_dir, const std::string& root) {
+  const std::string staging = cache_dir + "/.tmp-layers-" + std::to_string(::getpid());
+  std::error_code ec;
+  fs::create_directories(staging, ec);
+  PackageTreeStore layers(cache_dir + "/layers", staging);
+  LinkedFiles linked;
+  Status st = ok_status();
+  for (const auto& layer : image.layers) {
+    const std::string path = blob(layout_dir, layer.digest);
+    if (layer.media_type.find("tar") == std::string::npos) {
+      st = bad_image("layer media type '" + layer.media_type + "' is not tar, tar+gzip or tar+zstd", path);
+      break;
+    }
+    auto tree = layers.get("layer\n" + layer.digest.str(), [&](const std::string& dir) -> Result<TreeRecord> {
+      GPUENV_TRY(entries, extract_verified(path, layer, dir));
+      (void)entries;  // the tree itself is the record: linking reads it
+      return TreeRecord{};
+    });
+    if (!tree) {
+      st = std::move(tree).error();
+      break;
+    }
+    if (st = link_tree(*tree, root, "layer " + layer.digest.str(), linked, true); !st) break;
+  }
+  fs::remove_all(staging, ec);
+  return st;
+}
+
+}  // namespace
+
 Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::string& ref, const std::string& cache_dir) {
   auto image = read_layout_image(layout_dir, ref);
   if (!image) return std::move(image).error();
@@ -133,7 +174,7 @@ Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::str
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp, ec);
   if (ec) return make_error(ErrorKind::environment, "run.io", "cannot create " + tmp + ": " + ec.message(), tmp, "check free disk space");
-  if (auto st = extract_image_layers(layout_dir, *image, tmp); !st) {
+  if (auto st = link_image_layers(layout_dir, *image, cache_dir, tmp); !st) {
     fs::remove_all(tmp, ec);
     return st.error();
   }

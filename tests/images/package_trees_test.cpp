@@ -1,6 +1,6 @@
-// The package store (images/assemble/package_trees): one tree per package's inputs, committed whole, and hard-
+// The package store (images/rootfs/package_trees): one tree per package's inputs, committed whole, and hard-
 // linked into a root with the rules of unpacking over it.
-#include "images/assemble/package_trees.hpp"
+#include "images/rootfs/package_trees.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -17,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpuenv;
 using namespace gpuenv::images;
-using namespace gpuenv::images::assembly;
+
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

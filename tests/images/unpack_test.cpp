@@ -97,6 +97,57 @@ TEST_F(Unpack, WhiteoutsAndOpaqueDirectoriesHideWhatLowerLayersPutThere) {
   for (const auto& e : entries) EXPECT_EQ(e.path.find(".wh."), std::string::npos) << e.path;
 }
 
+// Layers are unpacked once each, into the cache's layer store, and linked into every image that has them: a
+// second image sharing the bottom layer shares its files (the same inode) and unpacks only its own layer.
+TEST_F(Unpack, ImagesThatShareALayerShareItsUnpackedFiles) {
+  auto layout = OciLayout::open((dir / "layout").string());
+  ASSERT_TRUE(layout.ok());
+  const std::string shared = layer(*layout, "s", "mkdir -p usr/lib && echo big > usr/lib/libbig.so && chmod 4755 usr/lib/libbig.so");
+  const std::string a = layer(*layout, "a", "mkdir -p app && echo a > app/which");
+  const std::string b = layer(*layout, "b", "mkdir -p app usr/lib && echo b > app/which && touch usr/lib/.wh.libbig.so");
+  auto image = [&](const std::vector<std::string>& digests) {
+    nlohmann::json ids = nlohmann::json::array(), ls = nlohmann::json::array();
+    for (const auto& d : digests) {
+      ids.push_back(d);
+      ls.push_back({{"mediaType", "application/vnd.oci.image.layer.v1.tar+gzip"}, {"digest", d}, {"size", fs::file_size(layout->blob_path(*gpuenv::Digest::parse(d)))}});
+    }
+    auto c = layout->put_bytes(nlohmann::json({{"architecture", "amd64"}, {"os", "linux"}, {"rootfs", {{"type", "layers"}, {"diff_ids", ids}}}}).dump(),
+                               "application/vnd.oci.image.config.v1+json");
+    auto m = layout->put_bytes(nlohmann::json({{"schemaVersion", 2}, {"mediaType", "application/vnd.oci.image.manifest.v1+json"},
+                                               {"config", {{"mediaType", c->media_type}, {"digest", c->digest.str()}, {"size", c->size}}}, {"layers", ls}})
+                                   .dump(),
+                               "application/vnd.oci.image.manifest.v1+json");
+    return *m;
+  };
+  const auto first = image({shared, a}), second = image({shared, a, b});
+  ASSERT_TRUE(layout->write_index({first, second}).ok());
+  const std::string cache = (dir / "cache").string();
+  auto one = gpuenv::images::unpack_image((dir / "layout").string(), first.digest.str(), cache);
+  auto two = gpuenv::images::unpack_image((dir / "layout").string(), second.digest.str(), cache);
+  ASSERT_TRUE(one.ok() && two.ok()) << (one.ok() ? two.error().to_string() : one.error().to_string());
+  EXPECT_NE(one->rootfs, two->rootfs);
+  EXPECT_EQ(slurp(fs::path(one->rootfs) / "app/which"), "a\n");
+  EXPECT_EQ(slurp(fs::path(two->rootfs) / "app/which"), "b\n");
+  EXPECT_FALSE(fs::exists(fs::path(two->rootfs) / "usr/lib/libbig.so")) << "the upper layer's whiteout";
+  EXPECT_FALSE(fs::exists(fs::path(two->rootfs) / "usr/lib/.wh.libbig.so"));
+  EXPECT_TRUE(fs::exists(fs::path(one->rootfs) / "usr/lib/libbig.so")) << "a whiteout in one image never touches another's files";
+  EXPECT_EQ(fs::status(fs::path(one->rootfs) / "usr/lib/libbig.so").permissions() & fs::perms::set_uid, fs::perms::set_uid);
+  struct stat x {}, y {};
+  ASSERT_EQ(::stat((fs::path(one->rootfs) / "app").c_str(), &x), 0);
+  std::size_t trees = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(cache) / "layers")) trees += e.is_directory() ? 1 : 0;
+  EXPECT_EQ(trees, 3u) << "one tree per layer digest";
+  // The shared layer's file is one inode, linked from its tree into both roots.
+  std::string a_first;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(cache) / "layers"))
+    if (e.path().filename() == "which" && slurp(e.path()) == "a\n") a_first = e.path().string();
+  ASSERT_FALSE(a_first.empty());
+  ASSERT_EQ(::stat(a_first.c_str(), &x), 0);
+  ASSERT_EQ(::stat((fs::path(one->rootfs) / "app/which").c_str(), &y), 0);
+  EXPECT_EQ(x.st_ino, y.st_ino);
+  EXPECT_EQ(fs::status(dir / "cache").permissions() & fs::perms::all, fs::perms::owner_all);
+}
+
 TEST_F(Unpack, AnUnknownRefOrLayerTypeIsAClearError) {
   auto layout = OciLayout::open((dir / "layout").string());
   ASSERT_TRUE(layout.ok());

@@ -1,5 +1,5 @@
 #pragma once
-// Internal to images/assemble: installed packages kept once per input, as containerd keeps one snapshot per
+// Unpacked trees kept once per input: installed packages (for builds) and image layers (for `run`), as containerd keeps one snapshot per
 // layer. A package (its sha256 and what its installation depends on: the install format, the wheel's scheme
 // and REQUESTED choice) is unpacked once into its own tree under the store; every build then assembles its
 // root by hard-linking those trees in lock order, so an unchanged package is never unpacked again.
@@ -10,7 +10,9 @@
 // committed by renaming a complete staged directory (its record written first), so a killed build leaves
 // no half tree; two builds filling one tree keep the first. Nothing writes into a linked file afterwards:
 // every later writer of the root (the dpkg database, the loader cache, gpuenv's files) replaces files
-// through a new inode, so the store stays as it was unpacked.
+// through a new inode, so the store stays as it was unpacked. `gpuenv run` keeps image layers the same way (one
+// tree per layer digest, whiteout markers kept as files and applied when linking), so images that share their
+// big layers share their unpacked files.
 #include <sys/types.h>
 
 #include <cstdint>
@@ -23,7 +25,7 @@
 #include "base/error.hpp"
 #include "images/rootfs/deb_rootfs.hpp"
 
-namespace gpuenv::images::assembly {
+namespace gpuenv::images {
 
 /// Bumped whenever install_deb, install_wheel or keep_in_minimal_image change what they write for the same
 /// package, so that trees unpacked by an older gpuenv are never taken for new ones.
@@ -67,10 +69,12 @@ class PackageTreeStore {
 /// names the package in errors. Errors: `build.conflict` (a directory stands where a file goes),
 /// `archive.unsafe` (a symlink leading out of the root), `build.bad_tree` (the tree no longer holds the files
 /// and bytes it was committed with: someone changed the cache), `build.io`.
-Status link_tree(const PackageTree& tree, const std::string& root, const std::string& origin, LinkedFiles& linked);
+/// With `whiteouts` (the tree is an image layer): `.wh.NAME` removes NAME from what the layers below put in
+/// the root, `.wh..wh..opq` empties its directory of them, and the markers themselves are not linked.
+Status link_tree(const PackageTree& tree, const std::string& root, const std::string& origin, LinkedFiles& linked, bool whiteouts = false);
 
 /// The record as stored (JSON) and read back. Errors: `build.bad_tree` for a record that is not one.
 std::string render_tree_record(const TreeRecord& record);
 Result<TreeRecord> parse_tree_record(const std::string& text, const std::string& where);
 
-}  // namespace gpuenv::images::assembly
+}  // namespace gpuenv::images

@@ -1,4 +1,4 @@
-#include "images/assemble/package_trees.hpp"
+#include "images/rootfs/package_trees.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include "base/file_io.hpp"
 #include "base/unique_fd.hpp"
 
-namespace gpuenv::images::assembly {
+namespace gpuenv::images {
 namespace {
 
 namespace fs = std::filesystem;
@@ -65,7 +65,35 @@ struct Linker {
   const std::string& origin;
   LinkedFiles& linked;
   int root_fd;
+  bool whiteouts = false;
   std::uint64_t files = 0, bytes = 0;
+
+  /// Removes NAME (a whole directory too) from the root's directory DST, never following a symlink in it.
+  Status remove_below(int dst, const std::string& name, const std::string& where) {
+    std::error_code ec;
+    fs::remove_all(fs::path("/proc/self/fd") / std::to_string(dst) / name, ec);
+    if (ec) return tree_io("cannot apply a whiteout to", where);
+    return ok_status();
+  }
+
+  /// The layer's whiteouts in the tree's directory SRC (names), applied to the root's DST; counts the markers.
+  Status apply_whiteouts(int src, int dst, const std::string& rel, const std::vector<std::string>& names) {
+    for (const auto& name : names) {
+      if (name.rfind(".wh.", 0) != 0) continue;
+      struct stat st {};
+      if (::fstatat(src, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+        ++files;
+        bytes += static_cast<std::uint64_t>(st.st_size);
+      }
+      if (name == ".wh..wh..opq") {
+        GPUENV_TRY(below, names_in(dst, root + "/" + rel));
+        for (const auto& n : below) GPUENV_CHECK(remove_below(dst, n, root + "/" + rel + "/" + n));
+      } else if (name.size() > 4) {
+        GPUENV_CHECK(remove_below(dst, name.substr(4), root + "/" + rel + "/" + name.substr(4)));
+      }
+    }
+    return ok_status();
+  }
 
   Error conflict(const std::string& rel) const {
     return make_error(ErrorKind::environment, "build.conflict", "a directory stands where " + origin + " puts the file '" + rel + "'", root,
@@ -76,7 +104,9 @@ struct Linker {
   Status link_directory(int src, const std::string& rel) {
     GPUENV_TRY(dst, open_directory_beneath(root_fd, rel, origin));
     GPUENV_TRY(names, names_in(src, tree.root + "/" + rel));
+    if (whiteouts) GPUENV_CHECK(apply_whiteouts(src, dst.get(), rel, names));
     for (const auto& name : names) {
+      if (whiteouts && name.rfind(".wh.", 0) == 0) continue;
       const std::string child = rel.empty() ? name : rel + "/" + name;
       struct stat st {};
       if (::fstatat(src, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return tree_io("cannot inspect", tree.root + "/" + child);
@@ -209,12 +239,12 @@ Result<PackageTree> PackageTreeStore::get(const std::string& inputs, const std::
   return read_tree(dir, key);
 }
 
-Status link_tree(const PackageTree& tree, const std::string& root, const std::string& origin, LinkedFiles& linked) {
+Status link_tree(const PackageTree& tree, const std::string& root, const std::string& origin, LinkedFiles& linked, bool whiteouts) {
   UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (root_fd.get() < 0) return tree_io("cannot open the image tree", root);
   UniqueFd src(::open(tree.root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (src.get() < 0) return tree_io("cannot open the unpacked package", tree.root);
-  Linker l{tree, root, origin, linked, root_fd.get()};
+  Linker l{tree, root, origin, linked, root_fd.get(), whiteouts};
   GPUENV_CHECK(l.link_directory(src.get(), ""));
   if (l.files != tree.record.regular_files || l.bytes != tree.record.regular_bytes)
     return make_error(ErrorKind::environment, "build.bad_tree",
@@ -224,4 +254,4 @@ Status link_tree(const PackageTree& tree, const std::string& root, const std::st
   return ok_status();
 }
 
-}  // namespace gpuenv::images::assembly
+}  // namespace gpuenv::images
