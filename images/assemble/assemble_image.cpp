@@ -557,17 +557,18 @@ bool used_since(const fs::path& p, std::chrono::system_clock::time_point cutoff)
   return when >= cutoff;
 }
 
-/// Walks the store and the memo; `remove` says, per entry, whether it goes.
-BuildCacheUse walk_build_cache(const std::string& trees, const std::string& memo, const std::function<bool(const fs::path&, bool linked)>& remove) {
+/// Counts the trees, kept layers and memo entries that `selected` picks (given its path and whether an image
+/// layout still links it), removing them when `remove`.
+BuildCacheUse walk_build_cache(const std::string& trees, const std::string& memo, const std::function<bool(const fs::path&, bool linked)>& selected,
+                               bool remove) {
   BuildCacheUse out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(trees, ec)) {
     const fs::path record = e.path() / "record.json";
-    if (!fs::exists(record, ec)) continue;  // staged or being removed
+    if (!fs::exists(record, ec) || !selected(record, false)) continue;  // staged or being removed, or kept
     auto text = read_file_limited(record.string(), std::size_t{256} << 20);
     auto parsed = text ? parse_tree_record(*text, record.string()) : Result<TreeRecord>(text.error());
-    const std::uint64_t bytes = parsed ? parsed->regular_bytes : 0;
-    if (remove(record, false)) {
+    if (remove) {
       // Renamed first, so that no build takes a half-removed tree for a whole one.
       const fs::path gone = e.path().parent_path() / (".removing-" + e.path().filename().string() + "-" + std::to_string(::getpid()));
       std::error_code rm;
@@ -576,34 +577,31 @@ BuildCacheUse walk_build_cache(const std::string& trees, const std::string& memo
       fs::remove_all(gone, rm);
     }
     ++out.package_trees;
-    out.package_tree_bytes += bytes;
+    out.package_tree_bytes += parsed ? parsed->regular_bytes : 0;
   }
   for (const auto& e : fs::directory_iterator(fs::path(memo) / "blobs", ec)) {
     struct stat st {};
-    if (::lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-    if (remove(e.path(), st.st_nlink > 1)) ::unlink(e.path().c_str());
+    if (::lstat(e.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || !selected(e.path(), st.st_nlink > 1)) continue;
+    if (remove && ::unlink(e.path().c_str()) != 0) continue;
     ++out.layers;
     out.layer_bytes += static_cast<std::uint64_t>(st.st_size);
   }
-  for (const auto& e : fs::directory_iterator(memo, ec))
-    if (e.is_regular_file(ec) && remove(e.path(), false)) fs::remove(e.path(), ec);
+  if (remove)
+    for (const auto& e : fs::directory_iterator(memo, ec))
+      if (e.is_regular_file(ec) && selected(e.path(), false)) fs::remove(e.path(), ec);
   return out;
 }
 
 }  // namespace
 
 BuildCacheUse build_cache_use(const std::string& package_tree_dir, const std::string& layer_memo_dir) {
-  return walk_build_cache(package_tree_dir, layer_memo_dir, [](const fs::path&, bool) { return false; });
+  return walk_build_cache(package_tree_dir, layer_memo_dir, [](const fs::path&, bool) { return true; }, false);
 }
 
 BuildCacheUse prune_build_cache(const std::string& package_tree_dir, const std::string& layer_memo_dir, std::chrono::system_clock::time_point cutoff) {
   const bool all = cutoff == std::chrono::system_clock::time_point::max();
-  const BuildCacheUse before = walk_build_cache(package_tree_dir, layer_memo_dir, [&](const fs::path& p, bool linked) {
-    return !used_since(p, cutoff) && (all || !linked);
-  });
-  const BuildCacheUse after = build_cache_use(package_tree_dir, layer_memo_dir);
-  return {before.package_trees - after.package_trees, before.package_tree_bytes - after.package_tree_bytes, before.layers - after.layers,
-          before.layer_bytes - after.layer_bytes};
+  return walk_build_cache(
+      package_tree_dir, layer_memo_dir, [&](const fs::path& p, bool linked) { return !used_since(p, cutoff) && (all || !linked); }, true);
 }
 
 }  // namespace gpuenv::images

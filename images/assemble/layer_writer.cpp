@@ -189,7 +189,7 @@ std::vector<TarEntry> LayerStream::entries() const {
   return out;
 }
 
-Result<std::uint64_t> LayerStream::emit(const ByteSink& sink, bool with_data) const {
+Result<std::uint64_t> LayerStream::emit(const ByteSink& sink, bool with_data, std::uint64_t* length) const {
   TarWriter tar(sink, m_mtime);
   std::vector<char> buf(with_data ? std::size_t{1} << 20 : 0);
   const std::vector<TarEntry> all = entries();
@@ -200,20 +200,15 @@ Result<std::uint64_t> LayerStream::emit(const ByteSink& sink, bool with_data) co
     if (auto st = with_data ? copy_data(tar, *m_nodes[i], buf) : tar.skip_data(e.size); !st) return std::move(st).error();
   }
   if (auto st = tar.finish(); !st) return std::move(st).error();
+  if (length) *length = tar.bytes_written();  // skipped content counts
   return static_cast<std::uint64_t>(all.size());
 }
 
 Result<std::uint64_t> LayerStream::size() const {
-  std::uint64_t headers = 0;
-  std::uint64_t total = 0;
-  auto n = emit([&](const char*, std::size_t k) {
-    headers += k;
-    return ok_status();
-  }, false);
+  std::uint64_t length = 0;
+  auto n = emit([](const char*, std::size_t) { return ok_status(); }, false, &length);
   if (!n) return std::move(n).error();
-  for (const TarEntry& e : entries())
-    if (e.type == TarEntry::Type::file) total += e.size;
-  return headers + total;
+  return length;
 }
 
 namespace {

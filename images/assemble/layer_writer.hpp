@@ -39,7 +39,8 @@ class LayerStream {
  private:
   [[nodiscard]] TarEntry entry_of(const Node& n) const;
   Status copy_data(TarWriter& tar, const Node& n, std::vector<char>& buf) const;
-  Result<std::uint64_t> emit(const ByteSink& sink, bool with_data) const;
+  /// The tar to `sink` (without file content unless `with_data`); its whole length, content included, in `length`.
+  Result<std::uint64_t> emit(const ByteSink& sink, bool with_data, std::uint64_t* length = nullptr) const;
   /// The entries in tar order, hard links resolved as write() writes them.
   [[nodiscard]] std::vector<TarEntry> entries() const;
 

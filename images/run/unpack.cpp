@@ -124,8 +124,7 @@ Status link_image_layers(const std::string& layout_dir, const LayoutImage& image
       break;
     }
     auto tree = layers.get("layer\n" + layer.digest.str(), [&](const std::string& dir) -> Result<TreeRecord> {
-      GPUENV_TRY(entries, extract_verified(path, layer, dir));
-      (void)entries;  // the tree itself is the record: linking reads it
+      GPUENV_CHECK(extract_verified(path, layer, dir));  // the tree itself is the record: linking reads it
       return TreeRecord{};
     });
     if (!tree) {
