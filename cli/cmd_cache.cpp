@@ -68,7 +68,7 @@ int cmd_cache(const CacheOptions& o, Context& ctx) {
                              {"layer_bytes", b.layer_bytes}};
     if (o.action == "ls") {
       auto list = nlohmann::ordered_json::array();
-      for (const auto& b : blobs) list.push_back({{"sha256", b.sha256.hex()}, {"bytes", b.bytes}, {"last_used", iso(b.last_used)}});
+      for (const auto& blob : blobs) list.push_back({{"sha256", blob.sha256.hex()}, {"bytes", blob.bytes}, {"last_used", iso(blob.last_used)}});
       j["entries"] = list;
     }
     *ctx.out << j.dump(2) << "\n";

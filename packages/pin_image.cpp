@@ -59,19 +59,29 @@ Result<ImagePins> pin_image(const PinImageRequest& req, AptFetchContext& apt) {
   const bool wants_python = res.python && (!res.frameworks.empty() || !spec.pip_packages.empty() || spec.python_given);
   if (wants_python) a.packages.push_back("python3");
   for (const auto& p : spec.apt_packages) a.packages.push_back(p);
-  a.required_set = true;
+  const bool slim = spec.base_variant == "slim";
+  a.required_set = !slim;
+  if (slim) a.left_out = k_slim_left_out;
   a.installed_status = req.base_dpkg_status;
   // CUDA and cuDNN that no framework brings: NVIDIA's apt repository when one is configured, else its wheels.
   const auto cuda = cuda_content(spec, res);
   bool cuda_from_apt = false;
   std::vector<std::string> cuda_looked_for;
-  if (cuda) {
-    a.more_packages = [&](const PackageIndex& index, std::vector<std::string>& decisions) {
+  a.more_packages = [&](const PackageIndex& index, std::vector<std::string>& decisions) {
+    std::vector<std::string> more;
+    if (slim) {
+      for (const auto& name : k_slim_core) {
+        if (!index.versions(name).empty()) more.push_back(name);
+        else decisions.push_back("slim base: " + name + " is not in the configured apt repositories; the image has none");
+      }
+    }
+    if (cuda) {
       auto chosen = cuda_apt_packages(index, *cuda, decisions, cuda_looked_for);
       cuda_from_apt = chosen.has_value();
-      return chosen ? *chosen : std::vector<std::string>{};
-    };
-  }
+      if (chosen) more.insert(more.end(), chosen->begin(), chosen->end());
+    }
+    return more;
+  };
   auto debs = pin_apt(a, apt);
   if (!debs) return std::move(debs).error();
   out.packages = std::move(debs->packages);

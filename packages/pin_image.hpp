@@ -12,6 +12,14 @@
 
 namespace gpuenv::packages {
 
+/// A slim base's own packages (`base: {distro, variant: slim}`; docs/build.md "A slim base"): what a runtime reads
+/// that no dependency brings: /etc/os-release (base-files), /etc/passwd and /etc/group (base-passwd),
+/// /etc/services and /etc/protocols (netbase), the time zone database (tzdata). Those the repositories hold.
+inline const std::vector<std::string> k_slim_core = {"base-files", "base-passwd", "netbase", "tzdata"};
+/// What a slim base never installs as a dependency: the tools of maintainer scripts, which gpuenv does not run.
+/// packages.apt may still name them.
+inline const std::vector<std::string> k_slim_left_out = {"dpkg", "debconf", "install-info"};
+
 struct PinImageRequest {
   const resolver::Spec* spec = nullptr;
   const resolver::Resolution* resolution = nullptr;  ///< ok == true

@@ -50,6 +50,7 @@ std::string render_lock(const Spec& spec, const Resolution& r, const LockInputs&
   o << "catalog:\n  sha256: " << q(in.catalog_sha256) << "\n";
   o << "base: " << q(r.base) << "\n";
   if (!in.base_image.empty()) o << "base_image: " << q(in.base_image) << "\n";
+  if (spec.base_variant != "required") o << "base_variant: " << q(spec.base_variant) << "\n";
   o << "cuda: " << q(r.cuda ? r.cuda->str() : "") << "\n";
   o << "cudnn: " << (r.cudnn ? q(r.cudnn->str()) : "null") << "\n";
   o << "python: " << (r.python ? q(r.python->str()) : "null") << "\n";
@@ -102,6 +103,7 @@ Lock lock_of(const Spec& spec, const Resolution& r, const LockInputs& in, const 
   lock.catalog_sha256 = in.catalog_sha256;
   lock.base = r.base;
   lock.base_image = in.base_image;
+  lock.base_variant = spec.base_variant;
   lock.cuda = r.cuda ? r.cuda->str() : "";
   lock.cudnn = r.cudnn ? r.cudnn->str() : "";
   lock.python = r.python ? r.python->str() : "";
@@ -212,6 +214,12 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
       if (base_image.find("@sha256:") == std::string::npos)
         return r.error(root["base_image"], "bad_value", "base_image '" + base_image + "' is not pinned by digest");
       lock.base_image = base_image;
+    }
+    if (root["base_variant"].IsDefined()) {
+      GPUENV_TRY(variant, r.str(root, "base_variant"));
+      if (std::find(k_base_variants.begin(), k_base_variants.end(), variant) == k_base_variants.end())
+        return r.error(root["base_variant"], "bad_value", "base_variant '" + variant + "' is not one of " + join(k_base_variants, ", "));
+      lock.base_variant = variant;
     }
     lock.cuda = cuda;
     lock.cudnn = cudnn;

@@ -49,6 +49,7 @@ struct Lock {
   std::string spec_name, spec_sha256, catalog_sha256;
   std::string base;             ///< "debian:12"
   std::string base_image;       ///< "docker://host/repo:tag@sha256:..." or "oci:PATH@sha256:..."; "" when built from packages
+  std::string base_variant = "required";  ///< the spec's base.variant: "required" or "slim" (`base_variant:`, written when not required)
   std::string cuda, cudnn, python;  ///< "" when null
   std::string driver_min;
   bool forward_compat = false;

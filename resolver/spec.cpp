@@ -184,8 +184,7 @@ Status read_name(const YamlReader& w, [[maybe_unused]] const std::string& k, con
   return ok_status();
 }
 
-Status read_base(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
-  GPUENV_TRY(s, w.scalar(value, "base"));
+Status read_base_name(const YamlReader& w, const YAML::Node& value, const std::string& s, Spec& spec) {
   if (s.rfind("docker://", 0) == 0 || s.rfind("oci:", 0) == 0) {
     const std::string rest = s.substr(s.rfind("docker://", 0) == 0 ? 9 : (s.rfind("oci://", 0) == 0 ? 6 : 4));
     if (rest.empty() || rest.find_first_of(" \t\n") != std::string::npos) {
@@ -204,6 +203,36 @@ Status read_base(const YamlReader& w, [[maybe_unused]] const std::string& k, con
   }
   spec.base_distro = s.substr(0, colon);
   spec.base_release = s.substr(colon + 1);
+  return ok_status();
+}
+
+// `base: debian:12`, `base: docker://...`, or `base: {distro: debian:12, variant: slim}`.
+Status read_base(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+  if (!value.IsMap()) {
+    GPUENV_TRY(s, w.scalar(value, "base"));
+    return read_base_name(w, value, s, spec);
+  }
+  static const std::vector<std::string> keys = {"distro", "variant"};
+  GPUENV_TRY(bm, w.map(value, "base", keys));
+  const YAML::Node* distro = nullptr;
+  for (const auto& [bkey, bval] : bm) {
+    if (bkey.Scalar() == "distro") {
+      GPUENV_TRY(s, w.scalar(bval, "base.distro"));
+      if (s.rfind("docker://", 0) == 0 || s.rfind("oci:", 0) == 0)
+        return w.error(bval, "bad_base", "base.distro '" + s + "' is an image; a variant chooses the packages of a root built from packages",
+                       "write base: " + s + " without a variant, or base: {distro: debian:12, variant: slim}");
+      GPUENV_CHECK(read_base_name(w, bval, s, spec));
+      distro = &bval;
+    } else {
+      GPUENV_TRY(s, w.scalar(bval, "base.variant"));
+      if (std::find(k_base_variants.begin(), k_base_variants.end(), s) == k_base_variants.end())
+        return w.error(bval, "bad_base", "base.variant '" + s + "' is not one of " + join(k_base_variants, ", "),
+                       "write variant: slim for a root without apt, dpkg and perl, or leave it out for the required set");
+      spec.base_variant = s;
+    }
+  }
+  if (distro == nullptr)
+    return w.error(value, "bad_base", "base names a variant but no distro", "write base: {distro: debian:12, variant: slim}");
   return ok_status();
 }
 

@@ -81,6 +81,9 @@ struct SourcesRequest {
 inline const std::vector<std::string> k_cuda_components = {"cudart", "cublas", "cufft", "curand", "cusolver", "cusparse",
                                                            "nvrtc",  "nvjitlink", "nccl", "cupti", "nvcc"};
 
+/// The base variants a spec may name.
+inline const std::vector<std::string> k_base_variants = {"required", "slim"};
+
 struct Spec {
   std::string path;  ///< file the spec came from (for messages)
   std::string name = "gpuenv-image";
@@ -90,6 +93,10 @@ struct Spec {
   /// "oci:PATH[:REF]" as written. base_distro and base_release are then empty until the caller reads them
   /// from the image's /etc/os-release.
   std::string base_image;
+  /// Which packages a root built from packages starts from (`base: {distro: debian:12, variant: slim}`):
+  /// "required" (the default) is the distribution's required set; "slim" leaves it out and installs only what
+  /// Python and the spec's packages need, plus packages/pin_image.hpp k_slim_core (docs/build.md "A slim base").
+  std::string base_variant = "required";
   Constraint python, cuda, cudnn;
   bool python_given = false, cuda_given = false, cudnn_given = false;
   /// The CUDA libraries the image gets when no framework brings its own (`cuda: {version, components}`):

@@ -489,10 +489,12 @@ Result<BuildResult> write_image_documents(Assembly& a, ImageLayers layers) {
   std::optional<BaseImageConfig> base;
   if (a.base) base = base_image_config(layers.base_config, a.rq.base_manifest_digest);
   const ImageConfigPlan plan = plan_image_config(a.lock, a.lock_sha256, a.rq.source_date_epoch, base ? &*base : nullptr);
+  json settings = {{"Env", plan.env}, {"Labels", plan.labels}};
+  if (!plan.cmd.empty()) settings["Cmd"] = plan.cmd;  // a slim base without Python names none
   const json config = {{"created", created},
                        {"architecture", oci_architecture(a.rq.architecture)},
                        {"os", "linux"},
-                       {"config", {{"Env", plan.env}, {"Labels", plan.labels}, {"Cmd", plan.cmd}}},
+                       {"config", std::move(settings)},
                        {"rootfs", {{"type", "layers"}, {"diff_ids", layers.diff_ids}}},
                        {"history", layers.history}};
   auto config_d = a.layout.put_bytes(config.dump(), media_type::k_config);

@@ -90,7 +90,9 @@ ImageConfigPlan plan_image_config(const resolver::Lock& lock, const std::string&
   ImageConfigPlan plan;
   plan.env = gpuenv_env(lock);
   plan.labels = gpuenv_labels(lock, lock_sha256, epoch);
-  plan.cmd = {lock.python.empty() ? "/bin/sh" : "/usr/bin/python" + lock.python};
+  // A slim base has no shell: without Python it names no command (the user's `run` command or the base's).
+  if (!lock.python.empty()) plan.cmd = {"/usr/bin/python" + lock.python};
+  else if (lock.base_variant != "slim") plan.cmd = {"/bin/sh"};
   if (base) merge_base(plan, lock, *base);
   return plan;
 }

@@ -53,7 +53,7 @@ struct BaseImageConfig {
 struct ImageConfigPlan {
   std::vector<std::string> env;               ///< "NAME=value": the base's (unless gpuenv sets the name), then gpuenv's
   std::map<std::string, std::string> labels;  ///< gpuenv's (lock digest, CUDA, cuDNN, Python, frameworks), then the base's
-  std::vector<std::string> cmd;               ///< the image's Python, else /bin/sh
+  std::vector<std::string> cmd;               ///< the image's Python, else /bin/sh (none on a slim base)
 };
 
 /// The environment (PATH, LANG, NVIDIA_VISIBLE_DEVICES, NVIDIA_DRIVER_CAPABILITIES, NVIDIA_REQUIRE_CUDA from the

@@ -264,6 +264,21 @@ class Closure {
     return nullptr;
   }
 
+  // The left-out package (its candidate) that meets some alternative of `g`, or nullptr; only when nothing
+  // selected or installed meets it.
+  const BinaryPackage* left_out_satisfier(const OrGroup& g) const {
+    for (const Relation& r : g) {
+      for (const std::string& name : m_request.left_out) {
+        const BinaryPackage* c = candidate(name);
+        if (c == nullptr || selected(name) != nullptr) continue;  // requested: installed, so it must meet it itself
+        if (matches(r, *c)) return c;
+        for (const Provision& pv : m_index.provisions(r.name))
+          if (pv.package == c && matches(r, pv)) return c;
+      }
+    }
+    return nullptr;
+  }
+
   // The installed package of that name, or nullptr.
   const BinaryPackage* installed(std::string_view name) const {
     if (m_request.installed == nullptr) return nullptr;
@@ -397,7 +412,7 @@ class Closure {
     const ParsedRelations* rel = parsed(p);
     if (rel == nullptr) return Failure{false, m_fatal->message};
     for (const OrGroup& g : rel->critical)
-      if (satisfier_selected(g) == nullptr && !satisfiable_by_candidates(g))
+      if (satisfier_selected(g) == nullptr && left_out_satisfier(g) == nullptr && !satisfiable_by_candidates(g))
         return Failure{false, describe_unsatisfiable(*p, g, chain)};
     if (auto f = conflict_with_selected(*p, chain)) return f;
     select(p);
@@ -415,6 +430,11 @@ class Closure {
     for (const OrGroup& g : rel->critical) {
       if (const BinaryPackage* s = satisfier_selected(g)) {
         note_satisfied(*p, g, *s);
+        continue;
+      }
+      if (const BinaryPackage* s = left_out_satisfier(g)) {
+        m_decisions.push_back(describe(*p) + ": '" + to_string(g) + "' is left out (" + describe(*s) +
+                              " serves maintainer scripts, which gpuenv does not run)");
         continue;
       }
       to_install.push_back(&g);
@@ -505,7 +525,7 @@ class Closure {
       const ParsedRelations* rel = parsed(p);
       if (rel == nullptr) return std::move(*m_fatal);
       for (const OrGroup& g : rel->critical) {
-        if (satisfier_selected(g) != nullptr) continue;
+        if (satisfier_selected(g) != nullptr || left_out_satisfier(g) != nullptr) continue;
         std::string why;
         for (const Relation& r : g)
           if (const BinaryPackage* s = selected(r.name))

@@ -44,6 +44,11 @@ struct ClosureRequest {
   /// a dependency an installed package satisfies pulls in nothing, and a request or required package that is
   /// installed is left as it is (its installed version stays). Conflicts with installed packages are not checked.
   const PackageIndex* installed = nullptr;
+  /// Packages that are never installed as a dependency (a slim base's maintainer-script tools, which gpuenv
+  /// never runs): a dependency group one of whose alternatives names one of them (or a virtual package its
+  /// candidate provides, at a version that meets it) counts as met and pulls in nothing, with a line in
+  /// `decisions` naming the package that asked. A request naming one still installs it.
+  std::vector<std::string> left_out;
 };
 
 /// The stanzas of a dpkg status file (/var/lib/dpkg/status) whose Status is "install ok installed", as text that

@@ -73,6 +73,7 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
   if (request.more_packages)
     for (auto& name : request.more_packages(index, chosen)) req.packages.push_back(std::move(name));
   req.required_set = request.required_set;
+  req.left_out = request.left_out;
   req.native_arch = native_arch;
   PackageIndex installed;
   if (!request.installed_status.empty()) {

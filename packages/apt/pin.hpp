@@ -23,6 +23,7 @@ struct AptPinRequest {
   std::string codename;                 ///< the base's release ("bookworm"): suites must belong to it
   std::vector<std::string> packages;    ///< "name" or "name=version"
   bool required_set = true;
+  std::vector<std::string> left_out;    ///< never installed as a dependency (ClosureRequest::left_out)
   /// apt preferences (apt_preferences(5)) in the order apt reads them (preferences, then preferences.d/* by
   /// name), concatenated with a blank line between files; empty for none.
   std::string preferences_text;

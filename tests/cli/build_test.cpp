@@ -184,7 +184,13 @@ class CliBuild : public ::testing::Test {
       fs::create_directories(p / triplet);
       return sh("cp " + (dir / "libnothere.so.7").string() + " " + (p / triplet / "libcuda.so.1").string());
     });
-    ok = ok && deb("python3", "Depends: libc6\n", [](const fs::path& p) {
+    // dpkg: required, and asked for by python3 (as Debian's python3-minimal does, for its maintainer scripts).
+    ok = ok && deb("dpkg", "Priority: required\nEssential: yes\nDepends: libc6\n", [](const fs::path& p) {
+      fs::create_directories(p / "usr/bin");
+      std::ofstream(p / "usr/bin/dpkg") << "#!/bin/sh\n";
+      return sh("chmod 755 " + (p / "usr/bin/dpkg").string());
+    });
+    ok = ok && deb("python3", "Depends: libc6, dpkg (>= 1.0)\n", [](const fs::path& p) {
       fs::create_directories(p / "usr/bin");
       std::ofstream(p / "usr/bin/python3.11") << "#!/bin/sh\necho not really python\n";
       return sh("chmod 755 " + (p / "usr/bin/python3.11").string());
@@ -407,6 +413,48 @@ TEST_F(CliBuild, AnAddedPackageRebuildsOnlyItsLayerAndGivesTheImageAColdBuildGiv
   std::string again;
   ASSERT_EQ(build({first, "-o", (dir / "inc-after-prune").string(), "--json"}, cache, &again, &err), 0) << err;
   EXPECT_EQ(nlohmann::json::parse(again)["digest"], nlohmann::json::parse(out1)["digest"]);
+}
+
+// A slim base: no required set, and dpkg, which python3 asks for, left out; the dpkg status still lists what is
+// installed, and the build's DT_NEEDED check passes on what is there. The required-set base of the same spec has dpkg.
+TEST_F(CliBuild, ASlimBaseLeavesOutTheRequiredSetAndTheToolsOfMaintainerScripts) {
+  const std::string s = spec("slim", "foo-tools"), cache = (dir / "cache-slim").string();
+  std::string text = slurp(s);
+  const std::string plain = "base: 'debian:12'";
+  ASSERT_NE(text.find(plain), std::string::npos);
+  text.replace(text.find(plain), plain.size(), "base: {distro: 'debian:12', variant: slim}");
+  std::ofstream(s) << text;
+  const std::string lock_path = (dir / "slim.lock").string(), full_lock = (dir / "slim-full.lock").string();
+  std::string err, out;
+  ASSERT_EQ(lock(s, lock_path, cache, &err), 0) << err;
+  ASSERT_EQ(lock(spec("slim-full", "foo-tools"), full_lock, cache, &err), 0) << err;
+  auto debs = [](const std::string& path) {
+    auto l = gpuenv::resolver::parse_lock(slurp(path), path);
+    EXPECT_TRUE(l.ok());
+    std::vector<std::string> names;
+    if (l)
+      for (const auto& p : l->packages)
+        if (p.kind == gpuenv::resolver::PackageKind::deb) names.push_back(p.name);
+    return names;
+  };
+  EXPECT_EQ(debs(lock_path), (std::vector<std::string>{"base-files", "foo-tools", "libc6", "libfoo1", "python3"}));
+  EXPECT_EQ(debs(full_lock), (std::vector<std::string>{"base-files", "dpkg", "foo-tools", "libc6", "libfoo1", "python3"}));
+  EXPECT_NE(slurp(lock_path).find("base_variant: \"slim\""), std::string::npos);
+  const std::string layout = (dir / "slim-img").string();
+  ASSERT_EQ(build({lock_path, "-o", layout, "--tag", "1", "--json"}, cache, &out, &err), 0) << err;
+  if (!sh("command -v umoci >/dev/null && command -v dpkg-query >/dev/null")) {
+    ADD_FAILURE() << "umoci or dpkg-query missing (scripts/deps.sh installs them)";
+    return;
+  }
+  const fs::path bundle = dir / "slim-bundle";
+  ASSERT_TRUE(sh("umoci unpack --image " + layout + ":1 " + bundle.string() + " >/dev/null 2>&1"));
+  const fs::path rootfs = bundle / "rootfs";
+  EXPECT_TRUE(fs::exists(rootfs / "usr/bin/foo-tool"));
+  EXPECT_TRUE(fs::exists(rootfs / "usr/bin/python3.11"));
+  EXPECT_FALSE(fs::exists(rootfs / "usr/bin/dpkg"));
+  // dpkg's own reader of its database lists what is installed, and nothing else.
+  EXPECT_EQ(capture("dpkg-query --admindir=" + (rootfs / "var/lib/dpkg").string() + " -W -f '${Package} ' 2>&1"), "base-files foo-tools libc6 libfoo1 python3 ");
+  if (::geteuid() == 0) EXPECT_EQ(capture("chroot " + rootfs.string() + " /usr/bin/foo-tool 2>&1"), "foo says 42\n");
 }
 
 // A package tree that lost a file behind gpuenv's back fails the build naming its directory; removed, it is

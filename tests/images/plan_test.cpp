@@ -235,6 +235,9 @@ TEST(PlanImageConfig, WithoutCudaOrPythonRequiresNoCudaAndRunsAShell) {
   EXPECT_EQ(plan.labels.count("dev.gpuenv.cuda.version"), 0u);
   EXPECT_EQ(plan.labels.count("dev.gpuenv.cuda.archs"), 0u);
   EXPECT_EQ(plan.cmd, (std::vector<std::string>{"/bin/sh"}));
+  resolver::Lock slim = lock_of({});
+  slim.base_variant = "slim";  // no shell in it: no command
+  EXPECT_TRUE(plan_image_config(slim, "abc", 0).cmd.empty());
 }
 
 TEST(PlanImageConfig, KeepsTheBaseImagesVariablesAndLabelsUnlessGpuenvSetsThem) {

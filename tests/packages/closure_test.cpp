@@ -79,6 +79,36 @@ TEST(DependencyClosure, RequiredSetAddsEssentialAndRequiredPackages) {
   EXPECT_EQ(names(closure_ok(index, req({}, true))), (std::vector<std::string>{"base-files", "libdep", "libreq"}));
 }
 
+// A slim base: dependencies on maintainer-script tools count as met and install nothing, with a line saying so.
+TEST(DependencyClosure, ALeftOutPackageMeetsDependenciesWithoutBeingInstalled) {
+  const PackageIndex index = index_of(
+      pkg("python3-minimal", "3.11", "Depends: dpkg (>= 1.13.20)") + pkg("dpkg", "1.21", "Depends: libmd0\nEssential: yes") +
+      pkg("libmd0", "1") + pkg("tzdata", "2024a", "Depends: debconf (>= 0.5) | debconf-2.0") +
+      pkg("debconf", "1.5", "Provides: debconf-2.0\nDepends: perl-base") + pkg("perl-base", "5.36") +
+      pkg("readline-common", "8", "Depends: dpkg (>= 1.15.4) | install-info") + pkg("install-info", "6.8") +
+      pkg("needs-virtual", "1", "Depends: debconf-2.0") + pkg("too-new", "1", "Depends: dpkg (>= 9)"));
+  ClosureRequest r = req({"python3-minimal", "tzdata", "readline-common", "needs-virtual"});
+  r.left_out = {"dpkg", "debconf", "install-info"};
+  const ClosureResult out = closure_ok(index, r);
+  EXPECT_EQ(names(out), (std::vector<std::string>{"needs-virtual", "python3-minimal", "readline-common", "tzdata"}));
+  EXPECT_TRUE(any_contains(out.decisions, "python3-minimal 3.11: 'dpkg (>= 1.13.20)' is left out (dpkg 1.21 serves maintainer scripts"))
+      << ::testing::PrintToString(out.decisions);
+  EXPECT_TRUE(any_contains(out.decisions, "needs-virtual 1: 'debconf-2.0' is left out (debconf 1.5"));  // through Provides
+  // Without left_out the same request pulls in the tools and what they need.
+  const ClosureResult full = closure_ok(index, req({"python3-minimal", "tzdata", "readline-common"}));
+  EXPECT_EQ(names(full), (std::vector<std::string>{"debconf", "dpkg", "libmd0", "perl-base", "python3-minimal", "readline-common", "tzdata"}));
+  // A version the left-out candidate does not meet is not met: the dependency is resolved as usual, and fails.
+  ClosureRequest bad = req({"too-new"});
+  bad.left_out = {"dpkg"};
+  auto e = dependency_closure(index, bad);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().id, "apt.unsatisfiable");
+  // A request naming a left-out package installs it, and it then meets dependencies as itself.
+  ClosureRequest asked = req({"python3-minimal", "dpkg"});
+  asked.left_out = {"dpkg"};
+  EXPECT_EQ(names(closure_ok(index, asked)), (std::vector<std::string>{"dpkg", "libmd0", "python3-minimal"}));
+}
+
 TEST(DependencyClosure, InstallsTheCandidateVersion) {
   const PackageIndex index =
       index_of(pkg("app", "1", "Depends: lib (>= 1)") + pkg("lib", "1.5") + pkg("lib", "2") + pkg("lib", "1"));

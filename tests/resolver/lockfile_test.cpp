@@ -91,6 +91,7 @@ TEST(Lockfile, TheLockValueIsWhatItsTextReadsBackAs) {
       {"name: compat\ncuda: '12.4'\nframeworks: {torch: '2.5.1'}\ngpu: {models: [A100]}\n", "470.199.02", true, ""},
       {"name: pkgs\ncuda: '12.4'\ngpu: {models: [H100], confidential: allowed}\npackages: {apt: [curl], pip: ['numpy<2']}\n", "550.54.15", true,
        "docker://registry.example/base:12@sha256:0123456789012345678901234567890123456789012345678901234567890123"},
+      {"name: slim\nbase: {distro: debian:12, variant: slim}\npython: '3.11'\n", "535.104.05", true, ""},
   };
   for (const Case& c : cases) {
     const Made m = resolved(c.yaml, c.driver);
@@ -100,6 +101,15 @@ TEST(Lockfile, TheLockValueIsWhatItsTextReadsBackAs) {
     ASSERT_TRUE(read.ok()) << read.error().to_string();
     EXPECT_TRUE(*read == lock_of(m.spec, m.resolution, in, pk)) << c.yaml;
   }
+}
+
+TEST(Lockfile, ASlimBaseIsWrittenAndTheRequiredSetIsNot) {
+  const Made slim = resolved("name: slim\nbase: {distro: debian:12, variant: slim}\n", "535.104.05");
+  const LockInputs in{"spec-digest", "catalog-digest", "gpuenv test", ""};
+  const std::string text = render_lock(slim.spec, slim.resolution, in);
+  EXPECT_NE(text.find("base: \"debian:12\"\nbase_variant: \"slim\"\n"), std::string::npos) << text;
+  EXPECT_EQ(parse_lock(text, "t.lock")->base_variant, "slim");
+  EXPECT_EQ(render_for(k_spec, "535.104.05").find("base_variant"), std::string::npos);  // old locks keep their bytes
 }
 
 TEST(Lockfile, LockTextIsToldFromASpec) {
@@ -152,6 +162,10 @@ TEST(Lockfile, DamagedLocksSayWhatAndWhereWithTheLockIds) {
     EXPECT_EQ(r.error().kind, gpuenv::ErrorKind::spec) << c.to;
     EXPECT_NE(r.error().hint.find("gpuenv lock SPEC -o FILE"), std::string::npos) << c.to;
   }
+  auto variant = damaged("base: \"debian:12\"\n", "base: \"debian:12\"\nbase_variant: \"skinny\"\n");
+  ASSERT_FALSE(variant.ok());
+  EXPECT_EQ(variant.error().id, "lock.bad_value");
+  EXPECT_NE(variant.error().message.find("required, slim"), std::string::npos) << variant.error().to_string();
   auto nullable = damaged("cudnn: \"8.9.2\"\npython", "cudnn: null\npython");
   ASSERT_TRUE(nullable.ok()) << nullable.error().to_string();
   EXPECT_EQ(nullable->cudnn, "");

@@ -63,6 +63,25 @@ TEST(SpecParser, DefaultsForAMinimalSpec) {
   EXPECT_TRUE(r->frameworks.empty());
 }
 
+TEST(SpecParser, ABaseMappingNamesTheDistroAndTheVariant) {
+  auto slim = parse_spec("base: {distro: 'ubuntu:24.04', variant: slim}\n", "s.yaml");
+  ASSERT_TRUE(slim.ok()) << slim.error().to_string();
+  EXPECT_EQ(slim->base(), "ubuntu:24.04");
+  EXPECT_EQ(slim->base_variant, "slim");
+  auto plain = parse_spec("base: {distro: debian:12}\n", "s.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->base_variant, "required");
+  EXPECT_EQ(parse_spec("base: debian:11\n", "s.yaml")->base_variant, "required");
+  const auto bad = error_of("name: x\nbase: {distro: debian:12, variant: skinny}\n");
+  EXPECT_EQ(bad.id, "spec.bad_base");
+  EXPECT_EQ(bad.where, "spec.yaml:2:36");
+  EXPECT_NE(bad.message.find("required, slim"), std::string::npos) << bad.message;
+  EXPECT_EQ(error_of("base: {variant: slim}\n").id, "spec.bad_base");
+  EXPECT_EQ(error_of("base: {distro: 'docker://r.example/x:1', variant: slim}\n").id, "spec.bad_base");
+  EXPECT_EQ(error_of("base: {distro: debian}\n").id, "spec.bad_base");
+  EXPECT_EQ(error_of("base: {distro: debian:12, flavour: slim}\n").id, "spec.unknown_key");
+}
+
 TEST(SpecParser, ArchsAcceptSeveralSpellings) {
   auto r = parse_spec("gpu:\n  archs: [sm_90, sm_90a, '8.6', sm_120f, 75]\n", "s.yaml");
   ASSERT_TRUE(r.ok()) << r.error().to_string();
