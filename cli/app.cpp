@@ -40,7 +40,14 @@ Context production_context(char** envp) {
   ctx.stderr_is_tty = ::isatty(2) == 1;
   ctx.stdout_is_tty = ::isatty(1) == 1;
   // Progress lines of the workflows ("unpacking 121 .debs"), only where someone watches.
-  if (ctx.stderr_is_tty) ctx.on_step = [err = ctx.err](const std::string& line) { *err << "gpuenv: " << line << "\n"; };
+  // A build downloads on one thread while it unpacks on another: a step line and the download line take turns,
+  // and a step line first clears the download line it interrupts (the next update draws it again).
+  auto terminal = std::make_shared<std::mutex>();
+  if (ctx.stderr_is_tty)
+    ctx.on_step = [err = ctx.err, terminal](const std::string& line) {
+      std::lock_guard lock(*terminal);
+      *err << "\r\033[Kgpuenv: " << line << "\n" << std::flush;
+    };
   const std::string ca_bundle = ctx.env.count("GPUENV_CA_BUNDLE") ? ctx.env.at("GPUENV_CA_BUNDLE") : std::string();
   int jobs = 8;
   if (auto it = ctx.env.find("GPUENV_FETCH_JOBS"); it != ctx.env.end()) {
@@ -50,15 +57,17 @@ Context production_context(char** envp) {
       // not a number: keep the default
     }
   }
-  ctx.make_fetcher = [tty = ctx.stderr_is_tty, ca_bundle, jobs](const gpuenv::NetLimits& limits) {
+  ctx.make_fetcher = [tty = ctx.stderr_is_tty, ca_bundle, jobs, terminal](const gpuenv::NetLimits& limits) {
     gpuenv::FetchOptions o;
     o.limits = limits;
     o.ca_bundle = ca_bundle;
     o.parallel = jobs;
     if (tty) {
       auto line = std::make_shared<ProgressLine>(std::cerr);
-      o.on_progress = [line](const gpuenv::FetchProgress& p) {
-        if (p.files_total > 1) line->update(p);  // single documents are not worth a line
+      o.on_progress = [line, terminal](const gpuenv::FetchProgress& p) {
+        if (p.files_total <= 1) return;  // single documents are not worth a line
+        std::lock_guard lock(*terminal);
+        line->update(p);
       };
     }
     return gpuenv::make_curl_fetcher(std::move(o));

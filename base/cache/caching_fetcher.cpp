@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "base/cache/fetch_into_cache.hpp"
 #include "base/digest.hpp"
@@ -31,8 +32,8 @@ class CachingFetcher final : public Fetcher {
         auto found = m_store.find(*sha);
         if (found && *found) {
           std::ifstream blob(**found, std::ios::binary);
-          std::string body(std::istreambuf_iterator<char>(blob), {});
-          if (Digest::of(body) == *sha) return body;
+          std::string bytes(std::istreambuf_iterator<char>(blob), {});
+          if (Digest::of(bytes) == *sha) return bytes;
         }
       }
       return body;
@@ -56,10 +57,16 @@ class CachingFetcher final : public Fetcher {
     return m_inner.get_range(url, offset, length);  // parts of files are not kept
   }
 
-  std::vector<Result<FetchedFile>> fetch_all(const std::vector<FetchRequest>& requests) override {
-    auto out = m_inner.fetch_all(requests);
+  std::vector<Result<FetchedFile>> fetch_all(const std::vector<FetchRequest>& requests) override { return fetch_each(requests, {}); }
+
+  std::vector<Result<FetchedFile>> fetch_each(const std::vector<FetchRequest>& requests, const FetchDone& done) override {
+    std::vector<std::optional<Result<FetchedFile>>> answered(requests.size());
+    auto out = m_inner.fetch_each(requests, [&](std::size_t i, const Result<FetchedFile>& r) {
+      answered[i] = !r && is_offline_miss(r.error()) ? from_cache(requests[i], r.error()) : r;
+      if (done) done(i, *answered[i]);
+    });
     for (std::size_t i = 0; i < out.size(); ++i)
-      if (!out[i] && is_offline_miss(out[i].error())) out[i] = from_cache(requests[i], std::move(out[i]).error());
+      if (answered[i]) out[i] = std::move(*answered[i]);
     return out;
   }
 

@@ -5,6 +5,10 @@
 namespace gpuenv {
 
 std::vector<Result<CachedBlob>> fetch_into_cache(Fetcher& fetcher, BlobStore& store, const std::vector<CacheRequest>& requests) {
+  return fetch_into_cache(fetcher, store, requests, {});
+}
+
+std::vector<Result<CachedBlob>> fetch_into_cache(Fetcher& fetcher, BlobStore& store, const std::vector<CacheRequest>& requests, const BlobReady& ready) {
   std::vector<std::optional<Result<CachedBlob>>> out(requests.size());
   std::vector<FetchRequest> to_fetch;
   std::vector<std::size_t> index;
@@ -27,22 +31,27 @@ std::vector<Result<CachedBlob>> fetch_into_cache(Fetcher& fetcher, BlobStore& st
     to_fetch.push_back(FetchRequest{r.url, *tmp, r.sha256, r.size});
     index.push_back(i);
   }
+  if (ready)
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if (out[i]) ready(i, *out[i]);
   if (!to_fetch.empty()) {
-    auto fetched = fetcher.fetch_all(to_fetch);
-    for (std::size_t k = 0; k < fetched.size(); ++k) {
+    (void)fetcher.fetch_each(to_fetch, [&](std::size_t k, const Result<FetchedFile>& fetched) {
       const std::size_t i = index[k];
-      if (!fetched[k]) {
-        out[i] = std::move(fetched[k]).error();
-        continue;
-      }
-      // The Fetcher verified the sha256 while the bytes arrived (its contract), so the file is not read again.
-      auto placed = store.adopt(to_fetch[k].dest, requests[i].sha256, true);
-      if (!placed) {
+      if (!fetched) {
+        out[i] = fetched.error();
+      } else if (auto placed = store.adopt(to_fetch[k].dest, requests[i].sha256, true); !placed) {
+        // The Fetcher verified the sha256 while the bytes arrived (its contract), so the file is not read again.
         out[i] = std::move(placed).error();
-        continue;
+      } else {
+        out[i] = CachedBlob{requests[i].sha256, *placed, false};
       }
-      out[i] = CachedBlob{requests[i].sha256, *placed, false};
-    }
+      if (ready) ready(i, *out[i]);
+    });
+    for (std::size_t k = 0; k < to_fetch.size(); ++k)  // an adapter that told nothing of a request failed it
+      if (!out[index[k]]) {
+        out[index[k]] = make_error(ErrorKind::internal, "fetch.untold", "the fetcher did not report this download", to_fetch[k].url, "");
+        if (ready) ready(index[k], *out[index[k]]);
+      }
   }
   std::vector<Result<CachedBlob>> result;
   result.reserve(out.size());

@@ -90,6 +90,7 @@ class DiskWriter {
 
 struct Transfer {
   // What to do.
+  std::size_t index = 0;  // in the caller's requests
   std::string url;
   std::string dest;  // empty: into memory
   std::optional<Digest> sha256;
@@ -219,7 +220,9 @@ class CurlFetcher final : public Fetcher {
     return std::move(ts[0].memory);
   }
 
-  std::vector<Result<FetchedFile>> fetch_all(const std::vector<FetchRequest>& requests) override {
+  std::vector<Result<FetchedFile>> fetch_all(const std::vector<FetchRequest>& requests) override { return fetch_each(requests, {}); }
+
+  std::vector<Result<FetchedFile>> fetch_each(const std::vector<FetchRequest>& requests, const FetchDone& done) override {
     std::deque<Transfer> ts(requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {
       ts[i].url = requests[i].url;
@@ -227,19 +230,29 @@ class CurlFetcher final : public Fetcher {
       ts[i].sha256 = requests[i].sha256;
       ts[i].size = requests[i].size;
     }
+    for (std::size_t i = 0; i < ts.size(); ++i) ts[i].index = i;
+    if (done) m_on_finished = [&](const Transfer& t) { done(t.index, result_of(t)); };
+    struct Reset {
+      std::function<void(const Transfer&)>& f;
+      ~Reset() { f = nullptr; }
+    } reset{m_on_finished};
     run(ts);
     std::vector<Result<FetchedFile>> out;
-    for (auto& t : ts) {
-      if (t.outcome == Outcome::done) {
-        out.emplace_back(FetchedFile{t.url, t.dest, t.offset + t.received, t.sha256.value_or(Digest()), t.attempts});
-      } else {
-        out.emplace_back(*t.error);
-      }
-    }
+    for (auto& t : ts) out.push_back(result_of(t));
     return out;
   }
 
  private:
+  static Result<FetchedFile> result_of(const Transfer& t) {
+    if (t.outcome == Outcome::done) return FetchedFile{t.url, t.dest, t.offset + t.received, t.sha256.value_or(Digest()), t.attempts};
+    return *t.error;
+  }
+
+  // A transfer that has its outcome: the caller of fetch_each is told.
+  void finished(const Transfer& t) const {
+    if (m_on_finished && t.outcome != Outcome::pending) m_on_finished(t);
+  }
+
   static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
     auto* t = static_cast<Transfer*>(user);
     const std::size_t len = size * n;
@@ -321,7 +334,13 @@ class CurlFetcher final : public Fetcher {
       t.offset += static_cast<std::uint64_t>(r);
     }
     if (t.no_ranges || (t.size && t.offset > *t.size)) {  // cannot resume, or stale leftovers: start over
-      if (ftruncate(t.fd, 0) != 0) return false;
+      if (ftruncate(t.fd, 0) != 0) {
+        t.error = make_error(ErrorKind::environment, "fetch.io", "cannot truncate " + t.part() + ": " + std::strerror(errno), t.url,
+                             "check free disk space and permissions");
+        ::close(t.fd);
+        t.fd = -1;
+        return false;
+      }
       lseek(t.fd, 0, SEEK_SET);
       t.hash.reset();
       t.offset = 0;
@@ -371,7 +390,9 @@ class CurlFetcher final : public Fetcher {
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(e, CURLOPT_MAXREDIRS, 10L);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    // Waiting for a connection that may multiplex pays only where HTTP/2 can be offered (TLS with ALPN); on
+    // plain http the other transfers would wait for the first one to finish (measured: serial downloads).
+    curl_easy_setopt(e, CURLOPT_PIPEWAIT, t.url.rfind("https://", 0) == 0 ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https,file");
     curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
     set_transfer_options(e, m_o.ca_bundle, m_o.limits, millis_until(t.deadline.at), m_o.user_agent);
@@ -576,6 +597,7 @@ class CurlFetcher final : public Fetcher {
         if (start(*t)) ++active;
         else {
           ++m_progress.files_done;
+          finished(*t);
         }
       }
       int running = 0;
@@ -587,6 +609,7 @@ class CurlFetcher final : public Fetcher {
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
         --active;
         complete(*t, msg->data.result);
+        finished(*t);
       }
       if (m_o.on_progress) m_o.on_progress(m_progress);
       if (active == 0 && !m_waiting.empty()) {
@@ -601,6 +624,7 @@ class CurlFetcher final : public Fetcher {
   }
 
   FetchOptions m_o;
+  std::function<void(const Transfer&)> m_on_finished;  // set by fetch_each for its run
   DiskWriter m_writer;
   CURLM* m_multi = nullptr;
   std::vector<CURL*> m_pool;

@@ -65,6 +65,17 @@ class Fetcher {
   virtual Result<std::string> get_range(const std::string& url, std::uint64_t offset, std::uint64_t length) = 0;
   /// Fetches every request concurrently; one result per request, in order.
   virtual std::vector<Result<FetchedFile>> fetch_all(const std::vector<FetchRequest>& requests) = 0;
+  /// Told that request `index` has finished, with its result; on the fetching thread, before fetch_each returns.
+  using FetchDone = std::function<void(std::size_t index, const Result<FetchedFile>& result)>;
+  /// As fetch_all, telling `done` about each request as it finishes, so that a caller can use one file while
+  /// the others still arrive. This default tells it about every request once fetch_all has returned; adapters
+  /// that finish files one by one override it.
+  virtual std::vector<Result<FetchedFile>> fetch_each(const std::vector<FetchRequest>& requests, const FetchDone& done) {
+    auto out = fetch_all(requests);
+    if (done)
+      for (std::size_t i = 0; i < out.size(); ++i) done(i, out[i]);
+    return out;
+  }
 };
 
 /// The Fetcher of `--offline`: every call fails with "cache.offline_miss" and downloads nothing. Decorators that

@@ -3,11 +3,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include "base/cache/fetch_into_cache.hpp"
@@ -54,6 +57,43 @@ ImageParameters image_parameters(const BuildRequest& rq) {
   return {rq.generator, rq.source_date_epoch, rq.architecture, rq.gzip_level, rq.compression, rq.zstd_level, rq.allow_missing};
 }
 
+/// The lock's packages as they reach the cache. A thread downloads what the cache lacks while the root is
+/// assembled in lock order, and a package that must be unpacked waits only for its own file. Destroyed, it
+/// waits for the downloads still running (they land in the cache, for the next build).
+class PackageArrivals {
+ public:
+  void start(Fetcher& fetcher, BlobStore& store, std::vector<CacheRequest> wanted) {
+    m_slots.assign(wanted.size(), std::nullopt);
+    m_thread = std::jthread([this, &fetcher, &store, wanted = std::move(wanted)] {
+      (void)fetch_into_cache(fetcher, store, wanted, [this](std::size_t i, const Result<CachedBlob>& blob) {
+        {
+          std::lock_guard lock(m_mu);
+          m_slots[i] = blob;
+        }
+        m_cv.notify_all();
+      });
+    });
+  }
+
+  /// Package i's file in the cache, once it is there.
+  Result<CachedBlob> wait(std::size_t i) {
+    std::unique_lock lock(m_mu);
+    m_cv.wait(lock, [&] { return m_slots[i].has_value(); });
+    return *m_slots[i];
+  }
+
+  /// Waits for every download.
+  void join() {
+    if (m_thread.joinable()) m_thread.join();
+  }
+
+ private:
+  std::mutex m_mu;
+  std::condition_variable m_cv;
+  std::vector<std::optional<Result<CachedBlob>>> m_slots;
+  std::jthread m_thread;  // last: joined before the slots go
+};
+
 /// What one assembly carries from step to step.
 struct Assembly {
   Assembly(const BuildRequest& request, OciLayout out)
@@ -66,7 +106,7 @@ struct Assembly {
   std::string lock_sha256;
   std::string reuse_key;
   std::string root;                        // the root filesystem being assembled
-  std::vector<std::string> package_blobs;  // per lock package: its file in the cache
+  PackageArrivals arrivals;               // per lock package: its file in the cache, as it arrives
   assembly::Owners owners;
   std::optional<BaseImage> base;
   std::string site_packages;               // relative to the root; "" without wheels
@@ -162,19 +202,31 @@ std::optional<BuildResult> previous_build(OciLayout& layout, const std::string& 
 
 // ---- The root filesystem -----------------------------------------------------------------------------------
 
+/// Starts the downloads; the packages are unpacked as they arrive (PackageArrivals).
 Status fetch_packages(Assembly& a) {
   std::vector<CacheRequest> wanted;
   for (const auto& p : a.lock.packages) wanted.push_back({p.url, p.sha256, p.size});
   a.step("fetching " + std::to_string(wanted.size()) + " packages");
-  auto blobs = fetch_into_cache(*a.rq.fetcher, *a.rq.cache, wanted);
-  for (std::size_t i = 0; i < blobs.size(); ++i) {
-    if (!blobs[i]) {
-      Error e = blobs[i].error();
-      e.while_("getting " + a.lock.packages[i].name + " " + a.lock.packages[i].version);
-      return e;
-    }
+  a.arrivals.start(*a.rq.fetcher, *a.rq.cache, std::move(wanted));
+  return ok_status();
+}
+
+/// Package i's file in the cache, waiting for it; a failed download names the package.
+Result<std::string> package_file(Assembly& a, std::size_t i) {
+  auto blob = a.arrivals.wait(i);
+  if (!blob) {
+    Error e = std::move(blob).error();
+    e.while_("getting " + a.lock.packages[i].name + " " + a.lock.packages[i].version);
+    return e;
   }
-  for (const auto& b : blobs) a.package_blobs.push_back(b->path);
+  return blob->path;
+}
+
+/// Every package is in the cache, also those whose unpacked tree the store already held: a build from a lock
+/// fails the same way whatever the store holds.
+Status await_packages(Assembly& a) {
+  a.arrivals.join();
+  for (std::size_t i = 0; i < a.lock.packages.size(); ++i) GPUENV_CHECK(package_file(a, i));
   return ok_status();
 }
 
@@ -220,7 +272,8 @@ Result<InstalledDeb> install_one_deb(Assembly& a, std::size_t i, const ExtractOp
   const auto& p = a.lock.packages[i];
   const std::string origin = p.name + "_" + p.version + ".deb";
   auto unpack = [&](const std::string& root) -> Result<InstalledDeb> {
-    auto m = assembly::Mapped::open(a.package_blobs[i]);
+    GPUENV_TRY(file, package_file(a, i));
+    auto m = assembly::Mapped::open(file);
     if (!m) return std::move(m).error();
     return install_deb(m->bytes(), origin, root, xo);
   };
@@ -260,7 +313,8 @@ Status install_one_wheel(Assembly& a, std::size_t i, const packages::InstallSche
   packages::WheelInstallOptions wo;
   wo.requested = layer_of(p, a.lock) == "user";
   auto unpack = [&](const std::string& root) -> Result<packages::InstalledWheel> {
-    auto m = assembly::Mapped::open(a.package_blobs[i]);
+    GPUENV_TRY(file, package_file(a, i));
+    auto m = assembly::Mapped::open(file);
     if (!m) return std::move(m).error();
     auto installed = packages::install_wheel(m->bytes(), filename, root, s, wo);
     if (!installed) {
@@ -520,8 +574,8 @@ Result<BuildResult> write_image_documents(Assembly& a, ImageLayers layers) {
 
 /// The steps up to the finished, checked tree, in order.
 using Step = Status (*)(Assembly&);
-constexpr Step k_tree_steps[] = {fetch_packages,    check_cuda_source,  create_root,        unpack_base_image,      install_debs,          install_wheels,
-                                 configure_loader,  write_gpuenv_files, read_finished_tree, check_driver_libraries, check_needed_libraries};
+constexpr Step k_tree_steps[] = {check_cuda_source, fetch_packages,     create_root,        unpack_base_image,      install_debs,          install_wheels,
+                                 await_packages,    configure_loader,  write_gpuenv_files, read_finished_tree, check_driver_libraries, check_needed_libraries};
 
 }  // namespace
 

@@ -5,8 +5,9 @@
 // one named step each (assemble_image.cpp lists them in order):
 //
 // 1. Reuse: a layout that already holds the image for this reuse key only gets its index.json rewritten.
-// 2. Fetch: every pinned .deb and wheel comes from the cache (fetched and verified against the lock's sha256
-//    first); then the plan's one-source-of-CUDA rule.
+// 2. Fetch: the plan's one-source-of-CUDA rule, then every pinned .deb and wheel comes from the cache, fetched
+//    and verified against the lock's sha256 on a thread of its own while step 3 unpacks what has arrived;
+//    step 3 ends when every download has (a failed one fails the build, naming its package).
 // 3. Root filesystem (root_tree): a base image's layers unpacked at the bottom, the .debs unpacked in lock order
 //    (each once into the package store, package_trees, then hard-linked into the root)
 //    (maintainer scripts are not run; their needed effects are reproduced: the dpkg database, base-passwd's

@@ -19,6 +19,10 @@ using namespace gpuenv;
 const std::string k_hello_hex = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";  // "hello"
 const Digest k_hello_sha = *Digest::from_hex(k_hello_hex);
 Digest repeated(char c) { return *Digest::from_hex(std::string(64, c)); }
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 class BlobStoreTest : public ::testing::Test {
  protected:
@@ -129,6 +133,23 @@ TEST_F(BlobStoreTest, FetchIntoCacheSkipsWhatIsCachedAndVerifiesTheRest) {
   EXPECT_EQ(r[1].error().id, "fetch.hash_mismatch");
   EXPECT_EQ(f.requested, std::vector<std::string>{"http://x/bad"});
   EXPECT_TRUE(fs::is_empty(root / "tmp"));
+}
+
+// Each blob is told as soon as it is in the cache: what the cache holds before anything is fetched.
+TEST_F(BlobStoreTest, FetchIntoCacheTellsOfEachBlobAsItIsThere) {
+  gpuenv::testing::FakeFetcher f;
+  f.files["http://x/world"] = "world";
+  ASSERT_TRUE(store->put("hello").ok());
+  std::vector<std::string> told;
+  auto r = fetch_into_cache(f, *store, {{"http://x/world", gpuenv::Digest::of("world"), 5}, {"http://x/hello", k_hello_sha, 5}, {"http://x/gone", repeated('d'), 1}},
+                            [&](std::size_t i, const gpuenv::Result<gpuenv::CachedBlob>& b) {
+                              told.push_back(std::to_string(i) + (b ? (b->was_cached ? " cached" : " fetched") : " " + b.error().id) +
+                                             (f.requested.empty() ? " before any request" : ""));
+                              if (b) EXPECT_EQ(slurp(b->path), i == 0 ? "world" : "hello");
+                            });
+  EXPECT_EQ(told, (std::vector<std::string>{"1 cached before any request", "0 fetched", "2 fetch.not_found"}));
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_TRUE(r[0].ok() && r[1].ok() && !r[2].ok());
 }
 
 TEST_F(BlobStoreTest, OfflineUsesOnlyTheCache) {

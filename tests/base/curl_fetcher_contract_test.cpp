@@ -82,6 +82,42 @@ TEST_F(CurlFetcherContract, FetchesManyFilesConcurrentlyAndVerifiesThem) {
   EXPECT_FALSE(leftovers());
 }
 
+// fetch_each tells of each file as it finishes, in place and verified, while slower ones still arrive; a
+// failure is told too, and everything before fetch_each returns.
+TEST_F(CurlFetcherContract, TellsOfEachFileAsItFinishesWhileOthersStillArrive) {
+  const std::string slow_body = slurp(m_dir / "srv" / "f10"), quick_body = slurp(m_dir / "srv" / "f2");
+  const std::vector<FetchRequest> reqs = {
+      {m_server->url("f10?fault=trickle&rate=2000"), (m_dir / "out" / "slow").string(), sha256(slow_body), slow_body.size()},
+      {m_server->url("f2"), (m_dir / "out" / "quick").string(), sha256(quick_body), quick_body.size()},
+      {m_server->url("nothere"), (m_dir / "out" / "missing").string(), std::nullopt, std::nullopt}};
+  auto f = make_curl_fetcher(fast());
+  std::vector<int> told(reqs.size(), 0);
+  std::vector<std::size_t> order;
+  bool quick_before_slow_was_there = false, quick_in_place = false;
+  auto results = f->fetch_each(reqs, [&](std::size_t i, const Result<FetchedFile>& r) {
+    ASSERT_LT(i, reqs.size());
+    ++told[i];
+    order.push_back(i);
+    if (i == 1) {
+      quick_in_place = r.ok() && slurp(reqs[1].dest) == quick_body;
+      quick_before_slow_was_there = !fs::exists(reqs[0].dest);
+    }
+    if (i == 2) {
+      EXPECT_FALSE(r.ok());
+      if (!r.ok()) EXPECT_EQ(r.error().id, "fetch.not_found");
+    }
+  });
+  EXPECT_EQ(told, (std::vector<int>{1, 1, 1}));
+  ASSERT_EQ(order.size(), 3u);
+  EXPECT_EQ(order.back(), 0u) << "the trickled file finishes last (plain http: the others do not wait for its connection)";
+  EXPECT_TRUE(quick_in_place);
+  EXPECT_TRUE(quick_before_slow_was_there);
+  ASSERT_TRUE(results[0].ok()) << results[0].error().to_string();
+  EXPECT_EQ(slurp(reqs[0].dest), slow_body);
+  EXPECT_FALSE(results[2].ok());
+  EXPECT_FALSE(leftovers());
+}
+
 TEST_F(CurlFetcherContract, GetsADocumentIntoMemory) {
   auto f = make_curl_fetcher(fast());
   auto r = f->get(m_server->url("f3"));

@@ -269,10 +269,11 @@ class CliBuild : public ::testing::Test {
     ctx.env = {{"GPUENV_CACHE_DIR", cache}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}, {"SOURCE_DATE_EPOCH", "1700000000"}};
     for (const auto& [k, v] : env) ctx.env[k] = v;
     ctx.make_runner = [] { return gpuenv::make_process_runner(); };
-    ctx.make_fetcher = [](const gpuenv::NetLimits&) {
+    ctx.make_fetcher = [this](const gpuenv::NetLimits&) {
       gpuenv::FetchOptions options;
       options.max_attempts = 2;
-      return gpuenv::make_curl_fetcher(options);
+      auto f = gpuenv::make_curl_fetcher(options);
+      return wrap_fetcher ? wrap_fetcher(std::move(f)) : std::move(f);
     };
     args.insert(args.begin(), "build");
     args.insert(args.end(), {"--host-root", dir.string()});
@@ -285,6 +286,41 @@ class CliBuild : public ::testing::Test {
   static inline fs::path dir;
   static inline bool ready = false;
   std::unique_ptr<gpuenv::testing::LoopbackServer> server;
+  /// Wraps the build's real fetcher (a test double around it), when set.
+  std::function<std::unique_ptr<gpuenv::Fetcher>(std::unique_ptr<gpuenv::Fetcher>)> wrap_fetcher;
+};
+
+/// Around the real fetcher: of a batch of files it fetches the first, tells of it, then waits (up to 60 s) until
+/// `used()` says the build has unpacked it before it fetches the rest. A build that waits for every download
+/// before it unpacks anything never gets there, and `*overlapped` stays false.
+class GatedFetcher final : public gpuenv::Fetcher {
+ public:
+  GatedFetcher(std::unique_ptr<gpuenv::Fetcher> inner, std::function<bool()> used, bool* overlapped)
+      : m_inner(std::move(inner)), m_used(std::move(used)), m_overlapped(overlapped) {}
+  gpuenv::Result<std::string> get(const std::string& url, const std::string& accept) override { return m_inner->get(url, accept); }
+  gpuenv::Result<std::string> get_range(const std::string& url, std::uint64_t offset, std::uint64_t length) override {
+    return m_inner->get_range(url, offset, length);
+  }
+  std::vector<gpuenv::Result<gpuenv::FetchedFile>> fetch_all(const std::vector<gpuenv::FetchRequest>& requests) override { return fetch_each(requests, {}); }
+  std::vector<gpuenv::Result<gpuenv::FetchedFile>> fetch_each(const std::vector<gpuenv::FetchRequest>& requests, const FetchDone& done) override {
+    if (requests.size() < 2) return m_inner->fetch_each(requests, done);
+    auto out = m_inner->fetch_each({requests.front()}, [&](std::size_t, const gpuenv::Result<gpuenv::FetchedFile>& r) {
+      if (done) done(0, r);
+    });
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!m_used() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    *m_overlapped = m_used();
+    auto rest = m_inner->fetch_each({requests.begin() + 1, requests.end()}, [&](std::size_t k, const gpuenv::Result<gpuenv::FetchedFile>& r) {
+      if (done) done(k + 1, r);
+    });
+    for (auto& r : rest) out.push_back(std::move(r));
+    return out;
+  }
+
+ private:
+  std::unique_ptr<gpuenv::Fetcher> m_inner;
+  std::function<bool()> m_used;
+  bool* m_overlapped;
 };
 
 TEST_F(CliBuild, WritesAnImageThatSkopeoUmociAndAChrootAccept) {
@@ -455,6 +491,45 @@ TEST_F(CliBuild, ASlimBaseLeavesOutTheRequiredSetAndTheToolsOfMaintainerScripts)
   // dpkg's own reader of its database lists what is installed, and nothing else.
   EXPECT_EQ(capture("dpkg-query --admindir=" + (rootfs / "var/lib/dpkg").string() + " -W -f '${Package} ' 2>&1"), "base-files foo-tools libc6 libfoo1 python3 ");
   if (::geteuid() == 0) EXPECT_EQ(capture("chroot " + rootfs.string() + " /usr/bin/foo-tool 2>&1"), "foo says 42\n");
+}
+
+// Downloads overlap with unpacking: the first package is unpacked into the store while the others are still to
+// come, and the image is the one a build that had every package in its cache gives.
+TEST_F(CliBuild, PackagesAreUnpackedAsTheyArriveWhileTheRestDownload) {
+  const std::string s = spec("overlap", "foo-tools"), lock_path = (dir / "overlap.lock").string();
+  std::string err, gated, plain;
+  ASSERT_EQ(lock(s, lock_path, (dir / "cache-overlap-lock").string(), &err), 0) << err;
+  const fs::path cache = dir / "cache-overlap";
+  bool overlapped = false;
+  wrap_fetcher = [&](std::unique_ptr<gpuenv::Fetcher> inner) -> std::unique_ptr<gpuenv::Fetcher> {
+    auto used = [cache] {
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(cache / "trees", ec))
+        if (fs::exists(e.path() / "record.json")) return true;
+      return false;
+    };
+    return std::make_unique<GatedFetcher>(std::move(inner), used, &overlapped);
+  };
+  ASSERT_EQ(build({lock_path, "-o", (dir / "overlap-a").string(), "--json"}, cache.string(), &gated, &err), 0) << err;
+  wrap_fetcher = nullptr;
+  EXPECT_TRUE(overlapped) << "no package was unpacked before the last download";
+  ASSERT_EQ(build({lock_path, "-o", (dir / "overlap-b").string(), "--json"}, (dir / "cache-overlap-lock").string(), &plain, &err), 0) << err;
+  EXPECT_EQ(nlohmann::json::parse(gated)["digest"], nlohmann::json::parse(plain)["digest"]);
+}
+
+// A download that fails while others are unpacked fails the build naming the package, and leaves no image.
+TEST_F(CliBuild, AFailedDownloadFailsTheBuildNamingThePackage) {
+  const std::string s = spec("dlfail", "foo-tools"), lock_path = (dir / "dlfail.lock").string();
+  std::string err, out;
+  ASSERT_EQ(lock(s, lock_path, (dir / "cache-dlfail-lock").string(), &err), 0) << err;
+  std::string text = slurp(lock_path);
+  const std::string pool = "/pool/libfoo1.deb";
+  ASSERT_NE(text.find(pool), std::string::npos);
+  text.replace(text.find(pool), pool.size(), "/pool/libfoo1-gone.deb");
+  std::ofstream(lock_path) << text;
+  EXPECT_EQ(build({lock_path, "-o", (dir / "dlfail").string()}, (dir / "cache-dlfail").string(), &out, &err), 4);
+  EXPECT_NE(err.find("getting libfoo1 1.0-1"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir / "dlfail" / "index.json"));
 }
 
 // A package tree that lost a file behind gpuenv's back fails the build naming its directory; removed, it is

@@ -70,6 +70,9 @@ class BorrowedFetcher final : public gpuenv::Fetcher {
     return m_inner.get_range(url, offset, length);
   }
   std::vector<Result<gpuenv::FetchedFile>> fetch_all(const std::vector<gpuenv::FetchRequest>& requests) override { return m_inner.fetch_all(requests); }
+  std::vector<Result<gpuenv::FetchedFile>> fetch_each(const std::vector<gpuenv::FetchRequest>& requests, const FetchDone& done) override {
+    return m_inner.fetch_each(requests, done);
+  }
 
  private:
   gpuenv::Fetcher& m_inner;
