@@ -4,8 +4,10 @@
 #      wheels plus `pigz -6` of the image's uncompressed layers (what any builder must at least do here);
 #   2. the same spec with one pip package added, built into the same output (the iteration an ML engineer does);
 #   3. back to the first spec;
-#   4. `gpuenv run` of the first image (its layers unpacked) and of the second (sharing all but two layers).
-# Needs the host's Python index and Debian mirror (online), pip and pigz. Usage:
+#   4. `gpuenv run` of the first image (its layers unpacked) and of the second (sharing all but two layers);
+#   5. the base layer of the same spec with a slim base (`base: {distro: ..., variant: slim}`) against the
+#      required-set base of step 1.
+# Needs the host's Python index and Debian mirror (online), pip, pigz and bc (scripts/deps.sh --bench). Usage:
 #   bench/build_speed.sh [GPUENV] [SPEC] [EXTRA_PIP_PACKAGE]   (defaults: build-bench/cli/gpuenv, the torch example, pyyaml)
 # Writes one line per figure; the cache and outputs live in a temporary directory removed at the end.
 set -euo pipefail
@@ -31,9 +33,13 @@ b = re.sub(r'(\n\s*pip:\s*\[)', r'\g<1>"' + sys.argv[3] + '", ', text, count=1)
 if b == text:
     sys.exit("the spec has no packages.pip list to add to")
 open(sys.argv[2], "w").write(b)
+m = re.search(r'^base:\s*([^\s#]+)', text, re.M)
+slim = "base: {distro: '%s', variant: slim}" % (m.group(1) if m else "debian:12")
+open(sys.argv[2].replace("b.yaml", "slim.yaml"), "w").write(re.sub(r'^base:.*$', slim, text, flags=re.M) if m else slim + "\n" + text)
 PY
 "$gpuenv" lock "$work/a.yaml" -o "$work/a.lock" >/dev/null
 "$gpuenv" lock "$work/b.yaml" -o "$work/b.lock" >/dev/null
+"$gpuenv" lock "$work/slim.yaml" -o "$work/slim.lock" >/dev/null
 
 cold=$(seconds "$gpuenv" build "$work/a.lock" -o "$work/out")
 # The floor: the same wheels downloaded by pip, and the image's layers compressed by pigz.
@@ -46,12 +52,23 @@ compress=$(seconds sh -c "for f in '$work'/layer-*.tar; do pigz -6 -c \"\$f\" > 
 rm -f "$work"/layer-*.tar
 added=$(seconds "$gpuenv" build "$work/b.lock" -o "$work/out")
 back=$(seconds "$gpuenv" build "$work/a.lock" -o "$work/out")
-"$gpuenv" build "$work/b.lock" -o "$work/out-b" >/dev/null 2>&1
+"$gpuenv" build "$work/b.lock" -o "$work/out-b" >/dev/null 2>"$work/last.err" || { cat "$work/last.err" >&2; exit 1; }
 run_first=$(seconds "$gpuenv" run "$work/out" --no-gpu -- /bin/true)
 run_second=$(seconds "$gpuenv" run "$work/out-b" --no-gpu -- /bin/true)
+"$gpuenv" build "$work/slim.lock" -o "$work/out-slim" >/dev/null 2>"$work/last.err" || { cat "$work/last.err" >&2; exit 1; }
+# The base layer's compressed size and package count, from the manifest and the build's own layer report.
+base_layer() { "$gpuenv" inspect "$1" --json | python3 -c "
+import json, sys
+j = json.load(sys.stdin)
+l = next(l for l in j['layers'] if l.get('name') == 'base')
+print('%.1f MiB, %d packages' % (l['size'] / 1048576, len(l.get('packages', []))))"; }
+base_required=$(base_layer "$work/out")
+base_slim=$(base_layer "$work/out-slim")
 floor=$(echo "$download + $compress" | bc)
 printf 'cold build            %8.1f s   floor %.1f s (pip download %.1f s + pigz %.1f s)   ratio %.2f\n' "$cold" "$floor" "$download" "$compress" "$(echo "$cold / $floor" | bc -l)"
 printf 'one package added     %8.1f s\n' "$added"
 printf 'back to the first     %8.1f s\n' "$back"
 printf 'run, first image      %8.1f s\n' "$run_first"
 printf 'run, second image     %8.1f s   (shares its big layers with the first)\n' "$run_second"
+printf 'base layer, required  %s\n' "$base_required"
+printf 'base layer, slim      %s\n' "$base_slim"

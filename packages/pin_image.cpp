@@ -70,7 +70,9 @@ Result<ImagePins> pin_image(const PinImageRequest& req, AptFetchContext& apt) {
   a.more_packages = [&](const PackageIndex& index, std::vector<std::string>& decisions) {
     std::vector<std::string> more;
     if (slim) {
-      for (const auto& name : k_slim_core) {
+      std::vector<std::string> core = k_slim_core;
+      if (wants_python) core.insert(core.end(), k_slim_python_core.begin(), k_slim_python_core.end());
+      for (const auto& name : core) {
         if (!index.versions(name).empty()) more.push_back(name);
         else decisions.push_back("slim base: " + name + " is not in the configured apt repositories; the image has none");
       }

@@ -16,6 +16,11 @@ namespace gpuenv::packages {
 /// that no dependency brings: /etc/os-release (base-files), /etc/passwd and /etc/group (base-passwd),
 /// /etc/services and /etc/protocols (netbase), the time zone database (tzdata). Those the repositories hold.
 inline const std::vector<std::string> k_slim_core = {"base-files", "base-passwd", "netbase", "tzdata"};
+/// A slim base with Python also gets libstdc++6: the manylinux policy (PEP 600; pypa/auditwheel's policy list)
+/// lets wheels link against libstdc++.so.6 and libgcc_s.so.1 without shipping them, and the required set no
+/// longer brings them (libc6 brings libgcc-s1 and the policy's glibc libraries; the X11 and GL ones are left to
+/// packages.apt, and the DT_NEEDED check names them when a wheel needs them).
+inline const std::vector<std::string> k_slim_python_core = {"libstdc++6"};
 /// What a slim base never installs as a dependency: the tools of maintainer scripts, which gpuenv does not run.
 /// packages.apt may still name them.
 inline const std::vector<std::string> k_slim_left_out = {"dpkg", "debconf", "install-info"};

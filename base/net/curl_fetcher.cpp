@@ -434,8 +434,7 @@ class CurlFetcher final : public Fetcher {
 
   Error deadline_error(const Transfer& t, const std::string& why) const {
     return fail(t, "fetch.deadline", "not done within " + t.deadline.what + ": " + why,
-                t.deadline.from_budget ? "the network is too slow for this command's budget; raise GPUENV_NETWORK_BUDGET or use a closer mirror"
-                                       : "the server sends too slowly; raise GPUENV_REQUEST_TIMEOUT, use a closer mirror or try again later");
+                deadline_hint(t.deadline, "mirror"));
   }
 
   void finish_failed(Transfer& t) {

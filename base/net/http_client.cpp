@@ -273,8 +273,7 @@ class CurlHttpClient final : public HttpClient {
   static Error deadline_error(const std::string& where, const RequestDeadline& deadline, int attempts, const std::string& why) {
     return make_error(ErrorKind::environment, "http.deadline",
                       "no answer within " + deadline.what + " (" + why + ", after " + std::to_string(attempts) + " attempt" + (attempts == 1 ? "" : "s") + ")", where,
-                      deadline.from_budget ? "the network is too slow for this command's budget; raise GPUENV_NETWORK_BUDGET or use a closer registry"
-                                           : "the server answers too slowly; raise GPUENV_REQUEST_TIMEOUT or try again later");
+                      deadline_hint(deadline, "registry"));
   }
 
   static Error transfer_error(const std::string& where, CURLcode code, const std::string& why, int attempt) {

@@ -31,6 +31,11 @@ NetworkBudget::Clock::duration NetworkBudget::remaining() const {
   return std::max<Clock::duration>(Clock::duration::zero(), Clock::duration(m_limit) - spent);
 }
 
+std::string deadline_hint(const RequestDeadline& deadline, const std::string& server) {
+  return deadline.from_budget ? "the network is too slow for this command's budget; raise GPUENV_NETWORK_BUDGET or use a closer " + server
+                              : "the server sends too slowly; raise GPUENV_REQUEST_TIMEOUT, use a closer " + server + " or try again later";
+}
+
 RequestDeadline request_deadline(const NetLimits& limits, NetworkBudget::Clock::time_point started, std::optional<std::uint64_t> size) {
   auto own = std::chrono::duration_cast<std::chrono::seconds>(limits.request_deadline);
   if (size && limits.deadline_bytes_per_s > 0) own += std::chrono::seconds(*size / limits.deadline_bytes_per_s);

@@ -85,6 +85,9 @@ struct RequestDeadline {
   std::string what;
 };
 RequestDeadline request_deadline(const NetLimits& limits, NetworkBudget::Clock::time_point started, std::optional<std::uint64_t> size);
+/// The hint of an error for a request that ran past DEADLINE: which setting to raise, and that a closer
+/// SERVER ("mirror", "registry") helps.
+std::string deadline_hint(const RequestDeadline& deadline, const std::string& server);
 
 /// How long to honour a Retry-After of `asked_s` seconds: at most the cap; `capped` says whether it was cut.
 std::chrono::seconds retry_after_wait(const NetLimits& limits, long asked_s, bool* capped);

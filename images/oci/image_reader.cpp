@@ -65,47 +65,25 @@ Result<json> read_manifest(const BlobReader& read_blob, const std::string& diges
   return parse_object(text, "the manifest " + digest, where);
 }
 
-/// The index entry `ref` names (its org.opencontainers.image.ref.name; empty: the only entry).
-Result<json> choose_index_entry(const json& index, const std::string& ref, const std::string& index_where) {
-  const json manifests = array_at(index, "manifests");
-  json chosen;
-  std::string names;
-  for (const auto& m : manifests) {
-    const std::string name = m.is_object() && m.contains("annotations") ? str(m["annotations"], "org.opencontainers.image.ref.name") : "";
-    names += (names.empty() ? "" : ", ") + (name.empty() ? std::string("(unnamed)") : name);
-    if (ref.empty() ? chosen.is_null() : name == ref) chosen = m;
-  }
-  if (manifests.empty()) return bad("the index names no image", index_where);
-  if (chosen.is_null() || (ref.empty() && manifests.size() > 1)) {
-    return bad(ref.empty() ? "the index holds " + std::to_string(manifests.size()) + " images (" + names + "); name one as IMAGE:REF"
-                           : "no image named '" + ref + "' (the index names: " + names + ")",
-               index_where);
-  }
-  return chosen;
-}
-
-/// The linux/amd64 entry of an index of platforms, as a pull would take it.
-Result<std::string> linux_amd64_digest(const json& platforms, const std::string& digest, const std::string& where) {
-  std::string inner, seen;
-  if (platforms["manifests"].is_array())
-    for (const auto& m : platforms["manifests"]) {
-      const json p = m.is_object() && m.contains("platform") ? m["platform"] : json::object();
-      seen += (seen.empty() ? "" : ", ") + str(p, "os", "?") + "/" + str(p, "architecture", "?");
-      if (inner.empty() && str(p, "os") == "linux" && str(p, "architecture") == "amd64") inner = str(m, "digest");
-    }
-  if (inner.empty()) return bad("the image index " + digest + " has no linux/amd64 image (it has: " + seen + ")", where);
-  return inner;
-}
-
 /// The image manifest named in an OCI index by `ref`, following a nested index to its linux/amd64 entry, and its config.
 Result<ImageSummary> from_oci_index(const json& index, const std::string& ref, const BlobReader& read_blob, const std::string& where,
                                     const std::string& index_where) {
-  GPUENV_TRY(chosen, choose_index_entry(index, ref, index_where));
-  std::string digest = str(chosen, "digest");
+  std::string names;
+  const json* chosen = choose_index_entry(index, ref, names);
+  if (chosen == nullptr) {
+    const std::size_t count = array_at(index, "manifests").size();
+    if (count == 0) return bad("the index names no image", index_where);
+    return bad(ref.empty() ? "the index holds " + std::to_string(count) + " images (" + names + "); name one as IMAGE:REF"
+                           : "no image named '" + ref + "' (the index names: " + names + ")",
+               index_where);
+  }
+  std::string digest = str(*chosen, "digest");
   GPUENV_TRY(manifest, read_manifest(read_blob, digest, where));
   if (manifest.contains("manifests")) {
-    GPUENV_TRY(inner, linux_amd64_digest(manifest, digest, where));
-    digest = inner;
+    std::string seen;
+    const json* inner = linux_amd64_entry(manifest, seen);
+    if (inner == nullptr) return bad("the image index " + digest + " has no linux/amd64 image (it has: " + seen + ")", where);
+    digest = str(*inner, "digest");
     GPUENV_TRY(inner_manifest, read_manifest(read_blob, digest, where));
     manifest = std::move(inner_manifest);
   }

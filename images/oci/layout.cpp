@@ -36,6 +36,41 @@ nlohmann::json descriptor_object(const Descriptor& d) {
 
 std::string descriptor_json(const Descriptor& d) { return descriptor_object(d).dump(); }
 
+namespace {
+
+std::string string_at(const nlohmann::json& j, const char* key, const std::string& fallback = "") {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : fallback;
+}
+
+}  // namespace
+
+const nlohmann::json* choose_index_entry(const nlohmann::json& index, const std::string& ref, std::string& names) {
+  names.clear();
+  if (!index.is_object() || !index.contains("manifests") || !index["manifests"].is_array()) return nullptr;
+  const auto& manifests = index["manifests"];
+  const nlohmann::json* chosen = nullptr;
+  for (const auto& m : manifests) {
+    const std::string name = m.is_object() && m.contains("annotations") ? string_at(m["annotations"], "org.opencontainers.image.ref.name") : "";
+    names += (names.empty() ? "" : ", ") + (name.empty() ? std::string("(unnamed)") : name);
+    const bool by_digest = ref.rfind("sha256:", 0) == 0 && string_at(m, "digest") == ref;
+    if (chosen == nullptr && (ref.empty() || name == ref || by_digest)) chosen = &m;
+  }
+  return ref.empty() && manifests.size() > 1 ? nullptr : chosen;
+}
+
+const nlohmann::json* linux_amd64_entry(const nlohmann::json& platforms, std::string& seen) {
+  seen.clear();
+  if (!platforms.is_object() || !platforms.contains("manifests") || !platforms["manifests"].is_array()) return nullptr;
+  const nlohmann::json* inner = nullptr;
+  for (const auto& m : platforms["manifests"]) {
+    const nlohmann::json p = m.is_object() && m.contains("platform") && m["platform"].is_object() ? m["platform"] : nlohmann::json::object();
+    const std::string os = string_at(p, "os", "?"), arch = string_at(p, "architecture", "?");
+    seen += (seen.empty() ? "" : ", ") + os + "/" + arch;
+    if (inner == nullptr && os == "linux" && arch == "amd64") inner = &m;
+  }
+  return inner;
+}
+
 Result<Descriptor> parse_descriptor(const nlohmann::json& j, const std::string& where, const DescriptorErrors& errors) {
   if (!j.is_object() || !j.contains("digest") || !j["digest"].is_string() || !j.contains("size") || !j["size"].is_number_unsigned()) {
     return make_error(errors.kind, errors.id, "a descriptor lacks a digest or size: " + j.dump(), where, errors.hint);

@@ -78,4 +78,13 @@ struct DescriptorErrors {
 /// descriptors for layouts, archives and registries, so no digest from a document becomes a path unchecked.
 Result<Descriptor> parse_descriptor(const nlohmann::json& j, const std::string& where, const DescriptorErrors& errors = {});
 
+/// The entry of an index's `manifests` that REF names: its org.opencontainers.image.ref.name, or its digest
+/// when REF is "sha256:..."; with an empty REF the only entry. nullptr when none does, or when REF is empty
+/// and there are several. `names` gets the entries' ref names for the caller's message ("(unnamed)" for none).
+/// The one rule by which layouts, archives and base images choose an image.
+const nlohmann::json* choose_index_entry(const nlohmann::json& index, const std::string& ref, std::string& names);
+/// The linux/amd64 entry of an index of platforms (as a pull takes it), or nullptr; `seen` gets the platforms
+/// it lists ("linux/arm64, ?/?").
+const nlohmann::json* linux_amd64_entry(const nlohmann::json& platforms, std::string& seen);
+
 }  // namespace gpuenv::images

@@ -46,22 +46,13 @@ class Reader {
 
   /// The entry of index.json REF names (ref name or manifest digest; empty: the only one).
   Result<Descriptor> choose(const json& index, const std::string& ref, const std::string& index_path) const {
-    const json manifests = index.contains("manifests") && index["manifests"].is_array() ? index["manifests"] : json::array();
-    const json* chosen = nullptr;
     std::string names;
-    for (const auto& m : manifests) {
-      const std::string name = m.is_object() && m.contains("annotations") && m["annotations"].is_object() && m["annotations"].contains("org.opencontainers.image.ref.name") &&
-                                       m["annotations"]["org.opencontainers.image.ref.name"].is_string()
-                                   ? m["annotations"]["org.opencontainers.image.ref.name"].get<std::string>()
-                                   : "";
-      names += (names.empty() ? "" : ", ") + (name.empty() ? std::string("(unnamed)") : name);
-      const bool by_digest = ref.rfind("sha256:", 0) == 0 && m.is_object() && m.contains("digest") && m["digest"].is_string() && m["digest"].get<std::string>() == ref;
-      if (ref.empty() ? chosen == nullptr : (name == ref || by_digest)) chosen = &m;
-    }
-    if (manifests.empty()) return make_error(ErrorKind::usage, m_e.no_image, "the layout's index names no image", index_path, "build or pull an image into it");
-    if (chosen == nullptr || (ref.empty() && manifests.size() > 1)) {
+    const json* chosen = choose_index_entry(index, ref, names);
+    const std::size_t count = index.contains("manifests") && index["manifests"].is_array() ? index["manifests"].size() : 0;
+    if (count == 0) return make_error(ErrorKind::usage, m_e.no_image, "the layout's index names no image", index_path, "build or pull an image into it");
+    if (chosen == nullptr) {
       return make_error(ErrorKind::usage, m_e.no_image,
-                        ref.empty() ? "the layout holds " + std::to_string(manifests.size()) + " images (" + names + "); name one"
+                        ref.empty() ? "the layout holds " + std::to_string(count) + " images (" + names + "); name one"
                                     : "no image named '" + ref + "' (the index names: " + names + ")",
                         m_dir, "give the image as DIR:REF (a ref name in index.json, or a manifest digest)");
     }
@@ -89,16 +80,8 @@ Result<LayoutImage> read_layout_image(const std::string& layout_dir, const std::
   LayoutImage out;
   out.manifest_digest = entry.digest.str();
   if (doc.second.contains("manifests")) {  // an index of platforms: its linux/amd64 image, as a pull would take it
-    const json& platforms = doc.second["manifests"];
-    const json* inner = nullptr;
     std::string seen;
-    if (platforms.is_array())
-      for (const auto& m : platforms) {
-        const json p = m.is_object() && m.contains("platform") && m["platform"].is_object() ? m["platform"] : json::object();
-        const std::string os = p.value("os", "?"), arch = p.value("architecture", "?");
-        seen += (seen.empty() ? "" : ", ") + os + "/" + arch;
-        if (inner == nullptr && os == "linux" && arch == "amd64") inner = &m;
-      }
+    const json* inner = linux_amd64_entry(doc.second, seen);
     if (inner == nullptr) return r.not_image("the image index " + entry.digest.str() + " has no linux/amd64 image (it has: " + seen + ")", r.blob(entry.digest));
     GPUENV_TRY(platform, parse_descriptor(*inner, r.blob(entry.digest), r.descriptor_errors()));
     GPUENV_TRY(inner_doc, r.document(platform.digest, "the manifest"));

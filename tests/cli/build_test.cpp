@@ -269,8 +269,9 @@ class CliBuild : public ::testing::Test {
     ctx.env = {{"GPUENV_CACHE_DIR", cache}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}, {"SOURCE_DATE_EPOCH", "1700000000"}};
     for (const auto& [k, v] : env) ctx.env[k] = v;
     ctx.make_runner = [] { return gpuenv::make_process_runner(); };
-    ctx.make_fetcher = [this](const gpuenv::NetLimits&) {
+    ctx.make_fetcher = [this](const gpuenv::NetLimits& limits) {  // the limits the command read from its environment
       gpuenv::FetchOptions options;
+      options.limits = limits;
       options.max_attempts = 2;
       auto f = gpuenv::make_curl_fetcher(options);
       return wrap_fetcher ? wrap_fetcher(std::move(f)) : std::move(f);

@@ -95,8 +95,9 @@ class CliLock : public ::testing::Test {
     ctx.err = &e;
     ctx.env = {{"GPUENV_CACHE_DIR", cache}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}};
     ctx.make_runner = [] { return gpuenv::make_process_runner(); };
-    ctx.make_fetcher = [](const gpuenv::NetLimits&) {
+    ctx.make_fetcher = [](const gpuenv::NetLimits& limits) {  // the limits the command read from its environment
       gpuenv::FetchOptions options;
+      options.limits = limits;
       options.max_attempts = 2;
       return gpuenv::make_curl_fetcher(options);
     };

@@ -67,8 +67,9 @@ class CliPush : public ::testing::Test {
     ctx.env = {{"GPUENV_CACHE_DIR", m_dir / "cache"}, {"HOME", m_dir / "home"}, {"SOURCE_DATE_EPOCH", "1700000000"}};
     for (const auto& [k, v] : env) ctx.env[k] = v;
     ctx.make_runner = [] { return gpuenv::make_process_runner(); };
-    ctx.make_fetcher = [](const gpuenv::NetLimits&) {
+    ctx.make_fetcher = [](const gpuenv::NetLimits& limits) {  // the limits the command read from its environment
       gpuenv::FetchOptions options;
+      options.limits = limits;
       options.max_attempts = 2;
       return gpuenv::make_curl_fetcher(options);
     };
