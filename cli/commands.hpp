@@ -52,6 +52,7 @@ Command add_inspect_command(CLI::App& app, const GlobalOptions& global);
 Command add_run_command(CLI::App& app, const GlobalOptions& global);
 Command add_sources_command(CLI::App& app, const GlobalOptions& global);
 Command add_cache_command(CLI::App& app, const GlobalOptions& global);
+Command add_key_command(CLI::App& app, const GlobalOptions& global);
 
 using app::load_catalog_from;
 using app::LoadedCatalog;

@@ -10,10 +10,17 @@ scripts/deps.sh
 jobs=$(nproc)
 exclude=online
 if [ "${GPUENV_ONLINE:-0}" = 1 ]; then exclude='^$'; fi
+# Independent readers for the tests (DSSE envelopes: securesystemslib from PyPI), in a virtual environment of
+# their own; a test that finds none skips, saying why.
+venv=$PWD/build-test-venv
+if ! "$venv/bin/python" -c 'import securesystemslib.dsse, cryptography' 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet 'securesystemslib[crypto]==1.6.0'
+fi
 for type in Release Sanitize; do
   dir=build-test-${type,,}
   echo "== $type build ($dir)"
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$type" -DGPUENV_BUILD_BENCH=OFF >/dev/null
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$type" -DGPUENV_BUILD_BENCH=OFF -DGPUENV_TEST_VENV="$venv" >/dev/null
   cmake --build "$dir" -j"$jobs"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$dir" -j"$jobs" --output-on-failure -LE "$exclude"

@@ -14,8 +14,9 @@ ALLOWED = {
     "packages": {"base", "resolver"},
     "images": {"base", "resolver", "packages"},
     "validate": {"base", "resolver"},
-    "app": {"base", "resolver", "recipes", "packages", "images", "validate"},
-    "cli": {"base", "resolver", "recipes", "packages", "images", "validate", "app"},
+    "marks": {"base", "resolver", "images", "validate"},
+    "app": {"base", "resolver", "recipes", "packages", "images", "validate", "marks"},
+    "cli": {"base", "resolver", "recipes", "packages", "images", "validate", "marks", "app"},
     "tools": {"base", "resolver"},
 }
 FOLDERS = set(ALLOWED)
