@@ -282,6 +282,23 @@ def main():
     broken["frameworks"]["torch"].update(gpu_visible=False, matmul={"error": "CUDA error"})
     write("validate", "probe_no_gpu", b"\x05" + json.dumps(broken, sort_keys=True).encode())
 
+    # marks: an envelope around a statement (its signature is not valid: the readers, not the verifier, are fuzzed)
+    import base64
+    statement = {"_type": "https://in-toto.io/Statement/v1",
+                 "subject": [{"name": "registry.example/ml/torch", "digest": {"sha256": "c" * 64}}],
+                 "predicateType": "https://gpuenv.dev/attestation/validation/v1",
+                 "predicate": {"result": "PASSED", "level": "standard", "gpu": {"product": "NVIDIA-H200", "count": 1},
+                               "driver": {"version": "580.65.06"}, "cc": {"mode": "off"}, "backend": "nvml+cuda",
+                               "checks": [{"id": "gemm.bf16", "status": "pass", "metrics": {"tflops": 712.5}}],
+                               "timeVerified": "2026-12-01T12:00:00Z", "notAfter": "2026-12-31T12:00:00Z"}}
+    body = json.dumps(statement, sort_keys=True).encode()
+    envelope = {"payload": base64.b64encode(body).decode(), "payloadType": "application/vnd.in-toto+json",
+                "signatures": [{"keyid": "", "sig": base64.b64encode(b"0" * 70).decode()}]}
+    write("mark", "envelope", b"\x00" + json.dumps(envelope, sort_keys=True).encode())
+    write("mark", "statement", b"\x01" + body)
+    write("mark", "base64", b"\x02" + base64.urlsafe_b64encode(body[:40]))
+    write("mark", "public_pem", b"\x03-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----\n")
+
 
 if __name__ == "__main__":
     main()

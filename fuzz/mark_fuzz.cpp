@@ -1,0 +1,27 @@
+// libFuzzer target: the readers of validation marks on untrusted bytes (the first byte picks the reader):
+// DSSE envelopes, in-toto statements, base64, PEM keys.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "marks/dsse.hpp"
+#include "marks/keys.hpp"
+#include "marks/statement.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
+  using namespace gpuenv::marks;
+  switch (data[0] % 5) {
+    case 0: {
+      auto e = parse_envelope(text, "fuzz");
+      if (e) (void)verifying_key(*e, {});
+      break;
+    }
+    case 1: (void)parse_statement(text, "fuzz"); break;
+    case 2: (void)base64_decode(text); break;
+    case 3: (void)parse_public_key(text, "fuzz"); break;
+    default: (void)parse_private_key(text, "fuzz"); break;
+  }
+  return 0;
+}
