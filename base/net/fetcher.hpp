@@ -66,6 +66,7 @@ class Fetcher {
   /// Fetches every request concurrently; one result per request, in order.
   virtual std::vector<Result<FetchedFile>> fetch_all(const std::vector<FetchRequest>& requests) = 0;
   /// Told that request `index` has finished, with its result; on the fetching thread, before fetch_each returns.
+  /// It must not call the fetcher it is told by.
   using FetchDone = std::function<void(std::size_t index, const Result<FetchedFile>& result)>;
   /// As fetch_all, telling `done` about each request as it finishes, so that a caller can use one file while
   /// the others still arrive. This default tells it about every request once fetch_all has returned; adapters
