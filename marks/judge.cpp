@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "images/plan/image_config.hpp"
+
 namespace gpuenv::marks {
 namespace {
 
@@ -72,9 +74,9 @@ MarkVerdict judge_mark(std::string_view envelope_json, const std::vector<const K
     out.reasons.push_back("its driver " + p.driver_version + " does not cover " + w.driver + " (same version, or same branch and newer)");
   if (!w.level.empty() && level_rank(p.level) < level_rank(w.level)) out.reasons.push_back("its level " + p.level + " is below " + w.level);
   if (!w.cc_mode.empty() && p.cc_mode != w.cc_mode) out.reasons.push_back("confidential computing was " + p.cc_mode + ", not " + w.cc_mode);
-  if (w.now > p.not_after) out.reasons.push_back("it expired at " + rfc3339_utc(p.not_after));
+  if (w.now > p.not_after) out.reasons.push_back("it expired at " + images::rfc3339(p.not_after));
   if (w.max_age_s && w.now - p.time_verified > *w.max_age_s)
-    out.reasons.push_back("it was verified at " + rfc3339_utc(p.time_verified) + ", more than " + std::to_string(*w.max_age_s) + " s ago");
+    out.reasons.push_back("it was verified at " + images::rfc3339(p.time_verified) + ", more than " + std::to_string(*w.max_age_s) + " s ago");
   if (p.backend == "replay" && !w.allow_replay) out.reasons.push_back("it was made from recorded GPU answers (replay backend)");
   else if (p.backend != "replay" && p.backend != "nvml+cuda") out.reasons.push_back("its backend '" + p.backend + "' is not one gpuenv writes");
   out.statement = std::move(*st);

@@ -7,6 +7,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "base/digest.hpp"
@@ -81,23 +82,18 @@ Error key_error(const std::string& id, const std::string& what, const std::strin
   return make_error(ErrorKind::usage, id, what, where, hint);
 }
 
-Status write_pem(const std::string& path, const std::string& text, mode_t mode) { return write_file_atomic(path, text, mode); }
-
 Result<std::string> read_key_file(const std::string& path, bool is_private) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     return key_error("key.not_found", std::string(is_private ? "the private key" : "the public key") + " does not exist", path,
                      is_private ? "create a key pair with `gpuenv key generate -o DIR`" : "give the gpuenv.pub of the key that signed");
   if (!S_ISREG(st.st_mode)) return key_error(is_private ? "key.bad_private" : "key.bad_public", "not a regular file", path, "give the key file itself");
-  if (is_private && (st.st_mode & 077) != 0)
-    return key_error("key.permissions", "the private key may be read by others (mode " + [&] {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-      return std::string(buf);
-    }() + ")", path, "chmod 600 " + path);
-  auto text = read_file_limited(path, k_max_key_file);
-  if (!text) return std::move(text).error();
-  return text;
+  if (is_private && (st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return key_error("key.permissions", std::string("the private key may be read by others (mode ") + mode + ")", path, "chmod 600 " + path);
+  }
+  return read_file_limited(path, k_max_key_file);
 }
 
 }  // namespace
@@ -119,8 +115,8 @@ Status write_key_pair(const Key& key, const std::string& dir, bool overwrite) {
   Bio bio(BIO_new(BIO_s_mem()));
   if (bio.b == nullptr || PEM_write_bio_PrivateKey(bio.b, key.impl().pkey, nullptr, nullptr, 0, nullptr, nullptr) != 1)
     return make_error(ErrorKind::internal, "key.generate", "OpenSSL could not encode the private key", priv, "");
-  GPUENV_CHECK(write_pem(priv, bio.text(), 0600));
-  return write_pem(pub, key.public_pem(), 0644);
+  GPUENV_CHECK(write_file_atomic(priv, bio.text(), 0600));
+  return write_file_atomic(pub, key.public_pem(), 0644);
 }
 
 Result<KeyPairFiles> generate_key_pair(const std::string& dir, bool overwrite) {

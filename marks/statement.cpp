@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "images/plan/image_config.hpp"
+
 namespace gpuenv::marks {
 namespace {
 
@@ -54,15 +56,6 @@ class Fields {
 
 }  // namespace
 
-std::string rfc3339_utc(std::int64_t seconds) {
-  const std::time_t t = static_cast<std::time_t>(seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::optional<std::int64_t> parse_rfc3339_utc(std::string_view text) {
   if (text.size() != 20 || text[4] != '-' || text[7] != '-' || text[10] != 'T' || text[13] != ':' || text[16] != ':' || text[19] != 'Z') return std::nullopt;
   for (std::size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18})
@@ -81,7 +74,7 @@ std::optional<std::int64_t> parse_rfc3339_utc(std::string_view text) {
   tm.tm_sec = num(17, 2);
   if (tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60) return std::nullopt;
   const std::time_t t = timegm(&tm);
-  if (rfc3339_utc(t) != text) return std::nullopt;  // 31 February and the like
+  if (images::rfc3339(t) != text) return std::nullopt;  // 31 February and the like
   return static_cast<std::int64_t>(t);
 }
 
@@ -110,8 +103,8 @@ std::string render_statement(const std::string& subject_name, const Digest& mani
       {"report", {{"digest", {{"sha256", p.report_sha256}}}, {"mediaType", std::string(k_report_media_type)}}},
       {"verifier", {{"id", "gpuenv"}, {"version", p.verifier_version}}},
       {"backend", p.backend},
-      {"timeVerified", rfc3339_utc(p.time_verified)},
-      {"notAfter", rfc3339_utc(p.not_after)}};
+      {"timeVerified", images::rfc3339(p.time_verified)},
+      {"notAfter", images::rfc3339(p.not_after)}};
   const ojson statement = {{"_type", std::string(k_statement_type)},
                            {"subject", ojson::array({{{"name", subject_name}, {"digest", {{"sha256", manifest.hex()}}}}})},
                            {"predicateType", std::string(k_predicate_type)},

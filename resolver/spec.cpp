@@ -214,7 +214,7 @@ Status read_base(const YamlReader& w, [[maybe_unused]] const std::string& k, con
   }
   static const std::vector<std::string> keys = {"distro", "variant"};
   GPUENV_TRY(bm, w.map(value, "base", keys));
-  const YAML::Node* distro = nullptr;
+  bool has_distro = false;
   for (const auto& [bkey, bval] : bm) {
     if (bkey.Scalar() == "distro") {
       GPUENV_TRY(s, w.scalar(bval, "base.distro"));
@@ -222,7 +222,7 @@ Status read_base(const YamlReader& w, [[maybe_unused]] const std::string& k, con
         return w.error(bval, "bad_base", "base.distro '" + s + "' is an image; a variant chooses the packages of a root built from packages",
                        "write base: " + s + " without a variant, or base: {distro: debian:12, variant: slim}");
       GPUENV_CHECK(read_base_name(w, bval, s, spec));
-      distro = &bval;
+      has_distro = true;
     } else {
       GPUENV_TRY(s, w.scalar(bval, "base.variant"));
       if (std::find(k_base_variants.begin(), k_base_variants.end(), s) == k_base_variants.end())
@@ -231,7 +231,7 @@ Status read_base(const YamlReader& w, [[maybe_unused]] const std::string& k, con
       spec.base_variant = s;
     }
   }
-  if (distro == nullptr)
+  if (!has_distro)
     return w.error(value, "bad_base", "base names a variant but no distro", "write base: {distro: debian:12, variant: slim}");
   return ok_status();
 }

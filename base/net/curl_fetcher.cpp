@@ -229,14 +229,11 @@ class CurlFetcher final : public Fetcher {
       ts[i].dest = requests[i].dest;
       ts[i].sha256 = requests[i].sha256;
       ts[i].size = requests[i].size;
+      ts[i].index = i;
     }
-    for (std::size_t i = 0; i < ts.size(); ++i) ts[i].index = i;
-    if (done) m_on_finished = [&](const Transfer& t) { done(t.index, result_of(t)); };
-    struct Reset {
-      std::function<void(const Transfer&)>& f;
-      ~Reset() { f = nullptr; }
-    } reset{m_on_finished};
-    run(ts);
+    run(ts, [&](const Transfer& t) {
+      if (done) done(t.index, result_of(t));
+    });
     std::vector<Result<FetchedFile>> out;
     for (auto& t : ts) out.push_back(result_of(t));
     return out;
@@ -246,11 +243,6 @@ class CurlFetcher final : public Fetcher {
   static Result<FetchedFile> result_of(const Transfer& t) {
     if (t.outcome == Outcome::done) return FetchedFile{t.url, t.dest, t.offset + t.received, t.sha256.value_or(Digest()), t.attempts};
     return *t.error;
-  }
-
-  // A transfer that has its outcome: the caller of fetch_each is told.
-  void finished(const Transfer& t) const {
-    if (m_on_finished && t.outcome != Outcome::pending) m_on_finished(t);
   }
 
   static std::size_t on_header(char* data, std::size_t size, std::size_t n, void* user) {
@@ -570,7 +562,11 @@ class CurlFetcher final : public Fetcher {
     finish_failed(t);
   }
 
-  void run(std::deque<Transfer>& ts) {
+  /// Runs the transfers; `finished` is told of each as it gets its outcome (done or failed).
+  void run(std::deque<Transfer>& ts, const std::function<void(const Transfer&)>& finished = {}) {
+    auto tell = [&](const Transfer& t) {
+      if (finished && t.outcome != Outcome::pending) finished(t);
+    };
     struct FreeHeaders {
       std::deque<Transfer>& ts;
       ~FreeHeaders() {
@@ -596,7 +592,7 @@ class CurlFetcher final : public Fetcher {
         if (start(*t)) ++active;
         else {
           ++m_progress.files_done;
-          finished(*t);
+          tell(*t);
         }
       }
       int running = 0;
@@ -608,7 +604,7 @@ class CurlFetcher final : public Fetcher {
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &t);
         --active;
         complete(*t, msg->data.result);
-        finished(*t);
+        tell(*t);
       }
       if (m_o.on_progress) m_o.on_progress(m_progress);
       if (active == 0 && !m_waiting.empty()) {
@@ -623,7 +619,6 @@ class CurlFetcher final : public Fetcher {
   }
 
   FetchOptions m_o;
-  std::function<void(const Transfer&)> m_on_finished;  // set by fetch_each for its run
   DiskWriter m_writer;
   CURLM* m_multi = nullptr;
   std::vector<CURL*> m_pool;

@@ -5,6 +5,8 @@
 
 #include <functional>
 
+#include "fakes/sample_mark.hpp"
+
 namespace {
 
 using namespace gpuenv::marks;
@@ -13,19 +15,7 @@ const gpuenv::Digest k_image = *gpuenv::Digest::from_hex(std::string(64, 'c'));
 const gpuenv::Digest k_other = *gpuenv::Digest::from_hex(std::string(64, 'd'));
 constexpr std::int64_t k_now = 1796200000;  // a day after the sample was verified
 
-MarkPredicate sample() {
-  MarkPredicate p;
-  p.passed = true;
-  p.level = "standard";
-  p.gpu_product = "NVIDIA-H200";
-  p.gpu_count = 1;
-  p.driver_version = "580.65.06";
-  p.cc_mode = "off";
-  p.backend = "nvml+cuda";
-  p.time_verified = 1796126400;
-  p.not_after = 1798718400;
-  return p;
-}
+MarkPredicate sample() { return gpuenv::testing::sample_predicate(); }
 
 MarkWanted wanted() {
   MarkWanted w;

@@ -1,6 +1,9 @@
 // The mark's in-toto statement: what cosign's protojson reader accepts (four top-level fields), read back whole.
 #include "marks/statement.hpp"
 
+#include "images/plan/image_config.hpp"
+#include "fakes/sample_mark.hpp"
+
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -12,25 +15,7 @@ namespace {
 
 using namespace gpuenv::marks;
 
-MarkPredicate sample() {
-  MarkPredicate p;
-  p.passed = true;
-  p.level = "standard";
-  p.checks = {{"gemm.bf16", "pass", {{"tflops", 712.5}}}, {"hbm.bandwidth", "warn", {{"gbps", 3900}}}, {"cc.attestation", "skip", {}}};
-  p.gpu_product = "NVIDIA-H200";
-  p.gpu_pci_device_id = "0x233510de";
-  p.gpu_count = 8;
-  p.driver_version = "580.65.06";
-  p.cuda_driver_version = "13.0";
-  p.cc_mode = "off";
-  p.lock_sha256 = std::string(64, 'a');
-  p.report_sha256 = std::string(64, 'b');
-  p.verifier_version = "0.1.0";
-  p.backend = "nvml+cuda";
-  p.time_verified = 1796126400;  // 2026-12-01T12:00:00Z
-  p.not_after = 1798718400;
-  return p;
-}
+MarkPredicate sample() { return gpuenv::testing::sample_predicate(); }
 
 const gpuenv::Digest k_image = *gpuenv::Digest::from_hex(std::string(64, 'c'));
 
@@ -90,7 +75,7 @@ TEST(MarkStatement, WhatIsNotAMarkOfThisVersionIsRefusedSayingWhy) {
 }
 
 TEST(MarkStatement, TimesAreRfc3339Utc) {
-  EXPECT_EQ(rfc3339_utc(0), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(gpuenv::images::rfc3339(0), "1970-01-01T00:00:00Z");
   EXPECT_EQ(parse_rfc3339_utc("2026-12-01T12:00:00Z"), std::optional<std::int64_t>(1796126400));
   EXPECT_FALSE(parse_rfc3339_utc("2026-12-01T12:00:00+01:00"));
   EXPECT_FALSE(parse_rfc3339_utc("2026-13-01T12:00:00Z"));
