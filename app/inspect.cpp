@@ -1,5 +1,7 @@
 #include "app/inspect.hpp"
 
+#include <filesystem>
+
 #include "app/base_image.hpp"
 #include "base/net/http_client.hpp"
 
@@ -31,7 +33,17 @@ Result<InspectResult> inspect(const InspectRequest& request, Services& services)
   InspectResult out;
   GPUENV_TRY(image, images::read_image_summary(request.image, access));
   out.image = std::move(image);
-  if (request.diff.empty()) return out;
+  if (request.diff.empty()) {
+    // The marks live beside layouts and registry images; an archive has none.
+    const std::string& arg = request.image;
+    const bool archive = arg.rfind("oci-archive:", 0) == 0 || arg.rfind("docker-archive:", 0) == 0 ||
+                         (arg.rfind("docker://", 0) != 0 && arg.rfind("oci:", 0) != 0 && !std::filesystem::is_directory(images::split_image_ref(arg).first));
+    if (!archive) {
+      if (auto listed = list_marks(arg, request.plain_http, services)) out.marks = std::move(*listed);
+      else out.marks_problem = listed.error().message;
+    }
+    return out;
+  }
   GPUENV_TRY(other, images::read_image_summary(request.diff, access));
   out.changes = images::diff_images(out.image, other);
   out.other = std::move(other);

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "app/marks.hpp"
 #include "app/services.hpp"
 #include "base/error.hpp"
 #include "images/oci/image_reader.hpp"
@@ -20,6 +21,8 @@ struct InspectResult {
   images::ImageSummary image;
   std::optional<images::ImageSummary> other;  ///< the image of `diff`, when asked
   std::vector<images::LayerChange> changes;   ///< image -> other, by layer name, when `diff` was asked
+  std::vector<ListedRecord> marks;  ///< the image's marks (docs/mark.md), oldest first; none for archives
+  std::string marks_problem;        ///< why its marks could not be listed, when they could not
 };
 
 /// Reads the image (and the one to compare with). A docker:// image is fetched with the registry options of the

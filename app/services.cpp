@@ -1,5 +1,7 @@
 #include "app/services.hpp"
 
+#include <chrono>
+
 #include "base/cache/blob_store.hpp"
 #include "validate/check.hpp"
 
@@ -12,6 +14,11 @@ bool keep_environment_variable(const std::string& name) {
   for (const char* n : {"HOME", "VIRTUAL_ENV", "SOURCE_DATE_EPOCH", "TMPDIR", "DOCKER_CONFIG"})
     if (name == n) return true;
   return validate::is_gpu_environment_variable(name);
+}
+
+std::int64_t now_seconds(const Services& services) {
+  if (services.clock) return services.clock();
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string env_or(const Services& services, const char* name) {

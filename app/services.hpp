@@ -2,6 +2,7 @@
 // The ports a workflow uses, built once by the composition root (cli/app.cpp) or by a test with fakes.
 //
 // Every app:: workflow takes a Services and returns a Result value; none prints. Progress goes to on_step.
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -29,6 +30,8 @@ struct Services {
   NetLimits net;
   /// Opens the content-addressed cache under a cache root (the directory store in production).
   std::function<std::unique_ptr<BlobStore>(const std::string& root)> make_blob_store;
+  /// The clock: seconds since the epoch (the system clock in production; tests set a fixed time).
+  std::function<std::int64_t()> clock;
   /// Receives progress lines ("unpacking 121 .debs"); may be empty.
   std::function<void(const std::string&)> on_step;
 
@@ -41,6 +44,9 @@ struct Services {
 /// index configuration, SOURCE_DATE_EPOCH, and what the validator's env_vars check judges
 /// (validate::is_gpu_environment_variable). Everything else is dropped at start-up.
 bool keep_environment_variable(const std::string& name);
+
+/// services.clock(), or the system clock when none is set.
+std::int64_t now_seconds(const Services& services);
 
 /// The value of an environment variable read at start-up, or "" when unset.
 std::string env_or(const Services& services, const char* name);

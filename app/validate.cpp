@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "app/run.hpp"
+#include "base/digest.hpp"
 #include "base/file_io.hpp"
 #include "base/yaml_guard.hpp"
 #include "images/run/sandbox.hpp"
@@ -125,6 +126,8 @@ struct Prepared {
   std::unique_ptr<validate::GpuBackend> backend;
   std::unique_ptr<validate::ThresholdTable> thresholds;
   validate::CheckInputs inputs;
+  std::string image_digest;  ///< the manifest digest of --image
+  std::string lock_sha256;   ///< of the lock's bytes
 };
 
 Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
@@ -165,9 +168,11 @@ Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
       return e;
     }
     apply_lock(*lock, p.inputs);
+    p.lock_sha256 = Digest::of(*text).hex();
   }
   if (image) {
     p.inputs.image = o.image;
+    p.image_digest = image->manifest_digest;
     // The devices and driver libraries are looked up once, here; each run copies the sandbox with its command.
     const images::SandboxRequest sandbox = images::image_sandbox(*image, {}, true);
     p.inputs.run_in_image = [sandbox, make_runner = ctx.make_runner](const std::vector<std::string>& command, std::chrono::milliseconds timeout) -> Result<validate::ImageRun> {
@@ -206,6 +211,11 @@ Result<validate::Report> run_checks(Prepared& p, const std::vector<std::string>&
     };
   }
   auto report = validate::run_validation(*p.backend, p.inputs, validate::all_checks(), ro);
+  if (report) {
+    report->image = p.inputs.image;
+    report->image_digest = p.image_digest;
+    report->lock_sha256 = p.lock_sha256;
+  }
   if (report && has_hang(*report)) {
     // A hung check's thread may still be inside the driver: never destroy what it uses, and leave quickly.
     (void)p.backend.release();

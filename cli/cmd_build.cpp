@@ -8,6 +8,7 @@
 #include "app/build.hpp"
 #include "cli/commands.hpp"
 #include "cli/render.hpp"
+#include "validate/report.hpp"
 
 namespace gpuenv::cli {
 namespace {
@@ -36,7 +37,7 @@ app::BuildRequest build_request(const BuildOptions& o) {
   return rq;
 }
 
-void print_json(const BuildOptions& o, const app::Built& b, Context& ctx) {
+void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const ValidateOutcome* validation) {
   const images::BuildResult& built = b.image;
   nlohmann::ordered_json j;
   j["schema"] = "gpuenv-build-result-v1";
@@ -57,6 +58,18 @@ void print_json(const BuildOptions& o, const app::Built& b, Context& ctx) {
   if (b.pushed) {
     j["push"] = {{"reference", o.push}, {"digest", b.pushed->digest}, {"blobs_uploaded", b.pushed->blobs_uploaded}, {"blobs_present", b.pushed->blobs_present},
                  {"blobs_mounted", b.pushed->blobs_mounted}, {"bytes_uploaded", b.pushed->bytes_uploaded}};
+  }
+  if (validation) {
+    if (validation->error) {
+      j["validation"] = {{"error", {{"id", validation->error->id}, {"message", validation->error->message}}}, {"exit_code", validation->exit_code}};
+    } else {
+      j["validation"] = nlohmann::ordered_json::parse(validation->report_bytes);
+    }
+    if (validation->mark) {
+      j["mark"] = {{"where", validation->mark->where}, {"record", validation->mark->record_digest}, {"records", validation->mark->records}};
+    } else if (validation->mark_error) {
+      j["mark"] = {{"error", {{"id", validation->mark_error->id}, {"message", validation->mark_error->message}}}};
+    }
   }
   *ctx.out << j.dump(2) << "\n";
 }
@@ -79,12 +92,42 @@ void print_text(const BuildOptions& o, const app::Built& b, Context& ctx) {
 
 int cmd_build(const BuildOptions& o, Context& ctx) {
   const bool json = o.lock.resolve.json;
+  if (o.mark && !o.validate)
+    return report_error(make_error(ErrorKind::usage, "mark.no_validation", "--mark marks what --validate proved, and --validate was not given", "--mark",
+                                   "gpuenv build SPEC --push REF --validate --mark --key gpuenv.key"),
+                        json, ctx);
   auto built = app::build(build_request(o), ctx);
   if (!built) return report_error(built.error(), json, ctx);
   if (built->unsatisfied) return report_unsatisfied(*built->unsatisfied, json, ctx);
-  if (json) print_json(o, *built, ctx);
-  else print_text(o, *built, ctx);
-  return k_exit_ok;
+  if (!o.validate) {
+    if (json) print_json(o, *built, ctx, nullptr);
+    else print_text(o, *built, ctx);
+    return k_exit_ok;
+  }
+  // The whole mission: the image just built, validated on this machine's GPUs and marked where it was pushed.
+  if (built->format != resolver::ImageFormat::oci_dir)
+    return report_error(make_error(ErrorKind::usage, "build.validate_format", "--validate runs the image from its layout directory, and this build wrote an archive",
+                                   "--format", "build with --format oci-dir (the default) to validate"),
+                        json, ctx);
+  if (!json) print_text(o, *built, ctx);
+  ValidateOptions v;
+  v.level = o.level;
+  v.image = built->output;
+  v.mark = o.mark;
+  v.key = o.key;
+  v.valid_for = o.valid_for;
+  v.plain_http = o.plain_http;
+  if (built->pushed) v.mark_image = "docker://" + o.push;
+  const ValidateOutcome outcome = run_validate(v, ctx);
+  if (json) {
+    print_json(o, *built, ctx, &outcome);
+  } else {
+    if (outcome.error) return report_error(*outcome.error, false, ctx);
+    *ctx.out << validate::report_text(outcome.report, ctx.stdout_is_tty);
+    if (outcome.mark) print_mark_result(*outcome.mark, false, *ctx.out);
+  }
+  if (outcome.mark_error) (void)report_error(*outcome.mark_error, false, ctx);
+  return outcome.exit_code;
 }
 
 Command add_build_command(CLI::App& app, const GlobalOptions& g) {
@@ -101,6 +144,11 @@ Command add_build_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_option("--push", o->push, "Push the image to this registry reference (host[:port]/repo[:tag])");
   sub->add_flag("--plain-http", o->plain_http, "Talk to the registry over plain HTTP (a loopback or test registry)");
   sub->add_option("--ca-bundle", o->ca_bundle, "Extra CA certificate file for the registry's TLS")->check(CLI::ExistingFile);
+  sub->add_flag("--validate", o->validate, "Validate the built image on this machine's GPUs (gpuenv validate --image)");
+  sub->add_option("--level", o->level, "The level of --validate: quick, standard (default) or long")->check(CLI::IsMember({"quick", "standard", "long"}));
+  sub->add_flag("--mark", o->mark, "With --validate: mark the image good when it passed, in the registry of --push (else in the layout)");
+  sub->add_option("--key", o->key, "The private key of --mark (gpuenv key generate); default: the file GPUENV_MARK_KEY names");
+  sub->add_option("--valid-for", o->valid_for, "How long the mark stays valid: 30d, 12h, ... (default 30d)");
   sub->add_option("--threads", o->threads, "Compression threads (default: all cores)")->check(CLI::NonNegativeNumber);
   sub->add_option("--driver", o->lock.resolve.driver, "The fleet's driver version (with a spec)");
   sub->add_option("--gpu", o->lock.resolve.gpus, "GPU model or architecture; repeatable (with a spec)");

@@ -11,6 +11,7 @@
 #include "app/inspect.hpp"
 #include "cli/commands.hpp"
 #include "cli/render.hpp"
+#include "images/plan/image_config.hpp"
 
 namespace gpuenv::cli {
 namespace {
@@ -116,8 +117,46 @@ int cmd_inspect(const InspectOptions& o, Context& ctx) {
   auto r = app::inspect(rq, ctx);
   if (!r) return report_error(r.error(), o.json, ctx);
   if (!r->other) {
-    if (o.json) *ctx.out << to_json(r->image).dump(2) << "\n";
-    else render_text(r->image, o.all, *ctx.out);
+    if (o.json) {
+      ordered_json j = to_json(r->image);
+      auto marks = ordered_json::array();
+      for (const auto& m : r->marks) {
+        ordered_json mj{{"digest", m.digest}, {"predicateType", m.predicate_type}};
+        if (m.statement) {
+          const auto& p = m.statement->predicate;
+          mj["subject"] = m.statement->subject.str();
+          mj["result"] = p.passed ? "PASSED" : "FAILED";
+          mj["level"] = p.level;
+          mj["gpu"] = p.gpu_product;
+          mj["gpu_count"] = p.gpu_count;
+          mj["driver"] = p.driver_version;
+          mj["cc"] = p.cc_mode;
+          mj["backend"] = p.backend;
+          mj["timeVerified"] = images::rfc3339(p.time_verified);
+          mj["notAfter"] = images::rfc3339(p.not_after);
+        } else {
+          mj["problem"] = m.problem;
+        }
+        marks.push_back(std::move(mj));
+      }
+      j["marks"] = marks;
+      j["marks_problem"] = r->marks_problem.empty() ? ordered_json(nullptr) : ordered_json(r->marks_problem);
+      *ctx.out << j.dump(2) << "\n";
+    } else {
+      render_text(r->image, o.all, *ctx.out);
+      if (!r->marks_problem.empty()) *ctx.out << "  marks: could not be read: " << r->marks_problem << "\n";
+      for (const auto& m : r->marks) {
+        *ctx.out << "  mark " << m.digest.substr(0, 19) << "  ";
+        if (!m.statement) {
+          *ctx.out << "unreadable: " << m.problem << "\n";
+          continue;
+        }
+        const auto& p = m.statement->predicate;
+        *ctx.out << (p.passed ? "PASSED " : "FAILED ") << p.level << " on " << p.gpu_count << "x " << p.gpu_product << ", driver " << p.driver_version
+                 << ", cc " << p.cc_mode << (p.backend == "replay" ? ", replay" : "") << ", " << images::rfc3339(p.time_verified) << " until "
+                 << images::rfc3339(p.not_after) << " (signature not checked: gpuenv verify)\n";
+      }
+    }
     return k_exit_ok;
   }
   if (o.json) *ctx.out << diff_to_json(r->image, *r->other, r->changes).dump(2) << "\n";

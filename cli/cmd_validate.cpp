@@ -12,13 +12,57 @@
 
 namespace gpuenv::cli {
 
-int cmd_validate(const ValidateOptions& o, Context& ctx) {
+ValidateOutcome run_validate(const ValidateOptions& o, Context& ctx) {
+  ValidateOutcome out;
+  if (o.mark && o.image.empty()) {
+    out.error = make_error(ErrorKind::usage, "mark.no_image", "--mark marks the image validated, and no --image was given", "--mark",
+                           "validate the image: gpuenv validate --image DIR --mark --key gpuenv.key");
+    out.exit_code = k_exit_usage;
+    return out;
+  }
   auto done = app::validate({o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig}, ctx);
-  if (!done) return report_error(done.error(), o.json, ctx);
+  if (!done) {
+    out.error = done.error();
+    out.exit_code = exit_code(done.error().kind);
+    return out;
+  }
   ctx.exit_now = done->hung;  // an abandoned check thread may still be inside the driver: main() exits at once
-  if (o.json) *ctx.out << validate::report_json(done->report).dump(2) << "\n";
-  else *ctx.out << validate::report_text(done->report, ctx.stdout_is_tty);
-  return validate::exit_code(done->report);
+  out.report = std::move(done->report);
+  out.report_bytes = validate::report_json(out.report).dump(2) + "\n";
+  out.exit_code = validate::exit_code(out.report);
+  if (!o.mark) return out;
+  if (out.exit_code != k_exit_ok) {
+    out.mark_error = make_error(ErrorKind::usage, "mark.not_passed", "not marked: the validation did not pass", o.image,
+                                "only a passing validation marks an image good; fix what failed and validate again");
+    return out;
+  }
+  app::MarkRequest rq;
+  rq.image = o.mark_image.empty() ? o.image : o.mark_image;
+  rq.report_bytes = out.report_bytes;
+  rq.key_path = o.key;
+  rq.valid_for = o.valid_for;
+  rq.plain_http = o.plain_http;
+  auto marked = app::mark(rq, ctx);
+  if (!marked) {
+    out.mark_error = marked.error();
+    out.exit_code = exit_code(marked.error().kind);
+  } else {
+    out.mark = std::move(*marked);
+  }
+  return out;
+}
+
+int cmd_validate(const ValidateOptions& o, Context& ctx) {
+  const ValidateOutcome v = run_validate(o, ctx);
+  if (v.error) return report_error(*v.error, o.json, ctx);
+  // With --json, stdout carries exactly the report (the bytes a mark's report digest names); the mark goes to stderr.
+  if (o.json) *ctx.out << v.report_bytes;
+  else *ctx.out << validate::report_text(v.report, ctx.stdout_is_tty);
+  if (v.mark) print_mark_result(*v.mark, false, o.json ? *ctx.err : *ctx.out);
+  if (v.mark_error) {
+    (void)report_error(*v.mark_error, false, ctx);
+  }
+  return v.exit_code;
 }
 
 int cmd_preflight(const PreflightOptions& o, Context& ctx) {
@@ -76,6 +120,11 @@ Command add_validate_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_option("--thresholds", o->thresholds, "Per-GPU references YAML instead of the built-in one")->check(CLI::ExistingFile);
   sub->add_option("--mig", o->mig, "Expected MIG mode for mig_state: on or off")->check(CLI::IsMember({"on", "off"}));
   sub->add_flag("--json", o->json, "Print a gpuenv-validation-v1 JSON report");
+  sub->add_flag("--mark", o->mark, "When the validation passes on the real GPU, mark --image good: a signed record stored beside it (docs/mark.md)");
+  sub->add_option("--key", o->key, "The private key of --mark (gpuenv key generate); default: the file GPUENV_MARK_KEY names");
+  sub->add_option("--valid-for", o->valid_for, "How long the mark stays valid (notAfter): 30d, 12h, ... (default 30d)");
+  sub->add_option("--mark-image", o->mark_image, "Put the mark on this copy of the image instead (docker://host/repo:tag: the same digest, pushed)");
+  sub->add_flag("--plain-http", o->plain_http, "Talk to the registry of --mark-image over plain HTTP (a loopback or test registry)");
   return {sub, [o, &g](Context& ctx) {
     (void)g;
     return cmd_validate(*o, ctx);

@@ -2,6 +2,7 @@
 // The commands of gpuenv: each turns its options into one library call and renders the result.
 #include <chrono>
 #include <functional>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "app/base_image.hpp"
 #include "app/catalog.hpp"
 #include "app/lock.hpp"
+#include "app/marks.hpp"
 #include "app/resolve.hpp"
 #include "app/run.hpp"
 #include "app/sources.hpp"
@@ -21,6 +23,7 @@
 #include "resolver/solver.hpp"
 #include "resolver/spec.hpp"
 #include "validate/check.hpp"
+#include "validate/report.hpp"
 
 namespace CLI {
 class App;
@@ -53,6 +56,8 @@ Command add_run_command(CLI::App& app, const GlobalOptions& global);
 Command add_sources_command(CLI::App& app, const GlobalOptions& global);
 Command add_cache_command(CLI::App& app, const GlobalOptions& global);
 Command add_key_command(CLI::App& app, const GlobalOptions& global);
+Command add_mark_command(CLI::App& app, const GlobalOptions& global);
+Command add_verify_command(CLI::App& app, const GlobalOptions& global);
 
 using app::load_catalog_from;
 using app::LoadedCatalog;
@@ -81,8 +86,26 @@ struct ValidateOptions {
   std::string thresholds;           ///< a thresholds YAML instead of the built-in one
   std::string mig;                  ///< "on" | "off": what mig_state expects; empty = not checked
   bool json = false;
+  bool mark = false;                ///< mark --image good when the validation passed (docs/mark.md)
+  std::string key;                  ///< the signing key for --mark ("" for GPUENV_MARK_KEY)
+  std::string mark_image;           ///< where the mark goes: "" for --image itself (build --push: the registry image)
+  std::string valid_for = "30d";    ///< the mark's validity
+  bool plain_http = false;          ///< the registry of mark_image over plain HTTP
 };
 int cmd_validate(const ValidateOptions& options, Context& ctx);
+
+/// What validate (and its --mark) did, for the commands that render it.
+struct ValidateOutcome {
+  std::optional<Error> error;           ///< validation could not run (the report is then empty)
+  validate::Report report;
+  std::string report_bytes;             ///< the JSON report as --json prints it: what a mark's report digest names
+  int exit_code = 0;                    ///< the report's, or the error's
+  std::optional<app::MarkResult> mark;  ///< when --mark marked the image
+  std::optional<Error> mark_error;      ///< when --mark was asked and marking failed or was refused
+};
+/// Validates, then marks when asked and the validation passed; renders nothing. The exit code is the report's
+/// unless marking failed (then the mark error's).
+ValidateOutcome run_validate(const ValidateOptions& options, Context& ctx);
 
 struct PreflightOptions {
   std::string status_file = "/run/gpuenv/status.json";
@@ -124,6 +147,11 @@ struct BuildOptions {
   std::string push;         ///< registry reference to push to; "" for none
   bool plain_http = false;  ///< talk to the registry over http:// (a loopback test registry)
   std::string ca_bundle;    ///< extra CA for the registry's TLS
+  bool validate = false;    ///< validate the built image on this machine's GPUs (needs an oci-dir output)
+  std::string level = "standard";  ///< the level of --validate
+  bool mark = false;        ///< mark it good when the validation passed (in the registry when pushed)
+  std::string key;          ///< the signing key of --mark ("" for GPUENV_MARK_KEY)
+  std::string valid_for = "30d";
 };
 int cmd_build(const BuildOptions& options, Context& ctx);
 
@@ -181,6 +209,9 @@ using app::env_or;
 
 using app::gather_sources;
 using app::user_config_path;
+
+/// Prints what `gpuenv mark` (or `--mark`) did: text, or a gpuenv-mark-v1 document.
+void print_mark_result(const app::MarkResult& result, bool json, std::ostream& out);
 
 /// Prints an error (JSON when asked) and returns its exit code.
 int report_error(const Error& error, bool json, Context& ctx);

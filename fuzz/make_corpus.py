@@ -298,6 +298,20 @@ def main():
     write("mark", "statement", b"\x01" + body)
     write("mark", "base64", b"\x02" + base64.urlsafe_b64encode(body[:40]))
     write("mark", "public_pem", b"\x03-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----\n")
+    report = {"schema": "gpuenv-validation-v1", "status": "pass", "backend": "nvml+cuda", "level": "quick",
+              "started_at": "2026-12-01T12:00:00Z", "exit_code": 0,
+              "driver": {"version": "580.65.06", "cuda_driver_version": 13000, "cc_state": "off"},
+              "gpus": [{"index": 0, "name": "NVIDIA H200", "pci_device_id": "0x2335"}],
+              "image": {"ref": "out/x", "digest": "sha256:" + "c" * 64}, "lock": {"sha256": "a" * 64},
+              "checks": [{"key": "gemm_bf16", "status": "pass",
+                          "results": [{"gpu": 0, "metrics": [{"name": "tflops", "value": 712.5, "unit": "TFLOPS"}]}]}]}
+    write("mark", "report", b"\x05" + json.dumps(report).encode())
+    att = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+           "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:" + "a" * 64, "size": 2},
+           "layers": [{"mediaType": "application/vnd.dsse.envelope.v1+json", "digest": "sha256:" + "b" * 64, "size": 700,
+                       "annotations": {"dev.cosignproject.cosign/signature": "",
+                                       "predicateType": "https://gpuenv.dev/attestation/validation/v1"}}]}
+    write("mark", "att_manifest", b"\x06" + json.dumps(att).encode())
 
 
 if __name__ == "__main__":

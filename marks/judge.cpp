@@ -54,7 +54,7 @@ MarkVerdict judge_mark(std::string_view envelope_json, const std::vector<const K
   MarkVerdict out;
   auto env = parse_envelope(envelope_json, where);
   if (!env) {
-    out.reasons.push_back(env.error().message);
+    out.reasons.push_back("its envelope is malformed: " + env.error().message);
     return out;
   }
   if (env->payload_type != k_in_toto_payload_type) out.reasons.push_back("the envelope's payloadType is '" + env->payload_type + "', not " + std::string(k_in_toto_payload_type));

@@ -241,6 +241,9 @@ nlohmann::ordered_json report_json(const Report& report) {
   auto gpus = nlohmann::ordered_json::array();
   for (const auto& g : report.gpus) gpus.push_back(gpu_json(g));
   j["gpus"] = std::move(gpus);
+  j["image"] = report.image.empty() ? nlohmann::ordered_json(nullptr)
+                                    : nlohmann::ordered_json{{"ref", valid_utf8(report.image)}, {"digest", string_or_null(report.image_digest)}};
+  j["lock"] = report.lock_sha256.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json{{"sha256", report.lock_sha256}};
   const Counts c = count_checks(report);
   j["summary"] = {{"pass", c.pass}, {"measured", c.measured}, {"warn", c.warn}, {"fail", c.fail}, {"skip", c.skip}};
   auto checks = nlohmann::ordered_json::array();

@@ -41,6 +41,9 @@ struct Report {
   DriverState driver;
   std::vector<GpuInfo> gpus;         ///< the GPUs selected for the run
   std::vector<CheckReport> checks;
+  std::string image;                 ///< the image validated (--image as given); empty for the host alone
+  std::string image_digest;          ///< its manifest digest "sha256:<hex>"; what a mark's subject names
+  std::string lock_sha256;           ///< hex sha256 of the lock the checks compared with; empty without one
 };
 
 /// worse() over the outcomes of one check: fail > warn > measured > pass; skip only when all skipped (or none).

@@ -137,9 +137,22 @@ std::size_t count_kind(const resolver::Lock& lock, resolver::PackageKind kind) {
   return static_cast<std::size_t>(std::count_if(lock.packages.begin(), lock.packages.end(), [&](const auto& p) { return p.kind == kind; }));
 }
 
+/// Writes index.json naming MANIFEST (as TAG). Attachments already there for this very manifest (its marks:
+/// "sha256-<hex>.att") stay; those of other manifests go, and the layout's garbage collection then drops their blobs.
 Status write_index(OciLayout& layout, Descriptor manifest, const std::string& tag) {
   if (!tag.empty()) manifest.annotations["org.opencontainers.image.ref.name"] = tag;
-  return layout.write_index({manifest});
+  std::vector<Descriptor> entries = {manifest};
+  std::ifstream in(layout.dir() + "/index.json", std::ios::binary);
+  const json old = in ? json::parse(in, nullptr, false) : json();
+  if (old.is_object() && old.contains("manifests") && old["manifests"].is_array())
+    for (const auto& m : old["manifests"]) {
+      auto d = parse_descriptor(m, "index.json");
+      if (!d) continue;
+      const auto name = d->annotations.find("org.opencontainers.image.ref.name");
+      if (name != d->annotations.end() && is_attachment_tag(name->second) && name->second.compare(7, 64, manifest.digest.hex()) == 0)
+        entries.push_back(*d);
+    }
+  return layout.write_index(entries);
 }
 
 // ---- Reuse -------------------------------------------------------------------------------------------------

@@ -44,18 +44,29 @@ std::string string_at(const nlohmann::json& j, const char* key, const std::strin
 
 }  // namespace
 
+bool is_attachment_tag(std::string_view name) {
+  if (name.size() < 7 + 64 + 4 || name.substr(0, 7) != "sha256-") return false;
+  for (const char c : name.substr(7, 64))
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  const std::string_view suffix = name.substr(7 + 64);
+  return suffix == ".att" || suffix == ".sig" || suffix == ".sbom";
+}
+
 const nlohmann::json* choose_index_entry(const nlohmann::json& index, const std::string& ref, std::string& names) {
   names.clear();
   if (!index.is_object() || !index.contains("manifests") || !index["manifests"].is_array()) return nullptr;
   const auto& manifests = index["manifests"];
   const nlohmann::json* chosen = nullptr;
+  std::size_t images = 0;
   for (const auto& m : manifests) {
     const std::string name = m.is_object() && m.contains("annotations") ? string_at(m["annotations"], "org.opencontainers.image.ref.name") : "";
+    if (ref.empty() && is_attachment_tag(name)) continue;
+    ++images;
     names += (names.empty() ? "" : ", ") + (name.empty() ? std::string("(unnamed)") : name);
     const bool by_digest = ref.rfind("sha256:", 0) == 0 && string_at(m, "digest") == ref;
     if (chosen == nullptr && (ref.empty() || name == ref || by_digest)) chosen = &m;
   }
-  return ref.empty() && manifests.size() > 1 ? nullptr : chosen;
+  return ref.empty() && images > 1 ? nullptr : chosen;
 }
 
 const nlohmann::json* linux_amd64_entry(const nlohmann::json& platforms, std::string& seen) {

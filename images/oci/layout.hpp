@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -78,9 +79,13 @@ struct DescriptorErrors {
 /// descriptors for layouts, archives and registries, so no digest from a document becomes a path unchecked.
 Result<Descriptor> parse_descriptor(const nlohmann::json& j, const std::string& where, const DescriptorErrors& errors = {});
 
+/// Whether a ref name is cosign's tag of something attached to an image, "sha256-<64 hex>.att" (attestations,
+/// gpuenv's marks), ".sig" or ".sbom": such an entry lives beside the image it names, never is one.
+bool is_attachment_tag(std::string_view ref_name);
+
 /// The entry of an index's `manifests` that REF names: its org.opencontainers.image.ref.name, or its digest
-/// when REF is "sha256:..."; with an empty REF the only entry. nullptr when none does, or when REF is empty
-/// and there are several. `names` gets the entries' ref names for the caller's message ("(unnamed)" for none).
+/// when REF is "sha256:..."; with an empty REF the only entry that is not an attachment (is_attachment_tag).
+/// nullptr when none does, or when REF is empty and there are several. `names` gets the entries' ref names for the caller's message ("(unnamed)" for none).
 /// The one rule by which layouts, archives and base images choose an image.
 const nlohmann::json* choose_index_entry(const nlohmann::json& index, const std::string& ref, std::string& names);
 /// The linux/amd64 entry of an index of platforms (as a pull takes it), or nullptr; `seen` gets the platforms

@@ -872,6 +872,74 @@ Result<bool> RegistryClient::blob_exists(const ImageReference& ref, const std::s
   return s.response_error(*resp, "cannot check blob " + digest, req);
 }
 
+Result<std::optional<RemoteManifest>> RegistryClient::get_manifest(const ImageReference& ref, const std::string& reference) {
+  Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
+  auto m = images::get_manifest(s, m_o, reference);
+  if (!m) {
+    if (m.error().id == "registry.not_found") return std::optional<RemoteManifest>();
+    return std::move(m).error();
+  }
+  return std::optional<RemoteManifest>(RemoteManifest{std::move(m->bytes), std::move(m->media_type), std::move(m->digest)});
+}
+
+Result<std::string> RegistryClient::get_blob(const ImageReference& ref, const Descriptor& d, std::uint64_t limit) {
+  Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
+  return get_small_blob(s, d, limit);
+}
+
+Status RegistryClient::put_blob(const ImageReference& ref, std::string_view bytes) {
+  Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull,push"});
+  const std::string digest = Digest::of(bytes).str();
+  HttpRequest head;
+  head.method = "HEAD";
+  head.url = s.url("/blobs/" + digest);
+  auto h = s.send(head);
+  if (!h) return std::move(h).error().while_("checking blob " + digest);
+  if (h->status == 200) return ok_status();
+  if (h->status != 404) return s.response_error(*h, "cannot check blob " + digest, head);
+  HttpRequest post;
+  post.method = "POST";
+  post.retry = HttpRetry::always;  // a repeated POST only leaves an unused upload session behind
+  post.url = s.url("/blobs/uploads/");
+  auto p = s.send(post);
+  if (!p) return std::move(p).error().while_("starting the upload of " + digest);
+  if (p->status != 202) return s.response_error(*p, "cannot start the upload of " + digest, post);
+  const auto location = p->header("location");
+  if (!location) return s.response_error(*p, "the registry gave no upload location for " + digest, post);
+  HttpRequest put;
+  put.method = "PUT";
+  put.url = with_query(s.absolute(*location), "digest=" + percent_encode(digest));
+  put.headers.emplace_back("Content-Type", k_octet_stream);  // a form type would have the registry read the body as a form
+  put.body = std::string(bytes);
+  auto r = s.send(put);
+  if (!r) return std::move(r).error().while_("uploading " + digest);
+  if (r->status != 201) return s.response_error(*r, "cannot upload " + digest, put);
+  if (const auto got = r->header("docker-content-digest"); got && *got != digest) {
+    return make_error(ErrorKind::environment, "registry.digest_mismatch", "the registry stored " + *got + " for " + digest, "PUT " + redact_url(put.url),
+                      "the upload was corrupted or the registry rewrote it; try again");
+  }
+  return ok_status();
+}
+
+Result<std::string> RegistryClient::put_manifest(const ImageReference& ref, const std::string& reference, const std::string& bytes,
+                                                 const std::string& media_type) {
+  Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull,push"});
+  const std::string digest = Digest::of(bytes).str();
+  HttpRequest req;
+  req.method = "PUT";
+  req.url = s.url("/manifests/" + reference);
+  req.headers.emplace_back("Content-Type", media_type);
+  req.body = bytes;
+  auto resp = s.send(req);
+  if (!resp) return std::move(resp).error().while_("pushing manifest " + digest);
+  if (resp->status != 201 && resp->status != 200) return s.response_error(*resp, "cannot push manifest " + digest, req);
+  if (const auto got = resp->header("docker-content-digest"); got && *got != digest) {
+    return make_error(ErrorKind::environment, "registry.digest_mismatch", "the registry stored " + *got + " for " + digest, "PUT " + redact_url(req.url),
+                      "the registry rewrote the manifest; try again");
+  }
+  return digest;
+}
+
 Result<RemoteImage> RegistryClient::fetch_manifest_and_config(const ImageReference& ref, const PullOptions& options) {
   Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
   RemoteImage out;
@@ -904,6 +972,7 @@ Result<PushStats> RegistryClient::push(const std::string& layout_dir, const Imag
     auto d = descriptor_from(m, index_path);
     if (!d) return std::move(d).error();
     const auto name = d->annotations.find(k_ref_name);
+    if (options.ref_name.empty() && name != d->annotations.end() && is_attachment_tag(name->second)) continue;  // marks beside the image
     names.push_back(name == d->annotations.end() ? "(unnamed)" : name->second);
     if (options.ref_name.empty() || (name != d->annotations.end() && name->second == options.ref_name)) candidates.push_back(*d);
   }

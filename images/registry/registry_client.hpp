@@ -126,6 +126,13 @@ struct RemoteImage {
   std::string config;           ///< the config blob's bytes, matching config_descriptor
 };
 
+/// A manifest or index as a registry serves it.
+struct RemoteManifest {
+  std::string bytes;
+  std::string media_type;
+  std::string digest;  ///< "sha256:<hex>" of bytes
+};
+
 struct RegistryAuthCache;
 
 /// Talks to registries through an HttpClient. Errors (ErrorKind::environment unless noted): `registry.auth`
@@ -151,6 +158,21 @@ class RegistryClient {
 
   /// Whether blob `digest` exists in `ref`'s repository.
   Result<bool> blob_exists(const ImageReference& ref, const std::string& digest);
+
+  // Single documents, for what lives beside an image (marks: docs/mark.md). Each checks digests as pull does.
+
+  /// The manifest or index tagged (or digested) REFERENCE in REF's repository, asked for with every OCI and
+  /// Docker manifest type in Accept; std::nullopt when the registry has none (404 MANIFEST_UNKNOWN or
+  /// NAME_UNKNOWN). Errors as pull's.
+  Result<std::optional<RemoteManifest>> get_manifest(const ImageReference& ref, const std::string& reference);
+  /// Blob D of REF's repository in memory, checked against its size and digest; `registry.manifest` when it is
+  /// larger than LIMIT.
+  Result<std::string> get_blob(const ImageReference& ref, const Descriptor& d, std::uint64_t limit);
+  /// Uploads BYTES as one blob (POST, then a monolithic PUT) unless the repository has it already.
+  Status put_blob(const ImageReference& ref, std::string_view bytes);
+  /// PUTs BYTES as a manifest of MEDIA_TYPE under REFERENCE (a tag, or its own digest); returns its digest, checked
+  /// against the one the registry confirms.
+  Result<std::string> put_manifest(const ImageReference& ref, const std::string& reference, const std::string& bytes, const std::string& media_type);
 
  private:
   HttpClient& m_http;

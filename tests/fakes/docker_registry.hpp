@@ -200,6 +200,8 @@ class DockerRegistry {
   [[nodiscard]] std::string host() const { return "127.0.0.1:" + std::to_string(m_port); }
   /// The test CA's certificate (PEM); only with Setup::tls or Setup::tls_basic.
   [[nodiscard]] std::string ca() const { return m_dir / "ca.crt"; }
+  /// The registry's configuration file (for `docker-registry garbage-collect`).
+  [[nodiscard]] std::string config() const { return m_dir / "config.yml"; }
   /// A directory holding only the CA certificate, as skopeo's --cert-dir wants.
   [[nodiscard]] std::string cert_dir() const { return m_dir / "certs"; }
 

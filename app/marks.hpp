@@ -1,0 +1,119 @@
+#pragma once
+// Marking images good (docs/mark.md): `gpuenv mark`, `validate --mark`, `build --validate --mark`, `gpuenv verify`
+// and the records `gpuenv inspect` lists. A record is a signed statement (marks/) kept beside its image as cosign
+// keeps attestations: the tag sha256-<hex>.att, in a registry or inside an OCI layout (MarkStore).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/services.hpp"
+#include "base/digest.hpp"
+#include "base/error.hpp"
+#include "images/oci/layout.hpp"
+#include "marks/att_image.hpp"
+#include "marks/judge.hpp"
+#include "marks/statement.hpp"
+
+namespace gpuenv::app {
+
+/// Where an image's records are kept: its registry repository or its OCI layout. One adapter each
+/// (open_mark_store); tests drive both against real stores (a loopback docker-registry, a layout on disk).
+class MarkStore {
+ public:
+  virtual ~MarkStore() = default;
+  /// The image's manifest digest: the subject its records name.
+  virtual Result<Digest> image_digest() = 0;
+  /// The name a record gives the image ("registry:5000/ml/torch", or the layout's path).
+  [[nodiscard]] virtual std::string subject_name() const = 0;
+  /// The image's attestation image, std::nullopt when it has none yet.
+  virtual Result<std::optional<marks::AttImage>> read_att(const Digest& image) = 0;
+  /// One record's bytes (an attestation layer, at most LIMIT bytes), checked against its digest.
+  virtual Result<std::string> read_record(const images::Descriptor& layer, std::uint64_t limit) = 0;
+  /// Stores ATT as the image's attestation image, ENVELOPE (its newest layer) and its config first.
+  virtual Status write_att(const Digest& image, const marks::AttImage& att, std::string_view envelope) = 0;
+  /// Where the records live, for messages ("registry:5000/ml/torch:sha256-<hex>.att").
+  [[nodiscard]] virtual std::string where(const Digest& image) const = 0;
+  /// A key naming this store's records of IMAGE on this host (for the lock that serialises writers).
+  [[nodiscard]] virtual std::string lock_key(const Digest& image) const = 0;
+};
+
+/// The store of IMAGE: docker://REF or a registry reference (host/repo[:tag|@digest]); a layout DIR[:REF] or
+/// oci:DIR[:REF]. Errors: `mark.bad_image` (usage: an archive, which cannot take records: unpack or push it
+/// first; no such layout), the registry configuration's.
+Result<std::unique_ptr<MarkStore>> open_mark_store(const std::string& image, bool plain_http, Services& services);
+
+/// The signing key: PATH, else the file GPUENV_MARK_KEY names. Errors: `key.missing` (usage) when neither is
+/// given, and those of marks::read_private_key.
+Result<marks::Key> load_signing_key(const std::string& path, const Services& services);
+
+struct MarkRequest {
+  std::string image;              ///< see open_mark_store
+  std::string report_path;        ///< a saved gpuenv-validation-v1 report; or:
+  std::optional<std::string> report_bytes;  ///< the report of this run (validate --mark), as --json prints it
+  std::string key_path;           ///< "" for GPUENV_MARK_KEY
+  bool allow_replay = false;
+  std::string valid_for = "30d";  ///< notAfter - timeVerified
+  bool plain_http = false;
+  std::string verifier_version;   ///< gpuenv's version, for the record
+};
+
+struct MarkResult {
+  std::string where;               ///< where the record went
+  Digest image;
+  std::string record_digest;       ///< sha256 of the envelope (its layer)
+  std::size_t records = 0;         ///< the image's records now, this one included
+  bool already_there = false;      ///< the same record was stored before
+  marks::MarkPredicate predicate;
+};
+
+/// Marks IMAGE good from its validation report: refuses a report that did not pass, is of the replay backend
+/// (unless allow_replay) or of another image (marks::predicate_for's errors), signs the statement and appends it
+/// to the image's attestation image. Writers of one image on this host are serialised (a lock in the cache, at
+/// most 60 s: `mark.locked`); a record another host's writer replaced meanwhile is written again (3 tries:
+/// `mark.lost_race`).
+Result<MarkResult> mark(const MarkRequest& request, Services& services);
+
+struct VerifyRequest {
+  std::string image;
+  std::vector<std::string> keys;  ///< public key files; at least one
+  std::string gpu = "auto";       ///< auto (this host) | a model ("NVIDIA H200", "NVIDIA-H200") | "" (any)
+  std::string driver = "auto";    ///< auto | a version | "" (any)
+  std::string cc = "auto";        ///< auto | on | off | devtools | "" (any)
+  std::string level;              ///< the least level; "" for any
+  std::string max_age;            ///< a duration ("7d"); "" for none
+  bool allow_replay = false;
+  bool plain_http = false;
+  std::string catalog_dir;        ///< for the host probes of auto
+};
+
+/// One record, judged.
+struct JudgedRecord {
+  std::string digest;  ///< the layer's
+  marks::MarkVerdict verdict;
+};
+
+struct Verification {
+  Digest image;
+  std::string where;
+  marks::MarkWanted wanted;            ///< what was asked, auto resolved
+  std::vector<JudgedRecord> records;   ///< every record seen, oldest first
+  [[nodiscard]] bool ok() const;       ///< at least one record counts
+};
+
+/// Judges every record of IMAGE. Errors (exit 4 and the like): the keys unreadable (`key.*`, usage), the image
+/// or its records unreachable, auto with no NVIDIA GPU here (`verify.no_host`, environment: name --gpu and
+/// --driver), a bad --max-age or --level (usage).
+Result<Verification> verify(const VerifyRequest& request, Services& services);
+
+/// The records of IMAGE, each with its statement when readable (no key: nothing is judged). For `inspect`.
+struct ListedRecord {
+  std::string digest;
+  std::string predicate_type;  ///< the layer's annotation
+  std::optional<marks::MarkStatement> statement;
+  std::string problem;         ///< why it could not be read, when it could not
+};
+Result<std::vector<ListedRecord>> list_marks(const std::string& image, bool plain_http, Services& services);
+
+}  // namespace gpuenv::app
