@@ -1,7 +1,5 @@
 #include "app/inspect.hpp"
 
-#include <filesystem>
-
 #include "app/base_image.hpp"
 #include "base/net/http_client.hpp"
 
@@ -34,14 +32,10 @@ Result<InspectResult> inspect(const InspectRequest& request, Services& services)
   GPUENV_TRY(image, images::read_image_summary(request.image, access));
   out.image = std::move(image);
   if (request.diff.empty()) {
-    // The marks live beside layouts and registry images; an archive has none.
-    const std::string& arg = request.image;
-    const bool archive = arg.rfind("oci-archive:", 0) == 0 || arg.rfind("docker-archive:", 0) == 0 ||
-                         (arg.rfind("docker://", 0) != 0 && arg.rfind("oci:", 0) != 0 && !std::filesystem::is_directory(images::split_image_ref(arg).first));
-    if (!archive) {
-      if (auto listed = list_marks(arg, request.plain_http, services)) out.marks = std::move(*listed);
-      else out.marks_problem = listed.error().message;
-    }
+    // The marks beside the image (docs/mark.md). An archive without an OCI index (an old docker archive) cannot
+    // have any: that is no problem worth a line.
+    if (auto listed = list_marks(request.image, request.plain_http, services)) out.marks = std::move(*listed);
+    else if (listed.error().id != "mark.bad_image") out.marks_problem = listed.error().message;
     return out;
   }
   GPUENV_TRY(other, images::read_image_summary(request.diff, access));

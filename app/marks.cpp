@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -20,12 +21,15 @@
 #include "base/file_io.hpp"
 #include "base/net/http_client.hpp"
 #include "base/unique_fd.hpp"
+#include "images/oci/archive.hpp"
 #include "images/oci/image_reader.hpp"
 #include "images/oci/layout_image.hpp"
 #include "images/registry/registry_client.hpp"
 #include "marks/dsse.hpp"
 #include "marks/from_report.hpp"
 #include "marks/keys.hpp"
+#include "marks/referrer.hpp"
+#include "images/plan/image_config.hpp"
 
 namespace gpuenv::app {
 namespace {
@@ -49,87 +53,200 @@ Result<images::Descriptor> att_config(const std::string& manifest, const std::st
   return images::parse_descriptor(j["config"], where, {ErrorKind::environment, "mark.bad_att", "the attestation manifest is damaged"});
 }
 
-// ---- the layout store ----------------------------------------------------------------------------------------
+// ---- layouts and archives -----------------------------------------------------------------------------------
 
-class LayoutMarkStore final : public MarkStore {
+/// A store whose records are named in an OCI index.json beside the image (a layout, or an archive of one): the
+/// attestation image as the entry "sha256-<hex>.att", the referrers' fallback index as "sha256-<hex>".
+class IndexMarkStore : public MarkStore {
  public:
-  LayoutMarkStore(std::string dir, std::string ref) : m_dir(std::move(dir)), m_ref(std::move(ref)) {}
-
-  Result<Digest> image_digest() override {
-    images::LayoutErrors errors;
-    errors.no_image = errors.not_image = errors.damaged = "mark.bad_image";
-    GPUENV_TRY(image, images::read_layout_image(m_dir, m_ref, errors));
-    auto d = Digest::parse(image.manifest_digest);
-    if (!d) return make_error(ErrorKind::internal, "mark.bad_image", "the layout reader gave no digest", m_dir, "");
-    return *d;
-  }
-  [[nodiscard]] std::string subject_name() const override { return m_ref.empty() ? m_dir : m_dir + ":" + m_ref; }
-
   Result<std::optional<marks::AttImage>> read_att(const Digest& image) override {
     GPUENV_TRY(entries, index_entries());
-    const std::string tag = marks::attestation_tag(image);
-    for (const auto& e : entries) {
-      const auto name = e.annotations.find(k_ref_name);
-      if (name == e.annotations.end() || name->second != tag) continue;
-      GPUENV_TRY(manifest, read_blob(e, k_max_att_document_bytes));
-      GPUENV_TRY(config_d, att_config(manifest, where(image)));
-      GPUENV_TRY(config, read_blob(config_d, k_max_att_document_bytes));
-      GPUENV_TRY(att, marks::parse_att_manifest(manifest, config, where(image)));
-      return std::optional<marks::AttImage>(std::move(att));
-    }
-    return std::optional<marks::AttImage>();
+    const auto e = entry(entries, marks::attestation_tag(image));
+    if (!e) return std::optional<marks::AttImage>();
+    GPUENV_TRY(manifest, read_blob(*e, k_max_att_document_bytes));
+    GPUENV_TRY(config_d, att_config(manifest, where(image)));
+    GPUENV_TRY(config, read_blob(config_d, k_max_att_document_bytes));
+    GPUENV_TRY(att, marks::parse_att_manifest(manifest, config, where(image)));
+    return std::optional<marks::AttImage>(std::move(att));
   }
 
   Result<std::string> read_record(const images::Descriptor& layer, std::uint64_t limit) override { return read_blob(layer, limit); }
 
   Status write_att(const Digest& image, const marks::AttImage& att, std::string_view envelope) override {
-    GPUENV_TRY(layout, images::OciLayout::open(m_dir));
-    GPUENV_CHECK(layout.put_bytes(std::string(envelope), std::string(marks::k_envelope_media_type)));
-    GPUENV_CHECK(layout.put_bytes(att.config, images::media_type::k_config));
-    GPUENV_TRY(manifest, layout.put_bytes(att.manifest, images::media_type::k_manifest));
-    const std::string tag = marks::attestation_tag(image);
-    manifest.annotations[k_ref_name] = tag;
+    std::map<Digest, std::pair<std::string, std::string>> blobs;  // digest -> (bytes, media type)
+    blobs[Digest::of(envelope)] = {std::string(envelope), std::string(marks::k_envelope_media_type)};
+    blobs[Digest::of(att.config)] = {att.config, images::media_type::k_config};
+    blobs[Digest::of(att.manifest)] = {att.manifest, images::media_type::k_manifest};
+    images::Descriptor named{images::media_type::k_manifest, Digest::of(att.manifest), att.manifest.size(), {}};
+    named.annotations[k_ref_name] = marks::attestation_tag(image);
+    return replace_entry(std::move(named), blobs);
+  }
+
+  Result<std::string> write_referrer(const Digest& image, const std::string& manifest, const std::string& bundle) override {
+    const std::string tag = marks::referrers_tag(image);
+    GPUENV_TRY(entries, index_entries());
+    std::optional<std::string> existing;
+    if (const auto e = entry(entries, tag)) {
+      GPUENV_TRY(bytes, read_blob(*e, k_max_att_document_bytes));
+      existing = std::move(bytes);
+    }
+    const std::string index = marks::append_to_referrers_index(existing, manifest);
+    std::map<Digest, std::pair<std::string, std::string>> blobs;
+    blobs[Digest::of(marks::k_empty_blob)] = {std::string(marks::k_empty_blob), std::string(marks::k_empty_media_type)};
+    blobs[Digest::of(bundle)] = {bundle, std::string(marks::k_bundle_media_type)};
+    blobs[Digest::of(manifest)] = {manifest, images::media_type::k_manifest};
+    blobs[Digest::of(index)] = {index, images::media_type::k_index};
+    images::Descriptor named{images::media_type::k_index, Digest::of(index), index.size(), {}};
+    named.annotations[k_ref_name] = tag;
+    GPUENV_CHECK(replace_entry(std::move(named), blobs));
+    return m_name + ":" + tag;
+  }
+
+  [[nodiscard]] std::string where(const Digest& image) const override { return m_name + ":" + marks::attestation_tag(image); }
+  [[nodiscard]] std::string subject_name() const override { return m_ref.empty() ? m_name : m_name + ":" + m_ref; }
+  [[nodiscard]] std::string lock_key(const Digest& image) const override {
+    std::error_code ec;
+    const fs::path canonical = fs::weakly_canonical(m_path, ec);
+    return "index " + (ec ? m_path : canonical.string()) + " " + image.str();
+  }
+
+ protected:
+  IndexMarkStore(std::string path, std::string ref, std::string name) : m_path(std::move(path)), m_ref(std::move(ref)), m_name(std::move(name)) {}
+  /// index.json's text.
+  virtual Result<std::string> read_index() const = 0;
+  /// Blob D's bytes (at most LIMIT), unchecked.
+  virtual Result<std::string> read_blob_bytes(const images::Descriptor& d, std::uint64_t limit) const = 0;
+  /// Stores BLOBS (digest -> bytes, media type) and then ENTRIES as index.json.
+  virtual Status commit(const std::vector<images::Descriptor>& entries, const std::map<Digest, std::pair<std::string, std::string>>& blobs) = 0;
+
+  std::string m_path, m_ref, m_name;
+
+ private:
+  static std::optional<images::Descriptor> entry(const std::vector<images::Descriptor>& entries, const std::string& tag) {
+    for (const auto& e : entries) {
+      const auto name = e.annotations.find(k_ref_name);
+      if (name != e.annotations.end() && name->second == tag) return e;
+    }
+    return std::nullopt;
+  }
+
+  /// index.json with NAMED in place of the entry of the same ref name, after BLOBS are stored.
+  Status replace_entry(images::Descriptor named, const std::map<Digest, std::pair<std::string, std::string>>& blobs) {
     GPUENV_TRY(entries, index_entries());
     std::vector<images::Descriptor> out;
+    const std::string& tag = named.annotations[k_ref_name];
     for (auto& e : entries) {
       const auto name = e.annotations.find(k_ref_name);
       if (name == e.annotations.end() || name->second != tag) out.push_back(std::move(e));
     }
-    out.push_back(std::move(manifest));
-    return layout.write_index(out);
+    out.push_back(std::move(named));
+    return commit(out, blobs);
   }
 
-  [[nodiscard]] std::string where(const Digest& image) const override { return m_dir + ":" + marks::attestation_tag(image); }
-  [[nodiscard]] std::string lock_key(const Digest& image) const override {
-    std::error_code ec;
-    const fs::path canonical = fs::weakly_canonical(m_dir, ec);
-    return "layout " + (ec ? m_dir : canonical.string()) + " " + image.str();
-  }
-
- private:
   Result<std::vector<images::Descriptor>> index_entries() const {
-    const std::string path = m_dir + "/index.json";
-    GPUENV_TRY(text, read_file_limited(path, images::k_max_image_document_bytes));
+    GPUENV_TRY(text, read_index());
     const json j = json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("manifests") || !j["manifests"].is_array())
-      return make_error(ErrorKind::environment, "mark.bad_image", "index.json has no manifests list", path, "the layout is damaged; build the image again");
+      return make_error(ErrorKind::environment, "mark.bad_image", "index.json has no manifests list", m_name, "the image is damaged; build it again");
     std::vector<images::Descriptor> out;
     for (const auto& m : j["manifests"]) {
-      GPUENV_TRY(d, images::parse_descriptor(m, path));
+      GPUENV_TRY(d, images::parse_descriptor(m, m_name + " index.json"));
       out.push_back(std::move(d));
     }
     return out;
   }
 
   Result<std::string> read_blob(const images::Descriptor& d, std::uint64_t limit) const {
-    const std::string path = m_dir + "/blobs/sha256/" + d.digest.hex();
-    if (d.size > limit) return bad_att("blob " + d.digest.str() + " is " + std::to_string(d.size) + " bytes, more than a record may have", path);
-    GPUENV_TRY(bytes, read_file_limited(path, limit));
-    if (Digest::of(bytes) != d.digest) return bad_att("blob " + d.digest.str() + " does not hold the bytes its digest names", path);
+    const std::string where = m_name + " blobs/sha256/" + d.digest.hex();
+    if (d.size > limit) return bad_att("blob " + d.digest.str() + " is " + std::to_string(d.size) + " bytes, more than a record may have", where);
+    GPUENV_TRY(bytes, read_blob_bytes(d, limit));
+    if (Digest::of(bytes) != d.digest) return bad_att("blob " + d.digest.str() + " does not hold the bytes its digest names", where);
     return bytes;
   }
+};
 
-  std::string m_dir, m_ref;
+/// An OCI layout directory.
+class LayoutMarkStore final : public IndexMarkStore {
+ public:
+  LayoutMarkStore(std::string dir, std::string ref) : IndexMarkStore(dir, ref, dir) {}
+
+  Result<images::Descriptor> image_descriptor() override {
+    images::LayoutErrors errors;
+    errors.no_image = errors.not_image = errors.damaged = "mark.bad_image";
+    GPUENV_TRY(image, images::read_layout_image(m_path, m_ref, errors));
+    auto d = Digest::parse(image.manifest_digest);
+    if (!d) return make_error(ErrorKind::internal, "mark.bad_image", "the layout reader gave no digest", m_path, "");
+    images::Descriptor out;
+    out.digest = *d;
+    out.size = image.manifest_text.size();
+    out.media_type = image.manifest.value("mediaType", std::string(images::media_type::k_manifest));
+    return out;
+  }
+
+ private:
+  Result<std::string> read_index() const override { return read_file_limited(m_path + "/index.json", images::k_max_image_document_bytes); }
+  Result<std::string> read_blob_bytes(const images::Descriptor& d, std::uint64_t limit) const override {
+    return read_file_limited(m_path + "/blobs/sha256/" + d.digest.hex(), limit);
+  }
+  Status commit(const std::vector<images::Descriptor>& entries, const std::map<Digest, std::pair<std::string, std::string>>& blobs) override {
+    GPUENV_TRY(layout, images::OciLayout::open(m_path));
+    for (const auto& [digest, blob] : blobs) GPUENV_CHECK(layout.put_bytes(blob.first, blob.second));
+    return layout.write_index(entries);
+  }
+};
+
+/// An image archive (oci-archive, or a docker archive that carries an OCI index, as Docker 25+ and gpuenv write
+/// them): read member by member, rewritten whole (beside it, then renamed) when a record is added.
+class ArchiveMarkStore final : public IndexMarkStore {
+ public:
+  ArchiveMarkStore(std::string file, std::string ref, std::string argument) : IndexMarkStore(std::move(file), std::move(ref), ""), m_argument(std::move(argument)) {
+    m_name = m_path;
+  }
+
+  Result<images::Descriptor> image_descriptor() override {
+    GPUENV_TRY(summary, images::read_image_summary(m_argument, {}));
+    auto d = Digest::parse(summary.digest);
+    if (!d) return make_error(ErrorKind::usage, "mark.bad_image", "the archive names no image manifest", m_path, "");
+    GPUENV_TRY(members, images::read_archive_members(m_path, {"index.json", "blobs/sha256/" + d->hex()}, m_path));
+    if (!members.count("index.json"))
+      return make_error(ErrorKind::usage, "mark.bad_image", "the archive has no OCI index.json to name marks in (a docker archive older than Docker 25)", m_path,
+                        "load it into a registry or a layout (skopeo copy docker-archive:" + m_path + " oci:DIR) and mark that");
+    const auto manifest = members.find("blobs/sha256/" + d->hex());
+    if (manifest == members.end())
+      return make_error(ErrorKind::usage, "mark.bad_image", "the archive's image has no OCI manifest blob (" + d->str() + ")", m_path,
+                        "load it into a registry or a layout and mark that");
+    const json m = json::parse(manifest->second, nullptr, false);
+    images::Descriptor out;
+    out.digest = *d;
+    out.size = manifest->second.size();
+    out.media_type = m.is_object() ? m.value("mediaType", std::string(images::media_type::k_manifest)) : std::string(images::media_type::k_manifest);
+    return out;
+  }
+
+ private:
+  Result<std::string> read_index() const override {
+    GPUENV_TRY(members, images::read_archive_members(m_path, {"index.json"}, m_path));
+    const auto it = members.find("index.json");
+    if (it == members.end()) return make_error(ErrorKind::usage, "mark.bad_image", "the archive has no index.json", m_path, "");
+    return it->second;
+  }
+  Result<std::string> read_blob_bytes(const images::Descriptor& d, std::uint64_t /*limit: the reader's own, 16 MiB*/) const override {
+    const std::string name = "blobs/sha256/" + d.digest.hex();
+    GPUENV_TRY(members, images::read_archive_members(m_path, {name}, m_path));
+    const auto it = members.find(name);
+    if (it == members.end()) return bad_att("the archive lacks blob " + d.digest.str(), m_path);
+    return it->second;
+  }
+  Status commit(const std::vector<images::Descriptor>& entries, const std::map<Digest, std::pair<std::string, std::string>>& blobs) override {
+    json manifests = json::array();
+    for (const auto& e : entries) manifests.push_back(images::descriptor_object(e));
+    const json index = {{"schemaVersion", 2}, {"mediaType", images::media_type::k_index}, {"manifests", manifests}};
+    std::map<Digest, std::string> bytes;
+    for (const auto& [digest, blob] : blobs) bytes[digest] = blob.first;
+    return images::rewrite_archive(m_path, index.dump(), bytes);
+  }
+
+  std::string m_argument;
 };
 
 // ---- the registry store --------------------------------------------------------------------------------------
@@ -139,14 +256,15 @@ class RegistryMarkStore final : public MarkStore {
   RegistryMarkStore(images::ImageReference ref, std::unique_ptr<HttpClient> http, const images::RegistryOptions& options)
       : m_ref(std::move(ref)), m_http(std::move(http)), m_client(*m_http, options) {}
 
-  Result<Digest> image_digest() override {
-    if (!m_ref.digest.empty()) {
-      if (auto d = Digest::parse(m_ref.digest)) return *d;
-    }
+  Result<images::Descriptor> image_descriptor() override {
     GPUENV_TRY(image, m_client.fetch_manifest_and_config(m_ref));
     auto d = Digest::parse(image.manifest_digest);
     if (!d) return make_error(ErrorKind::environment, "mark.bad_image", "the registry named the manifest '" + image.manifest_digest + "'", m_ref.to_string(), "");
-    return *d;
+    images::Descriptor out;
+    out.digest = *d;
+    out.size = image.manifest.size();
+    out.media_type = image.media_type;
+    return out;
   }
   [[nodiscard]] std::string subject_name() const override { return m_ref.registry + "/" + m_ref.repository; }
 
@@ -164,9 +282,28 @@ class RegistryMarkStore final : public MarkStore {
   Status write_att(const Digest& image, const marks::AttImage& att, std::string_view envelope) override {
     GPUENV_CHECK(m_client.put_blob(m_ref, envelope));
     GPUENV_CHECK(m_client.put_blob(m_ref, att.config));
-    GPUENV_TRY(digest, m_client.put_manifest(m_ref, marks::attestation_tag(image), att.manifest, images::media_type::k_manifest));
-    (void)digest;
+    GPUENV_CHECK(m_client.put_manifest(m_ref, marks::attestation_tag(image), att.manifest, images::media_type::k_manifest));
     return ok_status();
+  }
+
+  Result<std::string> write_referrer(const Digest& image, const std::string& manifest, const std::string& bundle) override {
+    GPUENV_CHECK(m_client.put_blob(m_ref, marks::k_empty_blob));
+    GPUENV_CHECK(m_client.put_blob(m_ref, bundle));
+    const std::string digest = Digest::of(manifest).str();
+    GPUENV_TRY(put, m_client.put_manifest(m_ref, digest, manifest, images::media_type::k_manifest));
+    const std::string repo = m_ref.registry + "/" + m_ref.repository;
+    if (!put.oci_subject.empty()) return repo + " (the referrers API)";
+    GPUENV_TRY(api, m_client.has_referrers_api(m_ref, image.str()));
+    if (api) return repo + " (the referrers API)";
+    // The tag schema: the client keeps the index of referrers itself (distribution-spec 1.1, "Pushing Manifests
+    // with Subject"); registries ignore If-Match, so writers of one image are serialised by the caller's lock.
+    const std::string tag = marks::referrers_tag(image);
+    GPUENV_TRY(existing, m_client.get_manifest(m_ref, tag));
+    std::optional<std::string> old;
+    if (existing) old = existing->bytes;
+    const std::string index = marks::append_to_referrers_index(old, manifest);
+    if (!old || index != *old) GPUENV_CHECK(m_client.put_manifest(m_ref, tag, index, images::media_type::k_index));
+    return repo + ":" + tag + " (the fallback index)";
   }
 
   [[nodiscard]] std::string where(const Digest& image) const override {
@@ -247,18 +384,23 @@ Result<HostWanted> probe_host(const VerifyRequest& r, const Services& services) 
 }  // namespace
 
 Result<std::unique_ptr<MarkStore>> open_mark_store(const std::string& image, bool plain_http, Services& services) {
-  auto refuse_archive = [&] {
-    return make_error(ErrorKind::usage, "mark.bad_image", "an image archive cannot take marks (a tar file is written once)", image,
-                      "mark the image in its layout directory or in the registry it was pushed to");
-  };
-  if (image.rfind("oci-archive:", 0) == 0 || image.rfind("docker-archive:", 0) == 0) return refuse_archive();
+  // An archive: oci-archive:FILE[:REF], docker-archive:FILE[:NAME:TAG] or a plain tar FILE.
+  std::string archive_arg;
+  for (const char* prefix : {"oci-archive:", "docker-archive:"})
+    if (image.rfind(prefix, 0) == 0) archive_arg = image.substr(std::string(prefix).size());
   std::string layout_arg;
   if (image.rfind("oci:", 0) == 0) layout_arg = image.substr(4);
-  else if (image.rfind("docker://", 0) != 0) {
+  else if (archive_arg.empty() && image.rfind("docker://", 0) != 0) {
     const auto [path, ref] = images::split_image_ref(image);
     std::error_code ec;
     if (fs::is_directory(path, ec)) layout_arg = image;
-    else if (fs::exists(path, ec)) return refuse_archive();
+    else if (fs::is_regular_file(path, ec)) archive_arg = image;
+  }
+  if (!archive_arg.empty()) {
+    auto [path, ref] = images::split_image_ref(archive_arg);
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) return make_error(ErrorKind::usage, "mark.bad_image", "no such archive file", path, "give the file `gpuenv build --format oci-archive` wrote");
+    return std::unique_ptr<MarkStore>(std::make_unique<ArchiveMarkStore>(path, ref, image));
   }
   if (!layout_arg.empty()) {
     auto [path, ref] = images::split_image_ref(layout_arg);
@@ -309,7 +451,8 @@ Result<MarkResult> mark(const MarkRequest& r, Services& services) {
     return make_error(ErrorKind::usage, "mark.bad_duration", "--valid-for '" + r.valid_for + "' is not a duration", "--valid-for", "write it as 30d, 12h, 90m or 3600s");
   GPUENV_TRY(facts, marks::read_report(bytes, report_where));
   GPUENV_TRY(store, open_mark_store(r.image, r.plain_http, services));
-  GPUENV_TRY(image, store->image_digest());
+  GPUENV_TRY(subject, store->image_descriptor());
+  const Digest image = subject.digest;
   const std::string version = r.verifier_version.empty() ? std::string(GPUENV_VERSION) : r.verifier_version;
   GPUENV_TRY(predicate, marks::predicate_for(facts, image, {r.allow_replay, *valid_for, version}, report_where));
   const std::string statement = marks::render_statement(store->subject_name(), image, predicate);
@@ -328,7 +471,7 @@ Result<MarkResult> mark(const MarkRequest& r, Services& services) {
     if (has_layer(existing, layer)) {
       out.already_there = attempt == 0;
       out.records = existing->layers.size();
-      return out;
+      break;
     }
     const marks::AttImage att = marks::append_record(existing, envelope, marks::k_predicate_type);
     if (auto st = store->write_att(image, att, envelope); !st) return std::move(st).error().while_("storing the mark in " + out.where);
@@ -336,11 +479,19 @@ Result<MarkResult> mark(const MarkRequest& r, Services& services) {
     GPUENV_TRY(again, store->read_att(image));
     if (has_layer(again, layer)) {
       out.records = again->layers.size();
-      return out;
+      break;
     }
   }
-  return make_error(ErrorKind::environment, "mark.lost_race", "the mark was overwritten by another writer three times", out.where,
-                    "other hosts are marking this image at the same moment; mark again");
+  if (out.records == 0)
+    return make_error(ErrorKind::environment, "mark.lost_race", "the mark was overwritten by another writer three times", out.where,
+                      "other hosts are marking this image at the same moment; mark again");
+  if (r.referrers) {
+    GPUENV_TRY(bundle, marks::bundle_of(envelope, key));
+    const std::string manifest = marks::referrer_manifest(bundle, subject, marks::k_predicate_type, images::rfc3339(now_seconds(services)));
+    GPUENV_TRY(where, store->write_referrer(image, manifest, bundle));
+    out.referrer = Digest::of(manifest).str() + " in " + where;
+  }
+  return out;
 }
 
 bool Verification::ok() const {
@@ -383,7 +534,8 @@ Result<Verification> verify(const VerifyRequest& r, Services& services) {
   w.now = now_seconds(services);
 
   GPUENV_TRY(store, open_mark_store(r.image, r.plain_http, services));
-  GPUENV_TRY(image, store->image_digest());
+  GPUENV_TRY(subject, store->image_descriptor());
+  const Digest image = subject.digest;
   out.image = image;
   w.image = image;
   out.where = store->where(image);
@@ -406,7 +558,8 @@ Result<Verification> verify(const VerifyRequest& r, Services& services) {
 
 Result<std::vector<ListedRecord>> list_marks(const std::string& image, bool plain_http, Services& services) {
   GPUENV_TRY(store, open_mark_store(image, plain_http, services));
-  GPUENV_TRY(digest, store->image_digest());
+  GPUENV_TRY(subject, store->image_descriptor());
+  const Digest digest = subject.digest;
   GPUENV_TRY(att, store->read_att(digest));
   std::vector<ListedRecord> out;
   if (!att) return out;

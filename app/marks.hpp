@@ -18,13 +18,13 @@
 
 namespace gpuenv::app {
 
-/// Where an image's records are kept: its registry repository or its OCI layout. One adapter each
-/// (open_mark_store); tests drive both against real stores (a loopback docker-registry, a layout on disk).
+/// Where an image's records are kept: its registry repository, its OCI layout or its archive. One adapter each
+/// (open_mark_store); tests drive them against real stores (a loopback docker-registry, files on disk).
 class MarkStore {
  public:
   virtual ~MarkStore() = default;
-  /// The image's manifest digest: the subject its records name.
-  virtual Result<Digest> image_digest() = 0;
+  /// The image's manifest (media type, digest, size): the subject its records name.
+  virtual Result<images::Descriptor> image_descriptor() = 0;
   /// The name a record gives the image ("registry:5000/ml/torch", or the layout's path).
   [[nodiscard]] virtual std::string subject_name() const = 0;
   /// The image's attestation image, std::nullopt when it has none yet.
@@ -33,6 +33,10 @@ class MarkStore {
   virtual Result<std::string> read_record(const images::Descriptor& layer, std::uint64_t limit) = 0;
   /// Stores ATT as the image's attestation image, ENVELOPE (its newest layer) and its config first.
   virtual Status write_att(const Digest& image, const marks::AttImage& att, std::string_view envelope) = 0;
+  /// Stores an OCI 1.1 referrer of IMAGE (MANIFEST, whose one layer is BUNDLE, with the empty config) and makes it
+  /// findable: through the registry's referrers API where it has one, else in the fallback index `sha256-<hex>`.
+  /// Returns where it went, for messages.
+  virtual Result<std::string> write_referrer(const Digest& image, const std::string& manifest, const std::string& bundle) = 0;
   /// Where the records live, for messages ("registry:5000/ml/torch:sha256-<hex>.att").
   [[nodiscard]] virtual std::string where(const Digest& image) const = 0;
   /// A key naming this store's records of IMAGE on this host (for the lock that serialises writers).
@@ -40,8 +44,9 @@ class MarkStore {
 };
 
 /// The store of IMAGE: docker://REF or a registry reference (host/repo[:tag|@digest]); a layout DIR[:REF] or
-/// oci:DIR[:REF]. Errors: `mark.bad_image` (usage: an archive, which cannot take records: unpack or push it
-/// first; no such layout), the registry configuration's.
+/// oci:DIR[:REF]; an archive oci-archive:FILE, docker-archive:FILE or a tar FILE (read member by member,
+/// rewritten whole when a record is added). Errors: `mark.bad_image` (usage: no such layout or archive, an
+/// archive without an OCI index.json), the registry configuration's.
 Result<std::unique_ptr<MarkStore>> open_mark_store(const std::string& image, bool plain_http, Services& services);
 
 /// The signing key: PATH, else the file GPUENV_MARK_KEY names. Errors: `key.missing` (usage) when neither is
@@ -57,6 +62,7 @@ struct MarkRequest {
   std::string valid_for = "30d";  ///< notAfter - timeVerified
   bool plain_http = false;
   std::string verifier_version;   ///< gpuenv's version, for the record
+  bool referrers = false;         ///< also an OCI 1.1 referrer with a Sigstore bundle v0.3 (marks/referrer.hpp)
 };
 
 struct MarkResult {
@@ -65,6 +71,7 @@ struct MarkResult {
   std::string record_digest;       ///< sha256 of the envelope (its layer)
   std::size_t records = 0;         ///< the image's records now, this one included
   bool already_there = false;      ///< the same record was stored before
+  std::string referrer;            ///< with `referrers`: the referrer's digest and where it is found
   marks::MarkPredicate predicate;
 };
 

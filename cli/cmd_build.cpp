@@ -117,6 +117,7 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
   v.key = o.key;
   v.valid_for = o.valid_for;
   v.plain_http = o.plain_http;
+  v.referrers = o.referrers;
   if (built->pushed) v.mark_image = "docker://" + o.push;
   const ValidateOutcome outcome = run_validate(v, ctx);
   if (json) {
@@ -149,6 +150,7 @@ Command add_build_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_flag("--mark", o->mark, "With --validate: mark the image good when it passed, in the registry of --push (else in the layout)");
   sub->add_option("--key", o->key, "The private key of --mark (gpuenv key generate); default: the file GPUENV_MARK_KEY names");
   sub->add_option("--valid-for", o->valid_for, "How long the mark stays valid: 30d, 12h, ... (default 30d)");
+  sub->add_flag("--referrers", o->referrers, "Also store the mark as an OCI 1.1 referrer holding a Sigstore bundle v0.3");
   sub->add_option("--threads", o->threads, "Compression threads (default: all cores)")->check(CLI::NonNegativeNumber);
   sub->add_option("--driver", o->lock.resolve.driver, "The fleet's driver version (with a spec)");
   sub->add_option("--gpu", o->lock.resolve.gpus, "GPU model or architecture; repeatable (with a spec)");

@@ -15,7 +15,7 @@ using nlohmann::ordered_json;
 
 struct MarkOptions {
   std::string image, report, key, valid_for = "30d";
-  bool allow_replay = false, plain_http = false, json = false;
+  bool allow_replay = false, plain_http = false, json = false, referrers = false;
 };
 
 struct VerifyOptions {
@@ -52,6 +52,7 @@ void print_mark_result(const app::MarkResult& m, bool json, std::ostream& out) {
                         {"where", m.where},
                         {"record", m.record_digest},
                         {"records", m.records},
+                        {"referrer", m.referrer.empty() ? ordered_json(nullptr) : ordered_json(m.referrer)},
                         {"predicate", predicate_summary(m.predicate)}}
                    .dump(2)
         << "\n";
@@ -60,6 +61,7 @@ void print_mark_result(const app::MarkResult& m, bool json, std::ostream& out) {
   out << "marked " << m.image.str() << ": " << predicate_line(m.predicate) << "\n"
       << "  record " << m.record_digest << (m.already_there ? " (already there)" : "") << " in " << m.where << " (" << m.records << " record"
       << (m.records == 1 ? "" : "s") << ")\n";
+  if (!m.referrer.empty()) out << "  referrer " << m.referrer << "\n";
 }
 
 int cmd_mark(const MarkOptions& o, Context& ctx) {
@@ -70,6 +72,7 @@ int cmd_mark(const MarkOptions& o, Context& ctx) {
   rq.allow_replay = o.allow_replay;
   rq.valid_for = o.valid_for;
   rq.plain_http = o.plain_http;
+  rq.referrers = o.referrers;
   auto m = app::mark(rq, ctx);
   if (!m) return report_error(m.error(), o.json, ctx);
   print_mark_result(*m, o.json, *ctx.out);
@@ -137,11 +140,12 @@ int cmd_verify(const VerifyOptions& o, Context& ctx) {
 Command add_mark_command(CLI::App& app, const GlobalOptions& /*global*/) {
   auto o = std::make_shared<MarkOptions>();
   auto* sub = app.add_subcommand("mark", "Mark an image good from its passing validation report: a signed record stored beside the image");
-  sub->add_option("image", o->image, "The image: an OCI layout (DIR[:REF], oci:DIR[:REF]) or a registry image (docker://host/repo:tag)")->required();
+  sub->add_option("image", o->image, "The image: an OCI layout (DIR[:REF], oci:DIR[:REF]), an archive (FILE, oci-archive:FILE) or a registry image (docker://host/repo:tag)")->required();
   sub->add_option("--report", o->report, "The gpuenv-validation-v1 JSON report of the image's validation (gpuenv validate --image ... --json)")->required();
   sub->add_option("--key", o->key, "The private key (gpuenv key generate); default: the file GPUENV_MARK_KEY names");
   sub->add_option("--valid-for", o->valid_for, "How long the record stays valid (notAfter): 30d, 12h, ... (default 30d)");
   sub->add_flag("--allow-replay", o->allow_replay, "Mark from a report of the replay backend (the record says replay; verify refuses it by default)");
+  sub->add_flag("--referrers", o->referrers, "Also store the record as an OCI 1.1 referrer holding a Sigstore bundle v0.3 (cosign v3's format)");
   sub->add_flag("--plain-http", o->plain_http, "Talk to the registry over plain HTTP (a loopback or test registry)");
   sub->add_flag("--json", o->json, "Print a gpuenv-mark-v1 JSON document");
   return {sub, [o](Context& ctx) { return cmd_mark(*o, ctx); }};
@@ -150,7 +154,7 @@ Command add_mark_command(CLI::App& app, const GlobalOptions& /*global*/) {
 Command add_verify_command(CLI::App& app, const GlobalOptions& global) {
   auto o = std::make_shared<VerifyOptions>();
   auto* sub = app.add_subcommand("verify", "Whether an image was marked good for this GPU and driver: exit 0 yes, 1 no, 4 could not look");
-  sub->add_option("image", o->image, "The image: an OCI layout (DIR[:REF], oci:DIR[:REF]) or a registry image (docker://host/repo:tag)")->required();
+  sub->add_option("image", o->image, "The image: an OCI layout (DIR[:REF], oci:DIR[:REF]), an archive (FILE, oci-archive:FILE) or a registry image (docker://host/repo:tag)")->required();
   sub->add_option("--key", o->keys, "A public key whose signature counts (PKIX PEM, gpuenv.pub); repeatable")->required();
   sub->add_option("--gpu", o->gpu, "The GPU model the record must cover: auto (this host, the default), a model ('NVIDIA H200'), or any")
       ->take_last();

@@ -42,6 +42,7 @@ ValidateOutcome run_validate(const ValidateOptions& o, Context& ctx) {
   rq.key_path = o.key;
   rq.valid_for = o.valid_for;
   rq.plain_http = o.plain_http;
+  rq.referrers = o.referrers;
   auto marked = app::mark(rq, ctx);
   if (!marked) {
     out.mark_error = marked.error();
@@ -125,6 +126,7 @@ Command add_validate_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_option("--valid-for", o->valid_for, "How long the mark stays valid (notAfter): 30d, 12h, ... (default 30d)");
   sub->add_option("--mark-image", o->mark_image, "Put the mark on this copy of the image instead (docker://host/repo:tag: the same digest, pushed)");
   sub->add_flag("--plain-http", o->plain_http, "Talk to the registry of --mark-image over plain HTTP (a loopback or test registry)");
+  sub->add_flag("--referrers", o->referrers, "Also store the mark as an OCI 1.1 referrer holding a Sigstore bundle v0.3");
   return {sub, [o, &g](Context& ctx) {
     (void)g;
     return cmd_validate(*o, ctx);

@@ -91,6 +91,7 @@ struct ValidateOptions {
   std::string mark_image;           ///< where the mark goes: "" for --image itself (build --push: the registry image)
   std::string valid_for = "30d";    ///< the mark's validity
   bool plain_http = false;          ///< the registry of mark_image over plain HTTP
+  bool referrers = false;           ///< the mark also as an OCI 1.1 referrer
 };
 int cmd_validate(const ValidateOptions& options, Context& ctx);
 
@@ -152,6 +153,7 @@ struct BuildOptions {
   bool mark = false;        ///< mark it good when the validation passed (in the registry when pushed)
   std::string key;          ///< the signing key of --mark ("" for GPUENV_MARK_KEY)
   std::string valid_for = "30d";
+  bool referrers = false;   ///< the mark also as an OCI 1.1 referrer
 };
 int cmd_build(const BuildOptions& options, Context& ctx);
 

@@ -11,6 +11,11 @@
 #include <set>
 #include <vector>
 
+#include <archive.h>
+#include <archive_entry.h>
+
+#include <memory>
+
 #include "images/oci/tar_writer.hpp"
 #include "base/file_io.hpp"
 #include "base/unique_fd.hpp"
@@ -88,6 +93,65 @@ Status write_image_archive(const OciLayout& layout, const Descriptor& manifest, 
   }
   if (auto st = add_bytes("oci-layout", "{\"imageLayoutVersion\":\"1.0.0\"}"); !st) return st;
   if (auto st = tar.finish(); !st) return st;
+  return out.commit();
+}
+
+Status rewrite_archive(const std::string& path, const std::string& index, const std::map<Digest, std::string>& blobs) {
+  using Handle = std::unique_ptr<archive, decltype(&archive_read_free)>;
+  Handle in(archive_read_new(), &archive_read_free);
+  archive_read_support_filter_all(in.get());
+  archive_read_support_format_tar(in.get());
+  auto bad = [&](const std::string& what) {
+    const char* e = archive_error_string(in.get());
+    return make_error(ErrorKind::environment, "oci.bad_archive", what + " (" + (e ? e : "unreadable") + ")", path, "the archive is damaged; write it again");
+  };
+  if (archive_read_open_filename(in.get(), path.c_str(), 1 << 16) != ARCHIVE_OK) return bad("cannot read the archive");
+  GPUENV_TRY(out, AtomicFile::create(path));  // the old archive stays whole until the new one is committed
+  TarWriter tar([&](const char* d, std::size_t n) -> Status { return out.write(std::string_view(d, n)); }, 0);
+  std::set<std::string> present;
+  std::vector<char> buf(1 << 20);
+  while (true) {
+    archive_entry* e = nullptr;
+    const int r = archive_read_next_header(in.get(), &e);
+    if (r == ARCHIVE_EOF) break;
+    if (r < ARCHIVE_WARN) return bad("cannot read a member");
+    std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
+    while (name.rfind("./", 0) == 0) name.erase(0, 2);
+    while (!name.empty() && name.back() == '/') name.pop_back();
+    if (name.empty() || name == "index.json") continue;
+    TarEntry t;
+    t.path = name;
+    t.mode = archive_entry_perm(e) & 07777;
+    const auto type = archive_entry_filetype(e);
+    if (type == AE_IFDIR) {
+      t.type = TarEntry::Type::directory;
+    } else if (type == AE_IFREG) {
+      t.size = static_cast<std::uint64_t>(archive_entry_size(e));
+    } else {
+      continue;  // an image archive holds files and directories only
+    }
+    present.insert(name);
+    GPUENV_CHECK(tar.add(t));
+    if (t.type != TarEntry::Type::file) continue;
+    std::uint64_t copied = 0;
+    while (true) {
+      const la_ssize_t n = archive_read_data(in.get(), buf.data(), buf.size());
+      if (n < 0) return bad("cannot read " + name);
+      if (n == 0) break;
+      GPUENV_CHECK(tar.write_data(buf.data(), static_cast<std::size_t>(n)));
+      copied += static_cast<std::uint64_t>(n);
+    }
+    if (copied != t.size) return bad(name + " breaks off");
+  }
+  for (const auto& [digest, bytes] : blobs) {
+    const std::string name = "blobs/sha256/" + digest.hex();
+    if (present.count(name)) continue;
+    GPUENV_CHECK(tar.add({name, TarEntry::Type::file, 0644, 0, 0, bytes.size(), ""}));
+    GPUENV_CHECK(tar.write_data(bytes.data(), bytes.size()));
+  }
+  GPUENV_CHECK(tar.add({"index.json", TarEntry::Type::file, 0644, 0, 0, index.size(), ""}));
+  GPUENV_CHECK(tar.write_data(index.data(), index.size()));
+  GPUENV_CHECK(tar.finish());
   return out.commit();
 }
 

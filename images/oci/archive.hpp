@@ -5,7 +5,10 @@
 // - docker-archive: the same plus Docker's manifest.json (Config, RepoTags, Layers naming the blobs), which is
 //   what `docker save` writes since Docker 25 and what `docker load` and skopeo's docker-archive: read.
 // The file is written to a temporary name beside the output and renamed into place when complete.
+#include <map>
 #include <string>
+
+#include "base/digest.hpp"
 
 #include "images/oci/layout.hpp"
 
@@ -18,5 +21,11 @@ enum class ArchiveFormat { oci, docker };
 /// Errors: `oci.io`, `oci.bad_index` when the manifest cannot be read back.
 Status write_image_archive(const OciLayout& layout, const Descriptor& manifest, ArchiveFormat format, const std::string& repo_tag,
                            const std::string& output);
+
+/// Rewrites the tar file at PATH in place (a new file renamed over it when complete): every member copied as it
+/// is, but index.json, which becomes INDEX, and BLOBS (digest to bytes) added as blobs/sha256/<hex> where the
+/// archive lacks them. For what lives beside an image in an archive (marks). Errors: `oci.io`, `oci.bad_archive`
+/// (a member libarchive cannot read).
+Status rewrite_archive(const std::string& path, const std::string& index, const std::map<Digest, std::string>& blobs);
 
 }  // namespace gpuenv::images

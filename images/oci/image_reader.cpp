@@ -457,4 +457,9 @@ std::vector<LayerChange> diff_images(const ImageSummary& a, const ImageSummary& 
   return out;
 }
 
+Result<std::map<std::string, std::string>> read_archive_members(const std::string& path, const std::set<std::string>& names, const std::string& where) {
+  GPUENV_TRY(scan, scan_tar(path, names, where));
+  return std::move(scan.contents);
+}
+
 }  // namespace gpuenv::images

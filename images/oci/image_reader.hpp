@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +65,11 @@ Result<ImageSummary> summary_from_manifest(const nlohmann::json& manifest, const
 /// Splits "PATH:REF" at the first colon after which PATH exists (a REF may hold colons: "name:tag" in a docker
 /// archive); a directory's REF has no '/'. An existing `argument`, or one without such a split, is {argument, ""}.
 std::pair<std::string, std::string> split_image_ref(const std::string& argument);
+
+/// The members NAMES of the tar file at PATH ("index.json", "blobs/sha256/<hex>"), each at most 16 MiB, read in
+/// one pass that skips every other member's data; a name the archive lacks is absent from the answer. Errors as
+/// read_image_summary's for archives.
+Result<std::map<std::string, std::string>> read_archive_members(const std::string& path, const std::set<std::string>& names, const std::string& where);
 
 /// What changed in one package of a layer: `before` empty when added, `after` empty when removed.
 struct PackageChange {

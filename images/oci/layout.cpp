@@ -45,11 +45,11 @@ std::string string_at(const nlohmann::json& j, const char* key, const std::strin
 }  // namespace
 
 bool is_attachment_tag(std::string_view name) {
-  if (name.size() < 7 + 64 + 4 || name.substr(0, 7) != "sha256-") return false;
+  if (name.size() < 7 + 64 || name.substr(0, 7) != "sha256-") return false;
   for (const char c : name.substr(7, 64))
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   const std::string_view suffix = name.substr(7 + 64);
-  return suffix == ".att" || suffix == ".sig" || suffix == ".sbom";
+  return suffix.empty() || suffix == ".att" || suffix == ".sig" || suffix == ".sbom";
 }
 
 const nlohmann::json* choose_index_entry(const nlohmann::json& index, const std::string& ref, std::string& names) {

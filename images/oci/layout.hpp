@@ -79,8 +79,9 @@ struct DescriptorErrors {
 /// descriptors for layouts, archives and registries, so no digest from a document becomes a path unchecked.
 Result<Descriptor> parse_descriptor(const nlohmann::json& j, const std::string& where, const DescriptorErrors& errors = {});
 
-/// Whether a ref name is cosign's tag of something attached to an image, "sha256-<64 hex>.att" (attestations,
-/// gpuenv's marks), ".sig" or ".sbom": such an entry lives beside the image it names, never is one.
+/// Whether a ref name is a tag of something attached to an image: cosign's "sha256-<64 hex>.att" (attestations,
+/// gpuenv's marks), ".sig" or ".sbom", or the referrers tag schema's fallback index "sha256-<64 hex>". Such an
+/// entry lives beside the image it names, never is one.
 bool is_attachment_tag(std::string_view ref_name);
 
 /// The entry of an index's `manifests` that REF names: its org.opencontainers.image.ref.name, or its digest

@@ -921,23 +921,38 @@ Status RegistryClient::put_blob(const ImageReference& ref, std::string_view byte
   return ok_status();
 }
 
-Result<std::string> RegistryClient::put_manifest(const ImageReference& ref, const std::string& reference, const std::string& bytes,
-                                                 const std::string& media_type) {
+Result<RegistryClient::PutManifest> RegistryClient::put_manifest(const ImageReference& ref, const std::string& reference, const std::string& bytes,
+                                                                 const std::string& media_type) {
   Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull,push"});
-  const std::string digest = Digest::of(bytes).str();
+  PutManifest out;
+  out.digest = Digest::of(bytes).str();
   HttpRequest req;
   req.method = "PUT";
   req.url = s.url("/manifests/" + reference);
   req.headers.emplace_back("Content-Type", media_type);
   req.body = bytes;
   auto resp = s.send(req);
-  if (!resp) return std::move(resp).error().while_("pushing manifest " + digest);
-  if (resp->status != 201 && resp->status != 200) return s.response_error(*resp, "cannot push manifest " + digest, req);
-  if (const auto got = resp->header("docker-content-digest"); got && *got != digest) {
-    return make_error(ErrorKind::environment, "registry.digest_mismatch", "the registry stored " + *got + " for " + digest, "PUT " + redact_url(req.url),
+  if (!resp) return std::move(resp).error().while_("pushing manifest " + out.digest);
+  if (resp->status != 201 && resp->status != 200) return s.response_error(*resp, "cannot push manifest " + out.digest, req);
+  if (const auto got = resp->header("docker-content-digest"); got && *got != out.digest) {
+    return make_error(ErrorKind::environment, "registry.digest_mismatch", "the registry stored " + *got + " for " + out.digest, "PUT " + redact_url(req.url),
                       "the registry rewrote the manifest; try again");
   }
-  return digest;
+  if (const auto subject = resp->header("oci-subject")) out.oci_subject = *subject;
+  return out;
+}
+
+Result<bool> RegistryClient::has_referrers_api(const ImageReference& ref, const std::string& digest) {
+  Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
+  HttpRequest req;
+  req.url = s.url("/referrers/" + digest);
+  req.headers.emplace_back("Accept", media_type::k_index);
+  req.max_body = m_o.max_manifest_bytes;
+  auto resp = s.send(req);
+  if (!resp) return std::move(resp).error().while_("asking for the referrers of " + digest);
+  if (resp->status == 200) return content_type(*resp) == media_type::k_index;
+  if (resp->status == 404 || resp->status == 400) return false;  // no such API: the tag schema's fallback
+  return s.response_error(*resp, "cannot ask for the referrers of " + digest, req);
 }
 
 Result<RemoteImage> RegistryClient::fetch_manifest_and_config(const ImageReference& ref, const PullOptions& options) {

@@ -170,9 +170,16 @@ class RegistryClient {
   Result<std::string> get_blob(const ImageReference& ref, const Descriptor& d, std::uint64_t limit);
   /// Uploads BYTES as one blob (POST, then a monolithic PUT) unless the repository has it already.
   Status put_blob(const ImageReference& ref, std::string_view bytes);
-  /// PUTs BYTES as a manifest of MEDIA_TYPE under REFERENCE (a tag, or its own digest); returns its digest, checked
-  /// against the one the registry confirms.
-  Result<std::string> put_manifest(const ImageReference& ref, const std::string& reference, const std::string& bytes, const std::string& media_type);
+  /// What a manifest PUT answered.
+  struct PutManifest {
+    std::string digest;       ///< of the bytes, checked against the one the registry confirms
+    std::string oci_subject;  ///< the OCI-Subject header: the registry processed the manifest's subject (referrers API)
+  };
+  /// PUTs BYTES as a manifest of MEDIA_TYPE under REFERENCE (a tag, or its own digest).
+  Result<PutManifest> put_manifest(const ImageReference& ref, const std::string& reference, const std::string& bytes, const std::string& media_type);
+  /// Whether REF's repository answers the referrers API for DIGEST (GET /v2/<name>/referrers/<digest>: 200 with
+  /// an OCI index); false for a 404 or 400, which sends the caller to the tag schema's fallback index.
+  Result<bool> has_referrers_api(const ImageReference& ref, const std::string& digest);
 
  private:
   HttpClient& m_http;

@@ -204,6 +204,42 @@ TEST_F(CliMark, ALayoutIsMarkedVerifiedAndListedAndStillRunsAsOneImage) {
   }
 }
 
+TEST_F(CliMark, AnArchiveTakesMarksInsideItAndStaysAnImageSkopeoReads) {
+  const std::string digest = build_layout("img");
+  const std::string rep = report("img", "h200x1.yaml", "report.json");
+  for (const std::string format : {"oci-archive", "docker-archive"}) {
+    const std::string file = m_dir / ("img-" + format + ".tar");
+    CliResult r = gpuenv({"build", m_dir / "empty.lock", "--format", format, "-o", file, "--tag", "1", "--json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    ASSERT_EQ(json::parse(r.out)["digest"], digest) << "the same lock, the same image";
+    r = mark(file, rep, {"--json"});
+    ASSERT_EQ(r.code, 0) << format << ": " << r.err;
+    EXPECT_EQ(json::parse(r.out)["records"], 1);
+    ASSERT_EQ(mark(format + ":" + file, report("img", "l4x1.yaml", "l4.json")).code, 0) << format;
+    const CliResult v = verify(file, {"--allow-replay"});
+    EXPECT_EQ(v.code, 0) << format << ": " << v.out << v.err;
+    EXPECT_EQ(json::parse(v.out)["records"].size(), 2u) << v.out;
+    const CliResult i = gpuenv({"inspect", file, "--json"});
+    ASSERT_EQ(i.code, 0) << i.err;
+    EXPECT_EQ(json::parse(i.out)["digest"], digest);
+    EXPECT_EQ(json::parse(i.out)["marks"].size(), 2u) << i.out;
+    if (gpuenv::testing::have("skopeo")) {
+      const std::string tag = "sha256-" + digest.substr(7) + ".att";
+      // Beside the records the image needs its name for skopeo, as in a marked layout (docs/mark.md).
+      const std::string transport = format == "oci-archive" ? "oci-archive:" + file + ":1" : "docker-archive:" + file;
+      EXPECT_TRUE(gpuenv::testing::run("skopeo inspect --raw " + transport + " >/dev/null 2>&1").has_value()) << format << ": skopeo no longer reads the image";
+      if (format == "oci-archive") {
+        const auto att = gpuenv::testing::run("skopeo inspect --raw oci-archive:" + file + ":" + tag + " 2>&1");
+        ASSERT_TRUE(att.has_value()) << "skopeo cannot read the attestation image in the archive";
+        EXPECT_EQ(json::parse(*att)["layers"].size(), 2u) << *att;
+      }
+    }
+  }
+  // A tar that is no image is refused as one.
+  gpuenv::testing::write_file(m_dir / "junk.tar", std::string(1024, '\0'));
+  EXPECT_EQ(mark(m_dir / "junk.tar", rep).code, 2);
+}
+
 TEST_F(CliMark, MarkRefusesAFailedReportAnotherImagesReportAndAReplayReportWithoutBeingAsked) {
   const std::string first = build_layout("img");
   ASSERT_NE(build_layout("img2", true), first);
@@ -476,6 +512,74 @@ TEST_F(CliMark, BuildPushValidateMarkRunsTheWholeMissionAndRefusesToMarkRecorded
   EXPECT_EQ(j["validation"]["image"]["digest"], j["digest"]) << "the report names the image built";
   EXPECT_TRUE(j["mark"].contains("error")) << r.out;
   EXPECT_EQ(verify("docker://" + ref, {"--allow-replay"}).code, 1) << "nothing was marked";
+}
+
+TEST_F(CliMark, WithReferrersTheRecordIsAlsoASigstoreBundleReferrerFoundThroughTheFallbackIndex) {
+  skip_without_registry();
+  const std::string ref = pushed_image("ml/referred");
+  const std::string h200 = report("img", "h200x1.yaml", "h200.json");
+  const std::string l4 = report("img", "l4x1.yaml", "l4.json");
+  CliResult r = mark("docker://" + ref, h200, {"--referrers", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(json::parse(r.out)["referrer"].get<std::string>().find("fallback index"), std::string::npos) << r.out;
+  ASSERT_EQ(mark("docker://" + ref, l4, {"--referrers"}).code, 0);
+
+  auto http = gpuenv::make_curl_http_client({});
+  gpuenv::images::RegistryOptions ro;
+  ro.plain_http = true;
+  gpuenv::images::RegistryClient client(*http, ro);
+  const auto parsed = gpuenv::images::parse_image_reference(ref);
+  ASSERT_TRUE(parsed.ok());
+  const std::string digest = json::parse(r.out)["image"];
+  // Debian's docker-registry has no referrers API: the index lives under the tag schema's fallback tag.
+  auto api = client.has_referrers_api(*parsed, digest);
+  ASSERT_TRUE(api.ok()) << api.error().to_string();
+  EXPECT_FALSE(*api);
+  auto index = client.get_manifest(*parsed, "sha256-" + digest.substr(7));
+  ASSERT_TRUE(index.ok() && index->has_value()) << "no fallback index";
+  const json ij = json::parse((*index)->bytes);
+  EXPECT_EQ(ij["mediaType"], "application/vnd.oci.image.index.v1+json");
+  ASSERT_EQ(ij["manifests"].size(), 2u) << ij.dump();
+  const json& entry = ij["manifests"][0];
+  EXPECT_EQ(entry["artifactType"], "application/vnd.dev.sigstore.bundle.v0.3+json");
+  EXPECT_EQ(entry["annotations"]["dev.sigstore.bundle.predicateType"], "https://gpuenv.dev/attestation/validation/v1");
+  EXPECT_EQ(entry["annotations"]["dev.sigstore.bundle.content"], "dsse-envelope");
+  auto referrer = client.get_manifest(*parsed, entry["digest"].get<std::string>());
+  ASSERT_TRUE(referrer.ok() && referrer->has_value());
+  const json rm = json::parse((*referrer)->bytes);
+  EXPECT_EQ(rm["subject"]["digest"], digest);
+  EXPECT_EQ(rm["config"]["mediaType"], "application/vnd.oci.empty.v1+json");
+  const auto bundle_d = gpuenv::images::parse_descriptor(rm["layers"][0], "referrer");
+  ASSERT_TRUE(bundle_d.ok());
+  const auto bundle = client.get_blob(*parsed, *bundle_d, 1 << 20);
+  ASSERT_TRUE(bundle.ok());
+  const json b = json::parse(*bundle);
+  EXPECT_EQ(b["mediaType"], "application/vnd.dev.sigstore.bundle.v0.3+json");
+  EXPECT_EQ(b["dsseEnvelope"]["signatures"].size(), 1u);
+  EXPECT_FALSE(b["dsseEnvelope"]["signatures"][0].contains("keyid"));
+  // The hint is the standard base64 of the sha256 of the public key's DER bytes, computed here with openssl.
+  const auto hint = gpuenv::testing::run("openssl pkey -pubin -in " + (m_dir / "keys/gpuenv.pub") + " -outform DER | openssl dgst -sha256 -binary | base64");
+  ASSERT_TRUE(hint.has_value());
+  EXPECT_EQ(b["verificationMaterial"]["publicKey"]["hint"].get<std::string>() + "\n", *hint);
+  // The bundle's envelope verifies with openssl over a PAE built here.
+  const std::string payload = *gpuenv::marks::base64_decode(b["dsseEnvelope"]["payload"].get<std::string>());
+  gpuenv::testing::write_file(m_dir / "pae.bin", "DSSEv1 28 application/vnd.in-toto+json " + std::to_string(payload.size()) + " " + payload);
+  gpuenv::testing::write_file(m_dir / "sig.der", *gpuenv::marks::base64_decode(b["dsseEnvelope"]["signatures"][0]["sig"].get<std::string>()));
+  const auto ok = gpuenv::testing::run("openssl dgst -sha256 -verify " + (m_dir / "keys/gpuenv.pub") + " -signature " + (m_dir / "sig.der") + " " +
+                                       (m_dir / "pae.bin") + " 2>&1");
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_NE(ok->find("Verified OK"), std::string::npos) << *ok;
+  // The cosign-style records are there as before, and the image is still what the tag names.
+  EXPECT_EQ(verify("docker://" + ref, {"--allow-replay"}).code, 0);
+
+  // In a layout the fallback index is an index.json entry too, and the layout still holds one image.
+  build_layout("layout");
+  const std::string rep = report("layout", "h200x1.yaml", "layout.json");
+  ASSERT_EQ(mark(m_dir / "layout", rep, {"--referrers"}).code, 0);
+  const json layout_index = json::parse(gpuenv::testing::read_file(m_dir / "layout/index.json"));
+  EXPECT_EQ(layout_index["manifests"].size(), 3u) << layout_index.dump();
+  EXPECT_EQ(gpuenv({"inspect", m_dir / "layout"}).code, 0);
+  EXPECT_EQ(verify(m_dir / "layout", {"--allow-replay"}).code, 0);
 }
 
 TEST_F(CliMark, VerifyThatCannotReachTheRegistryExitsFour) {
