@@ -39,7 +39,7 @@ ref=127.0.0.1:$port/bench/marked:1
 digest=$("$gpuenv" build "$work/empty.lock" -o "$work/img" --push "$ref" --plain-http --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["digest"])')
 "$gpuenv" validate --backend replay:tests/data/validate/h200x1.yaml --level quick --image "$work/img" --check driver_loaded --json > "$work/report.json"
 mark=("$gpuenv" mark "docker://$ref" --report "$work/report.json" --key "$work/keys/gpuenv.key" --allow-replay --plain-http)
-for _ in $(seq 9); do "${mark[@]}" >/dev/null; done
+for _ in $(seq 10); do "${mark[@]}" >/dev/null; done
 verify="$gpuenv verify docker://$ref --key $work/keys/gpuenv.pub --gpu 'NVIDIA H200' --driver 550.90.07 --cc off --allow-replay --plain-http"
 eval "$verify" >/dev/null
 echo "records: $("$gpuenv" inspect "docker://$ref" --plain-http --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["marks"]))')"
