@@ -20,23 +20,9 @@ docker-registry serve "$work/config.yml" 2>/dev/null & pid=$!
 trap 'kill $pid; rm -rf "$work"' EXIT
 for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/v2/" && break; sleep 0.1; done
 export GPUENV_CACHE_DIR=$work/cache
-cat > "$work/empty.lock" <<'LOCK'
-schema: "gpuenv-lock-v1"
-generator: "bench/mark.sh"
-spec:
-  name: "marked"
-  sha256: "spec-digest"
-base: "debian:12"
-cuda: null
-cudnn: null
-python: null
-driver:
-  min: "525.60.13"
-packages: []
-LOCK
 ref=127.0.0.1:$port/bench/marked:1
 "$gpuenv" key generate -o "$work/keys" >/dev/null
-digest=$("$gpuenv" build "$work/empty.lock" -o "$work/img" --push "$ref" --plain-http --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["digest"])')
+digest=$("$gpuenv" build tests/data/locks/empty.lock -o "$work/img" --push "$ref" --plain-http --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["digest"])')
 "$gpuenv" validate --backend replay:tests/data/validate/h200x1.yaml --level quick --image "$work/img" --check driver_loaded --json > "$work/report.json"
 mark=("$gpuenv" mark "docker://$ref" --report "$work/report.json" --key "$work/keys/gpuenv.key" --allow-replay --plain-http)
 for _ in $(seq 10); do "${mark[@]}" >/dev/null; done

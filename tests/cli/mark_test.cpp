@@ -36,20 +36,7 @@ using nlohmann::json;
 const std::string k_data = std::string(GPUENV_SOURCE_DIR) + "/tests/data/validate/";
 
 /// A lock with no packages and no Python: it builds, offline, into an image holding only gpuenv's metadata layer.
-constexpr const char* k_empty_lock = R"(# gpuenv.lock: written by hand for tests/cli/mark_test.cpp.
-schema: "gpuenv-lock-v1"
-generator: "gpuenv test"
-spec:
-  name: "marked"
-  sha256: "spec-digest"
-base: "debian:12"
-cuda: null
-cudnn: null
-python: null
-driver:
-  min: "525.60.13"
-packages: []
-)";
+const std::string k_empty_lock_path = std::string(GPUENV_SOURCE_DIR) + "/tests/data/locks/empty.lock";
 
 struct CliResult {
   int code = -1;
@@ -64,7 +51,7 @@ class CliMark : public ::testing::Test {
     s_registry = nullptr;
   }
   void SetUp() override {
-    gpuenv::testing::write_file(m_dir / "empty.lock", k_empty_lock);
+    gpuenv::testing::write_file(m_dir / "empty.lock", gpuenv::testing::read_file(k_empty_lock_path));
     fs::create_directories(m_dir / "home");
     ASSERT_EQ(gpuenv({"key", "generate", "-o", m_dir / "keys"}).code, 0);
     ASSERT_EQ(gpuenv({"key", "generate", "-o", m_dir / "other"}).code, 0);
@@ -98,8 +85,8 @@ class CliMark : public ::testing::Test {
   std::string build_layout(const std::string& name, bool another = false) {
     std::string lock = m_dir / "empty.lock";
     if (another) {
-      std::string text = k_empty_lock;
-      text.replace(text.find("\"marked\""), 8, "\"other\"");
+      std::string text = gpuenv::testing::read_file(k_empty_lock_path);
+      text.replace(text.find("\"empty\""), 7, "\"other\"");
       lock = m_dir / "other.lock";
       gpuenv::testing::write_file(lock, text);
     }
@@ -157,6 +144,17 @@ class CliMark : public ::testing::Test {
     for (const auto& s : reasons(r, i))
       if (s.find(part) != std::string::npos) return true;
     return false;
+  }
+
+  /// What `openssl dgst -sha256 -verify` says of SIG (base64 DER) over the pre-authentication encoding of
+  /// PAYLOAD, built here by hand from the DSSE spec ("DSSEv1" SP len(type) SP type SP len(body) SP body), under
+  /// the test's public key.
+  std::string openssl_verify(const std::string& payload, const json& sig) {
+    gpuenv::testing::write_file(m_dir / "pae.bin", "DSSEv1 28 application/vnd.in-toto+json " + std::to_string(payload.size()) + " " + payload);
+    gpuenv::testing::write_file(m_dir / "sig.der", gpuenv::marks::base64_decode(sig.get<std::string>()).value_or(""));
+    return gpuenv::testing::run("openssl dgst -sha256 -verify " + (m_dir / "keys/gpuenv.pub") + " -signature " + (m_dir / "sig.der") + " " +
+                                (m_dir / "pae.bin") + " 2>&1")
+        .value_or("(openssl failed)");
   }
 
   void skip_without_registry() {
@@ -473,13 +471,7 @@ TEST_F(CliMark, TheStoredEnvelopeVerifiesWithOpensslAndSecuresystemslib) {
   const json statement = json::parse(payload);
   EXPECT_EQ(statement["subject"][0]["digest"]["sha256"], digest.substr(7));
   EXPECT_EQ(statement.size(), 4u);
-  // PAE built here, by hand, from the spec: "DSSEv1" SP len(type) SP type SP len(body) SP body.
-  gpuenv::testing::write_file(m_dir / "pae.bin", "DSSEv1 28 application/vnd.in-toto+json " + std::to_string(payload.size()) + " " + payload);
-  gpuenv::testing::write_file(m_dir / "sig.der", *gpuenv::marks::base64_decode(env["signatures"][0]["sig"].get<std::string>()));
-  const auto ok = gpuenv::testing::run("openssl dgst -sha256 -verify " + (m_dir / "keys/gpuenv.pub") + " -signature " + (m_dir / "sig.der") + " " +
-                                       (m_dir / "pae.bin") + " 2>&1");
-  ASSERT_TRUE(ok.has_value());
-  EXPECT_NE(ok->find("Verified OK"), std::string::npos) << *ok;
+  EXPECT_EQ(openssl_verify(payload, env["signatures"][0]["sig"]), "Verified OK\n");
   const std::string python = std::string(GPUENV_TEST_VENV) + "/bin/python";
   if (std::string(GPUENV_TEST_VENV).empty() || !fs::exists(python)) GTEST_SKIP() << "no securesystemslib venv (scripts/test.sh makes " << GPUENV_TEST_VENV << ")";
   const std::string script =
@@ -563,12 +555,7 @@ TEST_F(CliMark, WithReferrersTheRecordIsAlsoASigstoreBundleReferrerFoundThroughT
   EXPECT_EQ(b["verificationMaterial"]["publicKey"]["hint"].get<std::string>() + "\n", *hint);
   // The bundle's envelope verifies with openssl over a PAE built here.
   const std::string payload = *gpuenv::marks::base64_decode(b["dsseEnvelope"]["payload"].get<std::string>());
-  gpuenv::testing::write_file(m_dir / "pae.bin", "DSSEv1 28 application/vnd.in-toto+json " + std::to_string(payload.size()) + " " + payload);
-  gpuenv::testing::write_file(m_dir / "sig.der", *gpuenv::marks::base64_decode(b["dsseEnvelope"]["signatures"][0]["sig"].get<std::string>()));
-  const auto ok = gpuenv::testing::run("openssl dgst -sha256 -verify " + (m_dir / "keys/gpuenv.pub") + " -signature " + (m_dir / "sig.der") + " " +
-                                       (m_dir / "pae.bin") + " 2>&1");
-  ASSERT_TRUE(ok.has_value());
-  EXPECT_NE(ok->find("Verified OK"), std::string::npos) << *ok;
+  EXPECT_EQ(openssl_verify(payload, b["dsseEnvelope"]["signatures"][0]["sig"]), "Verified OK\n");
   // The cosign-style records are there as before, and the image is still what the tag names.
   EXPECT_EQ(verify("docker://" + ref, {"--allow-replay"}).code, 0);
 

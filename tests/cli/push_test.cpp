@@ -23,20 +23,7 @@ namespace fs = std::filesystem;
 using gpuenv::testing::DockerRegistry;
 
 /// A lock with no packages and no Python: it builds, offline, into an image holding only gpuenv's metadata layer.
-constexpr const char* k_empty_lock = R"(# gpuenv.lock: written by hand for tests/cli/push_test.cpp.
-schema: "gpuenv-lock-v1"
-generator: "gpuenv test"
-spec:
-  name: "pushed"
-  sha256: "spec-digest"
-base: "debian:12"
-cuda: null
-cudnn: null
-python: null
-driver:
-  min: "525.60.13"
-packages: []
-)";
+const std::string k_empty_lock_path = std::string(GPUENV_SOURCE_DIR) + "/tests/data/locks/empty.lock";
 
 struct CliResult {
   int code = -1;
@@ -53,7 +40,7 @@ class CliPush : public ::testing::Test {
   }
   void SetUp() override {
     if (!s_registry->skip_reason().empty()) GTEST_SKIP() << s_registry->skip_reason();
-    gpuenv::testing::write_file(m_dir / "empty.lock", k_empty_lock);
+    gpuenv::testing::write_file(m_dir / "empty.lock", gpuenv::testing::read_file(k_empty_lock_path));
     fs::create_directories(m_dir / "home");  // no ~/.docker/config.json there
   }
 

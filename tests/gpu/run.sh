@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one script for a machine with an NVIDIA GPU (run it through the device tool, then give the machine back).
 # Runs the GPU contract tests, times `validate --level quick`, runs `validate --level standard --json`, runs the
-# long level's gemm_sustained for a minute, and cross-checks hbm_bandwidth against a PyTorch device-to-device copy
+# long level's gemm_sustained for a minute, marks a small image good and verifies the mark, and cross-checks hbm_bandwidth against a PyTorch device-to-device copy
 # and bf16 gemm_tflops against torch.matmul on the same GPU, printing short tables. Writes what it measured under
 # $OUT (when set) or build-gpu/out. Read-only on the GPU: no clocks, power, ECC, MIG or persistence change.
 #
@@ -114,5 +114,12 @@ PY
 timeout 150 "${gpuenv[@]}" validate --level long --check gemm_sustained --gpus 0 --json > "$out/sustained.json" 2> "$out/sustained.err"
 echo "gemm_sustained: exit $?"
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); [print(" ", x["status"], x.get("code",""), x["message"][:160], {m["name"]: round(m["value"],1) for m in x.get("metrics",[])}) for c in r["checks"] for x in c["results"]]' "$out/sustained.json" 2>&1 | tee "$out/sustained.txt"
+# Marking for real (docs/mark.md): a small image validated at the quick level on this GPU, marked in its layout,
+# and verified with auto (this host's GPU, driver and CC mode).
+"${gpuenv[@]}" key generate -o "$out/keys" --force >/dev/null
+"${gpuenv[@]}" build tests/data/locks/empty.lock -o "$out/marked" --tag 1 >/dev/null 2>"$out/mark.err"
+"${gpuenv[@]}" validate --level quick --gpus 0 --image "$out/marked" --mark --key "$out/keys/gpuenv.key" --json > "$out/marked.json" 2>>"$out/mark.err"
+echo "validate --mark: exit $?"; tail -4 "$out/mark.err"
+"${gpuenv[@]}" verify "$out/marked" --key "$out/keys/gpuenv.pub" 2>&1 | tee "$out/verify.txt"
 "${gpuenv[@]}" resolve recipes/examples/torch-h100.yaml --gpu H200 --driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)" | tail -3
 echo "quick_rc=$quick_rc standard_rc=$standard_rc"
