@@ -313,6 +313,27 @@ def main():
                                        "predicateType": "https://gpuenv.dev/attestation/validation/v1"}}]}
     write("mark", "att_manifest", b"\x06" + json.dumps(att).encode())
 
+    # attest: a made-up attestation report shaped as NVIDIA's (SPDM 1.1 GET_MEASUREMENTS request and MEASUREMENTS
+    # response; two 48-byte blocks, opaque data, a 96-byte signature of filler): the structure, not real evidence
+    # (the published evidence stays in ../shared/cc_vectors).
+    import struct
+    def report(opaque):
+        request = bytes([0x11, 0xE0, 0x01, 0xFF]) + bytes(range(32)) + b"\x00"
+        blocks = b"".join(struct.pack("<BBHBH", i, 1, 51, 1, 48) + bytes([i]) * 48 for i in (1, 2))
+        response = bytes([0x11, 0x60, 0, 0, 2]) + struct.pack("<I", len(blocks))[:3] + blocks + b"n" * 32
+        return request + response + struct.pack("<H", len(opaque)) + opaque + b"s" * 96
+    legacy = struct.pack("<HH", 3, 10) + b"550.90.07\x00" + struct.pack("<HH", 6, 8) + bytes([0, 0x9F, 0, 0x96, 1, 0, 0, 0]) \
+        + struct.pack("<HH", 11, 1) + b"\x55" + struct.pack("<HH", 20, 48) + b"f" * 48 + struct.pack("<HHH", 34, 2, 1)[:6]
+    versioned = b"NVDAOD" + struct.pack("<HBBBB", 0, 2, 0, 0, 0) + struct.pack("<HHH", 3, 0, 7) + b"620.12\x00" \
+        + struct.pack("<HHH", 37, 0x87, 4) + b"\x01\x00\x00\x00"
+    write("attest", "report_legacy", b"\x00" + report(legacy))
+    write("attest", "report_versioned", b"\x00" + report(versioned))
+    write("attest", "report_hex", b"\x01" + report(legacy).hex().encode())
+    evidence = {"nonce": bytes(range(32)).hex(), "arch": "HOPPER",
+                "evidence_list": [{"evidence": base64.b64encode(report(legacy)).decode(),
+                                   "certificate": base64.b64encode(b"-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n").decode()}]}
+    write("attest", "evidence_json", b"\x02" + json.dumps(evidence).encode())
+
 
 if __name__ == "__main__":
     main()

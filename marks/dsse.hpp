@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/base64.hpp"
 #include "base/error.hpp"
 #include "marks/keys.hpp"
 
@@ -18,10 +19,9 @@ inline constexpr std::string_view k_in_toto_payload_type = "application/vnd.in-t
 /// PAE(type, body) = "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body, lengths in ASCII decimal.
 std::string pre_authentication_encoding(std::string_view payload_type, std::string_view payload);
 
-/// Standard base64 with padding.
-std::string base64_encode(std::string_view bytes);
-/// Standard or URL-safe base64 (DSSE verifiers must take either), padding optional; std::nullopt for anything else.
-std::optional<std::string> base64_decode(std::string_view text);
+/// Standard base64 with padding; standard or URL-safe when read (DSSE verifiers must take either): base/base64.hpp.
+using gpuenv::base64_decode;
+using gpuenv::base64_encode;
 
 /// The envelope JSON of PAYLOAD signed with KEY: {"payload","payloadType","signatures":[{"keyid":"","sig"}]}.
 /// Error `mark.sign` when KEY cannot sign.

@@ -701,52 +701,6 @@ Result<ImageReference> parse_image_reference(std::string_view text) {
   return r;
 }
 
-std::string base64_encode(std::string_view bytes) {
-  static const char* k = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  std::size_t i = 0;
-  for (; i + 3 <= bytes.size(); i += 3) {
-    const unsigned v = static_cast<unsigned char>(bytes[i]) << 16 | static_cast<unsigned char>(bytes[i + 1]) << 8 | static_cast<unsigned char>(bytes[i + 2]);
-    out += k[v >> 18];
-    out += k[(v >> 12) & 63];
-    out += k[(v >> 6) & 63];
-    out += k[v & 63];
-  }
-  if (const std::size_t left = bytes.size() - i; left > 0) {
-    unsigned v = static_cast<unsigned char>(bytes[i]) << 16;
-    if (left == 2) v |= static_cast<unsigned char>(bytes[i + 1]) << 8;
-    out += k[v >> 18];
-    out += k[(v >> 12) & 63];
-    out += left == 2 ? k[(v >> 6) & 63] : '=';
-    out += '=';
-  }
-  return out;
-}
-
-std::optional<std::string> base64_decode(std::string_view text) {
-  while (!text.empty() && (text.back() == '=' || std::isspace(static_cast<unsigned char>(text.back())))) text.remove_suffix(1);
-  std::string out;
-  unsigned acc = 0;
-  int bits = 0;
-  for (const char c : text) {
-    int v;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9') v = c - '0' + 52;
-    else if (c == '+' || c == '-') v = 62;
-    else if (c == '/' || c == '_') v = 63;
-    else return std::nullopt;
-    acc = (acc << 6) | static_cast<unsigned>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((acc >> bits) & 0xff);
-    }
-  }
-  if (bits >= 6) return std::nullopt;  // a single leftover character cannot be valid
-  return out;
-}
-
 Result<std::optional<RegistryCredentials>> parse_docker_config_credentials(std::string_view json_text, const std::string& registry,
                                                                            const std::string& where) {
   const auto j = json::parse(json_text, nullptr, false);

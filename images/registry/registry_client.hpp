@@ -18,6 +18,7 @@
 
 #include "images/oci/layout.hpp"
 #include "base/net/http_client.hpp"
+#include "base/base64.hpp"
 #include "base/error.hpp"
 
 namespace gpuenv::images {
@@ -69,10 +70,9 @@ struct AuthChallenge {
 /// Parses the first challenge of a WWW-Authenticate header. Error: `registry.auth_challenge`.
 Result<AuthChallenge> parse_auth_challenge(std::string_view header);
 
-/// Base64 (standard alphabet, padded) of `bytes`.
-std::string base64_encode(std::string_view bytes);
-/// Decodes standard base64 (padding optional); nullopt when malformed.
-std::optional<std::string> base64_decode(std::string_view text);
+/// Base64 (base/base64.hpp): standard and padded when written; standard or URL-safe when read.
+using gpuenv::base64_decode;
+using gpuenv::base64_encode;
 
 /// How to reach a registry.
 struct RegistryOptions {

@@ -14,9 +14,10 @@ ALLOWED = {
     "packages": {"base", "resolver"},
     "images": {"base", "resolver", "packages"},
     "validate": {"base", "resolver"},
-    "marks": {"base", "resolver", "images", "validate"},
-    "app": {"base", "resolver", "recipes", "packages", "images", "validate", "marks"},
-    "cli": {"base", "resolver", "recipes", "packages", "images", "validate", "marks", "app"},
+    "attest": {"base"},
+    "marks": {"base", "resolver", "images", "validate", "attest"},
+    "app": {"base", "resolver", "recipes", "packages", "images", "validate", "attest", "marks"},
+    "cli": {"base", "resolver", "recipes", "packages", "images", "validate", "attest", "marks", "app"},
     "tools": {"base", "resolver"},
 }
 FOLDERS = set(ALLOWED)

@@ -1,0 +1,36 @@
+// libFuzzer target: the readers of GPU attestation evidence on untrusted bytes (the first byte picks the reader):
+// the report (raw), a report file (raw or hex text) and the evidence JSON.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "attest/evidence.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  const std::string_view bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
+  using namespace gpuenv::attest;
+  auto use = [](const Report& r) {
+    (void)r.driver_version();
+    (void)r.vbios_version();
+    (void)r.fwid();
+    (void)r.nvdec0_status();
+    (void)r.opaque_version();
+    (void)r.text_field(k_chip_info);
+  };
+  switch (data[0] % 3) {
+    case 0:
+      if (auto r = parse_report(bytes, "fuzz")) use(*r);
+      break;
+    case 1:
+      if (auto b = report_bytes(bytes, "fuzz"))
+        if (auto r = parse_report(*b, "fuzz")) use(*r);
+      break;
+    default:
+      if (auto e = parse_evidence_json(bytes, "fuzz"))
+        for (const auto& item : e->items)
+          if (auto r = parse_report(item.report, "fuzz")) use(*r);
+      break;
+  }
+  return 0;
+}
