@@ -1,10 +1,12 @@
 // libFuzzer target: the readers of GPU attestation evidence on untrusted bytes (the first byte picks the reader):
-// the report (raw), a report file (raw or hex text) and the evidence JSON.
+// the report (raw), a report file (raw or hex text), the evidence JSON, a DICE TcbInfo extension and a DER
+// certificate (its FWID).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "attest/evidence.hpp"
+#include "attest/verify.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
@@ -18,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)r.opaque_version();
     (void)r.text_field(k_chip_info);
   };
-  switch (data[0] % 3) {
+  switch (data[0] % 5) {
     case 0:
       if (auto r = parse_report(bytes, "fuzz")) use(*r);
       break;
@@ -26,6 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (auto b = report_bytes(bytes, "fuzz"))
         if (auto r = parse_report(*b, "fuzz")) use(*r);
       break;
+    case 3: (void)dice_tcb_info_fwid(bytes); break;
+    case 4: (void)leaf_fwid(bytes); break;
     default:
       if (auto e = parse_evidence_json(bytes, "fuzz"))
         for (const auto& item : e->items)

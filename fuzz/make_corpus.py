@@ -333,6 +333,12 @@ def main():
                 "evidence_list": [{"evidence": base64.b64encode(report(legacy)).decode(),
                                    "certificate": base64.b64encode(b"-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n").decode()}]}
     write("attest", "evidence_json", b"\x02" + json.dumps(evidence).encode())
+    def der(tag, content):
+        n = len(content)
+        return bytes([tag]) + (bytes([n]) if n < 128 else bytes([0x81, n])) + content
+    sha384 = der(0x06, bytes([0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x02]))
+    tcb_info = der(0x30, der(0x80, b"NVIDIA") + der(0xA6, der(0x30, sha384 + der(0x04, b"f" * 48))))
+    write("attest", "dice_tcb_info", b"\x03" + tcb_info)
 
 
 if __name__ == "__main__":
