@@ -23,7 +23,14 @@ command -v pigz >/dev/null || { echo "pigz missing (apt-get install pigz)" >&2; 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export GPUENV_CACHE_DIR=$work/cache
-seconds() { local s; s=$(date +%s.%N); "$@" >/dev/null 2>"$work/last.err" || { cat "$work/last.err" >&2; exit 1; }; echo "$(date +%s.%N) - $s" | bc; }
+# Seconds COMMAND takes; a failure stops the benchmark naming the command and its exit status (a crash leaves
+# stderr empty, and this runs inside $(...), where an exit alone would pass unnoticed).
+seconds() {
+  local s rc=0; s=$(date +%s.%N)
+  "$@" >/dev/null 2>"$work/last.err" || rc=$?
+  if [ "$rc" != 0 ]; then echo "bench: '$*' failed with exit status $rc" >&2; cat "$work/last.err" >&2; exit 1; fi
+  echo "$(date +%s.%N) - $s" | bc
+}
 
 cp "$spec" "$work/a.yaml"
 python3 - "$work/a.yaml" "$work/b.yaml" "$extra" <<'PY'
