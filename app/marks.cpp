@@ -409,6 +409,9 @@ Result<std::unique_ptr<MarkStore>> open_mark_store(const std::string& image, boo
       return make_error(ErrorKind::usage, "mark.bad_image", "not an OCI image layout (no index.json)", path, "give the directory `gpuenv build` wrote");
     return std::unique_ptr<MarkStore>(std::make_unique<LayoutMarkStore>(path, ref));
   }
+  if (image.rfind('/', 0) == 0 || image.rfind("./", 0) == 0 || image.rfind("../", 0) == 0)
+    return make_error(ErrorKind::usage, "mark.bad_image", "no such image layout or archive", images::split_image_ref(image).first,
+                      "give the directory or file `gpuenv build` wrote, or a registry reference (docker://host[:port]/repo:tag)");
   const std::string text = image.rfind("docker://", 0) == 0 ? image.substr(9) : image;
   auto ref = images::parse_image_reference(text);
   if (!ref) {

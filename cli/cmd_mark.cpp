@@ -155,7 +155,7 @@ Command add_verify_command(CLI::App& app, const GlobalOptions& global) {
   auto o = std::make_shared<VerifyOptions>();
   auto* sub = app.add_subcommand("verify", "Whether an image was marked good for this GPU and driver: exit 0 yes, 1 no, 4 could not look");
   sub->add_option("image", o->image, "The image: an OCI layout (DIR[:REF], oci:DIR[:REF]), an archive (FILE, oci-archive:FILE) or a registry image (docker://host/repo:tag)")->required();
-  sub->add_option("--key", o->keys, "A public key whose signature counts (PKIX PEM, gpuenv.pub); repeatable")->required();
+  sub->add_option("--key", o->keys, "A public key whose signature counts (PKIX PEM, gpuenv.pub); repeatable")->required()->allow_extra_args(false);
   sub->add_option("--gpu", o->gpu, "The GPU model the record must cover: auto (this host, the default), a model ('NVIDIA H200'), or any")
       ->take_last();
   sub->add_option("--driver", o->driver, "The driver the record must cover (same version, or same branch and not older): auto, a version, or any")

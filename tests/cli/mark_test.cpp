@@ -569,6 +569,17 @@ TEST_F(CliMark, WithReferrersTheRecordIsAlsoASigstoreBundleReferrerFoundThroughT
   EXPECT_EQ(verify(m_dir / "layout", {"--allow-replay"}).code, 0);
 }
 
+TEST_F(CliMark, VerifyTakesKeysBeforeTheImageAndNamesAnImageThatIsNotThere) {
+  build_layout("img");
+  CliResult r = gpuenv({"verify", "--key", m_dir / "keys/gpuenv.pub", "--key", m_dir / "other/gpuenv.pub", m_dir / "img", "--gpu", "any", "--driver", "any",
+                        "--cc", "any"});
+  EXPECT_EQ(r.code, 1) << "the image is the positional, not a third key: " << r.err;
+  EXPECT_NE(r.out.find("no marks"), std::string::npos) << r.out;
+  r = gpuenv({"verify", m_dir / "nowhere", "--key", m_dir / "keys/gpuenv.pub", "--gpu", "any", "--driver", "any", "--cc", "any"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no such image layout or archive"), std::string::npos) << r.err;
+}
+
 TEST_F(CliMark, VerifyThatCannotReachTheRegistryExitsFour) {
   const int port = gpuenv::testing::free_port();
   const CliResult r = gpuenv({"verify", "docker://127.0.0.1:" + std::to_string(port) + "/ml/none:1", "--key", m_dir / "keys/gpuenv.pub", "--gpu", "any",
