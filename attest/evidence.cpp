@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/base64.hpp"
+#include "base/digest.hpp"
 
 namespace gpuenv::attest {
 namespace {
@@ -314,16 +315,6 @@ Result<Evidence> parse_evidence_json(std::string_view text, const std::string& w
   return out;
 }
 
-std::string to_hex(std::string_view bytes) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (const char ch : bytes) {
-    const auto b = static_cast<unsigned char>(ch);
-    out += digits[b >> 4];
-    out += digits[b & 15];
-  }
-  return out;
-}
+std::string to_hex(std::string_view bytes) { return gpuenv::to_hex(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()); }
 
 }  // namespace gpuenv::attest

@@ -1,5 +1,7 @@
 #include "attest/verify.hpp"
 
+#include "base/digest.hpp"
+
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/ec.h>
@@ -47,13 +49,6 @@ std::string der_of(X509* c) {
   std::string out(reinterpret_cast<char*>(buf), static_cast<std::size_t>(n));
   OPENSSL_free(buf);
   return out;
-}
-
-std::string sha256_hex(std::string_view bytes) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr);
-  return to_hex(std::string_view(reinterpret_cast<const char*>(md), len));
 }
 
 std::string subject_of(X509* c) {
@@ -158,7 +153,7 @@ Claim chain_claim(const std::vector<X509Ptr>& certs) {
     return c;
   }
   X509* root = certs.back().get();
-  const std::string fingerprint = sha256_hex(der_of(root));
+  const std::string fingerprint = gpuenv::sha256_hex(der_of(root));
   if (fingerprint != k_device_root_sha256) {
     c.detail = "the chain ends in " + subject_of(root) + " (sha256 " + fingerprint + "), not NVIDIA's device identity root";
     return c;
