@@ -16,7 +16,7 @@ constexpr std::size_t k_signature_size = 96;  // ECDSA P-384 r||s
 constexpr std::string_view k_versioned_magic = "NVDAOD";
 
 Error bad(const std::string& what, std::size_t offset, const std::string& where) {
-  return make_error(ErrorKind::environment, "attest.bad_report", what + " (at byte " + std::to_string(offset) + ")", where,
+  return make_error(ErrorKind::spec, "attest.bad_report", what + " (at byte " + std::to_string(offset) + ")", where,
                     "the evidence is damaged or is not an NVIDIA GPU attestation report; collect it again");
 }
 
@@ -249,7 +249,7 @@ Result<Report> parse_report(std::string_view bytes, const std::string& where) {
     r.signature = std::string(signature);
   }
   if (c.left() != 0)
-    return make_error(ErrorKind::environment, "attest.trailing",
+    return make_error(ErrorKind::spec, "attest.trailing",
                       std::to_string(c.left()) + " byte" + (c.left() == 1 ? "" : "s") + " after the signature (the report ends at byte " + std::to_string(c.offset()) + ")",
                       where, "the evidence was stored with bytes added; a verifier must not look for the signature elsewhere: collect the report again");
   return r;
@@ -258,13 +258,13 @@ Result<Report> parse_report(std::string_view bytes, const std::string& where) {
 Result<std::string> report_bytes(std::string_view file, const std::string& where) {
   if (!file.empty() && static_cast<unsigned char>(file[0]) == 0x11) return std::string(file);  // raw: SPDM 1.1's first byte
   if (auto decoded = from_hex_text(file)) return *decoded;
-  return make_error(ErrorKind::environment, "attest.bad_report", "neither a raw attestation report nor its hex text", where,
+  return make_error(ErrorKind::spec, "attest.bad_report", "neither a raw attestation report nor its hex text", where,
                     "give the report as NVML returns it, or as hex text");
 }
 
 Result<Evidence> parse_evidence_json(std::string_view text, const std::string& where) {
   auto fail = [&](const std::string& what) {
-    return make_error(ErrorKind::environment, "attest.bad_evidence", what, where,
+    return make_error(ErrorKind::spec, "attest.bad_evidence", what, where,
                       "give the evidence JSON NVIDIA's tools write: {\"nonce\", \"arch\", \"evidence_list\": [{\"evidence\", \"certificate\"}]}");
   };
   if (text.size() > (std::size_t{16} << 20)) return fail("the evidence is larger than 16 MiB");
