@@ -335,8 +335,7 @@ Result<std::string> rim_from_service_json(std::string_view text, const std::stri
 }
 
 DeviceKind device_kind_of(std::string_view subject) {
-  const auto at = subject.find("CN=");
-  const std::string_view cn = at == std::string_view::npos ? subject : subject.substr(at + 3);
+  const std::string_view cn = common_name(subject);
   if (cn.substr(0, 2) == "GH") return DeviceKind::hopper;
   if (cn.substr(0, 2) == "GB") return DeviceKind::blackwell;
   if (cn.substr(0, 2) == "LS") return DeviceKind::nvswitch;
@@ -443,9 +442,10 @@ MeasurementResult compare_measurements(const Report& report, const Rim* driver, 
     out.claim.detail = d;
   } else {
     out.claim.status = (driver && vbios) ? ClaimStatus::pass : ClaimStatus::fail;
-    std::size_t compared = 0;
-    for (const auto& r : out.indices) compared += r.status == ClaimStatus::pass;
+    std::size_t compared = 0, skipped = 0;
+    for (const auto& r : out.indices) (r.status == ClaimStatus::pass ? compared : skipped) += 1;
     out.claim.detail = std::to_string(compared) + " active measurements match";
+    if (skipped) out.claim.detail += ", " + std::to_string(skipped) + " not compared (NVDEC0 disabled)";
     if (!driver || !vbios) {
       // Half a comparison proves half the firmware: it is not a pass. A device without a driver RIM (an NVSwitch)
       // is judged by its caller, who passes the VBIOS RIM as the whole.

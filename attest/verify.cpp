@@ -99,6 +99,14 @@ const Claim* DeviceClaims::find(std::string_view name) const {
   return nullptr;
 }
 
+std::string_view common_name(std::string_view subject) {
+  const auto at = subject.rfind("CN");
+  if (at == std::string_view::npos) return subject;
+  std::string_view cn = subject.substr(at + 2);
+  while (!cn.empty() && (cn.front() == ' ' || cn.front() == '=')) cn.remove_prefix(1);
+  return cn;
+}
+
 std::optional<std::string> leaf_fwid(std::string_view certificate_der) {
   X509Ptr c = x509::read_der(certificate_der);
   if (!c) return std::nullopt;

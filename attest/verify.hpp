@@ -43,6 +43,10 @@ struct DeviceClaims {
 /// when the PEM text holds no certificate at all; everything else is a failed claim.
 Result<DeviceClaims> verify_device(const Report& report, std::string_view cert_chain, const std::optional<std::string>& nonce, std::int64_t now);
 
+/// The common name in a subject as OpenSSL prints it ("..., CN = GH100 A01 GSP FMC LF" or "CN=..."); SUBJECT
+/// itself when it names none.
+std::string_view common_name(std::string_view subject);
+
 /// The FWID a leaf certificate carries (DER bytes): Hopper and NVSwitch put it last in extension 2.23.133.5.4.1,
 /// Blackwell in fwids[0] of the DICE TcbInfo extension 2.23.133.5.4.1.1; std::nullopt without either.
 std::optional<std::string> leaf_fwid(std::string_view certificate_der);

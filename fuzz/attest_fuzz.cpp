@@ -1,11 +1,14 @@
 // libFuzzer target: the readers of GPU attestation evidence on untrusted bytes (the first byte picks the reader):
 // the report (raw), a report file (raw or hex text), the evidence JSON, a DICE TcbInfo extension and a DER
-// certificate (its FWID).
+// certificate (its FWID), a RIM (XML parsed, signature and chain checked, content compared with a made-up report),
+// a RIM service answer and a policy file.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "attest/evidence.hpp"
+#include "attest/appraise.hpp"
+#include "attest/rim.hpp"
 #include "attest/verify.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -20,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)r.opaque_version();
     (void)r.text_field(k_chip_info);
   };
-  switch (data[0] % 5) {
+  switch (data[0] % 8) {
     case 0:
       if (auto r = parse_report(bytes, "fuzz")) use(*r);
       break;
@@ -30,6 +33,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     case 3: (void)dice_tcb_info_fwid(bytes); break;
     case 4: (void)leaf_fwid(bytes); break;
+    case 5:
+      if (auto rim = check_rim(bytes, "fuzz", "rim", 0)) {
+        Report empty;
+        (void)compare_measurements(empty, &rim->rim, nullptr);
+      }
+      break;
+    case 6: (void)rim_from_service_json(bytes, "NV_GPU_DRIVER_GH100_1.0", "fuzz"); break;
+    case 7:
+      if (auto p = parse_policy(bytes, "fuzz")) (void)p->requirement("driver_rim.chain");
+      break;
     default:
       if (auto e = parse_evidence_json(bytes, "fuzz"))
         for (const auto& item : e->items)

@@ -339,6 +339,26 @@ def main():
     sha384 = der(0x06, bytes([0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x02, 0x02]))
     tcb_info = der(0x30, der(0x80, b"NVIDIA") + der(0xA6, der(0x30, sha384 + der(0x04, b"f" * 48))))
     write("attest", "dice_tcb_info", b"\x03" + tcb_info)
+    # A RIM shaped as NVIDIA's SWID documents (Meta, Payload of measurements, an enveloped ds:Signature of filler):
+    # the structure only, never a real manifest.
+    rim = ('<SoftwareIdentity xmlns="http://standards.iso.org/iso/19770/-2/2015/schema.xsd" xmlns:h="http://www.w3.org/2001/04/xmlenc#sha384"'
+           ' name="GH100" tagId="t" version="1.0"><Meta colloquialVersion="550.90.07" product="GH100"/><Payload>'
+           '<Resource type="Measurement" index="0" active="True" alternatives="2" h:Hash0="' + "00" * 48 + '" h:Hash1="' + "11" * 48 +
+           '" name="m0" size="48"/><Resource type="Measurement" index="1" active="False" alternatives="1" h:Hash0="' + "22" * 48 +
+           '" name="m1" size="48"/></Payload><ds:Signature xmlns:ds="http://www.w3.org/2000/09/xmldsig#"><ds:SignedInfo>'
+           '<ds:CanonicalizationMethod Algorithm="http://www.w3.org/2006/12/xml-c14n11"/>'
+           '<ds:SignatureMethod Algorithm="http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha384"/><ds:Reference URI=""><ds:Transforms>'
+           '<ds:Transform Algorithm="http://www.w3.org/2000/09/xmldsig#enveloped-signature"/>'
+           '<ds:Transform Algorithm="http://www.w3.org/2006/12/xml-c14n11"/></ds:Transforms>'
+           '<ds:DigestMethod Algorithm="http://www.w3.org/2001/04/xmldsig-more#sha384"/><ds:DigestValue>' + base64.b64encode(b"d" * 48).decode() +
+           '</ds:DigestValue></ds:Reference></ds:SignedInfo><ds:SignatureValue>' + base64.b64encode(b"s" * 96).decode() +
+           '</ds:SignatureValue><ds:KeyInfo><ds:X509Data><ds:X509Certificate>MIIB</ds:X509Certificate></ds:X509Data></ds:KeyInfo>'
+           '</ds:Signature></SoftwareIdentity>')
+    write("attest", "rim", b"\x05" + rim.encode())
+    import hashlib
+    write("attest", "rim_service", b"\x06" + json.dumps({"id": "NV_GPU_DRIVER_GH100_1.0", "rim": base64.b64encode(rim.encode()).decode(),
+                                                        "sha256": hashlib.sha256(rim.encode()).hexdigest(), "rim_format": "TCG"}).encode())
+    write("attest", "policy", b"\x07" + b"version: 1\nclaims:\n  fwid: required\n  driver_rim: ignored\nallow_mismatch: [7, 9]\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,88 @@
+// gpuenv attest verify: confidential-computing evidence judged offline (app/attest, docs/attestation.md), the
+// verdict as text or a gpuenv-attestation-v1 JSON document. Exit 0 every device passes the policy, 1 one fails,
+// 2 bad usage or unreadable evidence, 4 could not run.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "app/attest.hpp"
+#include "cli/commands.hpp"
+#include "images/plan/image_config.hpp"
+
+namespace gpuenv::cli {
+namespace {
+
+struct AttestVerifyOptions {
+  app::AttestVerifyRequest rq;
+  bool json = false;
+};
+
+void print_text(const app::AttestVerifyResult& r, std::ostream& out) {
+  for (std::size_t i = 0; i < r.devices.size(); ++i) {
+    const auto& d = r.devices[i].appraisal;
+    const auto& v = r.devices[i].verdict;
+    out << "device " << i << "  " << attest::to_string(d.kind) << "  " << attest::common_name(d.leaf_subject)
+        << "  driver " << (d.driver_version.empty() ? "-" : d.driver_version) << "  VBIOS " << (d.vbios_version.empty() ? "-" : d.vbios_version) << "  "
+        << (v.pass ? "PASS" : "FAIL") << "\n";
+    for (const auto& c : d.claims) {
+      const std::string status(attest::to_string(c.status));
+      out << "  " << status << std::string(status.size() < 12 ? 12 - status.size() : 1, ' ') << c.name << std::string(c.name.size() < 26 ? 26 - c.name.size() : 1, ' ')
+          << c.detail << "\n";
+    }
+    for (const auto& reason : v.reasons) out << "  FAILS POLICY  " << reason << "\n";
+  }
+  out << (r.pass() ? "PASS" : "FAIL") << ": " << r.devices.size() << " device" << (r.devices.size() == 1 ? "" : "s") << ", policy " << r.policy.source << ", judged at "
+      << images::rfc3339(r.at) << ", nonce from the " << r.nonce_source
+      << (r.nonce_source == "caller" ? "" : " (the file's own: it proves no freshness; give --nonce)");
+  if (r.rim_sources.empty()) out << ", no RIM store";
+  for (const auto& s : r.rim_sources) out << ", RIMs from " << s;
+  out << "\n";
+}
+
+int cmd_attest_verify(const AttestVerifyOptions& o, Context& ctx) {
+  auto r = app::attest_verify(o.rq, ctx);
+  if (!r) return report_error(r.error(), o.json, ctx);
+  if (o.json) {
+    nlohmann::json devices = nlohmann::json::array();
+    for (const auto& d : r->devices) devices.push_back(attest::to_json(d.appraisal, d.verdict, r->policy));
+    *ctx.out << nlohmann::json{{"schema", "gpuenv-attestation-v1"},
+                               {"verdict", r->pass() ? "pass" : "fail"},
+                               {"at", images::rfc3339(r->at)},
+                               {"policy", r->policy.source},
+                               {"nonce_source", r->nonce_source},
+                               {"rim_sources", r->rim_sources},
+                               {"devices", std::move(devices)}}
+                    .dump(2)
+             << "\n";
+  } else {
+    print_text(*r, *ctx.out);
+  }
+  return r->pass() ? k_exit_ok : k_exit_validation_failed;
+}
+
+}  // namespace
+
+Command add_attest_command(CLI::App& app, const GlobalOptions& /*global*/) {
+  auto* sub = app.add_subcommand("attest", "Confidential-computing attestation of NVIDIA GPUs, verified locally (docs/attestation.md)");
+  sub->require_subcommand(1);
+  auto o = std::make_shared<AttestVerifyOptions>();
+  auto* v = sub->add_subcommand("verify", "Verify saved evidence offline: exit 0 pass, 1 fail, 2 bad usage or unreadable evidence, 4 could not run");
+  v->add_option("--evidence", o->rq.evidence_path, "NVIDIA's evidence JSON (nonce, arch, evidence_list of base64 report and certificate chain)");
+  v->add_option("--report", o->rq.report_path, "One attestation report (raw bytes or hex text); with --cert-chain and --nonce");
+  v->add_option("--cert-chain", o->rq.chain_path, "The report's certificate chain (5 PEM certificates, leaf first)");
+  v->add_option("--nonce", o->rq.nonce_hex, "The 32-byte nonce the evidence was requested with, as 64 hex digits");
+  v->add_option("--rim-dir", o->rq.rim_dir, "A directory of RIMs, <id>.xml or the RIM service's <id>.json (offline)");
+  v->add_option("--driver-rim", o->rq.driver_rim, "The driver RIM file (one device)");
+  v->add_option("--vbios-rim", o->rq.vbios_rim, "The VBIOS RIM file (one device)");
+  v->add_option("--rim-service", o->rq.rim_service, "The RIM service's base URL (GET URL/v1/rim/<id>; default: GPUENV_RIM_SERVICE_URL, else none)");
+  v->add_flag("--offline", o->rq.offline, "Take RIM service answers from the cache only");
+  v->add_option("--at", o->rq.at, "Judge certificate validity at this UTC time or date (2024-01-01) instead of now");
+  v->add_option("--policy", o->rq.policy_path, "A policy file (YAML) over the default policy");
+  v->add_flag("--json", o->json, "Print a gpuenv-attestation-v1 JSON document");
+  return {sub, [o, v](Context& ctx) -> int {
+    if (!v->parsed()) return k_exit_usage;
+    return cmd_attest_verify(*o, ctx);
+  }};
+}
+
+}  // namespace gpuenv::cli
