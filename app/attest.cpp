@@ -2,6 +2,7 @@
 
 #include "base/cache/caching_fetcher.hpp"
 #include "base/file_io.hpp"
+#include "base/net/http_client.hpp"
 #include "base/yaml_guard.hpp"
 #include "marks/statement.hpp"
 
@@ -175,13 +176,28 @@ Result<AttestVerifyResult> attest_verify(const AttestVerifyRequest& rq, Services
     fetcher = make_caching_fetcher(*network, *blobs, cache);  // RIMs answer from the cache offline
     stores.push_back(make_service_rim_store(*fetcher, service));
   }
+  attest::RevocationInputs revocation;
+  std::unique_ptr<HttpClient> http;
+  std::unique_ptr<attest::OcspTransport> ocsp;
+  if (rq.ocsp) {
+    if (rq.offline) return usage("--ocsp asks the network and --offline forbids it", "drop one of them");
+    HttpOptions options;
+    options.limits = services.net;
+    http = make_curl_http_client(options);
+    ocsp = attest::make_http_ocsp_transport(*http);
+    revocation.transport = ocsp.get();
+    revocation.options.url = rq.ocsp_url;
+    revocation.options.allow_certificate_hold = out.policy.allow_certificate_hold;
+  } else if (!rq.ocsp_url.empty()) {
+    return usage("--ocsp-url without --ocsp", "add --ocsp to check revocation");
+  }
   for (const auto& s : stores) out.rim_sources.push_back(s->describe());
   FirstRimStore store(std::move(stores));
   rims.store = out.rim_sources.empty() ? nullptr : &store;
 
   for (const auto& item : items) {
     GPUENV_TRY(report, attest::parse_report(item.report, item.where));
-    GPUENV_TRY(appraisal, attest::appraise_device(report, item.chain, item.nonce, item.kind, rims, at));
+    GPUENV_TRY(appraisal, attest::appraise_device(report, item.chain, item.nonce, item.kind, rims, at, revocation));
     attest::Verdict verdict = attest::judge(appraisal, out.policy);
     out.devices.push_back({std::move(appraisal), std::move(verdict)});
   }

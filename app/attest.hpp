@@ -24,6 +24,8 @@ struct AttestVerifyRequest {
   bool offline = false;                   ///< the service answers from the cache only
   std::string at;                         ///< the time certificates are judged at: RFC 3339, a date, or "" for now
   std::string policy_path;                ///< "" : the default policy
+  bool ocsp = false;                      ///< check revocation by OCSP (the network)
+  std::string ocsp_url;                   ///< the responder ("" : each certificate's own)
 };
 
 struct AttestedDevice {

@@ -1,5 +1,6 @@
 #include "attest/appraise.hpp"
 
+#include "attest/x509.hpp"
 #include "base/yaml_guard.hpp"
 #include "base/yaml_reader.hpp"
 
@@ -19,9 +20,14 @@ bool same_version(std::string a, std::string b) {
 }
 
 /// One RIM's claims appended to OUT; the RIM itself when it can be trusted for the comparison.
+Claim revocation_claim(const std::string& name, const std::vector<std::string>& chain, std::size_t first, const RevocationInputs& revocation, std::int64_t now) {
+  if (!revocation.transport) return {name, ClaimStatus::not_checked, "revocation (OCSP) was not checked: it needs the network (--ocsp)"};
+  return check_revocation(name, chain, first, *revocation.transport, revocation.options, now);
+}
+
 Result<std::optional<Rim>> appraise_rim(const std::string& prefix, const std::string& id, const std::string& reported_version,
                                         const std::optional<std::string>& given, const std::string& given_where, RimStore* store, std::int64_t now,
-                                        std::vector<Claim>& out) {
+                                        const RevocationInputs& revocation, std::vector<Claim>& out) {
   const std::string label = prefix == "driver_rim" ? "driver" : "VBIOS";
   std::string xml, where;
   if (given) {
@@ -68,6 +74,7 @@ Result<std::optional<Rim>> appraise_rim(const std::string& prefix, const std::st
     trusted = false;
   }
   out.push_back(std::move(version));
+  out.push_back(revocation_claim(prefix + ".revocation", checked->rim.chain_der, 0, revocation, now));  // the signer too
   if (!trusted) return std::optional<Rim>();
   return std::optional<Rim>(std::move(checked->rim));
 }
@@ -81,7 +88,7 @@ const Claim* DeviceAppraisal::find(std::string_view name) const {
 }
 
 Result<DeviceAppraisal> appraise_device(const Report& report, std::string_view chain, const std::optional<std::string>& nonce, DeviceKind kind,
-                                        RimInputs& rims, std::int64_t now) {
+                                        RimInputs& rims, std::int64_t now, const RevocationInputs& revocation) {
   GPUENV_TRY(device, verify_device(report, chain, nonce, now));
   DeviceAppraisal out;
   out.leaf_subject = device.leaf_subject;
@@ -96,10 +103,10 @@ Result<DeviceAppraisal> appraise_device(const Report& report, std::string_view c
   std::optional<Rim> driver, vbios;
   const bool has_driver_rim = out.kind != DeviceKind::nvswitch;  // an NVSwitch has firmware only
   if (has_driver_rim) {
-    GPUENV_TRY(d, appraise_rim("driver_rim", out.driver_rim_id, out.driver_version, rims.driver_xml, rims.driver_where, rims.store, now, out.claims));
+    GPUENV_TRY(d, appraise_rim("driver_rim", out.driver_rim_id, out.driver_version, rims.driver_xml, rims.driver_where, rims.store, now, revocation, out.claims));
     driver = std::move(d);
   }
-  GPUENV_TRY(v, appraise_rim("vbios_rim", out.vbios_rim_id, out.vbios_version, rims.vbios_xml, rims.vbios_where, rims.store, now, out.claims));
+  GPUENV_TRY(v, appraise_rim("vbios_rim", out.vbios_rim_id, out.vbios_version, rims.vbios_xml, rims.vbios_where, rims.store, now, revocation, out.claims));
   vbios = std::move(v);
 
   MeasurementResult m = compare_measurements(report, driver ? &*driver : nullptr, vbios ? &*vbios : nullptr);
@@ -110,7 +117,9 @@ Result<DeviceAppraisal> appraise_device(const Report& report, std::string_view c
   if (!driver && !vbios) m.claim.detail = "no trusted RIM: the golden measurements were not compared";
   out.claims.push_back(std::move(m.claim));
   out.measurements = std::move(m.indices);
-  out.claims.push_back({"revocation", ClaimStatus::not_checked, "revocation (OCSP) was not checked: it needs the network"});
+  std::vector<std::string> chain_der;
+  for (const auto& c : x509::read_pem_chain(chain)) chain_der.push_back(x509::der_of(c.get()));
+  out.claims.push_back(revocation_claim("revocation", chain_der, 1, revocation, now));  // NVIDIA's responder does not answer for the leaf
   return out;
 }
 
@@ -128,8 +137,8 @@ namespace {
 const std::vector<std::string>& claim_names() {
   static const std::vector<std::string> names = {
       "signature", "chain", "fwid", "nonce", "cert_validity", "measurements", "revocation", "cc_environment", "dev_tools",
-      "driver_rim", "driver_rim.signature", "driver_rim.chain", "driver_rim.cert_validity", "driver_rim.version",
-      "vbios_rim", "vbios_rim.signature", "vbios_rim.chain", "vbios_rim.cert_validity", "vbios_rim.version"};
+      "driver_rim", "driver_rim.signature", "driver_rim.chain", "driver_rim.cert_validity", "driver_rim.version", "driver_rim.revocation",
+      "vbios_rim", "vbios_rim.signature", "vbios_rim.chain", "vbios_rim.cert_validity", "vbios_rim.version", "vbios_rim.revocation"};
   return names;
 }
 
@@ -147,6 +156,8 @@ Policy default_policy() {
   for (const auto& name : claim_names()) p.claims[name] = Requirement::required;
   p.claims["fwid"] = Requirement::if_checked;            // reports of drivers before 2024 carry no FWID; the signature binds them to the leaf
   p.claims["revocation"] = Requirement::if_checked;      // offline by default; `--ocsp` checks it
+  p.claims["driver_rim.revocation"] = Requirement::if_checked;
+  p.claims["vbios_rim.revocation"] = Requirement::if_checked;
   p.claims["cc_environment"] = Requirement::if_checked;  // read from NVML on a live system only
   p.claims["dev_tools"] = Requirement::if_checked;
   return p;
@@ -158,7 +169,7 @@ Result<Policy> parse_policy(std::string_view yaml, const std::string& path) {
   try {
     GPUENV_TRY(root, load_yaml(yaml, path, ErrorKind::spec, "policy.yaml_syntax", hint));
     YamlReader r(YamlDoc{path, ErrorKind::spec, "policy", hint});
-    GPUENV_TRY(top, r.map(root, "policy", {"version", "claims", "allow_mismatch"}));
+    GPUENV_TRY(top, r.map(root, "policy", {"version", "claims", "allow_mismatch", "allow_certificate_hold"}));
     Policy p = default_policy();
     p.source = path;
     GPUENV_TRY(version_node, r.field(root, "version"));
@@ -189,6 +200,11 @@ Result<Policy> parse_policy(std::string_view yaml, const std::string& path) {
         if (index < 0 || index > 254) return r.error(item, "bad_value", "a measurement index is 0 to 254, found " + std::to_string(index));
         p.allow_mismatch.insert(static_cast<unsigned>(index));
       }
+    }
+    GPUENV_TRY(hold, r.optional_field(root, "allow_certificate_hold"));
+    if (hold.IsDefined()) {
+      GPUENV_TRY(allow_hold, r.boolean(hold, "allow_certificate_hold"));
+      p.allow_certificate_hold = allow_hold;
     }
     (void)top;
     return p;

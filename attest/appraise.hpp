@@ -12,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "attest/evidence.hpp"
+#include "attest/ocsp.hpp"
 #include "attest/rim.hpp"
 #include "attest/verify.hpp"
 #include "base/error.hpp"
@@ -24,6 +25,12 @@ struct RimInputs {
   std::optional<std::string> driver_xml, vbios_xml;  ///< given RIM files' text
   std::string driver_where, vbios_where;             ///< their paths, for errors
   RimStore* store = nullptr;
+};
+
+/// Revocation: checked only with a transport (`--ocsp`); otherwise every revocation claim is not checked.
+struct RevocationInputs {
+  OcspTransport* transport = nullptr;
+  OcspOptions options;
 };
 
 /// One device's evidence judged.
@@ -43,7 +50,7 @@ struct DeviceAppraisal {
 /// to read it from the leaf. NOW for certificate validity. Errors only for input that cannot be judged at all:
 /// a chain without a certificate, a given RIM file that is not a RIM (`attest.bad_rim`).
 Result<DeviceAppraisal> appraise_device(const Report& report, std::string_view chain, const std::optional<std::string>& nonce, DeviceKind kind,
-                                        RimInputs& rims, std::int64_t now);
+                                        RimInputs& rims, std::int64_t now, const RevocationInputs& revocation = {});
 
 /// What a policy asks of one claim.
 enum class Requirement { required, if_checked, ignored };
@@ -54,6 +61,7 @@ std::string_view to_string(Requirement r);
 struct Policy {
   std::map<std::string, Requirement> claims;
   std::set<unsigned> allow_mismatch;
+  bool allow_certificate_hold = false;  ///< OCSP `revoked` for reason certificateHold counts as not revoked
   std::string source = "default";  ///< "default" or the policy file
   /// The requirement of claim NAME: its own entry, else its prefix's, else required.
   [[nodiscard]] Requirement requirement(std::string_view name) const;
@@ -62,7 +70,7 @@ struct Policy {
 /// which must pass when they were checked.
 Policy default_policy();
 /// A policy file (YAML, at most 64 KiB): `version: 1`, `claims: {NAME: required|if_checked|ignored}` over the
-/// defaults, `allow_mismatch: [INDEX...]`. Errors `policy.*` (ErrorKind::spec) at the offending line.
+/// defaults, `allow_mismatch: [INDEX...]`, `allow_certificate_hold: true|false`. Errors `policy.*` (ErrorKind::spec) at the offending line.
 Result<Policy> parse_policy(std::string_view yaml, const std::string& path);
 
 /// The verdict on one device.

@@ -291,6 +291,7 @@ Result<CheckedRim> check_rim(std::string_view xml, const std::string& where, con
     certs.push_back(std::move(c));
   }
   out.rim.signer = x509::subject_of(certs.front().get());
+  out.rim.chain_der = parts.certificates;
 
   Claim sig{prefix + ".signature", ClaimStatus::fail, ""};
   const auto document = canonical(doc.get(), Visible{nullptr, parts.signature});

@@ -40,6 +40,7 @@ struct Rim {
   std::string manufacturer_id;        ///< FirmwareManufacturerId ("5703")
   std::vector<RimMeasurement> measurements;
   std::string signer;                 ///< the signing certificate's subject
+  std::vector<std::string> chain_der; ///< the signer chain as the signature carries it (DER, leaf first)
 };
 
 /// A RIM read and judged.

@@ -78,6 +78,8 @@ Command add_attest_command(CLI::App& app, const GlobalOptions& /*global*/) {
   v->add_flag("--offline", o->rq.offline, "Take RIM service answers from the cache only");
   v->add_option("--at", o->rq.at, "Judge certificate validity at this UTC time or date (2024-01-01) instead of now");
   v->add_option("--policy", o->rq.policy_path, "A policy file (YAML) over the default policy");
+  v->add_flag("--ocsp", o->rq.ocsp, "Check revocation by OCSP (the network): each chain's certificates but the device leaf and the roots");
+  v->add_option("--ocsp-url", o->rq.ocsp_url, "The OCSP responder (default: each certificate's own)");
   v->add_flag("--json", o->json, "Print a gpuenv-attestation-v1 JSON document");
   return {sub, [o, v](Context& ctx) -> int {
     if (!v->parsed()) return k_exit_usage;
