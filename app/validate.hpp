@@ -2,10 +2,15 @@
 // `gpuenv validate` and `gpuenv preflight`: the backend built (real NVML + CUDA, or a replay), the lock's facts and
 // the image (--image, unpacked once; its probe runs in the sandbox of images/run) gathered, the checks run.
 #include <nlohmann/json.hpp>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "app/attest.hpp"
 #include "app/services.hpp"
+#include "validate/adapters/image_libraries.hpp"
+#include "validate/backend.hpp"
 #include "validate/report.hpp"
 
 namespace gpuenv::app {
@@ -20,7 +25,16 @@ struct ValidateRequest {
   std::string backend;              ///< "replay:FILE"; empty = GPUENV_BACKEND, else the real GPU
   std::string thresholds;           ///< a thresholds YAML instead of the built-in one
   std::string mig;                  ///< "on" | "off": what mig_state expects; empty = not checked
+  AttestOptions attest;             ///< RIMs, policy and revocation of the cc_attestation check
 };
+
+/// The backend --backend (or GPUENV_BACKEND) names: "replay:FILE", or the real NVML + CUDA adapter. With IMAGE (the
+/// libraries of --image) the real backend's GEMMs and NCCL are the image's. Error `validate.backend` (usage).
+Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& flag, const Services& ctx,
+                                                           const std::optional<validate::ImageLibraries>& image);
+
+/// "0,2,3" -> {0, 2, 3}. Error `validate.gpus` (usage).
+Result<std::vector<int>> parse_gpu_list(const std::string& text);
 
 struct Validation {
   validate::Report report;

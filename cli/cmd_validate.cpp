@@ -20,7 +20,7 @@ ValidateOutcome run_validate(const ValidateOptions& o, Context& ctx) {
     out.exit_code = k_exit_usage;
     return out;
   }
-  auto done = app::validate({o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig}, ctx);
+  auto done = app::validate({o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig, o.attest}, ctx);
   if (!done) {
     out.error = done.error();
     out.exit_code = exit_code(done.error().kind);
@@ -127,6 +127,7 @@ Command add_validate_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_option("--mark-image", o->mark_image, "Put the mark on this copy of the image instead (docker://host/repo:tag: the same digest, pushed)");
   sub->add_flag("--plain-http", o->plain_http, "Talk to the registry of --mark-image over plain HTTP (a loopback or test registry)");
   sub->add_flag("--referrers", o->referrers, "Also store the mark as an OCI 1.1 referrer holding a Sigstore bundle v0.3");
+  add_attest_options(sub, o->attest, "--attest-policy", false);
   return {sub, [o, &g](Context& ctx) {
     (void)g;
     return cmd_validate(*o, ctx);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "app/attest.hpp"
 #include "app/base_image.hpp"
 #include "app/catalog.hpp"
 #include "app/lock.hpp"
@@ -93,8 +94,12 @@ struct ValidateOptions {
   std::string valid_for = "30d";    ///< the mark's validity
   bool plain_http = false;          ///< the registry of mark_image over plain HTTP
   bool referrers = false;           ///< the mark also as an OCI 1.1 referrer
+  app::AttestOptions attest;        ///< RIMs, policy and revocation of cc_attestation
 };
 int cmd_validate(const ValidateOptions& options, Context& ctx);
+
+/// Registers --rim-dir, --rim-service, --offline (unless OFFLINE is false), POLICY_FLAG, --ocsp and --ocsp-url on SUB.
+void add_attest_options(CLI::App* sub, app::AttestOptions& options, const std::string& policy_flag, bool offline);
 
 /// What validate (and its --mark) did, for the commands that render it.
 struct ValidateOutcome {

@@ -30,6 +30,17 @@ struct DriverState {
   /// With confidential computing on: whether the GPUs accept work (the ready state an attestation flow sets with
   /// nvmlSystemSetConfComputeGpusReadyState, which gpuenv never calls). Empty = not reported.
   std::optional<bool> cc_gpus_ready;
+  /// nvmlSystemGetConfComputeState's environment: production | simulation | unknown.
+  std::string cc_environment = "unknown";
+};
+
+/// One GPU's confidential-computing evidence (nvmlDeviceGetConfComputeGpuAttestationReport and
+/// nvmlDeviceGetConfComputeGpuCertificate), and NVML's own view of its firmware to compare the report with.
+struct CcEvidence {
+  std::string report;           ///< the attestation report bytes (SPDM request and response)
+  std::string cert_chain;       ///< the attestation certificate chain, PEM, leaf first
+  std::string nonce;            ///< the 32 bytes the request carried (a replay: the recorded ones)
+  std::string vbios_version;    ///< nvmlDeviceGetVbiosVersion ("96.00.9F.00.04"); empty when unknown
 };
 
 /// PCIe link: current and maximum generation and width.
@@ -170,6 +181,18 @@ class GpuBackend {
   virtual Result<std::optional<Samples>> p2p_bandwidth(int src, int dst, int samples) = 0;
   /// NCCL all-reduce bus bandwidth across `gpus`, GB/s; empty when NCCL is not present.
   virtual Result<std::optional<Samples>> nccl_allreduce(const std::vector<int>& gpus, int samples) = 0;
+  /// GPU `gpu`'s CC evidence for NONCE (32 bytes); empty when the driver or GPU offers none (CC off, no such NVML
+  /// function). The default offers none.
+  virtual Result<std::optional<CcEvidence>> cc_evidence(int gpu, const std::string& nonce) {
+    (void)gpu;
+    (void)nonce;
+    return std::optional<CcEvidence>();
+  }
+  /// The one write of the port, only ever called by `gpuenv attest --set-ready` after every GPU passed:
+  /// nvmlSystemSetConfComputeGpusReadyState(1), after which the GPUs accept CUDA work. The default refuses.
+  virtual gpuenv::Status set_cc_gpus_ready() {
+    return make_error(ErrorKind::environment, "attest.cannot_set_ready", "this backend cannot set the confidential-computing ready state", name(), "");
+  }
 };
 
 }  // namespace gpuenv::validate

@@ -56,6 +56,22 @@ struct ImageRun {
   bool timed_out = false;  ///< killed at the timeout; out and err may then be empty
 };
 
+/// One claim of a GPU's confidential-computing attestation, as the verifier (attest/, wired by app/) judged it.
+struct AttestationClaim {
+  std::string name;    ///< "signature", "measurements", "driver_nvml", ...
+  std::string status;  ///< pass | fail | not_checked
+  std::string detail;
+};
+/// A GPU's attestation judged by the policy.
+struct AttestationVerdict {
+  bool pass = false;
+  std::vector<std::string> reasons;  ///< the claims that fail the policy
+  std::vector<AttestationClaim> claims;
+};
+/// Judges EVIDENCE against the NONCE the request must have carried, with the DRIVER's state (NVML's driver version,
+/// CC environment and mode) as the live claims. An Error only when it cannot judge at all (unreadable report).
+using AttestFunction = std::function<Result<AttestationVerdict>(const CcEvidence& evidence, const std::string& nonce, const DriverState& driver)>;
+
 /// What the checks know about the run: from the CLI (lock, spec, environment), never read by the checks.
 struct CheckInputs {
   Level level = Level::standard;
@@ -75,6 +91,8 @@ struct CheckInputs {
   std::optional<std::string> lock_cudnn;  ///< "9.1.0": the image's cuDNN version from the lock
   std::vector<std::pair<std::string, std::string>> lock_frameworks;  ///< (name, version) as the lock records them
   std::string image;                      ///< the image as given (`DIR[:REF]`), for messages
+  /// The attestation verifier for cc_attestation; empty = none wired (the check then skips, saying so).
+  AttestFunction attest;
 };
 
 /// Everything a check may use while it runs.

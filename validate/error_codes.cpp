@@ -52,8 +52,13 @@ const std::vector<ErrorCode>& error_codes() {
       {"cc_unknown", "the lock requires confidential computing, but the driver does not report its state",
        "use a GPU that supports confidential computing and a driver at least the catalog's confidential_driver_min "
        "for it (recipes/catalog/gpus.yaml)"},
+      {"cc_attestation_failed", "the GPU's attestation evidence did not pass the attestation policy",
+       "run gpuenv attest for every claim and its reason; a measurement mismatch names its index: a VBIOS index asks for a GPU "
+       "reset (or VM stop and start), a driver index for a host reboot; a RIM that is not found asks for --rim-dir or --rim-service"},
+      {"cc_no_evidence", "the GPU gave no confidential-computing attestation evidence",
+       "confidential computing must be on (nvidia-smi conf-compute -f) with a driver that has nvmlDeviceGetConfComputeGpuAttestationReport"},
       {"cc_not_ready", "confidential computing is on, but the GPUs do not accept work yet",
-       "run the attestation flow (NVIDIA's local GPU verifier sets the ready state after attesting); then rerun"},
+       "attest the GPUs and set the ready state (gpuenv attest --set-ready, or NVIDIA's verifier); then rerun"},
       {"env_debug_var", "a debugging or injection variable is set and changes how CUDA runs",
        "unset the named variables for validation and production runs"},
 

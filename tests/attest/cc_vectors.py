@@ -12,8 +12,10 @@ import base64
 import functools
 import hashlib
 import http.server
+import atexit
 import json
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -37,6 +39,7 @@ RIM_ROOT = "12977b5115acb0381179279fffeb5a8c4d264971ebb32298023a465fa41df5d1"
 used = set()
 failures = []
 cache = tempfile.mkdtemp(prefix="gpuenv-cc-cache-")
+atexit.register(shutil.rmtree, cache, True)
 env = dict(os.environ, GPUENV_CACHE_DIR=cache)
 env.pop("GPUENV_RIM_SERVICE_URL", None)
 
@@ -141,6 +144,7 @@ for f in ["NV_GPU_DRIVER_GH100_595.71.05.json", "NV_GPU_VBIOS_1010_0210_886_9600
     v(azure + "rim-service/" + f)
 
 served = tempfile.mkdtemp(prefix="gpuenv-rim-service-")
+atexit.register(shutil.rmtree, served, True)
 os.makedirs(os.path.join(served, "v1", "rim"))
 for f in os.listdir(os.path.join(VECTORS, azure, "rim-service")):
     with open(os.path.join(VECTORS, azure, "rim-service", f), "rb") as src, open(os.path.join(served, "v1", "rim", f[:-5]), "wb") as dst:

@@ -137,6 +137,43 @@ int nvmlSystemGetConfComputeGpusReadyState(unsigned* accepting) {
   *accepting = static_cast<unsigned>(env_int("FAKE_NVML_CC_READY", 0));
   return k_success;
 }
+// FAKE_NVML_CC_REPORT / FAKE_NVML_CC_CHAIN: files whose bytes the two evidence getters return (not supported
+// without them). The report gets the caller's nonce at request bytes 4..35, where a GPU puts it.
+struct CcReport {
+  unsigned present, size, cec_size;
+  unsigned char nonce[0x20];
+  unsigned char report[0x2000];
+  unsigned char cec[0x1000];
+};
+struct CcCertificate {
+  unsigned size, attestation_size;
+  unsigned char chain[0x1000];
+  unsigned char attestation_chain[0x1400];
+};
+std::size_t read_into(const char* env, unsigned char* out, std::size_t max) {
+  const char* path = std::getenv(env);
+  if (!path) return 0;
+  FILE* f = std::fopen(path, "rb");
+  if (!f) return 0;
+  const std::size_t n = std::fread(out, 1, max, f);
+  std::fclose(f);
+  return n;
+}
+int nvmlDeviceGetConfComputeGpuAttestationReport(void*, CcReport* r) {
+  if (!std::getenv("FAKE_NVML_CC_REPORT")) return 3;  // NVML_ERROR_NOT_SUPPORTED
+  r->size = static_cast<unsigned>(read_into("FAKE_NVML_CC_REPORT", r->report, sizeof r->report));
+  if (r->size >= 36) std::memcpy(r->report + 4, r->nonce, 32);
+  r->present = 0;
+  r->cec_size = 0;
+  return k_success;
+}
+int nvmlDeviceGetConfComputeGpuCertificate(void*, CcCertificate* c) {
+  if (!std::getenv("FAKE_NVML_CC_CHAIN")) return 3;
+  c->size = 0;
+  c->attestation_size = static_cast<unsigned>(read_into("FAKE_NVML_CC_CHAIN", c->attestation_chain, sizeof c->attestation_chain));
+  return k_success;
+}
+int nvmlDeviceGetVbiosVersion(void*, char* out, unsigned len) { std::snprintf(out, len, "%s", "96.00.9F.00.04"); return k_success; }
 #endif
 
 int nvmlDeviceGetCount_v2(unsigned* n) { *n = 2; return k_success; }

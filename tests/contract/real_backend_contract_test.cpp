@@ -125,6 +125,39 @@ TEST(RealBackend, ReadsTheConfidentialComputingReadyStateOnlyWhenTheFeatureIsOn)
   EXPECT_TRUE(d->cc_gpus_ready.value_or(false));
 }
 
+TEST(RealBackend, ReadsCcEvidenceWithTheCallersNonceAndNeverSetsTheReadyStateUnasked) {
+  HostTree tree;
+  const std::string log = tree.path("calls.log");
+  ScopedEnv calls("FAKE_NVML_CALL_LOG", log);
+  auto none = make_real_backend(tree.options())->cc_evidence(0, std::string(32, 'n'));
+  ASSERT_TRUE(none.ok()) << none.error().to_string();
+  EXPECT_FALSE(none->has_value()) << "no evidence where NVML answers not supported";
+
+  const std::string report_path = tree.path("report.bin"), chain_path = tree.path("chain.pem");
+  std::string report(4129, '\x11');
+  std::ofstream(report_path, std::ios::binary) << report;
+  std::ofstream(chain_path, std::ios::binary) << "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+  ScopedEnv on("FAKE_NVML_CC", "1");
+  ScopedEnv r("FAKE_NVML_CC_REPORT", report_path);
+  ScopedEnv c("FAKE_NVML_CC_CHAIN", chain_path);
+  auto backend = make_real_backend(tree.options());
+  const std::string nonce = "0123456789abcdef0123456789ABCDEF";
+  auto e = backend->cc_evidence(1, nonce);
+  ASSERT_TRUE(e.ok()) << e.error().to_string();
+  ASSERT_TRUE(e->has_value());
+  EXPECT_EQ((*e)->report.size(), 4129u);
+  EXPECT_EQ((*e)->report.substr(4, 32), nonce);
+  EXPECT_EQ((*e)->nonce, nonce);
+  EXPECT_EQ((*e)->cert_chain, read_all(chain_path));
+  EXPECT_EQ((*e)->vbios_version, "96.00.9F.00.04");
+  auto d = backend->driver();
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->cc_environment, "production");
+  EXPECT_FALSE(std::filesystem::exists(log)) << "reading evidence wrote nothing";
+  ASSERT_TRUE(backend->set_cc_gpus_ready().ok());  // the one write, asked for explicitly
+  EXPECT_EQ(read_all(log), "nvmlSystemSetConfComputeGpusReadyState\n");
+}
+
 TEST(RealBackend, ReadsDriverStateFromNvmlAndHostFiles) {
   HostTree tree;
   auto backend = make_real_backend(tree.options());
@@ -778,9 +811,21 @@ TEST(RealBackend, NeverCallsAStateChangingNvmlFunction) {
 TEST(RealBackend, SourceResolvesNoStateChangingNvmlSymbol) {
   const std::string source = read_all(std::string(GPUENV_SOURCE_DIR) + "/validate/adapters/real_backend.cpp");
   ASSERT_FALSE(source.empty());
+  // The one documented write, the CC ready state (`attest --set-ready`), is bound once and nothing else is.
+  const std::string ready = "\"nvmlSystemSetConfComputeGpusReadyState\"";
+  const auto at = source.find(ready);
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(source.find(ready, at + 1), std::string::npos);
+  std::string rest = source;
+  rest.erase(at, ready.size());
   for (const char* writer : {"\"nvmlDeviceSet", "\"nvmlDeviceReset", "\"nvmlDeviceClear", "\"nvmlSystemSet", "\"nvmlDeviceModify",
                              "\"nvmlDeviceRemove", "\"nvmlGpuInstance", "\"nvmlDeviceCreate"})
-    EXPECT_EQ(source.find(writer), std::string::npos) << writer;
+    EXPECT_EQ(rest.find(writer), std::string::npos) << writer;
+  // ... and called only from set_cc_gpus_ready.
+  const auto call = source.find("conf_compute_set_gpus_ready(1)");
+  ASSERT_NE(call, std::string::npos);
+  EXPECT_EQ(source.find("conf_compute_set_gpus_ready(", call + 1), std::string::npos);
+  EXPECT_LT(source.rfind("set_cc_gpus_ready() override", call), call);
 }
 #endif
 

@@ -14,6 +14,8 @@
 #include <charconv>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -40,6 +42,7 @@ using NvmlEnableState = int;              // nvmlEnableState_t, l.884
 
 constexpr NvmlReturn k_nvml_success = 0;                           // NVML_SUCCESS
 constexpr NvmlReturn k_nvml_error_invalid_argument = 2;            // NVML_ERROR_INVALID_ARGUMENT
+constexpr NvmlReturn k_nvml_error_not_supported = 3;               // NVML_ERROR_NOT_SUPPORTED
 constexpr NvmlReturn k_nvml_error_insufficient_size = 7;           // NVML_ERROR_INSUFFICIENT_SIZE
 constexpr NvmlReturn k_nvml_error_driver_not_loaded = 9;           // NVML_ERROR_DRIVER_NOT_LOADED
 constexpr NvmlReturn k_nvml_error_gpu_is_lost = 15;                // NVML_ERROR_GPU_IS_LOST
@@ -75,6 +78,17 @@ struct NvmlMemory {  // nvmlMemory_t, l.255
 struct NvmlConfComputeSystemState {  // nvmlConfComputeSystemState_t, l.3693
   unsigned int environment, ccFeature, devToolsMode;
 };
+struct NvmlConfComputeGpuAttestationReport {  // nvmlConfComputeGpuAttestationReport_t (NVML_CC_GPU_* sizes)
+  unsigned int isCecAttestationReportPresent, attestationReportSize, cecAttestationReportSize;
+  unsigned char nonce[0x20];                   // NVML_CC_GPU_CEC_NONCE_SIZE: in, the caller's nonce
+  unsigned char attestationReport[0x2000];     // NVML_CC_GPU_ATTESTATION_REPORT_SIZE
+  unsigned char cecAttestationReport[0x1000];  // NVML_CC_GPU_CEC_ATTESTATION_REPORT_SIZE
+};
+struct NvmlConfComputeGpuCertificate {  // nvmlConfComputeGpuCertificate_t
+  unsigned int certChainSize, attestationCertChainSize;
+  unsigned char certChain[0x1000];             // NVML_GPU_CERT_CHAIN_SIZE
+  unsigned char attestationCertChain[0x1400];  // NVML_GPU_ATTESTATION_CERT_CHAIN_SIZE: the chain verifiers use
+};
 struct NvmlGpuFabricInfo {  // nvmlGpuFabricInfo_t, l.3813 (nvmlDeviceGetGpuFabricInfo)
   unsigned char clusterUuid[16];
   NvmlReturn status;
@@ -100,6 +114,8 @@ struct NvmlTemperatureV1 {  // nvmlTemperature_v1_t, l.5987 (nvmlDeviceGetTemper
 static_assert(sizeof(NvmlPciInfo) == 68);
 static_assert(sizeof(NvmlMemory) == 24);
 static_assert(sizeof(NvmlConfComputeSystemState) == 12);
+static_assert(sizeof(NvmlConfComputeGpuAttestationReport) == 12 + 0x20 + 0x2000 + 0x1000);
+static_assert(sizeof(NvmlConfComputeGpuCertificate) == 8 + 0x1000 + 0x1400);
 static_assert(sizeof(NvmlGpuFabricInfo) == 28);
 static_assert(offsetof(NvmlGpuFabricInfoV3, healthSummary) == 36 && sizeof(NvmlGpuFabricInfoV3) == 40);
 static_assert(sizeof(NvmlTemperatureV1) == 12);
@@ -122,6 +138,10 @@ struct NvmlApi {
   NvmlReturn (*cuda_driver_version)(int*) = nullptr;
   NvmlReturn (*conf_compute_state)(NvmlConfComputeSystemState*) = nullptr;
   NvmlReturn (*conf_compute_gpus_ready)(unsigned*) = nullptr;  // nvmlSystemGetConfComputeGpusReadyState
+  NvmlReturn (*conf_compute_set_gpus_ready)(unsigned) = nullptr;  // nvmlSystemSetConfComputeGpusReadyState: `attest --set-ready` only
+  NvmlReturn (*conf_compute_report)(NvmlDevice, NvmlConfComputeGpuAttestationReport*) = nullptr;
+  NvmlReturn (*conf_compute_certificate)(NvmlDevice, NvmlConfComputeGpuCertificate*) = nullptr;
+  NvmlReturn (*vbios_version)(NvmlDevice, char*, unsigned) = nullptr;
   NvmlReturn (*count)(unsigned*) = nullptr;
   NvmlReturn (*handle_by_index)(unsigned, NvmlDevice*) = nullptr;
   NvmlReturn (*name)(NvmlDevice, char*, unsigned) = nullptr;
@@ -168,6 +188,10 @@ void bind_all(void* h, NvmlApi& a) {
   bind(h, a.cuda_driver_version, "nvmlSystemGetCudaDriverVersion");
   bind(h, a.conf_compute_state, "nvmlSystemGetConfComputeState");
   bind(h, a.conf_compute_gpus_ready, "nvmlSystemGetConfComputeGpusReadyState");
+  bind(h, a.conf_compute_set_gpus_ready, "nvmlSystemSetConfComputeGpusReadyState");
+  bind(h, a.conf_compute_report, "nvmlDeviceGetConfComputeGpuAttestationReport");
+  bind(h, a.conf_compute_certificate, "nvmlDeviceGetConfComputeGpuCertificate");
+  bind(h, a.vbios_version, "nvmlDeviceGetVbiosVersion");
   bind(h, a.count, "nvmlDeviceGetCount_v2");
   bind(h, a.handle_by_index, "nvmlDeviceGetHandleByIndex_v2");
   bind(h, a.name, "nvmlDeviceGetName");
@@ -503,6 +527,8 @@ class RealBackend final : public GpuBackend {
       NvmlConfComputeSystemState cc{};
       if (api.conf_compute_state && api.conf_compute_state(&cc) == k_nvml_success)
         s.cc_state = cc.devToolsMode ? "devtools" : (cc.ccFeature ? "on" : "off");
+      // NVML_CC_SYSTEM_ENVIRONMENT_UNAVAILABLE 0, _SIM 1, _PROD 2 (nvml.h)
+      if (s.cc_state != "unknown") s.cc_environment = cc.environment == 2 ? "production" : cc.environment == 1 ? "simulation" : "unknown";
       // NVML_CC_ACCEPTING_CLIENT_REQUESTS_TRUE = 1 (nvml.h); only meaningful with the feature on.
       unsigned accepting = 0;
       if (s.cc_state != "off" && s.cc_state != "unknown" && api.conf_compute_gpus_ready &&
@@ -659,6 +685,54 @@ class RealBackend final : public GpuBackend {
       return make_error(ErrorKind::internal, "validate.multi_gpu", "measuring " + what + " threw: " + ex.what(), *from,
                         "report this as a gpuenv bug");
     }
+  }
+
+  Result<std::optional<CcEvidence>> cc_evidence(int gpu, const std::string& nonce) override {
+    auto loaded = nvml();
+    if (!loaded) return std::move(loaded).error();
+    if (!*loaded) return no_driver(gpu);
+    const std::shared_ptr<Nvml>& nv = *loaded;
+    const NvmlApi& api = nv->api();
+    if (!api.conf_compute_report || !api.conf_compute_certificate || nonce.size() != 32) return std::optional<CcEvidence>();
+    auto device = nv->device(gpu);
+    if (!device) return std::move(device).error();
+    // About 20 KiB between them: on the heap, not on a check thread's stack.
+    auto report = std::make_unique<NvmlConfComputeGpuAttestationReport>();
+    std::memcpy(report->nonce, nonce.data(), 32);
+    const std::string where = "GPU " + std::to_string(gpu);
+    if (NvmlReturn rc = api.conf_compute_report(*device, report.get()); rc != k_nvml_success) {
+      if (rc == k_nvml_error_not_supported) return std::optional<CcEvidence>();
+      return make_error(ErrorKind::environment, "validate.cc_evidence", "nvmlDeviceGetConfComputeGpuAttestationReport failed: " + nv->why(rc), where,
+                        "confidential computing must be on for this GPU (nvidia-smi conf-compute -f)");
+    }
+    auto cert = std::make_unique<NvmlConfComputeGpuCertificate>();
+    if (NvmlReturn rc = api.conf_compute_certificate(*device, cert.get()); rc != k_nvml_success) {
+      return make_error(ErrorKind::environment, "validate.cc_evidence", "nvmlDeviceGetConfComputeGpuCertificate failed: " + nv->why(rc), where, "");
+    }
+    if (report->attestationReportSize > sizeof report->attestationReport || cert->attestationCertChainSize > sizeof cert->attestationCertChain) {
+      return make_error(ErrorKind::environment, "validate.cc_evidence", "NVML reported a report or chain larger than its own buffer", where, "");
+    }
+    CcEvidence e;
+    e.report.assign(reinterpret_cast<const char*>(report->attestationReport), report->attestationReportSize);
+    e.cert_chain.assign(reinterpret_cast<const char*>(cert->attestationCertChain), cert->attestationCertChainSize);
+    e.nonce = nonce;
+    char text[k_nvml_text_buffer] = {};
+    if (api.vbios_version && api.vbios_version(*device, text, sizeof text) == k_nvml_success) e.vbios_version = text;
+    return std::optional<CcEvidence>(std::move(e));
+  }
+
+  gpuenv::Status set_cc_gpus_ready() override {
+    auto loaded = nvml();
+    if (!loaded) return std::move(loaded).error();
+    if (!*loaded) return make_error(ErrorKind::environment, "validate.no_driver", "no NVIDIA driver is loaded", "", "");
+    const std::shared_ptr<Nvml>& nv = *loaded;
+    if (!nv->api().conf_compute_set_gpus_ready)
+      return make_error(ErrorKind::environment, "attest.cannot_set_ready", "this driver has no nvmlSystemSetConfComputeGpusReadyState", "", "update the driver");
+    // NVML_CC_ACCEPTING_CLIENT_REQUESTS_TRUE = 1
+    if (NvmlReturn rc = nv->api().conf_compute_set_gpus_ready(1); rc != k_nvml_success)
+      return make_error(ErrorKind::environment, "attest.cannot_set_ready", "setting the ready state (nvmlSystemSetConfComputeGpusReadyState) failed: " + nv->why(rc), "",
+                        "it needs root, and confidential computing on");
+    return ok_status();
   }
 
   Result<std::optional<Samples>> nccl_allreduce(const std::vector<int>& gpus, int samples) override {

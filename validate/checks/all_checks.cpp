@@ -17,6 +17,9 @@
 //   persistence_mode     software     0.3/1.7      0.3/1.7       0.3/1.7
 //   fabric_manager       software     0.1/0.1      0.1/0.1       0.1/0.1
 //   mig_state            software     0.3/1.7      0.3/1.7       0.3/1.7
+//   cc_mode              software     0.1/0.1      0.1/0.1       0.1/0.1
+//   cc_attestation       software     0.7/2.8      3.3/5.4       3.3/5.4       (when CC is on or the lock requires it;
+//                                                                               quick only when it requires it)
 //   env_vars             software     0.1/0.1      0.1/0.1       0.1/0.1
 //   ecc_mode             health       0.3/1.7      0.3/1.7       0.3/1.7
 //   ecc_errors           health       0.3/1.7      0.3/1.7       0.3/1.7

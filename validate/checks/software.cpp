@@ -1,9 +1,13 @@
 // Software checks: the driver, its version against the lock, conflicting modules, device nodes, persistence,
-// the NVSwitch fabric manager, MIG mode against the spec, and debugging variables. They read DriverState and idle
+// the NVSwitch fabric manager, MIG mode against the spec, confidential computing and its attestation, and
+// debugging variables. They read DriverState and idle
 // health only, so they are cheap and run at every level. libraries_load, framework_smoke and cudnn_smoke need the
 // image and live in image.cpp.
+#include <sys/random.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 
 #include "base/text.hpp"
 #include "validate/checks/check_support.hpp"
@@ -14,6 +18,11 @@ namespace {
 
 // Pure host reads: 100 ms is generous and keeps quick's sum low.
 constexpr Budget k_host_only{100, 0};
+// Evidence from NVML and its verification take tens of milliseconds per GPU; RIMs fetched from a service take
+// longer the first time (later runs read them from the cache). Quick keeps within its 15 s promise, so there the
+// RIMs should come from a directory or the cache.
+constexpr Budget k_attest_quick{400, 300};
+constexpr Budget k_attest{3000, 300};
 // One NVML read per GPU.
 constexpr Budget k_per_gpu_read{100, 200};
 
@@ -321,6 +330,95 @@ class CcMode final : public SpecCheck {
   }
 };
 
+/// 32 random bytes from the kernel (getrandom), for a nonce no one could have foreseen.
+std::optional<std::string> fresh_nonce() {
+  std::string n(32, '\0');
+  std::size_t got = 0;
+  while (got < n.size()) {
+    const ssize_t r = ::getrandom(n.data() + got, n.size() - got, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return std::nullopt;
+    }
+    got += static_cast<std::size_t>(r);
+  }
+  return n;
+}
+
+// Confidential-computing attestation of every GPU (docs/attestation.md): evidence from the backend for a fresh
+// nonce, judged by the verifier the caller wires (CheckInputs::attest: signature, chain, RIMs, measurements, NVML's
+// versions, CC environment and mode, by the policy). Runs at every level when the lock requires confidential
+// computing; at standard and long when it is on otherwise. A failure FAILs when the lock requires CC, else WARNs.
+class CcAttestation final : public SpecCheck {
+ public:
+  CcAttestation()
+      : SpecCheck({"cc_attestation", "software",
+                   "Each GPU's confidential-computing attestation (signed report, certificate chain, RIMs and golden "
+                   "measurements, NVML's versions) passes the attestation policy",
+                   k_attest_quick, k_attest, k_attest}) {}
+  [[nodiscard]] bool uses_gpu() const override { return true; }
+  [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& context) const override {
+    if (auto why = needs_driver_and_gpus(context)) return why;
+    const bool required = context.inputs.lock_confidential.value_or("") == "required";
+    const bool on = context.driver.cc_state == "on" || context.driver.cc_state == "devtools";
+    if (!required && !on) return std::string("confidential computing is off and the lock does not require it");
+    if (!required && context.inputs.level == Level::quick) return std::string("quick attests only when the lock requires confidential computing");
+    if (!context.inputs.attest) return std::string("no attestation verifier is wired in this run");
+    return std::nullopt;
+  }
+  std::vector<GpuOutcome> run(CheckContext& context) override {
+    const bool required = context.inputs.lock_confidential.value_or("") == "required";
+    const auto nonce = fresh_nonce();
+    std::vector<GpuOutcome> out;
+    for (const GpuInfo& gpu : context.gpus) {
+      if (past_deadline(context)) break;
+      if (!nonce) {
+        out.push_back(outcome(gpu.index, CheckStatus::fail, "no random nonce: getrandom failed", "backend_error"));
+        continue;
+      }
+      auto evidence = context.backend.cc_evidence(gpu.index, *nonce);
+      if (!evidence) {
+        out.push_back(failed(gpu.index, "reading the attestation evidence", evidence.error(), "cc_no_evidence"));
+        continue;
+      }
+      if (!*evidence) {
+        out.push_back(outcome(gpu.index, required ? CheckStatus::fail : CheckStatus::warn,
+                              gpu_label(gpu) + " gives no attestation evidence (driver state: confidential computing " + context.driver.cc_state + ")",
+                              "cc_no_evidence"));
+        continue;
+      }
+      // A replay serves recorded evidence: it answers the recorded nonce, which the report then says it used.
+      const bool replay = context.backend.name() == "replay";
+      const std::string& expected = replay ? (*evidence)->nonce : *nonce;
+      auto verdict = context.inputs.attest(**evidence, expected, context.driver);
+      if (!verdict) {
+        out.push_back(failed(gpu.index, "judging the attestation evidence", verdict.error(), "cc_attestation_failed"));
+        continue;
+      }
+      GpuOutcome o;
+      std::size_t passed = 0;
+      for (const auto& c : verdict->claims) passed += c.status == "pass";
+      const std::string counts = std::to_string(passed) + " of " + std::to_string(verdict->claims.size()) + " claims pass" +
+                                 (replay ? " (recorded evidence and its nonce)" : " (fresh nonce)");
+      if (verdict->pass) {
+        o = outcome(gpu.index, CheckStatus::pass, "attested: " + counts);
+      } else {
+        o = outcome(gpu.index, required ? CheckStatus::fail : CheckStatus::warn, "not attested: " + join(verdict->reasons, "; ") + " (" + counts + ")",
+                    "cc_attestation_failed");
+      }
+      o.metrics.push_back({"attested", verdict->pass ? 1.0 : 0.0, "bool"});
+      // Each claim as a figure (1 pass, 0 fail, -1 not checked): the record of a marked image keeps the lowest.
+      for (const auto& c : verdict->claims) {
+        std::string name = "claim_" + c.name;
+        std::replace(name.begin(), name.end(), '.', '_');
+        o.metrics.push_back({name, c.status == "pass" ? 1.0 : c.status == "fail" ? 0.0 : -1.0, "claim"});
+      }
+      out.push_back(std::move(o));
+    }
+    return out;
+  }
+};
+
 }  // namespace
 
 std::vector<std::unique_ptr<Check>> software_checks() {
@@ -333,6 +431,7 @@ std::vector<std::unique_ptr<Check>> software_checks() {
   out.push_back(std::make_unique<FabricManager>());
   out.push_back(std::make_unique<MigState>());
   out.push_back(std::make_unique<CcMode>());
+  out.push_back(std::make_unique<CcAttestation>());
   out.push_back(std::make_unique<EnvVars>());
   return out;
 }

@@ -450,6 +450,7 @@ struct GpuMeasurements {
   std::optional<Samples> hbm_bandwidth, h2d_bandwidth, d2h_bandwidth;
   bool has_gemm_tflops = false;
   std::map<std::string, std::optional<Samples>> gemm_tflops;  // dtype -> samples, or empty when unsupported
+  std::optional<CcEvidence> cc_evidence;                      // recorded evidence; its nonce is the recorded one
 };
 
 struct Fault {
@@ -484,6 +485,7 @@ constexpr MethodInfo k_methods[] = {
     {"h2d_bandwidth", true, true},      {"d2h_bandwidth", true, true},
     {"gemm_tflops", true, true},        {"health_under_load", true, true},
     {"p2p_bandwidth", true, true},      {"nccl_allreduce", false, true},
+    {"cc_evidence", true, false},
 };
 
 class RecordingParser {
@@ -512,7 +514,7 @@ class RecordingParser {
  private:
   DriverState parse_driver(const Tree& d) {
     expect_map(d, {"loaded", "version", "cuda_driver_version", "nouveau_loaded", "nvswitch_present",
-                   "fabric_manager_running", "device_nodes_missing", "cc_state", "cc_gpus_ready"});
+                   "fabric_manager_running", "device_nodes_missing", "cc_state", "cc_gpus_ready", "cc_environment"});
     DriverState s;
     s.loaded = to_bool(required(d, "loaded"));
     const Tree& version = required(d, "version");
@@ -558,6 +560,7 @@ class RecordingParser {
       }
       s.cc_gpus_ready = to_bool(*ready);
     }
+    if (const Tree* env = d.find("cc_environment")) s.cc_environment = to_choice(*env, {"production", "simulation", "unknown"});
     return s;
   }
 
@@ -766,7 +769,7 @@ class RecordingParser {
 
   void parse_measurements(const Tree& m) {
     expect_map(m, {"gpu", "compute_mismatches", "memtest", "gemm_consistency", "hbm_bandwidth", "h2d_bandwidth",
-                   "d2h_bandwidth", "gemm_tflops"});
+                   "d2h_bandwidth", "gemm_tflops", "cc_evidence"});
     const Tree& gpu_node = required(m, "gpu");
     const int gpu = gpu_ref(gpu_node);
     if (m_rec.measurements.count(gpu)) {
@@ -794,6 +797,7 @@ class RecordingParser {
     if (const Tree* t = m.find("hbm_bandwidth")) out.hbm_bandwidth = parse_samples(*t, "GB/s");
     if (const Tree* t = m.find("h2d_bandwidth")) out.h2d_bandwidth = parse_samples(*t, "GB/s");
     if (const Tree* t = m.find("d2h_bandwidth")) out.d2h_bandwidth = parse_samples(*t, "GB/s");
+    if (const Tree* t = m.find("cc_evidence")) out.cc_evidence = parse_cc_evidence(*t);
     if (const Tree* t = m.find("gemm_tflops")) {
       expect_map(*t, {"bf16", "fp16", "tf32", "fp64"});
       out.has_gemm_tflops = true;
@@ -801,6 +805,26 @@ class RecordingParser {
         out.gemm_tflops[d.key] = is_unsupported(d) ? std::nullopt : std::optional<Samples>(parse_samples(d, "TFLOPS"));
       }
     }
+  }
+
+  /// {report: hex, cert_chain: PEM text, nonce: 64 hex digits, vbios_version: text}: evidence as NVML gave it.
+  static CcEvidence parse_cc_evidence(const Tree& t) {
+    expect_map(t, {"report", "cert_chain", "nonce", "vbios_version"});
+    auto bytes = [](const Tree& node, std::size_t exact) {
+      const std::string hex = to_text(node);
+      if (!all_hex(hex) || hex.size() % 2 || (exact && hex.size() != 2 * exact))
+        fail(node.where, "replay.bad_value", node.name() + " must be " + (exact ? std::to_string(2 * exact) + " " : std::string()) + "hex digits",
+             "write the bytes as hex, as NVIDIA's sample reports are stored");
+      std::string out;
+      for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+      return out;
+    };
+    CcEvidence e;
+    e.report = bytes(required(t, "report"), 0);
+    e.cert_chain = to_text(required(t, "cert_chain"));
+    e.nonce = bytes(required(t, "nonce"), 32);
+    if (const Tree* v = t.find("vbios_version")) e.vbios_version = to_text(*v);
+    return e;
   }
 
   static MemtestResult parse_memtest(const Tree& t) {
@@ -1090,6 +1114,18 @@ class ReplayBackend final : public GpuBackend {
     if (!h) return state->no_measurement("health", gpu_name(gpu));
     return *h;
   }
+  /// The recorded evidence whatever NONCE is asked: its nonce is the recorded one (CcEvidence::nonce), as a replay
+  /// cannot sign anew; reports say the backend was a replay.
+  Result<std::optional<CcEvidence>> cc_evidence(int gpu, const std::string& /*nonce*/) override {
+    const auto state = m_state;
+    if (auto e = state->check_gpu(gpu)) return std::move(*e);
+    if (auto e = state->fault(gpu, "cc_evidence")) return std::move(*e);
+    auto it = state->rec.measurements.find(gpu);
+    if (it == state->rec.measurements.end() || !it->second.cc_evidence) return state->no_measurement("cc_evidence", gpu_name(gpu));
+    return std::optional<CcEvidence>(*it->second.cc_evidence);
+  }
+  /// Sets nothing (recorded answers); succeeds so that `attest --set-ready` runs its whole path.
+  gpuenv::Status set_cc_gpus_ready() override { return ok_status(); }
   Result<std::unique_ptr<GpuSession>> open(int gpu) override {
     const auto state = m_state;
     if (auto e = state->check_gpu(gpu)) return std::move(*e);
