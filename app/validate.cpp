@@ -194,6 +194,7 @@ Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& fl
     so.fatbin = validate::embedded_validation_fatbin();
     so.health_reader = std::move(target.health_reader);
     so.numa_node = target.numa_node;
+    so.confidential = target.confidential;
     if (image) {
       so.cublaslt_libraries = image->cublaslt;
       so.cublas_libraries = image->cublas;

@@ -1,5 +1,7 @@
 #include "marks/judge.hpp"
 
+#include <algorithm>
+
 #include <cctype>
 
 #include "images/plan/image_config.hpp"
@@ -74,6 +76,13 @@ MarkVerdict judge_mark(std::string_view envelope_json, const std::vector<const K
     out.reasons.push_back("its driver " + p.driver_version + " does not cover " + w.driver + " (same version, or same branch and newer)");
   if (!w.level.empty() && level_rank(p.level) < level_rank(w.level)) out.reasons.push_back("its level " + p.level + " is below " + w.level);
   if (!w.cc_mode.empty() && p.cc_mode != w.cc_mode) out.reasons.push_back("confidential computing was " + p.cc_mode + ", not " + w.cc_mode);
+  if (w.cc_mode == "on" && p.cc_mode == "on") {
+    // CC on without attested GPUs proves nothing to the workload's owner: the record must show cc_attestation passed.
+    const auto it = std::find_if(p.checks.begin(), p.checks.end(), [](const MarkCheck& c) { return c.id == "cc_attestation"; });
+    if (it == p.checks.end() || it->status != "pass")
+      out.reasons.push_back(it == p.checks.end() ? std::string("its GPUs' attestation was not verified (no cc_attestation check)")
+                                                  : "its GPUs' attestation did not pass (cc_attestation " + it->status + ")");
+  }
   if (w.now > p.not_after) out.reasons.push_back("it expired at " + images::rfc3339(p.not_after));
   if (w.max_age_s && w.now - p.time_verified > *w.max_age_s)
     out.reasons.push_back("it was verified at " + images::rfc3339(p.time_verified) + ", more than " + std::to_string(*w.max_age_s) + " s ago");

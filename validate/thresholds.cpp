@@ -163,11 +163,14 @@ class Parser : private YamlReader {
   }
 
   Result<DerivedRules> derived_rules(const YAML::Node& n) const {
-    GPUENV_TRY(entries, map(n, "derived", {"host_device", "gemm", "nvlink"}));
+    GPUENV_TRY(entries, map(n, "derived", {"host_device", "host_device_confidential", "gemm", "nvlink"}));
     DerivedRules out;
     for (const auto& [key, value] : entries) {
       const std::string k = key.Scalar();
-      if (k == "host_device") {
+      if (k == "host_device_confidential") {
+        GPUENV_TRY(ref, reference(value, *metric_info("h2d_bandwidth")));
+        out.host_device_confidential = std::move(ref);
+      } else if (k == "host_device") {
         GPUENV_TRY(rule, map(value, "derived.host_device", {"fraction", "source", "pcie_generations"}));
         GPUENV_TRY(f, sourced_fraction(value, "derived.host_device"));
         out.host_device = std::move(f);

@@ -42,6 +42,9 @@ struct DerivedRules {
   /// h2d/d2h: fraction x the PCIe link's payload rate per direction (link's maximum generation and width).
   std::optional<SourcedFraction> host_device;
   std::vector<PcieGeneration> pcie;
+  /// h2d/d2h with confidential computing on: copies go through encrypted bounce buffers (the CPU encrypts), so the
+  /// PCIe rule and a model's own reference do not apply; this measured figure does, for every model.
+  std::optional<Reference> host_device_confidential;
   /// gemm_tflops.<type>: fraction x the model's datasheet dense peak for the type.
   std::optional<SourcedFraction> gemm;
   /// p2p_bandwidth, nccl_allreduce: fraction x active NVLink links x the model's per-link rate per direction.

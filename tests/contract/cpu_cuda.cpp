@@ -23,7 +23,8 @@
 // one word wrong), memtest_flip (memtest_write leaves one bit flipped in the middle word of every region),
 // copy_corrupt (stream_copy corrupts word 3), memcpy_corrupt (host<->device async copies corrupt word 3),
 // peer_corrupt (peer copies corrupt word 3), no_peer (no device reaches another), hang:<kernel> (that kernel never
-// finishes: its stream stays busy for good).
+// finishes: its stream stays busy for good), confidential (confidential computing is on: host memory cannot be
+// registered or mapped into the GPU, cuMemHostRegister and cuMemHostGetDevicePointer answer 801 not supported).
 //
 // Built with CPU_CUDA_LAZY (libcpu_cuda_lazy.so), it is a driver from before CUDA 12.4 with lazy loading on: there
 // is no cuFuncLoad, and a function's first launch waits until every stream of its device is idle, as the driver
@@ -80,6 +81,7 @@ constexpr CUresult k_illegal_address = 700;
 constexpr CUresult k_peer_access_already_enabled = 704;
 constexpr CUresult k_peer_access_unsupported = 217;
 constexpr CUresult k_host_memory_not_registered = 713;
+constexpr CUresult k_not_supported = 801;
 
 constexpr std::uint32_t k_fatbin_magic = 0xBA55ED50u;
 
@@ -102,6 +104,7 @@ constexpr ErrorName k_error_names[] = {
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS"},
     {704, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED"},
     {713, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED"},
 };
 
 // ---- configuration and faults ----------------------------------------------------------------------------------
@@ -824,6 +827,7 @@ CUresult cuMemFreeHost(void* p) {
 
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* out, void* p, unsigned flags) {
   if (!out || flags != 0) return k_invalid_value;
+  if (has_fault("confidential")) return k_not_supported;
   std::lock_guard lock(g_memory_mutex);
   const Allocation* a = find_locked(reinterpret_cast<std::uint64_t>(p), 1);
   if (!a || a->device >= 0 || !a->mapped) return k_invalid_value;  // only memory allocated with DEVICEMAP is mapped
@@ -833,6 +837,7 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* out, void* p, unsigned flags)
 
 CUresult cuMemHostRegister_v2(void* p, std::size_t bytes, unsigned flags) {
   if (!p || bytes == 0 || (flags & ~0xFu) != 0) return k_invalid_value;
+  if (has_fault("confidential")) return k_not_supported;
   std::lock_guard lock(g_memory_mutex);
   if (find_locked(reinterpret_cast<std::uint64_t>(p), 1)) return k_invalid_value;  // already registered or owned
   g_allocations[reinterpret_cast<std::uint64_t>(p)] = Allocation{bytes, -1, (flags & 0x2u) != 0, true};

@@ -219,6 +219,32 @@ TEST_F(CpuDriver, HostCopiesBothWaysAreVerified) {
   }
 }
 
+TEST_F(CpuDriver, UnderConfidentialComputingNoForbiddenHostMemoryPathIsTakenAndCopiesAreStillMeasured) {
+  ScopedEnv cc("CPU_CUDA_FAULTS", "confidential");
+  // A session that maps a spin flag into the GPU cannot open where CC forbids it: that is not the GPU's fault.
+  auto plain = gpuenv::validate::open_cuda_session(k_gpu0, options());
+  ASSERT_FALSE(plain.ok());
+  EXPECT_NE(plain.error().message.find("CUDA_ERROR_NOT_SUPPORTED"), std::string::npos) << plain.error().message;
+  auto o = options();
+  o.confidential = true;
+  o.numa_node = 0;  // no cuMemHostRegister either: host buffers come from cuMemHostAlloc
+  auto session = open(o);
+  ASSERT_NE(session, nullptr);
+  for (const bool to_device : {true, false}) {
+    auto samples = session->copy_bandwidth(to_device, 3);
+    ASSERT_TRUE(samples.ok()) << samples.error().message;
+    EXPECT_EQ(samples->values.size(), 3u);
+    EXPECT_TRUE(samples->data_verified);
+    for (double v : samples->values) EXPECT_GT(v, 0);
+  }
+  auto hbm = session->hbm_bandwidth(3);
+  ASSERT_TRUE(hbm.ok()) << hbm.error().message;
+  EXPECT_TRUE(hbm->data_verified);
+  auto mismatches = session->compute_mismatches();
+  ASSERT_TRUE(mismatches.ok()) << mismatches.error().message;
+  EXPECT_EQ(*mismatches, 0u);
+}
+
 TEST_F(CpuDriver, CorruptedHostCopiesAreDataMismatchesBothWays) {
   ScopedEnv fault("CPU_CUDA_FAULTS", "memcpy_corrupt");
   auto session = open(options());

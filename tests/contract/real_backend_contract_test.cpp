@@ -427,9 +427,11 @@ TEST(RealBackend, OpenHandsTheFactoryTheBusIdNumaNodeAndAHealthReader) {
   auto options = tree.options();
   std::string seen_bus_id;
   int seen_numa_node = -2;
+  bool seen_confidential = true;
   options.session_factory = [&](SessionTarget target) -> Result<std::unique_ptr<GpuSession>> {
     seen_bus_id = target.pci_bus_id;
     seen_numa_node = target.numa_node;
+    seen_confidential = target.confidential;
     return std::unique_ptr<GpuSession>(std::make_unique<ReaderSession>(std::move(target.health_reader)));
   };
   auto backend = make_real_backend(options);
@@ -437,6 +439,12 @@ TEST(RealBackend, OpenHandsTheFactoryTheBusIdNumaNodeAndAHealthReader) {
   ASSERT_TRUE(session.ok()) << session.error().to_string();
   EXPECT_EQ(seen_bus_id, "00000000:3B:00.0");
   EXPECT_EQ(seen_numa_node, 1) << "pinned host memory goes on the GPU's NUMA node (sysfs 0000:3b:00.0)";
+  EXPECT_FALSE(seen_confidential);
+  {
+    ScopedEnv on("FAKE_NVML_CC", "1");
+    ASSERT_TRUE(make_real_backend(options)->open(0).ok());
+    EXPECT_TRUE(seen_confidential) << "the session is told confidential computing is on";
+  }
   backend.reset();  // the reader keeps NVML alive on its own
   auto h = (*session)->health();
   ASSERT_TRUE(h.ok()) << h.error().to_string();
@@ -457,6 +465,7 @@ RealBackendOptions cpu_driver_options(const HostTree& tree) {
     so.fatbin = gpuenv::validate::embedded_validation_fatbin();
     so.health_reader = std::move(target.health_reader);
     so.numa_node = target.numa_node;
+    so.confidential = target.confidential;
     so.cublaslt_libraries = {CPU_CUBLAS_PATH};
     so.cublas_libraries = {CPU_CUBLAS_PATH};
     so.consistency_gemm_size = 96;

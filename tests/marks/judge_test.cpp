@@ -86,6 +86,24 @@ TEST(JudgeMark, EachReasonARecordDoesNotCountIsNamed) {
     ASSERT_FALSE(v.reasons.empty()) << c.name;
     if (!c.reason.empty()) EXPECT_NE(::testing::PrintToString(v.reasons).find(c.reason), std::string::npos) << c.name << ": " << ::testing::PrintToString(v.reasons);
   }
+  // Asked for CC on, a record counts only when it shows its GPUs' attestation passed.
+  MarkWanted cc = wanted();
+  cc.cc_mode = "on";
+  const auto unattested = judge_mark(record(k.signer, [](auto& p) { p.cc_mode = "on"; }), {&k.signer}, cc, "l");
+  EXPECT_FALSE(unattested.counts);
+  EXPECT_NE(::testing::PrintToString(unattested.reasons).find("attestation was not verified"), std::string::npos);
+  const auto warned = judge_mark(record(k.signer, [](auto& p) {
+                                   p.cc_mode = "on";
+                                   p.checks.push_back({"cc_attestation", "warn", {{"attested", 0}}});
+                                 }),
+                                 {&k.signer}, cc, "l");
+  EXPECT_NE(::testing::PrintToString(warned.reasons).find("attestation did not pass (cc_attestation warn)"), std::string::npos);
+  EXPECT_TRUE(judge_mark(record(k.signer, [](auto& p) {
+                           p.cc_mode = "on";
+                           p.checks.push_back({"cc_attestation", "pass", {{"attested", 1}, {"claim_measurements", 1}}});
+                         }),
+                         {&k.signer}, cc, "l")
+                  .counts);
   // A replay mark counts only when asked to.
   MarkWanted w = wanted();
   w.allow_replay = true;

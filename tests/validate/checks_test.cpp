@@ -1089,6 +1089,20 @@ TEST_F(Checks, NodeRuleAppliesWithoutAReference) {
   EXPECT_EQ(r.gpu(0).status, CheckStatus::measured);
 }
 
+TEST_F(Checks, WithConfidentialComputingHostCopiesAreJudgedAgainstTheCcFigureNotTheModelsOwn) {
+  h200x1(backend);
+  backend.driver_state.cc_state = "on";
+  backend.h2d[0] = samples_around(5.0, "GB/s");  // a healthy CC copy: a tenth of the H200's non-CC 55 GB/s
+  Ran without = run("h2d_bandwidth");
+  EXPECT_EQ(without.gpu(0).status, CheckStatus::measured) << "no CC figure in the table: measured, never failed against 55 GB/s";
+  table.derived.host_device_confidential = gpuenv::validate::Reference{4.0, "GB/s", "test CC figure", ""};
+  Ran healthy = run("h2d_bandwidth");
+  EXPECT_EQ(healthy.gpu(0).status, CheckStatus::pass) << healthy.gpu(0).message;
+  EXPECT_NE(healthy.gpu(0).message.find("bounce buffers"), std::string::npos) << healthy.gpu(0).message;
+  backend.d2h[0] = samples_around(2.0, "GB/s");
+  EXPECT_EQ(run("d2h_bandwidth").gpu(0).status, CheckStatus::fail);
+}
+
 TEST_F(Checks, TooFewOrUnverifiedSamplesAreNeverAPass) {
   h200x1(backend);
   backend.hbm[0].values = {4200, 4200};

@@ -305,6 +305,27 @@ TEST(DerivedReference, HostDeviceFollowsTheLinksGenerationAndWidth) {
   EXPECT_DOUBLE_EQ(idle.reference->value, x16.reference->value);
 }
 
+TEST(DerivedReference, WithConfidentialComputingHostCopiesAreJudgedByTheCcFigureNeverTheModelsOwn) {
+  using gpuenv::validate::host_device_reference;
+  ThresholdTable t = derived_table();
+  gpuenv::validate::GpuThresholds h100;
+  h100.model = "H100 SXM";
+  h100.pci_device_ids = {0x9999};  // a model of its own
+  h100.references["h2d_bandwidth"] = {50.0, "GB/s", "a non-CC measurement", ""};
+  t.gpus.push_back(h100);
+  EXPECT_DOUBLE_EQ(host_device_reference(&t, 0x9999, "h2d_bandwidth", link(5, 16), "off").reference->value, 50.0);
+  auto none = host_device_reference(&t, 0x9999, "h2d_bandwidth", link(5, 16), "on");
+  EXPECT_FALSE(none.reference) << "the model's own figure is a non-CC one";
+  t.derived.host_device_confidential = gpuenv::validate::Reference{4.0, "GB/s", "a CC measurement", ""};
+  for (const char* state : {"on", "devtools"}) {
+    auto cc = host_device_reference(&t, 0x9999, "d2h_bandwidth", link(5, 16), state);
+    ASSERT_TRUE(cc.reference) << state;
+    EXPECT_DOUBLE_EQ(cc.reference->value, 4.0);
+    EXPECT_EQ(cc.reference->source, "a CC measurement");
+    EXPECT_NE(cc.reference->basis.find("bounce buffers"), std::string::npos);
+  }
+}
+
 TEST(DerivedReference, HostDeviceHasNoneWithConfidentialComputingOrAnUnknownLink) {
   using gpuenv::validate::host_device_reference;
   const ThresholdTable t = derived_table();

@@ -292,15 +292,16 @@ class CudaSession final : public GpuSession {
       return fail("cuEventCreate", rc, "creating an event");
     if (CUresult rc = api.event_create(&m_stop, 0); rc != k_cuda_success)
       return fail("cuEventCreate", rc, "creating an event");
-    void* flags = nullptr;
-    if (CUresult rc = api.mem_host_alloc(&flags, 64, k_host_alloc_portable | k_host_alloc_devicemap);
-        rc != k_cuda_success) {
-      return fail("cuMemHostAlloc", rc, "allocating the mapped spin flag");
-    }
-    m_flags = static_cast<int*>(flags);
-    std::memset(m_flags, 0, 64);
-    if (CUresult rc = api.mem_host_get_device_pointer(&m_flags_device, m_flags, 0); rc != k_cuda_success) {
-      return fail("cuMemHostGetDevicePointer_v2", rc, "mapping the spin flag");
+    if (!m_options.confidential) {  // CC maps no host memory into the GPU: no spin flag there (timed_by_host)
+      void* flags = nullptr;
+      if (CUresult rc = api.mem_host_alloc(&flags, 64, k_host_alloc_portable | k_host_alloc_devicemap); rc != k_cuda_success) {
+        return fail("cuMemHostAlloc", rc, "allocating the mapped spin flag");
+      }
+      m_flags = static_cast<int*>(flags);
+      std::memset(m_flags, 0, 64);
+      if (CUresult rc = api.mem_host_get_device_pointer(&m_flags_device, m_flags, 0); rc != k_cuda_success) {
+        return fail("cuMemHostGetDevicePointer_v2", rc, "mapping the spin flag");
+      }
     }
     auto scratch = alloc(64, "allocating the error and digest counters");
     if (!scratch) return std::move(scratch).error();
@@ -510,6 +511,7 @@ class CudaSession final : public GpuSession {
   // keeps the stream waiting while the work is queued, so the events see the work alone.
   template <class F>
   Result<double> timed(bool hold, const std::string& doing, F&& work) {
+    if (m_options.confidential) return timed_by_host(doing, work);
     if (hold) {
       set_spin_flag(m_flags, 0, 0);
       set_spin_flag(m_flags, 1, 0);
@@ -537,6 +539,18 @@ class CudaSession final : public GpuSession {
       return fail("cuEventElapsedTime", rc, doing);
     }
     return static_cast<double>(ms);
+  }
+
+  // Confidential computing: the host's clock from queueing `work` to its completion (no spin flag can hold the
+  // stream). Launch and queueing time count too, so a sample reads low, never high.
+  template <class F>
+  Result<double> timed_by_host(const std::string& doing, F&& work) {
+    const auto start = std::chrono::steady_clock::now();
+    Status queued = work();
+    Status done = wait(doing);
+    if (!queued) return std::move(queued).error();
+    if (!done) return std::move(done).error();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
 
   // Fills `words` 64-bit words with the seeded random memtest pattern (never zeros).
@@ -1141,7 +1155,7 @@ class CudaSession final : public GpuSession {
                         "copy bandwidth needs 64 MiB of free GPU memory on " + m_bus_id, m_bus_id,
                         "another process is using the GPU's memory: check nvidia-smi");
     }
-    auto host = PinnedHost::allocate(*m_api, &m_broken, bytes, m_options.numa_node);
+    auto host = PinnedHost::allocate(*m_api, &m_broken, bytes, m_options.confidential ? -1 : m_options.numa_node);
     if (!host) return std::move(host).error();
     auto device = alloc(bytes, "allocating the copy buffer");
     if (!device) return std::move(device).error();

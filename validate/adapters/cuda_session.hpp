@@ -47,6 +47,10 @@ struct CudaSessionOptions {
   /// GEMM on this GPU; the first whose handle can be created on this driver is used. Empty: never use cuBLAS.
   std::vector<std::string> cublas_libraries = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "libcublas.so"};
   int numa_node = -1;  ///< NUMA node of the GPU: pinned host buffers are placed there when >= 0
+  /// Confidential computing is on: the GPU cannot read host memory mapped into it and host memory cannot be
+  /// registered (cuMemHostRegister), so no spin flag holds the stream, host buffers come from cuMemHostAlloc only,
+  /// and timed work is measured by the host's clock from queueing to completion (errs low, never high).
+  bool confidential = false;
   /// Edge of gemm_consistency's square GEMM. A multiple of 32 from 32 to 16384; 2048 keeps a GEMM a few ms long
   /// on a GPU (the contract tests on the CPU driver make it small).
   int consistency_gemm_size = 2048;

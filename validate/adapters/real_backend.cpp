@@ -657,6 +657,8 @@ class RealBackend final : public GpuBackend {
     SessionTarget target;
     target.pci_bus_id = bus_id;
     target.numa_node = numa_node(fs::path(m_options.sys_root), bus_id);
+    NvmlConfComputeSystemState cc{};
+    target.confidential = nv->api().conf_compute_state && nv->api().conf_compute_state(&cc) == k_nvml_success && (cc.ccFeature || cc.devToolsMode);
     target.health_reader = [nv, gpu]() { return read_health(*nv, gpu); };
     try {
       return m_options.session_factory(std::move(target));

@@ -20,6 +20,7 @@ namespace gpuenv::validate {
 struct SessionTarget {
   std::string pci_bus_id;  ///< "00000000:19:00.0"
   int numa_node = -1;      ///< the GPU's NUMA node from sysfs; -1 unknown (pinned host memory is then not placed)
+  bool confidential = false;  ///< NVML reports confidential computing on (or dev-tools): CudaSessionOptions::confidential
   /// Reads that GPU's health through NVML (GpuSession::health() returns it, also while kernels run).
   std::function<Result<GpuHealth>()> health_reader;
 };

@@ -79,12 +79,20 @@ Reference derived(double value, std::string unit, const SourcedFraction& fractio
 ReferenceRule host_device_reference(const ThresholdTable* table, std::uint32_t pci_device_id, std::string_view metric,
                                     const std::optional<PcieLink>& link, std::string_view cc_state) {
   ReferenceRule rule = find_reference(table, pci_device_id, metric);
-  if (rule.reference || table == nullptr) return rule;
-  if (cc_state == "on") {
-    rule.why_none = "confidential computing is on, so host copies go through encrypted bounce buffers, and no "
-                    "sourced figure for that path is known";
+  if (cc_state == "on" || cc_state == "devtools") {
+    // Copies go through encrypted bounce buffers, which the host's CPU encrypts: a model's own (non-CC) figure and
+    // the PCIe rule do not apply; the measured CC figure does.
+    rule.reference.reset();
+    if (table != nullptr && table->derived.host_device_confidential) {
+      rule.reference = *table->derived.host_device_confidential;
+      rule.reference->basis = "confidential computing: encrypted bounce buffers";
+    } else {
+      rule.why_none = "confidential computing is on, so host copies go through encrypted bounce buffers, and the "
+                      "thresholds have no host_device_confidential figure";
+    }
     return rule;
   }
+  if (rule.reference || table == nullptr) return rule;
   if (!table->derived.host_device) {
     rule.why_none = "the thresholds have no host_device rule";
     return rule;
