@@ -9,18 +9,13 @@
 namespace gpuenv::attest {
 namespace {
 
-template <class T, void (*F)(T*)>
-struct Free {
-  void operator()(T* p) const { F(p); }
-};
+using x509::Free;
+using x509::StackFree;
+using x509::StorePtr;
 using RequestPtr = std::unique_ptr<OCSP_REQUEST, Free<OCSP_REQUEST, OCSP_REQUEST_free>>;
 using ResponsePtr = std::unique_ptr<OCSP_RESPONSE, Free<OCSP_RESPONSE, OCSP_RESPONSE_free>>;
 using BasicPtr = std::unique_ptr<OCSP_BASICRESP, Free<OCSP_BASICRESP, OCSP_BASICRESP_free>>;
 using CertIdPtr = std::unique_ptr<OCSP_CERTID, Free<OCSP_CERTID, OCSP_CERTID_free>>;
-using StorePtr = std::unique_ptr<X509_STORE, Free<X509_STORE, X509_STORE_free>>;
-struct StackFree {
-  void operator()(STACK_OF(X509) * s) const { sk_X509_free(s); }  // the certificates are owned elsewhere
-};
 struct StringStackFree {
   void operator()(STACK_OF(OPENSSL_STRING) * s) const { X509_email_free(s); }
 };

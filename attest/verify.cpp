@@ -10,10 +10,7 @@ namespace gpuenv::attest {
 namespace {
 
 using x509::X509Ptr;
-struct ObjFree {
-  void operator()(ASN1_OBJECT* p) const { ASN1_OBJECT_free(p); }
-};
-using ObjPtr = std::unique_ptr<ASN1_OBJECT, ObjFree>;
+using ObjPtr = std::unique_ptr<ASN1_OBJECT, x509::Free<ASN1_OBJECT, ASN1_OBJECT_free>>;
 
 constexpr std::size_t k_fwid_size = 48;
 

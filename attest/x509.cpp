@@ -13,18 +13,10 @@
 namespace gpuenv::attest::x509 {
 namespace {
 
-template <class T, void (*F)(T*)>
-struct Free {
-  void operator()(T* p) const { F(p); }
-};
 using BioPtr = std::unique_ptr<BIO, Free<BIO, BIO_free_all>>;
 using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, Free<EVP_MD_CTX, EVP_MD_CTX_free>>;
 using SigPtr = std::unique_ptr<ECDSA_SIG, Free<ECDSA_SIG, ECDSA_SIG_free>>;
-using StorePtr = std::unique_ptr<X509_STORE, Free<X509_STORE, X509_STORE_free>>;
 using StoreCtxPtr = std::unique_ptr<X509_STORE_CTX, Free<X509_STORE_CTX, X509_STORE_CTX_free>>;
-struct StackFree {
-  void operator()(STACK_OF(X509) * s) const { sk_X509_free(s); }  // the certificates are owned elsewhere
-};
 
 }  // namespace
 

@@ -10,15 +10,23 @@
 
 #include <openssl/evp.h>
 #include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
 
 #include "attest/verify.hpp"
 
 namespace gpuenv::attest::x509 {
 
-struct X509Free {
-  void operator()(X509* p) const { X509_free(p); }
+/// Frees an OpenSSL object with its own free function.
+template <class T, void (*F)(T*)>
+struct Free {
+  void operator()(T* p) const { F(p); }
 };
-using X509Ptr = std::unique_ptr<X509, X509Free>;
+using X509Ptr = std::unique_ptr<X509, Free<X509, X509_free>>;
+using StorePtr = std::unique_ptr<X509_STORE, Free<X509_STORE, X509_STORE_free>>;
+/// A stack of certificates owned elsewhere: frees the stack, not them.
+struct StackFree {
+  void operator()(STACK_OF(X509) * s) const { sk_X509_free(s); }
+};
 
 /// Every PEM certificate in PEM, in order (the first unreadable block ends the list).
 std::vector<X509Ptr> read_pem_chain(std::string_view pem);

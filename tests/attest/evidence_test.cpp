@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "fakes/cc_vectors.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -17,16 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpuenv::attest;
 
-const fs::path k_vectors = fs::path(GPUENV_SOURCE_DIR) / ".." / "shared" / "cc_vectors";
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-#define NEED_VECTORS()                                                                                                                     \
-  if (!fs::exists(k_vectors / "vectors.json"))                                                                                             \
-  GTEST_SKIP() << "the published CC evidence is not at " << k_vectors.string() << " (../shared/cc_vectors beside the checkout)"
+const fs::path& k_vectors = gpuenv::testing::k_cc_vectors;
+using gpuenv::testing::slurp;
 
 /// The report in vector file NAME, parsed (raw or hex text).
 gpuenv::Result<Report> vector_report(const std::string& name) {

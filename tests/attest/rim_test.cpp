@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "fakes/cc_vectors.hpp"
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -15,18 +17,10 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpuenv::attest;
 
-const fs::path k_vectors = fs::path(GPUENV_SOURCE_DIR) / ".." / "shared" / "cc_vectors";
+const fs::path& k_vectors = gpuenv::testing::k_cc_vectors;
+using gpuenv::testing::slurp;
 constexpr std::int64_t k_now = 1796169600;   // 2026-12-02
 constexpr std::int64_t k_2024 = 1704067200;  // 2024-01-01, when the 2023 sample RIMs' signers were valid
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-#define NEED_VECTORS()                                                                                                                     \
-  if (!fs::exists(k_vectors / "vectors.json"))                                                                                             \
-  GTEST_SKIP() << "the published CC evidence is not at " << k_vectors.string() << " (../shared/cc_vectors beside the checkout)"
 
 CheckedRim rim(const std::string& file, std::int64_t now = k_now) {
   const std::string path = (k_vectors / file).string();
