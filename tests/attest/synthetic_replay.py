@@ -137,6 +137,28 @@ doc = run("attest", "verify", "--report", os.path.join(work, "tampered.bin"), "-
           "--json", rc=1)
 expect_claims("attest verify, a changed byte", doc, signature="fail")
 
+# Malformed input is exit 2 with what and where, never a crash: a truncated report (its byte offset), evidence JSON
+# that lacks a field, a RIM file that is not XML, a policy with an unknown claim.
+def error_of(*args):
+    p = subprocess.run([GPUENV, "attest", "verify", "--json", *args], capture_output=True, text=True, env=env, timeout=60)
+    try:
+        return p.returncode, json.loads(p.stdout).get("error", {})
+    except json.JSONDecodeError:
+        return p.returncode, {"stdout": p.stdout[:200], "stderr": p.stderr[:200]}
+files = {"truncated.bin": report[:200], "evidence.json": b'{"nonce": "00", "evidence_list": [{"evidence": "AAAA"}]}', "rim.xml": b"<not xml",
+         "policy.yaml": b"version: 1\nclaims:\n  signatur: required\n"}
+for name, data in files.items():
+    open(os.path.join(work, name), "wb").write(data)
+base = ["--cert-chain", os.path.join(work, "chain.pem"), "--nonce", nonce.hex()]
+for case, args, want_id, needle in [
+        ("a truncated report", ["--report", os.path.join(work, "truncated.bin"), *base], "attest.bad_report", "at byte"),
+        ("evidence JSON without a certificate", ["--evidence", os.path.join(work, "evidence.json")], "attest.bad_evidence", ""),
+        ("a RIM that is not XML", ["--report", os.path.join(work, "report.bin"), *base, "--driver-rim", os.path.join(work, "rim.xml")], "attest.bad_rim", "not well-formed"),
+        ("a policy with an unknown claim", ["--report", os.path.join(work, "report.bin"), *base, "--policy", os.path.join(work, "policy.yaml")], "policy.unknown_key", "signatur")]:
+    rc, error = error_of(*args)
+    if rc != 2 or error.get("id") != want_id or needle not in error.get("message", "") + error.get("where", ""):
+        failures.append(f"{case}: exit {rc}, {error}")
+
 lock = os.path.join(work, "cc.lock")
 open(lock, "w").write(open(os.path.join(SOURCE, "tests/data/golden/torch-h100.lock")).read().replace('confidential: "off"', 'confidential: "required"'))
 doc = run("validate", "--backend", "replay:" + replay, "--lock", lock, "--level", "quick", "--check", "cc_attestation", "--json", rc=1)
