@@ -1,0 +1,91 @@
+#include "app/status.hpp"
+
+#include "base/file_io.hpp"
+#include "marks/from_report.hpp"
+#include "marks/statement.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace gpuenv::app {
+namespace {
+
+constexpr std::size_t k_max_status_bytes = 8u << 20;  // a report of 8 GPUs at long is about 100 KiB
+
+const nlohmann::json* member(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  const auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
+std::string text(const nlohmann::json* j) { return j && j->is_string() ? j->get<std::string>() : std::string(); }
+
+NodeStatus unusable(NodeStatus s, std::string state, std::string reason) {
+  s.state = std::move(state);
+  s.exit_code = k_exit_environment;
+  s.reason = std::move(reason);
+  return s;
+}
+
+}  // namespace
+
+Result<NodeStatus> node_status(const StatusRequest& rq, const Services& services) {
+  std::optional<std::int64_t> max_age;
+  if (!rq.max_age.empty()) {
+    max_age = marks::parse_duration(rq.max_age);
+    if (!max_age || *max_age <= 0)
+      return make_error(ErrorKind::usage, "status.max_age", "--max-age '" + rq.max_age + "' is not a duration", "--max-age", "write 30m, 24h, 7d");
+  }
+  NodeStatus s;
+  s.status_file = rq.status_file;
+  auto bytes = read_file_limited(rq.status_file, k_max_status_bytes);
+  if (!bytes) {
+    const bool missing = bytes.error().id == "io.not_found";
+    return unusable(std::move(s), missing ? "missing" : "unreadable",
+                    (missing ? "no status file: the pre-flight has not run since boot (" : "the status file cannot be read (") + bytes.error().message + ")");
+  }
+  const auto j = nlohmann::json::parse(*bytes, nullptr, false);
+  const nlohmann::json* code = member(j, "exit_code");
+  const nlohmann::json* checks = member(j, "checks");
+  if (j.is_discarded() || text(member(j, "schema")) != "gpuenv-validation-v1" || !code || !code->is_number_integer() || !checks || !checks->is_array())
+    return unusable(std::move(s), "unreadable", "the status file is not a gpuenv pre-flight status (gpuenv-validation-v1 with exit_code)");
+  s.verified_at = text(member(j, "started_at"));
+  s.level = text(member(j, "level"));
+  s.backend = text(member(j, "backend"));
+  if (const auto started = marks::parse_rfc3339_utc(s.verified_at)) {
+    const nlohmann::json* duration = member(j, "duration_ms");
+    const std::int64_t finished = *started + (duration && duration->is_number_integer() ? duration->get<std::int64_t>() / 1000 : 0);
+    s.age_s = now_seconds(services) - finished;
+  }
+  if (max_age && (!s.age_s || *s.age_s > *max_age))
+    return unusable(std::move(s), "stale",
+                    s.age_s ? "the pre-flight finished " + std::to_string(*s.age_s) + " s ago, more than --max-age " + rq.max_age
+                            : "the status file does not say when the pre-flight ran");
+  for (const auto& c : *checks) {
+    if (text(member(c, "status")) != "fail") continue;
+    const nlohmann::json* results = member(c, "results");
+    bool named = false;
+    if (results && results->is_array())
+      for (const auto& r : *results) {
+        if (text(member(r, "status")) != "fail") continue;
+        const nlohmann::json* gpu = member(r, "gpu");
+        s.failed.push_back({text(member(c, "key")), gpu && gpu->is_number_integer() ? gpu->get<int>() : -1, text(member(r, "code")), text(member(r, "message"))});
+        named = true;
+      }
+    if (!named) s.failed.push_back({text(member(c, "key")), -1, "", ""});
+  }
+  const int exit = code->get<int>();
+  if (exit == k_exit_ok) {
+    s.state = "healthy";
+    s.exit_code = k_exit_ok;
+    s.reason = "the pre-flight passed";
+  } else if (exit == k_exit_validation_failed) {
+    s.state = "failed";
+    s.exit_code = k_exit_validation_failed;
+    s.reason = s.failed.empty() ? std::string("the pre-flight failed") : s.failed.front().check + ": " + s.failed.front().message;
+  } else {
+    s = unusable(std::move(s), "could_not_run", "the pre-flight could not run: " + text(member(j, "could_not_run_reason")));
+  }
+  return s;
+}
+
+}  // namespace gpuenv::app

@@ -1,0 +1,60 @@
+// gpuenv status: the last pre-flight's verdict from its status file (app/status, docs/fleet.md), fast and without
+// touching a GPU. Exit 0 healthy, 1 failed, 4 missing, unreadable, stale or could not run.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "app/status.hpp"
+#include "cli/commands.hpp"
+
+namespace gpuenv::cli {
+namespace {
+
+struct StatusOptions {
+  app::StatusRequest rq;
+  bool json = false;
+};
+
+int cmd_status(const StatusOptions& o, Context& ctx) {
+  auto s = app::node_status(o.rq, ctx);
+  if (!s) return report_error(s.error(), o.json, ctx);
+  if (o.json) {
+    nlohmann::ordered_json failed = nlohmann::ordered_json::array();
+    for (const auto& f : s->failed)
+      failed.push_back({{"check", f.check}, {"gpu", f.gpu < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(f.gpu)}, {"code", f.code}, {"message", f.message}});
+    *ctx.out << nlohmann::ordered_json{{"schema", "gpuenv-status-v1"},
+                                       {"state", s->state},
+                                       {"exit_code", s->exit_code},
+                                       {"reason", s->reason},
+                                       {"status_file", s->status_file},
+                                       {"verified_at", s->verified_at.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(s->verified_at)},
+                                       {"age_s", s->age_s ? nlohmann::ordered_json(*s->age_s) : nlohmann::ordered_json(nullptr)},
+                                       {"level", s->level},
+                                       {"backend", s->backend},
+                                       {"failed", std::move(failed)}}
+                    .dump(2)
+             << "\n";
+    return s->exit_code;
+  }
+  auto& out = *ctx.out;
+  out << s->state << ": " << s->reason;
+  if (s->age_s) out << " (" << (s->level.empty() ? "" : s->level + ", ") << *s->age_s << " s ago" << (s->backend == "replay" ? ", recorded answers" : "") << ")";
+  out << "\n";
+  for (const auto& f : s->failed)
+    out << "  " << f.check << (f.gpu >= 0 ? " GPU " + std::to_string(f.gpu) : std::string()) << (f.code.empty() ? "" : " [" + f.code + "]")
+        << (f.message.empty() ? "" : ": " + f.message) << "\n";
+  return s->exit_code;
+}
+
+}  // namespace
+
+Command add_status_command(CLI::App& app, const GlobalOptions& /*global*/) {
+  auto o = std::make_shared<StatusOptions>();
+  auto* sub = app.add_subcommand("status", "The last pre-flight's verdict from its status file, without touching a GPU: exit 0 healthy, 1 failed, 4 missing or stale");
+  sub->add_option("--status-file", o->rq.status_file, "The file gpuenv preflight wrote (default /run/gpuenv/status.json)");
+  sub->add_option("--max-age", o->rq.max_age, "Older than this (30m, 24h, 7d) is stale: exit 4 (default: any age)");
+  sub->add_flag("--json", o->json, "Print a gpuenv-status-v1 JSON document");
+  return {sub, [o](Context& ctx) { return cmd_status(*o, ctx); }};
+}
+
+}  // namespace gpuenv::cli

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""`gpuenv status` against the status files `gpuenv preflight` writes (from replays of the repository's recordings):
+healthy 0, failed 1 naming the checks, could not run / missing / unreadable / stale 4, a bad --max-age 2; text and
+gpuenv-status-v1 JSON.
+Usage: status_check.py GPUENV SOURCE_DIR
+"""
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+GPUENV, SOURCE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+work = tempfile.mkdtemp(prefix="gpuenv-status-")
+atexit.register(shutil.rmtree, work, True)
+env = dict(os.environ, GPUENV_CACHE_DIR=os.path.join(work, "cache"))
+env.pop("GPUENV_BACKEND", None)
+failures = []
+
+
+def gpuenv(*args):
+    return subprocess.run([GPUENV, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def status(path, *more):
+    p = gpuenv("status", "--status-file", path, "--json", *more)
+    try:
+        return p.returncode, json.loads(p.stdout)
+    except json.JSONDecodeError:
+        return p.returncode, {"stdout": p.stdout, "stderr": p.stderr}
+
+
+def preflight(replay, rc):
+    path = os.path.join(work, os.path.basename(replay) + ".status.json")
+    p = gpuenv("preflight", "--backend", "replay:" + os.path.join(SOURCE, "tests/data/validate", replay), "--status-file", path)
+    if p.returncode != rc:
+        failures.append(f"preflight {replay}: exit {p.returncode}, expected {rc}: {p.stderr[:300]}")
+    return path
+
+
+healthy = preflight("h200x1.yaml", 0)
+rc, doc = status(healthy)
+if (rc, doc.get("schema"), doc.get("state"), doc.get("failed"), doc.get("level")) != (0, "gpuenv-status-v1", "healthy", [], "quick") \
+        or not isinstance(doc.get("age_s"), int) or doc["age_s"] < 0 or doc["age_s"] > 600:
+    failures.append(f"healthy: {rc} {doc}")
+p = gpuenv("status", "--status-file", healthy)
+if p.returncode != 0 or not p.stdout.startswith("healthy: the pre-flight passed (quick, "):
+    failures.append(f"healthy, text: {p.returncode} {p.stdout!r}")
+
+failed = preflight("faults/ecc_uncorrectable.yaml", 1)
+rc, doc = status(failed)
+checks = [f["check"] for f in doc.get("failed", [])]
+if rc != 1 or doc.get("state") != "failed" or "ecc_errors" not in checks or not all(f["message"] for f in doc["failed"]):
+    failures.append(f"failed: {rc} {doc}")
+p = gpuenv("status", "--status-file", failed)
+if p.returncode != 1 or "  ecc_errors GPU 3 [ecc_uncorrectable]: " not in p.stdout:
+    failures.append(f"failed, text: {p.returncode} {p.stdout!r}")
+
+rc, doc = status(preflight("faults/no_driver.yaml", 4))
+if (rc, doc.get("state")) != (4, "could_not_run"):
+    failures.append(f"could not run: {rc} {doc}")
+
+rc, doc = status(os.path.join(work, "absent.json"))
+if (rc, doc.get("state")) != (4, "missing") or "has not run" not in doc.get("reason", ""):
+    failures.append(f"missing: {rc} {doc}")
+garbage = os.path.join(work, "garbage.json")
+open(garbage, "w").write('{"schema": "something else"}')
+rc, doc = status(garbage)
+if (rc, doc.get("state")) != (4, "unreadable"):
+    failures.append(f"unreadable: {rc} {doc}")
+
+old = json.load(open(healthy))
+old["started_at"] = "2026-01-01T00:00:00Z"
+stale = os.path.join(work, "stale.json")
+json.dump(old, open(stale, "w"))
+rc, doc = status(stale, "--max-age", "24h")
+if (rc, doc.get("state")) != (4, "stale") or "more than --max-age 24h" not in doc.get("reason", ""):
+    failures.append(f"stale: {rc} {doc}")
+rc, doc = status(stale)  # without --max-age any age is accepted
+if (rc, doc.get("state")) != (0, "healthy"):
+    failures.append(f"old but no --max-age: {rc} {doc}")
+rc, doc = status(healthy, "--max-age", "soon")
+if rc != 2 or doc.get("error", {}).get("id") != "status.max_age":
+    failures.append(f"bad --max-age: {rc} {doc}")
+
+if failures:
+    print(f"{len(failures)} failures:")
+    for f in failures:
+        print("  - " + f)
+    sys.exit(1)
+print("gpuenv status: every state and exit code as documented")
