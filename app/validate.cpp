@@ -1,5 +1,7 @@
 #include "app/validate.hpp"
 
+#include <thread>
+
 #include <ctime>
 #include <filesystem>
 #include <sstream>
@@ -257,8 +259,27 @@ Result<Preflight> preflight(const PreflightRequest& request, Services& services)
   Prepared p;
   GPUENV_CHECK(prepare(v, services, p));
   Preflight out;
+  // NVSwitch systems: CUDA fails to start (cudaErrorSystemNotReady) until the fabric manager has registered the GPUs.
+  std::string waited;
+  if (request.wait_fabric.count() > 0) {
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
+      auto d = p.backend->driver();
+      const bool ready = !d || !d->loaded || !d->nvswitch_present || d->fabric_manager_running.value_or(false);
+      const auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start);
+      if (ready || elapsed >= request.wait_fabric) {
+        if (d && d->nvswitch_present)
+          waited = ready ? "the NVSwitch fabric was up after " + std::to_string(elapsed.count()) + " s"
+                         : "waited " + std::to_string(elapsed.count()) + " s for the NVSwitch fabric, and it is not up";
+        break;
+      }
+      services.step("waiting for the NVSwitch fabric (" + std::to_string(elapsed.count()) + " s)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  }
   GPUENV_TRY(report, run_checks(p, {}, services, out.hung));
   out.report = std::move(report);
+  if (!waited.empty()) out.report.notes.push_back(waited);
   out.exit_code = validate::exit_code(out.report);
   out.status = validate::report_json(out.report);
   out.status["exit_code"] = out.exit_code;

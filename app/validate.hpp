@@ -2,6 +2,7 @@
 // `gpuenv validate` and `gpuenv preflight`: the backend built (real NVML + CUDA, or a replay), the lock's facts and
 // the image (--image, unpacked once; its probe runs in the sandbox of images/run) gathered, the checks run.
 #include <nlohmann/json.hpp>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,9 @@ struct PreflightRequest {
   std::string status_file = "/run/gpuenv/status.json";
   std::string backend;
   std::string lock;
+  /// On NVSwitch systems, wait up to this long for the fabric manager to have registered the GPUs before the checks
+  /// run (CUDA cannot start before); 0: no wait. The wait ends early once the fabric is up or there is no NVSwitch.
+  std::chrono::seconds wait_fabric{0};
 };
 
 struct Preflight {

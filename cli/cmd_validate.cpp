@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "app/validate.hpp"
+#include "marks/from_report.hpp"
 #include "cli/commands.hpp"
 #include "validate/check.hpp"
 #include "validate/report.hpp"
@@ -67,7 +68,16 @@ int cmd_validate(const ValidateOptions& o, Context& ctx) {
 }
 
 int cmd_preflight(const PreflightOptions& o, Context& ctx) {
-  auto done = app::preflight({o.status_file, o.backend, o.lock}, ctx);
+  app::PreflightRequest rq{o.status_file, o.backend, o.lock, {}};
+  if (!o.wait_fabric.empty()) {
+    const auto seconds = marks::parse_duration(o.wait_fabric);
+    if (!seconds || *seconds < 0)
+      return report_error(make_error(ErrorKind::usage, "preflight.wait_fabric", "--wait-fabric '" + o.wait_fabric + "' is not a duration", "--wait-fabric",
+                                     "write 90s, 5m"),
+                          o.json, ctx);
+    rq.wait_fabric = std::chrono::seconds(*seconds);
+  }
+  auto done = app::preflight(rq, ctx);
   if (!done) return report_error(done.error(), o.json, ctx);
   ctx.exit_now = done->hung;
   if (o.json) *ctx.out << done->status.dump(2) << "\n";
@@ -138,6 +148,7 @@ Command add_preflight_command(CLI::App& app, const GlobalOptions& g) {
   auto o = std::make_shared<PreflightOptions>();
   auto* sub = app.add_subcommand("preflight", "Boot pre-flight: the quick level, with a status JSON written atomically");
   sub->add_option("--status-file", o->status_file, "Where to write the status (default /run/gpuenv/status.json)");
+  sub->add_option("--wait-fabric", o->wait_fabric, "On NVSwitch systems, wait at most this long (90s, 5m) for the fabric manager to register the GPUs");
   sub->add_option("--lock", o->lock, "A gpuenv.lock to check the driver against");
   sub->add_option("--backend", o->backend, "replay:FILE (docs/replay.md)");
   sub->add_flag("--json", o->json, "Print the status JSON");

@@ -119,6 +119,7 @@ struct PreflightOptions {
   std::string status_file = "/run/gpuenv/status.json";
   std::string backend;
   std::string lock;
+  std::string wait_fabric;  ///< "5m": wait that long at most for the NVSwitch fabric ("" : no wait)
   bool json = false;
 };
 int cmd_preflight(const PreflightOptions& options, Context& ctx);

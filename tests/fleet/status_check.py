@@ -85,6 +85,30 @@ rc, doc = status(healthy, "--max-age", "soon")
 if rc != 2 or doc.get("error", {}).get("id") != "status.max_age":
     failures.append(f"bad --max-age: {rc} {doc}")
 
+# --wait-fabric: bounded on an NVSwitch system whose fabric never comes up, immediate where it is up or absent.
+import time
+down = os.path.join(work, "fabric_down.yaml")
+open(down, "w").write(f"""schema: gpuenv-replay-v1
+extends: {os.path.join(SOURCE, "tests/data/validate/h100x8.yaml")}
+inventory:
+  driver:
+    fabric_manager_running: false
+""")
+for replay, wait, slow, note in [(down, "2s", True, "waited 2 s for the NVSwitch fabric, and it is not up"),
+                                 (os.path.join(SOURCE, "tests/data/validate/h100x8.yaml"), "60s", False, "the NVSwitch fabric was up after 0 s"),
+                                 (os.path.join(SOURCE, "tests/data/validate/h200x1.yaml"), "60s", False, None)]:
+    path = os.path.join(work, "wait.status.json")
+    start = time.monotonic()
+    p = gpuenv("preflight", "--backend", "replay:" + replay, "--wait-fabric", wait, "--status-file", path, "--json")
+    elapsed = time.monotonic() - start
+    notes = json.load(open(path)).get("notes", []) if os.path.exists(path) else []
+    if (slow and not 2 <= elapsed < 30) or (not slow and elapsed >= 10) or (note and note not in notes) or (not note and any("fabric" in n for n in notes)):
+        failures.append(f"--wait-fabric {wait} on {os.path.basename(replay)}: {elapsed:.1f} s, notes {notes}, exit {p.returncode} {p.stderr[:200]}")
+p = gpuenv("preflight", "--backend", "replay:" + os.path.join(SOURCE, "tests/data/validate/h200x1.yaml"), "--wait-fabric", "soon",
+           "--status-file", os.path.join(work, "x.json"))
+if p.returncode != 2 or "preflight.wait_fabric" not in p.stderr:
+    failures.append(f"--wait-fabric soon: exit {p.returncode} {p.stderr[:200]}")
+
 if failures:
     print(f"{len(failures)} failures:")
     for f in failures:

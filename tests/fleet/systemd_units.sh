@@ -19,7 +19,7 @@ done
 verify() { (cd "$work" && systemd-analyze verify --man=no "$@" 2>&1); }
 out=$(verify ./gpuenv-preflight.service ./slurmd.service ./kubelet.service)
 if [ -n "$out" ]; then echo "systemd-analyze verify complained:"; echo "$out"; exit 1; fi
-grep -q '^ExecStart=/usr/bin/gpuenv preflight --status-file /run/gpuenv/status.json$' "$src/recipes/systemd/gpuenv-preflight.service" \
+grep -q '^ExecStart=/usr/bin/gpuenv preflight --wait-fabric 5min --status-file /run/gpuenv/status.json$' "$src/recipes/systemd/gpuenv-preflight.service" \
   || { echo "the unit does not run gpuenv preflight into /run/gpuenv/status.json"; exit 1; }
 for key in 'Type=oneshot' 'RemainAfterExit=yes' 'ConditionPathExists=/proc/driver/nvidia/version' 'WantedBy=multi-user.target' 'TimeoutStartSec='; do
   grep -q "^$key" "$work/gpuenv-preflight.service" || { echo "the unit lacks $key"; exit 1; }
