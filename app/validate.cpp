@@ -1,4 +1,5 @@
 #include "app/validate.hpp"
+#include "marks/statement.hpp"
 
 #include <thread>
 
@@ -19,6 +20,7 @@
 #include "validate/adapters/real_backend.hpp"
 #include "validate/check.hpp"
 #include "validate/replay/replay_backend.hpp"
+#include "validate/metrics.hpp"
 #include "validate/report.hpp"
 #include "validate/runner.hpp"
 #include "validate/thresholds.hpp"
@@ -235,6 +237,19 @@ Result<std::vector<int>> parse_gpu_list(const std::string& text) {
   return out;
 }
 
+/// The report as Prometheus metrics at PATH (node_exporter's textfile collector reads *.prom there), written
+/// atomically so the collector never reads half a file; nothing when PATH is empty.
+Status write_metrics(const std::string& path, const validate::Report& report) {
+  if (path.empty()) return ok_status();
+  const std::int64_t started = marks::parse_rfc3339_utc(report.started_at).value_or(0);
+  if (auto st = write_file_atomic(path, validate::report_metrics(report, started)); !st) {
+    Error e = st.error();
+    e.while_("writing the Prometheus metrics");
+    return e;
+  }
+  return ok_status();
+}
+
 Result<Validation> validate(const ValidateRequest& request, Services& services) {
   Prepared p;
   GPUENV_CHECK(prepare(request, services, p));
@@ -248,6 +263,7 @@ Result<Validation> validate(const ValidateRequest& request, Services& services) 
       return e;
     }
   }
+  GPUENV_CHECK(write_metrics(request.metrics, out.report));
   return out;
 }
 
@@ -280,6 +296,7 @@ Result<Preflight> preflight(const PreflightRequest& request, Services& services)
   GPUENV_TRY(report, run_checks(p, {}, services, out.hung));
   out.report = std::move(report);
   if (!waited.empty()) out.report.notes.push_back(waited);
+  GPUENV_CHECK(write_metrics(request.metrics, out.report));
   out.exit_code = validate::exit_code(out.report);
   out.status = validate::report_json(out.report);
   out.status["exit_code"] = out.exit_code;

@@ -27,6 +27,7 @@ struct ValidateRequest {
   std::string thresholds;           ///< a thresholds YAML instead of the built-in one
   std::string mig;                  ///< "on" | "off": what mig_state expects; empty = not checked
   AttestOptions attest;             ///< RIMs, policy and revocation of the cc_attestation check
+  std::string metrics;              ///< write Prometheus metrics here (node_exporter's textfile format); "" for none
 };
 
 /// The backend --backend (or GPUENV_BACKEND) names: "replay:FILE", or the real NVML + CUDA adapter. With IMAGE (the
@@ -55,6 +56,7 @@ struct PreflightRequest {
   /// On NVSwitch systems, wait up to this long for the fabric manager to have registered the GPUs before the checks
   /// run (CUDA cannot start before); 0: no wait. The wait ends early once the fabric is up or there is no NVSwitch.
   std::chrono::seconds wait_fabric{0};
+  std::string metrics;  ///< write Prometheus metrics here as well; "" for none
 };
 
 struct Preflight {

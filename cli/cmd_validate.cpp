@@ -21,7 +21,7 @@ ValidateOutcome run_validate(const ValidateOptions& o, Context& ctx) {
     out.exit_code = k_exit_usage;
     return out;
   }
-  auto done = app::validate({o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig, o.attest}, ctx);
+  auto done = app::validate({o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig, o.attest, o.metrics}, ctx);
   if (!done) {
     out.error = done.error();
     out.exit_code = exit_code(done.error().kind);
@@ -68,7 +68,7 @@ int cmd_validate(const ValidateOptions& o, Context& ctx) {
 }
 
 int cmd_preflight(const PreflightOptions& o, Context& ctx) {
-  app::PreflightRequest rq{o.status_file, o.backend, o.lock, {}};
+  app::PreflightRequest rq{o.status_file, o.backend, o.lock, {}, o.metrics};
   if (!o.wait_fabric.empty()) {
     const auto seconds = marks::parse_duration(o.wait_fabric);
     if (!seconds || *seconds < 0)
@@ -127,6 +127,7 @@ Command add_validate_command(CLI::App& app, const GlobalOptions& g) {
                  "An image built by gpuenv (layout DIR or DIR:REF): its CUDA libraries and frameworks run inside it (libraries_load, framework_smoke, cudnn_smoke)");
   sub->add_option("--check", o->checks, "Only this check, key prefix or category; repeatable (see gpuenv checks)");
   sub->add_option("--junit", o->junit, "Also write a JUnit XML report to this file");
+  sub->add_option("--metrics", o->metrics, "Also write Prometheus metrics to this file, atomically (node_exporter's textfile collector: a *.prom file)");
   sub->add_option("--backend", o->backend, "replay:FILE answers from a recorded inventory and scenario (docs/replay.md)");
   sub->add_option("--thresholds", o->thresholds, "Per-GPU references YAML instead of the built-in one")->check(CLI::ExistingFile);
   sub->add_option("--mig", o->mig, "Expected MIG mode for mig_state: on or off")->check(CLI::IsMember({"on", "off"}));
@@ -148,6 +149,7 @@ Command add_preflight_command(CLI::App& app, const GlobalOptions& g) {
   auto o = std::make_shared<PreflightOptions>();
   auto* sub = app.add_subcommand("preflight", "Boot pre-flight: the quick level, with a status JSON written atomically");
   sub->add_option("--status-file", o->status_file, "Where to write the status (default /run/gpuenv/status.json)");
+  sub->add_option("--metrics", o->metrics, "Also write Prometheus metrics to this file, atomically (node_exporter's textfile collector: a *.prom file)");
   sub->add_option("--wait-fabric", o->wait_fabric, "On NVSwitch systems, wait at most this long (90s, 5m) for the fabric manager to register the GPUs");
   sub->add_option("--lock", o->lock, "A gpuenv.lock to check the driver against");
   sub->add_option("--backend", o->backend, "replay:FILE (docs/replay.md)");

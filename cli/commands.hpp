@@ -96,6 +96,7 @@ struct ValidateOptions {
   bool plain_http = false;          ///< the registry of mark_image over plain HTTP
   bool referrers = false;           ///< the mark also as an OCI 1.1 referrer
   app::AttestOptions attest;        ///< RIMs, policy and revocation of cc_attestation
+  std::string metrics;              ///< --metrics FILE: Prometheus textfile
 };
 int cmd_validate(const ValidateOptions& options, Context& ctx);
 
@@ -120,6 +121,7 @@ struct PreflightOptions {
   std::string backend;
   std::string lock;
   std::string wait_fabric;  ///< "5m": wait that long at most for the NVSwitch fabric ("" : no wait)
+  std::string metrics;      ///< --metrics FILE: Prometheus textfile
   bool json = false;
 };
 int cmd_preflight(const PreflightOptions& options, Context& ctx);
