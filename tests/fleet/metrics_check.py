@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Prometheus metrics of `gpuenv validate --metrics` and `gpuenv preflight --metrics` (docs/fleet.md), checked by
+"""Prometheus metrics of `gpuenv validate --metrics` and `gpuenv preflight --metrics` (docs/fleet.md), and the Grafana
+dashboard that shows them (recipes/monitoring/), checked by
 Prometheus's own `promtool check metrics` (format and naming lint) and against the report they come from: every
 figure in base units (GB/s x 1e9 as bytes per second, TFLOPS x 1e12), check outcomes as a state set, the run's time
 and exit code. Exits 77 (ctest's skip) without promtool.
@@ -86,6 +87,24 @@ promtool(prom, "preflight, uncorrectable ECC")
 s = samples(open(prom).read())
 if s.get(("gpuenv_check_status", '{check="ecc_errors",gpu="3",status="fail"}')) != 1 or s.get(("gpuenv_validation_exit_code", '{level="quick",backend="replay"}')) != 1:
     failures.append("preflight: the ECC failure is not in the metrics")
+
+# The Grafana dashboard (recipes/monitoring/) asks only for metrics gpuenv writes, in PromQL that parses: each
+# panel's expression becomes a recording rule that `promtool check rules` must accept.
+names = {k[0] for k in samples(open(os.path.join(work, "node.prom")).read())}
+dashboard = json.load(open(os.path.join(SOURCE, "recipes/monitoring/gpuenv-dashboard.json")))
+exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+exprs += [v["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+rules = ["groups:", "  - name: gpuenv-dashboard", "    rules:"]
+for i, expr in enumerate(exprs):
+    for name in re.findall(r"gpuenv_[a-z0-9_]+", expr):
+        if name not in names:
+            failures.append(f"the dashboard asks for {name}, which gpuenv does not write")
+    if not expr.startswith("label_values("):  # Grafana's own function, not PromQL
+        rules += [f"      - record: gpuenv:dashboard_panel_{i}", "        expr: " + json.dumps(expr.replace("$instance", ".*"))]
+open(os.path.join(work, "dashboard.rules.yml"), "w").write("\n".join(rules) + "\n")
+p = subprocess.run(["promtool", "check", "rules", os.path.join(work, "dashboard.rules.yml")], capture_output=True, text=True, timeout=60)
+if p.returncode != 0:
+    failures.append(f"promtool check rules on the dashboard's queries: {p.stdout[-400:]} {p.stderr[-400:]}")
 
 if failures:
     print(f"{len(failures)} failures:")
