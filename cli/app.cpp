@@ -94,7 +94,8 @@ int run(const std::vector<std::string>& args, Context& ctx) {
                                          add_preflight_command(app, global), add_checks_command(app, global), add_inspect_command(app, global),
                                          add_run_command(app, global),     add_sources_command(app, global),   add_cache_command(app, global),
                                          add_key_command(app, global),     add_mark_command(app, global),      add_verify_command(app, global),
-                                         add_attest_command(app, global),   add_status_command(app, global)};
+                                         add_attest_command(app, global),   add_status_command(app, global),
+                                         add_report_command(app, global)};
 
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());

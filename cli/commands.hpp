@@ -61,6 +61,7 @@ Command add_mark_command(CLI::App& app, const GlobalOptions& global);
 Command add_verify_command(CLI::App& app, const GlobalOptions& global);
 Command add_attest_command(CLI::App& app, const GlobalOptions& global);
 Command add_status_command(CLI::App& app, const GlobalOptions& global);
+Command add_report_command(CLI::App& app, const GlobalOptions& global);
 
 using app::load_catalog_from;
 using app::LoadedCatalog;
