@@ -16,7 +16,6 @@ import atexit
 import json
 import os
 import shutil
-import re
 import subprocess
 import sys
 import tempfile

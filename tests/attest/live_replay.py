@@ -8,13 +8,13 @@ Checks: a passing attestation with NVML's versions, CC environment and mode as c
 pass; dev-tools mode, a driver NVML disagrees with and a foreign nonce each failing their own claim; validate's
 cc_attestation check at quick when the lock requires CC, its claims as figures in the report.
 """
-import atexit
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testlib  # noqa: E402
 
 GPUENV, SOURCE, VECTORS = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), sys.argv[3]
 AZURE = os.path.join(VECTORS, "e2e_azure_h100_595")
@@ -22,11 +22,8 @@ if not os.path.exists(os.path.join(AZURE, "gpu0-attestation-report.bin")):
     print(f"SKIP: the published CC evidence is not at {VECTORS} (../shared/cc_vectors beside the checkout)")
     sys.exit(77)
 
-work = tempfile.mkdtemp(prefix="gpuenv-attest-replay-")
-atexit.register(shutil.rmtree, work, True)
-env = dict(os.environ, GPUENV_CACHE_DIR=os.path.join(work, "cache"))
-env.pop("GPUENV_RIM_SERVICE_URL", None)
-env.pop("GPUENV_BACKEND", None)
+work = testlib.scratch("gpuenv-attest-replay-")
+env = testlib.gpuenv_env(work)
 failures = []
 
 report = open(os.path.join(AZURE, "gpu0-attestation-report.bin"), "rb").read()
@@ -36,28 +33,7 @@ NONCE = "690bb51b904351e28100a0610fe60624255c26d7d38c53fb1285ecfed1cab17a"
 
 def replay(name, cc_state="on", driver="595.71.05", vbios="96.00.9F.00.04", nonce=NONCE):
     """A replay over the recorded H200 with the Azure evidence for GPU 0."""
-    chain_block = "\n".join("          " + line for line in chain.strip().splitlines())
-    ready = "" if cc_state == "off" else "\n    cc_gpus_ready: false"
-    text = f"""schema: gpuenv-replay-v1
-extends: {os.path.join(SOURCE, "tests/data/validate/h200x1.yaml")}
-inventory:
-  driver:
-    version: "{driver}"
-    cc_state: {cc_state}{ready}
-    cc_environment: production
-scenario:
-  measurements:
-    - gpu: 0
-      cc_evidence:
-        report: "{report.hex()}"
-        nonce: "{nonce}"
-        vbios_version: "{vbios}"
-        cert_chain: |
-{chain_block}
-"""
-    path = os.path.join(work, name + ".yaml")
-    open(path, "w").write(text)
-    return path
+    return testlib.write_cc_replay(os.path.join(work, name + ".yaml"), SOURCE, report, nonce, chain, driver, vbios, cc_state)
 
 
 def run(*args, rc):
@@ -125,9 +101,4 @@ if doc:
     if result.get("status") != "fail" or "dev_tools" not in result.get("message", ""):
         failures.append(f"validate cc_attestation in dev-tools mode: {result.get('status')} {result.get('message')}")
 
-if failures:
-    print(f"{len(failures)} failures:")
-    for f in failures:
-        print("  - " + f)
-    sys.exit(1)
-print("attest and cc_attestation on recorded evidence: every case as expected")
+testlib.finish(failures, "attest and cc_attestation on recorded evidence: every case as expected")

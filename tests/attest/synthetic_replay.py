@@ -10,24 +10,22 @@ nonce, NVML's versions, CC settings), and the verdict must fail for the one righ
 NVIDIA's device identity root. Through `gpuenv attest`, `validate --check cc_attestation` and `attest verify`.
 Exits 77 (ctest's skip) without openssl.
 """
-import atexit
 import json
 import os
 import shutil
 import struct
 import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testlib  # noqa: E402
 
 GPUENV, SOURCE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 if not shutil.which("openssl"):
     print("SKIP: openssl is not installed: the test cannot make its evidence")
     sys.exit(77)
-work = tempfile.mkdtemp(prefix="gpuenv-attest-synthetic-")
-atexit.register(shutil.rmtree, work, True)
-env = dict(os.environ, GPUENV_CACHE_DIR=os.path.join(work, "cache"))
-env.pop("GPUENV_RIM_SERVICE_URL", None)
-env.pop("GPUENV_BACKEND", None)
+work = testlib.scratch("gpuenv-attest-synthetic-")
+env = testlib.gpuenv_env(work)
 failures = []
 
 
@@ -74,26 +72,7 @@ s, _ = der_int(der, at)
 report = signed + r.to_bytes(48, "big") + s.to_bytes(48, "big")
 open(os.path.join(work, "report.bin"), "wb").write(report)
 
-chain_block = "\n".join("          " + line for line in chain.strip().splitlines())
-replay = os.path.join(work, "synthetic.yaml")
-open(replay, "w").write(f"""schema: gpuenv-replay-v1
-extends: {os.path.join(SOURCE, "tests/data/validate/h200x1.yaml")}
-inventory:
-  driver:
-    version: "595.71.05"
-    cc_state: on
-    cc_gpus_ready: false
-    cc_environment: production
-scenario:
-  measurements:
-    - gpu: 0
-      cc_evidence:
-        report: "{report.hex()}"
-        nonce: "{nonce.hex()}"
-        vbios_version: "96.00.9F.00.04"
-        cert_chain: |
-{chain_block}
-""")
+replay = testlib.write_cc_replay(os.path.join(work, "synthetic.yaml"), SOURCE, report, nonce.hex(), chain)
 
 
 def run(*args, rc):
@@ -170,9 +149,4 @@ if doc:
             or (metrics.get("claim_signature"), metrics.get("claim_chain"), metrics.get("claim_measurements")) != (1, 0, -1):
         failures.append(f"validate cc_attestation: {result.get('status')} {result.get('code')} {result.get('message')} {metrics}")
 
-if failures:
-    print(f"{len(failures)} failures:")
-    for f in failures:
-        print("  - " + f)
-    sys.exit(1)
-print("the attestation path on synthetic evidence: everything checkable passed, and the verdict failed for the chain")
+testlib.finish(failures, "the attestation path on synthetic evidence: everything checkable passed, and the verdict failed for the chain")

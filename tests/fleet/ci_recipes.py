@@ -11,6 +11,9 @@ import sys
 
 import yaml
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testlib  # noqa: E402
+
 GPUENV, SOURCE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 failures = []
 helps = {}
@@ -51,9 +54,4 @@ for name, text in (("gitlab", open(os.path.join(SOURCE, "recipes/ci/gitlab-ci.ym
     if "gpuenv mark " in text or "--mark" not in text or "--junit" not in text:
         failures.append(f"{name}: mark through validate --mark (only a passing validation marks), with --junit")
 
-if failures:
-    print(f"{len(failures)} failures:")
-    for f in failures:
-        print("  - " + f)
-    sys.exit(1)
-print("recipes/ci: both pipelines parse, split CPU and GPU runners, attach JUnit, and use only flags gpuenv has")
+testlib.finish(failures, "recipes/ci: both pipelines parse, split CPU and GPU runners, attach JUnit, and use only flags gpuenv has")

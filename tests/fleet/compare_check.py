@@ -5,19 +5,17 @@ machine totals and the slowest GPU per figure, figures per dollar-hour, the orde
 The prices are made up for the test.
 Usage: compare_check.py GPUENV SOURCE_DIR
 """
-import atexit
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testlib  # noqa: E402
 
 GPUENV, SOURCE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-work = tempfile.mkdtemp(prefix="gpuenv-compare-")
-atexit.register(shutil.rmtree, work, True)
-env = dict(os.environ, GPUENV_CACHE_DIR=os.path.join(work, "cache"))
-env.pop("GPUENV_BACKEND", None)
+work = testlib.scratch("gpuenv-compare-")
+env = testlib.gpuenv_env(work)
 failures = []
 reports = {}
 for name in ["h100x8", "h200x1", "l4x1"]:
@@ -86,9 +84,4 @@ p = compare(foreign, rc=2)
 if "compare.bad_report" not in p.stderr:
     failures.append(f"foreign file: {p.stderr[:200]}")
 
-if failures:
-    print(f"{len(failures)} failures:")
-    for f in failures:
-        print("  - " + f)
-    sys.exit(1)
-print("report compare: totals, per dollar-hour and order as computed from the reports")
+testlib.finish(failures, "report compare: totals, per dollar-hour and order as computed from the reports")

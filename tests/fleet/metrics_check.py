@@ -6,23 +6,22 @@ figure in base units (GB/s x 1e9 as bytes per second, TFLOPS x 1e12), check outc
 and exit code. Exits 77 (ctest's skip) without promtool.
 Usage: metrics_check.py GPUENV SOURCE_DIR
 """
-import atexit
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testlib  # noqa: E402
 
 GPUENV, SOURCE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 if not shutil.which("promtool"):
     print("SKIP: promtool (Debian's prometheus package) is not installed")
     sys.exit(77)
-work = tempfile.mkdtemp(prefix="gpuenv-metrics-")
-atexit.register(shutil.rmtree, work, True)
-env = dict(os.environ, GPUENV_CACHE_DIR=os.path.join(work, "cache"))
-env.pop("GPUENV_BACKEND", None)
+work = testlib.scratch("gpuenv-metrics-")
+env = testlib.gpuenv_env(work)
 failures = []
 SAMPLE = re.compile(r'^([a-z_][a-z0-9_]*)(\{[^}]*\})? (\S+)$')
 
@@ -106,9 +105,4 @@ p = subprocess.run(["promtool", "check", "rules", os.path.join(work, "dashboard.
 if p.returncode != 0:
     failures.append(f"promtool check rules on the dashboard's queries: {p.stdout[-400:]} {p.stderr[-400:]}")
 
-if failures:
-    print(f"{len(failures)} failures:")
-    for f in failures:
-        print("  - " + f)
-    sys.exit(1)
-print("Prometheus metrics: promtool accepts them, and they say what the report says in base units")
+testlib.finish(failures, "Prometheus metrics: promtool accepts them, and they say what the report says in base units")

@@ -4,19 +4,17 @@ healthy 0, failed 1 naming the checks, could not run / missing / unreadable / st
 gpuenv-status-v1 JSON.
 Usage: status_check.py GPUENV SOURCE_DIR
 """
-import atexit
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import testlib  # noqa: E402
 
 GPUENV, SOURCE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-work = tempfile.mkdtemp(prefix="gpuenv-status-")
-atexit.register(shutil.rmtree, work, True)
-env = dict(os.environ, GPUENV_CACHE_DIR=os.path.join(work, "cache"))
-env.pop("GPUENV_BACKEND", None)
+work = testlib.scratch("gpuenv-status-")
+env = testlib.gpuenv_env(work)
 failures = []
 
 
@@ -109,9 +107,4 @@ p = gpuenv("preflight", "--backend", "replay:" + os.path.join(SOURCE, "tests/dat
 if p.returncode != 2 or "preflight.wait_fabric" not in p.stderr:
     failures.append(f"--wait-fabric soon: exit {p.returncode} {p.stderr[:200]}")
 
-if failures:
-    print(f"{len(failures)} failures:")
-    for f in failures:
-        print("  - " + f)
-    sys.exit(1)
-print("gpuenv status: every state and exit code as documented")
+testlib.finish(failures, "gpuenv status: every state and exit code as documented")
