@@ -6,6 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
+#include <ctime>
+
 namespace gpuenv::app {
 namespace {
 
@@ -51,6 +54,10 @@ Result<NodeStatus> node_status(const StatusRequest& rq, const Services& services
   s.verified_at = text(member(j, "started_at"));
   s.level = text(member(j, "level"));
   s.backend = text(member(j, "backend"));
+  if (const nlohmann::json* driver = member(j, "driver")) {
+    s.driver = text(member(*driver, "version"));
+    s.cc_state = text(member(*driver, "cc_state"));
+  }
   if (const auto started = marks::parse_rfc3339_utc(s.verified_at)) {
     const nlohmann::json* duration = member(j, "duration_ms");
     const std::int64_t finished = *started + (duration && duration->is_number_integer() ? duration->get<std::int64_t>() / 1000 : 0);
@@ -86,6 +93,50 @@ Result<NodeStatus> node_status(const StatusRequest& rq, const Services& services
     s = unusable(std::move(s), "could_not_run", "the pre-flight could not run: " + text(member(j, "could_not_run_reason")));
   }
   return s;
+}
+
+namespace {
+
+/// A Kubernetes label value: [A-Za-z0-9._-], at most 63 characters, beginning and ending alphanumeric; "" stays "".
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char c : v) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
+  if (out.size() > 63) out.resize(63);
+  while (!out.empty() && !std::isalnum(static_cast<unsigned char>(out.back()))) out.pop_back();
+  while (!out.empty() && !std::isalnum(static_cast<unsigned char>(out.front()))) out.erase(out.begin());
+  return out;
+}
+
+std::string rfc3339(std::int64_t t) {
+  const std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  ::gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+std::string node_features(const NodeStatus& s, std::int64_t now, std::int64_t ttl_s) {
+  std::string out = "# gpuenv status (docs/fleet.md); written by gpuenv status --node-features\n";
+  out += "# +expiry-time=" + rfc3339(now + ttl_s) + "\n";
+  out += "gpuenv.dev/status=" + label_value(s.state) + "\n";
+  if (!s.level.empty()) out += "gpuenv.dev/level=" + label_value(s.level) + "\n";
+  if (!s.driver.empty()) out += "gpuenv.dev/driver=" + label_value(s.driver) + "\n";
+  if (!s.cc_state.empty()) out += "gpuenv.dev/cc=" + label_value(s.cc_state) + "\n";
+  if (s.state == "failed" && !s.failed.empty()) out += "gpuenv.dev/failed-check=" + label_value(s.failed.front().check) + "\n";
+  return out;
+}
+
+std::vector<std::string> taint_args(const NodeStatus& s) {
+  const std::string startup_off = std::string(k_startup_taint) + ":NoSchedule-";
+  if (s.state == "healthy") return {startup_off, std::string(k_unhealthy_taint) + ":NoSchedule-"};
+  if (s.state == "failed") {
+    const std::string check = s.failed.empty() ? std::string("preflight") : label_value(s.failed.front().check);
+    return {startup_off, std::string(k_unhealthy_taint) + "=" + (check.empty() ? std::string("preflight") : check) + ":NoSchedule"};
+  }
+  return {};
 }
 
 }  // namespace gpuenv::app

@@ -34,11 +34,29 @@ struct NodeStatus {
   std::string verified_at;            ///< the pre-flight's start (RFC 3339), when known
   std::optional<std::int64_t> age_s;  ///< seconds since the pre-flight finished, when known
   std::string level, backend;
+  std::string driver, cc_state;       ///< from the pre-flight's report
   std::vector<FailedCheck> failed;
 };
 
 /// The node's state. Errors only for bad usage (`status.max_age`): a missing or malformed file is a state (exit 4),
 /// so every consumer gets one answer in one form.
 Result<NodeStatus> node_status(const StatusRequest& rq, const Services& services);
+
+/// The taint that keeps work off a node whose pre-flight failed (its value: the first failed check).
+inline constexpr const char* k_unhealthy_taint = "gpuenv.dev/unhealthy";
+/// The startup taint a node pool puts on new nodes, which Cluster Autoscaler treats as "still starting"
+/// (kubernetes/autoscaler cluster-autoscaler/FAQ.md: the prefix startup-taint.cluster-autoscaler.kubernetes.io/).
+inline constexpr const char* k_startup_taint = "startup-taint.cluster-autoscaler.kubernetes.io/gpuenv";
+
+/// Node Feature Discovery's local feature file for STATUS (kubernetes-sigs/node-feature-discovery,
+/// customization-guide: lines `<name>=<value>` under a `# +expiry-time=<RFC 3339>` directive): gpuenv.dev/status,
+/// level, driver, cc and, when failed, failed-check; the lines expire at NOW + TTL_S so labels of a node whose
+/// pre-flight stopped running disappear. Values are sanitised to label values.
+std::string node_features(const NodeStatus& status, std::int64_t now, std::int64_t ttl_s);
+
+/// What the node's taints must become, as `kubectl taint node NODE ARG --overwrite` arguments: healthy removes the
+/// startup taint and gpuenv's own; failed removes the startup taint and sets gpuenv.dev/unhealthy=<check>:NoSchedule;
+/// any other state (missing, stale, could not run) changes nothing, so a starting node stays unschedulable.
+std::vector<std::string> taint_args(const NodeStatus& status);
 
 }  // namespace gpuenv::app

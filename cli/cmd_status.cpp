@@ -5,19 +5,33 @@
 #include <ostream>
 
 #include "app/status.hpp"
+#include "base/file_io.hpp"
 #include "cli/commands.hpp"
+#include "marks/from_report.hpp"
 
 namespace gpuenv::cli {
 namespace {
 
 struct StatusOptions {
   app::StatusRequest rq;
+  std::string node_features;       ///< write NFD's local feature file here
+  std::string feature_ttl = "2h";  ///< its lines' expiry
+  bool taints = false;             ///< print kubectl taint arguments
   bool json = false;
 };
 
 int cmd_status(const StatusOptions& o, Context& ctx) {
   auto s = app::node_status(o.rq, ctx);
   if (!s) return report_error(s.error(), o.json, ctx);
+  if (!o.node_features.empty()) {
+    const auto ttl = marks::parse_duration(o.feature_ttl);
+    if (!ttl || *ttl <= 0)
+      return report_error(make_error(ErrorKind::usage, "status.feature_ttl", "--feature-ttl '" + o.feature_ttl + "' is not a duration", "--feature-ttl", "write 30m, 2h"),
+                          o.json, ctx);
+    // Written whatever the state (a missing or stale status is a label too), atomically: nfd-worker may read it any time.
+    if (auto st = write_file_atomic(o.node_features, app::node_features(*s, app::now_seconds(ctx), *ttl)); !st) return report_error(st.error(), o.json, ctx);
+  }
+  const std::vector<std::string> taints = o.taints ? app::taint_args(*s) : std::vector<std::string>{};
   if (o.json) {
     nlohmann::ordered_json failed = nlohmann::ordered_json::array();
     for (const auto& f : s->failed)
@@ -31,12 +45,17 @@ int cmd_status(const StatusOptions& o, Context& ctx) {
                                        {"age_s", s->age_s ? nlohmann::ordered_json(*s->age_s) : nlohmann::ordered_json(nullptr)},
                                        {"level", s->level},
                                        {"backend", s->backend},
-                                       {"failed", std::move(failed)}}
+                                       {"failed", std::move(failed)},
+                                       {"taints", taints}}
                     .dump(2)
              << "\n";
     return s->exit_code;
   }
   auto& out = *ctx.out;
+  if (o.taints) {  // only the arguments, one per line, for `kubectl taint node NODE ARG --overwrite`
+    for (const auto& t : taints) out << t << "\n";
+    return s->exit_code;
+  }
   out << s->state << ": " << s->reason;
   if (s->age_s) out << " (" << (s->level.empty() ? "" : s->level + ", ") << *s->age_s << " s ago" << (s->backend == "replay" ? ", recorded answers" : "") << ")";
   out << "\n";
@@ -53,6 +72,9 @@ Command add_status_command(CLI::App& app, const GlobalOptions& /*global*/) {
   auto* sub = app.add_subcommand("status", "The last pre-flight's verdict from its status file, without touching a GPU: exit 0 healthy, 1 failed, 4 missing or stale");
   sub->add_option("--status-file", o->rq.status_file, "The file gpuenv preflight wrote (default /run/gpuenv/status.json)");
   sub->add_option("--max-age", o->rq.max_age, "Older than this (30m, 24h, 7d) is stale: exit 4 (default: any age)");
+  sub->add_option("--node-features", o->node_features, "Also write Node Feature Discovery's local feature file here (gpuenv.dev/status, level, driver, cc, failed-check)");
+  sub->add_option("--feature-ttl", o->feature_ttl, "How long the feature file's labels live (default 2h): a node whose status stops being refreshed loses them");
+  sub->add_flag("--taints", o->taints, "Print what the node's taints must become, as kubectl taint arguments, one per line (JSON: taints)");
   sub->add_flag("--json", o->json, "Print a gpuenv-status-v1 JSON document");
   return {sub, [o](Context& ctx) { return cmd_status(*o, ctx); }};
 }

@@ -6,8 +6,10 @@ Usage: status_check.py GPUENV SOURCE_DIR
 """
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import testlib  # noqa: E402
@@ -83,8 +85,47 @@ rc, doc = status(healthy, "--max-age", "soon")
 if rc != 2 or doc.get("error", {}).get("id") != "status.max_age":
     failures.append(f"bad --max-age: {rc} {doc}")
 
+# Kubernetes: NFD's feature file (labels that expire) and the taints, decided by gpuenv, applied by the DaemonSet.
+def features(path, *more):
+    out = os.path.join(work, "features")
+    p = gpuenv("status", "--status-file", path, "--node-features", out, *more)
+    text = open(out).read() if os.path.exists(out) else ""
+    return p.returncode, text
+rc, text = features(healthy)
+expiry = re.search(r"^# \+expiry-time=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)$", text, re.M)
+lines = [l for l in text.splitlines() if not l.startswith("#")]
+if rc != 0 or not expiry or "gpuenv.dev/status=healthy" not in lines or "gpuenv.dev/level=quick" not in lines or "gpuenv.dev/cc=off" not in lines \
+        or not any(re.fullmatch(r"gpuenv\.dev/driver=[0-9.]+", l) for l in lines):
+    failures.append(f"features of a healthy node: {rc} {text!r}")
+else:
+    left = time.mktime(time.strptime(expiry.group(1), "%Y-%m-%dT%H:%M:%SZ")) - time.mktime(time.gmtime())
+    if not 7000 < left <= 7300:
+        failures.append(f"default expiry is {left} s away, not 2h")
+rc, text = features(failed, "--feature-ttl", "10m")
+if rc != 1 or "gpuenv.dev/status=failed" not in text or "gpuenv.dev/failed-check=ecc_errors" not in text:
+    failures.append(f"features of a failed node: {rc} {text!r}")
+rc, text = features(os.path.join(work, "absent.json"))
+if rc != 4 or "gpuenv.dev/status=missing" not in text:
+    failures.append(f"features of a node without a status: {rc} {text!r}")
+for line in [l for l in text.splitlines() if not l.startswith("#")]:
+    value = line.split("=", 1)[1]
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?", value):
+        failures.append(f"not a label value: {line}")
+p = gpuenv("status", "--status-file", healthy, "--node-features", os.path.join(work, "f2"), "--feature-ttl", "later")
+if p.returncode != 2 or "status.feature_ttl" not in p.stderr:
+    failures.append(f"bad --feature-ttl: {p.returncode} {p.stderr[:200]}")
+STARTUP = "startup-taint.cluster-autoscaler.kubernetes.io/gpuenv"
+for path, rc_want, want in [(healthy, 0, [STARTUP + ":NoSchedule-", "gpuenv.dev/unhealthy:NoSchedule-"]),
+                            (failed, 1, [STARTUP + ":NoSchedule-", "gpuenv.dev/unhealthy=ecc_errors:NoSchedule"]),
+                            (os.path.join(work, "absent.json"), 4, []), (stale, 4, [])]:
+    p = gpuenv("status", "--status-file", path, "--taints", *(["--max-age", "24h"] if path == stale else []))
+    if p.returncode != rc_want or p.stdout.splitlines() != want:
+        failures.append(f"taints for {os.path.basename(path)}: {p.returncode} {p.stdout.splitlines()}")
+rc, doc = status(failed, "--taints")
+if doc.get("taints") != [STARTUP + ":NoSchedule-", "gpuenv.dev/unhealthy=ecc_errors:NoSchedule"]:
+    failures.append(f"taints in JSON: {doc.get('taints')}")
+
 # --wait-fabric: bounded on an NVSwitch system whose fabric never comes up, immediate where it is up or absent.
-import time
 down = os.path.join(work, "fabric_down.yaml")
 open(down, "w").write(f"""schema: gpuenv-replay-v1
 extends: {os.path.join(SOURCE, "tests/data/validate/h100x8.yaml")}
