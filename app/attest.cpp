@@ -3,6 +3,7 @@
 #include "app/validate.hpp"
 
 #include "base/cache/caching_fetcher.hpp"
+#include "base/digest.hpp"
 #include "base/file_io.hpp"
 #include "base/net/http_client.hpp"
 #include "base/yaml_guard.hpp"
@@ -23,12 +24,10 @@ constexpr std::size_t k_max_rim_file_bytes = 4u << 20;
 Error usage(const std::string& what, const std::string& hint) { return make_error(ErrorKind::usage, "attest.usage", what, "", hint); }
 
 Result<std::string> unhex_nonce(const std::string& hex) {
-  std::string h = hex.rfind("0x", 0) == 0 ? hex.substr(2) : hex;
-  if (h.size() != 64 || h.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+  auto bytes = from_hex(hex.rfind("0x", 0) == 0 ? std::string_view(hex).substr(2) : std::string_view(hex));
+  if (!bytes || bytes->size() != 32)
     return usage("--nonce must be 64 hex digits (32 bytes), found '" + hex + "'", "give the nonce the evidence was requested with");
-  std::string out;
-  for (std::size_t i = 0; i < 64; i += 2) out.push_back(static_cast<char>(std::stoi(h.substr(i, 2), nullptr, 16)));
-  return out;
+  return std::move(*bytes);
 }
 
 Result<std::int64_t> judgement_time(const std::string& at, const Services& services) {

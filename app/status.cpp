@@ -1,13 +1,13 @@
 #include "app/status.hpp"
 
 #include "base/file_io.hpp"
+#include "images/plan/image_config.hpp"
 #include "marks/from_report.hpp"
 #include "marks/statement.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <cctype>
-#include <ctime>
 
 namespace gpuenv::app {
 namespace {
@@ -107,20 +107,11 @@ std::string label_value(const std::string& v) {
   return out;
 }
 
-std::string rfc3339(std::int64_t t) {
-  const std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  ::gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 }  // namespace
 
 std::string node_features(const NodeStatus& s, std::int64_t now, std::int64_t ttl_s) {
   std::string out = "# gpuenv status (docs/fleet.md); written by gpuenv status --node-features\n";
-  out += "# +expiry-time=" + rfc3339(now + ttl_s) + "\n";
+  out += "# +expiry-time=" + images::rfc3339(now + ttl_s) + "\n";
   out += "gpuenv.dev/status=" + label_value(s.state) + "\n";
   if (!s.level.empty()) out += "gpuenv.dev/level=" + label_value(s.level) + "\n";
   if (!s.driver.empty()) out += "gpuenv.dev/driver=" + label_value(s.driver) + "\n";

@@ -86,24 +86,6 @@ std::optional<std::string> base64_text(const xmlNode* n) {
   return base64_decode(t);
 }
 
-std::optional<std::string> hex_bytes(std::string_view hex) {
-  if (hex.size() % 2) return std::nullopt;
-  std::string out;
-  out.reserve(hex.size() / 2);
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  for (std::size_t i = 0; i < hex.size(); i += 2) {
-    const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out.push_back(static_cast<char>(hi * 16 + lo));
-  }
-  return out;
-}
-
 Result<DocPtr> parse_xml(std::string_view xml, const std::string& where) {
   if (xml.size() > k_max_rim_bytes) return bad_rim("the RIM is " + std::to_string(xml.size()) + " bytes; at most 4 MiB is read", where);
   static std::once_flag init;
@@ -241,7 +223,7 @@ Result<RimMeasurement> read_resource(xmlNode* r, const std::string& where) {
   for (unsigned k = 0;; ++k) {
     const auto h = attribute(r, ("Hash" + std::to_string(k)).c_str());
     if (!h) break;
-    auto bytes = hex_bytes(*h);
+    auto bytes = from_hex(*h);
     if (!bytes || bytes->size() != m.size)
       return bad_rim("Hash" + std::to_string(k) + " of index " + std::to_string(m.index) + " is not " + std::to_string(m.size) + " bytes of hex", where);
     m.values.push_back(std::move(*bytes));

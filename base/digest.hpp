@@ -10,6 +10,8 @@ namespace gpuenv {
 
 /// Lower-case hex of `n` bytes.
 std::string to_hex(const unsigned char* bytes, std::size_t n);
+/// The bytes of HEX (either case, an even number of digits); std::nullopt for anything else.
+std::optional<std::string> from_hex(std::string_view hex);
 /// Lower-case hex sha256 of `bytes`.
 std::string sha256_hex(std::string_view bytes);
 

@@ -1,5 +1,7 @@
 #include "validate/replay/replay_backend.hpp"
 
+#include "base/digest.hpp"
+
 #include "base/file_io.hpp"
 
 #include <yaml-cpp/yaml.h>
@@ -815,9 +817,7 @@ class RecordingParser {
       if (!all_hex(hex) || hex.size() % 2 || (exact && hex.size() != 2 * exact))
         fail(node.where, "replay.bad_value", node.name() + " must be " + (exact ? std::to_string(2 * exact) + " " : std::string()) + "hex digits",
              "write the bytes as hex, as NVIDIA's sample reports are stored");
-      std::string out;
-      for (std::size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-      return out;
+      return from_hex(hex).value_or(std::string());
     };
     CcEvidence e;
     e.report = bytes(required(t, "report"), 0);
