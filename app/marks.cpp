@@ -1,4 +1,5 @@
 #include "app/marks.hpp"
+#include "app/status.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -348,13 +349,37 @@ struct HostWanted {
   std::string gpu, driver, cc;
 };
 
+/// What a pre-flight status file says of the host, in host_facts' terms; its report must be readable and not stale.
+struct StatusFacts {
+  std::set<std::string> models;
+  std::string driver, cc, source;
+};
+
+Result<StatusFacts> status_facts(const std::string& file, const Services& services) {
+  GPUENV_TRY(s, node_status({file, ""}, services));
+  if (s.state != "healthy" && s.state != "failed")
+    return make_error(ErrorKind::environment, "verify.no_host", "--host-status " + file + ": " + s.state + " (" + s.reason + ")", "--host-status",
+                      "run gpuenv preflight first, or leave --host-status out to ask the driver");
+  StatusFacts out{{s.gpu_models.begin(), s.gpu_models.end()}, s.driver, s.cc_state, "the pre-flight status " + file};
+  return out;
+}
+
 Result<HostWanted> probe_host(const VerifyRequest& r, const Services& services) {
-  GPUENV_TRY(catalog, load_catalog_from(r.catalog_dir));
-  GPUENV_TRY(facts, host_facts(services, catalog.catalog));
+  StatusFacts facts;
+  if (!r.host_status.empty()) {
+    GPUENV_TRY(from_status, status_facts(r.host_status, services));
+    facts = std::move(from_status);
+  } else {
+    GPUENV_TRY(catalog, load_catalog_from(r.catalog_dir));
+    GPUENV_TRY(host, host_facts(services, catalog.catalog));
+    for (const auto& g : host.gpus) facts.models.insert(g.name);
+    if (host.driver) facts.driver = host.driver->str();
+    facts.cc = host.cc_state;
+    facts.source = host.source;
+  }
   HostWanted out;
   if (r.gpu == "auto") {
-    std::set<std::string> models;
-    for (const auto& g : facts.gpus) models.insert(g.name);
+    const std::set<std::string>& models = facts.models;
     if (models.empty())
       return make_error(ErrorKind::environment, "verify.no_host", "--gpu auto: no NVIDIA GPU found on this host (" + facts.source + ")", "--gpu",
                         "name the GPU model and driver the image will run on: --gpu 'NVIDIA H200' --driver 580.65.06");
@@ -367,16 +392,16 @@ Result<HostWanted> probe_host(const VerifyRequest& r, const Services& services) 
     out.gpu = *models.begin();
   }
   if (r.driver == "auto") {
-    if (!facts.driver)
+    if (facts.driver.empty())
       return make_error(ErrorKind::environment, "verify.no_host", "--driver auto: no NVIDIA driver found on this host (" + facts.source + ")", "--driver",
                         "name the driver version the image will run with: --driver 580.65.06");
-    out.driver = facts.driver->str();
+    out.driver = facts.driver;
   }
   if (r.cc == "auto") {
-    if (facts.cc_state == "unknown")
+    if (facts.cc.empty() || facts.cc == "unknown")
       return make_error(ErrorKind::environment, "verify.no_host", "--cc auto: this host's confidential-computing state is unknown", "--cc",
                         "say which mode the work needs: --cc on or --cc off");
-    out.cc = facts.cc_state;
+    out.cc = facts.cc;
   }
   return out;
 }

@@ -93,6 +93,10 @@ struct VerifyRequest {
   bool allow_replay = false;
   bool plain_http = false;
   std::string catalog_dir;        ///< for the host probes of auto
+  /// Where auto's answers come from: "" asks the driver (NVML); a pre-flight status file (gpuenv preflight's, such
+  /// as /run/gpuenv/status.json) gives the GPU models, driver and CC mode its report recorded, without touching
+  /// the GPU (a Slurm prolog's fast path, docs/slurm.md).
+  std::string host_status;
 };
 
 /// One record, judged.

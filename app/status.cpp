@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 
 namespace gpuenv::app {
@@ -58,6 +59,11 @@ Result<NodeStatus> node_status(const StatusRequest& rq, const Services& services
     s.driver = text(member(*driver, "version"));
     s.cc_state = text(member(*driver, "cc_state"));
   }
+  if (const nlohmann::json* gpus = member(j, "gpus"); gpus && gpus->is_array())
+    for (const auto& g : *gpus) {
+      const std::string name = text(member(g, "name"));
+      if (!name.empty() && std::find(s.gpu_models.begin(), s.gpu_models.end(), name) == s.gpu_models.end()) s.gpu_models.push_back(name);
+    }
   if (const auto started = marks::parse_rfc3339_utc(s.verified_at)) {
     const nlohmann::json* duration = member(j, "duration_ms");
     const std::int64_t finished = *started + (duration && duration->is_number_integer() ? duration->get<std::int64_t>() / 1000 : 0);
@@ -117,6 +123,29 @@ std::string node_features(const NodeStatus& s, std::int64_t now, std::int64_t tt
   if (!s.driver.empty()) out += "gpuenv.dev/driver=" + label_value(s.driver) + "\n";
   if (!s.cc_state.empty()) out += "gpuenv.dev/cc=" + label_value(s.cc_state) + "\n";
   if (s.state == "failed" && !s.failed.empty()) out += "gpuenv.dev/failed-check=" + label_value(s.failed.front().check) + "\n";
+  return out;
+}
+
+std::string drain_reason(const NodeStatus& s) {
+  if (s.state == "healthy") return "";
+  std::string out = "gpuenv: ";
+  if (s.state == "failed" && !s.failed.empty()) {
+    const FailedCheck& f = s.failed.front();
+    out += (f.check.empty() ? std::string("preflight") : f.check) + ": " + (f.gpu >= 0 ? "GPU " + std::to_string(f.gpu) + ": " : std::string()) +
+           (f.message.empty() ? std::string("failed") : f.message);
+    if (s.failed.size() > 1) out += " (and " + std::to_string(s.failed.size() - 1) + " more)";
+  } else {
+    out += s.state + ": " + s.reason;
+  }
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  constexpr std::size_t k_max = 256;
+  if (out.size() > k_max) {
+    out.resize(k_max - 3);
+    while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();  // no split UTF-8
+    if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xC0) out.pop_back();
+    out += "...";
+  }
   return out;
 }
 

@@ -35,12 +35,19 @@ struct NodeStatus {
   std::optional<std::int64_t> age_s;  ///< seconds since the pre-flight finished, when known
   std::string level, backend;
   std::string driver, cc_state;       ///< from the pre-flight's report
+  std::vector<std::string> gpu_models;  ///< the distinct GPU models of the pre-flight's report, in order
   std::vector<FailedCheck> failed;
 };
 
 /// The node's state. Errors only for bad usage (`status.max_age`): a missing or malformed file is a state (exit 4),
 /// so every consumer gets one answer in one form.
 Result<NodeStatus> node_status(const StatusRequest& rq, const Services& services);
+
+/// The reason a scheduler records when it takes the node out of service (Slurm's drain reason): one line
+/// `gpuenv: <check>: [GPU <n>: ]<message>` for a failed pre-flight, `gpuenv: <state>: <reason>` otherwise, at most 256
+/// bytes, with no control characters; "" when healthy. Every reason begins with `gpuenv:`, which is how the
+/// Slurm recipe tells its own drains from an administrator's (docs/slurm.md).
+std::string drain_reason(const NodeStatus& status);
 
 /// The taint that keeps work off a node whose pre-flight failed (its value: the first failed check).
 inline constexpr const char* k_unhealthy_taint = "gpuenv.dev/unhealthy";

@@ -21,7 +21,7 @@ struct MarkOptions {
 struct VerifyOptions {
   std::string image;
   std::vector<std::string> keys;
-  std::string gpu = "auto", driver = "auto", cc = "auto", level, max_age;
+  std::string gpu = "auto", driver = "auto", cc = "auto", level, max_age, host_status;
   bool allow_replay = false, plain_http = false, json = false;
 };
 
@@ -90,6 +90,7 @@ int cmd_verify(const VerifyOptions& o, Context& ctx) {
   rq.max_age = o.max_age;
   rq.allow_replay = o.allow_replay;
   rq.plain_http = o.plain_http;
+  rq.host_status = o.host_status;
   auto v = app::verify(rq, ctx);
   if (!v) return report_error(v.error(), o.json, ctx);
   const auto& w = v->wanted;
@@ -165,6 +166,9 @@ Command add_verify_command(CLI::App& app, const GlobalOptions& global) {
       ->take_last();
   sub->add_option("--level", o->level, "The least validation level: quick, standard or long")->check(CLI::IsMember({"quick", "standard", "long"}))->take_last();
   sub->add_option("--max-age", o->max_age, "Refuse records verified longer ago than this: 7d, 12h, ...")->take_last();
+  sub->add_option("--host-status", o->host_status,
+                  "Take auto's GPU model, driver and CC mode from this pre-flight status file (/run/gpuenv/status.json) instead of asking the driver")
+      ->take_last();
   sub->add_flag("--allow-replay", o->allow_replay, "Count records made from recorded GPU answers (the replay backend)");
   sub->add_flag("--plain-http", o->plain_http, "Talk to the registry over plain HTTP (a loopback or test registry)");
   sub->add_flag("--json", o->json, "Print a gpuenv-verify-v1 JSON document");

@@ -17,6 +17,7 @@ struct StatusOptions {
   std::string node_features;       ///< write NFD's local feature file here
   std::string feature_ttl = "2h";  ///< its lines' expiry
   bool taints = false;             ///< print kubectl taint arguments
+  bool drain_reason = false;       ///< print the scheduler's drain reason
   bool json = false;
 };
 
@@ -45,6 +46,10 @@ int cmd_status(const StatusOptions& o, Context& ctx) {
                                        {"age_s", s->age_s ? nlohmann::ordered_json(*s->age_s) : nlohmann::ordered_json(nullptr)},
                                        {"level", s->level},
                                        {"backend", s->backend},
+                                       {"driver", s->driver},
+                                       {"cc_state", s->cc_state},
+                                       {"gpus", s->gpu_models},
+                                       {"drain_reason", app::drain_reason(*s)},
                                        {"failed", std::move(failed)},
                                        {"taints", taints}}
                     .dump(2)
@@ -52,6 +57,10 @@ int cmd_status(const StatusOptions& o, Context& ctx) {
     return s->exit_code;
   }
   auto& out = *ctx.out;
+  if (o.drain_reason) {  // one line for `scontrol update NodeName=N State=DRAIN Reason=...`; nothing when healthy
+    if (const std::string r = app::drain_reason(*s); !r.empty()) out << r << "\n";
+    return s->exit_code;
+  }
   if (o.taints) {  // only the arguments, one per line, for `kubectl taint node NODE ARG --overwrite`
     for (const auto& t : taints) out << t << "\n";
     return s->exit_code;
@@ -74,7 +83,10 @@ Command add_status_command(CLI::App& app, const GlobalOptions& /*global*/) {
   sub->add_option("--max-age", o->rq.max_age, "Older than this (30m, 24h, 7d) is stale: exit 4 (default: any age)");
   sub->add_option("--node-features", o->node_features, "Also write Node Feature Discovery's local feature file here (gpuenv.dev/status, level, driver, cc, failed-check)");
   sub->add_option("--feature-ttl", o->feature_ttl, "How long the feature file's labels live (default 2h): a node whose status stops being refreshed loses them");
-  sub->add_flag("--taints", o->taints, "Print what the node's taints must become, as kubectl taint arguments, one per line (JSON: taints)");
+  auto* taints = sub->add_flag("--taints", o->taints, "Print what the node's taints must become, as kubectl taint arguments, one per line (JSON: taints)");
+  sub->add_flag("--drain-reason", o->drain_reason,
+                "Print only the reason a scheduler records when it drains the node, 'gpuenv: CHECK: MESSAGE', one line; nothing when healthy (JSON: drain_reason)")
+      ->excludes(taints);
   sub->add_flag("--json", o->json, "Print a gpuenv-status-v1 JSON document");
   return {sub, [o](Context& ctx) { return cmd_status(*o, ctx); }};
 }

@@ -4,7 +4,8 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libssl-dev libxml2-dev libcurl4-openssl-dev libarchive-dev zlib1g-dev libzstd-dev zstd
           gpgv gnupg debian-archive-keyring
           libgtest-dev libbenchmark-dev python3 python3-venv clang libclang-rt-14-dev
-          skopeo umoci docker-registry bubblewrap curl openssl systemd prometheus python3-yaml)
+          skopeo umoci docker-registry bubblewrap curl openssl systemd prometheus python3-yaml
+          munge slurmctld slurmd slurm-client)
 if [ "${1:-}" = "--bench" ]; then packages+=(hyperfine pigz bc python3-pip); fi
 missing=()
 for p in "${packages[@]}"; do

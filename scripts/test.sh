@@ -10,12 +10,12 @@ scripts/deps.sh
 jobs=$(nproc)
 exclude=online
 if [ "${GPUENV_ONLINE:-0}" = 1 ]; then exclude='^$'; fi
-# Independent readers for the tests (DSSE envelopes: securesystemslib from PyPI), in a virtual environment of
-# their own; a test that finds none skips, saying why.
+# Independent readers for the tests (DSSE envelopes: securesystemslib; Kubernetes manifests: kubernetes-validate;
+# both from PyPI), in a virtual environment of their own; a test that finds none skips, saying why.
 venv=$PWD/build-test-venv
-if ! "$venv/bin/python" -c 'import securesystemslib.dsse, cryptography' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import securesystemslib.dsse, cryptography, kubernetes_validate' 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet 'securesystemslib[crypto]==1.6.0'
+  "$venv/bin/pip" install --quiet 'securesystemslib[crypto]==1.6.0' 'kubernetes-validate==1.37.0'
 fi
 for type in Release Sanitize; do
   dir=build-test-${type,,}

@@ -125,6 +125,37 @@ rc, doc = status(failed, "--taints")
 if doc.get("taints") != [STARTUP + ":NoSchedule-", "gpuenv.dev/unhealthy=ecc_errors:NoSchedule"]:
     failures.append(f"taints in JSON: {doc.get('taints')}")
 
+# Slurm: the drain reason, one line beginning "gpuenv:", nothing when healthy; in JSON with the GPU models and driver.
+for path, rc_want, want in [(healthy, 0, None), (failed, 1, "gpuenv: ecc_errors: GPU 3: "), (os.path.join(work, "absent.json"), 4, "gpuenv: missing: no status file"),
+                            (garbage, 4, "gpuenv: unreadable: ")]:
+    p = gpuenv("status", "--status-file", path, "--drain-reason")
+    lines = p.stdout.splitlines()
+    if p.returncode != rc_want or (want is None and lines) or (want and (len(lines) != 1 or not lines[0].startswith(want) or len(lines[0]) > 256)):
+        failures.append(f"--drain-reason for {os.path.basename(path)}: {p.returncode} {p.stdout!r}")
+rc, doc = status(failed)
+if not doc.get("drain_reason", "").startswith("gpuenv: ecc_errors: GPU 3: ") or doc.get("gpus") != ["NVIDIA H100 80GB HBM3"] or not doc.get("driver"):
+    failures.append(f"drain_reason, gpus and driver in JSON: {doc.get('drain_reason')!r} {doc.get('gpus')} {doc.get('driver')!r}")
+p = gpuenv("status", "--status-file", failed, "--drain-reason", "--taints")
+if p.returncode != 2:
+    failures.append(f"--drain-reason with --taints: exit {p.returncode}")
+
+# verify --host-status: the GPU model, driver and CC mode from the pre-flight's status instead of NVML.
+keys = os.path.join(work, "keys")
+layout = os.path.join(work, "img")
+report = os.path.join(work, "report.json")
+gpuenv("key", "generate", "-o", keys)
+gpuenv("build", os.path.join(SOURCE, "tests/data/locks/empty.lock"), "-o", layout, "--tag", "1")
+open(report, "w").write(gpuenv("validate", "--backend", "replay:" + os.path.join(SOURCE, "tests/data/validate/h200x1.yaml"), "--level", "quick",
+                               "--image", layout, "--check", "driver_loaded", "--check", "device_nodes", "--json").stdout)
+p = gpuenv("mark", layout, "--report", report, "--key", os.path.join(keys, "gpuenv.key"), "--allow-replay")
+if p.returncode != 0:
+    failures.append(f"mark for verify --host-status: {p.returncode} {p.stderr[-300:]}")
+l4 = preflight("l4x1.yaml", 0)
+for host, rc_want in [(healthy, 0), (l4, 1), (os.path.join(work, "absent.json"), 4)]:
+    p = gpuenv("verify", "--key", os.path.join(keys, "gpuenv.pub"), "--allow-replay", "--host-status", host, "--json", "--", layout)
+    if p.returncode != rc_want or (rc_want == 4 and "verify.no_host" not in p.stdout + p.stderr):
+        failures.append(f"verify --host-status {os.path.basename(host)}: exit {p.returncode}, expected {rc_want}: {(p.stdout + p.stderr)[-300:]}")
+
 # --wait-fabric: bounded on an NVSwitch system whose fabric never comes up, immediate where it is up or absent.
 down = os.path.join(work, "fabric_down.yaml")
 open(down, "w").write(f"""schema: gpuenv-replay-v1
