@@ -1,0 +1,239 @@
+// images/disk: every step of making a VM disk on its own, each read back by the tools that own the format:
+// the GPT by util-linux's sfdisk, the FAT by dosfstools' fsck.fat and mtools' mtype, ext4 by e2fsck and debugfs,
+// qcow2 by qemu-img. A test whose tool is missing fails, naming it (scripts/deps.sh installs them).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "base/digest.hpp"
+#include "base/process/command_runner.hpp"
+#include "fakes/shell.hpp"
+#include "fakes/temp_dir.hpp"
+#include "images/disk/disk_image.hpp"
+#include "images/disk/filesystems.hpp"
+#include "images/disk/gpt.hpp"
+
+namespace fs = std::filesystem;
+using namespace gpuenv;
+using namespace gpuenv::images::disk;
+using gpuenv::testing::capture;
+
+namespace {
+
+std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+std::string file_sha(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  return sha256_hex(bytes);
+}
+
+Guid guid(const char* text) { return *Guid::parse(text); }
+
+}  // namespace
+
+TEST(Gpt, GuidsParsePrintAndGoToDiskMixedEndian) {
+  const Guid esp = guid(k_type_esp);
+  EXPECT_EQ(esp.str(), "c12a7328-f81f-11d2-ba4b-00a0c93ec93b");
+  EXPECT_EQ(Guid::parse("C12A7328-F81F-11D2-BA4B-00A0C93EC93B"), esp);
+  const auto d = esp.to_disk();
+  EXPECT_EQ(to_hex(d.data(), d.size()), "28732ac11ff8d211ba4b00a0c93ec93b");  // UEFI 2.10 table 5.7's byte order
+  for (const char* bad : {"", "c12a7328f81f11d2ba4b00a0c93ec93b", "c12a7328-f81f-11d2-ba4b-00a0c93ec93", "g12a7328-f81f-11d2-ba4b-00a0c93ec93b"})
+    EXPECT_FALSE(Guid::parse(bad)) << bad;
+  const Guid a = guid_from_seed("lock sha256 x/root"), b = guid_from_seed("lock sha256 x/root"), c = guid_from_seed("lock sha256 y/root");
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_EQ(a.str()[14], '4');                                 // version 4
+  EXPECT_NE(std::string("89ab").find(a.str()[19]), std::string::npos);  // RFC 4122 variant
+}
+
+TEST(Gpt, PlansAlignedPartitionsAndRefusesBadOnes) {
+  const Guid disk = guid_from_seed("d");
+  auto layout = plan_gpt(disk, {{guid(k_type_esp), guid_from_seed("e"), "esp", 64u << 20}, {guid(k_type_root_x86_64), guid_from_seed("r"), "root", (100u << 20) + 1}});
+  ASSERT_TRUE(layout) << layout.error().message;
+  ASSERT_EQ(layout->partitions.size(), 2u);
+  EXPECT_EQ(layout->partitions[0].offset(), 1u << 20);
+  EXPECT_EQ(layout->partitions[0].size(), 64u << 20);
+  EXPECT_EQ(layout->partitions[1].offset(), 65u << 20);
+  EXPECT_EQ(layout->partitions[1].size(), 101u << 20);  // rounded up to whole MiB
+  EXPECT_EQ(layout->size(), (65u + 101u + 1u) << 20);    // and the last MiB for the backup table
+  const GptBytes bytes = gpt_bytes(*layout);
+  EXPECT_EQ(bytes.head.size(), 34u * 512);
+  EXPECT_EQ(bytes.tail.size(), 33u * 512);
+  EXPECT_EQ(bytes.head.substr(512, 8), "EFI PART");
+  EXPECT_EQ(bytes.tail.substr(32 * 512, 8), "EFI PART");
+
+  EXPECT_EQ(plan_gpt(disk, {}).error().id, "disk.partition");
+  EXPECT_EQ(plan_gpt(disk, {{guid(k_type_esp), disk, "esp", 0}}).error().id, "disk.partition");
+  EXPECT_EQ(plan_gpt(disk, {{guid(k_type_esp), disk, std::string(37, 'x'), 1}}).error().id, "disk.partition");
+  EXPECT_EQ(plan_gpt(disk, {{guid(k_type_esp), disk, "r\xc3\xa9", 1}}).error().id, "disk.partition");
+}
+
+// util-linux's sfdisk reads the table back: types, GUIDs, names, places, and the backup header's checksums
+// (sfdisk --verify checks both tables).
+TEST(DiskTools, SfdiskReadsTheTableGpuenvWrites) {
+  gpuenv::testing::TempDir dir("gpuenv-gpt");
+  write(dir.path() / "a.img", std::string(1u << 20, 'a'));
+  write(dir.path() / "b.img", std::string(3u << 20, '\0') + "tail");
+  const Guid disk = guid("0a0b0c0d-1111-4222-8333-444455556666");
+  auto layout = write_raw_disk((dir.path() / "disk.raw").string(), disk,
+                               {{{guid(k_type_esp), guid_from_seed("esp"), "esp", 0}, (dir.path() / "a.img").string()},
+                                {{guid(k_type_root_x86_64), guid_from_seed("root"), "root", 8u << 20}, (dir.path() / "b.img").string()}});
+  ASSERT_TRUE(layout) << layout.error().message;
+  int status = 0;
+  const std::string out = capture("sfdisk --json " + q(dir.path() / "disk.raw") + " 2>&1", &status);
+  ASSERT_EQ(status, 0) << "sfdisk (util-linux's fdisk package) could not read the disk: " << out;
+  const auto j = nlohmann::json::parse(out)["partitiontable"];
+  EXPECT_EQ(j["label"], "gpt");
+  EXPECT_EQ(j["id"], "0A0B0C0D-1111-4222-8333-444455556666");
+  EXPECT_EQ(j["sectorsize"], 512);
+  ASSERT_EQ(j["partitions"].size(), 2u);
+  EXPECT_EQ(j["partitions"][0]["start"], 2048);
+  EXPECT_EQ(j["partitions"][0]["size"], 2048);
+  EXPECT_EQ(j["partitions"][0]["type"], "C12A7328-F81F-11D2-BA4B-00A0C93EC93B");
+  EXPECT_EQ(j["partitions"][0]["uuid"], [] {
+    std::string s = guid_from_seed("esp").str();
+    for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+  }());
+  EXPECT_EQ(j["partitions"][0]["name"], "esp");
+  EXPECT_EQ(j["partitions"][1]["start"], 4096);
+  EXPECT_EQ(j["partitions"][1]["size"], 8u * 2048);
+  EXPECT_EQ(j["partitions"][1]["type"], "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709");
+  const std::string verify = capture("sfdisk --verify " + q(dir.path() / "disk.raw") + " 2>&1", &status);
+  EXPECT_EQ(status, 0) << verify;
+  EXPECT_EQ(verify.find("corrupt"), std::string::npos) << verify;
+  EXPECT_EQ(verify.find("checksum"), std::string::npos) << verify;
+  // sfdisk warns on stderr when a table's checksum or place is wrong (and falls back to the other copy).
+  const std::string list = capture("sfdisk --list " + q(dir.path() / "disk.raw") + " 2>&1", &status);
+  EXPECT_EQ(status, 0) << list;
+  EXPECT_EQ(list.find("corrupt"), std::string::npos) << list;
+  EXPECT_EQ(list.find("mismatch"), std::string::npos) << list;
+  // Each partition's bytes are where the table says, and the disk is sparse: the zeros were not written.
+  std::ifstream in(dir.path() / "disk.raw", std::ios::binary);
+  std::string got(4, '\0');
+  in.seekg(static_cast<std::streamoff>(layout->partitions[1].offset() + (3u << 20)));
+  in.read(got.data(), 4);
+  EXPECT_EQ(got, "tail");
+  struct stat st {};
+  ASSERT_EQ(::stat((dir.path() / "disk.raw").c_str(), &st), 0);
+  EXPECT_LT(static_cast<std::uint64_t>(st.st_blocks) * 512, 2u << 20) << "the raw disk is not sparse";
+  EXPECT_FALSE(fs::exists(dir.path() / "disk.raw.partial"));
+}
+
+TEST(DiskTools, TheEspIsFat32ThatFsckAcceptsWithTheFilesAndTheSameBytesTwice) {
+  gpuenv::testing::TempDir dir("gpuenv-fat");
+  write(dir.path() / "src/loader.efi", "not really an EFI binary");
+  write(dir.path() / "src/entry.conf", "title gpuenv\n");
+  auto runner = make_process_runner();
+  std::string first;
+  for (int round = 0; round < 2; ++round) {
+    // The second round's source files are newer: their times must not reach the file system.
+    if (round == 1) fs::last_write_time(dir.path() / "src/entry.conf", fs::file_time_type::clock::now());
+    FatRequest rq{(dir.path() / ("esp" + std::to_string(round) + ".img")).string(), 64u << 20, 0x1234abcd, "ESP", 1700000000,
+                  {{"EFI/BOOT/BOOTX64.EFI", (dir.path() / "src/loader.efi").string()}, {"loader/entries/gpuenv.conf", (dir.path() / "src/entry.conf").string()}}};
+    auto st = make_fat(rq, *runner);
+    ASSERT_TRUE(st) << st.error().message;
+    if (round == 0) first = file_sha(rq.out);
+    else EXPECT_EQ(file_sha(rq.out), first) << "two ESPs of the same files differ";
+  }
+  const fs::path img = dir.path() / "esp0.img";
+  int status = 0;
+  const std::string fsck = capture("fsck.fat -n " + q(img) + " 2>&1", &status);
+  EXPECT_EQ(status, 0) << fsck;
+  EXPECT_EQ(capture("MTOOLSRC=/dev/null mtype -i " + q(img) + " ::/EFI/BOOT/BOOTX64.EFI"), "not really an EFI binary");
+  EXPECT_EQ(capture("MTOOLSRC=/dev/null mtype -i " + q(img) + " ::/loader/entries/gpuenv.conf"), "title gpuenv\n");
+  const std::string dirlist = capture("MTOOLSRC=/dev/null mdir -i " + q(img) + " ::/ 2>&1");
+  EXPECT_NE(dirlist.find("Serial Number is 1234-ABCD"), std::string::npos) << dirlist;
+  EXPECT_NE(dirlist.find("2023-11-14"), std::string::npos) << "timestamps are not SOURCE_DATE_EPOCH: " << dirlist;
+
+  FatRequest bad{(dir.path() / "bad.img").string(), 64u << 20, 1, "ESP", 0, {{"../evil", (dir.path() / "src/loader.efi").string()}}};
+  EXPECT_EQ(make_fat(bad, *runner).error().id, "disk.path");
+  bad.files = {{"EFI/a:b", (dir.path() / "src/loader.efi").string()}};
+  EXPECT_EQ(make_fat(bad, *runner).error().id, "disk.path");
+  bad.files = {};
+  bad.size = 16u << 20;
+  EXPECT_EQ(make_fat(bad, *runner).error().id, "disk.fat");
+}
+
+TEST(DiskTools, TheRootIsExt4WithTheTreeTheOwnersAndTheSameBytesTwice) {
+  gpuenv::testing::TempDir dir("gpuenv-ext4");
+  const fs::path root = dir.path() / "root";
+  write(root / "etc/hostname", "gpuenv\n");
+  write(root / "usr/bin/tool", "#!/bin/sh\n");
+  fs::create_directories(root / "var/empty");
+  fs::create_symlink("usr/bin", root / "bin");
+  auto runner = make_process_runner();
+  std::string first;
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) {  // later ctimes and another umask's modes on the build host
+      fs::permissions(root / "etc/hostname", fs::perms::owner_read | fs::perms::owner_write);
+    }
+    Ext4Request rq{(dir.path() / ("root" + std::to_string(round) + ".img")).string(), root.string(), 32u << 20, guid("0e5a8d2c-1111-4222-8333-444455556666"), "root",
+                   1700000000,
+                   {{"", 0, 0, 0755},
+                    {"bin", 0, 0, std::nullopt},
+                    {"etc", 0, 0, 0755},
+                    {"etc/hostname", 0, 0, 0644},
+                    {"usr", 0, 0, 0755},
+                    {"usr/bin", 0, 0, 0755},
+                    {"usr/bin/tool", 0, 0, 04755},
+                    {"var", 0, 0, 0755},
+                    {"var/empty", 100, 65534, 0700}}};
+    auto st = make_ext4(rq, *runner);
+    ASSERT_TRUE(st) << st.error().message;
+    if (round == 0) first = file_sha(rq.out);
+    else EXPECT_EQ(file_sha(rq.out), first) << "two roots of the same tree differ";
+  }
+  const fs::path img = dir.path() / "root0.img";
+  int status = 0;
+  const std::string fsck = capture("e2fsck -fn " + q(img) + " 2>&1", &status);
+  EXPECT_EQ(status, 0) << fsck;
+  EXPECT_EQ(capture("debugfs -R 'cat /etc/hostname' " + q(img) + " 2>/dev/null"), "gpuenv\n");
+  const std::string tool = capture("debugfs -R 'stat /usr/bin/tool' " + q(img) + " 2>/dev/null");
+  EXPECT_NE(tool.find("Mode:  04755"), std::string::npos) << tool;
+  EXPECT_NE(tool.find("User:     0   Group:     0"), std::string::npos) << tool;
+  EXPECT_NE(tool.find("ctime: 0x6553f100"), std::string::npos) << tool;
+  const std::string empty = capture("debugfs -R 'stat /var/empty' " + q(img) + " 2>/dev/null");
+  EXPECT_NE(empty.find("Type: directory    Mode:  0700"), std::string::npos) << empty;
+  EXPECT_NE(empty.find("User:   100   Group: 65534"), std::string::npos) << empty;
+  EXPECT_NE(capture("debugfs -R 'stat /bin' " + q(img) + " 2>/dev/null").find("Fast link dest: \"usr/bin\""), std::string::npos);
+  const std::string super = capture("dumpe2fs -h " + q(img) + " 2>/dev/null");
+  EXPECT_NE(super.find("Filesystem UUID:          0e5a8d2c-1111-4222-8333-444455556666"), std::string::npos) << super;
+  EXPECT_NE(super.find("metadata_csum"), std::string::npos) << super;
+
+  // Too small a size is a clear error, and no image is left behind.
+  write(root / "big", std::string(16u << 20, 'x'));
+  Ext4Request small{(dir.path() / "small.img").string(), root.string(), 8u << 20, guid_from_seed("s"), "root", 0, {}};
+  auto st = make_ext4(small, *runner);
+  ASSERT_FALSE(st);
+  EXPECT_EQ(st.error().id, "disk.ext4");
+  EXPECT_FALSE(fs::exists(small.out));
+  Ext4Request quote{(dir.path() / "q.img").string(), root.string(), 32u << 20, guid_from_seed("s"), "root", 0, {{"etc/a\"b", 0, 0, std::nullopt}}};
+  EXPECT_EQ(make_ext4(quote, *runner).error().id, "disk.path");
+}
+
+TEST(DiskTools, Qcow2HoldsTheRawDiskAndIsTheSameTwice) {
+  gpuenv::testing::TempDir dir("gpuenv-qcow2");
+  write(dir.path() / "fs.img", std::string(1u << 20, 'z'));
+  auto layout = write_raw_disk((dir.path() / "disk.raw").string(), guid_from_seed("d"),
+                               {{{guid(k_type_root_x86_64), guid_from_seed("r"), "root", 0}, (dir.path() / "fs.img").string()}});
+  ASSERT_TRUE(layout) << layout.error().message;
+  auto runner = make_process_runner();
+  ASSERT_TRUE(convert_to_qcow2((dir.path() / "disk.raw").string(), (dir.path() / "a.qcow2").string(), *runner));
+  ASSERT_TRUE(convert_to_qcow2((dir.path() / "disk.raw").string(), (dir.path() / "b.qcow2").string(), *runner));
+  EXPECT_EQ(file_sha(dir.path() / "a.qcow2"), file_sha(dir.path() / "b.qcow2"));
+  int status = 0;
+  const std::string cmp = capture("qemu-img compare -f raw -F qcow2 " + q(dir.path() / "disk.raw") + " " + q(dir.path() / "a.qcow2") + " 2>&1", &status);
+  EXPECT_EQ(status, 0) << cmp;
+  const std::string info = capture("qemu-img info --output=json " + q(dir.path() / "a.qcow2"));
+  EXPECT_EQ(nlohmann::json::parse(info)["format"], "qcow2") << info;
+}
