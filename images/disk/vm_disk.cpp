@@ -1,0 +1,178 @@
+#include "images/disk/vm_disk.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "base/digest.hpp"
+#include "base/file_io.hpp"
+#include "images/disk/disk_image.hpp"
+
+namespace gpuenv::images::disk {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* k_boot_loader = "usr/lib/systemd/boot/efi/systemd-bootx64.efi";
+constexpr std::uint64_t k_mib = 1u << 20;
+
+Error kernel_error(const std::string& id, const std::string& what, const std::string& where, const std::string& hint) {
+  return make_error(ErrorKind::spec, id, what, where, hint);
+}
+
+/// CONFIG_X=y|m|... lines of a kernel's config file.
+std::map<std::string, std::string> read_config(const std::string& text) {
+  std::map<std::string, std::string> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    if (const auto eq = line.find('='); line.rfind("CONFIG_", 0) == 0 && eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
+    start = end + 1;
+  }
+  return out;
+}
+
+/// Bytes the tree needs on ext4: each file in whole 4 KiB blocks, an inode each, a quarter more, and 256 MiB.
+std::uint64_t root_size_for(const std::string& root) {
+  std::uint64_t bytes = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0) continue;
+    bytes += (static_cast<std::uint64_t>(st.st_size) + 4095) / 4096 * 4096 + 256;
+  }
+  const std::uint64_t want = bytes + bytes / 4 + (256u << 20);
+  return (want + k_mib - 1) / k_mib * k_mib;
+}
+
+}  // namespace
+
+DiskIds disk_ids(const std::string& seed) {
+  DiskIds ids;
+  ids.disk = guid_from_seed(seed + "/disk");
+  ids.esp_partition = guid_from_seed(seed + "/esp-partition");
+  ids.root_partition = guid_from_seed(seed + "/root-partition");
+  ids.root_fs = guid_from_seed(seed + "/root-fs");
+  const Guid v = guid_from_seed(seed + "/esp-fs");
+  ids.esp_volume_id = (std::uint32_t{v.bytes[0]} << 24) | (std::uint32_t{v.bytes[1]} << 16) | (std::uint32_t{v.bytes[2]} << 8) | v.bytes[3];
+  return ids;
+}
+
+std::string fstab(const DiskIds& ids) {
+  char volume[10];
+  std::snprintf(volume, sizeof volume, "%04X-%04X", ids.esp_volume_id >> 16, ids.esp_volume_id & 0xffff);
+  return "# /etc/fstab, written by gpuenv for its VM disk layout (docs/vm.md)\n"
+         "UUID=" + ids.root_fs.str() + " / ext4 errors=remount-ro 0 1\n"
+         "UUID=" + std::string(volume) + " /boot/efi vfat umask=0077,nofail 0 1\n";
+}
+
+Result<KernelFacts> find_kernel(const std::string& root) {
+  const fs::path boot = fs::path(root) / "boot";
+  std::vector<std::string> versions;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(boot, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("vmlinuz-", 0) == 0 && it->is_regular_file()) versions.push_back(name.substr(8));
+  }
+  std::sort(versions.begin(), versions.end());
+  if (versions.empty())
+    return kernel_error("vm.kernel", "the image has no kernel (/boot/vmlinuz-*)", "vm.kernel", "name a kernel package under vm.kernel, e.g. linux-image-cloud-amd64");
+  if (versions.size() > 1) {
+    std::string list;
+    for (const auto& v : versions) list += (list.empty() ? "" : ", ") + v;
+    return kernel_error("vm.kernel", "the image has several kernels (" + list + "); a VM image boots one", "vm.kernel", "keep one kernel package in the spec");
+  }
+  KernelFacts k;
+  k.version = versions.front();
+  k.image = (boot / ("vmlinuz-" + k.version)).string();
+  if (fs::is_regular_file(boot / ("initrd.img-" + k.version), ec)) k.initrd = (boot / ("initrd.img-" + k.version)).string();
+  auto config_text = read_file_limited((boot / ("config-" + k.version)).string(), 4u << 20);
+  if (!config_text)
+    return kernel_error("vm.kernel", "kernel " + k.version + " has no /boot/config-" + k.version + ", so gpuenv cannot tell whether it boots without an initramfs",
+                        "vm.kernel", "use a Debian kernel package (linux-image-*), which installs its config");
+  const auto config = read_config(*config_text);
+  auto built_in = [&](const char* option) {
+    const auto it = config.find(option);
+    return it != config.end() && it->second == "y";
+  };
+  const std::pair<const char*, const char*> controllers[] = {{"CONFIG_BLK_DEV_NVME", "nvme"},       {"CONFIG_VIRTIO_BLK", "virtio-blk"},
+                                                             {"CONFIG_SCSI_VIRTIO", "virtio-scsi"}, {"CONFIG_SATA_AHCI", "ahci"},
+                                                             {"CONFIG_HYPERV_STORAGE", "hyperv"},   {"CONFIG_XEN_BLKDEV_FRONTEND", "xen-blkfront"}};
+  for (const auto& [option, name] : controllers) {
+    const bool needs_virtio_pci = std::string(name).rfind("virtio", 0) == 0;
+    if (built_in(option) && (!needs_virtio_pci || built_in("CONFIG_VIRTIO_PCI"))) k.built_in_disks.push_back(name);
+  }
+  if (k.initrd.empty()) {
+    if (!built_in("CONFIG_EXT4_FS"))
+      return kernel_error("vm.kernel_needs_initramfs", "kernel " + k.version + " has ext4 as a module and the image has no initramfs: it cannot mount its root",
+                          "vm.kernel", "use a kernel with ext4 built in, such as Debian's linux-image-cloud-amd64");
+    if (k.built_in_disks.empty())
+      return kernel_error("vm.kernel_needs_initramfs",
+                          "kernel " + k.version + " has every disk controller (NVMe, virtio, AHCI, Hyper-V, Xen) as a module and the image has no initramfs: it cannot find its root disk",
+                          "vm.kernel", "use a kernel with the cloud's disk driver built in, such as Debian's linux-image-cloud-amd64 (NVMe built in)");
+  }
+  return k;
+}
+
+Result<VmDisk> build_vm_disk(const VmDiskRequest& rq, CommandRunner& runner) {
+  VmDisk out;
+  GPUENV_TRY(kernel, find_kernel(rq.root));
+  out.kernel = kernel;
+  const fs::path loader = fs::path(rq.root) / k_boot_loader;
+  std::error_code ec;
+  if (!fs::is_regular_file(loader, ec))
+    return make_error(ErrorKind::spec, "vm.boot_loader", "the image has no systemd-boot (/" + std::string(k_boot_loader) + ")", "vm",
+                      "the VM plan adds systemd-boot-efi to the lock; a lock without it was not made for a VM image");
+  if (rq.cmdline.find_first_of("\n\r") != std::string::npos)
+    return make_error(ErrorKind::spec, "vm.cmdline", "the kernel command line holds a line break", "vm.cmdline", "write it on one line");
+  out.ids = disk_ids(rq.seed);
+  // PARTUUID: the kernel finds the root by the partition's GUID itself; UUID= needs an initramfs (udev).
+  out.cmdline = "root=PARTUUID=" + out.ids.root_partition.str() + " rootfstype=ext4 ro console=tty0 console=ttyS0,115200";
+  if (!rq.cmdline.empty()) out.cmdline += " " + rq.cmdline;
+
+  // The ESP's files: written into the work directory first, then copied in by mcopy.
+  const fs::path esp_dir = fs::path(rq.work_dir) / "esp";
+  fs::create_directories(esp_dir, ec);
+  if (ec) return make_error(ErrorKind::environment, "disk.io", "cannot make " + esp_dir.string() + ": " + ec.message(), rq.work_dir, "check the work directory");
+  std::string entry = "title gpuenv\nversion " + kernel.version + "\nlinux /gpuenv/vmlinuz-" + kernel.version + "\n";
+  if (!kernel.initrd.empty()) entry += "initrd /gpuenv/initrd.img-" + kernel.version + "\n";
+  entry += "options " + out.cmdline + "\n";
+  GPUENV_CHECK(write_file_atomic((esp_dir / "gpuenv.conf").string(), entry, 0644, Durability::scratch));
+  // No menu, no waiting, and no editing of the command line at the console (init=/bin/sh would be root).
+  GPUENV_CHECK(write_file_atomic((esp_dir / "loader.conf").string(), "default gpuenv.conf\ntimeout 0\neditor no\n", 0644, Durability::scratch));
+  FatRequest fat{(fs::path(rq.work_dir) / "esp.img").string(), rq.esp_size, out.ids.esp_volume_id, "ESP", rq.epoch,
+                 {{"EFI/BOOT/BOOTX64.EFI", loader.string()},
+                  {"EFI/systemd/systemd-bootx64.efi", loader.string()},
+                  {"loader/loader.conf", (esp_dir / "loader.conf").string()},
+                  {"loader/entries/gpuenv.conf", (esp_dir / "gpuenv.conf").string()},
+                  {"gpuenv/vmlinuz-" + kernel.version, kernel.image}}};
+  if (!kernel.initrd.empty()) fat.files.push_back({"gpuenv/initrd.img-" + kernel.version, kernel.initrd});
+  GPUENV_CHECK(make_fat(fat, runner));
+
+  Ext4Request ext4{(fs::path(rq.work_dir) / "root.img").string(), rq.root, rq.root_size ? rq.root_size : root_size_for(rq.root), out.ids.root_fs, "root", rq.epoch,
+                   rq.owners};
+  GPUENV_CHECK(make_ext4(ext4, runner));
+
+  const std::string raw = rq.format == DiskFormat::raw ? rq.out : (fs::path(rq.work_dir) / "disk.raw").string();
+  GPUENV_TRY(layout, write_raw_disk(raw, out.ids.disk,
+                                    {{{*Guid::parse(k_type_esp), out.ids.esp_partition, "esp", rq.esp_size}, fat.out},
+                                     {{*Guid::parse(k_type_root_x86_64), out.ids.root_partition, "root", ext4.size}, ext4.out}}));
+  out.layout = layout;
+  out.raw_size = layout.size();
+  struct stat st {};
+  if (::stat(raw.c_str(), &st) == 0) out.raw_allocated = static_cast<std::uint64_t>(st.st_blocks) * 512;
+  fs::remove(fat.out, ec);
+  fs::remove(ext4.out, ec);
+  if (rq.format == DiskFormat::qcow2) {
+    GPUENV_CHECK(convert_to_qcow2(raw, rq.out, runner));
+    fs::remove(raw, ec);
+  }
+  return out;
+}
+
+}  // namespace gpuenv::images::disk

@@ -1,0 +1,76 @@
+#pragma once
+// A bootable UEFI disk from a finished root tree (docs/vm.md): the kernel the tree's packages installed
+// (/boot/vmlinuz-<version>, with /boot/initrd.img-<version> when there is one) and systemd-boot
+// (/usr/lib/systemd/boot/efi/systemd-bootx64.efi, from systemd-boot-efi) go to a FAT32 EFI system partition with
+// a Boot Loader Specification entry; the tree becomes the ext4 root. The layout:
+//
+//   GPT  1: "esp"  EFI system partition   EFI/BOOT/BOOTX64.EFI (the removable-media path: no NVRAM entry
+//                                         needed, which is what an imported cloud image has),
+//                                         EFI/systemd/systemd-bootx64.efi, loader/loader.conf,
+//                                         loader/entries/gpuenv.conf, gpuenv/vmlinuz-<v> [gpuenv/initrd.img-<v>]
+//        2: "root" Linux root (x86-64)    ext4, the tree
+//
+// Every GUID, the file system UUID and the FAT volume id derive from the seed (the lock's sha256), so the same
+// lock gives the same disk. Without an initramfs the kernel must have ext4 and a disk controller built in, or it
+// cannot mount its root: that is checked against /boot/config-<version> before anything is written.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+#include "base/process/command_runner.hpp"
+#include "images/disk/filesystems.hpp"
+#include "images/disk/gpt.hpp"
+
+namespace gpuenv::images::disk {
+
+enum class DiskFormat { raw, qcow2 };
+
+/// The identities of a disk made from SEED; the root's /etc/fstab names them, so they are known first.
+struct DiskIds {
+  Guid disk, esp_partition, root_partition, root_fs;
+  std::uint32_t esp_volume_id = 0;
+};
+DiskIds disk_ids(const std::string& seed);
+
+/// /etc/fstab for DISK_IDS: the root by UUID, the ESP at /boot/efi by its volume id (umask=0077, nofail).
+std::string fstab(const DiskIds& ids);
+
+struct KernelFacts {
+  std::string version;  ///< "6.1.0-57-cloud-amd64"
+  std::string image;    ///< path of vmlinuz-<version> in the tree
+  std::string initrd;   ///< path of initrd.img-<version>; "" for none
+  std::vector<std::string> built_in_disks;  ///< the disk controllers built in: "nvme", "virtio-blk", ...
+};
+
+/// The tree's one kernel, and whether it can mount its root. Errors: `vm.kernel` (no kernel, several, no
+/// config beside it), `vm.kernel_needs_initramfs` (no initramfs, and ext4 or every disk controller is a module).
+Result<KernelFacts> find_kernel(const std::string& root);
+
+struct VmDiskRequest {
+  std::string root;                 ///< the finished root tree
+  std::vector<InodeOwner> owners;   ///< the tree's owners and modes (make_ext4)
+  std::string work_dir;             ///< scratch: the file system images
+  std::string out;                  ///< the disk image (replaced)
+  DiskFormat format = DiskFormat::raw;
+  std::uint64_t root_size = 0;      ///< bytes; 0: what the tree needs and a quarter more, and 256 MiB
+  std::uint64_t esp_size = 256u << 20;
+  std::string seed;                 ///< the lock's sha256
+  std::int64_t epoch = 0;           ///< SOURCE_DATE_EPOCH
+  std::string cmdline;              ///< appended to the kernel command line
+};
+
+struct VmDisk {
+  GptLayout layout;
+  DiskIds ids;
+  KernelFacts kernel;
+  std::string cmdline;              ///< the whole kernel command line
+  std::uint64_t raw_size = 0;       ///< the raw disk's size
+  std::uint64_t raw_allocated = 0;  ///< the bytes the sparse raw file occupies
+};
+
+/// Errors: those of find_kernel, `vm.boot_loader` (no systemd-boot in the tree), `vm.cmdline` (a command line
+/// with a newline), and make_fat's, make_ext4's and write_raw_disk's.
+Result<VmDisk> build_vm_disk(const VmDiskRequest& request, CommandRunner& runner);
+
+}  // namespace gpuenv::images::disk
