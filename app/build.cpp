@@ -11,10 +11,13 @@
 
 #include "base/cache/blob_store.hpp"
 #include "base/cache/work_dir.hpp"
+#include "base/digest.hpp"
 #include "base/net/http_client.hpp"
 #include "base/yaml_guard.hpp"
 #include "images/oci/archive.hpp"
+#include "images/disk/vm_root.hpp"
 #include "images/oci/layout.hpp"
+#include "recipes/embedded.hpp"
 
 namespace gpuenv::app {
 namespace {
@@ -99,6 +102,64 @@ Result<images::PushStats> push(const BuildRequest& rq, const std::string& layout
     return e;
   }
   return *st;
+}
+
+/// A VM disk from LOCK into OUTPUT (docs/vm.md): the root tree with the VM's own files, then the disk.
+Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::ImageFormat format, const std::string& output, Services& services) {
+  const std::string cache = cache_root(services);
+  GPUENV_TRY(store, open_blob_store(services, cache));
+  auto network = rq.lock.offline ? make_offline_fetcher() : (services.make_fetcher ? services.make_fetcher(services.net) : nullptr);
+  auto runner = services.make_runner ? services.make_runner() : nullptr;
+  if (!network || !runner) return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher or process runner configured", {}, "");
+  sweep_abandoned_work_dirs(cache);
+  GPUENV_TRY(work_dir, WorkDir::create(cache));
+  GPUENV_TRY(epoch, source_date_epoch(services));
+  VmBuilt out;
+  out.lock_sha256 = sha256_hex(l.text);
+  const images::disk::DiskIds ids = images::disk::disk_ids(out.lock_sha256);
+  images::BuildRequest a;
+  a.lock = &l.lock;
+  a.lock_text = l.text;
+  a.work_dir = work_dir->path();
+  a.source_date_epoch = epoch;
+  a.threads = rq.threads;
+  a.generator = generator();
+  a.allow_missing = rq.allow_missing;
+  a.fetcher = network.get();
+  a.cache = store.get();
+  a.package_tree_dir = cache + "/trees";
+  a.on_step = services.on_step;
+  a.add_files = [&](const std::string& root) {
+    images::disk::VmRootInputs in{ids, l.lock.spec_name, "/proc/self/exe", std::string(recipes::preflight_unit())};
+    return images::disk::add_vm_files(root, in, *runner);
+  };
+  auto tree = images::assemble_root(a);
+  if (!tree) {
+    Error e = std::move(tree).error();
+    e.while_("building the root of " + l.lock.spec_name);
+    return e;
+  }
+  images::disk::VmDiskRequest d;
+  d.root = tree->root;
+  d.owners = std::move(tree->owners);
+  d.work_dir = work_dir->path() + "/disk";
+  d.out = output;
+  d.format = format == resolver::ImageFormat::qcow2 ? images::disk::DiskFormat::qcow2 : images::disk::DiskFormat::raw;
+  d.root_size = l.lock.vm->disk_size;
+  d.seed = out.lock_sha256;
+  d.epoch = epoch;
+  d.cmdline = l.lock.vm->cmdline;
+  services.step("writing the " + std::string(resolver::to_string(format)) + " disk");
+  auto disk = images::disk::build_vm_disk(d, *runner);
+  if (!disk) {
+    Error e = std::move(disk).error();
+    e.while_("writing the disk of " + l.lock.spec_name);
+    return e;
+  }
+  out.disk = std::move(*disk);
+  std::error_code ec;
+  out.file_size = fs::file_size(output, ec);
+  return out;
 }
 
 /// Assembles LOCK into LAYOUT_DIR (in a locked work directory of the cache, removed afterwards).
@@ -215,7 +276,24 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
     out.unsatisfied = std::move(l.unsatisfied);
     return out;
   }
-  out.format = rq.format.value_or(l.spec_format.value_or(resolver::ImageFormat::oci_dir));
+  out.format = rq.format.value_or(l.spec_format.value_or(l.lock.vm ? resolver::ImageFormat::raw : resolver::ImageFormat::oci_dir));
+  if (resolver::is_vm_format(out.format) != l.lock.vm.has_value())
+    return make_error(ErrorKind::usage, "build.not_vm",
+                      l.lock.vm ? "this lock is a VM disk's (it has vm:), and --format " + std::string(resolver::to_string(out.format)) + " is a container image's"
+                                : "format " + std::string(resolver::to_string(out.format)) + " is a VM disk, and this lock is a container image's (it has no vm:)",
+                      "--format", l.lock.vm ? "build it with --format raw or qcow2" : "set image.format: raw (or qcow2) in the spec and lock it again");
+  if (l.lock.vm) {
+    out.output = rq.output.empty() ? "gpuenv-out/" + l.lock.spec_name + "." + std::string(resolver::to_string(out.format)) : rq.output;
+    std::error_code ec;
+    if (fs::is_directory(out.output, ec))
+      return make_error(ErrorKind::usage, "cli.output", "is a directory; a VM disk is one file", out.output, "give a file name with -o, e.g. -o disk.qcow2");
+    if (fs::path(out.output).has_parent_path()) fs::create_directories(fs::path(out.output).parent_path(), ec);
+    if (!rq.push.empty())
+      return make_error(ErrorKind::usage, "build.push_vm", "pushing a VM disk is not supported yet", "--push", "copy the disk file to your cloud, or build a container image to push");
+    GPUENV_TRY(vm, build_vm_disk(rq, l, out.format, out.output, services));
+    out.vm = std::move(vm);
+    return out;
+  }
   const bool archive = out.format != resolver::ImageFormat::oci_dir;
   out.output = rq.output.empty() ? "gpuenv-out/" + l.lock.spec_name + (archive ? ".tar" : "") : rq.output;
   while (out.output.size() > 1 && out.output.back() == '/') out.output.pop_back();  // "out/" is the directory out

@@ -9,6 +9,7 @@
 #include "app/lock.hpp"
 #include "app/services.hpp"
 #include "images/assemble/assemble_image.hpp"
+#include "images/disk/vm_disk.hpp"
 #include "images/registry/registry_client.hpp"
 
 namespace gpuenv::app {
@@ -27,13 +28,21 @@ struct BuildRequest {
   std::string ca_bundle;    ///< extra CA for the registry's TLS
 };
 
+/// A VM disk that was built (docs/vm.md).
+struct VmBuilt {
+  images::disk::VmDisk disk;
+  std::uint64_t file_size = 0;   ///< the output file's size (the raw disk's, or the qcow2's)
+  std::string lock_sha256;
+};
+
 struct Built {
   /// Set when the argument was a spec that no combination satisfies; nothing was built then.
   std::unique_ptr<PreparedResolution> unsatisfied;
   std::string output;  ///< where the image was written
   std::string tag;     ///< the layout's ref.name
   resolver::ImageFormat format = resolver::ImageFormat::oci_dir;  ///< what was written to output
-  images::BuildResult image;
+  images::BuildResult image;   ///< an OCI image's; empty for a VM disk
+  std::optional<VmBuilt> vm;     ///< set for a VM disk (format raw or qcow2)
   std::optional<images::PushStats> pushed;
   [[nodiscard]] std::uint64_t size() const {
     std::uint64_t total = 0;
@@ -43,7 +52,8 @@ struct Built {
 };
 
 /// Builds. Errors: those of reading the argument, locking, the base image, assembling, archiving and pushing;
-/// `cli.output` (an archive over a directory), `cli.source_date_epoch` (SOURCE_DATE_EPOCH not a number).
+/// `cli.output` (an archive or disk over a directory), `cli.source_date_epoch` (SOURCE_DATE_EPOCH not a number),
+/// `build.not_vm` (a VM format for a container's lock, or the other way round), and the VM disk's (`vm.*`, `disk.*`).
 Result<Built> build(const BuildRequest& request, Services& services);
 
 /// The tag part of "registry/name:tag" (the OCI layout's ref.name); the whole text when it has no tag.

@@ -37,6 +37,40 @@ app::BuildRequest build_request(const BuildOptions& o) {
   return rq;
 }
 
+/// A VM disk (docs/vm.md): `gpuenv-build-result-v1` with `vm` in place of the layers.
+void print_vm(const app::Built& b, bool json, Context& ctx) {
+  const app::VmBuilt& vm = *b.vm;
+  const auto& d = vm.disk;
+  if (json) {
+    nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+    for (const auto& p : d.layout.partitions)
+      parts.push_back({{"name", p.name}, {"type", p.type.str()}, {"uuid", p.unique.str()}, {"offset", p.offset()}, {"size", p.size()}});
+    nlohmann::ordered_json j{{"schema", "gpuenv-build-result-v1"},
+                             {"output", b.output},
+                             {"format", resolver::to_string(b.format)},
+                             {"lock_sha256", vm.lock_sha256},
+                             {"size", vm.file_size},
+                             {"vm",
+                              {{"kernel", d.kernel.version},
+                               {"initrd", !d.kernel.initrd.empty()},
+                               {"built_in_disks", d.kernel.built_in_disks},
+                               {"cmdline", d.cmdline},
+                               {"disk_guid", d.ids.disk.str()},
+                               {"root_fs_uuid", d.ids.root_fs.str()},
+                               {"raw_size", d.raw_size},
+                               {"raw_allocated", d.raw_allocated},
+                               {"partitions", parts}}}};
+    *ctx.out << j.dump(2) << "\n";
+    return;
+  }
+  *ctx.out << "  kernel    " << d.kernel.version << (d.kernel.initrd.empty() ? " (no initramfs; built in: " : " (initramfs; built in: ");
+  for (std::size_t i = 0; i < d.kernel.built_in_disks.size(); ++i) *ctx.out << (i ? ", " : "") << d.kernel.built_in_disks[i];
+  *ctx.out << ")\n";
+  for (const auto& p : d.layout.partitions) *ctx.out << "  partition " << std::left << std::setw(5) << p.name << std::right << std::setw(11) << human(p.size()) << "  " << p.unique.str() << "\n";
+  *ctx.out << "wrote " << b.output << " (" << resolver::to_string(b.format) << ", " << human(vm.file_size) << "; the raw disk " << human(d.raw_size) << ", "
+           << human(d.raw_allocated) << " allocated)\n";
+}
+
 void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const ValidateOutcome* validation) {
   const images::BuildResult& built = b.image;
   nlohmann::ordered_json j;
@@ -99,6 +133,10 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
   auto built = app::build(build_request(o), ctx);
   if (!built) return report_error(built.error(), json, ctx);
   if (built->unsatisfied) return report_unsatisfied(*built->unsatisfied, json, ctx);
+  if (built->vm && !o.validate) {
+    print_vm(*built, json, ctx);
+    return k_exit_ok;
+  }
   if (!o.validate) {
     if (json) print_json(o, *built, ctx, nullptr);
     else print_text(o, *built, ctx);
@@ -106,7 +144,8 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
   }
   // The whole mission: the image just built, validated on this machine's GPUs and marked where it was pushed.
   if (built->format != resolver::ImageFormat::oci_dir)
-    return report_error(make_error(ErrorKind::usage, "build.validate_format", "--validate runs the image from its layout directory, and this build wrote an archive",
+    return report_error(make_error(ErrorKind::usage, "build.validate_format",
+                                   "--validate runs the image from its layout directory, and this build wrote " + std::string(built->vm ? "a VM disk" : "an archive"),
                                    "--format", "build with --format oci-dir (the default) to validate"),
                         json, ctx);
   if (!json) print_text(o, *built, ctx);

@@ -46,6 +46,14 @@ std::vector<std::string> wheel_indexes(const PipIndexConfig& pip, const resolver
   return out;
 }
 
+std::vector<std::string> vm_packages(const resolver::VmRequest& vm) {
+  std::vector<std::string> out = {vm.kernel};
+  out.insert(out.end(), k_vm_packages.begin(), k_vm_packages.end());
+  if (vm.cloud_init) out.push_back("cloud-init");
+  out.insert(out.end(), k_vm_gpuenv_runtime.begin(), k_vm_gpuenv_runtime.end());
+  return out;
+}
+
 Result<ImagePins> pin_image(const PinImageRequest& req, AptFetchContext& apt) {
   const resolver::Spec& spec = *req.spec;
   const resolver::Resolution& res = *req.resolution;
@@ -59,6 +67,8 @@ Result<ImagePins> pin_image(const PinImageRequest& req, AptFetchContext& apt) {
   const bool wants_python = res.python && (!res.frameworks.empty() || !spec.pip_packages.empty() || spec.python_given);
   if (wants_python) a.packages.push_back("python3");
   for (const auto& p : spec.apt_packages) a.packages.push_back(p);
+  if (spec.vm)
+    for (const auto& p : vm_packages(*spec.vm)) a.packages.push_back(p);
   const bool slim = spec.base_variant == "slim";
   a.required_set = !slim;
   if (slim) a.left_out = k_slim_left_out;

@@ -25,6 +25,17 @@ inline const std::vector<std::string> k_slim_python_core = {"libstdc++6"};
 /// packages.apt may still name them.
 inline const std::vector<std::string> k_slim_left_out = {"dpkg", "debconf", "install-info"};
 
+/// What a VM disk's root adds to the spec's packages (docs/vm.md), besides vm.kernel: systemd as init
+/// (systemd-sysv: /sbin/init), udev and kmod (devices, modules), systemd-boot-efi (the EFI boot loader, copied to
+/// the EFI system partition), and the libraries of gpuenv itself, which goes into the image for the boot
+/// pre-flight (Debian 12's names for its DT_NEEDED; the build's DT_NEEDED check holds the image to them).
+inline const std::vector<std::string> k_vm_packages = {"systemd-sysv", "udev", "kmod", "systemd-boot-efi"};
+inline const std::vector<std::string> k_vm_gpuenv_runtime = {"libxml2", "libcurl4", "libarchive13", "zlib1g", "libzstd1",
+                                                             "libyaml-cpp0.7", "libssl3", "libstdc++6", "libgcc-s1"};
+
+/// Every package a VM disk adds for VM (its kernel, cloud-init when asked, k_vm_packages, k_vm_gpuenv_runtime).
+std::vector<std::string> vm_packages(const resolver::VmRequest& vm);
+
 struct PinImageRequest {
   const resolver::Spec* spec = nullptr;
   const resolver::Resolution* resolution = nullptr;  ///< ok == true

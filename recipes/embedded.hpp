@@ -10,5 +10,7 @@ std::string_view compiled_catalog();
 std::string_view compiled_catalog_sha256();
 /// recipes/gpus/thresholds.yaml as written (validate/thresholds.hpp parses it).
 std::string_view thresholds_yaml();
+/// recipes/systemd/gpuenv-preflight.service as written (a VM disk image installs it).
+std::string_view preflight_unit();
 
 }  // namespace gpuenv::recipes

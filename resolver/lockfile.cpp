@@ -79,6 +79,9 @@ std::string render_lock(const Spec& spec, const Resolution& r, const LockInputs&
     };
     o << "requests:\n  apt: " << list(spec.apt_packages) << "\n  pip: " << list(spec.pip_packages) << "\n";
   }
+  if (spec.vm)
+    o << "vm:\n  kernel: " << q(spec.vm->kernel) << "\n  disk_size: " << spec.vm->disk_size << "\n  cloud_init: " << (spec.vm->cloud_init ? "true" : "false")
+      << "\n  cmdline: " << q(spec.vm->cmdline) << "\n";
   o << "packages:" << (packages.empty() ? " []\n" : "\n");
   for (const auto& p : packages) {
     o << "  - {name: " << q(p.name) << ", version: " << q(p.version) << ", kind: " << q(std::string(to_string(p.kind))) << ", architecture: " << q(p.architecture)
@@ -117,6 +120,7 @@ Lock lock_of(const Spec& spec, const Resolution& r, const LockInputs& in, const 
     lock.requested_apt = spec.apt_packages;
     lock.requested_pip = spec.pip_packages;
   }
+  lock.vm = spec.vm;
   lock.packages = packages;
   return lock;
 }
@@ -246,6 +250,23 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
       GPUENV_TRY(pip, r.list(rq, "pip"));
       lock.requested_apt = apt;
       lock.requested_pip = pip;
+    }
+    if (const YAML::Node vm = root["vm"]; vm.IsDefined()) {
+      if (!vm.IsMap()) return r.error(vm, "bad_value", "'vm' must be a mapping");
+      VmRequest v;
+      GPUENV_TRY(kernel, r.str(vm, "kernel"));
+      GPUENV_TRY(size, r.str(vm, "disk_size"));
+      GPUENV_TRY(cloud_init, r.str(vm, "cloud_init"));
+      GPUENV_TRY(cmdline, r.str(vm, "cmdline", true));
+      if (size.empty() || size.size() > 15 || !std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return r.error(vm["disk_size"], "bad_value", "vm.disk_size is not a byte count");
+      if (cloud_init != "true" && cloud_init != "false") return r.error(vm["cloud_init"], "bad_value", "vm.cloud_init is not true or false");
+      if (kernel.empty() || cmdline.find_first_of("\n\r") != std::string::npos) return r.error(vm, "bad_value", "vm.kernel is empty or vm.cmdline holds a line break");
+      v.kernel = kernel;
+      v.disk_size = std::stoull(size);
+      v.cloud_init = cloud_init == "true";
+      v.cmdline = cmdline;
+      lock.vm = v;
     }
     const YAML::Node pk = root["packages"];
     if (pk.IsDefined() && !pk.IsNull() && !pk.IsSequence()) return r.error(pk, "bad_value", "'packages' must be a list");

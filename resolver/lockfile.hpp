@@ -61,6 +61,7 @@ struct Lock {
   };
   std::vector<Framework> frameworks;
   std::vector<std::string> requested_apt, requested_pip;  ///< the spec's own package lists
+  std::optional<VmRequest> vm;  ///< a VM disk's lock (`vm:`, docs/vm.md): its kernel, size, cloud-init, command line
   std::vector<LockedPackage> packages;
   bool operator==(const Lock&) const = default;
 };

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cctype>
 #include <regex>
 
 #include "base/text.hpp"
@@ -13,7 +14,7 @@ namespace gpuenv::resolver {
 namespace {
 
 const std::vector<std::string> k_top_keys = {"schema", "name",   "base",     "python", "cuda",    "cudnn",
-                                             "frameworks", "gpu", "packages", "image", "validate", "sources"};
+                                             "frameworks", "gpu", "packages", "image", "validate", "sources", "vm"};
 const std::vector<std::string> k_sources_keys = {"apt", "pip"};
 const std::vector<std::string> k_apt_source_keys = {"uri", "suite", "components", "architectures", "signed_by", "trusted"};
 const std::vector<std::string> k_pip_source_keys = {"index_url", "extra_index_urls"};
@@ -21,6 +22,7 @@ const std::vector<std::string> k_frameworks = {"torch", "tensorflow", "jax"};
 const std::vector<std::string> k_gpu_keys = {"models", "archs", "driver", "confidential"};
 const std::vector<std::string> k_package_keys = {"apt", "pip"};
 const std::vector<std::string> k_image_keys = {"format", "tag"};
+const std::vector<std::string> k_vm_keys = {"kernel", "disk_size", "cloud_init", "cmdline"};
 const std::vector<std::string> k_validate_keys = {"level", "thresholds"};
 const std::vector<std::string> k_levels = {"quick", "standard", "long"};
 
@@ -374,6 +376,71 @@ Status read_image(const YamlReader& w, [[maybe_unused]] const std::string& k, co
   return ok_status();
 }
 
+/// "8G", "512M", "8GiB", "1T" (binary units) or a number of bytes; std::nullopt for anything else.
+std::optional<std::uint64_t> parse_size(const std::string& text) {
+  std::size_t used = 0;
+  unsigned long long n = 0;
+  try {
+    if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
+    n = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  std::string unit = text.substr(used);
+  if (unit.size() == 3 && unit.substr(1) == "iB") unit = unit.substr(0, 1);
+  int shift = 0;
+  if (unit == "K") shift = 10;
+  else if (unit == "M") shift = 20;
+  else if (unit == "G") shift = 30;
+  else if (unit == "T") shift = 40;
+  else if (!unit.empty()) return std::nullopt;
+  if (shift && n > (~0ULL >> shift)) return std::nullopt;
+  return static_cast<std::uint64_t>(n) << shift;
+}
+
+Status read_vm(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
+  GPUENV_TRY(vm, w.map(value, "vm", k_vm_keys));
+  VmRequest out;
+  for (const auto& [vkey, vval] : vm) {
+    const std::string key = vkey.Scalar();
+    GPUENV_TRY(s, w.scalar(vval, "vm." + key));
+    if (key == "kernel") {
+      static const std::regex name_re(R"(^[a-z0-9][a-z0-9+.-]+$)");
+      if (!std::regex_match(s, name_re)) return w.error(vval, "bad_package", "vm.kernel '" + s + "' is not a Debian package name", "e.g. linux-image-cloud-amd64");
+      out.kernel = s;
+    } else if (key == "disk_size") {
+      const auto size = parse_size(s);
+      constexpr std::uint64_t mib = 1u << 20;
+      if (!size || *size % mib != 0 || *size < (64u << 20) || *size > (std::uint64_t{16} << 40))
+        return w.error(vval, "bad_size", "vm.disk_size '" + s + "' is not a size of whole MiB between 64M and 16T", "write e.g. 8G or 512M");
+      out.disk_size = *size;
+    } else if (key == "cloud_init") {
+      if (s != "true" && s != "false") return w.error(vval, "wrong_type", "vm.cloud_init must be true or false, found '" + s + "'", "");
+      out.cloud_init = s == "true";
+    } else {
+      if (s.find_first_of("\n\r") != std::string::npos) return w.error(vval, "bad_value", "vm.cmdline holds a line break", "write the kernel command line on one line");
+      out.cmdline = s;
+    }
+  }
+  spec.vm = out;
+  return ok_status();
+}
+
+/// A VM disk's rules across sections: `vm:` goes with image.format raw or qcow2 (the default then: raw), and a
+/// VM's root is built from packages.
+Status check_vm(const YamlReader& w, const YAML::Node& root, Spec& spec) {
+  const bool format_given = root["image"].IsMap() && root["image"]["format"].IsDefined();
+  if (spec.vm && format_given && !is_vm_format(spec.image_format))
+    return w.error(root["vm"], "contradictory", "a vm: section, but image.format is " + std::string(to_string(spec.image_format)),
+                   "set image.format to raw or qcow2 for a VM disk, or remove vm:");
+  if (spec.vm && !format_given) spec.image_format = ImageFormat::raw;
+  if (is_vm_format(spec.image_format) && !spec.vm) spec.vm = VmRequest{};
+  if (spec.vm && !spec.base_image.empty())
+    return w.error(root["base"], "contradictory", "a VM disk is built from packages, not from the base image " + spec.base_image,
+                   "write base: debian:12 (the VM's kernel, systemd and boot loader come from its packages)");
+  return ok_status();
+}
+
 Status read_sources_key(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
   GPUENV_TRY(src, parse_sources(w, value));
   spec.sources = std::move(src);
@@ -445,8 +512,10 @@ Result<Spec> parse_spec(std::string_view text, const std::string& path) {
     else if (k == "image") st = read_image(w, k, value, spec);
     else if (k == "sources") st = read_sources_key(w, k, value, spec);
     else if (k == "validate") st = read_validate(w, k, value, spec);
+    else if (k == "vm") st = read_vm(w, k, value, spec);
     if (!st) return std::move(st).error();
   }
+  GPUENV_CHECK(check_vm(w, root, spec));
   return spec;
 }
 

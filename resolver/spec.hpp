@@ -1,5 +1,6 @@
 #pragma once
 // The user's spec (`gpuenv-spec-v1`): what image to build and for which GPUs. See docs/spec.md.
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -25,11 +26,13 @@ enum class Confidential { off, allowed, required };
 bool is_valid_image_name(std::string_view name);
 
 /// What `gpuenv build` writes: an OCI layout directory, or the layout as one tar file (OCI's, or with
-/// Docker's manifest.json added for `docker load`).
-enum class ImageFormat { oci_dir, oci_archive, docker_archive };
+/// Docker's manifest.json added for `docker load`); or a bootable VM disk, raw (sparse) or qcow2 (docs/vm.md).
+enum class ImageFormat { oci_dir, oci_archive, docker_archive, raw, qcow2 };
 /// The names the spec and --format use, in the order of the enum.
-inline const std::vector<std::string> k_image_formats = {"oci-dir", "oci-archive", "docker-archive"};
-/// "oci-dir", "oci-archive" or "docker-archive".
+inline const std::vector<std::string> k_image_formats = {"oci-dir", "oci-archive", "docker-archive", "raw", "qcow2"};
+/// Whether FORMAT is a VM disk.
+inline bool is_vm_format(ImageFormat format) { return format == ImageFormat::raw || format == ImageFormat::qcow2; }
+/// "oci-dir", "oci-archive", "docker-archive", "raw" or "qcow2".
 std::string_view to_string(ImageFormat format);
 /// The format a name gives; std::nullopt for an unknown name.
 std::optional<ImageFormat> parse_image_format(std::string_view name);
@@ -84,6 +87,15 @@ inline const std::vector<std::string> k_cuda_components = {"cudart", "cublas", "
 /// The base variants a spec may name.
 inline const std::vector<std::string> k_base_variants = {"required", "slim"};
 
+/// The `vm:` section (docs/vm.md): what a VM disk image adds to the root.
+struct VmRequest {
+  std::string kernel = "linux-image-cloud-amd64";  ///< the kernel package
+  std::uint64_t disk_size = 0;                     ///< the root partition in bytes; 0: what the tree needs
+  bool cloud_init = false;                         ///< cloud-init: SSH keys and hostname from the cloud's metadata
+  std::string cmdline;                             ///< appended to the kernel command line
+  bool operator==(const VmRequest&) const = default;
+};
+
 struct Spec {
   std::string path;  ///< file the spec came from (for messages)
   std::string name = "gpuenv-image";
@@ -108,6 +120,8 @@ struct Spec {
   std::vector<std::string> apt_packages, pip_packages;
   ImageFormat image_format = ImageFormat::oci_dir;
   std::string image_tag;
+  /// Set for a VM disk (image.format raw or qcow2, or a `vm:` section).
+  std::optional<VmRequest> vm;
   std::string validate_level = "standard";
   std::map<std::string, double> validate_thresholds;
   SourcesRequest sources;

@@ -6,7 +6,7 @@ packages=(build-essential cmake pkg-config libyaml-cpp-dev libcli11-dev nlohmann
           libgtest-dev libbenchmark-dev python3 python3-venv clang libclang-rt-14-dev
           skopeo umoci docker-registry bubblewrap curl openssl systemd prometheus python3-yaml
           munge slurmctld slurmd slurm-client
-          e2fsprogs fdisk dosfstools mtools qemu-utils qemu-system-x86 ovmf systemd-boot-efi)
+          e2fsprogs kmod fdisk dosfstools mtools qemu-utils qemu-system-x86 ovmf systemd-boot-efi)
 if [ "${1:-}" = "--bench" ]; then packages+=(hyperfine pigz bc python3-pip); fi
 missing=()
 for p in "${packages[@]}"; do

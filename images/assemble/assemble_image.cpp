@@ -96,13 +96,13 @@ class PackageArrivals {
 
 /// What one assembly carries from step to step.
 struct Assembly {
-  Assembly(const BuildRequest& request, OciLayout out)
-      : rq(request), lock(*request.lock), layout(std::move(out)), lock_sha256(sha256_hex(request.lock_text)),
+  Assembly(const BuildRequest& request, std::optional<OciLayout> out)
+      : rq(request), lock(*request.lock), out_layout(std::move(out)), lock_sha256(sha256_hex(request.lock_text)),
         reuse_key(images::reuse_key(request.lock_text, image_parameters(request))) {}
 
   const BuildRequest& rq;
   const resolver::Lock& lock;
-  OciLayout layout;
+  std::optional<OciLayout> out_layout;  // none when only the root is assembled (assemble_root)
   std::string lock_sha256;
   std::string reuse_key;
   std::string root;                        // the root filesystem being assembled
@@ -122,6 +122,7 @@ struct Assembly {
   void step(const std::string& s) const {
     if (rq.on_step) rq.on_step(s);
   }
+  OciLayout& layout() { return *out_layout; }
 };
 
 /// The layers of the image with their config and manifest entries, bottom to top.
@@ -478,7 +479,7 @@ Status check_needed_libraries(Assembly& a) {
 Status add_base_layers(Assembly& a, ImageLayers& out) {
   a.step("copying the base image's layers");
   out.base_config = a.base->image.config;
-  auto layers = assembly::copy_base_layers(a.layout, a.rq.base_layout_dir, a.rq.base_manifest_digest, a.base->image.manifest, out.base_config);
+  auto layers = assembly::copy_base_layers(a.layout(), a.rq.base_layout_dir, a.rq.base_manifest_digest, a.base->image.manifest, out.base_config);
   if (!layers) return std::move(layers).error();
   for (auto& bl : *layers) {
     out.diff_ids.push_back(bl.diff_id);
@@ -522,7 +523,7 @@ Status add_gpuenv_layers(Assembly& a, const std::vector<LayerPlan>& plan, ImageL
     assembly::LayerStream stream(a.root, std::move(nodes), a.owners, a.rq.source_date_epoch);
     auto key = stream.key(content_id);
     if (!key) return std::move(key).error();
-    auto bl = assembly::write_layer(a.layout, stream, layer.name, c, a.root, *key);
+    auto bl = assembly::write_layer(a.layout(), stream, layer.name, c, a.root, *key);
     if (!bl) return std::move(bl).error();
     bl->packages = layer.packages;
     out.diff_ids.push_back(bl->diff_id);
@@ -564,18 +565,18 @@ Result<BuildResult> write_image_documents(Assembly& a, ImageLayers layers) {
                        {"config", std::move(settings)},
                        {"rootfs", {{"type", "layers"}, {"diff_ids", layers.diff_ids}}},
                        {"history", layers.history}};
-  auto config_d = a.layout.put_bytes(config.dump(), media_type::k_config);
+  auto config_d = a.layout().put_bytes(config.dump(), media_type::k_config);
   if (!config_d) return std::move(config_d).error();
   const json manifest = {{"schemaVersion", 2},
                          {"mediaType", media_type::k_manifest},
                          {"config", {{"mediaType", config_d->media_type}, {"digest", config_d->digest.str()}, {"size", config_d->size}}},
                          {"layers", layers.manifest_layers},
                          {"annotations", {{"org.opencontainers.image.created", created}, {"dev.gpuenv.build.key", a.reuse_key}}}};
-  auto manifest_d = a.layout.put_bytes(manifest.dump(), media_type::k_manifest);
+  auto manifest_d = a.layout().put_bytes(manifest.dump(), media_type::k_manifest);
   if (!manifest_d) return std::move(manifest_d).error();
-  if (auto st = assembly::write_file(a.layout.dir() + "/sbom.spdx.json", a.sbom); !st) return std::move(st).error();
-  if (auto st = write_index(a.layout, *manifest_d, a.rq.tag); !st) return std::move(st).error();
-  (void)a.layout.collect_garbage();
+  if (auto st = assembly::write_file(a.layout().dir() + "/sbom.spdx.json", a.sbom); !st) return std::move(st).error();
+  if (auto st = write_index(a.layout(), *manifest_d, a.rq.tag); !st) return std::move(st).error();
+  (void)a.layout().collect_garbage();
   BuildResult result;
   result.manifest = *manifest_d;
   result.config = *config_d;
@@ -585,12 +586,49 @@ Result<BuildResult> write_image_documents(Assembly& a, ImageLayers layers) {
   return result;
 }
 
+/// The caller's own files (a VM's units and gpuenv itself), before the checks so that they are checked too.
+Status add_files(Assembly& a) {
+  if (!a.rq.add_files) return ok_status();
+  a.step("adding the image's own files");
+  return a.rq.add_files(a.root);
+}
+
 /// The steps up to the finished, checked tree, in order.
 using Step = Status (*)(Assembly&);
-constexpr Step k_tree_steps[] = {check_cuda_source, fetch_packages,     create_root,        unpack_base_image,      install_debs,          install_wheels,
-                                 await_packages,    configure_loader,  write_gpuenv_files, read_finished_tree, check_driver_libraries, check_needed_libraries};
+constexpr Step k_tree_steps[] = {check_cuda_source, fetch_packages,  create_root,        unpack_base_image, install_debs,           install_wheels,       await_packages,
+                                 configure_loader,  write_gpuenv_files, add_files,        read_finished_tree, check_driver_libraries, check_needed_libraries};
 
 }  // namespace
+
+Result<BuiltRoot> assemble_root(const BuildRequest& rq) {
+  if (rq.package_tree_dir.empty() || rq.work_dir.empty())
+    return make_error(ErrorKind::internal, "build.no_store", "a build needs a package store and a work directory", "", "");
+  if (!rq.base_layout_dir.empty())
+    return make_error(ErrorKind::internal, "build.no_store", "a root alone is assembled from packages, not from a base image", "", "");
+  Assembly a(rq, std::nullopt);
+  for (Step step : k_tree_steps)
+    if (auto st = step(a); !st) return std::move(st).error();
+  BuiltRoot out;
+  out.root = a.root;
+  out.sbom = a.sbom;
+  out.notes = a.notes;
+  // The owners and modes a layer's tar would carry (LayerStream::entry_of): recorded ones, else root's and a mode
+  // from the kind of entry, never the build host's umask.
+  out.owners.push_back({"", 0, 0, 0755});
+  for (const Node& n : a.nodes) {
+    const auto it = a.owners.find(n.path);
+    disk::InodeOwner o{n.path, 0, 0, std::nullopt};
+    if (it != a.owners.end() && it->second.recorded) {
+      o.uid = it->second.uid;
+      o.gid = it->second.gid;
+      o.mode = it->second.mode & 07777;
+    } else {
+      o.mode = n.type == TarEntry::Type::directory ? 0755 : n.type == TarEntry::Type::symlink ? 0777 : ((n.st_mode & 0111) ? 0755 : 0644);
+    }
+    out.owners.push_back(std::move(o));
+  }
+  return out;
+}
 
 Result<BuildResult> assemble_image(const BuildRequest& rq) {
   auto layout = OciLayout::open(rq.output_dir);
@@ -598,9 +636,9 @@ Result<BuildResult> assemble_image(const BuildRequest& rq) {
   if (rq.package_tree_dir.empty() || rq.work_dir.empty())
     return make_error(ErrorKind::internal, "build.no_store", "a build needs a package store and a work directory", "", "");
   Assembly a(rq, std::move(*layout));
-  if (auto prev = previous_build(a.layout, a.reuse_key)) {
+  if (auto prev = previous_build(a.layout(), a.reuse_key)) {
     prev->lock_sha256 = a.lock_sha256;
-    if (auto st = write_index(a.layout, prev->manifest, rq.tag); !st) return std::move(st).error();  // the tag may have changed
+    if (auto st = write_index(a.layout(), prev->manifest, rq.tag); !st) return std::move(st).error();  // the tag may have changed
     return *prev;
   }
   for (Step step : k_tree_steps)

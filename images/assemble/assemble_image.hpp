@@ -32,6 +32,7 @@
 
 #include "base/cache/blob_store.hpp"
 #include "base/net/fetcher.hpp"
+#include "images/disk/filesystems.hpp"
 #include "images/oci/layout.hpp"
 #include "images/plan/image_config.hpp"
 #include "resolver/lockfile.hpp"
@@ -63,6 +64,9 @@ struct BuildRequest {
   /// gpuenv's layers hold only what the build adds or changes. "" for a root built from packages alone.
   std::string base_layout_dir;
   std::string base_manifest_digest;  ///< the base image in base_layout_dir ("sha256:...")
+  /// Adds the caller's own files to the tree (its path), after the packages and gpuenv's files and before the
+  /// checks (a VM disk's units and gpuenv itself, images/disk/vm_root.hpp); may be empty.
+  std::function<Status(const std::string& root)> add_files;
 };
 
 struct BuiltLayer {
@@ -89,6 +93,18 @@ struct BuildResult {
 /// `build.special_file`, `build.bad_base`, `build.unstable_tree`, `build.too_many_layers`, `build.io`), and those
 /// of fetching, the cache, unpacking and the layout.
 Result<BuildResult> assemble_image(const BuildRequest& request);
+
+/// A finished, checked root tree (steps 2 to 4), for a VM disk (images/disk/vm_disk.hpp).
+struct BuiltRoot {
+  std::string root;                        ///< the tree, in the request's work directory
+  std::vector<disk::InodeOwner> owners;    ///< every path: the owner and mode its package recorded (root:root otherwise)
+  std::string sbom;                        ///< the SPDX document also written into the tree
+  std::vector<std::string> notes;
+};
+
+/// Steps 2 to 4 only: the root tree of the request's lock, checked, and no layers. Errors: those of
+/// assemble_image's first steps; a base image is refused (`build.no_store`).
+Result<BuiltRoot> assemble_root(const BuildRequest& request);
 
 /// What builds keep in the cache besides downloads.
 struct BuildCacheUse {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "base/file_io.hpp"
@@ -23,7 +24,7 @@ Error tool_error(const std::string& id, const std::vector<std::string>& argv, co
     }
   std::string why = r.err.empty() ? r.out : r.err;
   while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-  if (why.size() > 600) why = why.substr(why.size() - 600);
+  if (why.size() > 600) why = why.substr(0, 600) + " ...";
   return make_error(ErrorKind::environment, id, tool + " failed (exit " + std::to_string(r.exit_code) + "): " + why, argv.back(), hint);
 }
 
@@ -128,59 +129,129 @@ Status make_fat(const FatRequest& rq, CommandRunner& runner) {
   return ok_status();
 }
 
+namespace {
+
+/// Every path of the tree, relative ("" the root itself), with whether it is a directory (not following symlinks);
+/// lost+found, which mkfs.ext4 adds, too.
+Result<std::vector<std::pair<std::string, fs::file_type>>> tree_paths(const std::string& root) {
+  std::vector<std::pair<std::string, fs::file_type>> all = {{"", fs::file_type::directory}, {"lost+found", fs::file_type::directory}};
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    all.emplace_back(it->path().lexically_relative(root).string(), it->symlink_status(ec).type());
+  if (ec) return make_error(ErrorKind::environment, "disk.ext4", "cannot read the root tree: " + ec.message(), root, "check the build directory");
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
+/// Each path's inode number in IMAGE, read with debugfs `ls -p` of every directory: debugfs follows a symlink
+/// named by path (to its target, or to nothing: /dev/null), so inodes are addressed by number instead.
+Result<std::map<std::string, std::string>> inode_numbers(const std::string& image, const std::vector<std::pair<std::string, fs::file_type>>& paths,
+                                                         CommandRunner& runner) {
+  std::string script;
+  for (const auto& [rel, type] : paths) {
+    if (type != fs::file_type::directory) continue;
+    GPUENV_TRY(p, debugfs_path(rel));
+    script += "ls -p " + p + "\n";
+  }
+  const std::string commands = image + ".ls";
+  GPUENV_CHECK(write_file_atomic(commands, script, 0644, Durability::scratch));
+  auto r = runner.run({"debugfs", "-f", commands, image}, {}, k_tool_timeout);
+  std::error_code ec;
+  fs::remove(commands, ec);
+  if (!r) return r.error();
+  if (r->exit_code != 0) return tool_error("disk.ext4", {"debugfs", image}, *r, "e2fsprogs' debugfs lists the new file system");
+  std::map<std::string, std::string> out = {{"", "<2>"}};
+  std::string dir;
+  std::size_t start = 0;
+  const std::string& text = r->out;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    if (line.rfind("debugfs: ls -p \"/", 0) == 0 && line.size() >= 18) {
+      dir = line.substr(17, line.size() - 18);  // between "/ and the closing quote
+      continue;
+    }
+    // /<ino>/<mode>/<uid>/<gid>/<name>/<size>/
+    if (line.size() < 2 || line[0] != '/') continue;
+    const std::size_t ino_end = line.find('/', 1);
+    std::size_t field = ino_end;
+    for (int i = 0; i < 3 && field != std::string::npos; ++i) field = line.find('/', field + 1);
+    if (ino_end == std::string::npos || field == std::string::npos) continue;
+    const std::size_t name_end = line.find('/', field + 1);
+    if (name_end == std::string::npos) continue;
+    const std::string name = line.substr(field + 1, name_end - field - 1);
+    if (name == "." || name == ".." || name.empty()) continue;
+    out[dir.empty() ? name : dir + "/" + name] = "<" + line.substr(1, ino_end - 1) + ">";
+  }
+  return out;
+}
+
+}  // namespace
+
 Status make_ext4(const Ext4Request& rq, CommandRunner& runner) {
   if (rq.size % k_align_bytes != 0 || rq.size < (8u << 20))
     return make_error(ErrorKind::spec, "disk.ext4", "a root file system of " + std::to_string(rq.size) + " bytes: at least 8 MiB, in whole MiB", "vm.disk_size",
                       "give a larger disk size");
-  std::string script;
-  for (const auto& o : rq.owners) {
-    GPUENV_TRY(p, debugfs_path(o.path));
-    script += "sif " + p + " uid " + std::to_string(o.uid) + "\n";
-    script += "sif " + p + " gid " + std::to_string(o.gid) + "\n";
-    if (o.mode) {
-      // sif's mode is the whole i_mode: keep the file type the tree gave, replace the permission bits.
-      std::error_code ec;
-      const auto st = fs::symlink_status(fs::path(rq.root) / o.path, ec);
-      if (ec) return make_error(ErrorKind::internal, "disk.ext4", "'" + o.path + "' is not in the root tree: " + ec.message(), rq.root, "this is a bug in the disk plan");
-      std::uint32_t type = 0100000;
-      switch (st.type()) {
-        case fs::file_type::directory: type = 0040000; break;
-        case fs::file_type::symlink: type = 0120000; break;
-        default: break;
-      }
-      char mode[16];
-      std::snprintf(mode, sizeof mode, "0%o", type | (*o.mode & 07777));
-      script += "sif " + p + " mode " + mode + "\n";
-    }
-  }
-  // Times: every inode the tree gave, the root and lost+found (mkfs.ext4 makes it).
-  std::vector<std::string> all = {"", "lost+found"};
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(rq.root, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-    all.push_back(fs::relative(it->path(), rq.root).string());
-  if (ec) return make_error(ErrorKind::environment, "disk.ext4", "cannot read the root tree: " + ec.message(), rq.root, "check the build directory");
-  std::sort(all.begin(), all.end());
-  const std::string at = "@" + std::to_string(rq.epoch);
-  for (const auto& rel : all) {
-    GPUENV_TRY(p, debugfs_path(rel));
-    for (const char* field : {"atime", "ctime", "mtime", "crtime"}) script += std::string("sif ") + p + " " + field + " " + at + "\n";
-  }
+  for (const auto& o : rq.owners) GPUENV_CHECK(debugfs_path(o.path));
+  GPUENV_TRY(paths, tree_paths(rq.root));
+  for (const auto& [rel, type] : paths) GPUENV_CHECK(debugfs_path(rel));
 
+  std::error_code ec;
   const std::string conf = rq.out + ".mke2fs.conf", commands = rq.out + ".debugfs";
   GPUENV_CHECK(write_file_atomic(conf, k_mke2fs_conf, 0644, Durability::scratch));
-  GPUENV_CHECK(write_file_atomic(commands, script, 0644, Durability::scratch));
   fs::remove(rq.out, ec);
   std::vector<std::string> mkfs = with_epoch(rq.epoch, {"mkfs.ext4", "-q", "-F", "-t", "ext4", "-d", rq.root, "-U", rq.uuid.str(), "-L", rq.label, "-E",
                                                         "hash_seed=" + rq.uuid.str() + ",root_owner=0:0,lazy_itable_init=0,lazy_journal_init=0,nodiscard", rq.out,
                                                         std::to_string(rq.size / 1024) + "k"});
   for (auto& a : mkfs)
     if (a == "MKE2FS_CONFIG=/dev/null") a = "MKE2FS_CONFIG=" + conf;
-  Status made = run_tool(runner, mkfs, "disk.ext4", "e2fsprogs' mkfs.ext4 -d makes the root; 'Could not allocate block' means vm.disk_size is too small");
-  if (made) made = run_debugfs(runner, with_epoch(rq.epoch, {"debugfs", "-w", "-f", commands, rq.out}));
+  auto fail = [&](Error e) -> Status {
+    fs::remove(conf, ec);
+    fs::remove(commands, ec);
+    fs::remove(rq.out, ec);
+    return e;
+  };
+  if (auto made = run_tool(runner, mkfs, "disk.ext4", "e2fsprogs' mkfs.ext4 -d makes the root; 'Could not allocate block' means vm.disk_size is too small"); !made)
+    return fail(made.error());
+  auto inodes = inode_numbers(rq.out, paths, runner);
+  if (!inodes) return fail(inodes.error());
+  auto inode = [&](const std::string& rel) -> Result<std::string> {
+    const auto it = inodes->find(rel);
+    if (it == inodes->end())
+      return make_error(ErrorKind::internal, "disk.ext4", "'" + rel + "' is not in the new file system", rq.root, "this is a bug in the disk plan");
+    return it->second;
+  };
+  std::map<std::string, fs::file_type> types(paths.begin(), paths.end());
+  std::string script;
+  for (const auto& o : rq.owners) {
+    auto ino = inode(o.path);
+    if (!ino) return fail(ino.error());
+    script += "sif " + *ino + " uid " + std::to_string(o.uid) + "\n";
+    script += "sif " + *ino + " gid " + std::to_string(o.gid) + "\n";
+    if (o.mode) {
+      // sif's mode is the whole i_mode: keep the file type the tree gave, replace the permission bits.
+      const auto t = types.find(o.path);
+      if (t == types.end()) return fail(make_error(ErrorKind::internal, "disk.ext4", "'" + o.path + "' is not in the root tree", rq.root, "this is a bug in the disk plan"));
+      const std::uint32_t type = t->second == fs::file_type::directory ? 0040000 : t->second == fs::file_type::symlink ? 0120000 : 0100000;
+      char mode[16];
+      std::snprintf(mode, sizeof mode, "0%o", type | (*o.mode & 07777));
+      script += "sif " + *ino + " mode " + mode + "\n";
+    }
+  }
+  // Times: every inode the tree gave, the root and lost+found.
+  const std::string at = "@" + std::to_string(rq.epoch);
+  for (const auto& [rel, type] : paths) {
+    auto ino = inode(rel);
+    if (!ino) return fail(ino.error());
+    for (const char* field : {"atime", "ctime", "mtime", "crtime"}) script += std::string("sif ") + *ino + " " + field + " " + at + "\n";
+  }
+  if (auto st = write_file_atomic(commands, script, 0644, Durability::scratch); !st) return fail(st.error());
+  if (auto st = run_debugfs(runner, with_epoch(rq.epoch, {"debugfs", "-w", "-f", commands, rq.out})); !st) return fail(st.error());
   fs::remove(conf, ec);
   fs::remove(commands, ec);
-  if (!made) fs::remove(rq.out, ec);
-  return made;
+  return ok_status();
 }
 
 }  // namespace gpuenv::images::disk

@@ -19,8 +19,15 @@ done
 verify() { (cd "$work" && systemd-analyze verify --man=no "$@" 2>&1); }
 out=$(verify ./gpuenv-preflight.service ./slurmd.service ./kubelet.service)
 if [ -n "$out" ]; then echo "systemd-analyze verify complained:"; echo "$out"; exit 1; fi
-grep -q '^ExecStart=/usr/bin/gpuenv preflight --wait-fabric 5min --status-file /run/gpuenv/status.json$' "$src/recipes/systemd/gpuenv-preflight.service" \
+grep -q '^ExecStart=/usr/bin/gpuenv preflight .*--status-file /run/gpuenv/status.json$' "$src/recipes/systemd/gpuenv-preflight.service" \
   || { echo "the unit does not run gpuenv preflight into /run/gpuenv/status.json"; exit 1; }
+# gpuenv itself must accept the unit's command line (systemd-analyze cannot tell): run it, on a recorded machine,
+# into a status file of the test's own.
+exec_line=$(sed -n 's|^ExecStart=/usr/bin/gpuenv ||p' "$src/recipes/systemd/gpuenv-preflight.service" | sed "s|/run/gpuenv/status.json|$work/status.json|")
+# shellcheck disable=SC2086
+if ! run_out=$("$gpuenv" $exec_line --backend "replay:$src/tests/data/validate/h200x1.yaml" 2>&1) || [ ! -s "$work/status.json" ]; then
+  echo "gpuenv refused the unit's command line ($exec_line): $run_out"; exit 1
+fi
 for key in 'Type=oneshot' 'RemainAfterExit=yes' 'ConditionPathExists=/proc/driver/nvidia/version' 'WantedBy=multi-user.target' 'TimeoutStartSec='; do
   grep -q "^$key" "$work/gpuenv-preflight.service" || { echo "the unit lacks $key"; exit 1; }
 done

@@ -171,6 +171,9 @@ TEST(DiskTools, TheRootIsExt4WithTheTreeTheOwnersAndTheSameBytesTwice) {
   write(root / "usr/bin/tool", "#!/bin/sh\n");
   fs::create_directories(root / "var/empty");
   fs::create_symlink("usr/bin", root / "bin");
+  // Links debugfs would follow if named by path: to nothing (a masked unit) and to a file of another owner.
+  fs::create_symlink("/dev/null", root / "etc/masked.service");
+  fs::create_symlink("/etc/hostname", root / "etc/abs");
   auto runner = make_process_runner();
   std::string first;
   for (int round = 0; round < 2; ++round) {
@@ -183,6 +186,8 @@ TEST(DiskTools, TheRootIsExt4WithTheTreeTheOwnersAndTheSameBytesTwice) {
                     {"bin", 0, 0, std::nullopt},
                     {"etc", 0, 0, 0755},
                     {"etc/hostname", 0, 0, 0644},
+                    {"etc/masked.service", 7, 7, std::nullopt},
+                    {"etc/abs", 8, 8, std::nullopt},
                     {"usr", 0, 0, 0755},
                     {"usr/bin", 0, 0, 0755},
                     {"usr/bin/tool", 0, 0, 04755},
@@ -206,6 +211,11 @@ TEST(DiskTools, TheRootIsExt4WithTheTreeTheOwnersAndTheSameBytesTwice) {
   EXPECT_NE(empty.find("Type: directory    Mode:  0700"), std::string::npos) << empty;
   EXPECT_NE(empty.find("User:   100   Group: 65534"), std::string::npos) << empty;
   EXPECT_NE(capture("debugfs -R 'stat /bin' " + q(img) + " 2>/dev/null").find("Fast link dest: \"usr/bin\""), std::string::npos);
+  // The links themselves got their owners; what they point at kept its own.
+  const std::string etc = capture("debugfs -R 'ls -p /etc' " + q(img) + " 2>/dev/null");
+  EXPECT_NE(etc.find("/120777/7/7/masked.service/"), std::string::npos) << etc;
+  EXPECT_NE(etc.find("/120777/8/8/abs/"), std::string::npos) << etc;
+  EXPECT_NE(etc.find("/100644/0/0/hostname/"), std::string::npos) << etc;
   const std::string super = capture("dumpe2fs -h " + q(img) + " 2>/dev/null");
   EXPECT_NE(super.find("Filesystem UUID:          0e5a8d2c-1111-4222-8333-444455556666"), std::string::npos) << super;
   EXPECT_NE(super.find("metadata_csum"), std::string::npos) << super;

@@ -1,0 +1,112 @@
+#include "images/disk/vm_root.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "base/archive/safe_extract.hpp"
+#include "base/file_io.hpp"
+#include "base/unique_fd.hpp"
+
+namespace gpuenv::images::disk {
+namespace {
+
+namespace fs = std::filesystem;
+
+Error io_error(const std::string& what, const std::string& where) {
+  return make_error(ErrorKind::environment, "build.io", what + ": " + std::strerror(errno), where, "check the work directory");
+}
+
+/// The symlink REL -> TARGET beneath ROOT (its directory made under write_file_beneath's rule), replacing what is there.
+Status symlink_beneath(const std::string& root, const std::string& rel, const std::string& target) {
+  UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (root_fd.get() < 0) return io_error("cannot open the image tree", root);
+  const fs::path p(rel);
+  GPUENV_TRY(dir, open_directory_beneath(root_fd.get(), p.parent_path().string(), "the VM's files"));
+  const std::string name = p.filename().string();
+  if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) return io_error("cannot replace", root + "/" + rel);
+  if (::symlinkat(target.c_str(), dir.get(), name.c_str()) != 0) return io_error("cannot link", root + "/" + rel);
+  return ok_status();
+}
+
+Status write(const std::string& root, const std::string& rel, std::string_view text, unsigned mode = 0644) {
+  return write_file_beneath(root, rel, text, mode, "the VM's files");
+}
+
+/// Enables UNIT for TARGET as `systemctl enable` would: a link in /etc/systemd/system/TARGET.wants.
+Status enable(const std::string& root, const std::string& unit, const std::string& unit_path, const std::string& target) {
+  return symlink_beneath(root, "etc/systemd/system/" + target + ".wants/" + unit, unit_path);
+}
+
+constexpr const char* k_network = R"(# gpuenv's VM network (docs/vm.md): DHCP on every Ethernet interface.
+[Match]
+Name=en* eth*
+
+[Network]
+DHCP=yes
+)";
+
+// The boot pre-flight also runs where the driver is missing (the recipe's unit is skipped then): in a VM image
+// "no driver" is a verdict to record (could_not_run), not a reason to stay silent.
+constexpr const char* k_preflight_dropin = R"(# gpuenv's VM image (docs/vm.md): run even without the NVIDIA driver, and record could_not_run.
+[Unit]
+ConditionPathExists=
+)";
+
+}  // namespace
+
+std::string console_unit() {
+  return R"unit(# gpuenv's VM image (docs/vm.md): the boot pre-flight's verdict on the console, one line, for whoever watches
+# the serial console (a cloud's console log, a boot test). With gpuenv.poweroff on the kernel command line the
+# machine then powers off (boot tests, CI).
+[Unit]
+Description=gpuenv boot pre-flight verdict on the console
+After=gpuenv-preflight.service
+
+[Service]
+Type=oneshot
+StandardOutput=tty
+StandardError=tty
+TTYPath=/dev/console
+ExecStart=/bin/sh -c 'echo "gpuenv-preflight: $$(/usr/bin/gpuenv status --status-file /run/gpuenv/status.json 2>&1 | head -n 1)"'
+ExecStartPost=/bin/sh -c 'if grep -qw gpuenv.poweroff /proc/cmdline; then systemctl --no-block start poweroff.target; fi'
+
+[Install]
+WantedBy=multi-user.target
+)unit";
+}
+
+Status add_vm_files(const std::string& root, const VmRootInputs& in, CommandRunner& runner) {
+  GPUENV_CHECK(write(root, "etc/fstab", fstab(in.ids)));
+  GPUENV_CHECK(write(root, "etc/hostname", in.hostname + "\n"));
+  std::error_code ec;
+  if (!fs::exists(fs::path(root) / "etc/hosts", ec))
+    GPUENV_CHECK(write(root, "etc/hosts", "127.0.0.1\tlocalhost\n127.0.1.1\t" + in.hostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n"));
+  GPUENV_CHECK(write(root, "etc/machine-id", "", 0444));  // empty: systemd's first boot (machine-id(5))
+  fs::create_directories(fs::path(root) / "boot/efi", ec);
+
+  GPUENV_CHECK(write(root, "etc/systemd/network/80-gpuenv-dhcp.network", k_network));
+  GPUENV_CHECK(enable(root, "systemd-networkd.service", "/lib/systemd/system/systemd-networkd.service", "multi-user.target"));
+  GPUENV_CHECK(enable(root, "systemd-networkd.socket", "/lib/systemd/system/systemd-networkd.socket", "sockets.target"));
+
+  auto binary = read_file_limited(in.gpuenv_binary, std::size_t{512} << 20);
+  if (!binary) return binary.error();
+  GPUENV_CHECK(write(root, "usr/bin/gpuenv", *binary, 0755));
+  GPUENV_CHECK(write(root, "etc/systemd/system/gpuenv-preflight.service", in.preflight_unit));
+  GPUENV_CHECK(write(root, "etc/systemd/system/gpuenv-preflight.service.d/10-vm.conf", k_preflight_dropin));
+  GPUENV_CHECK(enable(root, "gpuenv-preflight.service", "/etc/systemd/system/gpuenv-preflight.service", "multi-user.target"));
+  GPUENV_CHECK(write(root, "etc/systemd/system/gpuenv-console.service", console_unit()));
+  GPUENV_CHECK(enable(root, "gpuenv-console.service", "/etc/systemd/system/gpuenv-console.service", "multi-user.target"));
+
+  GPUENV_TRY(kernel, find_kernel(root));
+  GPUENV_TRY(r, runner.run({"depmod", "-b", root, kernel.version}, {}, k_tool_timeout));
+  if (r.exit_code != 0)
+    return make_error(ErrorKind::environment, "vm.depmod", "depmod -b " + root + " " + kernel.version + " failed (exit " + std::to_string(r.exit_code) + "): " + r.err,
+                      root, "kmod's depmod writes the module dependency files the kernel package's postinst would");
+  return ok_status();
+}
+
+}  // namespace gpuenv::images::disk

@@ -1,0 +1,34 @@
+#pragma once
+// What a VM disk's root holds beyond its packages (docs/vm.md), written into the tree before the build's checks
+// (so gpuenv's own binary is held to the DT_NEEDED check like everything else), without running a maintainer
+// script on the host:
+// - /etc/fstab (the root by the file system UUID the disk will have, the ESP at /boot/efi), /etc/hostname,
+//   /etc/hosts when no package wrote one, an empty /etc/machine-id (systemd's first boot makes one per machine);
+// - networking: systemd-networkd with DHCP on every Ethernet interface, enabled;
+// - gpuenv itself (/usr/bin/gpuenv) and its boot pre-flight unit (recipes/systemd/gpuenv-preflight.service),
+//   enabled, with a drop-in that lets it run without an NVIDIA driver (it then records could_not_run);
+// - gpuenv-console.service: the verdict on the console, one line `gpuenv-preflight: <state>: <reason>`; with
+//   `gpuenv.poweroff` on the kernel command line it then powers the machine off (boot tests, CI);
+// - the kernel's module dependency files (depmod -b ROOT VERSION: what the kernel package's postinst would run).
+#include <string>
+
+#include "base/error.hpp"
+#include "base/process/command_runner.hpp"
+#include "images/disk/vm_disk.hpp"
+
+namespace gpuenv::images::disk {
+
+struct VmRootInputs {
+  DiskIds ids;
+  std::string hostname;        ///< the image's name
+  std::string gpuenv_binary;   ///< copied to /usr/bin/gpuenv
+  std::string preflight_unit;  ///< the unit's text
+};
+
+/// The unit that puts the verdict on the console.
+std::string console_unit();
+
+/// Errors: `build.io` (a file cannot be written, with errno's text), `vm.kernel` (find_kernel's), `vm.depmod`.
+Status add_vm_files(const std::string& root, const VmRootInputs& inputs, CommandRunner& runner);
+
+}  // namespace gpuenv::images::disk
