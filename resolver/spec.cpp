@@ -429,7 +429,8 @@ Status read_vm(const YamlReader& w, [[maybe_unused]] const std::string& k, const
 /// A VM disk's rules across sections: `vm:` goes with image.format raw or qcow2 (the default then: raw), and a
 /// VM's root is built from packages.
 Status check_vm(const YamlReader& w, const YAML::Node& root, Spec& spec) {
-  const bool format_given = root["image"].IsMap() && root["image"]["format"].IsDefined();
+  const YAML::Node image = root["image"];  // a missing key: an undefined node, which only IsDefined may ask
+  const bool format_given = image.IsDefined() && image.IsMap() && image["format"].IsDefined();
   if (spec.vm && format_given && !is_vm_format(spec.image_format))
     return w.error(root["vm"], "contradictory", "a vm: section, but image.format is " + std::string(to_string(spec.image_format)),
                    "set image.format to raw or qcow2 for a VM disk, or remove vm:");

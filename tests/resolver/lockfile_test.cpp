@@ -92,6 +92,8 @@ TEST(Lockfile, TheLockValueIsWhatItsTextReadsBackAs) {
       {"name: pkgs\ncuda: '12.4'\ngpu: {models: [H100], confidential: allowed}\npackages: {apt: [curl], pip: ['numpy<2']}\n", "550.54.15", true,
        "docker://registry.example/base:12@sha256:0123456789012345678901234567890123456789012345678901234567890123"},
       {"name: slim\nbase: {distro: debian:12, variant: slim}\npython: '3.11'\n", "535.104.05", true, ""},
+      {"name: vm\nimage: {format: qcow2}\nvm: {disk_size: 8G, cloud_init: true, cmdline: 'quiet splash'}\n", "535.104.05", true, ""},
+      {"name: vm-default\nimage: {format: raw}\n", "535.104.05", false, ""},
   };
   for (const Case& c : cases) {
     const Made m = resolved(c.yaml, c.driver);
@@ -110,6 +112,23 @@ TEST(Lockfile, ASlimBaseIsWrittenAndTheRequiredSetIsNot) {
   EXPECT_NE(text.find("base: \"debian:12\"\nbase_variant: \"slim\"\n"), std::string::npos) << text;
   EXPECT_EQ(parse_lock(text, "t.lock")->base_variant, "slim");
   EXPECT_EQ(render_for(k_spec, "535.104.05").find("base_variant"), std::string::npos);  // old locks keep their bytes
+}
+
+TEST(Lockfile, AVmLockSaysSoAndAContainerLockDoesNot) {
+  const Made vm = resolved("name: vm\nvm: {kernel: linux-image-amd64, disk_size: 512M}\n", "535.104.05");
+  const std::string text = render_lock(vm.spec, vm.resolution, LockInputs{"spec-digest", "catalog-digest", "gpuenv test", ""});
+  EXPECT_NE(text.find("vm:\n  kernel: \"linux-image-amd64\"\n  disk_size: 536870912\n  cloud_init: false\n  cmdline: \"\"\n"), std::string::npos) << text;
+  auto read = parse_lock(text, "t.lock");
+  ASSERT_TRUE(read.ok()) << read.error().to_string();
+  ASSERT_TRUE(read->vm);
+  EXPECT_EQ(read->vm->disk_size, 512u << 20);
+  EXPECT_EQ(render_for(k_spec, "535.104.05").find("\nvm:"), std::string::npos);  // container locks keep their bytes
+  for (const char* bad : {"vm: []\n", "vm: {kernel: x, disk_size: lots, cloud_init: false, cmdline: ''}\n",
+                          "vm: {kernel: x, disk_size: 0, cloud_init: maybe, cmdline: ''}\n", "vm: {disk_size: 0, cloud_init: false, cmdline: ''}\n"}) {
+    std::string damaged = text.substr(0, text.find("vm:\n")) + bad + text.substr(text.find("packages:"));
+    auto r = parse_lock(damaged, "t.lock");
+    EXPECT_FALSE(r.ok()) << bad;
+  }
 }
 
 TEST(Lockfile, LockTextIsToldFromASpec) {

@@ -197,6 +197,36 @@ TEST(SpecParser, DidYouMeanIgnoresFarWords) {
   EXPECT_FALSE(gpuenv::resolver::did_you_mean("zzzzzz", {"frameworks", "gpu"}).has_value());
 }
 
+TEST(SpecParser, AVmDiskHasAVmSectionAndARawOrQcow2Format) {
+  auto plain = parse_spec("name: c\n", "spec.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->vm);
+  // A format alone gives the defaults; a section alone gives raw.
+  auto fmt = parse_spec("image: {format: qcow2}\n", "spec.yaml");
+  ASSERT_TRUE(fmt.ok()) << fmt.error().to_string();
+  ASSERT_TRUE(fmt->vm);
+  EXPECT_EQ(fmt->vm->kernel, "linux-image-cloud-amd64");
+  EXPECT_EQ(fmt->vm->disk_size, 0u);
+  EXPECT_FALSE(fmt->vm->cloud_init);
+  auto sec = parse_spec("vm: {kernel: linux-image-amd64, disk_size: 8G, cloud_init: true, cmdline: 'quiet'}\n", "spec.yaml");
+  ASSERT_TRUE(sec.ok()) << sec.error().to_string();
+  EXPECT_EQ(sec->image_format, gpuenv::resolver::ImageFormat::raw);
+  EXPECT_EQ(sec->vm->kernel, "linux-image-amd64");
+  EXPECT_EQ(sec->vm->disk_size, std::uint64_t{8} << 30);
+  EXPECT_TRUE(sec->vm->cloud_init);
+  EXPECT_EQ(sec->vm->cmdline, "quiet");
+  EXPECT_EQ(parse_spec("vm: {disk_size: 512MiB}\n", "spec.yaml")->vm->disk_size, 512u << 20);
+
+  EXPECT_EQ(error_of("image: {format: oci-dir}\nvm: {disk_size: 8G}\n").id, "spec.contradictory");
+  EXPECT_EQ(error_of("base: docker://registry.example/debian:12\nimage: {format: raw}\n").id, "spec.contradictory");
+  for (const char* size : {"8", "lots", "8X", "1.5G", "32M", "17T", "-1G"}) EXPECT_EQ(error_of(std::string("vm: {disk_size: '") + size + "'}\n").id, "spec.bad_size") << size;
+  EXPECT_EQ(error_of("vm: {kernel: 'Linux Image'}\n").id, "spec.bad_package");
+  EXPECT_EQ(error_of("vm: {cloud_init: sometimes}\n").id, "spec.wrong_type");
+  const auto typo = error_of("vm: {kernal: linux-image-amd64}\n");
+  EXPECT_NE(typo.hint.find("kernel"), std::string::npos) << typo.hint;
+  EXPECT_NE(error_of("image: {format: qcow}\n").hint.find("qcow2"), std::string::npos);
+}
+
 TEST(SpecParser, CudaAsAMappingChoosesComponents) {
   auto s = gpuenv::resolver::parse_spec("cuda: {version: '12.9', components: [cudart, cufft, cudart]}\n", "t.yaml");
   ASSERT_TRUE(s.ok()) << s.error().to_string();

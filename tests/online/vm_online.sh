@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Online check (ctest label `online`, off in CI): a VM disk from Debian's archive (docs/vm.md). Locks
+# recipes/examples/vm-debian.yaml with gpuenv.poweroff on the kernel command line, builds it twice (the second under
+# another umask, time zone, directory and thread count: the raw disks must be the same bytes) and as qcow2 (the
+# same disk to qemu-img compare), boots a copy under qemu-system-x86_64 -machine q35 with TCG and OVMF (UEFI) and
+# reads the pre-flight's verdict from the serial console: `could_not_run` (no NVIDIA driver), then the VM powers
+# itself off. A kernel with ext4 and the disk drivers as modules and no initramfs (Debian's generic
+# linux-image-amd64) must be refused at build time. Prints build time, sizes and boot time.
+# Usage: vm_online.sh GPUENV ROOT
+set -euo pipefail
+gpuenv=$1
+root=$2
+for tool in qemu-system-x86_64 qemu-img mkfs.ext4 mkfs.fat mcopy depmod; do
+  command -v "$tool" >/dev/null || { echo "FAIL: $tool is missing (scripts/deps.sh installs it)"; exit 1; }
+done
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+export SOURCE_DATE_EPOCH=1700000000
+sed 's/^  kernel: linux-image-cloud-amd64$/  kernel: linux-image-cloud-amd64\n  cmdline: "gpuenv.poweroff"/' "$root/recipes/examples/vm-debian.yaml" > "$out/vm.yaml"
+"$gpuenv" lock "$out/vm.yaml" -o "$out/vm.lock" >/dev/null
+grep -q '^  - {name: "linux-image-[0-9.]*-[0-9]*-cloud-amd64"' "$out/vm.lock" || { echo "FAIL: the lock pins no cloud kernel"; exit 1; }
+start=$(date +%s.%N)
+"$gpuenv" build "$out/vm.lock" --format raw -o "$out/a/disk.raw"
+build_s=$(echo "$(date +%s.%N) - $start" | bc)
+(umask 077; cd "$out" && TZ=Pacific/Auckland "$gpuenv" build vm.lock --format raw -o elsewhere/b.raw --threads 1 >/dev/null)
+a=$(sha256sum < "$out/a/disk.raw"); b=$(sha256sum < "$out/elsewhere/b.raw")
+[ "$a" = "$b" ] || { echo "FAIL: two builds of one lock differ"; exit 1; }
+"$gpuenv" build "$out/vm.lock" --format qcow2 -o "$out/disk.qcow2" >/dev/null
+qemu-img compare -q -f raw -F qcow2 "$out/a/disk.raw" "$out/disk.qcow2" || { echo "FAIL: the qcow2 holds another disk"; exit 1; }
+raw_size=$(stat -c %s "$out/a/disk.raw"); raw_alloc=$(( $(stat -c %b "$out/a/disk.raw") * 512 )); qcow_size=$(stat -c %s "$out/disk.qcow2")
+
+cp --sparse=always "$out/a/disk.raw" "$out/boot.raw"  # booting writes to the disk
+cp /usr/share/OVMF/OVMF_VARS_4M.fd "$out/vars.fd"
+start=$(date +%s.%N)
+rc=0
+timeout 300 qemu-system-x86_64 -machine q35,accel=tcg -m 1024 -nographic -no-reboot -monitor none -display none \
+  -drive if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd -drive "if=pflash,format=raw,file=$out/vars.fd" \
+  -drive "if=none,id=d0,format=raw,file=$out/boot.raw" -device nvme,drive=d0,serial=gpuenv0 \
+  -serial "file:$out/console.log" >"$out/qemu.log" 2>&1 || rc=$?
+boot_s=$(echo "$(date +%s.%N) - $start" | bc)
+if [ "$rc" -ne 0 ] || ! grep -aq '^gpuenv-preflight: could_not_run: ' "$out/console.log" || ! grep -aq 'reboot: Power down' "$out/console.log"; then
+  echo "FAIL: the VM did not report could_not_run and power off (qemu exit $rc):"; tail -40 "$out/console.log"; exit 1
+fi
+grep -a '^gpuenv-preflight: ' "$out/console.log"
+
+# A kernel that cannot mount its root without an initramfs is refused, naming why.
+sed 's/^  kernel: linux-image-cloud-amd64$/  kernel: linux-image-amd64/' "$root/recipes/examples/vm-debian.yaml" > "$out/generic.yaml"
+rc=0
+"$gpuenv" build "$out/generic.yaml" -o "$out/generic.raw" > "$out/generic.log" 2>&1 || rc=$?
+if [ "$rc" -ne 2 ] || ! grep -q 'vm.kernel_needs_initramfs' "$out/generic.log"; then
+  echo "FAIL: the generic kernel without an initramfs was not refused (exit $rc):"; tail -5 "$out/generic.log"; exit 1
+fi
+printf 'vm online: build %.1f s; raw %d MiB (%d MiB allocated), qcow2 %d MiB; boot to the verdict and power-off under TCG %.1f s\n' \
+  "$build_s" $((raw_size >> 20)) $((raw_alloc >> 20)) $((qcow_size >> 20)) "$boot_s"
