@@ -80,6 +80,7 @@ WantedBy=multi-user.target
 }
 
 Status add_vm_files(const std::string& root, const VmRootInputs& in, CommandRunner& runner) {
+  GPUENV_TRY(kernel, find_kernel(root));  // first: a tree that cannot boot gets nothing more
   GPUENV_CHECK(write(root, "etc/fstab", fstab(in.ids)));
   GPUENV_CHECK(write(root, "etc/hostname", in.hostname + "\n"));
   std::error_code ec;
@@ -101,7 +102,6 @@ Status add_vm_files(const std::string& root, const VmRootInputs& in, CommandRunn
   GPUENV_CHECK(write(root, "etc/systemd/system/gpuenv-console.service", console_unit()));
   GPUENV_CHECK(enable(root, "gpuenv-console.service", "/etc/systemd/system/gpuenv-console.service", "multi-user.target"));
 
-  GPUENV_TRY(kernel, find_kernel(root));
   GPUENV_TRY(r, runner.run({"depmod", "-b", root, kernel.version}, {}, k_tool_timeout));
   if (r.exit_code != 0)
     return make_error(ErrorKind::environment, "vm.depmod", "depmod -b " + root + " " + kernel.version + " failed (exit " + std::to_string(r.exit_code) + "): " + r.err,
