@@ -15,6 +15,7 @@
 #include "base/net/http_client.hpp"
 #include "base/yaml_guard.hpp"
 #include "images/oci/archive.hpp"
+#include "images/disk/container_disk.hpp"
 #include "images/disk/vm_root.hpp"
 #include "images/oci/layout.hpp"
 #include "recipes/embedded.hpp"
@@ -288,10 +289,21 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
     if (fs::is_directory(out.output, ec))
       return make_error(ErrorKind::usage, "cli.output", "is a directory; a VM disk is one file", out.output, "give a file name with -o, e.g. -o disk.qcow2");
     if (fs::path(out.output).has_parent_path()) fs::create_directories(fs::path(out.output).parent_path(), ec);
-    if (!rq.push.empty())
-      return make_error(ErrorKind::usage, "build.push_vm", "pushing a VM disk is not supported yet", "--push", "copy the disk file to your cloud, or build a container image to push");
     GPUENV_TRY(vm, build_vm_disk(rq, l, out.format, out.output, services));
     out.vm = std::move(vm);
+    if (!rq.push.empty()) {
+      // A KubeVirt containerDisk: the disk under /disk/ in an image of its own, kept in the cache and pushed.
+      GPUENV_TRY(epoch, source_date_epoch(services));
+      const std::string layout_dir = cache_root(services) + "/images/" + l.lock.spec_name + ".containerdisk";
+      fs::create_directories(cache_root(services) + "/images", ec);
+      out.tag = ref_name(rq.tag.empty() ? (l.spec_tag.empty() ? rq.push : l.spec_tag) : rq.tag);
+      images::disk::ContainerDiskRequest cd{layout_dir, out.output, l.lock.spec_name + "." + std::string(resolver::to_string(out.format)), epoch, out.tag,
+                                            {{"dev.gpuenv.lock.sha256", out.vm->lock_sha256}, {"dev.gpuenv.vm.kernel", out.vm->disk.kernel.version}}};
+      GPUENV_TRY(manifest, images::disk::write_container_disk(cd));
+      out.vm->container_disk = manifest.digest.str();
+      GPUENV_TRY(pushed, push(rq, layout_dir, out.tag, services));
+      out.pushed = pushed;
+    }
     return out;
   }
   const bool archive = out.format != resolver::ImageFormat::oci_dir;

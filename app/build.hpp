@@ -33,6 +33,7 @@ struct VmBuilt {
   images::disk::VmDisk disk;
   std::uint64_t file_size = 0;   ///< the output file's size (the raw disk's, or the qcow2's)
   std::string lock_sha256;
+  std::string container_disk;    ///< with --push: the containerDisk image's manifest digest ("sha256:...")
 };
 
 struct Built {

@@ -38,7 +38,7 @@ app::BuildRequest build_request(const BuildOptions& o) {
 }
 
 /// A VM disk (docs/vm.md): `gpuenv-build-result-v1` with `vm` in place of the layers.
-void print_vm(const app::Built& b, bool json, Context& ctx) {
+void print_vm(const BuildOptions& o, const app::Built& b, bool json, Context& ctx) {
   const app::VmBuilt& vm = *b.vm;
   const auto& d = vm.disk;
   if (json) {
@@ -60,6 +60,9 @@ void print_vm(const app::Built& b, bool json, Context& ctx) {
                                {"raw_size", d.raw_size},
                                {"raw_allocated", d.raw_allocated},
                                {"partitions", parts}}}};
+    if (b.pushed)
+      j["push"] = {{"reference", o.push}, {"digest", b.pushed->digest}, {"container_disk", vm.container_disk},
+                   {"blobs_uploaded", b.pushed->blobs_uploaded}, {"blobs_present", b.pushed->blobs_present}, {"bytes_uploaded", b.pushed->bytes_uploaded}};
     *ctx.out << j.dump(2) << "\n";
     return;
   }
@@ -69,6 +72,9 @@ void print_vm(const app::Built& b, bool json, Context& ctx) {
   for (const auto& p : d.layout.partitions) *ctx.out << "  partition " << std::left << std::setw(5) << p.name << std::right << std::setw(11) << human(p.size()) << "  " << p.unique.str() << "\n";
   *ctx.out << "wrote " << b.output << " (" << resolver::to_string(b.format) << ", " << human(vm.file_size) << "; the raw disk " << human(d.raw_size) << ", "
            << human(d.raw_allocated) << " allocated)\n";
+  if (b.pushed)
+    *ctx.out << "pushed " << o.push << ", a KubeVirt containerDisk (/disk/ in " << vm.container_disk << ", " << b.pushed->blobs_uploaded << " blobs uploaded, "
+             << b.pushed->blobs_present << " already there)\n";
 }
 
 void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const ValidateOutcome* validation) {
@@ -134,7 +140,7 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
   if (!built) return report_error(built.error(), json, ctx);
   if (built->unsatisfied) return report_unsatisfied(*built->unsatisfied, json, ctx);
   if (built->vm && !o.validate) {
-    print_vm(*built, json, ctx);
+    print_vm(o, *built, json, ctx);
     return k_exit_ok;
   }
   if (!o.validate) {

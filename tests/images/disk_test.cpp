@@ -7,11 +7,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "base/digest.hpp"
 #include "base/process/command_runner.hpp"
 #include "fakes/shell.hpp"
 #include "fakes/temp_dir.hpp"
+#include "images/disk/container_disk.hpp"
 #include "images/disk/disk_image.hpp"
 #include "images/disk/filesystems.hpp"
 #include "images/disk/gpt.hpp"
@@ -246,4 +248,40 @@ TEST(DiskTools, Qcow2HoldsTheRawDiskAndIsTheSameTwice) {
   EXPECT_EQ(status, 0) << cmp;
   const std::string info = capture("qemu-img info --output=json " + q(dir.path() / "a.qcow2"));
   EXPECT_EQ(nlohmann::json::parse(info)["format"], "qcow2") << info;
+}
+
+// A VM disk as a KubeVirt containerDisk: skopeo reads the layout, and the one layer holds disk/NAME owned by the
+// qemu user (107), with the disk's bytes; the same disk gives the same manifest digest.
+TEST(DiskTools, AContainerDiskHoldsTheDiskUnderDiskOwnedByQemu) {
+  gpuenv::testing::TempDir dir("gpuenv-cdisk");
+  write(dir.path() / "d.qcow2", std::string(3u << 20, 'q') + "end");
+  std::string first;
+  for (const char* name : {"a", "b"}) {
+    ContainerDiskRequest rq{(dir.path() / name).string(), (dir.path() / "d.qcow2").string(), "gpu-node.qcow2", 1700000000, "1", {{"dev.gpuenv.lock.sha256", "x"}}};
+    auto d = write_container_disk(rq);
+    ASSERT_TRUE(d) << d.error().message;
+    if (first.empty()) first = d->digest.str();
+    else EXPECT_EQ(d->digest.str(), first);
+  }
+  int status = 0;
+  const std::string inspect = capture("skopeo inspect " + std::string("oci:") + (dir.path() / "a").string() + ":1 2>&1", &status);
+  ASSERT_EQ(status, 0) << inspect;
+  const auto j = nlohmann::json::parse(inspect);
+  EXPECT_EQ(j["Digest"], first);
+  EXPECT_EQ(j["Labels"]["dev.gpuenv.lock.sha256"], "x");
+  ASSERT_EQ(j["Layers"].size(), 1u);
+  const std::string blob = (dir.path() / "a/blobs/sha256" / j["Layers"][0].get<std::string>().substr(7)).string();
+  const std::string listing = capture("TZ=UTC tar --numeric-owner -tvf " + q(blob));
+  std::istringstream lines(listing);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream f(line);
+    std::string mode, owner, size, day, time, path;
+    f >> mode >> owner >> size >> day >> time >> path;
+    rows.push_back(mode + " " + owner + " " + size + " " + day + " " + time + " " + path);
+  }
+  EXPECT_EQ(rows, (std::vector<std::string>{"dr-xr-xr-x 107/107 0 2023-11-14 22:13 disk/", "-r--r----- 107/107 3145731 2023-11-14 22:13 disk/gpu-node.qcow2"}))
+      << listing;
+  EXPECT_EQ(capture("tar -xOf " + q(blob) + " disk/gpu-node.qcow2 | sha256sum | cut -c1-64"), file_sha(dir.path() / "d.qcow2") + "\n");
+  EXPECT_EQ(write_container_disk({(dir.path() / "c").string(), (dir.path() / "d.qcow2").string(), "../x", 0, "", {}}).error().id, "disk.path");
 }

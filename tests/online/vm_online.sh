@@ -4,13 +4,13 @@
 # another umask, time zone, directory and thread count: the raw disks must be the same bytes) and as qcow2 (the
 # same disk to qemu-img compare), boots a copy under qemu-system-x86_64 -machine q35 with TCG and OVMF (UEFI) and
 # reads the pre-flight's verdict from the serial console: `could_not_run` (no NVIDIA driver), then the VM powers
-# itself off. A kernel with ext4 and the disk drivers as modules and no initramfs (Debian's generic
+# itself off; pushes it as a KubeVirt containerDisk to a loopback registry and reads it back. A kernel with ext4 and the disk drivers as modules and no initramfs (Debian's generic
 # linux-image-amd64) must be refused at build time. Prints build time, sizes and boot time.
 # Usage: vm_online.sh GPUENV ROOT
 set -euo pipefail
 gpuenv=$1
 root=$2
-for tool in qemu-system-x86_64 qemu-img mkfs.ext4 mkfs.fat mcopy depmod; do
+for tool in qemu-system-x86_64 qemu-img mkfs.ext4 mkfs.fat mcopy depmod docker-registry skopeo curl; do
   command -v "$tool" >/dev/null || { echo "FAIL: $tool is missing (scripts/deps.sh installs it)"; exit 1; }
 done
 out=$(mktemp -d)
@@ -19,9 +19,9 @@ export SOURCE_DATE_EPOCH=1700000000
 sed 's/^  kernel: linux-image-cloud-amd64$/  kernel: linux-image-cloud-amd64\n  cmdline: "gpuenv.poweroff"/' "$root/recipes/examples/vm-debian.yaml" > "$out/vm.yaml"
 "$gpuenv" lock "$out/vm.yaml" -o "$out/vm.lock" >/dev/null
 grep -q '^  - {name: "linux-image-[0-9.]*-[0-9]*-cloud-amd64"' "$out/vm.lock" || { echo "FAIL: the lock pins no cloud kernel"; exit 1; }
-start=$(date +%s.%N)
+start=$(date +%s%N)
 "$gpuenv" build "$out/vm.lock" --format raw -o "$out/a/disk.raw"
-build_s=$(echo "$(date +%s.%N) - $start" | bc)
+build_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 (umask 077; cd "$out" && TZ=Pacific/Auckland "$gpuenv" build vm.lock --format raw -o elsewhere/b.raw --threads 1 >/dev/null)
 a=$(sha256sum < "$out/a/disk.raw"); b=$(sha256sum < "$out/elsewhere/b.raw")
 [ "$a" = "$b" ] || { echo "FAIL: two builds of one lock differ"; exit 1; }
@@ -31,17 +31,31 @@ raw_size=$(stat -c %s "$out/a/disk.raw"); raw_alloc=$(( $(stat -c %b "$out/a/dis
 
 cp --sparse=always "$out/a/disk.raw" "$out/boot.raw"  # booting writes to the disk
 cp /usr/share/OVMF/OVMF_VARS_4M.fd "$out/vars.fd"
-start=$(date +%s.%N)
+start=$(date +%s%N)
 rc=0
 timeout 300 qemu-system-x86_64 -machine q35,accel=tcg -m 1024 -nographic -no-reboot -monitor none -display none \
   -drive if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd -drive "if=pflash,format=raw,file=$out/vars.fd" \
   -drive "if=none,id=d0,format=raw,file=$out/boot.raw" -device nvme,drive=d0,serial=gpuenv0 \
   -serial "file:$out/console.log" >"$out/qemu.log" 2>&1 || rc=$?
-boot_s=$(echo "$(date +%s.%N) - $start" | bc)
+boot_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 if [ "$rc" -ne 0 ] || ! grep -aq '^gpuenv-preflight: could_not_run: ' "$out/console.log" || ! grep -aq 'reboot: Power down' "$out/console.log"; then
   echo "FAIL: the VM did not report could_not_run and power off (qemu exit $rc):"; tail -40 "$out/console.log"; exit 1
 fi
 grep -a '^gpuenv-preflight: ' "$out/console.log"
+
+# Pushed as a KubeVirt containerDisk to a registry on 127.0.0.1 (Debian's docker-registry): one layer holding
+# disk/gpu-node.qcow2, owned 107:107, with the disk's bytes.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+printf 'version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 127.0.0.1:%s\n' "$out/registry" "$port" > "$out/registry.yml"
+docker-registry serve "$out/registry.yml" > "$out/registry.log" 2>&1 &
+registry_pid=$!
+trap 'kill $registry_pid 2>/dev/null; rm -rf "$out"' EXIT
+for _ in $(seq 50); do curl -fs "http://127.0.0.1:$port/v2/" >/dev/null && break; sleep 0.2; done
+"$gpuenv" build "$out/vm.lock" --format qcow2 -o "$out/disk.qcow2" --push "127.0.0.1:$port/vm/gpu-node:1" --plain-http | tail -1
+skopeo copy -q --src-tls-verify=false "docker://127.0.0.1:$port/vm/gpu-node:1" "oci:$out/pulled:1"
+layer=$(skopeo inspect "oci:$out/pulled:1" | python3 -c 'import json,sys; l=json.load(sys.stdin)["Layers"]; assert len(l)==1; print(l[0][7:])')
+tar --numeric-owner -tvf "$out/pulled/blobs/sha256/$layer" | grep -q '^-r--r----- 107/107 .* disk/gpu-node.qcow2$' || { echo "FAIL: the containerDisk layer is not /disk/gpu-node.qcow2 owned 107:107"; exit 1; }
+[ "$(tar -xOf "$out/pulled/blobs/sha256/$layer" disk/gpu-node.qcow2 | sha256sum)" = "$(sha256sum < "$out/disk.qcow2")" ] || { echo "FAIL: the pushed disk differs"; exit 1; }
 
 # A kernel that cannot mount its root without an initramfs is refused, naming why.
 sed 's/^  kernel: linux-image-cloud-amd64$/  kernel: linux-image-amd64/' "$root/recipes/examples/vm-debian.yaml" > "$out/generic.yaml"
@@ -50,5 +64,5 @@ rc=0
 if [ "$rc" -ne 2 ] || ! grep -q 'vm.kernel_needs_initramfs' "$out/generic.log"; then
   echo "FAIL: the generic kernel without an initramfs was not refused (exit $rc):"; tail -5 "$out/generic.log"; exit 1
 fi
-printf 'vm online: build %.1f s; raw %d MiB (%d MiB allocated), qcow2 %d MiB; boot to the verdict and power-off under TCG %.1f s\n' \
-  "$build_s" $((raw_size >> 20)) $((raw_alloc >> 20)) $((qcow_size >> 20)) "$boot_s"
+printf 'vm online: build %d ms; raw %d MiB (%d MiB allocated), qcow2 %d MiB; boot to the verdict and power-off under TCG %d ms\n' \
+  "$build_ms" $((raw_size >> 20)) $((raw_alloc >> 20)) $((qcow_size >> 20)) "$boot_ms"
