@@ -270,6 +270,31 @@ Status place_layout(const LayoutTarget& t, const std::string& output) {
                     "check permissions of the output's directory");
 }
 
+/// A VM lock's build: the disk at OUT.output, and with --push its containerDisk pushed.
+Status build_vm(const BuildRequest& rq, LockToBuild& l, Built& out, Services& services) {
+  out.output = rq.output.empty() ? "gpuenv-out/" + l.lock.spec_name + "." + std::string(resolver::to_string(out.format)) : rq.output;
+  std::error_code ec;
+  if (fs::is_directory(out.output, ec))
+    return make_error(ErrorKind::usage, "cli.output", "is a directory; a VM disk is one file", out.output, "give a file name with -o, e.g. -o disk.qcow2");
+  if (fs::path(out.output).has_parent_path()) fs::create_directories(fs::path(out.output).parent_path(), ec);
+  GPUENV_TRY(vm, build_vm_disk(rq, l, out.format, out.output, services));
+  out.vm = std::move(vm);
+  if (!rq.push.empty()) {
+    // A KubeVirt containerDisk: the disk under /disk/ in an image of its own, kept in the cache and pushed.
+    GPUENV_TRY(epoch, source_date_epoch(services));
+    const std::string layout_dir = cache_root(services) + "/images/" + l.lock.spec_name + ".containerdisk";
+    fs::create_directories(cache_root(services) + "/images", ec);
+    out.tag = ref_name(rq.tag.empty() ? (l.spec_tag.empty() ? rq.push : l.spec_tag) : rq.tag);
+    images::disk::ContainerDiskRequest cd{layout_dir, out.output, l.lock.spec_name + "." + std::string(resolver::to_string(out.format)), epoch, out.tag,
+                                          {{"dev.gpuenv.lock.sha256", out.vm->lock_sha256}, {"dev.gpuenv.vm.kernel", out.vm->disk.kernel.version}}};
+    GPUENV_TRY(manifest, images::disk::write_container_disk(cd));
+    out.vm->container_disk = manifest.digest.str();
+    GPUENV_TRY(pushed, push(rq, layout_dir, out.tag, services));
+    out.pushed = pushed;
+  }
+  return ok_status();
+}
+
 Result<Built> build(const BuildRequest& rq, Services& services) {
   Built out;
   GPUENV_TRY(l, lock_to_build(rq, services));
@@ -284,26 +309,7 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
                                 : "format " + std::string(resolver::to_string(out.format)) + " is a VM disk, and this lock is a container image's (it has no vm:)",
                       "--format", l.lock.vm ? "build it with --format raw or qcow2" : "set image.format: raw (or qcow2) in the spec and lock it again");
   if (l.lock.vm) {
-    out.output = rq.output.empty() ? "gpuenv-out/" + l.lock.spec_name + "." + std::string(resolver::to_string(out.format)) : rq.output;
-    std::error_code ec;
-    if (fs::is_directory(out.output, ec))
-      return make_error(ErrorKind::usage, "cli.output", "is a directory; a VM disk is one file", out.output, "give a file name with -o, e.g. -o disk.qcow2");
-    if (fs::path(out.output).has_parent_path()) fs::create_directories(fs::path(out.output).parent_path(), ec);
-    GPUENV_TRY(vm, build_vm_disk(rq, l, out.format, out.output, services));
-    out.vm = std::move(vm);
-    if (!rq.push.empty()) {
-      // A KubeVirt containerDisk: the disk under /disk/ in an image of its own, kept in the cache and pushed.
-      GPUENV_TRY(epoch, source_date_epoch(services));
-      const std::string layout_dir = cache_root(services) + "/images/" + l.lock.spec_name + ".containerdisk";
-      fs::create_directories(cache_root(services) + "/images", ec);
-      out.tag = ref_name(rq.tag.empty() ? (l.spec_tag.empty() ? rq.push : l.spec_tag) : rq.tag);
-      images::disk::ContainerDiskRequest cd{layout_dir, out.output, l.lock.spec_name + "." + std::string(resolver::to_string(out.format)), epoch, out.tag,
-                                            {{"dev.gpuenv.lock.sha256", out.vm->lock_sha256}, {"dev.gpuenv.vm.kernel", out.vm->disk.kernel.version}}};
-      GPUENV_TRY(manifest, images::disk::write_container_disk(cd));
-      out.vm->container_disk = manifest.digest.str();
-      GPUENV_TRY(pushed, push(rq, layout_dir, out.tag, services));
-      out.pushed = pushed;
-    }
+    GPUENV_CHECK(build_vm(rq, l, out, services));
     return out;
   }
   const bool archive = out.format != resolver::ImageFormat::oci_dir;

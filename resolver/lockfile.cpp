@@ -184,6 +184,25 @@ Result<LockedPackage> read_package(const LockReader& r, const YAML::Node& p) {
   return LockedPackage{name, version, *parsed_kind, arch, url, std::move(*digest), source, std::stoull(size)};
 }
 
+/// `vm:`: kernel, disk_size (bytes), cloud_init and cmdline, all present.
+Result<VmRequest> read_vm(const LockReader& r, const YAML::Node& vm) {
+  if (!vm.IsMap()) return r.error(vm, "bad_value", "'vm' must be a mapping");
+  VmRequest v;
+  GPUENV_TRY(kernel, r.str(vm, "kernel"));
+  GPUENV_TRY(size, r.str(vm, "disk_size"));
+  GPUENV_TRY(cloud_init, r.str(vm, "cloud_init"));
+  GPUENV_TRY(cmdline, r.str(vm, "cmdline", true));
+  if (size.empty() || size.size() > 15 || !std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return r.error(vm["disk_size"], "bad_value", "vm.disk_size is not a byte count");
+  if (cloud_init != "true" && cloud_init != "false") return r.error(vm["cloud_init"], "bad_value", "vm.cloud_init is not true or false");
+  if (kernel.empty() || cmdline.find_first_of("\n\r") != std::string::npos) return r.error(vm, "bad_value", "vm.kernel is empty or vm.cmdline holds a line break");
+  v.kernel = kernel;
+  v.disk_size = std::stoull(size);
+  v.cloud_init = cloud_init == "true";
+  v.cmdline = cmdline;
+  return v;
+}
+
 }  // namespace
 
 Result<Lock> parse_lock(std::string_view text, const std::string& path) {
@@ -252,20 +271,7 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
       lock.requested_pip = pip;
     }
     if (const YAML::Node vm = root["vm"]; vm.IsDefined()) {
-      if (!vm.IsMap()) return r.error(vm, "bad_value", "'vm' must be a mapping");
-      VmRequest v;
-      GPUENV_TRY(kernel, r.str(vm, "kernel"));
-      GPUENV_TRY(size, r.str(vm, "disk_size"));
-      GPUENV_TRY(cloud_init, r.str(vm, "cloud_init"));
-      GPUENV_TRY(cmdline, r.str(vm, "cmdline", true));
-      if (size.empty() || size.size() > 15 || !std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; }))
-        return r.error(vm["disk_size"], "bad_value", "vm.disk_size is not a byte count");
-      if (cloud_init != "true" && cloud_init != "false") return r.error(vm["cloud_init"], "bad_value", "vm.cloud_init is not true or false");
-      if (kernel.empty() || cmdline.find_first_of("\n\r") != std::string::npos) return r.error(vm, "bad_value", "vm.kernel is empty or vm.cmdline holds a line break");
-      v.kernel = kernel;
-      v.disk_size = std::stoull(size);
-      v.cloud_init = cloud_init == "true";
-      v.cmdline = cmdline;
+      GPUENV_TRY(v, read_vm(r, vm));
       lock.vm = v;
     }
     const YAML::Node pk = root["packages"];

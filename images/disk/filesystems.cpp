@@ -188,6 +188,38 @@ Result<std::map<std::string, std::string>> inode_numbers(const std::string& imag
   return out;
 }
 
+/// debugfs commands giving every inode its owner, mode (the permission bits, the type kept) and times, by number.
+Result<std::string> fixup_script(const Ext4Request& rq, const std::vector<std::pair<std::string, fs::file_type>>& paths,
+                                 const std::map<std::string, std::string>& inodes) {
+  auto inode = [&](const std::string& rel) -> Result<std::string> {
+    const auto it = inodes.find(rel);
+    if (it == inodes.end())
+      return make_error(ErrorKind::internal, "disk.ext4", "'" + rel + "' is not in the new file system", rq.root, "this is a bug in the disk plan");
+    return it->second;
+  };
+  const std::map<std::string, fs::file_type> types(paths.begin(), paths.end());
+  std::string script;
+  for (const auto& o : rq.owners) {
+    GPUENV_TRY(ino, inode(o.path));
+    script += "sif " + ino + " uid " + std::to_string(o.uid) + "\n";
+    script += "sif " + ino + " gid " + std::to_string(o.gid) + "\n";
+    if (!o.mode) continue;
+    const auto t = types.find(o.path);
+    if (t == types.end()) return make_error(ErrorKind::internal, "disk.ext4", "'" + o.path + "' is not in the root tree", rq.root, "this is a bug in the disk plan");
+    const std::uint32_t type = t->second == fs::file_type::directory ? 0040000 : t->second == fs::file_type::symlink ? 0120000 : 0100000;
+    char mode[16];
+    std::snprintf(mode, sizeof mode, "0%o", type | (*o.mode & 07777));
+    script += "sif " + ino + " mode " + mode + "\n";
+  }
+  // Times: every inode the tree gave, the root and lost+found.
+  const std::string at = "@" + std::to_string(rq.epoch);
+  for (const auto& [rel, type] : paths) {
+    GPUENV_TRY(ino, inode(rel));
+    for (const char* field : {"atime", "ctime", "mtime", "crtime"}) script += std::string("sif ") + ino + " " + field + " " + at + "\n";
+  }
+  return script;
+}
+
 }  // namespace
 
 Status make_ext4(const Ext4Request& rq, CommandRunner& runner) {
@@ -217,37 +249,9 @@ Status make_ext4(const Ext4Request& rq, CommandRunner& runner) {
     return fail(made.error());
   auto inodes = inode_numbers(rq.out, paths, runner);
   if (!inodes) return fail(inodes.error());
-  auto inode = [&](const std::string& rel) -> Result<std::string> {
-    const auto it = inodes->find(rel);
-    if (it == inodes->end())
-      return make_error(ErrorKind::internal, "disk.ext4", "'" + rel + "' is not in the new file system", rq.root, "this is a bug in the disk plan");
-    return it->second;
-  };
-  std::map<std::string, fs::file_type> types(paths.begin(), paths.end());
-  std::string script;
-  for (const auto& o : rq.owners) {
-    auto ino = inode(o.path);
-    if (!ino) return fail(ino.error());
-    script += "sif " + *ino + " uid " + std::to_string(o.uid) + "\n";
-    script += "sif " + *ino + " gid " + std::to_string(o.gid) + "\n";
-    if (o.mode) {
-      // sif's mode is the whole i_mode: keep the file type the tree gave, replace the permission bits.
-      const auto t = types.find(o.path);
-      if (t == types.end()) return fail(make_error(ErrorKind::internal, "disk.ext4", "'" + o.path + "' is not in the root tree", rq.root, "this is a bug in the disk plan"));
-      const std::uint32_t type = t->second == fs::file_type::directory ? 0040000 : t->second == fs::file_type::symlink ? 0120000 : 0100000;
-      char mode[16];
-      std::snprintf(mode, sizeof mode, "0%o", type | (*o.mode & 07777));
-      script += "sif " + *ino + " mode " + mode + "\n";
-    }
-  }
-  // Times: every inode the tree gave, the root and lost+found.
-  const std::string at = "@" + std::to_string(rq.epoch);
-  for (const auto& [rel, type] : paths) {
-    auto ino = inode(rel);
-    if (!ino) return fail(ino.error());
-    for (const char* field : {"atime", "ctime", "mtime", "crtime"}) script += std::string("sif ") + *ino + " " + field + " " + at + "\n";
-  }
-  if (auto st = write_file_atomic(commands, script, 0644, Durability::scratch); !st) return fail(st.error());
+  auto script = fixup_script(rq, paths, *inodes);
+  if (!script) return fail(script.error());
+  if (auto st = write_file_atomic(commands, *script, 0644, Durability::scratch); !st) return fail(st.error());
   if (auto st = run_debugfs(runner, with_epoch(rq.epoch, {"debugfs", "-w", "-f", commands, rq.out})); !st) return fail(st.error());
   fs::remove(conf, ec);
   fs::remove(commands, ec);
