@@ -105,6 +105,24 @@ Result<images::PushStats> push(const BuildRequest& rq, const std::string& layout
   return *st;
 }
 
+/// The assembly request both kinds of build share: the lock, the work directory, the caches, the clock.
+images::BuildRequest assembly_request(const BuildRequest& rq, const LockToBuild& l, const std::string& work_dir, std::int64_t epoch, Fetcher& network,
+                                      BlobStore& store, const std::string& cache, const Services& services) {
+  images::BuildRequest a;
+  a.lock = &l.lock;
+  a.lock_text = l.text;
+  a.work_dir = work_dir;
+  a.source_date_epoch = epoch;
+  a.threads = rq.threads;
+  a.generator = generator();
+  a.allow_missing = rq.allow_missing;
+  a.fetcher = &network;
+  a.cache = &store;
+  a.package_tree_dir = cache + "/trees";
+  a.on_step = services.on_step;
+  return a;
+}
+
 /// A VM disk from LOCK into OUTPUT (docs/vm.md): the root tree with the VM's own files, then the disk.
 Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::ImageFormat format, const std::string& output, Services& services) {
   const std::string cache = cache_root(services);
@@ -118,18 +136,7 @@ Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::
   VmBuilt out;
   out.lock_sha256 = sha256_hex(l.text);
   const images::disk::DiskIds ids = images::disk::disk_ids(out.lock_sha256);
-  images::BuildRequest a;
-  a.lock = &l.lock;
-  a.lock_text = l.text;
-  a.work_dir = work_dir->path();
-  a.source_date_epoch = epoch;
-  a.threads = rq.threads;
-  a.generator = generator();
-  a.allow_missing = rq.allow_missing;
-  a.fetcher = network.get();
-  a.cache = store.get();
-  a.package_tree_dir = cache + "/trees";
-  a.on_step = services.on_step;
+  images::BuildRequest a = assembly_request(rq, l, work_dir->path(), epoch, *network, *store, cache, services);
   a.add_files = [&](const std::string& root) {
     images::disk::VmRootInputs in{ids, l.lock.spec_name, "/proc/self/exe", std::string(recipes::preflight_unit())};
     return images::disk::add_vm_files(root, in, *runner);
@@ -174,24 +181,13 @@ Result<images::BuildResult> assemble(const BuildRequest& rq, LockToBuild& l, con
   sweep_abandoned_work_dirs(cache);
   GPUENV_TRY(work_dir, WorkDir::create(cache));
   GPUENV_TRY(epoch, source_date_epoch(services));
-  images::BuildRequest a;
-  a.lock = &l.lock;
-  a.lock_text = l.text;
+  images::BuildRequest a = assembly_request(rq, l, work_dir->path(), epoch, *network, *store, cache, services);
   a.output_dir = layout_dir;
-  a.work_dir = work_dir->path();
   a.tag = tag;
-  a.source_date_epoch = epoch;
-  a.threads = rq.threads;
   a.compression = rq.compression;
-  a.generator = generator();
-  a.allow_missing = rq.allow_missing;
-  a.fetcher = network.get();
-  a.cache = store.get();
   a.layer_memo_dir = cache + "/layers";
-  a.package_tree_dir = cache + "/trees";
   std::error_code ec;
   fs::create_directories(a.layer_memo_dir, ec);
-  a.on_step = services.on_step;
   if (!l.lock.base_image.empty()) {
     if (!l.base || l.base->pinned != l.lock.base_image) {
       GPUENV_TRY(base, prepare_base_image(l.lock.base_image, rq.lock.offline, services));

@@ -21,6 +21,18 @@ def gpuenv_env(work):
     return env
 
 
+def preflight(gpuenv_binary, env, source, work, replay, rc, failures):
+    """`gpuenv preflight` of the recording tests/data/validate/REPLAY into WORK/<name>.status.json; an exit other
+    than RC is added to FAILURES. Returns the status file's path."""
+    import subprocess
+    path = os.path.join(work, os.path.basename(replay) + ".status.json")
+    p = subprocess.run([gpuenv_binary, "preflight", "--backend", "replay:" + os.path.join(source, "tests/data/validate", replay), "--status-file", path],
+                       capture_output=True, text=True, env=env, timeout=300)
+    if p.returncode != rc:
+        failures.append(f"preflight {replay}: exit {p.returncode}, expected {rc}: {p.stderr[-300:]}")
+    return path
+
+
 def finish(failures, passed):
     """Prints the failures and exits 1, or prints PASSED and exits 0."""
     if failures:

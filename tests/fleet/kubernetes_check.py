@@ -73,11 +73,7 @@ def gpuenv(*args):
 
 
 def preflight(replay, rc):
-    path = os.path.join(work, os.path.basename(replay) + ".status.json")
-    p = gpuenv("preflight", "--backend", "replay:" + os.path.join(SOURCE, "tests/data/validate", replay), "--status-file", path)
-    if p.returncode != rc:
-        failures.append(f"preflight {replay}: exit {p.returncode}, expected {rc}: {p.stderr[-300:]}")
-    return path
+    return testlib.preflight(GPUENV, env, SOURCE, work, replay, rc, failures)
 
 
 healthy = preflight("h200x1.yaml", 0)

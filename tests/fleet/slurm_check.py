@@ -59,9 +59,7 @@ def gpuenv(*args, rc=0):
 
 
 def preflight(replay, rc):
-    path = os.path.join(work, os.path.basename(replay) + ".status.json")
-    gpuenv("preflight", "--backend", "replay:" + os.path.join(SOURCE, "tests/data/validate", replay), "--status-file", path, rc=rc)
-    return path
+    return testlib.preflight(GPUENV, env, SOURCE, work, replay, rc, failures)
 
 
 def install_status(src, name):

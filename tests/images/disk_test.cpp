@@ -12,6 +12,7 @@
 #include "base/digest.hpp"
 #include "base/process/command_runner.hpp"
 #include "fakes/shell.hpp"
+#include "fakes/files.hpp"
 #include "fakes/temp_dir.hpp"
 #include "images/disk/container_disk.hpp"
 #include "images/disk/disk_image.hpp"
@@ -22,21 +23,12 @@ namespace fs = std::filesystem;
 using namespace gpuenv;
 using namespace gpuenv::images::disk;
 using gpuenv::testing::capture;
+using gpuenv::testing::file_sha256;
+using gpuenv::testing::sh_quote;
+using gpuenv::testing::read_all;
+using gpuenv::testing::write_tree_file;
 
 namespace {
-
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
-
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-}
-
-std::string file_sha(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), {});
-  return sha256_hex(bytes);
-}
 
 Guid guid(const char* text) { return *Guid::parse(text); }
 
@@ -83,15 +75,15 @@ TEST(Gpt, PlansAlignedPartitionsAndRefusesBadOnes) {
 // (sfdisk --verify checks both tables).
 TEST(DiskTools, SfdiskReadsTheTableGpuenvWrites) {
   gpuenv::testing::TempDir dir("gpuenv-gpt");
-  write(dir.path() / "a.img", std::string(1u << 20, 'a'));
-  write(dir.path() / "b.img", std::string(3u << 20, '\0') + "tail");
+  write_tree_file(dir.path() / "a.img", std::string(1u << 20, 'a'));
+  write_tree_file(dir.path() / "b.img", std::string(3u << 20, '\0') + "tail");
   const Guid disk = guid("0a0b0c0d-1111-4222-8333-444455556666");
   auto layout = write_raw_disk((dir.path() / "disk.raw").string(), disk,
                                {{{guid(k_type_esp), guid_from_seed("esp"), "esp", 0}, (dir.path() / "a.img").string()},
                                 {{guid(k_type_root_x86_64), guid_from_seed("root"), "root", 8u << 20}, (dir.path() / "b.img").string()}});
   ASSERT_TRUE(layout) << layout.error().message;
   int status = 0;
-  const std::string out = capture("sfdisk --json " + q(dir.path() / "disk.raw") + " 2>&1", &status);
+  const std::string out = capture("sfdisk --json " + sh_quote(dir.path() / "disk.raw") + " 2>&1", &status);
   ASSERT_EQ(status, 0) << "sfdisk (util-linux's fdisk package) could not read the disk: " << out;
   const auto j = nlohmann::json::parse(out)["partitiontable"];
   EXPECT_EQ(j["label"], "gpt");
@@ -110,12 +102,12 @@ TEST(DiskTools, SfdiskReadsTheTableGpuenvWrites) {
   EXPECT_EQ(j["partitions"][1]["start"], 4096);
   EXPECT_EQ(j["partitions"][1]["size"], 8u * 2048);
   EXPECT_EQ(j["partitions"][1]["type"], "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709");
-  const std::string verify = capture("sfdisk --verify " + q(dir.path() / "disk.raw") + " 2>&1", &status);
+  const std::string verify = capture("sfdisk --verify " + sh_quote(dir.path() / "disk.raw") + " 2>&1", &status);
   EXPECT_EQ(status, 0) << verify;
   EXPECT_EQ(verify.find("corrupt"), std::string::npos) << verify;
   EXPECT_EQ(verify.find("checksum"), std::string::npos) << verify;
   // sfdisk warns on stderr when a table's checksum or place is wrong (and falls back to the other copy).
-  const std::string list = capture("sfdisk --list " + q(dir.path() / "disk.raw") + " 2>&1", &status);
+  const std::string list = capture("sfdisk --list " + sh_quote(dir.path() / "disk.raw") + " 2>&1", &status);
   EXPECT_EQ(status, 0) << list;
   EXPECT_EQ(list.find("corrupt"), std::string::npos) << list;
   EXPECT_EQ(list.find("mismatch"), std::string::npos) << list;
@@ -133,8 +125,8 @@ TEST(DiskTools, SfdiskReadsTheTableGpuenvWrites) {
 
 TEST(DiskTools, TheEspIsFat32ThatFsckAcceptsWithTheFilesAndTheSameBytesTwice) {
   gpuenv::testing::TempDir dir("gpuenv-fat");
-  write(dir.path() / "src/loader.efi", "not really an EFI binary");
-  write(dir.path() / "src/entry.conf", "title gpuenv\n");
+  write_tree_file(dir.path() / "src/loader.efi", "not really an EFI binary");
+  write_tree_file(dir.path() / "src/entry.conf", "title gpuenv\n");
   auto runner = make_process_runner();
   std::string first;
   for (int round = 0; round < 2; ++round) {
@@ -144,16 +136,16 @@ TEST(DiskTools, TheEspIsFat32ThatFsckAcceptsWithTheFilesAndTheSameBytesTwice) {
                   {{"EFI/BOOT/BOOTX64.EFI", (dir.path() / "src/loader.efi").string()}, {"loader/entries/gpuenv.conf", (dir.path() / "src/entry.conf").string()}}};
     auto st = make_fat(rq, *runner);
     ASSERT_TRUE(st) << st.error().message;
-    if (round == 0) first = file_sha(rq.out);
-    else EXPECT_EQ(file_sha(rq.out), first) << "two ESPs of the same files differ";
+    if (round == 0) first = file_sha256(rq.out);
+    else EXPECT_EQ(file_sha256(rq.out), first) << "two ESPs of the same files differ";
   }
   const fs::path img = dir.path() / "esp0.img";
   int status = 0;
-  const std::string fsck = capture("fsck.fat -n " + q(img) + " 2>&1", &status);
+  const std::string fsck = capture("fsck.fat -n " + sh_quote(img) + " 2>&1", &status);
   EXPECT_EQ(status, 0) << fsck;
-  EXPECT_EQ(capture("MTOOLSRC=/dev/null mtype -i " + q(img) + " ::/EFI/BOOT/BOOTX64.EFI"), "not really an EFI binary");
-  EXPECT_EQ(capture("MTOOLSRC=/dev/null mtype -i " + q(img) + " ::/loader/entries/gpuenv.conf"), "title gpuenv\n");
-  const std::string dirlist = capture("MTOOLSRC=/dev/null mdir -i " + q(img) + " ::/ 2>&1");
+  EXPECT_EQ(capture("MTOOLSRC=/dev/null mtype -i " + sh_quote(img) + " ::/EFI/BOOT/BOOTX64.EFI"), "not really an EFI binary");
+  EXPECT_EQ(capture("MTOOLSRC=/dev/null mtype -i " + sh_quote(img) + " ::/loader/entries/gpuenv.conf"), "title gpuenv\n");
+  const std::string dirlist = capture("MTOOLSRC=/dev/null mdir -i " + sh_quote(img) + " ::/ 2>&1");
   EXPECT_NE(dirlist.find("Serial Number is 1234-ABCD"), std::string::npos) << dirlist;
   EXPECT_NE(dirlist.find("2023-11-14"), std::string::npos) << "timestamps are not SOURCE_DATE_EPOCH: " << dirlist;
 
@@ -169,8 +161,8 @@ TEST(DiskTools, TheEspIsFat32ThatFsckAcceptsWithTheFilesAndTheSameBytesTwice) {
 TEST(DiskTools, TheRootIsExt4WithTheTreeTheOwnersAndTheSameBytesTwice) {
   gpuenv::testing::TempDir dir("gpuenv-ext4");
   const fs::path root = dir.path() / "root";
-  write(root / "etc/hostname", "gpuenv\n");
-  write(root / "usr/bin/tool", "#!/bin/sh\n");
+  write_tree_file(root / "etc/hostname", "gpuenv\n");
+  write_tree_file(root / "usr/bin/tool", "#!/bin/sh\n");
   fs::create_directories(root / "var/empty");
   fs::create_symlink("usr/bin", root / "bin");
   // Links debugfs would follow if named by path: to nothing (a masked unit) and to a file of another owner.
@@ -197,33 +189,33 @@ TEST(DiskTools, TheRootIsExt4WithTheTreeTheOwnersAndTheSameBytesTwice) {
                     {"var/empty", 100, 65534, 0700}}};
     auto st = make_ext4(rq, *runner);
     ASSERT_TRUE(st) << st.error().message;
-    if (round == 0) first = file_sha(rq.out);
-    else EXPECT_EQ(file_sha(rq.out), first) << "two roots of the same tree differ";
+    if (round == 0) first = file_sha256(rq.out);
+    else EXPECT_EQ(file_sha256(rq.out), first) << "two roots of the same tree differ";
   }
   const fs::path img = dir.path() / "root0.img";
   int status = 0;
-  const std::string fsck = capture("e2fsck -fn " + q(img) + " 2>&1", &status);
+  const std::string fsck = capture("e2fsck -fn " + sh_quote(img) + " 2>&1", &status);
   EXPECT_EQ(status, 0) << fsck;
-  EXPECT_EQ(capture("debugfs -R 'cat /etc/hostname' " + q(img) + " 2>/dev/null"), "gpuenv\n");
-  const std::string tool = capture("debugfs -R 'stat /usr/bin/tool' " + q(img) + " 2>/dev/null");
+  EXPECT_EQ(capture("debugfs -R 'cat /etc/hostname' " + sh_quote(img) + " 2>/dev/null"), "gpuenv\n");
+  const std::string tool = capture("debugfs -R 'stat /usr/bin/tool' " + sh_quote(img) + " 2>/dev/null");
   EXPECT_NE(tool.find("Mode:  04755"), std::string::npos) << tool;
   EXPECT_NE(tool.find("User:     0   Group:     0"), std::string::npos) << tool;
   EXPECT_NE(tool.find("ctime: 0x6553f100"), std::string::npos) << tool;
-  const std::string empty = capture("debugfs -R 'stat /var/empty' " + q(img) + " 2>/dev/null");
+  const std::string empty = capture("debugfs -R 'stat /var/empty' " + sh_quote(img) + " 2>/dev/null");
   EXPECT_NE(empty.find("Type: directory    Mode:  0700"), std::string::npos) << empty;
   EXPECT_NE(empty.find("User:   100   Group: 65534"), std::string::npos) << empty;
-  EXPECT_NE(capture("debugfs -R 'stat /bin' " + q(img) + " 2>/dev/null").find("Fast link dest: \"usr/bin\""), std::string::npos);
+  EXPECT_NE(capture("debugfs -R 'stat /bin' " + sh_quote(img) + " 2>/dev/null").find("Fast link dest: \"usr/bin\""), std::string::npos);
   // The links themselves got their owners; what they point at kept its own.
-  const std::string etc = capture("debugfs -R 'ls -p /etc' " + q(img) + " 2>/dev/null");
+  const std::string etc = capture("debugfs -R 'ls -p /etc' " + sh_quote(img) + " 2>/dev/null");
   EXPECT_NE(etc.find("/120777/7/7/masked.service/"), std::string::npos) << etc;
   EXPECT_NE(etc.find("/120777/8/8/abs/"), std::string::npos) << etc;
   EXPECT_NE(etc.find("/100644/0/0/hostname/"), std::string::npos) << etc;
-  const std::string super = capture("dumpe2fs -h " + q(img) + " 2>/dev/null");
+  const std::string super = capture("dumpe2fs -h " + sh_quote(img) + " 2>/dev/null");
   EXPECT_NE(super.find("Filesystem UUID:          0e5a8d2c-1111-4222-8333-444455556666"), std::string::npos) << super;
   EXPECT_NE(super.find("metadata_csum"), std::string::npos) << super;
 
   // Too small a size is a clear error, and no image is left behind.
-  write(root / "big", std::string(16u << 20, 'x'));
+  write_tree_file(root / "big", std::string(16u << 20, 'x'));
   Ext4Request small{(dir.path() / "small.img").string(), root.string(), 8u << 20, guid_from_seed("s"), "root", 0, {}};
   auto st = make_ext4(small, *runner);
   ASSERT_FALSE(st);
@@ -235,18 +227,18 @@ TEST(DiskTools, TheRootIsExt4WithTheTreeTheOwnersAndTheSameBytesTwice) {
 
 TEST(DiskTools, Qcow2HoldsTheRawDiskAndIsTheSameTwice) {
   gpuenv::testing::TempDir dir("gpuenv-qcow2");
-  write(dir.path() / "fs.img", std::string(1u << 20, 'z'));
+  write_tree_file(dir.path() / "fs.img", std::string(1u << 20, 'z'));
   auto layout = write_raw_disk((dir.path() / "disk.raw").string(), guid_from_seed("d"),
                                {{{guid(k_type_root_x86_64), guid_from_seed("r"), "root", 0}, (dir.path() / "fs.img").string()}});
   ASSERT_TRUE(layout) << layout.error().message;
   auto runner = make_process_runner();
   ASSERT_TRUE(convert_to_qcow2((dir.path() / "disk.raw").string(), (dir.path() / "a.qcow2").string(), *runner));
   ASSERT_TRUE(convert_to_qcow2((dir.path() / "disk.raw").string(), (dir.path() / "b.qcow2").string(), *runner));
-  EXPECT_EQ(file_sha(dir.path() / "a.qcow2"), file_sha(dir.path() / "b.qcow2"));
+  EXPECT_EQ(file_sha256(dir.path() / "a.qcow2"), file_sha256(dir.path() / "b.qcow2"));
   int status = 0;
-  const std::string cmp = capture("qemu-img compare -f raw -F qcow2 " + q(dir.path() / "disk.raw") + " " + q(dir.path() / "a.qcow2") + " 2>&1", &status);
+  const std::string cmp = capture("qemu-img compare -f raw -F qcow2 " + sh_quote(dir.path() / "disk.raw") + " " + sh_quote(dir.path() / "a.qcow2") + " 2>&1", &status);
   EXPECT_EQ(status, 0) << cmp;
-  const std::string info = capture("qemu-img info --output=json " + q(dir.path() / "a.qcow2"));
+  const std::string info = capture("qemu-img info --output=json " + sh_quote(dir.path() / "a.qcow2"));
   EXPECT_EQ(nlohmann::json::parse(info)["format"], "qcow2") << info;
 }
 
@@ -254,7 +246,7 @@ TEST(DiskTools, Qcow2HoldsTheRawDiskAndIsTheSameTwice) {
 // qemu user (107), with the disk's bytes; the same disk gives the same manifest digest.
 TEST(DiskTools, AContainerDiskHoldsTheDiskUnderDiskOwnedByQemu) {
   gpuenv::testing::TempDir dir("gpuenv-cdisk");
-  write(dir.path() / "d.qcow2", std::string(3u << 20, 'q') + "end");
+  write_tree_file(dir.path() / "d.qcow2", std::string(3u << 20, 'q') + "end");
   std::string first;
   for (const char* name : {"a", "b"}) {
     ContainerDiskRequest rq{(dir.path() / name).string(), (dir.path() / "d.qcow2").string(), "gpu-node.qcow2", 1700000000, "1", {{"dev.gpuenv.lock.sha256", "x"}}};
@@ -271,7 +263,7 @@ TEST(DiskTools, AContainerDiskHoldsTheDiskUnderDiskOwnedByQemu) {
   EXPECT_EQ(j["Labels"]["dev.gpuenv.lock.sha256"], "x");
   ASSERT_EQ(j["Layers"].size(), 1u);
   const std::string blob = (dir.path() / "a/blobs/sha256" / j["Layers"][0].get<std::string>().substr(7)).string();
-  const std::string listing = capture("TZ=UTC tar --numeric-owner -tvf " + q(blob));
+  const std::string listing = capture("TZ=UTC tar --numeric-owner -tvf " + sh_quote(blob));
   std::istringstream lines(listing);
   std::vector<std::string> rows;
   for (std::string line; std::getline(lines, line);) {
@@ -282,6 +274,6 @@ TEST(DiskTools, AContainerDiskHoldsTheDiskUnderDiskOwnedByQemu) {
   }
   EXPECT_EQ(rows, (std::vector<std::string>{"dr-xr-xr-x 107/107 0 2023-11-14 22:13 disk/", "-r--r----- 107/107 3145731 2023-11-14 22:13 disk/gpu-node.qcow2"}))
       << listing;
-  EXPECT_EQ(capture("tar -xOf " + q(blob) + " disk/gpu-node.qcow2 | sha256sum | cut -c1-64"), file_sha(dir.path() / "d.qcow2") + "\n");
+  EXPECT_EQ(capture("tar -xOf " + sh_quote(blob) + " disk/gpu-node.qcow2 | sha256sum | cut -c1-64"), file_sha256(dir.path() / "d.qcow2") + "\n");
   EXPECT_EQ(write_container_disk({(dir.path() / "c").string(), (dir.path() / "d.qcow2").string(), "../x", 0, "", {}}).error().id, "disk.path");
 }

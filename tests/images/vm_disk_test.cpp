@@ -14,6 +14,7 @@
 #include "base/digest.hpp"
 #include "base/process/command_runner.hpp"
 #include "fakes/shell.hpp"
+#include "fakes/files.hpp"
 #include "fakes/temp_dir.hpp"
 #include "images/disk/vm_disk.hpp"
 
@@ -21,32 +22,18 @@ namespace fs = std::filesystem;
 using namespace gpuenv;
 using namespace gpuenv::images::disk;
 using gpuenv::testing::capture;
+using gpuenv::testing::file_sha256;
+using gpuenv::testing::sh_quote;
+using gpuenv::testing::read_all;
+using gpuenv::testing::write_tree_file;
 
 namespace {
 
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
-
-void write(const fs::path& p, const std::string& text) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
-}
-
-std::string file_sha(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), {});
-  return sha256_hex(bytes);
-}
-
-std::string read(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {(std::istreambuf_iterator<char>(in)), {}};
-}
-
 /// A /boot with one kernel whose config says CONFIG.
 fs::path boot_with(const fs::path& root, const std::string& config, bool initrd = false) {
-  write(root / "boot/vmlinuz-6.1.0-1-test", "kernel");
-  write(root / "boot/config-6.1.0-1-test", config);
-  if (initrd) write(root / "boot/initrd.img-6.1.0-1-test", "initrd");
+  write_tree_file(root / "boot/vmlinuz-6.1.0-1-test", "kernel");
+  write_tree_file(root / "boot/config-6.1.0-1-test", config);
+  if (initrd) write_tree_file(root / "boot/initrd.img-6.1.0-1-test", "initrd");
   return root;
 }
 
@@ -75,9 +62,9 @@ TEST(VmKernel, AKernelWithoutInitramfsNeedsExt4AndADiskControllerBuiltIn) {
 
   EXPECT_EQ(find_kernel((dir.path() / "none").string()).error().id, "vm.kernel");
   boot_with(dir.path() / "two", "CONFIG_EXT4_FS=y\nCONFIG_BLK_DEV_NVME=y\n");
-  write(dir.path() / "two/boot/vmlinuz-6.1.0-2-test", "another");
+  write_tree_file(dir.path() / "two/boot/vmlinuz-6.1.0-2-test", "another");
   EXPECT_EQ(find_kernel((dir.path() / "two").string()).error().id, "vm.kernel");
-  write(dir.path() / "noconfig/boot/vmlinuz-6.1.0-1-test", "kernel");
+  write_tree_file(dir.path() / "noconfig/boot/vmlinuz-6.1.0-1-test", "kernel");
   EXPECT_EQ(find_kernel((dir.path() / "noconfig").string()).error().id, "vm.kernel");
 }
 
@@ -135,15 +122,15 @@ TEST(VmBoot, TheDiskBootsUnderOvmfAndIsTheSameBytesTwice) {
   gpuenv::testing::TempDir dir("gpuenv-vmboot");
   const fs::path root = dir.path() / "root";
   int status = 0;
-  capture("dpkg-deb -x " + q(deb) + " " + q(root) + " 2>&1", &status);
+  capture("dpkg-deb -x " + sh_quote(deb) + " " + sh_quote(root) + " 2>&1", &status);
   ASSERT_EQ(status, 0) << "dpkg-deb -x " << deb;
   fs::create_directories(root / "usr/lib/systemd/boot/efi");
   fs::copy_file("/usr/lib/systemd/boot/efi/systemd-bootx64.efi", root / "usr/lib/systemd/boot/efi/systemd-bootx64.efi");
-  write(dir.path() / "init.c", k_init_c);
+  write_tree_file(dir.path() / "init.c", k_init_c);
   fs::create_directories(root / "sbin");
   fs::create_directories(root / "dev");
   fs::create_directories(root / "proc");
-  const std::string cc = capture("cc -static -O2 -o " + q(root / "sbin/init") + " " + q(dir.path() / "init.c") + " 2>&1", &status);
+  const std::string cc = capture("cc -static -O2 -o " + sh_quote(root / "sbin/init") + " " + sh_quote(dir.path() / "init.c") + " 2>&1", &status);
   ASSERT_EQ(status, 0) << "a static init: " << cc;
 
   auto runner = make_process_runner();
@@ -177,8 +164,8 @@ TEST(VmBoot, TheDiskBootsUnderOvmfAndIsTheSameBytesTwice) {
   else ::unsetenv("TZ");
   ASSERT_TRUE(again) << again.error().message;
   ASSERT_TRUE(qcow) << qcow.error().message;
-  EXPECT_EQ(file_sha(dir.path() / "disk1.raw"), file_sha(dir.path() / "disk2.raw")) << "two builds of the same inputs differ";
-  const std::string cmp = capture("qemu-img compare -f raw -F qcow2 " + q(dir.path() / "disk1.raw") + " " + q(dir.path() / "disk.qcow2") + " 2>&1", &status);
+  EXPECT_EQ(file_sha256(dir.path() / "disk1.raw"), file_sha256(dir.path() / "disk2.raw")) << "two builds of the same inputs differ";
+  const std::string cmp = capture("qemu-img compare -f raw -F qcow2 " + sh_quote(dir.path() / "disk1.raw") + " " + sh_quote(dir.path() / "disk.qcow2") + " 2>&1", &status);
   EXPECT_EQ(status, 0) << cmp;
 
   // Boot it: UEFI firmware, systemd-boot from the removable-media path, the kernel, our init. NVMe, which the
@@ -187,12 +174,12 @@ TEST(VmBoot, TheDiskBootsUnderOvmfAndIsTheSameBytesTwice) {
   const fs::path console = dir.path() / "console.log";
   const std::string qemu = "timeout 300 qemu-system-x86_64 -machine q35,accel=tcg -m 512 -nographic -no-reboot -monitor none -display none"
                            " -drive if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd -drive if=pflash,format=raw,file=" +
-                           q(dir.path() / "vars.fd") + " -drive if=none,id=d0,format=raw,file=" + q(dir.path() / "disk1.raw") +
-                           " -device nvme,drive=d0,serial=gpuenv0 -serial file:" + q(console) + " 2>&1";
+                           sh_quote(dir.path() / "vars.fd") + " -drive if=none,id=d0,format=raw,file=" + sh_quote(dir.path() / "disk1.raw") +
+                           " -device nvme,drive=d0,serial=gpuenv0 -serial file:" + sh_quote(console) + " 2>&1";
   const auto b0 = std::chrono::steady_clock::now();
   const std::string qemu_out = capture(qemu, &status);
   const double boot_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
-  const std::string log = read(console);
+  const std::string log = read_all(console);
   EXPECT_EQ(status, 0) << "qemu did not power off by itself (124: timed out): " << qemu_out << "\n" << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
   EXPECT_NE(log.find("gpuenv-vm-test: init ran; cmdline: "), std::string::npos) << log.substr(log.size() > 3000 ? log.size() - 3000 : 0);
   EXPECT_NE(log.find("root=PARTUUID=" + disk->ids.root_partition.str() + " rootfstype=ext4 ro console=tty0 console=ttyS0,115200 panic=-1 gpuenv.test=1"),
