@@ -1,6 +1,7 @@
 #include "app/inspect.hpp"
 
 #include "app/base_image.hpp"
+#include "base/cache/work_dir.hpp"
 #include "base/net/http_client.hpp"
 
 namespace gpuenv::app {
@@ -27,6 +28,19 @@ images::RegistryAccess registry_access(bool plain_http, const Services& services
 }  // namespace
 
 Result<InspectResult> inspect(const InspectRequest& request, Services& services) {
+  if (images::disk::looks_like_disk(request.image)) {
+    if (!request.diff.empty())
+      return make_error(ErrorKind::usage, "inspect.disk_diff", "--diff compares OCI images, and " + request.image + " is a VM disk", "--diff",
+                        "inspect each disk on its own");
+    auto runner = services.make_runner ? services.make_runner() : nullptr;
+    if (!runner) return make_error(ErrorKind::internal, "cli.no_adapters", "no process runner configured", {}, "");
+    const std::string cache = cache_root(services);
+    GPUENV_TRY(work_dir, WorkDir::create(cache));
+    GPUENV_TRY(disk, images::disk::read_disk(request.image, work_dir->path(), *runner));
+    InspectResult out;
+    out.disk = std::move(disk);
+    return out;
+  }
   const images::RegistryAccess access = registry_access(request.plain_http, services);
   InspectResult out;
   GPUENV_TRY(image, images::read_image_summary(request.image, access));

@@ -107,6 +107,48 @@ void render_diff_text(const ImageSummary& a, const ImageSummary& b, const std::v
   }
 }
 
+/// A VM disk (docs/vm.md): `gpuenv-inspect-disk-v1`, or its partitions and packages as text.
+void render_disk(const images::disk::DiskSummary& d, bool all, bool json, std::ostream& out) {
+  if (json) {
+    ordered_json parts = ordered_json::array();
+    for (const auto& p : d.layout.partitions)
+      parts.push_back({{"name", p.name}, {"type", p.type.str()}, {"type_name", images::disk::partition_type_name(p.type)}, {"uuid", p.unique.str()},
+                       {"offset", p.offset()}, {"size", p.size()}});
+    ordered_json packages = ordered_json::array();
+    if (d.lock)
+      for (const auto& p : d.lock->packages) packages.push_back({{"name", p.name}, {"version", p.version}, {"kind", std::string(resolver::to_string(p.kind))}});
+    ordered_json j{{"schema", "gpuenv-inspect-disk-v1"}, {"path", d.path},           {"format", d.format},          {"file_size", d.file_size},
+                   {"allocated", d.allocated},         {"disk_size", d.disk_size}, {"disk_guid", d.layout.disk.str()}, {"partitions", parts},
+                   {"spec", d.lock ? ordered_json(d.lock->spec_name) : ordered_json(nullptr)},
+                   {"vm", d.lock && d.lock->vm ? ordered_json{{"kernel", d.lock->vm->kernel}, {"disk_size", d.lock->vm->disk_size}, {"cloud_init", d.lock->vm->cloud_init},
+                                                              {"cmdline", d.lock->vm->cmdline}}
+                                               : ordered_json(nullptr)},
+                   {"packages", packages},
+                   {"lock_problem", d.lock_problem.empty() ? ordered_json(nullptr) : ordered_json(d.lock_problem)}};
+    out << j.dump(2) << "\n";
+    return;
+  }
+  out << d.path << ": " << d.format << " disk, " << human(d.disk_size) << " (file " << human(d.file_size) << ", " << human(d.allocated) << " allocated)\n";
+  out << "  GPT " << d.layout.disk.str() << "\n";
+  for (const auto& p : d.layout.partitions)
+    out << "  partition " << std::left << std::setw(5) << p.name << std::right << std::setw(11) << human(p.size()) << "  " << images::disk::partition_type_name(p.type)
+        << "  " << p.unique.str() << "\n";
+  if (!d.lock) {
+    out << "  packages: unknown (" << d.lock_problem << ")\n";
+    return;
+  }
+  out << "  built from " << d.lock->spec_name << "'s lock (" << d.lock->base << (d.lock->vm ? ", kernel package " + d.lock->vm->kernel : std::string()) << "), "
+      << d.lock->packages.size() << " packages\n";
+  std::size_t shown = 0;
+  for (const auto& p : d.lock->packages) {
+    const bool kernel = p.name.rfind("linux-image-", 0) == 0;
+    if (!all && !kernel && shown >= 10) continue;
+    out << "    " << p.name << " " << p.version << "\n";
+    if (!kernel) ++shown;
+  }
+  if (!all && d.lock->packages.size() > shown + 2) out << "    ... (--all lists every package)\n";
+}
+
 }  // namespace
 
 int cmd_inspect(const InspectOptions& o, Context& ctx) {
@@ -116,6 +158,10 @@ int cmd_inspect(const InspectOptions& o, Context& ctx) {
   rq.plain_http = o.plain_http;
   auto r = app::inspect(rq, ctx);
   if (!r) return report_error(r.error(), o.json, ctx);
+  if (r->disk) {
+    render_disk(*r->disk, o.all, o.json, *ctx.out);
+    return k_exit_ok;
+  }
   if (!r->other) {
     if (o.json) {
       ordered_json j = to_json(r->image);

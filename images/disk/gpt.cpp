@@ -161,4 +161,70 @@ GptBytes gpt_bytes(const GptLayout& layout) {
   return out;
 }
 
+namespace {
+
+std::uint64_t get64(std::string_view b, std::size_t at) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+  return v;
+}
+std::uint32_t get32(std::string_view b, std::size_t at) {
+  std::uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[at + i]);
+  return v;
+}
+
+Guid guid_at(std::string_view b, std::size_t at) {
+  Guid g;
+  std::memcpy(g.bytes.data(), b.data() + at, 16);
+  const auto d = g.to_disk();  // the swap is its own inverse
+  g.bytes = d;
+  return g;
+}
+
+}  // namespace
+
+Result<GptLayout> read_gpt(std::string_view head, std::uint64_t disk_size) {
+  auto bad = [](const std::string& what) {
+    return make_error(ErrorKind::environment, "disk.gpt", what, "the disk's partition table", "the file is not a disk gpuenv can read (a GPT with 512-byte sectors)");
+  };
+  if (head.size() < (2 + k_entry_lbas) * k_sector || disk_size < (2 + 2 * k_entry_lbas + 1) * k_sector) return bad("the disk is too small for a GPT");
+  const std::string_view h = head.substr(k_sector, k_sector);
+  if (h.substr(0, 8) != "EFI PART") return bad("no GPT signature ('EFI PART') in LBA 1");
+  if (get32(h, 8) != 0x00010000 || get32(h, 12) != 92) return bad("a GPT header of another revision or size");
+  std::string copy(h.substr(0, 92));
+  std::memset(&copy[16], 0, 4);
+  if (crc(copy) != get32(h, 16)) return bad("the GPT header's CRC-32 does not match");
+  if (get64(h, 24) != 1 || get64(h, 72) != 2 || get32(h, 80) != k_entries || get32(h, 84) != k_entry_size)
+    return bad("a GPT header that places its entries elsewhere than LBA 2, or not 128 entries of 128 bytes");
+  const std::string_view e = head.substr(2 * k_sector, k_entries * k_entry_size);
+  if (crc(e) != get32(h, 88)) return bad("the GPT entries' CRC-32 does not match");
+  GptLayout out;
+  out.disk = guid_at(h, 56);
+  out.total_lbas = disk_size / k_sector;
+  if (get64(h, 32) != out.total_lbas - 1) return bad("the GPT header says the disk ends elsewhere (LBA " + std::to_string(get64(h, 32)) + ")");
+  for (std::uint32_t i = 0; i < k_entries; ++i) {
+    const std::size_t at = i * k_entry_size;
+    const Guid type = guid_at(e, at);
+    if (type == Guid{}) continue;
+    Partition p{type, guid_at(e, at + 16), "", get64(e, at + 32), get64(e, at + 40)};
+    if (p.first_lba < 2 + k_entry_lbas || p.last_lba < p.first_lba || p.last_lba >= out.total_lbas - 1 - k_entry_lbas)
+      return bad("partition " + std::to_string(i + 1) + " lies outside the disk's usable sectors");
+    for (std::size_t c = 0; c < k_max_name; ++c) {
+      const unsigned lo = static_cast<unsigned char>(e[at + 56 + 2 * c]), hi = static_cast<unsigned char>(e[at + 57 + 2 * c]);
+      if (lo == 0 && hi == 0) break;
+      p.name += (hi == 0 && lo >= 0x20 && lo < 0x7f) ? static_cast<char>(lo) : '?';
+    }
+    out.partitions.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::string partition_type_name(const Guid& type) {
+  if (type.str() == k_type_esp) return "EFI system partition";
+  if (type.str() == k_type_root_x86_64) return "Linux root (x86-64)";
+  if (type.str() == "0fc63daf-8483-4772-8e79-3d69d8477de4") return "Linux filesystem";
+  return type.str();
+}
+
 }  // namespace gpuenv::images::disk

@@ -70,4 +70,12 @@ struct GptBytes {
 };
 GptBytes gpt_bytes(const GptLayout& layout);
 
+/// Reads the primary table from HEAD (at least LBAs 0-33 of a disk of DISK_SIZE bytes): signature, revision,
+/// header and entries CRC-32, places inside the disk. Errors (`disk.gpt`): not a GPT, or a damaged one, saying
+/// which field.
+Result<GptLayout> read_gpt(std::string_view head, std::uint64_t disk_size);
+
+/// "EFI system partition", "Linux root (x86-64)", or the type GUID's text.
+std::string partition_type_name(const Guid& type);
+
 }  // namespace gpuenv::images::disk

@@ -16,6 +16,7 @@
 #include "fakes/temp_dir.hpp"
 #include "images/disk/container_disk.hpp"
 #include "images/disk/disk_image.hpp"
+#include "images/disk/disk_reader.hpp"
 #include "images/disk/filesystems.hpp"
 #include "images/disk/gpt.hpp"
 
@@ -71,6 +72,33 @@ TEST(Gpt, PlansAlignedPartitionsAndRefusesBadOnes) {
   EXPECT_EQ(plan_gpt(disk, {{guid(k_type_esp), disk, "r\xc3\xa9", 1}}).error().id, "disk.partition");
 }
 
+TEST(Gpt, ReadsBackWhatItWritesAndRefusesDamage) {
+  auto layout = plan_gpt(guid_from_seed("d"), {{guid(k_type_esp), guid_from_seed("e"), "esp", 64u << 20}, {guid(k_type_root_x86_64), guid_from_seed("r"), "root", 8u << 20}});
+  ASSERT_TRUE(layout);
+  const GptBytes bytes = gpt_bytes(*layout);
+  auto back = read_gpt(bytes.head, layout->size());
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->disk, layout->disk);
+  ASSERT_EQ(back->partitions.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back->partitions[i].type, layout->partitions[i].type);
+    EXPECT_EQ(back->partitions[i].unique, layout->partitions[i].unique);
+    EXPECT_EQ(back->partitions[i].name, layout->partitions[i].name);
+    EXPECT_EQ(back->partitions[i].first_lba, layout->partitions[i].first_lba);
+    EXPECT_EQ(back->partitions[i].last_lba, layout->partitions[i].last_lba);
+  }
+  EXPECT_EQ(partition_type_name(back->partitions[0].type), "EFI system partition");
+  std::string header = bytes.head;
+  header[512 + 40] ^= 1;  // first usable LBA: the header's CRC no longer matches
+  EXPECT_EQ(read_gpt(header, layout->size()).error().id, "disk.gpt");
+  std::string entry = bytes.head;
+  entry[1024 + 32] ^= 1;  // a partition's start: the entries' CRC no longer matches
+  EXPECT_NE(read_gpt(entry, layout->size()).error().message.find("entries' CRC-32"), std::string::npos);
+  EXPECT_NE(read_gpt(bytes.head, layout->size() + (1u << 20)).error().message.find("ends elsewhere"), std::string::npos);
+  EXPECT_EQ(read_gpt(std::string(34 * 512, '\0'), layout->size()).error().id, "disk.gpt");
+  EXPECT_EQ(read_gpt("short", layout->size()).error().id, "disk.gpt");
+}
+
 // util-linux's sfdisk reads the table back: types, GUIDs, names, places, and the backup header's checksums
 // (sfdisk --verify checks both tables).
 TEST(DiskTools, SfdiskReadsTheTableGpuenvWrites) {
@@ -121,6 +149,10 @@ TEST(DiskTools, SfdiskReadsTheTableGpuenvWrites) {
   ASSERT_EQ(::stat((dir.path() / "disk.raw").c_str(), &st), 0);
   EXPECT_LT(static_cast<std::uint64_t>(st.st_blocks) * 512, 2u << 20) << "the raw disk is not sparse";
   EXPECT_FALSE(fs::exists(dir.path() / "disk.raw.partial"));
+  EXPECT_TRUE(looks_like_disk((dir.path() / "disk.raw").string()));
+  EXPECT_FALSE(looks_like_disk((dir.path() / "a.img").string()));
+  EXPECT_FALSE(looks_like_disk(dir.path().string()));
+  EXPECT_FALSE(looks_like_disk((dir.path() / "missing").string()));
 }
 
 TEST(DiskTools, TheEspIsFat32ThatFsckAcceptsWithTheFilesAndTheSameBytesTwice) {

@@ -16,6 +16,7 @@
 #include "fakes/shell.hpp"
 #include "fakes/files.hpp"
 #include "fakes/temp_dir.hpp"
+#include "images/disk/disk_reader.hpp"
 #include "images/disk/vm_disk.hpp"
 
 namespace fs = std::filesystem;
@@ -165,6 +166,19 @@ TEST(VmBoot, TheDiskBootsUnderOvmfAndIsTheSameBytesTwice) {
   ASSERT_TRUE(again) << again.error().message;
   ASSERT_TRUE(qcow) << qcow.error().message;
   EXPECT_EQ(file_sha256(dir.path() / "disk1.raw"), file_sha256(dir.path() / "disk2.raw")) << "two builds of the same inputs differ";
+  // inspect's reader sees the same table in the raw disk and in the qcow2, and no lock (this root has none).
+  for (const char* file : {"disk1.raw", "disk.qcow2"}) {
+    fs::create_directories(dir.path() / "read");
+    auto summary = read_disk((dir.path() / file).string(), (dir.path() / "read").string(), *runner);
+    ASSERT_TRUE(summary) << file << ": " << summary.error().message;
+    EXPECT_EQ(summary->format, std::string(file).find("qcow2") != std::string::npos ? "qcow2" : "raw");
+    EXPECT_EQ(summary->disk_size, disk->raw_size);
+    ASSERT_EQ(summary->layout.partitions.size(), 2u);
+    EXPECT_EQ(summary->layout.partitions[1].unique, disk->ids.root_partition);
+    EXPECT_FALSE(summary->lock);
+    EXPECT_NE(summary->lock_problem.find("no /usr/share/gpuenv/gpuenv.lock"), std::string::npos) << summary->lock_problem;
+    fs::remove_all(dir.path() / "read");
+  }
   const std::string cmp = capture("qemu-img compare -f raw -F qcow2 " + sh_quote(dir.path() / "disk1.raw") + " " + sh_quote(dir.path() / "disk.qcow2") + " 2>&1", &status);
   EXPECT_EQ(status, 0) << cmp;
 

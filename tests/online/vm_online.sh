@@ -27,6 +27,17 @@ a=$(sha256sum < "$out/a/disk.raw"); b=$(sha256sum < "$out/elsewhere/b.raw")
 [ "$a" = "$b" ] || { echo "FAIL: two builds of one lock differ"; exit 1; }
 "$gpuenv" build "$out/vm.lock" --format qcow2 -o "$out/disk.qcow2" >/dev/null
 qemu-img compare -q -f raw -F qcow2 "$out/a/disk.raw" "$out/disk.qcow2" || { echo "FAIL: the qcow2 holds another disk"; exit 1; }
+# inspect reads the disk back: its partitions and the lock inside its root, with the kernel the lock pinned.
+"$gpuenv" inspect "$out/disk.qcow2" --json > "$out/inspect.json"
+python3 - "$out/inspect.json" "$out/vm.lock" <<'PY'
+import json, re, sys
+j = json.load(open(sys.argv[1]))
+kernel = re.search(r'name: "(linux-image-[0-9.]+-[0-9]+-cloud-amd64)"', open(sys.argv[2]).read()).group(1)
+assert j["schema"] == "gpuenv-inspect-disk-v1" and j["format"] == "qcow2", j
+assert [p["name"] for p in j["partitions"]] == ["esp", "root"], j["partitions"]
+assert kernel in [p["name"] for p in j["packages"]], (kernel, len(j["packages"]))
+assert j["vm"]["kernel"] == "linux-image-cloud-amd64" and j["spec"] == "gpu-node", j
+PY
 raw_size=$(stat -c %s "$out/a/disk.raw"); raw_alloc=$(( $(stat -c %b "$out/a/disk.raw") * 512 )); qcow_size=$(stat -c %s "$out/disk.qcow2")
 
 cp --sparse=always "$out/a/disk.raw" "$out/boot.raw"  # booting writes to the disk

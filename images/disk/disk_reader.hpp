@@ -1,0 +1,35 @@
+#pragma once
+// What a VM disk gpuenv built holds (`gpuenv inspect DISK`, docs/vm.md): its format and sizes, its partitions
+// (the GPT read back and checked), and the lock inside its root (/usr/share/gpuenv/gpuenv.lock, read from the
+// ext4 partition with debugfs, nothing mounted), so its packages, kernel and spec are known without booting it.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "base/error.hpp"
+#include "base/process/command_runner.hpp"
+#include "images/disk/gpt.hpp"
+#include "resolver/lockfile.hpp"
+
+namespace gpuenv::images::disk {
+
+/// Whether PATH is a regular file that starts like a qcow2 (its magic) or a raw disk with a GPT ("EFI PART" in
+/// LBA 1); the rest of inspect's inputs are images.
+bool looks_like_disk(const std::string& path);
+
+struct DiskSummary {
+  std::string path;
+  std::string format;                ///< raw | qcow2
+  std::uint64_t file_size = 0;       ///< bytes of the file
+  std::uint64_t allocated = 0;       ///< bytes it occupies (sparse raw, qcow2)
+  std::uint64_t disk_size = 0;       ///< the disk's own size (a qcow2's virtual size)
+  GptLayout layout;
+  std::optional<resolver::Lock> lock;  ///< the lock gpuenv wrote into the root, when there is one
+  std::string lock_problem;            ///< why it could not be read, when it could not
+};
+
+/// Reads DISK (a qcow2 is first converted to a sparse raw file in WORK_DIR). Errors: `disk.gpt` (not a GPT disk or
+/// a damaged one), `disk.io`, `disk.qcow2` (qemu-img failed), `process.not_found`.
+Result<DiskSummary> read_disk(const std::string& path, const std::string& work_dir, CommandRunner& runner);
+
+}  // namespace gpuenv::images::disk
