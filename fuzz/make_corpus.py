@@ -360,6 +360,32 @@ def main():
                                                         "sha256": hashlib.sha256(rim.encode()).hexdigest(), "rim_format": "TCG"}).encode())
     write("attest", "policy", b"\x07" + b"version: 1\nclaims:\n  fwid: required\n  driver_rim: ignored\nallow_mismatch: [7, 9]\n")
 
+    disk()
+
+
+def disk():
+    """disk_fuzz: the disk's size (8 bytes, little-endian), then a valid GPT's first 34 sectors (an ESP and a root),
+    with its CRCs, so that the fuzzer starts past the checksum checks."""
+    import struct
+    import uuid
+    import zlib
+    total = 68 * 2048  # 68 MiB in sectors
+    def guid(text):
+        return uuid.UUID(text).bytes_le
+    entries = bytearray(128 * 128)
+    parts = [("c12a7328-f81f-11d2-ba4b-00a0c93ec93b", "11111111-2222-4333-8444-555555555555", 2048, 2048 + 32 * 2048 - 1, "esp"),
+             ("4f68bce3-e8cd-4db1-96e7-fbcaf984b709", "66666666-7777-4888-9999-aaaaaaaaaaaa", 34 * 2048, 67 * 2048 - 1, "root")]
+    for i, (t, u, first, last, name) in enumerate(parts):
+        struct.pack_into("<16s16sQQQ72s", entries, i * 128, guid(t), guid(u), first, last, 0, name.encode("utf-16-le"))
+    header = bytearray(512)
+    struct.pack_into("<8sIIIIQQQQ16sQIII", header, 0, b"EFI PART", 0x10000, 92, 0, 0, 1, total - 1, 34, total - 34,
+                     guid("0a0b0c0d-1111-4222-8333-444455556666"), 2, 128, 128, zlib.crc32(bytes(entries)))
+    struct.pack_into("<I", header, 16, zlib.crc32(bytes(header[:92])))
+    mbr = bytearray(512)
+    mbr[446:462] = bytes([0, 0, 2, 0, 0xEE, 0xFF, 0xFF, 0xFF]) + struct.pack("<II", 1, total - 1)
+    mbr[510:512] = b"\x55\xaa"
+    write("disk", "gpt", struct.pack("<Q", total * 512) + bytes(mbr) + bytes(header) + bytes(entries))
+
 
 if __name__ == "__main__":
     main()
