@@ -138,7 +138,7 @@ Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::
   const images::disk::DiskIds ids = images::disk::disk_ids(out.lock_sha256);
   images::BuildRequest a = assembly_request(rq, l, work_dir->path(), epoch, *network, *store, cache, services);
   a.add_files = [&](const std::string& root) {
-    images::disk::VmRootInputs in{ids, l.lock.spec_name, "/proc/self/exe", std::string(recipes::preflight_unit())};
+    images::disk::VmRootInputs in{ids, l.lock.spec_name, "/proc/self/exe", std::string(recipes::preflight_unit()), l.lock.vm->cloud_init};
     return images::disk::add_vm_files(root, in, *runner);
   };
   auto tree = images::assemble_root(a);

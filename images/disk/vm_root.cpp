@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include "base/archive/safe_extract.hpp"
 #include "base/file_io.hpp"
@@ -41,6 +42,42 @@ Status enable(const std::string& root, const std::string& unit, const std::strin
   return symlink_beneath(root, "etc/systemd/system/" + target + ".wants/" + unit, unit_path);
 }
 
+/// Enables a unit a package installed the way its postinst's `deb-systemd-helper enable` would: by the unit's own
+/// [Install] section (WantedBy=, RequiredBy=, Alias=, Also=), read from /lib/systemd/system in the tree. Errors:
+/// `vm.unit` (no such unit in the tree).
+Status enable_packaged(const std::string& root, const std::string& unit, int depth = 0) {
+  const std::string path = "lib/systemd/system/" + unit;
+  auto text = read_file_beneath(root, path, 1u << 20);
+  if (!text)
+    return make_error(ErrorKind::spec, "vm.unit", "the image has no " + unit + " (/" + path + ")", "vm", "the package that ships it is missing from the lock");
+  bool install = false;
+  std::size_t start = 0;
+  while (start < text->size()) {
+    std::size_t end = text->find('\n', start);
+    if (end == std::string::npos) end = text->size();
+    std::string line = text->substr(start, end - start);
+    start = end + 1;
+    if (!line.empty() && line[0] == '[') install = line == "[Install]";
+    if (!install) continue;
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = line.substr(0, eq);
+    std::istringstream values(line.substr(eq + 1));
+    for (std::string v; values >> v;) {
+      if (key == "WantedBy") GPUENV_CHECK(symlink_beneath(root, "etc/systemd/system/" + v + ".wants/" + unit, "/" + path));
+      else if (key == "RequiredBy") GPUENV_CHECK(symlink_beneath(root, "etc/systemd/system/" + v + ".requires/" + unit, "/" + path));
+      else if (key == "Alias") GPUENV_CHECK(symlink_beneath(root, "etc/systemd/system/" + v, "/" + path));
+      else if (key == "Also" && depth < 4) GPUENV_CHECK(enable_packaged(root, v, depth + 1));
+    }
+  }
+  return ok_status();
+}
+
+/// What cloud-init's postinst enables (Debian 12's cloud-init 22.4: dh_systemd_enable for these units, each
+/// WantedBy=cloud-init.target); its generator pulls cloud-init.target in at boot when a datasource is found.
+const char* const k_cloud_init_units[] = {"cloud-init-local.service", "cloud-init.service", "cloud-config.service", "cloud-final.service",
+                                          "cloud-init-hotplugd.socket"};
+
 constexpr const char* k_network = R"(# gpuenv's VM network (docs/vm.md): DHCP on every Ethernet interface.
 [Match]
 Name=en* eth*
@@ -64,14 +101,15 @@ std::string console_unit() {
 # machine then powers off (boot tests, CI).
 [Unit]
 Description=gpuenv boot pre-flight verdict on the console
-After=gpuenv-preflight.service
+# After cloud-init too, where it runs: the line names the host cloud-init named.
+After=gpuenv-preflight.service cloud-final.service
 
 [Service]
 Type=oneshot
 StandardOutput=tty
 StandardError=tty
 TTYPath=/dev/console
-ExecStart=/bin/sh -c 'echo "gpuenv-preflight: $$(/usr/bin/gpuenv status --status-file /run/gpuenv/status.json 2>&1 | head -n 1)"'
+ExecStart=/bin/sh -c 'echo "gpuenv-preflight ($$(cat /proc/sys/kernel/hostname)): $$(/usr/bin/gpuenv status --status-file /run/gpuenv/status.json 2>&1 | head -n 1)"'
 ExecStartPost=/bin/sh -c 'if grep -qw gpuenv.poweroff /proc/cmdline; then systemctl --no-block start poweroff.target; fi'
 
 [Install]
@@ -90,8 +128,9 @@ Status add_vm_files(const std::string& root, const VmRootInputs& in, CommandRunn
   fs::create_directories(fs::path(root) / "boot/efi", ec);
 
   GPUENV_CHECK(write(root, "etc/systemd/network/80-gpuenv-dhcp.network", k_network));
-  GPUENV_CHECK(enable(root, "systemd-networkd.service", "/lib/systemd/system/systemd-networkd.service", "multi-user.target"));
-  GPUENV_CHECK(enable(root, "systemd-networkd.socket", "/lib/systemd/system/systemd-networkd.socket", "sockets.target"));
+  GPUENV_CHECK(enable_packaged(root, "systemd-networkd.service"));  // Also= its socket
+  if (in.cloud_init)
+    for (const char* unit : k_cloud_init_units) GPUENV_CHECK(enable_packaged(root, unit));
 
   auto binary = read_file_limited(in.gpuenv_binary, std::size_t{512} << 20);
   if (!binary) return binary.error();

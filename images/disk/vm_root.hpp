@@ -5,9 +5,10 @@
 // - /etc/fstab (the root by the file system UUID the disk will have, the ESP at /boot/efi), /etc/hostname,
 //   /etc/hosts when no package wrote one, an empty /etc/machine-id (systemd's first boot makes one per machine);
 // - networking: systemd-networkd with DHCP on every Ethernet interface, enabled;
+// - cloud-init's units, when asked, enabled as its postinst would (each unit's [Install] section);
 // - gpuenv itself (/usr/bin/gpuenv) and its boot pre-flight unit (recipes/systemd/gpuenv-preflight.service),
 //   enabled, with a drop-in that lets it run without an NVIDIA driver (it then records could_not_run);
-// - gpuenv-console.service: the verdict on the console, one line `gpuenv-preflight: <state>: <reason>`; with
+// - gpuenv-console.service: the verdict on the console, one line `gpuenv-preflight (<hostname>): <state>: <reason>`; with
 //   `gpuenv.poweroff` on the kernel command line it then powers the machine off (boot tests, CI);
 // - the kernel's module dependency files (depmod -b ROOT VERSION: what the kernel package's postinst would run).
 #include <string>
@@ -23,6 +24,7 @@ struct VmRootInputs {
   std::string hostname;        ///< the image's name
   std::string gpuenv_binary;   ///< copied to /usr/bin/gpuenv
   std::string preflight_unit;  ///< the unit's text
+  bool cloud_init = false;     ///< enable cloud-init's units (the lock pinned cloud-init)
 };
 
 /// The unit that puts the verdict on the console.

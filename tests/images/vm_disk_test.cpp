@@ -18,6 +18,7 @@
 #include "fakes/temp_dir.hpp"
 #include "images/disk/disk_reader.hpp"
 #include "images/disk/vm_disk.hpp"
+#include "images/disk/vm_root.hpp"
 
 namespace fs = std::filesystem;
 using namespace gpuenv;
@@ -78,6 +79,49 @@ TEST(VmKernel, FstabNamesTheRootAndEspTheDiskWillHave) {
   const std::string tab = fstab(a);
   EXPECT_NE(tab.find("UUID=" + a.root_fs.str() + " / ext4 "), std::string::npos) << tab;
   EXPECT_NE(tab.find(" /boot/efi vfat umask=0077,nofail "), std::string::npos) << tab;
+}
+
+// What a VM's root gets besides its packages, on a made-up tree: the files, and units enabled the way their packages'
+// postinsts would (by each unit's [Install] section), cloud-init's only when asked; depmod is the host's.
+TEST(VmRoot, AddsTheFilesAndEnablesUnitsAsTheirPackagesWould) {
+  gpuenv::testing::TempDir dir("gpuenv-vmroot");
+  const fs::path root = boot_with(dir.path() / "root", "CONFIG_EXT4_FS=y\nCONFIG_BLK_DEV_NVME=y\n");
+  fs::create_directories(root / "lib/modules/6.1.0-1-test/kernel");
+  write_tree_file(root / "lib/systemd/system/systemd-networkd.service",
+                  "[Unit]\nDescription=n\n[Install]\nWantedBy=multi-user.target\nAlso=systemd-networkd.socket\nAlias=dbus-org.freedesktop.network1.service\n");
+  write_tree_file(root / "lib/systemd/system/systemd-networkd.socket", "[Socket]\n[Install]\nWantedBy=sockets.target\n");
+  auto runner = make_process_runner();
+  VmRootInputs in{disk_ids("seed"), "gpu-node", "/bin/true", "[Unit]\nDescription=pre-flight\n", false};
+  auto st = add_vm_files(root.string(), in, *runner);
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_EQ(read_all(root / "etc/hostname"), "gpu-node\n");
+  EXPECT_EQ(read_all(root / "etc/fstab"), fstab(in.ids));
+  EXPECT_TRUE(fs::exists(root / "etc/machine-id") && fs::file_size(root / "etc/machine-id") == 0);
+  EXPECT_EQ(read_all(root / "usr/bin/gpuenv"), read_all("/bin/true"));
+  EXPECT_NE(read_all(root / "etc/systemd/system/gpuenv-preflight.service.d/10-vm.conf").find("ConditionPathExists=\n"), std::string::npos);
+  EXPECT_NE(read_all(root / "etc/systemd/system/gpuenv-console.service").find("gpuenv.poweroff"), std::string::npos);
+  EXPECT_TRUE(fs::exists(root / "lib/modules/6.1.0-1-test/modules.dep"));
+  const std::pair<const char*, const char*> links[] = {
+      {"etc/systemd/system/multi-user.target.wants/systemd-networkd.service", "/lib/systemd/system/systemd-networkd.service"},
+      {"etc/systemd/system/sockets.target.wants/systemd-networkd.socket", "/lib/systemd/system/systemd-networkd.socket"},
+      {"etc/systemd/system/dbus-org.freedesktop.network1.service", "/lib/systemd/system/systemd-networkd.service"},
+      {"etc/systemd/system/multi-user.target.wants/gpuenv-preflight.service", "/etc/systemd/system/gpuenv-preflight.service"},
+      {"etc/systemd/system/multi-user.target.wants/gpuenv-console.service", "/etc/systemd/system/gpuenv-console.service"}};
+  for (const auto& [link, target] : links) {
+    std::error_code ec;
+    EXPECT_EQ(fs::read_symlink(root / link, ec).string(), target) << link;
+  }
+  EXPECT_FALSE(fs::exists(root / "etc/systemd/system/cloud-init.target.wants"));
+  // cloud-init asked for, but its units are not in the tree: the lock was not made for it.
+  in.cloud_init = true;
+  auto missing = add_vm_files(root.string(), in, *runner);
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().id, "vm.unit");
+  for (const char* unit : {"cloud-init-local.service", "cloud-init.service", "cloud-config.service", "cloud-final.service", "cloud-init-hotplugd.socket"})
+    write_tree_file(root / "lib/systemd/system" / unit, "[Install]\nWantedBy=cloud-init.target\n");
+  ASSERT_TRUE(add_vm_files(root.string(), in, *runner));
+  std::error_code ec;
+  EXPECT_EQ(fs::read_symlink(root / "etc/systemd/system/cloud-init.target.wants/cloud-final.service", ec).string(), "/lib/systemd/system/cloud-final.service");
 }
 
 namespace {

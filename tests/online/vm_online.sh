@@ -49,10 +49,10 @@ timeout 300 qemu-system-x86_64 -machine q35,accel=tcg -m 1024 -nographic -no-reb
   -drive "if=none,id=d0,format=raw,file=$out/boot.raw" -device nvme,drive=d0,serial=gpuenv0 \
   -serial "file:$out/console.log" >"$out/qemu.log" 2>&1 || rc=$?
 boot_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-if [ "$rc" -ne 0 ] || ! grep -aq '^gpuenv-preflight: could_not_run: ' "$out/console.log" || ! grep -aq 'reboot: Power down' "$out/console.log"; then
+if [ "$rc" -ne 0 ] || ! grep -aq '^gpuenv-preflight (gpu-node): could_not_run: ' "$out/console.log" || ! grep -aq 'reboot: Power down' "$out/console.log"; then
   echo "FAIL: the VM did not report could_not_run and power off (qemu exit $rc):"; tail -40 "$out/console.log"; exit 1
 fi
-grep -a '^gpuenv-preflight: ' "$out/console.log"
+grep -a '^gpuenv-preflight ' "$out/console.log"
 
 # Pushed as a KubeVirt containerDisk to a registry on 127.0.0.1 (Debian's docker-registry): one layer holding
 # disk/gpu-node.qcow2, owned 107:107, with the disk's bytes.
