@@ -162,7 +162,7 @@ class CliMark : public ::testing::Test {
   }
 
   static inline DockerRegistry* s_registry = nullptr;
-  gpuenv::testing::TempDir m_dir;
+  gpuenv::testing::RegistryTempDir m_dir;
 };
 
 // ---- a layout ----

@@ -94,7 +94,7 @@ class CliPush : public ::testing::Test {
   }
 
   static inline DockerRegistry* s_registry = nullptr;
-  gpuenv::testing::TempDir m_dir;
+  gpuenv::testing::RegistryTempDir m_dir;
 };
 
 TEST_F(CliPush, CredentialsFromTheEnvironmentAndTheCaFromTheOption) {

@@ -27,18 +27,20 @@
 namespace gpuenv::testing {
 
 /// A fresh directory under the system temporary directory, removed with everything in it when this goes out of scope.
-class TempDir {
+/// (Not fakes/temp_dir.hpp's TempDir: one test binary links both, and one name with two definitions is an ODR
+/// violation that AddressSanitizer saw as a leak.)
+class RegistryTempDir {
  public:
-  TempDir() {
+  RegistryTempDir() {
     std::string tmpl = (std::filesystem::temp_directory_path() / "gpuenv-registry-XXXXXX").string();
     m_path = ::mkdtemp(tmpl.data()) ? tmpl : std::string();
   }
-  ~TempDir() {
+  ~RegistryTempDir() {
     std::error_code ec;
     if (!m_path.empty()) std::filesystem::remove_all(m_path, ec);
   }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
+  RegistryTempDir(const RegistryTempDir&) = delete;
+  RegistryTempDir& operator=(const RegistryTempDir&) = delete;
   /// The directory; empty when it could not be made.
   [[nodiscard]] const std::string& path() const { return m_path; }
   /// The path of `name` inside the directory.
@@ -206,7 +208,7 @@ class DockerRegistry {
   [[nodiscard]] std::string cert_dir() const { return m_dir / "certs"; }
 
  private:
-  TempDir m_dir;
+  RegistryTempDir m_dir;
   Child m_child;
   int m_port = 0;
   std::string m_skip;

@@ -28,7 +28,7 @@ using testing::free_port;
 using testing::have;
 using testing::read_file;
 using testing::run;
-using testing::TempDir;
+using testing::RegistryTempDir;
 using testing::write_file;
 
 /// tests/images/registry_fake.py in a mode.
@@ -57,7 +57,7 @@ class FakeRegistry {
   }
 
  private:
-  TempDir m_dir;
+  RegistryTempDir m_dir;
   Child m_child;
   int m_port = 0;
 };
@@ -282,7 +282,7 @@ TEST(RedactUrl, DropsUserInfoAndQuery) {
 // ---- HttpClient against tests/fakes/fault_server.py ----
 
 TEST(CurlHttpClient, RetriesServerErrorsForIdempotentRequests) {
-  TempDir dir;
+  RegistryTempDir dir;
   write_file(dir / "doc", "hello");
   testing::LoopbackServer server(dir.path());
   ASSERT_NE(server.port(), 0);
@@ -311,7 +311,7 @@ TEST(CurlHttpClient, RetriesServerErrorsForIdempotentRequests) {
 }
 
 TEST(CurlHttpClient, HonoursRetryAfterOn429) {
-  TempDir dir;
+  RegistryTempDir dir;
   write_file(dir / "doc", "x");
   testing::LoopbackServer server(dir.path());
   auto http = make_curl_http_client(quick_http());
@@ -325,7 +325,7 @@ TEST(CurlHttpClient, HonoursRetryAfterOn429) {
 }
 
 TEST(CurlHttpClient, BoundsTheBodyAndStreamsDownloadsToAFile) {
-  TempDir dir;
+  RegistryTempDir dir;
   const std::string data = pattern_bytes(100000, 3);
   write_file(dir / "blob", data);
   testing::LoopbackServer server(dir.path());
@@ -378,7 +378,7 @@ class PlainRegistry : public ::testing::Test {
 DockerRegistry* PlainRegistry::s_registry = nullptr;
 
 TEST_F(PlainRegistry, PushedImageIsWhatSkopeoSeesAndPullsBackIdentically) {
-  TempDir src, dst;
+  RegistryTempDir src, dst;
   const TestImage img = make_image(src.path());
   RegistryClient client(*m_http, m_options);
   const auto target = parse_ref(s_registry->host() + "/gpuenv/push-pull:v1");
@@ -409,7 +409,7 @@ TEST_F(PlainRegistry, PushedImageIsWhatSkopeoSeesAndPullsBackIdentically) {
 }
 
 TEST_F(PlainRegistry, PushingAgainSkipsEveryBlob) {
-  TempDir src;
+  RegistryTempDir src;
   make_image(src.path(), {1000, 2000}, 2);
   RegistryClient client(*m_http, m_options);
   const auto target = parse_ref(s_registry->host() + "/gpuenv/repush:v1");
@@ -423,7 +423,7 @@ TEST_F(PlainRegistry, PushingAgainSkipsEveryBlob) {
 }
 
 TEST_F(PlainRegistry, LargeBlobsGoUpInChunks) {
-  TempDir src, dst;
+  RegistryTempDir src, dst;
   const TestImage img = make_image(src.path(), {10000, 500}, 3);
   m_options.chunk_threshold = 1000;
   m_options.chunk_size = 4096;
@@ -439,7 +439,7 @@ TEST_F(PlainRegistry, LargeBlobsGoUpInChunks) {
 }
 
 TEST_F(PlainRegistry, BlobsAreMountedFromAnotherRepository) {
-  TempDir src;
+  RegistryTempDir src;
   make_image(src.path(), {1500, 2500}, 4);
   RegistryClient client(*m_http, m_options);
   ASSERT_TRUE(client.push(src.path(), parse_ref(s_registry->host() + "/gpuenv/mount-source:v1")).ok());
@@ -453,7 +453,7 @@ TEST_F(PlainRegistry, BlobsAreMountedFromAnotherRepository) {
 }
 
 TEST_F(PlainRegistry, PullsByDigestAndChoosesThePlatformFromAnIndex) {
-  TempDir src, dst;
+  RegistryTempDir src, dst;
   // Two single-platform images in one layout, and an index naming both, pushed under one tag.
   const TestImage amd = make_image(src.path(), {800}, 5, "amd64", false);
   const TestImage arm = make_image(src.path(), {900}, 6, "arm64", false);
@@ -492,7 +492,7 @@ TEST_F(PlainRegistry, PullsByDigestAndChoosesThePlatformFromAnIndex) {
 }
 
 TEST_F(PlainRegistry, FetchesTheManifestAndConfigAndChoosesThePlatformFromAnIndex) {
-  TempDir src;
+  RegistryTempDir src;
   const TestImage img = make_image(src.path(), {1200, 1300}, 21);
   RegistryClient client(*m_http, m_options);
   const auto target = parse_ref(s_registry->host() + "/gpuenv/fetch-mc:v1");
@@ -507,7 +507,7 @@ TEST_F(PlainRegistry, FetchesTheManifestAndConfigAndChoosesThePlatformFromAnInde
   EXPECT_EQ(got->config, read_file(src / ("blobs/sha256/" + img.blobs[0].digest.hex())));
 
   // An index pushed under a tag: the linux/amd64 image's manifest and config come back, with the index digest.
-  TempDir multi;
+  RegistryTempDir multi;
   const TestImage amd = make_image(multi.path(), {300}, 22, "amd64", false);
   const TestImage arm = make_image(multi.path(), {400}, 23, "arm64", false);
   auto layout = OciLayout::open(multi.path());
@@ -534,7 +534,7 @@ TEST_F(PlainRegistry, FetchesTheManifestAndConfigAndChoosesThePlatformFromAnInde
 }
 
 TEST_F(PlainRegistry, MissingTagIsNotFoundWithTheRegistrysErrorCode) {
-  TempDir dst;
+  RegistryTempDir dst;
   RegistryClient client(*m_http, m_options);
   const auto r = client.pull(parse_ref(s_registry->host() + "/gpuenv/nothing-here:v9"), dst / "l");
   ASSERT_FALSE(r.ok());
@@ -544,7 +544,7 @@ TEST_F(PlainRegistry, MissingTagIsNotFoundWithTheRegistrysErrorCode) {
 }
 
 TEST_F(PlainRegistry, PushNeedsAChoiceWhenTheLayoutHoldsSeveralImages) {
-  TempDir src;
+  RegistryTempDir src;
   const TestImage a = make_image(src.path(), {100}, 8, "amd64", false);
   Descriptor b = make_image(src.path(), {200}, 9, "amd64", false).manifest;
   b.annotations["org.opencontainers.image.ref.name"] = "v2";
@@ -561,7 +561,7 @@ TEST_F(PlainRegistry, PushNeedsAChoiceWhenTheLayoutHoldsSeveralImages) {
 TEST(BasicAuthRegistry, PushesWithCredentialsAndRefusesWithoutOrWithWrongOnes) {
   DockerRegistry registry(DockerRegistry::Setup::basic);
   if (!registry.skip_reason().empty()) GTEST_SKIP() << registry.skip_reason();
-  TempDir src, dst;
+  RegistryTempDir src, dst;
   const TestImage img = make_image(src.path(), {1200, 3400}, 10);
   auto http = make_curl_http_client(quick_http());
   const auto target = parse_ref(registry.host() + "/gpuenv/auth:v1");
@@ -597,7 +597,7 @@ TEST(BasicAuthRegistry, PushesWithCredentialsAndRefusesWithoutOrWithWrongOnes) {
 TEST(TlsRegistry, VerifiesTheServerAgainstTheGivenCa) {
   DockerRegistry registry(DockerRegistry::Setup::tls);
   if (!registry.skip_reason().empty()) GTEST_SKIP() << registry.skip_reason();
-  TempDir src, dst;
+  RegistryTempDir src, dst;
   const TestImage img = make_image(src.path(), {2222, 4444}, 11);
   const auto target = parse_ref(registry.host() + "/gpuenv/tls:v1");
 
@@ -623,7 +623,7 @@ TEST(TlsRegistry, VerifiesTheServerAgainstTheGivenCa) {
 TEST(FakeRegistry, BearerTokensAreFetchedOnceAndReused) {
   FakeRegistry fake("bearer");
   ASSERT_NE(fake.port(), 0);
-  TempDir src, dst;
+  RegistryTempDir src, dst;
   const TestImage img = make_image(src.path(), {700, 900}, 12);
   auto http = make_curl_http_client(quick_http());
   RegistryOptions o;
@@ -649,7 +649,7 @@ TEST(FakeRegistry, BearerTokensAreFetchedOnceAndReused) {
 TEST(FakeRegistry, TokenServiceCredentialsAreRequiredAndNeverShown) {
   FakeRegistry fake("bearer", "robot:t0ken-pw");
   ASSERT_NE(fake.port(), 0);
-  TempDir src;
+  RegistryTempDir src;
   make_image(src.path(), {100}, 13);
   auto http = make_curl_http_client(quick_http());
   RegistryOptions o;
@@ -671,7 +671,7 @@ TEST(FakeRegistry, TokenServiceCredentialsAreRequiredAndNeverShown) {
 /// Pushes a test image to a fake in `mode` (the fake stores what it gets faithfully) and pulls it back.
 Result<PullStats> push_then_pull(const std::string& mode, const std::string& dst) {
   FakeRegistry fake(mode);
-  TempDir src;
+  RegistryTempDir src;
   make_image(src.path(), {4000, 6000}, 14);
   auto http = make_curl_http_client(quick_http());
   RegistryOptions o;
@@ -687,7 +687,7 @@ TEST(FakeRegistry, FetchingManifestAndConfigDownloadsNoLayerAndVerifiesTheConfig
   for (const std::string mode : {"plain", "alter", "short"}) {
     FakeRegistry fake(mode);
     ASSERT_NE(fake.port(), 0);
-    TempDir src;
+    RegistryTempDir src;
     const TestImage img = make_image(src.path(), {4000, 6000}, 15);
     auto http = make_curl_http_client(quick_http());
     RegistryOptions o;
@@ -712,7 +712,7 @@ TEST(FakeRegistry, FetchingManifestAndConfigDownloadsNoLayerAndVerifiesTheConfig
 }
 
 TEST(FakeRegistry, AlteredBlobIsADigestMismatchAndLeavesNothing) {
-  TempDir dst;
+  RegistryTempDir dst;
   const auto r = push_then_pull("alter", dst / "l");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().id, "registry.digest_mismatch") << r.error().to_string();
@@ -722,7 +722,7 @@ TEST(FakeRegistry, AlteredBlobIsADigestMismatchAndLeavesNothing) {
 }
 
 TEST(FakeRegistry, ShortBlobIsTruncated) {
-  TempDir dst;
+  RegistryTempDir dst;
   const auto r = push_then_pull("short", dst / "l");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().id, "registry.truncated") << r.error().to_string();
@@ -740,7 +740,7 @@ TEST(FakeRegistry, UnknownManifestMediaTypeIsAClearError) {
   ASSERT_EQ(http->send(put)->status, 201);
   RegistryOptions o;
   o.plain_http = true;
-  TempDir dst;
+  RegistryTempDir dst;
   const auto r = RegistryClient(*http, o).pull(parse_ref(fake.host() + "/team/odd:v1"), dst / "l");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().id, "registry.media_type");
@@ -758,7 +758,7 @@ TEST(FakeRegistry, ManifestNotMatchingThePulledDigestIsRefused) {
   ASSERT_EQ(http->send(put)->status, 201);
   RegistryOptions o;
   o.plain_http = true;
-  TempDir dst;
+  RegistryTempDir dst;
   // Ask for another digest under a tag name the fake resolves: the fake serves the v1 bytes for any
   // reference it stored, so ask by a digest that it stored under a different content.
   const std::string wrong = "sha256:" + std::string(64, 'b');
@@ -780,7 +780,7 @@ TEST(FakeRegistry, MissingBlobIsNotFoundEvenWhenTheErrorBodyIsLargerThanTheBlob)
   ASSERT_EQ(http->send(put)->status, 201);
   RegistryOptions o;
   o.plain_http = true;
-  TempDir dst;
+  RegistryTempDir dst;
   const auto r = RegistryClient(*http, o).pull(parse_ref(fake.host() + "/team/app:v1"), dst / "l");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().id, "registry.not_found") << r.error().to_string();
