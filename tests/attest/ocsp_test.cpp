@@ -17,7 +17,7 @@ namespace {
 using namespace gpuenv;
 using namespace gpuenv::attest;
 using gpuenv::testing::Child;
-using gpuenv::testing::TempDir;
+using gpuenv::testing::RegistryTempDir;
 
 std::string der_of_pem(const std::string& pem_path) {
   auto der = gpuenv::testing::run("openssl x509 -in " + pem_path + " -outform DER");
@@ -25,7 +25,7 @@ std::string der_of_pem(const std::string& pem_path) {
 }
 
 /// A root, an intermediate it issued (serial 0x10) and a leaf the intermediate issued, in DIR.
-bool make_chain(const TempDir& dir, int port) {
+bool make_chain(const RegistryTempDir& dir, int port) {
   const std::string d = dir.path();
   const std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:P-384 -nodes ";
   const std::string ext = d + "/ext.cnf";
@@ -43,7 +43,7 @@ bool make_chain(const TempDir& dir, int port) {
 }
 
 struct Responder {
-  TempDir dir;
+  RegistryTempDir dir;
   Child child;
   int port = gpuenv::testing::free_port();
   std::vector<std::string> chain;
