@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "base/file_io.hpp"
 #include "base/unique_fd.hpp"
 #include "images/disk/filesystems.hpp"
 
@@ -70,21 +71,14 @@ Result<GptLayout> write_raw_disk(const std::string& out, const Guid& disk, const
   }
   GPUENV_TRY(layout, plan_gpt(disk, requests));
   const GptBytes table = gpt_bytes(layout);
-  const std::string tmp = out + ".partial";
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return io_error("cannot create the disk image", tmp);
-  auto fail = [&](Error e) -> Result<GptLayout> {
-    ::unlink(tmp.c_str());
-    return e;
-  };
-  if (::ftruncate(fd.get(), static_cast<off_t>(layout.size())) != 0) return fail(io_error("cannot size the disk image", tmp));
-  if (auto st = pwrite_all(fd.get(), table.head.data(), table.head.size(), 0, tmp); !st) return fail(st.error());
-  if (auto st = pwrite_all(fd.get(), table.tail.data(), table.tail.size(), static_cast<off_t>(layout.size() - table.tail.size()), tmp); !st) return fail(st.error());
-  for (std::size_t i = 0; i < partitions.size(); ++i)
-    if (auto st = place(fd.get(), partitions[i].image, static_cast<off_t>(layout.partitions[i].offset()), tmp); !st) return fail(st.error());
-  if (::fsync(fd.get()) != 0) return fail(io_error("cannot flush the disk image", tmp));
-  if (::close(fd.release()) != 0) return fail(io_error("cannot close the disk image", tmp));
-  if (::rename(tmp.c_str(), out.c_str()) != 0) return fail(io_error("cannot move the disk image into place", out));
+  // Beside OUT and renamed when complete (base/file_io's AtomicFile): a failed build leaves no disk.
+  GPUENV_TRY(file, AtomicFile::create(out, 0644));
+  const std::string& where = file.path();
+  if (::ftruncate(file.fd(), static_cast<off_t>(layout.size())) != 0) return io_error("cannot size the disk image", where);
+  GPUENV_CHECK(pwrite_all(file.fd(), table.head.data(), table.head.size(), 0, where));
+  GPUENV_CHECK(pwrite_all(file.fd(), table.tail.data(), table.tail.size(), static_cast<off_t>(layout.size() - table.tail.size()), where));
+  for (std::size_t i = 0; i < partitions.size(); ++i) GPUENV_CHECK(place(file.fd(), partitions[i].image, static_cast<off_t>(layout.partitions[i].offset()), where));
+  GPUENV_CHECK(file.commit());
   return layout;
 }
 

@@ -16,7 +16,7 @@ struct DiskPartition {
   std::string image;         ///< the file system image to place in it
 };
 
-/// Writes the raw disk to OUT. Errors: `disk.partition` (via plan_gpt), `disk.io` (with errno's text).
+/// Writes the raw disk to OUT. Errors: `disk.partition` (via plan_gpt), `disk.io` (with errno's text), `io.*` (the temporary file beside OUT).
 Result<GptLayout> write_raw_disk(const std::string& out, const Guid& disk, const std::vector<DiskPartition>& partitions);
 
 /// qemu-img convert -O qcow2 RAW OUT (no compression: the same bytes each time). Errors: `disk.qcow2`,
