@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "base/cache/blob_store.hpp"
 #include "base/cache/work_dir.hpp"
@@ -16,7 +17,9 @@
 #include "base/yaml_guard.hpp"
 #include "images/oci/archive.hpp"
 #include "images/disk/container_disk.hpp"
+#include "images/disk/vm_driver.hpp"
 #include "images/disk/vm_root.hpp"
+#include "images/rootfs/ld_cache.hpp"
 #include "images/oci/layout.hpp"
 #include "recipes/embedded.hpp"
 
@@ -123,6 +126,57 @@ images::BuildRequest assembly_request(const BuildRequest& rq, const LockToBuild&
   return a;
 }
 
+/// The NVIDIA module of a VM image (vm.driver, docs/vm.md "The driver"): a build root from the lock's build_packages
+/// (in WORK_DIR/driver, never part of the image), the module built there in bubblewrap for ROOT's kernel, then
+/// installed into ROOT with the links the driver's alternatives would make and the loader cache written again.
+/// Returns the module whose modinfo the console shows ("nvidia-current").
+Result<std::string> add_vm_driver(const images::BuildRequest& image, const LockToBuild& l, const std::string& root, CommandRunner& runner, Services& services) {
+  GPUENV_TRY(kernel, images::disk::find_kernel(root));
+  resolver::Lock build_lock = l.lock;  // the same lock's identity; only the build's packages
+  build_lock.packages = l.lock.build_packages;
+  build_lock.build_packages.clear();
+  build_lock.vm.reset();
+  build_lock.requested_apt.clear();
+  build_lock.requested_pip.clear();
+  build_lock.cuda.clear();
+  build_lock.cudnn.clear();
+  build_lock.python.clear();
+  images::BuildRequest b = image;
+  b.lock = &build_lock;
+  b.work_dir = image.work_dir + "/driver";
+  b.add_files = nullptr;
+  services.step("unpacking the driver build's " + std::to_string(build_lock.packages.size()) + " packages (kernel headers, compiler)");
+  auto build_root = images::assemble_root(b);
+  if (!build_root) {
+    Error e = std::move(build_root).error();
+    e.while_("unpacking the build root of the driver module");
+    return e;
+  }
+  services.step("building " + l.lock.vm->driver->module + " (driver " + l.lock.vm->driver->version + ") for the kernel " + kernel.version);
+  images::disk::DriverBuildRequest d;
+  d.build_root = build_root->root;
+  d.work_dir = b.work_dir;
+  d.kernel_abi = kernel.version;
+  d.epoch = image.source_date_epoch;
+  d.jobs = image.threads ? image.threads : std::max(1u, std::thread::hardware_concurrency());
+  auto built = images::disk::build_driver_modules(d, runner);
+  if (!built) {
+    Error e = std::move(built).error();
+    e.while_("building the driver module " + l.lock.vm->driver->module);
+    return e;
+  }
+  GPUENV_CHECK(images::disk::install_driver_modules(*built, root));
+  GPUENV_TRY(links, images::disk::link_driver_alternatives(root));
+  images::LdCacheOptions lo;
+  lo.generator = "gpuenv";
+  if (auto cache = images::write_ld_cache(root, lo); !cache) return std::move(cache).error();
+  std::error_code ec;
+  fs::remove_all(b.work_dir, ec);  // the headers and the compiler: gigabytes the disk step need not wait beside
+  const auto& mods = built->conf.modules;
+  const auto core = std::find_if(mods.begin(), mods.end(), [](const images::disk::DkmsModule& m) { return m.built_name == "nvidia"; });
+  return (core != mods.end() ? *core : mods.front()).dest_name;
+}
+
 /// A VM disk from LOCK into OUTPUT (docs/vm.md): the root tree with the VM's own files, then the disk.
 Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::ImageFormat format, const std::string& output, Services& services) {
   const std::string cache = cache_root(services);
@@ -137,8 +191,12 @@ Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::
   out.lock_sha256 = sha256_hex(l.text);
   const images::disk::DiskIds ids = images::disk::disk_ids(out.lock_sha256);
   images::BuildRequest a = assembly_request(rq, l, work_dir->path(), epoch, *network, *store, cache, services);
-  a.add_files = [&](const std::string& root) {
-    images::disk::VmRootInputs in{ids, l.lock.spec_name, "/proc/self/exe", std::string(recipes::preflight_unit()), l.lock.vm->cloud_init};
+  a.add_files = [&](const std::string& root) -> Status {
+    images::disk::VmRootInputs in{ids, l.lock.spec_name, "/proc/self/exe", std::string(recipes::preflight_unit()), l.lock.vm->cloud_init, {}};
+    if (l.lock.vm->driver) {
+      GPUENV_TRY(module, add_vm_driver(a, l, root, *runner, services));
+      in.driver_module = module;
+    }
     return images::disk::add_vm_files(root, in, *runner);
   };
   auto tree = images::assemble_root(a);

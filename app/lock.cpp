@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <ctime>
 #include <filesystem>
+#include <memory>
+#include <optional>
 
 #include "app/sources.hpp"
 #include "base/cache/blob_store.hpp"
@@ -52,30 +54,60 @@ void narrow_to_default_variants(const packages::SourceSet& sources, PreparedReso
   }
 }
 
-/// Pins every package through the cache (so that --offline can answer from it alone).
-Result<packages::ImagePins> pin(const LockRequest& rq, const packages::SourceSet& sources, Fetcher& network, CommandRunner& runner,
-                                const PreparedResolution& p, const Services& services) {
+/// The cache-backed apt context the pins of one lock share (so that --offline can answer from the cache alone).
+struct AptPinning {
+  std::unique_ptr<BlobStore> store;
+  std::unique_ptr<Fetcher> fetcher;
+  std::unique_ptr<WorkDir> work_dir;
+  packages::AptFetchContext apt;
+};
+
+Result<std::unique_ptr<AptPinning>> apt_pinning(const LockRequest& rq, Fetcher& network, CommandRunner& runner, const Services& services) {
+  auto out = std::make_unique<AptPinning>();
   const std::string cache = cache_root(services);
   GPUENV_TRY(store, open_blob_store(services, cache));
-  auto fetcher = make_caching_fetcher(network, *store, cache);
+  out->store = std::move(store);
+  out->fetcher = make_caching_fetcher(network, *out->store, cache);
   sweep_abandoned_work_dirs(cache);
   GPUENV_TRY(work_dir, WorkDir::create(cache));
-  packages::AptFetchContext apt;
-  apt.fetcher = fetcher.get();
-  apt.cache = store.get();
-  apt.runner = &runner;
-  apt.work_dir = work_dir->path();
-  apt.default_keyrings = default_keyrings(rq.host_root);
-  apt.now_unix = std::time(nullptr);
-  const resolver::Distro* distro = p.catalog.catalog.distro(p.spec.base_distro, p.spec.base_release);
-  packages::PinImageRequest req{&p.spec, &p.resolution, distro, &sources, p.base ? p.base->dpkg_status : std::string()};
-  auto pins = packages::pin_image(req, apt);
-  if (!pins) {
-    Error e = std::move(pins).error();
-    e.while_("pinning the packages of " + p.spec.name);
+  out->work_dir = std::move(work_dir);
+  out->apt.fetcher = out->fetcher.get();
+  out->apt.cache = out->store.get();
+  out->apt.runner = &runner;
+  out->apt.work_dir = out->work_dir->path();
+  out->apt.default_keyrings = default_keyrings(rq.host_root);
+  out->apt.now_unix = std::time(nullptr);
+  return out;
+}
+
+/// A VM image's driver is the one it carries: its module package's version is the fleet's driver, and the spec is
+/// resolved again against it, so that every rule holds for it (CUDA's minor-version compatibility, each GPU's
+/// minimum driver, confidential computing). Returns the module source.
+Result<packages::DriverSource> take_packaged_driver(const LockRequest& rq, PreparedResolution& p, const packages::PinImageRequest& req,
+                                                    packages::AptFetchContext& apt) {
+  if (rq.resolve.driver)
+    return make_error(ErrorKind::usage, "cli.driver_with_vm_driver", "--driver does not apply: this VM image's driver is the one vm.driver builds into it", "--driver",
+                      "leave out --driver; the lock takes the driver version from vm.driver's module package");
+  auto source = packages::find_driver_source(req, apt);
+  if (!source) {
+    Error e = std::move(source).error();
+    e.while_("finding vm.driver's module package " + p.spec.vm->driver->module);
     return e;
   }
-  return pins;
+  p.spec.vm->driver->version = source->driver.str();
+  p.request.spec = &p.spec;
+  p.request.driver = *resolver::Constraint::parse(source->driver.str());
+  p.request.driver_origin = "vm.driver (" + source->module.name + " " + source->module.version + ")";
+  GPUENV_TRY(again, resolver::resolve(p.catalog.catalog, p.request));
+  p.resolution = std::move(again);
+  return source;
+}
+
+/// The driver build's own packages (the lock's build_packages), for the kernel IMAGE's pins install.
+Result<std::vector<resolver::LockedPackage>> pin_driver_build(const packages::PinImageRequest& req, const std::vector<resolver::LockedPackage>& image,
+                                                              const packages::DriverSource& source, packages::AptFetchContext& apt) {
+  GPUENV_TRY(kernel, packages::pinned_kernel(image));
+  return packages::pin_driver_build(req, kernel, source.module, apt);
 }
 
 }  // namespace
@@ -92,17 +124,36 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
     return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher or process runner configured", {}, "");
   }
   GPUENV_TRY(sources, gather_sources(services, &p.spec.sources, rq.resolve.spec_path, rq.host_root, runner.get()));
+  GPUENV_TRY(pinning, apt_pinning(rq, *network, *runner, services));
+  const resolver::Distro* distro = p.catalog.catalog.distro(p.spec.base_distro, p.spec.base_release);
+  packages::PinImageRequest req{&p.spec, &p.resolution, distro, &sources, p.base ? p.base->dpkg_status : std::string()};
+  std::optional<packages::DriverSource> driver;
+  if (p.spec.vm && p.spec.vm->driver) {
+    GPUENV_TRY(found, take_packaged_driver(rq, p, req, pinning->apt));
+    driver = std::move(found);
+    if (!p.resolution.ok) return made;
+  }
   narrow_to_default_variants(sources, p);
-  GPUENV_TRY(pins, pin(rq, sources, *network, *runner, p, services));
-  const std::vector<resolver::LockedPackage>& locked = pins.packages;  // pinned packages are the lock's records
+  auto pins = packages::pin_image(req, pinning->apt);
+  if (!pins) {
+    Error e = std::move(pins).error();
+    e.while_("pinning the packages of " + p.spec.name);
+    return e;
+  }
+  std::vector<resolver::LockedPackage> build_packages;
+  if (driver) {
+    GPUENV_TRY(build, pin_driver_build(req, pins->packages, *driver, pinning->apt));
+    build_packages = std::move(build);
+  }
+  const std::vector<resolver::LockedPackage>& locked = pins->packages;  // pinned packages are the lock's records
   for (const auto& x : locked) {
     (x.kind == resolver::PackageKind::deb ? made.debs : made.wheels) += 1;
     made.bytes += x.size;
   }
   const resolver::LockInputs inputs = lock_inputs(p);
-  made.text = resolver::render_lock(p.spec, p.resolution, inputs, locked);
-  made.lock = resolver::lock_of(p.spec, p.resolution, inputs, locked);
-  made.wheel_requirements = pins.requirements;
+  made.text = resolver::render_lock(p.spec, p.resolution, inputs, locked, build_packages);
+  made.lock = resolver::lock_of(p.spec, p.resolution, inputs, locked, build_packages);
+  made.wheel_requirements = pins->requirements;
   if (!rq.output.empty()) {
     if (auto st = write_file_atomic(rq.output, made.text); !st) {
       Error e = st.error();

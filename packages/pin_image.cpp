@@ -1,6 +1,7 @@
 #include "packages/pin_image.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 #include "packages/cuda_content.hpp"
 #include "base/text.hpp"
@@ -51,6 +52,73 @@ std::vector<std::string> vm_packages(const resolver::VmRequest& vm) {
   out.insert(out.end(), k_vm_packages.begin(), k_vm_packages.end());
   if (vm.cloud_init) out.push_back("cloud-init");
   out.insert(out.end(), k_vm_gpuenv_runtime.begin(), k_vm_gpuenv_runtime.end());
+  if (vm.driver) out.insert(out.end(), vm.driver->packages.begin(), vm.driver->packages.end());
+  return out;
+}
+
+namespace {
+
+/// The repositories, release and preferences every apt pin of REQ shares.
+AptPinRequest apt_request(const PinImageRequest& req) {
+  AptPinRequest a;
+  a.sources = req.sources->apt;
+  a.codename = req.distro->codename;
+  a.preferences_text = req.sources->apt_preferences;
+  if (!req.sources->apt_preferences_origin.empty()) a.preferences_origin = req.sources->apt_preferences_origin;
+  return a;
+}
+
+}  // namespace
+
+std::string upstream_version(const std::string& v) {
+  std::string out = v;
+  if (const auto colon = out.find(':'); colon != std::string::npos) out = out.substr(colon + 1);
+  if (const auto dash = out.rfind('-'); dash != std::string::npos) out = out.substr(0, dash);
+  return out;
+}
+
+Result<DriverSource> find_driver_source(const PinImageRequest& req, AptFetchContext& apt) {
+  const resolver::VmDriver& d = *req.spec->vm->driver;
+  AptPinRequest a = apt_request(req);
+  a.required_set = false;
+  a.alone = {d.module};
+  GPUENV_TRY(pinned, pin_apt(a, apt));
+  DriverSource out{pinned.alone.front(), {}};
+  const std::string upstream = upstream_version(out.module.version);
+  auto v = resolver::Version::parse(upstream);
+  if (!v || v->parts().size() < 2 || v->major() < 100)
+    return make_error(ErrorKind::spec, "vm.driver_version", "vm.driver.module " + out.module.name + " " + out.module.version + " carries no NVIDIA driver version",
+                      req.spec->where("vm"), "name the NVIDIA kernel module's DKMS source package, e.g. nvidia-kernel-dkms or nvidia-tesla-535-kernel-dkms");
+  out.driver = *v;
+  return out;
+}
+
+Result<PinnedKernel> pinned_kernel(const std::vector<PinnedPackage>& packages) {
+  std::vector<PinnedKernel> found;
+  const std::string prefix = "linux-image-";
+  for (const auto& p : packages)
+    if (p.name.rfind(prefix, 0) == 0 && p.name.size() > prefix.size() && std::isdigit(static_cast<unsigned char>(p.name[prefix.size()])))
+      found.push_back({p.name.substr(prefix.size()), p.version});
+  if (found.size() != 1)
+    return make_error(ErrorKind::spec, "vm.kernel", found.empty() ? "the pinned packages hold no kernel (linux-image-<version>)" : "the pinned packages hold several kernels",
+                      "vm.kernel", "name one kernel package in vm.kernel, e.g. linux-image-cloud-amd64");
+  return found.front();
+}
+
+Result<std::vector<PinnedPackage>> pin_driver_build(const PinImageRequest& req, const PinnedKernel& kernel, const PinnedPackage& module, AptFetchContext& apt) {
+  AptPinRequest a = apt_request(req);
+  a.required_set = true;
+  a.packages = {"linux-headers-" + kernel.abi + "=" + kernel.version, "make", "libc6-dev"};
+  a.alone = {module.name + "=" + module.version};
+  auto pinned = pin_apt(a, apt);
+  if (!pinned) {
+    Error e = std::move(pinned).error();
+    e.while_("pinning the driver build's packages (the kernel's headers, the compiler)");
+    return e;
+  }
+  std::vector<PinnedPackage> out = std::move(pinned->packages);
+  out.push_back(std::move(pinned->alone.front()));
+  std::sort(out.begin(), out.end(), [](const PinnedPackage& x, const PinnedPackage& y) { return x.name < y.name; });
   return out;
 }
 
@@ -59,11 +127,7 @@ Result<ImagePins> pin_image(const PinImageRequest& req, AptFetchContext& apt) {
   const resolver::Resolution& res = *req.resolution;
   ImagePins out;
 
-  AptPinRequest a;
-  a.sources = req.sources->apt;
-  a.codename = req.distro->codename;
-  a.preferences_text = req.sources->apt_preferences;
-  if (!req.sources->apt_preferences_origin.empty()) a.preferences_origin = req.sources->apt_preferences_origin;
+  AptPinRequest a = apt_request(req);
   const bool wants_python = res.python && (!res.frameworks.empty() || !spec.pip_packages.empty() || spec.python_given);
   if (wants_python) a.packages.push_back("python3");
   for (const auto& p : spec.apt_packages) a.packages.push_back(p);

@@ -61,4 +61,31 @@ std::vector<std::string> wheel_indexes(const PipIndexConfig& pip, const resolver
 /// Fetches, verifies and resolves both kinds of packages.
 Result<ImagePins> pin_image(const PinImageRequest& request, AptFetchContext& apt);
 
+/// The upstream part of a Debian version ("535.309.01-0+deb12u1" -> "535.309.01"): epoch and revision removed.
+std::string upstream_version(const std::string& debian_version);
+
+/// A VM driver's module source package at apt's candidate (or the version it names), and the driver version it
+/// carries (its upstream version). Errors: `apt.not_found` (with the components to check), `vm.driver_version`
+/// (a version that is not a driver's, e.g. no dotted numbers).
+struct DriverSource {
+  PinnedPackage module;
+  resolver::Version driver;
+};
+Result<DriverSource> find_driver_source(const PinImageRequest& request, AptFetchContext& apt);
+
+/// The kernel a VM image's pins install: the one pinned `linux-image-<abi>` package (a name whose remainder begins
+/// with a digit; the cloud kernel's metapackage names it). Errors: `vm.kernel` (none, or several).
+struct PinnedKernel {
+  std::string abi;      ///< "6.1.0-57-cloud-amd64"
+  std::string version;  ///< the package's version, which its headers must have too
+};
+Result<PinnedKernel> pinned_kernel(const std::vector<PinnedPackage>& packages);
+
+/// What the driver build's sandbox unpacks, never the image (the lock's build_packages): the kernel's headers at
+/// the kernel's own version, which bring the compiler the kernel was built with; make; the C library's headers;
+/// the required set (a shell and the core tools the module's Makefile runs); and the module source alone, without
+/// its package's dependencies (DKMS itself is not needed: gpuenv runs the build). Sorted by name.
+Result<std::vector<PinnedPackage>> pin_driver_build(const PinImageRequest& request, const PinnedKernel& kernel, const PinnedPackage& module,
+                                                    AptFetchContext& apt);
+
 }  // namespace gpuenv::packages

@@ -40,8 +40,10 @@ struct LockedPackage {
 
 /// Renders a successful resolution (and its pinned packages, in the given order) as lock text (YAML). Same
 /// inputs give the same bytes: no time stamps, no host paths, fixed key order.
+/// BUILD_PACKAGES: what only a VM image's driver build unpacks (the kernel's headers, the compiler, the module's
+/// source), never installed in the image (`build_packages:`, written when not empty).
 std::string render_lock(const Spec& spec, const Resolution& resolution, const LockInputs& inputs,
-                        const std::vector<LockedPackage>& packages = {});
+                        const std::vector<LockedPackage>& packages = {}, const std::vector<LockedPackage>& build_packages = {});
 
 /// A lock read back (what `gpuenv build` needs from it).
 struct Lock {
@@ -63,12 +65,14 @@ struct Lock {
   std::vector<std::string> requested_apt, requested_pip;  ///< the spec's own package lists
   std::optional<VmRequest> vm;  ///< a VM disk's lock (`vm:`, docs/vm.md): its kernel, size, cloud-init, command line
   std::vector<LockedPackage> packages;
+  std::vector<LockedPackage> build_packages;  ///< a VM driver's build sandbox only (headers, compiler, module source)
   bool operator==(const Lock&) const = default;
 };
 
 /// The lock that render_lock's text reads back as (parse_lock(render_lock(...)) == lock_of(...)), made directly,
 /// so that a workflow which has just locked need not parse its own text.
-Lock lock_of(const Spec& spec, const Resolution& resolution, const LockInputs& inputs, const std::vector<LockedPackage>& packages = {});
+Lock lock_of(const Spec& spec, const Resolution& resolution, const LockInputs& inputs, const std::vector<LockedPackage>& packages = {},
+             const std::vector<LockedPackage>& build_packages = {});
 
 /// Whether TEXT is a lock rather than a spec: a top-level `schema: gpuenv-lock-v1` line, as render_lock writes
 /// it, also when the rest is damaged (parse_lock then says where). Reads no YAML.

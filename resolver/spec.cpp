@@ -22,7 +22,8 @@ const std::vector<std::string> k_frameworks = {"torch", "tensorflow", "jax"};
 const std::vector<std::string> k_gpu_keys = {"models", "archs", "driver", "confidential"};
 const std::vector<std::string> k_package_keys = {"apt", "pip"};
 const std::vector<std::string> k_image_keys = {"format", "tag"};
-const std::vector<std::string> k_vm_keys = {"kernel", "disk_size", "cloud_init", "cmdline"};
+const std::vector<std::string> k_vm_keys = {"kernel", "disk_size", "cloud_init", "cmdline", "driver"};
+const std::vector<std::string> k_vm_driver_keys = {"module", "packages"};
 const std::vector<std::string> k_validate_keys = {"level", "thresholds"};
 const std::vector<std::string> k_levels = {"quick", "standard", "long"};
 
@@ -339,14 +340,19 @@ Status read_gpu(const YamlReader& w, [[maybe_unused]] const std::string& k, cons
   return ok_status();
 }
 
+/// A Debian package as a spec names it: "name" or "name=version".
+bool is_apt_request(const std::string& s) {
+  static const std::regex apt_re(R"(^[a-z0-9][a-z0-9+.-]+(:[a-z0-9]+)?(=[A-Za-z0-9.+~:-]+)?$)");
+  return std::regex_match(s, apt_re);
+}
+
 Status read_packages(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
   GPUENV_TRY(p, w.map(value, "packages", k_package_keys));
   for (const auto& [pkey, pval] : p) {
     GPUENV_TRY(list, w.string_list(pval, "packages." + pkey.Scalar(), true));
     if (pkey.Scalar() == "apt") {
-      static const std::regex apt_re(R"(^[a-z0-9][a-z0-9+.-]+(:[a-z0-9]+)?(=[A-Za-z0-9.+~:-]+)?$)");
       for (const auto& name : list)
-        if (!std::regex_match(name, apt_re))
+        if (!is_apt_request(name))
           return w.error(pval, "bad_package", "'" + name + "' is not a Debian package name",
                          "write name or name=version, e.g. curl or libgomp1=12.2.0-14");
       spec.apt_packages = std::move(list);
@@ -398,11 +404,47 @@ std::optional<std::uint64_t> parse_size(const std::string& text) {
   return static_cast<std::uint64_t>(n) << shift;
 }
 
+/// `vm.driver`: `distro` (Debian's packaged driver), or `{module: PACKAGE, packages: [...]}`, a pinned set.
+Result<VmDriver> read_vm_driver(const YamlReader& w, const YAML::Node& value) {
+  VmDriver d;
+  if (value.IsScalar()) {
+    if (value.Scalar() != "distro")
+      return w.error(value, "bad_value", "vm.driver '" + value.Scalar() + "' is neither distro nor a mapping",
+                     "write driver: distro (Debian's packaged driver) or driver: {module: nvidia-tesla-535-kernel-dkms, packages: [...]}");
+    d.module = k_distro_driver_module;
+    d.packages = k_distro_driver_packages;
+    return d;
+  }
+  GPUENV_TRY(m, w.map(value, "vm.driver", k_vm_driver_keys));
+  d.request = "packages";
+  d.module.clear();
+  for (const auto& [dkey, dval] : m) {
+    if (dkey.Scalar() == "module") {
+      GPUENV_TRY(s, w.scalar(dval, "vm.driver.module"));
+      if (!is_apt_request(s)) return w.error(dval, "bad_package", "vm.driver.module '" + s + "' is not a Debian package name", "e.g. nvidia-tesla-535-kernel-dkms");
+      d.module = s;
+    } else {
+      GPUENV_TRY(list, w.string_list(dval, "vm.driver.packages", true));
+      for (const auto& name : list)
+        if (!is_apt_request(name)) return w.error(dval, "bad_package", "'" + name + "' is not a Debian package name", "write name or name=version");
+      d.packages = std::move(list);
+    }
+  }
+  if (d.module.empty())
+    return w.error(value, "missing", "vm.driver names no module", "add module: the DKMS source package of the kernel module, e.g. nvidia-kernel-dkms");
+  return d;
+}
+
 Status read_vm(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
   GPUENV_TRY(vm, w.map(value, "vm", k_vm_keys));
   VmRequest out;
   for (const auto& [vkey, vval] : vm) {
     const std::string key = vkey.Scalar();
+    if (key == "driver") {
+      GPUENV_TRY(d, read_vm_driver(w, vval));
+      out.driver = std::move(d);
+      continue;
+    }
     GPUENV_TRY(s, w.scalar(vval, "vm." + key));
     if (key == "kernel") {
       static const std::regex name_re(R"(^[a-z0-9][a-z0-9+.-]+$)");
@@ -436,6 +478,9 @@ Status check_vm(const YamlReader& w, const YAML::Node& root, Spec& spec) {
                    "set image.format to raw or qcow2 for a VM disk, or remove vm:");
   if (spec.vm && !format_given) spec.image_format = ImageFormat::raw;
   if (is_vm_format(spec.image_format) && !spec.vm) spec.vm = VmRequest{};
+  if (spec.vm && spec.vm->driver && spec.gpu.driver)
+    return w.error(root["gpu"], "contradictory", "gpu.driver and vm.driver both given: a VM image's driver is the one vm.driver builds into it",
+                   "remove gpu.driver; the lock takes the driver version from vm.driver's module package");
   if (spec.vm && !spec.base_image.empty())
     return w.error(root["base"], "contradictory", "a VM disk is built from packages, not from the base image " + spec.base_image,
                    "write base: debian:12 (the VM's kernel, systemd and boot loader come from its packages)");

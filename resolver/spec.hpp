@@ -87,12 +87,30 @@ inline const std::vector<std::string> k_cuda_components = {"cudart", "cublas", "
 /// The base variants a spec may name.
 inline const std::vector<std::string> k_base_variants = {"required", "slim"};
 
+/// The NVIDIA driver of a VM image (`vm.driver`, docs/vm.md): a kernel module source package built for the image's
+/// kernel at build time (a DKMS source tree: /usr/src/<name>-<version>/dkms.conf), and the packages the image gets
+/// beside the module (firmware, NVML, libcuda). `distro` is Debian's packaged driver (k_distro_driver_*).
+struct VmDriver {
+  std::string request = "distro";    ///< as the spec says it: "distro" or "packages"
+  std::string module;                ///< "name" or "name=version"
+  std::vector<std::string> packages; ///< "name" or "name=version"
+  std::string version;               ///< the driver version the module package carries ("535.309.01"); set by the lock
+  bool operator==(const VmDriver&) const = default;
+};
+
+/// Debian's packaged driver (non-free): the DKMS module source, and what the image gets beside the module: the GSP
+/// firmware (Turing and later run it), the module's modprobe configuration, NVML, libcuda and nvidia-smi.
+inline const std::string k_distro_driver_module = "nvidia-kernel-dkms";
+inline const std::vector<std::string> k_distro_driver_packages = {"firmware-nvidia-gsp", "nvidia-kernel-support", "libnvidia-ml1", "libcuda1",
+                                                                  "nvidia-smi"};
+
 /// The `vm:` section (docs/vm.md): what a VM disk image adds to the root.
 struct VmRequest {
   std::string kernel = "linux-image-cloud-amd64";  ///< the kernel package
   std::uint64_t disk_size = 0;                     ///< the root partition in bytes; 0: what the tree needs
   bool cloud_init = false;                         ///< cloud-init: SSH keys and hostname from the cloud's metadata
   std::string cmdline;                             ///< appended to the kernel command line
+  std::optional<VmDriver> driver;                  ///< the NVIDIA driver built into the image; none: no driver
   bool operator==(const VmRequest&) const = default;
 };
 

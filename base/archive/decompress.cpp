@@ -11,14 +11,15 @@ Result<std::string> decompress(std::string_view bytes, const std::string& origin
   std::unique_ptr<archive, decltype(&archive_read_free)> a(archive_read_new(), &archive_read_free);
   archive_read_support_filter_all(a.get());
   archive_read_support_format_raw(a.get());
+  archive_read_support_format_empty(a.get());  // a compressed empty file: an empty index (Debian's bookworm-updates contrib)
   auto corrupt = [&](const std::string& what) {
     return make_error(ErrorKind::environment, "archive.corrupt", what + ": " + (archive_error_string(a.get()) ? archive_error_string(a.get()) : "unknown error"),
                       origin, "the file is damaged or truncated; fetch it again");
   };
   if (archive_read_open_memory(a.get(), bytes.data(), bytes.size()) != ARCHIVE_OK) return corrupt("cannot open");
   archive_entry* e = nullptr;
-  if (archive_read_next_header(a.get(), &e) != ARCHIVE_OK) {
-    if (bytes.empty()) return std::string();
+  if (const int r = archive_read_next_header(a.get(), &e); r != ARCHIVE_OK) {
+    if (bytes.empty() || r == ARCHIVE_EOF) return std::string();
     return corrupt("cannot read");
   }
   std::string out;

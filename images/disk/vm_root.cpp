@@ -11,6 +11,7 @@
 #include "base/archive/safe_extract.hpp"
 #include "base/file_io.hpp"
 #include "base/unique_fd.hpp"
+#include "images/disk/vm_driver.hpp"
 
 namespace gpuenv::images::disk {
 namespace {
@@ -140,6 +141,10 @@ Status add_vm_files(const std::string& root, const VmRootInputs& in, CommandRunn
   GPUENV_CHECK(enable(root, "gpuenv-preflight.service", "/etc/systemd/system/gpuenv-preflight.service", "multi-user.target"));
   GPUENV_CHECK(write(root, "etc/systemd/system/gpuenv-console.service", console_unit()));
   GPUENV_CHECK(enable(root, "gpuenv-console.service", "/etc/systemd/system/gpuenv-console.service", "multi-user.target"));
+  if (!in.driver_module.empty()) {
+    GPUENV_CHECK(write(root, "etc/systemd/system/gpuenv-driver.service", driver_info_unit(in.driver_module)));
+    GPUENV_CHECK(enable(root, "gpuenv-driver.service", "/etc/systemd/system/gpuenv-driver.service", "multi-user.target"));
+  }
 
   GPUENV_TRY(r, runner.run({"depmod", "-b", root, kernel.version}, {}, k_tool_timeout));
   if (r.exit_code != 0)

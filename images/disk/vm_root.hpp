@@ -10,6 +10,7 @@
 //   enabled, with a drop-in that lets it run without an NVIDIA driver (it then records could_not_run);
 // - gpuenv-console.service: the verdict on the console, one line `gpuenv-preflight (<hostname>): <state>: <reason>`; with
 //   `gpuenv.poweroff` on the kernel command line it then powers the machine off (boot tests, CI);
+// - with a driver (vm_driver.hpp), gpuenv-driver.service: the module's modinfo on the console before the verdict;
 // - the kernel's module dependency files (depmod -b ROOT VERSION: what the kernel package's postinst would run).
 #include <string>
 
@@ -25,6 +26,7 @@ struct VmRootInputs {
   std::string gpuenv_binary;   ///< copied to /usr/bin/gpuenv
   std::string preflight_unit;  ///< the unit's text
   bool cloud_init = false;     ///< enable cloud-init's units (the lock pinned cloud-init)
+  std::string driver_module;   ///< the image's NVIDIA module ("nvidia-current"): its modinfo goes to the console; "" for none
 };
 
 /// The unit that puts the verdict on the console.

@@ -39,6 +39,7 @@ Status check_one_cuda_source(const resolver::Lock& lock) {
 }
 
 Status check_no_driver_library(const std::vector<RootEntry>& root, const resolver::Lock& lock) {
+  if (lock.vm && lock.vm->driver) return ok_status();  // a VM image carries its own driver (vm.driver, docs/vm.md)
   for (const auto& e : root) {
     if (e.kind != RootEntry::Kind::file || !is_driver_library(split_dir(e.path).second) || e.path.find("/stubs/") != std::string::npos) continue;
     const std::string owner = e.package == k_no_package ? std::string("unknown") : lock.packages[static_cast<std::size_t>(e.package)].name;

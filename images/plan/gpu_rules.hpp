@@ -21,7 +21,8 @@ bool is_driver_library(std::string_view soname);
 Status check_one_cuda_source(const resolver::Lock& lock);
 
 /// Checks that no regular file of the root is a driver library (stub libraries under a "stubs" directory
-/// excepted). Errors: `build.driver_in_image`, naming the first such path and the package that installed it.
+/// excepted): a container gets the host's driver at run time. A VM image with vm.driver carries its own, and passes.
+/// Errors: `build.driver_in_image`, naming the first such path and the package that installed it.
 Status check_no_driver_library(const std::vector<RootEntry>& root, const resolver::Lock& lock);
 
 /// The directories ("/usr/local/lib/python3.11/dist-packages/nvidia/cublas/lib") that hold shared libraries

@@ -85,15 +85,8 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
   if (!closure) return std::move(closure).error();
   out.decisions = std::move(chosen);
   out.decisions.insert(out.decisions.end(), closure->decisions.begin(), closure->decisions.end());
-  for (const BinaryPackage* p : closure->packages) {
+  auto pinned = [&](const BinaryPackage* p) -> Result<PinnedPackage> {
     const RepositoryRef& r = index.repositories()[p->repository];
-    // Say why a package is not at its newest version when pin priorities decided it.
-    if (const auto versions = index.versions(p->name); index.candidate(p->name) == p && versions.front() != p &&
-                                                       compare_debian_versions(versions.front()->version, p->version) > 0)
-      out.decisions.push_back(std::string(p->name) + " " + p->version.str() + " (pin priority " +
-                              std::to_string(index.priority(*p)) + ") instead of the newer " +
-                              versions.front()->version.str() + " (pin priority " +
-                              std::to_string(index.priority(*versions.front())) + ")");
     PinnedPackage pin;
     pin.name = std::string(p->name);
     pin.version = p->version.str();
@@ -108,7 +101,39 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
                         r.where, "gpuenv pins packages by sha256; the repository's Packages file must carry SHA256 fields");
     }
     pin.sha256 = std::move(*sha256);
+    return pin;
+  };
+  for (const BinaryPackage* p : closure->packages) {
+    // Say why a package is not at its newest version when pin priorities decided it.
+    if (const auto versions = index.versions(p->name); index.candidate(p->name) == p && versions.front() != p &&
+                                                       compare_debian_versions(versions.front()->version, p->version) > 0)
+      out.decisions.push_back(std::string(p->name) + " " + p->version.str() + " (pin priority " +
+                              std::to_string(index.priority(*p)) + ") instead of the newer " +
+                              versions.front()->version.str() + " (pin priority " +
+                              std::to_string(index.priority(*versions.front())) + ")");
+    GPUENV_TRY(pin, pinned(p));
     out.packages.push_back(std::move(pin));
+  }
+  for (const std::string& request_text : request.alone) {
+    const auto eq = request_text.find('=');
+    const std::string name = request_text.substr(0, eq);
+    const BinaryPackage* found = nullptr;
+    if (eq == std::string::npos) {
+      found = index.candidate(name);
+    } else {
+      for (const BinaryPackage* v : index.versions(name))
+        if (v->version.str() == request_text.substr(eq + 1)) found = v;
+    }
+    if (!found) {
+      std::string have;
+      for (const BinaryPackage* v : index.versions(name)) have += (have.empty() ? "" : ", ") + v->version.str();
+      return make_error(ErrorKind::unsatisfiable, "apt.not_found",
+                        "no package " + request_text + " in the configured apt repositories" + (have.empty() ? "" : " (they have " + have + ")"), "sources",
+                        "check the name, and that the repositories include its component (Debian's NVIDIA driver is in non-free, its firmware in "
+                        "non-free-firmware): see gpuenv sources");
+    }
+    GPUENV_TRY(pin, pinned(found));
+    out.alone.push_back(std::move(pin));
   }
   std::sort(out.packages.begin(), out.packages.end(), [](const PinnedPackage& a, const PinnedPackage& b) { return a.name < b.name; });
   return out;

@@ -35,17 +35,22 @@ struct AptPinRequest {
   /// Called once every index is read, before the closure: more packages ("name" or "name=version") chosen by
   /// what the repositories hold (the CUDA packages of images/cuda_content.hpp), with lines for `decisions`.
   std::function<std::vector<std::string>(const PackageIndex&, std::vector<std::string>& decisions)> more_packages;
+  /// Pinned alone ("name" or "name=version"), their dependencies not followed: a VM driver's module source, which
+  /// only the build's sandbox unpacks. Returned in AptPinResult::alone, in this order.
+  std::vector<std::string> alone;
 };
 
 struct AptPinResult {
   std::vector<PinnedPackage> packages;  ///< sorted by name
+  std::vector<PinnedPackage> alone;     ///< AptPinRequest::alone, at apt's candidate (or the version named)
   std::vector<std::string> decisions;   ///< why alternatives were chosen
   std::vector<std::string> repositories;///< what was used, with signer
 };
 
 /// Fetches, verifies and resolves, with each version at apt's pin priority (its repository's Release flags and
 /// the request's preferences). Errors: "apt.no_sources" when no source serves the base's release,
-/// "apt.preferences_*" from parse_apt_preferences, and everything fetch_repository and dependency_closure report.
+/// "apt.preferences_*" from parse_apt_preferences, "apt.not_found" (a package of `alone` the repositories lack), and
+/// everything fetch_repository and dependency_closure report.
 Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx);
 
 }  // namespace gpuenv::packages

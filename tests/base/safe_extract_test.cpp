@@ -1,6 +1,7 @@
 // Archive extraction: benign archives come out whole; every hostile archive of the corpus is refused and
 // nothing is written outside the target directory. Archives are built in memory with libarchive's writer.
 #include "base/archive/safe_extract.hpp"
+#include "base/archive/decompress.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -279,3 +280,22 @@ TEST_F(DebExtract, MatchesDpkgDeb) {
 }
 
 }  // namespace
+
+// An index that is empty but compressed is an empty index, not a damaged file: Debian's bookworm-updates contrib
+// Packages.xz is the xz of nothing (`printf '' | xz`), and refusing it stopped every lock that named contrib.
+TEST(Decompress, AnEmptyCompressedFileIsEmpty) {
+  const unsigned char empty_xz[] = {0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00, 0x00, 0x04, 0xe6, 0xd6, 0xb4, 0x46, 0x00, 0x00, 0x00, 0x00,
+                                    0x1c, 0xdf, 0x44, 0x21, 0x1f, 0xb6, 0xf3, 0x7d, 0x01, 0x00, 0x00, 0x00, 0x00, 0x04, 0x59, 0x5a};
+  const unsigned char empty_gzip[] = {0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x03, 0x00,
+                                      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+  for (std::string_view bytes : {std::string_view(reinterpret_cast<const char*>(empty_xz), sizeof empty_xz),
+                                 std::string_view(reinterpret_cast<const char*>(empty_gzip), sizeof empty_gzip)}) {
+    auto r = gpuenv::decompress(bytes, "Packages", 1u << 20);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_EQ(*r, "");
+    // Cut short, the same stream is damaged.
+    auto cut = gpuenv::decompress(bytes.substr(0, bytes.size() - 6), "Packages", 1u << 20);
+    ASSERT_FALSE(cut.ok());
+    EXPECT_EQ(cut.error().id, "archive.corrupt");
+  }
+}
