@@ -130,8 +130,8 @@ images::BuildRequest assembly_request(const BuildRequest& rq, const LockToBuild&
 /// (in WORK_DIR/driver, never part of the image), the module built there in bubblewrap for ROOT's kernel, then
 /// installed into ROOT with the links the driver's alternatives would make and the loader cache written again.
 /// Returns the module whose modinfo the console shows ("nvidia-current").
-Result<std::string> add_vm_driver(const images::BuildRequest& image, const LockToBuild& l, const std::string& root, CommandRunner& runner, Services& services) {
-  GPUENV_TRY(kernel, images::disk::find_kernel(root));
+Result<images::disk::BuiltDriver> build_vm_driver(const images::BuildRequest& image, const LockToBuild& l, const std::string& kernel, CommandRunner& runner,
+                                                   Services& services) {
   resolver::Lock build_lock = l.lock;  // the same lock's identity; only the build's packages
   build_lock.packages = l.lock.build_packages;
   build_lock.build_packages.clear();
@@ -152,11 +152,11 @@ Result<std::string> add_vm_driver(const images::BuildRequest& image, const LockT
     e.while_("unpacking the build root of the driver module");
     return e;
   }
-  services.step("building " + l.lock.vm->driver->module + " (driver " + l.lock.vm->driver->version + ") for the kernel " + kernel.version);
+  services.step("building " + l.lock.vm->driver->module + " (driver " + l.lock.vm->driver->version + ") for the kernel " + kernel);
   images::disk::DriverBuildRequest d;
   d.build_root = build_root->root;
   d.work_dir = b.work_dir;
-  d.kernel_abi = kernel.version;
+  d.kernel_abi = kernel;
   d.epoch = image.source_date_epoch;
   d.jobs = image.threads ? image.threads : std::max(1u, std::thread::hardware_concurrency());
   auto built = images::disk::build_driver_modules(d, runner);
@@ -165,16 +165,39 @@ Result<std::string> add_vm_driver(const images::BuildRequest& image, const LockT
     e.while_("building the driver module " + l.lock.vm->driver->module);
     return e;
   }
+  return built;
+}
+
+/// The NVIDIA module of a VM image (vm.driver, docs/vm.md "The driver"): the modules kept in the cache for the same
+/// build packages, kernel and epoch, else built (a build root from the lock's build_packages in WORK_DIR/driver,
+/// never part of the image, and the module built there in bubblewrap for ROOT's kernel) and kept; then installed
+/// into ROOT with the links the driver's alternatives would make and the loader cache written again. Returns the
+/// module whose modinfo the console shows ("nvidia-current"), and whether it came from the cache.
+Result<VmBuilt::Driver> add_vm_driver(const images::BuildRequest& image, const LockToBuild& l, const std::string& root, CommandRunner& runner, Services& services) {
+  GPUENV_TRY(kernel, images::disk::find_kernel(root));
+  std::vector<std::string> inputs = {image.generator, kernel.version, std::to_string(image.source_date_epoch), l.lock.vm->driver->module};
+  for (const auto& p : l.lock.build_packages) inputs.push_back(p.name + " " + p.version + " " + p.sha256.hex());
+  const std::string key = images::disk::driver_key(inputs);
+  const std::string drivers = cache_root(services) + "/drivers";
+  auto built = images::disk::kept_driver(drivers, key);
+  const bool reused = built.has_value();
+  if (built) {
+    services.step("taking " + l.lock.vm->driver->module + " for the kernel " + kernel.version + " from the cache (built before for the same packages)");
+  } else {
+    GPUENV_TRY(fresh, build_vm_driver(image, l, kernel.version, runner, services));
+    if (auto st = images::disk::keep_driver(fresh, drivers, key); !st) services.step("could not keep the built driver in the cache: " + st.error().message);
+    built = std::move(fresh);
+  }
   GPUENV_CHECK(images::disk::install_driver_modules(*built, root));
   GPUENV_TRY(links, images::disk::link_driver_alternatives(root));
   images::LdCacheOptions lo;
   lo.generator = "gpuenv";
   if (auto cache = images::write_ld_cache(root, lo); !cache) return std::move(cache).error();
   std::error_code ec;
-  fs::remove_all(b.work_dir, ec);  // the headers and the compiler: gigabytes the disk step need not wait beside
+  fs::remove_all(image.work_dir + "/driver", ec);  // the headers and the compiler: gigabytes the disk step need not wait beside
   const auto& mods = built->conf.modules;
   const auto core = std::find_if(mods.begin(), mods.end(), [](const images::disk::DkmsModule& m) { return m.built_name == "nvidia"; });
-  return (core != mods.end() ? *core : mods.front()).dest_name;
+  return VmBuilt::Driver{(core != mods.end() ? *core : mods.front()).dest_name, l.lock.vm->driver->version, reused};
 }
 
 /// A VM disk from LOCK into OUTPUT (docs/vm.md): the root tree with the VM's own files, then the disk.
@@ -194,8 +217,9 @@ Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::
   a.add_files = [&](const std::string& root) -> Status {
     images::disk::VmRootInputs in{ids, l.lock.spec_name, "/proc/self/exe", std::string(recipes::preflight_unit()), l.lock.vm->cloud_init, {}};
     if (l.lock.vm->driver) {
-      GPUENV_TRY(module, add_vm_driver(a, l, root, *runner, services));
-      in.driver_module = module;
+      GPUENV_TRY(driver, add_vm_driver(a, l, root, *runner, services));
+      in.driver_module = driver.module;
+      out.driver = std::move(driver);
     }
     return images::disk::add_vm_files(root, in, *runner);
   };

@@ -34,6 +34,13 @@ struct VmBuilt {
   std::uint64_t file_size = 0;   ///< the output file's size (the raw disk's, or the qcow2's)
   std::string lock_sha256;
   std::string container_disk;    ///< with --push: the containerDisk image's manifest digest ("sha256:...")
+  /// With vm.driver: the module the image got ("nvidia-current"), its driver version, and whether the modules came
+  /// from the cache (built before for the same build packages, kernel and epoch) rather than compiled now.
+  struct Driver {
+    std::string module, version;
+    bool reused = false;
+  };
+  std::optional<Driver> driver;
 };
 
 struct Built {

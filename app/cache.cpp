@@ -2,6 +2,7 @@
 
 #include "base/cache/work_dir.hpp"
 #include "images/assemble/assemble_image.hpp"
+#include "images/disk/vm_driver.hpp"
 
 namespace gpuenv::app {
 
@@ -12,6 +13,9 @@ Result<CacheListing> list_cache(Services& services) {
   GPUENV_TRY(blobs, store->list());
   out.blobs = std::move(blobs);
   out.build = images::build_cache_use(out.root + "/trees", out.root + "/layers");
+  const auto drivers = images::disk::driver_cache_use(out.root + "/drivers");
+  out.build.drivers = drivers.drivers;
+  out.build.driver_bytes = drivers.bytes;
   return out;
 }
 
@@ -22,7 +26,10 @@ Result<Pruned> prune_cache(int older_than_days, bool all, Services& services) {
   const auto cutoff = all ? std::chrono::system_clock::time_point::max() : std::chrono::system_clock::now() - std::chrono::hours(24) * older_than_days;
   GPUENV_TRY(freed, store->prune(cutoff));
   out.build = images::prune_build_cache(out.root + "/trees", out.root + "/layers", cutoff);
-  out.freed_bytes = freed + out.build.package_tree_bytes + out.build.layer_bytes;
+  const auto drivers = images::disk::prune_driver_cache(out.root + "/drivers", cutoff);
+  out.build.drivers = drivers.drivers;
+  out.build.driver_bytes = drivers.bytes;
+  out.freed_bytes = freed + out.build.package_tree_bytes + out.build.layer_bytes + out.build.driver_bytes;
   out.abandoned_work_dirs = sweep_abandoned_work_dirs(out.root);
   return out;
 }

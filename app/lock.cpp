@@ -117,7 +117,8 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
   GPUENV_TRY(prepared, resolve(rq.resolve, services));
   made.prepared = std::move(prepared);
   PreparedResolution& p = *made.prepared;
-  if (!p.resolution.ok) return made;
+  const bool packaged_driver = p.spec.vm && p.spec.vm->driver;  // resolved again below, against the packaged driver
+  if (!p.resolution.ok && !packaged_driver) return made;
   auto runner = services.make_runner ? services.make_runner() : nullptr;
   auto network = rq.offline ? make_offline_fetcher() : (services.make_fetcher ? services.make_fetcher(services.net) : nullptr);
   if (!runner || !network) {

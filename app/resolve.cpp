@@ -86,8 +86,10 @@ Status choose_gpus(const ResolveRequest& rq, const resolver::Spec& spec, const r
   return ok_status();
 }
 
-/// Driver: --driver, else the spec, else the host.
+/// Driver: --driver, else the spec, else the host. A VM image with vm.driver carries its own: `gpuenv lock` takes its
+/// module package's version from the repositories (app/lock.cpp), and the host's driver says nothing of it.
 Status choose_driver(const ResolveRequest& rq, const resolver::Spec& spec, LazyHost& host, resolver::ResolveRequest& req) {
+  if (spec.vm && spec.vm->driver && !rq.driver) return ok_status();
   if (rq.driver) {
     auto v = resolver::Version::parse(*rq.driver);
     if (!v) {
@@ -197,6 +199,9 @@ Result<std::unique_ptr<PreparedResolution>> resolve(const ResolveRequest& rq, Se
   GPUENV_CHECK(choose_driver(rq, out->spec, host, req));
   GPUENV_TRY(resolution, resolver::resolve(catalog, req));
   out->resolution = std::move(resolution);
+  if (out->spec.vm && out->spec.vm->driver && !rq.driver)
+    out->resolution.notes.push_back("vm.driver: the image's driver is the version of its module package (" + out->spec.vm->driver->module +
+                                    "), which `gpuenv lock` looks up in the apt repositories and resolves again against");
   out->request = std::move(req);
   if (!rq.lock_path.empty() && out->resolution.ok) {
     if (auto st = write_file_atomic(rq.lock_path, resolver::render_lock(out->spec, out->resolution, lock_inputs(*out))); !st) {

@@ -59,7 +59,9 @@ void print_vm(const BuildOptions& o, const app::Built& b, bool json, Context& ct
                                {"root_fs_uuid", d.ids.root_fs.str()},
                                {"raw_size", d.raw_size},
                                {"raw_allocated", d.raw_allocated},
-                               {"partitions", parts}}}};
+                               {"partitions", parts},
+                               {"driver", vm.driver ? nlohmann::ordered_json{{"module", vm.driver->module}, {"version", vm.driver->version}, {"reused", vm.driver->reused}}
+                                                    : nlohmann::ordered_json(nullptr)}}}};
     if (b.pushed)
       j["push"] = {{"reference", o.push}, {"digest", b.pushed->digest}, {"container_disk", vm.container_disk},
                    {"blobs_uploaded", b.pushed->blobs_uploaded}, {"blobs_present", b.pushed->blobs_present}, {"bytes_uploaded", b.pushed->bytes_uploaded}};
@@ -69,6 +71,8 @@ void print_vm(const BuildOptions& o, const app::Built& b, bool json, Context& ct
   *ctx.out << "  kernel    " << d.kernel.version << (d.kernel.initrd.empty() ? " (no initramfs; built in: " : " (initramfs; built in: ");
   for (std::size_t i = 0; i < d.kernel.built_in_disks.size(); ++i) *ctx.out << (i ? ", " : "") << d.kernel.built_in_disks[i];
   *ctx.out << ")\n";
+  if (vm.driver)
+    *ctx.out << "  driver    " << vm.driver->version << ", " << vm.driver->module << ".ko " << (vm.driver->reused ? "from the cache (built before)" : "built") << "\n";
   for (const auto& p : d.layout.partitions) *ctx.out << "  partition " << std::left << std::setw(5) << p.name << std::right << std::setw(11) << human(p.size()) << "  " << p.unique.str() << "\n";
   *ctx.out << "wrote " << b.output << " (" << resolver::to_string(b.format) << ", " << human(vm.file_size) << "; the raw disk " << human(d.raw_size) << ", "
            << human(d.raw_allocated) << " allocated)\n";

@@ -45,12 +45,13 @@ int cmd_cache(const CacheOptions& o, Context& ctx) {
                                          {"freed_bytes", pruned->freed_bytes},
                                          {"package_trees_removed", pruned->build.package_trees},
                                          {"layers_removed", pruned->build.layers},
+                                         {"drivers_removed", pruned->build.drivers},
                                          {"abandoned_work_dirs_removed", swept}}
                       .dump(2)
                << "\n";
     } else {
       *ctx.out << "freed " << human(pruned->freed_bytes) << " in " << pruned->root << " (" << pruned->build.package_trees << " unpacked packages, "
-               << pruned->build.layers << " kept layers among it)";
+               << pruned->build.layers << " kept layers, " << pruned->build.drivers << " built drivers among it)";
       if (swept > 0) *ctx.out << "; removed " << swept << " work director" << (swept == 1 ? "y" : "ies") << " of killed commands";
       *ctx.out << "\n";
     }
@@ -65,7 +66,7 @@ int cmd_cache(const CacheOptions& o, Context& ctx) {
     const auto& b = listing->build;
     nlohmann::ordered_json j{{"schema", "gpuenv-cache-v1"}, {"root", root}, {"blobs", blobs.size()}, {"bytes", total},
                              {"package_trees", b.package_trees}, {"package_tree_bytes", b.package_tree_bytes}, {"layers", b.layers},
-                             {"layer_bytes", b.layer_bytes}};
+                             {"layer_bytes", b.layer_bytes}, {"drivers", b.drivers}, {"driver_bytes", b.driver_bytes}};
     if (o.action == "ls") {
       auto list = nlohmann::ordered_json::array();
       for (const auto& blob : blobs) list.push_back({{"sha256", blob.sha256.hex()}, {"bytes", blob.bytes}, {"last_used", iso(blob.last_used)}});
@@ -78,7 +79,8 @@ int cmd_cache(const CacheOptions& o, Context& ctx) {
     for (const auto& b : blobs) *ctx.out << b.sha256.hex() << "  " << std::setw(10) << human(b.bytes) << "  " << iso(b.last_used) << "\n";
   *ctx.out << blobs.size() << " blobs, " << human(total) << " in " << root << "\n";
   *ctx.out << listing->build.package_trees << " unpacked packages, " << human(listing->build.package_tree_bytes) << "; " << listing->build.layers
-           << " kept layers, " << human(listing->build.layer_bytes) << "\n";
+           << " kept layers, " << human(listing->build.layer_bytes) << "; " << listing->build.drivers << " built drivers, "
+           << human(listing->build.driver_bytes) << "\n";
   return k_exit_ok;
 }
 

@@ -121,7 +121,11 @@ void render_disk(const images::disk::DiskSummary& d, bool all, bool json, std::o
                    {"allocated", d.allocated},         {"disk_size", d.disk_size}, {"disk_guid", d.layout.disk.str()}, {"partitions", parts},
                    {"spec", d.lock ? ordered_json(d.lock->spec_name) : ordered_json(nullptr)},
                    {"vm", d.lock && d.lock->vm ? ordered_json{{"kernel", d.lock->vm->kernel}, {"disk_size", d.lock->vm->disk_size}, {"cloud_init", d.lock->vm->cloud_init},
-                                                              {"cmdline", d.lock->vm->cmdline}}
+                                                              {"cmdline", d.lock->vm->cmdline},
+                                                              {"driver", d.lock->vm->driver ? ordered_json{{"module", d.lock->vm->driver->module},
+                                                                                                           {"version", d.lock->vm->driver->version},
+                                                                                                           {"packages", d.lock->vm->driver->packages}}
+                                                                                            : ordered_json(nullptr)}}
                                                : ordered_json(nullptr)},
                    {"packages", packages},
                    {"lock_problem", d.lock_problem.empty() ? ordered_json(nullptr) : ordered_json(d.lock_problem)}};
@@ -139,6 +143,8 @@ void render_disk(const images::disk::DiskSummary& d, bool all, bool json, std::o
   }
   out << "  built from " << d.lock->spec_name << "'s lock (" << d.lock->base << (d.lock->vm ? ", kernel package " + d.lock->vm->kernel : std::string()) << "), "
       << d.lock->packages.size() << " packages\n";
+  if (d.lock->vm && d.lock->vm->driver)
+    out << "  NVIDIA driver " << d.lock->vm->driver->version << " (" << d.lock->vm->driver->module << ", built for the image's kernel)\n";
   std::size_t shown = 0;
   for (const auto& p : d.lock->packages) {
     const bool kernel = p.name.rfind("linux-image-", 0) == 0;

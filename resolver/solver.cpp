@@ -110,7 +110,7 @@ class Solver {
     std::sort(out.archs.begin(), out.archs.end());
     if (m_req.gpus.empty())
       out.notes.push_back("no GPU was given or detected: GPU architectures were not checked");
-    if (!m_driver)
+    if (!m_driver && !(m_spec.vm && m_spec.vm->driver))  // a VM image's own driver is found by the lock (app/lock.cpp)
       out.notes.push_back("no driver was given or detected: driver.min is what the fleet's driver must meet");
 
     // First pass without messages (the common, satisfiable case stays cheap); then the winner, or every
@@ -407,7 +407,8 @@ class Solver {
         liftable = false;
         violate(c, f.rule_if_unmet, [&] {
           const std::string who = f.rule_if_unmet == Rule::confidential ? f.why : f.why.substr(0, f.why.find(" is supported"));
-          return who + " needs driver >= " + f.driver.str() + "; the driver is " + d.str();
+          const bool packaged = m_req.driver_origin.rfind("vm.driver", 0) == 0;  // a VM image's own driver: say which package
+          return who + " needs driver >= " + f.driver.str() + "; the driver is " + d.str() + (packaged ? ", from " + m_req.driver_origin : "");
         });
       }
     }
@@ -597,7 +598,11 @@ class Solver {
         if (subset_of(c, {Rule::driver, Rule::gpu_driver}) &&
             (!lowest || c.driver_min < lowest->driver_min || (c.driver_min == lowest->driver_min && c.score > lowest->score)))
           lowest = &c;
-      if (lowest) out.suggestions.push_back("upgrade the driver to >= " + lowest->driver_min.str() + " for " + labels(*lowest));
+      if (lowest && m_spec.vm && m_spec.vm->driver)
+        out.suggestions.push_back("name a driver package of version >= " + lowest->driver_min.str() + " in vm.driver.module (and its packages) for " +
+                                  labels(*lowest));
+      else if (lowest)
+        out.suggestions.push_back("upgrade the driver to >= " + lowest->driver_min.str() + " for " + labels(*lowest));
     }
     if (const Candidate* c = best_where({Rule::python_constraint}); c && c->python) {
       out.suggestions.push_back("ask for Python " + c->python->str() + " (" + labels(*c) + ")");

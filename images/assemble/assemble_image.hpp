@@ -110,6 +110,7 @@ Result<BuiltRoot> assemble_root(const BuildRequest& request);
 struct BuildCacheUse {
   std::uint64_t package_trees = 0, package_tree_bytes = 0;  ///< unpacked packages (package_tree_dir)
   std::uint64_t layers = 0, layer_bytes = 0;                ///< layer blobs kept for their input keys (layer_memo_dir)
+  std::uint64_t drivers = 0, driver_bytes = 0;              ///< VM drivers' built modules (images/disk/vm_driver.hpp; filled by the caller)
 };
 
 /// Counts what the package store and the layer memo hold.

@@ -7,11 +7,14 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <sstream>
 #include <map>
 #include <regex>
 #include <optional>
 
 #include "base/archive/safe_extract.hpp"
+#include "base/digest.hpp"
 #include "base/file_io.hpp"
 #include "base/text.hpp"
 #include "base/unique_fd.hpp"
@@ -192,6 +195,110 @@ Result<BuiltDriver> build_driver_modules(const DriverBuildRequest& rq, CommandRu
   }
   GPUENV_CHECK(run_step(runner, sandboxed(rq, source, strip), rq, "strip --strip-debug of the modules"));
   return out;
+}
+
+std::string driver_key(const std::vector<std::string>& build_inputs) {
+  std::string text = "gpuenv-driver-modules-v1\n";
+  for (const auto& line : build_inputs) text += line + "\n";
+  return sha256_hex(text);
+}
+
+namespace {
+
+constexpr std::string_view k_manifest_head = "gpuenv-driver-modules-v1\n";
+
+/// One manifest line: built name, built location ("-" for the top), destination name and location, install path.
+std::string manifest_line(const DkmsModule& m, const std::string& install) {
+  return m.built_name + " " + (m.built_location.empty() ? "-" : m.built_location) + " " + m.dest_name + " " + m.dest_location + " " + install + "\n";
+}
+
+bool safe_install_path(const std::string& p) {
+  return p.rfind("lib/modules/", 0) == 0 && p.find("..") == std::string::npos && p.find("//") == std::string::npos && p.size() > 3 &&
+         p.substr(p.size() - 3) == ".ko";
+}
+
+}  // namespace
+
+Status keep_driver(const BuiltDriver& driver, const std::string& drivers_dir, const std::string& key) {
+  const fs::path final_dir = fs::path(drivers_dir) / key;
+  const fs::path staging = fs::path(drivers_dir) / (".staging-" + key + "-" + std::to_string(::getpid()));
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging, ec);
+  if (ec) return make_error(ErrorKind::environment, "build.io", "cannot create " + staging.string() + ": " + ec.message(), drivers_dir, "check the cache directory");
+  std::string manifest(k_manifest_head);
+  manifest += driver.conf.package_name + " " + driver.conf.package_version + " " + driver.source + "\n";
+  for (std::size_t i = 0; i < driver.modules.size() && i < driver.conf.modules.size(); ++i) {
+    GPUENV_TRY(bytes, read_file_limited(driver.modules[i].file, std::size_t{1} << 30));
+    GPUENV_CHECK(write_file_atomic((staging / (std::to_string(i) + ".ko")).string(), bytes));
+    manifest += manifest_line(driver.conf.modules[i], driver.modules[i].install);
+  }
+  GPUENV_CHECK(write_file_atomic((staging / "manifest").string(), manifest));
+  fs::rename(staging, final_dir, ec);
+  if (ec) fs::remove_all(staging, ec);  // another build kept the same modules first: theirs stay
+  return ok_status();
+}
+
+std::optional<BuiltDriver> kept_driver(const std::string& drivers_dir, const std::string& key) {
+  const fs::path dir = fs::path(drivers_dir) / key;
+  auto text = read_file_limited((dir / "manifest").string(), 1u << 20);
+  if (!text || text->rfind(k_manifest_head, 0) != 0) return std::nullopt;
+  std::istringstream in(text->substr(k_manifest_head.size()));
+  BuiltDriver out;
+  if (!(in >> out.conf.package_name >> out.conf.package_version >> out.source)) return std::nullopt;
+  DkmsModule m;
+  std::string install;
+  while (in >> m.built_name >> m.built_location >> m.dest_name >> m.dest_location >> install) {
+    if (m.built_location == "-") m.built_location.clear();
+    const fs::path file = dir / (std::to_string(out.modules.size()) + ".ko");
+    std::error_code ec;
+    if (!safe_install_path(install) || !fs::is_regular_file(file, ec)) return std::nullopt;
+    out.conf.modules.push_back(m);
+    out.modules.push_back({file.string(), install});
+  }
+  if (out.modules.empty()) return std::nullopt;
+  std::error_code ec;
+  fs::last_write_time(dir / "manifest", fs::file_time_type::clock::now(), ec);  // used: prune keeps it
+  return out;
+}
+
+namespace {
+
+DriverCacheUse walk_drivers(const std::string& drivers_dir, const std::function<bool(const fs::path&)>& remove) {
+  DriverCacheUse out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(drivers_dir, ec)) {
+    const fs::path manifest = e.path() / "manifest";
+    if (e.path().filename().string().front() == '.' || !fs::is_regular_file(manifest, ec)) continue;
+    std::uint64_t bytes = 0;
+    for (const auto& f : fs::directory_iterator(e.path(), ec))
+      if (f.is_regular_file(ec)) bytes += f.file_size(ec);
+    if (remove && !remove(manifest)) continue;
+    if (remove) {
+      const fs::path gone = e.path().parent_path() / (".removing-" + e.path().filename().string() + "-" + std::to_string(::getpid()));
+      std::error_code rm;
+      fs::rename(e.path(), gone, rm);
+      if (rm) continue;
+      fs::remove_all(gone, rm);
+    }
+    ++out.drivers;
+    out.bytes += bytes;
+  }
+  return out;
+}
+
+}  // namespace
+
+DriverCacheUse driver_cache_use(const std::string& drivers_dir) { return walk_drivers(drivers_dir, nullptr); }
+
+DriverCacheUse prune_driver_cache(const std::string& drivers_dir, std::chrono::system_clock::time_point cutoff) {
+  return walk_drivers(drivers_dir, [&](const fs::path& manifest) {
+    if (cutoff == std::chrono::system_clock::time_point::max()) return true;
+    std::error_code ec;
+    const auto when = fs::last_write_time(manifest, ec);
+    if (ec) return true;
+    return std::chrono::file_clock::to_sys(when) < cutoff;
+  });
 }
 
 Status install_driver_modules(const BuiltDriver& driver, const std::string& root) {

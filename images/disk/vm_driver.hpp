@@ -16,6 +16,7 @@
 //   libcuda, nvidia-smi and the module's modprobe configuration, each only where its target is in the tree.
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,6 +68,21 @@ struct BuiltDriver {
 /// the kernel), `vm.dkms_conf`, `vm.driver_build` (make or strip failed: the end of its output, and how to rerun
 /// it), `process.*` (bwrap missing, the timeout), `build.io`.
 Result<BuiltDriver> build_driver_modules(const DriverBuildRequest& request, CommandRunner& runner);
+
+/// Built modules are kept in the cache (`drivers/<key>/`: the modules and a manifest), so that the next build of the
+/// same build_packages for the same kernel takes them instead of compiling again. KEY names what went into the
+/// build (driver_key). keep_driver writes beside and renames, so a half-written entry is never read;
+/// kept_driver gives std::nullopt for a missing or damaged entry (which is then built again) and marks it used.
+std::string driver_key(const std::vector<std::string>& build_inputs);
+Status keep_driver(const BuiltDriver& driver, const std::string& drivers_dir, const std::string& key);
+std::optional<BuiltDriver> kept_driver(const std::string& drivers_dir, const std::string& key);
+
+/// What the kept drivers hold, and removing those last used before CUTOFF (all with time_point::max()).
+struct DriverCacheUse {
+  std::uint64_t drivers = 0, bytes = 0;
+};
+DriverCacheUse driver_cache_use(const std::string& drivers_dir);
+DriverCacheUse prune_driver_cache(const std::string& drivers_dir, std::chrono::system_clock::time_point cutoff);
 
 /// Copies the built modules into the image tree at ROOT. Errors: `build.io`.
 Status install_driver_modules(const BuiltDriver& driver, const std::string& root);

@@ -15,6 +15,46 @@ bool belongs_to(const AptSource& s, const std::string& codename) {
   return s.suite == codename || s.suite.rfind(codename + "-", 0) == 0 || s.suite.rfind(codename + "/", 0) == 0;
 }
 
+/// The lock's record of P.
+Result<PinnedPackage> pinned(const PackageIndex& index, const BinaryPackage* p) {
+  const RepositoryRef& r = index.repositories()[p->repository];
+  PinnedPackage pin;
+  pin.name = std::string(p->name);
+  pin.version = p->version.str();
+  pin.architecture = std::string(p->architecture);
+  pin.kind = PackageKind::deb;
+  pin.url = r.uri + std::string(p->filename);
+  pin.size = p->size;
+  auto sha256 = Digest::from_hex(p->sha256);
+  pin.source = r.uri + " " + r.suite + (r.component.empty() ? "" : " " + r.component);
+  if (!sha256) {
+    return make_error(ErrorKind::environment, "apt.no_sha256", "package " + pin.name + " " + pin.version + " has no SHA256 in its index",
+                      r.where, "gpuenv pins packages by sha256; the repository's Packages file must carry SHA256 fields");
+  }
+  pin.sha256 = std::move(*sha256);
+  return pin;
+}
+
+/// "name" at apt's candidate, or "name=version" exactly. Errors: `apt.not_found`, with the versions there are.
+Result<const BinaryPackage*> find_alone(const PackageIndex& index, const std::string& request_text) {
+  const auto eq = request_text.find('=');
+  const std::string name = request_text.substr(0, eq);
+  const BinaryPackage* found = nullptr;
+  if (eq == std::string::npos) {
+    found = index.candidate(name);
+  } else {
+    for (const BinaryPackage* v : index.versions(name))
+      if (v->version.str() == request_text.substr(eq + 1)) found = v;
+  }
+  if (found) return found;
+  std::string have;
+  for (const BinaryPackage* v : index.versions(name)) have += (have.empty() ? "" : ", ") + v->version.str();
+  return make_error(ErrorKind::unsatisfiable, "apt.not_found",
+                    "no package " + request_text + " in the configured apt repositories" + (have.empty() ? "" : " (they have " + have + ")"), "sources",
+                    "check the name, and that the repositories include its component (Debian's NVIDIA driver is in non-free, its firmware in "
+                    "non-free-firmware): see gpuenv sources");
+}
+
 }  // namespace
 
 Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx) {
@@ -85,24 +125,6 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
   if (!closure) return std::move(closure).error();
   out.decisions = std::move(chosen);
   out.decisions.insert(out.decisions.end(), closure->decisions.begin(), closure->decisions.end());
-  auto pinned = [&](const BinaryPackage* p) -> Result<PinnedPackage> {
-    const RepositoryRef& r = index.repositories()[p->repository];
-    PinnedPackage pin;
-    pin.name = std::string(p->name);
-    pin.version = p->version.str();
-    pin.architecture = std::string(p->architecture);
-    pin.kind = PackageKind::deb;
-    pin.url = r.uri + std::string(p->filename);
-    pin.size = p->size;
-    auto sha256 = Digest::from_hex(p->sha256);
-    pin.source = r.uri + " " + r.suite + (r.component.empty() ? "" : " " + r.component);
-    if (!sha256) {
-      return make_error(ErrorKind::environment, "apt.no_sha256", "package " + pin.name + " " + pin.version + " has no SHA256 in its index",
-                        r.where, "gpuenv pins packages by sha256; the repository's Packages file must carry SHA256 fields");
-    }
-    pin.sha256 = std::move(*sha256);
-    return pin;
-  };
   for (const BinaryPackage* p : closure->packages) {
     // Say why a package is not at its newest version when pin priorities decided it.
     if (const auto versions = index.versions(p->name); index.candidate(p->name) == p && versions.front() != p &&
@@ -111,28 +133,12 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
                               std::to_string(index.priority(*p)) + ") instead of the newer " +
                               versions.front()->version.str() + " (pin priority " +
                               std::to_string(index.priority(*versions.front())) + ")");
-    GPUENV_TRY(pin, pinned(p));
+    GPUENV_TRY(pin, pinned(index, p));
     out.packages.push_back(std::move(pin));
   }
   for (const std::string& request_text : request.alone) {
-    const auto eq = request_text.find('=');
-    const std::string name = request_text.substr(0, eq);
-    const BinaryPackage* found = nullptr;
-    if (eq == std::string::npos) {
-      found = index.candidate(name);
-    } else {
-      for (const BinaryPackage* v : index.versions(name))
-        if (v->version.str() == request_text.substr(eq + 1)) found = v;
-    }
-    if (!found) {
-      std::string have;
-      for (const BinaryPackage* v : index.versions(name)) have += (have.empty() ? "" : ", ") + v->version.str();
-      return make_error(ErrorKind::unsatisfiable, "apt.not_found",
-                        "no package " + request_text + " in the configured apt repositories" + (have.empty() ? "" : " (they have " + have + ")"), "sources",
-                        "check the name, and that the repositories include its component (Debian's NVIDIA driver is in non-free, its firmware in "
-                        "non-free-firmware): see gpuenv sources");
-    }
-    GPUENV_TRY(pin, pinned(found));
+    GPUENV_TRY(found, find_alone(index, request_text));
+    GPUENV_TRY(pin, pinned(index, found));
     out.alone.push_back(std::move(pin));
   }
   std::sort(out.packages.begin(), out.packages.end(), [](const PinnedPackage& a, const PinnedPackage& b) { return a.name < b.name; });

@@ -48,6 +48,15 @@ class CliLock : public ::testing::Test {
     };
     ok = ok && deb("base-files", "12.4", "Priority: required\nEssential: yes\n") && deb("libpython3.11", "3.11.2-6", "") &&
          deb("python3", "3.11.2-1", "Depends: libpython3.11\n") && deb("curl", "7.88.1-10", "");
+    // A VM's packages (packages/pin_image.hpp), a kernel with its headers, and a driver in the shape of Debian's
+    // (vm.driver): the module source depends on dkms, which the repository lacks: it must be pinned alone.
+    for (const char* name : {"systemd-sysv", "udev", "kmod", "systemd-boot-efi", "libxml2", "libcurl4", "libarchive13", "zlib1g", "libzstd1",
+                             "libyaml-cpp0.7", "libssl3", "libstdc++6", "libgcc-s1", "make", "libc6-dev", "firmware-nvidia-gsp",
+                             "nvidia-kernel-support", "libnvidia-ml1", "libcuda1", "nvidia-smi", "gcc-12"})
+      ok = ok && deb(name, "1.0-1", "");
+    ok = ok && deb("linux-image-6.1.0-9-cloud-amd64", "6.1.1-1", "") && deb("linux-image-cloud-amd64", "6.1.1-1", "Depends: linux-image-6.1.0-9-cloud-amd64\n") &&
+         deb("linux-headers-6.1.0-9-cloud-amd64", "6.1.1-1", "Depends: gcc-12\n") &&
+         deb("nvidia-kernel-dkms", "535.309.01-0+deb12u1", "Depends: dkms (>= 3.0.3-4~), firmware-nvidia-gsp\n");
     const fs::path dists = www / "debian/dists/bookworm";
     fs::create_directories(dists / "main/binary-amd64");
     ok = ok && sh("cd " + (www / "debian").string() + " && dpkg-scanpackages pool /dev/null 2>/dev/null > " + (dists / "main/binary-amd64/Packages").string());
@@ -132,6 +141,79 @@ TEST_F(CliLock, PinsDebsAndWheelsDeterministicallyAndOffline) {
   const std::string text = slurp(dir / "a.lock");
   EXPECT_NE(text.find("kind: \"deb\""), std::string::npos);
   EXPECT_NE(text.find("name: \"torch\", version: \"2.5.1\", kind: \"wheel\""), std::string::npos);
+}
+
+/// A VM spec with vm.driver, for the GPU models MODELS.
+std::string vm_spec(const gpuenv::testing::LoopbackServer& server, const fs::path& dir, const std::string& name, const std::string& models,
+                    const std::string& driver) {
+  const std::string path = (dir / (name + "-" + std::to_string(server.port()) + ".yaml")).string();
+  std::ofstream(path) << "name: " << name << "\nbase: debian:12\ngpu: {models: [" << models << "]}\nvm:\n  driver: " << driver << "\n"
+                      << "sources:\n  apt:\n    - {uri: '" << server.url("debian") << "', suite: bookworm, components: [main], signed_by: '"
+                      << (dir / "repo.gpg").string() << "'}\n";
+  return path;
+}
+
+// vm.driver: the module package's version is the fleet's driver; the lock records it, pins the driver's packages into
+// the image and the kernel's headers (at the kernel's version), make, libc6-dev and the module source alone into
+// build_packages, which the image never gets.
+TEST_F(CliLock, AVmDriverIsTheFleetsDriverAndItsBuildIsPinnedApart) {
+  spec = vm_spec(*server, dir, "node", "H100", "distro");
+  std::string json;
+  ASSERT_EQ(lock({"-o", (dir / "vm.lock").string(), "--json"}, (dir / "cache").string(), &json), 0);
+  const std::string text = slurp(dir / "vm.lock");
+  EXPECT_NE(text.find("  driver:\n    request: \"distro\"\n    module: \"nvidia-kernel-dkms\"\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("    version: \"535.309.01\"\n"), std::string::npos) << text;
+  const auto image = text.substr(0, text.find("\nbuild_packages:"));
+  const auto build = text.substr(text.find("\nbuild_packages:"));
+  for (const char* p : {"firmware-nvidia-gsp", "libnvidia-ml1", "libcuda1", "nvidia-smi", "linux-image-6.1.0-9-cloud-amd64"})
+    EXPECT_NE(image.find(std::string("name: \"") + p + "\""), std::string::npos) << p;
+  for (const char* p : {"linux-headers-6.1.0-9-cloud-amd64", "gcc-12", "make", "libc6-dev", "nvidia-kernel-dkms"}) {
+    EXPECT_NE(build.find(std::string("name: \"") + p + "\""), std::string::npos) << p;
+    EXPECT_EQ(image.find(std::string("name: \"") + p + "\""), std::string::npos) << p << " is in the image";
+  }
+  EXPECT_EQ(text.find("name: \"dkms\""), std::string::npos);  // the module source alone, not its dependencies
+  EXPECT_NE(build.find("version: \"6.1.1-1\""), std::string::npos);  // the headers at the kernel's version
+  // The driver version stands in for the fleet's, and the resolution says where it came from.
+  const auto j = nlohmann::json::parse(json);
+  EXPECT_NE(j.dump().find("vm.driver (nvidia-kernel-dkms 535.309.01-0+deb12u1)"), std::string::npos) << j.dump().substr(0, 2000);
+  // The lock reads back the same (parse_lock(render_lock) == lock_of): a second lock is the same bytes.
+  ASSERT_EQ(lock({"-o", (dir / "vm2.lock").string()}, (dir / "cache").string()), 0);
+  EXPECT_EQ(text, slurp(dir / "vm2.lock"));
+}
+
+// The packaged driver is held to every rule: an H200 needs a newer driver than 535 (its minimum, from the catalog):
+// unsatisfiable, exit 3, no lock. --driver cannot override the image's own driver (exit 2), and a module the
+// repositories lack is named with the components to check.
+TEST_F(CliLock, APackagedDriverThatCannotRunTheGpusIsUnsatisfiable) {
+  auto run = [&](const std::vector<std::string>& args, std::string& out) {
+    std::ostringstream o, e;
+    gpuenv::cli::Context ctx;
+    ctx.out = &o;
+    ctx.err = &e;
+    ctx.env = {{"GPUENV_CACHE_DIR", (dir / "cache").string()}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}};
+    ctx.make_runner = [] { return gpuenv::make_process_runner(); };
+    ctx.make_fetcher = [](const gpuenv::NetLimits& limits) {
+      gpuenv::FetchOptions options;
+      options.limits = limits;
+      return gpuenv::make_curl_fetcher(options);
+    };
+    const int code = gpuenv::cli::run(args, ctx);
+    out = o.str() + e.str();
+    return code;
+  };
+  std::string out;
+  const std::string h200 = vm_spec(*server, dir, "h200", "H200", "distro");
+  EXPECT_EQ(run({"lock", h200, "-o", (dir / "h200.lock").string(), "--host-root", dir.string()}, out), 3) << out;
+  EXPECT_NE(out.find("535.309.01"), std::string::npos) << out;
+  EXPECT_NE(out.find("H200"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(dir / "h200.lock"));
+  const std::string h100 = vm_spec(*server, dir, "h100", "H100", "distro");
+  EXPECT_EQ(run({"lock", h100, "--driver", "550.54.15", "-o", (dir / "d.lock").string(), "--host-root", dir.string()}, out), 2) << out;
+  EXPECT_NE(out.find("cli.driver_with_vm_driver"), std::string::npos) << out;
+  const std::string tesla = vm_spec(*server, dir, "tesla", "H100", "{module: nvidia-tesla-535-kernel-dkms, packages: [firmware-nvidia-gsp]}");
+  EXPECT_EQ(run({"lock", tesla, "-o", (dir / "t.lock").string(), "--host-root", dir.string()}, out), 3) << out;
+  EXPECT_NE(out.find("apt.not_found"), std::string::npos) << out;
+  EXPECT_NE(out.find("non-free"), std::string::npos) << out;
 }
 
 TEST_F(CliLock, OfflineWithAnEmptyCacheNamesWhatIsMissing) {

@@ -112,6 +112,17 @@ TEST(VmRoot, AddsTheFilesAndEnablesUnitsAsTheirPackagesWould) {
     EXPECT_EQ(fs::read_symlink(root / link, ec).string(), target) << link;
   }
   EXPECT_FALSE(fs::exists(root / "etc/systemd/system/cloud-init.target.wants"));
+  EXPECT_FALSE(fs::exists(root / "etc/systemd/system/gpuenv-driver.service"));  // no driver, no driver line
+  // With a driver, its modinfo goes to the console too.
+  in.driver_module = "nvidia-current";
+  ASSERT_TRUE(add_vm_files(root.string(), in, *runner));
+  EXPECT_NE(read_all(root / "etc/systemd/system/gpuenv-driver.service").find("modinfo -F version nvidia-current"), std::string::npos);
+  {
+    std::error_code ec;
+    EXPECT_EQ(fs::read_symlink(root / "etc/systemd/system/multi-user.target.wants/gpuenv-driver.service", ec).string(),
+              "/etc/systemd/system/gpuenv-driver.service");
+  }
+  in.driver_module.clear();
   // cloud-init asked for, but its units are not in the tree: the lock was not made for it.
   in.cloud_init = true;
   auto missing = add_vm_files(root.string(), in, *runner);

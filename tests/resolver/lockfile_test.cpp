@@ -131,6 +131,43 @@ TEST(Lockfile, AVmLockSaysSoAndAContainerLockDoesNot) {
   }
 }
 
+// A VM lock with a driver records vm.driver (with the version the lock found) and build_packages, reads both back,
+// and refuses build_packages without a driver.
+TEST(Lockfile, AVmDriverAndItsBuildPackagesAreRecorded) {
+  Made vm = resolved("name: vm\nvm: {driver: distro}\n", "535.309.01");
+  vm.spec.vm->driver->version = "535.309.01";
+  const std::vector<LockedPackage> image = {
+      {"libnvidia-ml1", "535.309.01-0+deb12u1", PackageKind::deb, "amd64", "http://deb.example/pool/n.deb", *gpuenv::Digest::from_hex(std::string(64, 'c')), "debian", 7}};
+  const std::vector<LockedPackage> build = {
+      {"nvidia-kernel-dkms", "535.309.01-0+deb12u1", PackageKind::deb, "amd64", "http://deb.example/pool/d.deb", *gpuenv::Digest::from_hex(std::string(64, 'd')), "debian", 9}};
+  const LockInputs in{"spec-digest", "catalog-digest", "gpuenv test", ""};
+  const std::string text = render_lock(vm.spec, vm.resolution, in, image, build);
+  EXPECT_NE(text.find("  driver:\n    request: \"distro\"\n    module: \"nvidia-kernel-dkms\"\n    packages: [\"firmware-nvidia-gsp\""), std::string::npos) << text;
+  EXPECT_NE(text.find("    version: \"535.309.01\"\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nbuild_packages:\n  - {name: \"nvidia-kernel-dkms\""), std::string::npos) << text;
+  auto read = parse_lock(text, "t.lock");
+  ASSERT_TRUE(read.ok()) << read.error().to_string();
+  EXPECT_TRUE(*read == lock_of(vm.spec, vm.resolution, in, image, build));
+  EXPECT_EQ(read->build_packages.size(), 1u);
+  EXPECT_EQ(read->vm->driver->version, "535.309.01");
+  // No build_packages line without a driver: other locks keep their bytes.
+  EXPECT_EQ(render_for(k_spec, "535.104.05").find("build_packages"), std::string::npos);
+  // Damage: a driver without its version, an unknown request, build packages for no driver.
+  auto damaged = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    return parse_lock(t, "t.lock");
+  };
+  EXPECT_FALSE(damaged("    version: \"535.309.01\"\n", "").ok());
+  EXPECT_FALSE(damaged("request: \"distro\"", "request: \"latest\"").ok());
+  const auto stray = damaged("  driver:\n", "  old_driver:\n");
+  EXPECT_FALSE(stray.ok());
+  const std::string no_driver = text.substr(0, text.find("  driver:\n")) + text.substr(text.find("packages:\n  - {name: \"libnvidia"));
+  auto orphan = parse_lock(no_driver, "t.lock");
+  ASSERT_FALSE(orphan.ok());
+  EXPECT_NE(orphan.error().message.find("build_packages without vm.driver"), std::string::npos) << orphan.error().message;
+}
+
 TEST(Lockfile, LockTextIsToldFromASpec) {
   EXPECT_TRUE(is_lock_text(render_for(k_spec, "535.104.05")));
   EXPECT_FALSE(is_lock_text(k_spec));

@@ -227,6 +227,33 @@ TEST(SpecParser, AVmDiskHasAVmSectionAndARawOrQcow2Format) {
   EXPECT_NE(error_of("image: {format: qcow}\n").hint.find("qcow2"), std::string::npos);
 }
 
+TEST(SpecParser, AVmDriverIsDistroOrAPinnedPackageSet) {
+  auto distro = parse_spec("vm: {driver: distro}\n", "spec.yaml");
+  ASSERT_TRUE(distro.ok()) << distro.error().to_string();
+  ASSERT_TRUE(distro->vm->driver);
+  EXPECT_EQ(distro->vm->driver->request, "distro");
+  EXPECT_EQ(distro->vm->driver->module, "nvidia-kernel-dkms");
+  EXPECT_EQ(distro->vm->driver->packages, gpuenv::resolver::k_distro_driver_packages);
+  EXPECT_TRUE(distro->vm->driver->version.empty());  // the lock finds it
+  EXPECT_FALSE(parse_spec("vm: {kernel: linux-image-cloud-amd64}\n", "spec.yaml")->vm->driver);
+  auto pinned = parse_spec("vm:\n  driver:\n    module: nvidia-tesla-535-kernel-dkms=535.261.03-1\n    packages: [firmware-nvidia-gsp, libnvidia-tesla-535-ml1]\n",
+                           "spec.yaml");
+  ASSERT_TRUE(pinned.ok()) << pinned.error().to_string();
+  EXPECT_EQ(pinned->vm->driver->request, "packages");
+  EXPECT_EQ(pinned->vm->driver->module, "nvidia-tesla-535-kernel-dkms=535.261.03-1");
+  EXPECT_EQ(pinned->vm->driver->packages, (std::vector<std::string>{"firmware-nvidia-gsp", "libnvidia-tesla-535-ml1"}));
+
+  EXPECT_EQ(error_of("vm: {driver: nvidia}\n").id, "spec.bad_value");
+  EXPECT_EQ(error_of("vm: {driver: {packages: [libnvidia-ml1]}}\n").id, "spec.missing");
+  EXPECT_EQ(error_of("vm: {driver: {module: 'NVIDIA driver'}}\n").id, "spec.bad_package");
+  EXPECT_EQ(error_of("vm: {driver: {module: nvidia-kernel-dkms, packages: ['../x']}}\n").id, "spec.bad_package");
+  EXPECT_NE(error_of("vm: {driver: {modul: nvidia-kernel-dkms}}\n").hint.find("module"), std::string::npos);
+  // The image's driver is the one it carries: a fleet driver beside it contradicts it.
+  const auto both = error_of("gpu: {models: [H100], driver: '550'}\nvm: {driver: distro}\n");
+  EXPECT_EQ(both.id, "spec.contradictory");
+  EXPECT_NE(both.message.find("vm.driver"), std::string::npos);
+}
+
 TEST(SpecParser, CudaAsAMappingChoosesComponents) {
   auto s = gpuenv::resolver::parse_spec("cuda: {version: '12.9', components: [cudart, cufft, cudart]}\n", "t.yaml");
   ASSERT_TRUE(s.ok()) << s.error().to_string();
