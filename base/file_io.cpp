@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 namespace gpuenv {
@@ -161,6 +162,16 @@ Result<std::vector<std::string>> sorted_directory_names(int dir_fd, const std::s
   ::closedir(d);
   std::sort(names.begin(), names.end());
   return names;
+}
+
+bool remove_tree_renamed(const std::string& dir) {
+  const std::filesystem::path p(dir);
+  const std::filesystem::path gone = p.parent_path() / (".removing-" + p.filename().string() + "-" + std::to_string(::getpid()));
+  std::error_code ec;
+  std::filesystem::rename(p, gone, ec);
+  if (ec) return false;
+  std::filesystem::remove_all(gone, ec);
+  return true;
 }
 
 Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t mode, Durability durability) {

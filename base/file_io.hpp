@@ -75,6 +75,11 @@ class AtomicFile {
 /// Errors: `io.error` when it cannot be listed (WHERE names it in the message).
 Result<std::vector<std::string>> sorted_directory_names(int dir_fd, const std::string& where);
 
+/// Removes the directory tree DIR the way a cache removes an entry others may be reading: renamed first (to
+/// ".removing-<name>-<pid>" beside it), so that no reader takes a half-removed tree for a whole one, then removed.
+/// False when it could not be renamed (gone already, or taken by another remover).
+bool remove_tree_renamed(const std::string& dir);
+
 /// Writes BYTES to PATH atomically (AtomicFile); the directory must exist.
 Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t mode = 0644, Durability durability = Durability::synced);
 

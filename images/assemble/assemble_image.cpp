@@ -675,14 +675,7 @@ BuildCacheUse walk_build_cache(const std::string& trees, const std::string& memo
     if (!fs::exists(record, ec) || !selected(record, false)) continue;  // staged or being removed, or kept
     auto text = read_file_limited(record.string(), std::size_t{256} << 20);
     auto parsed = text ? parse_tree_record(*text, record.string()) : Result<TreeRecord>(text.error());
-    if (remove) {
-      // Renamed first, so that no build takes a half-removed tree for a whole one.
-      const fs::path gone = e.path().parent_path() / (".removing-" + e.path().filename().string() + "-" + std::to_string(::getpid()));
-      std::error_code rm;
-      fs::rename(e.path(), gone, rm);
-      if (rm) continue;
-      fs::remove_all(gone, rm);
-    }
+    if (remove && !remove_tree_renamed(e.path().string())) continue;  // no build takes a half-removed tree for a whole one
     ++out.package_trees;
     out.package_tree_bytes += parsed ? parsed->regular_bytes : 0;
   }

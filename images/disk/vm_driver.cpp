@@ -273,14 +273,7 @@ DriverCacheUse walk_drivers(const std::string& drivers_dir, const std::function<
     std::uint64_t bytes = 0;
     for (const auto& f : fs::directory_iterator(e.path(), ec))
       if (f.is_regular_file(ec)) bytes += f.file_size(ec);
-    if (remove && !remove(manifest)) continue;
-    if (remove) {
-      const fs::path gone = e.path().parent_path() / (".removing-" + e.path().filename().string() + "-" + std::to_string(::getpid()));
-      std::error_code rm;
-      fs::rename(e.path(), gone, rm);
-      if (rm) continue;
-      fs::remove_all(gone, rm);
-    }
+    if (remove && (!remove(manifest) || !remove_tree_renamed(e.path().string()))) continue;
     ++out.drivers;
     out.bytes += bytes;
   }

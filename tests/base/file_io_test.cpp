@@ -164,3 +164,13 @@ TEST_F(Io, AFifoIsRefusedWithoutWaitingForAWriter) {
 }
 
 }  // namespace
+
+TEST_F(Io, ATreeIsRemovedByRenamingItFirst) {
+  const fs::path tree = dir / "entry";
+  fs::create_directories(tree / "a/b");
+  std::ofstream(tree / "a/b/f") << "x";
+  EXPECT_TRUE(gpuenv::remove_tree_renamed(tree.string()));
+  EXPECT_FALSE(fs::exists(tree));
+  for (const auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename().string().rfind(".removing-", 0), std::string::npos) << e.path();
+  EXPECT_FALSE(gpuenv::remove_tree_renamed(tree.string()));  // gone already
+}

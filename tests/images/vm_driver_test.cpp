@@ -229,3 +229,43 @@ TEST(DriverInfo, TheUnitPrintsTheModulesModinfoBeforeTheVerdict) {
     EXPECT_NE(unit.find(field), std::string::npos) << field;
   EXPECT_NE(unit.find("WantedBy=multi-user.target"), std::string::npos);
 }
+
+// Built modules are kept under their build key and taken back whole; a damaged entry is built again, and prune
+// removes what was not used since the cutoff.
+TEST(DriverCache, KeepsBuiltModulesAndTakesThemBack) {
+  BuildRoot b;
+  ScriptedBuild runner;
+  auto built = build_driver_modules(b.request(), runner);
+  ASSERT_TRUE(built) << built.error().message;
+  const std::string drivers = (b.dir.path() / "cache/drivers").string();
+  const std::string key = driver_key({"gpuenv test", "6.1.0-1-test", "1700000000", "linux-headers-6.1.0-1-test 6.1.1-1 aaaa"});
+  EXPECT_NE(key, driver_key({"gpuenv test", "6.1.0-2-test", "1700000000", "linux-headers-6.1.0-1-test 6.1.1-1 aaaa"}));
+  EXPECT_FALSE(kept_driver(drivers, key));
+  ASSERT_TRUE(keep_driver(*built, drivers, key));
+  auto kept = kept_driver(drivers, key);
+  ASSERT_TRUE(kept);
+  ASSERT_EQ(kept->modules.size(), 2u);
+  EXPECT_EQ(kept->conf.modules, built->conf.modules);
+  EXPECT_EQ(kept->modules[1].install, "lib/modules/6.1.0-1-test/updates/dkms/nvidia-current-uvm.ko");
+  EXPECT_EQ(read_all(kept->modules[1].file), "module uvm/nvidia-uvm.ko");
+  // Installed from the cache, the image gets the same files.
+  const fs::path image = b.dir.path() / "image";
+  fs::create_directories(image);
+  ASSERT_TRUE(install_driver_modules(*kept, image.string()));
+  EXPECT_EQ(read_all(image / "lib/modules/6.1.0-1-test/updates/dkms/nvidia-current.ko"), "module nvidia.ko");
+  // Keeping again (another build got there first) leaves one entry.
+  ASSERT_TRUE(keep_driver(*built, drivers, key));
+  EXPECT_EQ(driver_cache_use(drivers).drivers, 1u);
+  EXPECT_GT(driver_cache_use(drivers).bytes, 0u);
+  // A manifest whose install path leaves /lib/modules is not taken.
+  const fs::path manifest = fs::path(drivers) / key / "manifest";
+  std::string text = read_all(manifest);
+  const std::string good = "lib/modules/6.1.0-1-test/updates/dkms/nvidia-current.ko";
+  write_tree_file(manifest, text.replace(text.find(good), good.size(), "lib/modules/../../etc/passwd.ko"));
+  EXPECT_FALSE(kept_driver(drivers, key));
+  // Prune: recently used stays, everything goes with --all.
+  EXPECT_EQ(prune_driver_cache(drivers, std::chrono::system_clock::now() - std::chrono::hours(1)).drivers, 0u);
+  EXPECT_EQ(prune_driver_cache(drivers, std::chrono::system_clock::time_point::max()).drivers, 1u);
+  EXPECT_EQ(driver_cache_use(drivers).drivers, 0u);
+  EXPECT_FALSE(fs::exists(fs::path(drivers) / key));
+}
