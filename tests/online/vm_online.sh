@@ -8,8 +8,8 @@
 # linux-image-amd64) must be refused at build time. Prints build time, sizes and boot time.
 # Usage: vm_online.sh GPUENV ROOT
 set -euo pipefail
-gpuenv=$1
-root=$2
+gpuenv=$(realpath "$1")
+root=$(realpath "$2")
 for tool in qemu-system-x86_64 qemu-img mkfs.ext4 mkfs.fat mcopy depmod docker-registry skopeo curl; do
   command -v "$tool" >/dev/null || { echo "FAIL: $tool is missing (scripts/deps.sh installs it)"; exit 1; }
 done
