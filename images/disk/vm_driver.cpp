@@ -269,7 +269,12 @@ DriverCacheUse walk_drivers(const std::string& drivers_dir, const std::function<
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(drivers_dir, ec)) {
     const fs::path manifest = e.path() / "manifest";
-    if (e.path().filename().string().front() == '.' || !fs::is_regular_file(manifest, ec)) continue;
+    if (e.path().filename().string().front() == '.') {
+      // Left by a killed build or prune (.staging-..., .removing-...): removed by a prune that reaches its age.
+      if (remove && remove(e.path())) fs::remove_all(e.path(), ec);
+      continue;
+    }
+    if (!fs::is_regular_file(manifest, ec)) continue;
     std::uint64_t bytes = 0;
     for (const auto& f : fs::directory_iterator(e.path(), ec))
       if (f.is_regular_file(ec)) bytes += f.file_size(ec);

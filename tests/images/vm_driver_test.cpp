@@ -263,9 +263,12 @@ TEST(DriverCache, KeepsBuiltModulesAndTakesThemBack) {
   const std::string good = "lib/modules/6.1.0-1-test/updates/dkms/nvidia-current.ko";
   write_tree_file(manifest, text.replace(text.find(good), good.size(), "lib/modules/../../etc/passwd.ko"));
   EXPECT_FALSE(kept_driver(drivers, key));
-  // Prune: recently used stays, everything goes with --all.
+  // Prune: recently used stays, everything goes with --all, a killed build's staging directory too.
+  write_tree_file(fs::path(drivers) / (".staging-" + key + "-1/0.ko"), "half");
   EXPECT_EQ(prune_driver_cache(drivers, std::chrono::system_clock::now() - std::chrono::hours(1)).drivers, 0u);
+  EXPECT_TRUE(fs::exists(fs::path(drivers) / (".staging-" + key + "-1")));
   EXPECT_EQ(prune_driver_cache(drivers, std::chrono::system_clock::time_point::max()).drivers, 1u);
   EXPECT_EQ(driver_cache_use(drivers).drivers, 0u);
   EXPECT_FALSE(fs::exists(fs::path(drivers) / key));
+  EXPECT_TRUE(fs::is_empty(drivers));
 }
