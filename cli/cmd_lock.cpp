@@ -33,12 +33,26 @@ int cmd_lock(const LockOptions& o, Context& ctx) {
       list.push_back({{"name", x.name}, {"version", x.version}, {"kind", resolver::to_string(x.kind)}, {"architecture", x.architecture}, {"size", x.size},
                       {"sha256", x.sha256.hex()}, {"url", x.url}, {"source", x.source}});
     j["packages"] = list;
+    if (!made->lock.build_packages.empty()) {  // a VM driver's build (docs/vm.md, "The driver")
+      auto build = nlohmann::ordered_json::array();
+      for (const auto& x : made->lock.build_packages)
+        build.push_back({{"name", x.name}, {"version", x.version}, {"kind", resolver::to_string(x.kind)}, {"architecture", x.architecture}, {"size", x.size},
+                         {"sha256", x.sha256.hex()}, {"url", x.url}, {"source", x.source}});
+      j["build_packages"] = build;
+    }
     j["wheel_requirements"] = made->wheel_requirements;
     *ctx.out << j.dump(2) << "\n";
   } else {
     print_resolution(*ctx.out, p.spec, p.resolution);
     *ctx.out << "pinned " << made->debs << " Debian packages and " << made->wheels << " wheels (" << std::fixed << std::setprecision(1)
-             << static_cast<double>(made->bytes) / (1024.0 * 1024.0) << " MiB)\nwrote " << o.output << "\n";
+             << static_cast<double>(made->bytes) / (1024.0 * 1024.0) << " MiB)";
+    if (!made->lock.build_packages.empty()) {
+      std::uint64_t build_bytes = 0;
+      for (const auto& x : made->lock.build_packages) build_bytes += x.size;
+      *ctx.out << ", and " << made->lock.build_packages.size() << " for the driver's build, never in the image (" << std::fixed << std::setprecision(1)
+               << static_cast<double>(build_bytes) / (1024.0 * 1024.0) << " MiB)";
+    }
+    *ctx.out << "\nwrote " << o.output << "\n";
   }
   return k_exit_ok;
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -176,6 +177,9 @@ TEST_F(CliLock, AVmDriverIsTheFleetsDriverAndItsBuildIsPinnedApart) {
   // The driver version stands in for the fleet's, and the resolution says where it came from.
   const auto j = nlohmann::json::parse(json);
   EXPECT_NE(j.dump().find("vm.driver (nvidia-kernel-dkms 535.309.01-0+deb12u1)"), std::string::npos) << j.dump().substr(0, 2000);
+  std::vector<std::string> built;
+  for (const auto& p : j["build_packages"]) built.push_back(p["name"].get<std::string>());
+  EXPECT_NE(std::find(built.begin(), built.end(), "nvidia-kernel-dkms"), built.end());
   // The lock reads back the same (parse_lock(render_lock) == lock_of): a second lock is the same bytes.
   ASSERT_EQ(lock({"-o", (dir / "vm2.lock").string()}, (dir / "cache").string()), 0);
   EXPECT_EQ(text, slurp(dir / "vm2.lock"));
