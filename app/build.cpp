@@ -215,7 +215,7 @@ Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::
   const images::disk::DiskIds ids = images::disk::disk_ids(out.lock_sha256);
   images::BuildRequest a = assembly_request(rq, l, work_dir->path(), epoch, *network, *store, cache, services);
   a.add_files = [&](const std::string& root) -> Status {
-    images::disk::VmRootInputs in{ids, l.lock.spec_name, "/proc/self/exe", std::string(recipes::preflight_unit()), l.lock.vm->cloud_init, {}};
+    images::disk::VmRootInputs in{ids, l.lock.spec_name, "/proc/self/exe", std::string(recipes::preflight_unit()), l.lock.vm->cloud_init, {}, epoch};
     if (l.lock.vm->driver) {
       GPUENV_TRY(driver, add_vm_driver(a, l, root, *runner, services));
       in.driver_module = driver.module;

@@ -50,7 +50,10 @@ std::vector<std::string> wheel_indexes(const PipIndexConfig& pip, const resolver
 std::vector<std::string> vm_packages(const resolver::VmRequest& vm) {
   std::vector<std::string> out = {vm.kernel};
   out.insert(out.end(), k_vm_packages.begin(), k_vm_packages.end());
-  if (vm.cloud_init) out.push_back("cloud-init");
+  if (vm.cloud_init) {
+    out.push_back("cloud-init");
+    out.push_back("openssh-server");  // the SSH keys cloud-init installs are for an SSH server
+  }
   out.insert(out.end(), k_vm_gpuenv_runtime.begin(), k_vm_gpuenv_runtime.end());
   if (vm.driver) out.insert(out.end(), vm.driver->packages.begin(), vm.driver->packages.end());
   return out;

@@ -33,7 +33,8 @@ inline const std::vector<std::string> k_vm_packages = {"systemd-sysv", "udev", "
 inline const std::vector<std::string> k_vm_gpuenv_runtime = {"libxml2", "libcurl4", "libarchive13", "zlib1g", "libzstd1",
                                                              "libyaml-cpp0.7", "libssl3", "libstdc++6", "libgcc-s1"};
 
-/// Every package a VM disk adds for VM (its kernel, cloud-init when asked, k_vm_packages, k_vm_gpuenv_runtime).
+/// Every package a VM disk adds for VM (its kernel, cloud-init and openssh-server when asked, k_vm_packages,
+/// k_vm_gpuenv_runtime, the driver's packages).
 std::vector<std::string> vm_packages(const resolver::VmRequest& vm);
 
 struct PinImageRequest {

@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "base/archive/safe_extract.hpp"
@@ -94,6 +96,47 @@ constexpr const char* k_preflight_dropin = R"(# gpuenv's VM image (docs/vm.md): 
 ConditionPathExists=
 )";
 
+/// A system user as `adduser --system --no-create-home --home HOME --shell /usr/sbin/nologin NAME` makes it (a
+/// postinst's): the lowest uid from 100 to 999 that /etc/passwd does not use, primary group nogroup (65534), and a
+/// locked /etc/shadow entry where the image has a shadow file (its date from EPOCH). Nothing when NAME exists.
+Status add_system_user(const std::string& root, const std::string& name, const std::string& home, std::int64_t epoch) {
+  auto passwd = read_file_beneath(root, "etc/passwd", 1u << 20);
+  if (!passwd) return make_error(ErrorKind::environment, "vm.users", "the image has no /etc/passwd", root, "base-passwd is missing from the lock");
+  std::set<long> used;
+  std::istringstream lines(*passwd);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name + ":", 0) == 0) return ok_status();
+    const auto a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1), c = b == std::string::npos ? b : line.find(':', b + 1);
+    if (c != std::string::npos) used.insert(std::strtol(line.c_str() + b + 1, nullptr, 10));
+  }
+  long uid = 100;
+  while (used.count(uid) && uid < 999) ++uid;
+  if (used.count(uid)) return make_error(ErrorKind::environment, "vm.users", "no free system uid (100-999) for " + name, root + "/etc/passwd", "");
+  std::string text = *passwd;
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  GPUENV_CHECK(write(root, "etc/passwd", text + name + ":x:" + std::to_string(uid) + ":65534::" + home + ":/usr/sbin/nologin\n"));
+  if (auto shadow = read_file_beneath(root, "etc/shadow", 1u << 20)) {
+    if (!shadow->empty() && shadow->back() != '\n') *shadow += '\n';
+    GPUENV_CHECK(write(root, "etc/shadow", *shadow + name + ":*:" + std::to_string(epoch / 86400) + ":0:99999:7:::\n", 0640));
+  }
+  return ok_status();
+}
+
+/// SSH for cloud-init's keys (openssh-server, pinned with cloud-init): what its postinst does that the boot needs.
+/// /etc/ssh/sshd_config from the package's template (ucf), the privilege separation user, and ssh.service enabled.
+/// The host keys are cloud-init's (its ssh module makes them on the first boot, as Debian's cloud images do).
+Status add_ssh_server(const std::string& root, std::int64_t epoch) {
+  std::error_code ec;
+  if (!fs::exists(fs::path(root) / "etc/ssh/sshd_config", ec)) {
+    auto config = read_file_beneath(root, "usr/share/openssh/sshd_config", 1u << 20);
+    if (!config)
+      return make_error(ErrorKind::spec, "vm.unit", "the image has no /usr/share/openssh/sshd_config", "vm.cloud_init", "openssh-server is missing from the lock");
+    GPUENV_CHECK(write(root, "etc/ssh/sshd_config", *config));
+  }
+  GPUENV_CHECK(add_system_user(root, "sshd", "/run/sshd", epoch));
+  return enable_packaged(root, "ssh.service");
+}
+
 }  // namespace
 
 std::string console_unit() {
@@ -102,8 +145,9 @@ std::string console_unit() {
 # machine then powers off (boot tests, CI).
 [Unit]
 Description=gpuenv boot pre-flight verdict on the console
-# After cloud-init too, where it runs: the line names the host cloud-init named.
-After=gpuenv-preflight.service cloud-final.service
+# After cloud-init's network stage too, where it runs: the line names the host the cloud's metadata named. (Not
+# after cloud-final.service, which is ordered after multi-user.target: that cycle would drop this unit.)
+After=gpuenv-preflight.service cloud-init.service
 
 [Service]
 Type=oneshot
@@ -130,8 +174,10 @@ Status add_vm_files(const std::string& root, const VmRootInputs& in, CommandRunn
 
   GPUENV_CHECK(write(root, "etc/systemd/network/80-gpuenv-dhcp.network", k_network));
   GPUENV_CHECK(enable_packaged(root, "systemd-networkd.service"));  // Also= its socket
-  if (in.cloud_init)
+  if (in.cloud_init) {
     for (const char* unit : k_cloud_init_units) GPUENV_CHECK(enable_packaged(root, unit));
+    GPUENV_CHECK(add_ssh_server(root, in.epoch));
+  }
 
   auto binary = read_file_limited(in.gpuenv_binary, std::size_t{512} << 20);
   if (!binary) return binary.error();

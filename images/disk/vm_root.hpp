@@ -5,7 +5,9 @@
 // - /etc/fstab (the root by the file system UUID the disk will have, the ESP at /boot/efi), /etc/hostname,
 //   /etc/hosts when no package wrote one, an empty /etc/machine-id (systemd's first boot makes one per machine);
 // - networking: systemd-networkd with DHCP on every Ethernet interface, enabled;
-// - cloud-init's units, when asked, enabled as its postinst would (each unit's [Install] section);
+// - cloud-init's units, when asked, enabled as its postinst would (each unit's [Install] section), and SSH for the
+//   keys it installs: openssh-server's sshd_config from its template, the `sshd` privilege separation user and
+//   ssh.service enabled, as that postinst would (the host keys are cloud-init's, made on the first boot);
 // - gpuenv itself (/usr/bin/gpuenv) and its boot pre-flight unit (recipes/systemd/gpuenv-preflight.service),
 //   enabled, with a drop-in that lets it run without an NVIDIA driver (it then records could_not_run);
 // - gpuenv-console.service: the verdict on the console, one line `gpuenv-preflight (<hostname>): <state>: <reason>`; with
@@ -25,14 +27,16 @@ struct VmRootInputs {
   std::string hostname;        ///< the image's name
   std::string gpuenv_binary;   ///< copied to /usr/bin/gpuenv
   std::string preflight_unit;  ///< the unit's text
-  bool cloud_init = false;     ///< enable cloud-init's units (the lock pinned cloud-init)
+  bool cloud_init = false;     ///< enable cloud-init's units and SSH (the lock pinned cloud-init and openssh-server)
   std::string driver_module;   ///< the image's NVIDIA module ("nvidia-current"): its modinfo goes to the console; "" for none
+  std::int64_t epoch = 0;      ///< SOURCE_DATE_EPOCH: the date of a system user's shadow entry
 };
 
 /// The unit that puts the verdict on the console.
 std::string console_unit();
 
-/// Errors: `build.io` (a file cannot be written, with errno's text), `vm.kernel` (find_kernel's), `vm.depmod`.
+/// Errors: `build.io` (a file cannot be written, with errno's text), `vm.kernel` (find_kernel's), `vm.depmod`,
+/// `vm.unit` (cloud-init or openssh-server asked for but not in the tree), `vm.users` (no /etc/passwd).
 Status add_vm_files(const std::string& root, const VmRootInputs& inputs, CommandRunner& runner);
 
 }  // namespace gpuenv::images::disk

@@ -130,9 +130,35 @@ TEST(VmRoot, AddsTheFilesAndEnablesUnitsAsTheirPackagesWould) {
   EXPECT_EQ(missing.error().id, "vm.unit");
   for (const char* unit : {"cloud-init-local.service", "cloud-init.service", "cloud-config.service", "cloud-final.service", "cloud-init-hotplugd.socket"})
     write_tree_file(root / "lib/systemd/system" / unit, "[Install]\nWantedBy=cloud-init.target\n");
+  // ... and SSH for the keys it installs: openssh-server's template and unit, and a passwd to add its user to.
+  auto no_ssh = add_vm_files(root.string(), in, *runner);
+  ASSERT_FALSE(no_ssh);
+  EXPECT_EQ(no_ssh.error().id, "vm.unit");
+  write_tree_file(root / "usr/share/openssh/sshd_config", "Include /etc/ssh/sshd_config.d/*.conf\n");
+  write_tree_file(root / "lib/systemd/system/ssh.service", "[Service]\nExecStart=/usr/sbin/sshd -D\n[Install]\nWantedBy=multi-user.target\nAlias=sshd.service\n");
+  write_tree_file(root / "etc/passwd", "root:x:0:0:root:/root:/bin/bash\n_apt:x:100:65534::/nonexistent:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+  write_tree_file(root / "etc/shadow", "root:*:19000:0:99999:7:::\n");
+  in.epoch = 1700000000;
   ASSERT_TRUE(add_vm_files(root.string(), in, *runner));
   std::error_code ec;
   EXPECT_EQ(fs::read_symlink(root / "etc/systemd/system/cloud-init.target.wants/cloud-final.service", ec).string(), "/lib/systemd/system/cloud-final.service");
+  EXPECT_EQ(fs::read_symlink(root / "etc/systemd/system/multi-user.target.wants/ssh.service", ec).string(), "/lib/systemd/system/ssh.service");
+  EXPECT_EQ(fs::read_symlink(root / "etc/systemd/system/sshd.service", ec).string(), "/lib/systemd/system/ssh.service");
+  EXPECT_EQ(read_all(root / "etc/ssh/sshd_config"), "Include /etc/ssh/sshd_config.d/*.conf\n");
+  // adduser --system: the lowest free uid from 100 (100 is _apt's), group nogroup; a locked shadow entry dated by the epoch.
+  EXPECT_NE(read_all(root / "etc/passwd").find("\nsshd:x:101:65534::/run/sshd:/usr/sbin/nologin\n"), std::string::npos) << read_all(root / "etc/passwd");
+  EXPECT_NE(read_all(root / "etc/shadow").find("\nsshd:*:19675:0:99999:7:::\n"), std::string::npos) << read_all(root / "etc/shadow");
+  // Again (a rebuild of the same tree): the user is not added twice.
+  ASSERT_TRUE(add_vm_files(root.string(), in, *runner));
+  const std::string passwd = read_all(root / "etc/passwd");
+  EXPECT_EQ(passwd.find("\nsshd:"), passwd.rfind("\nsshd:"));
+  // The verdict waits for cloud-init's hostname, but not for cloud-final.service, which is ordered after
+  // multi-user.target: that cycle made systemd drop the console unit.
+  const std::string console = read_all(root / "etc/systemd/system/gpuenv-console.service");
+  const auto after = console.find("\nAfter=");
+  ASSERT_NE(after, std::string::npos);
+  EXPECT_EQ(console.substr(after, console.find('\n', after + 1) - after), "\nAfter=gpuenv-preflight.service cloud-init.service");
+  EXPECT_EQ(console.find("\nAfter=", after + 1), std::string::npos);
 }
 
 namespace {

@@ -10,7 +10,7 @@
 set -euo pipefail
 gpuenv=$(realpath "$1")
 root=$(realpath "$2")
-for tool in qemu-system-x86_64 qemu-img mkfs.ext4 mkfs.fat mcopy depmod docker-registry skopeo curl; do
+for tool in qemu-system-x86_64 qemu-img mkfs.ext4 mkfs.fat mcopy depmod docker-registry skopeo curl ssh-keygen sfdisk debugfs; do
   command -v "$tool" >/dev/null || { echo "FAIL: $tool is missing (scripts/deps.sh installs it)"; exit 1; }
 done
 out=$(mktemp -d)
@@ -68,6 +68,37 @@ layer=$(skopeo inspect "oci:$out/pulled:1" | python3 -c 'import json,sys; l=json
 tar --numeric-owner -tvf "$out/pulled/blobs/sha256/$layer" | grep -q '^-r--r----- 107/107 .* disk/gpu-node.qcow2$' || { echo "FAIL: the containerDisk layer is not /disk/gpu-node.qcow2 owned 107:107"; exit 1; }
 [ "$(tar -xOf "$out/pulled/blobs/sha256/$layer" disk/gpu-node.qcow2 | sha256sum)" = "$(sha256sum < "$out/disk.qcow2")" ] || { echo "FAIL: the pushed disk differs"; exit 1; }
 
+# cloud-init (vm.cloud_init): booted with a NoCloud seed (a FAT volume labelled CIDATA: meta-data and user-data, as
+# cloud-init's NoCloud datasource reads them) and a NIC the cloud kernel drives (virtio-net, QEMU's user network with
+# DHCP). The verdict line must name the host the metadata names, ssh.service must start, and after the power-off
+# the root holds the user-data's key in the default user's authorized_keys and cloud-init's SSH host keys.
+sed 's/^  kernel: linux-image-cloud-amd64$/  kernel: linux-image-cloud-amd64\n  cmdline: "gpuenv.poweroff"\n  cloud_init: true/' "$root/recipes/examples/vm-debian.yaml" > "$out/ci.yaml"
+"$gpuenv" lock "$out/ci.yaml" -o "$out/ci.lock" >/dev/null
+"$gpuenv" build "$out/ci.lock" --format raw -o "$out/ci.raw" >/dev/null
+ssh-keygen -q -t ed25519 -N '' -C gpuenv-online -f "$out/key"
+printf 'instance-id: gpuenv-online-1\nlocal-hostname: ci-node\n' > "$out/meta-data"
+printf '#cloud-config\nssh_authorized_keys:\n  - %s\n' "$(cat "$out/key.pub")" > "$out/user-data"
+truncate -s 2M "$out/seed.img" && mkfs.fat -n CIDATA "$out/seed.img" >/dev/null && MTOOLSRC=/dev/null mcopy -i "$out/seed.img" "$out/meta-data" "$out/user-data" ::/
+cp /usr/share/OVMF/OVMF_VARS_4M.fd "$out/ci-vars.fd"
+start=$(date +%s%N)
+rc=0
+timeout 300 qemu-system-x86_64 -machine q35,accel=tcg -m 1536 -nographic -no-reboot -monitor none -display none \
+  -drive if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd -drive "if=pflash,format=raw,file=$out/ci-vars.fd" \
+  -drive "if=none,id=d0,format=raw,file=$out/ci.raw" -device nvme,drive=d0,serial=gpuenv0 \
+  -drive "if=none,id=s0,format=raw,file=$out/seed.img" -device nvme,drive=s0,serial=seed0 -nic user,model=virtio-net-pci \
+  -serial "file:$out/ci-console.log" >"$out/ci-qemu.log" 2>&1 || rc=$?
+ci_boot_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+if [ "$rc" -ne 0 ] || ! grep -aq '^gpuenv-preflight (ci-node): could_not_run: ' "$out/ci-console.log" || ! grep -aq 'Started .*ssh.service' "$out/ci-console.log" \
+   || ! grep -aq 'reboot: Power down' "$out/ci-console.log"; then
+  echo "FAIL: the cloud-init VM did not name its metadata's host, start ssh and power off (qemu exit $rc):"; grep -a 'cloud-init\|ssh\|gpuenv' "$out/ci-console.log" | tail -30; exit 1
+fi
+offset=$(( $(sfdisk -J "$out/ci.raw" | python3 -c 'import json,sys; print(json.load(sys.stdin)["partitiontable"]["partitions"][1]["start"])') * 512 ))
+debugfs -R 'cat /home/debian/.ssh/authorized_keys' "$out/ci.raw?offset=$offset" 2>/dev/null | grep -qF "$(cut -d' ' -f2 "$out/key.pub")" \
+  || { echo "FAIL: the user-data's key is not in /home/debian/.ssh/authorized_keys"; exit 1; }
+debugfs -R 'stat /etc/ssh/ssh_host_ed25519_key.pub' "$out/ci.raw?offset=$offset" 2>/dev/null | grep -q 'Type: regular' \
+  || { echo "FAIL: cloud-init made no SSH host key"; exit 1; }
+grep -a '^gpuenv-preflight ' "$out/ci-console.log"
+
 # A kernel that cannot mount its root without an initramfs is refused, naming why.
 sed 's/^  kernel: linux-image-cloud-amd64$/  kernel: linux-image-amd64/' "$root/recipes/examples/vm-debian.yaml" > "$out/generic.yaml"
 rc=0
@@ -75,5 +106,5 @@ rc=0
 if [ "$rc" -ne 2 ] || ! grep -q 'vm.kernel_needs_initramfs' "$out/generic.log"; then
   echo "FAIL: the generic kernel without an initramfs was not refused (exit $rc):"; tail -5 "$out/generic.log"; exit 1
 fi
-printf 'vm online: build %d ms; raw %d MiB (%d MiB allocated), qcow2 %d MiB; boot to the verdict and power-off under TCG %d ms\n' \
-  "$build_ms" $((raw_size >> 20)) $((raw_alloc >> 20)) $((qcow_size >> 20)) "$boot_ms"
+printf 'vm online: build %d ms; raw %d MiB (%d MiB allocated), qcow2 %d MiB; boot to the verdict and power-off under TCG %d ms; with cloud-init (NoCloud) %d ms\n' \
+  "$build_ms" $((raw_size >> 20)) $((raw_alloc >> 20)) $((qcow_size >> 20)) "$boot_ms" "$ci_boot_ms"
