@@ -18,6 +18,7 @@ done
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export SOURCE_DATE_EPOCH=1700000000
+export GPUENV_CACHE_DIR="$out/cache"  # a cache of the test's own: the first build compiles the module
 # The host's Debian repositories, with the components Debian's driver needs.
 "$gpuenv" sources --json | python3 -c '
 import json, sys
@@ -46,8 +47,9 @@ assert {"firmware-nvidia-gsp", "libnvidia-ml1", "libcuda1"} <= names(image), sor
 PY
 
 start=$(date +%s%N)
-"$gpuenv" build "$out/vm.lock" --format raw -o "$out/a/disk.raw" >/dev/null
+"$gpuenv" build "$out/vm.lock" --format raw -o "$out/a/disk.raw" > "$out/a.log"
 build_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+grep -q "^  driver    $driver, nvidia-current.ko built$" "$out/a.log" || { echo "FAIL: the first build did not compile the module:"; cat "$out/a.log"; exit 1; }
 # The second build compiles the module again (a cache of its own: nothing kept from the first), with make -j1.
 (umask 077; cd "$out" && TZ=Pacific/Auckland GPUENV_CACHE_DIR="$out/cache2" "$gpuenv" build vm.lock --format raw -o elsewhere/b.raw --threads 1 >/dev/null)
 a=$(sha256sum < "$out/a/disk.raw"); b=$(sha256sum < "$out/elsewhere/b.raw")
@@ -83,5 +85,5 @@ rc=0
 if [ "$rc" -ne 3 ] || ! grep -q "H200 needs driver >= .*; the driver is $driver, from vm.driver (nvidia-kernel-dkms " "$out/h200.log" || [ -e "$out/h200.lock" ]; then
   echo "FAIL: an H200 against the packaged $driver driver was not refused as unsatisfiable (exit $rc):"; cat "$out/h200.log"; exit 1
 fi
-printf 'vm driver online: driver %s for %s; build %d ms (the module compiled), %d ms as qcow2 with the module from the cache; raw %d MiB (%d MiB allocated), qcow2 %d MiB; boot to the verdict and power-off under TCG %d ms\n' \
+printf 'vm driver online: driver %s for %s; build %d ms (the packages downloaded, the module compiled), %d ms as qcow2 with the module from the cache; raw %d MiB (%d MiB allocated), qcow2 %d MiB; boot to the verdict and power-off under TCG %d ms\n' \
   "$driver" "$kernel" "$build_ms" "$rebuild_ms" $((raw_size >> 20)) $((raw_alloc >> 20)) $((qcow_size >> 20)) "$boot_ms"
