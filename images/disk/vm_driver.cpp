@@ -1,4 +1,5 @@
 #include "images/disk/vm_driver.hpp"
+#include "images/disk/vm_root.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -346,10 +347,7 @@ Result<std::vector<std::string>> link_driver_alternatives(const std::string& roo
     const std::string target = l.target[0] == '/' ? std::string(l.target + 1) : (link.parent_path() / l.target).string();
     // The target must be a file of the tree, read beneath the root (a link in it cannot lead outside).
     if (open_file_beneath(root_fd.get(), target).get() < 0) continue;
-    GPUENV_TRY(dir, open_directory_beneath(root_fd.get(), link.parent_path().string(), "the driver's links"));
-    const std::string name = link.filename().string();
-    if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) return io_error("cannot replace", root + "/" + l.link);
-    if (::symlinkat(l.target, dir.get(), name.c_str()) != 0) return io_error("cannot link", root + "/" + l.link);
+    GPUENV_CHECK(symlink_beneath(root, l.link, l.target));
     made.push_back(std::string("/") + l.link + " -> " + l.target);
   }
   return made;

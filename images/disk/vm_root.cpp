@@ -24,18 +24,6 @@ Error io_error(const std::string& what, const std::string& where) {
   return make_error(ErrorKind::environment, "build.io", what + ": " + std::strerror(errno), where, "check the work directory");
 }
 
-/// The symlink REL -> TARGET beneath ROOT (its directory made under write_file_beneath's rule), replacing what is there.
-Status symlink_beneath(const std::string& root, const std::string& rel, const std::string& target) {
-  UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (root_fd.get() < 0) return io_error("cannot open the image tree", root);
-  const fs::path p(rel);
-  GPUENV_TRY(dir, open_directory_beneath(root_fd.get(), p.parent_path().string(), "the VM's files"));
-  const std::string name = p.filename().string();
-  if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) return io_error("cannot replace", root + "/" + rel);
-  if (::symlinkat(target.c_str(), dir.get(), name.c_str()) != 0) return io_error("cannot link", root + "/" + rel);
-  return ok_status();
-}
-
 Status write(const std::string& root, const std::string& rel, std::string_view text, unsigned mode = 0644) {
   return write_file_beneath(root, rel, text, mode, "the VM's files");
 }
@@ -138,6 +126,17 @@ Status add_ssh_server(const std::string& root, std::int64_t epoch) {
 }
 
 }  // namespace
+
+Status symlink_beneath(const std::string& root, const std::string& rel, const std::string& target) {
+  UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (root_fd.get() < 0) return io_error("cannot open the image tree", root);
+  const fs::path p(rel);
+  GPUENV_TRY(dir, open_directory_beneath(root_fd.get(), p.parent_path().string(), "the VM's files"));
+  const std::string name = p.filename().string();
+  if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) return io_error("cannot replace", root + "/" + rel);
+  if (::symlinkat(target.c_str(), dir.get(), name.c_str()) != 0) return io_error("cannot link", root + "/" + rel);
+  return ok_status();
+}
 
 std::string console_unit() {
   return R"unit(# gpuenv's VM image (docs/vm.md): the boot pre-flight's verdict on the console, one line, for whoever watches

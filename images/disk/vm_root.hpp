@@ -32,6 +32,10 @@ struct VmRootInputs {
   std::int64_t epoch = 0;      ///< SOURCE_DATE_EPOCH: the date of a system user's shadow entry
 };
 
+/// The symlink REL -> TARGET beneath ROOT (its directory made under write_file_beneath's rule), replacing what is
+/// there. Errors: `build.io`, `archive.unsafe` (a directory on the way leads out of ROOT).
+Status symlink_beneath(const std::string& root, const std::string& rel, const std::string& target);
+
 /// The unit that puts the verdict on the console.
 std::string console_unit();
 
