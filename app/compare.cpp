@@ -25,7 +25,7 @@ constexpr Source k_sources[] = {
     {"d2h_bandwidth", "d2h_bandwidth", "median_gbs"},          {"nccl_allreduce", "nccl_allreduce", "median_gbs"},
 };
 
-Error usage(const std::string& what, const std::string& hint) { return make_error(ErrorKind::usage, "compare.usage", what, "", hint); }
+Error compare_usage(const std::string& what, const std::string& hint) { return make_error(ErrorKind::usage, "compare.usage", what, "", hint); }
 
 std::string text(const nlohmann::json& j, const char* key) {
   const auto it = j.find(key);
@@ -85,12 +85,12 @@ Result<Machine> read_machine(const std::string& path) {
 }  // namespace
 
 Result<Comparison> compare_reports(const CompareRequest& rq) {
-  if (rq.reports.empty()) return usage("give at least one report", "gpuenv report compare h100.json h200.json --price h100=98.32");
+  if (rq.reports.empty()) return compare_usage("give at least one report", "gpuenv report compare h100.json h200.json --price h100=98.32");
   Comparison out;
   std::set<std::string> names;
   for (const auto& path : rq.reports) {
     GPUENV_TRY(m, read_machine(path));
-    if (!names.insert(m.name).second) return usage("two reports are named " + m.name, "give each machine's report its own file name: it names the machine");
+    if (!names.insert(m.name).second) return compare_usage("two reports are named " + m.name, "give each machine's report its own file name: it names the machine");
     out.machines.push_back(std::move(m));
   }
   for (const auto& price : rq.prices) {
@@ -104,9 +104,9 @@ Result<Comparison> compare_reports(const CompareRequest& rq) {
       used = 0;
     }
     if (eq == std::string::npos || used == 0 || used != price.size() - eq - 1 || !(usd > 0) || !std::isfinite(usd))
-      return usage("--price '" + price + "' is not NAME=USD_PER_HOUR", "write --price h100x8=98.32 (NAME is a report's file name without .json)");
+      return compare_usage("--price '" + price + "' is not NAME=USD_PER_HOUR", "write --price h100x8=98.32 (NAME is a report's file name without .json)");
     auto it = std::find_if(out.machines.begin(), out.machines.end(), [&](const Machine& m) { return m.name == name; });
-    if (it == out.machines.end()) return usage("--price names " + name + ", which is no report's name", "NAME is a report's file name without .json");
+    if (it == out.machines.end()) return compare_usage("--price names " + name + ", which is no report's name", "NAME is a report's file name without .json");
     it->price = usd;
   }
   for (auto& m : out.machines)

@@ -13,7 +13,7 @@
 namespace gpuenv::cli {
 namespace {
 
-std::string human(std::uint64_t bytes) {
+std::string cache_size_text(std::uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);
   int u = 0;
@@ -50,7 +50,7 @@ int cmd_cache(const CacheOptions& o, Context& ctx) {
                       .dump(2)
                << "\n";
     } else {
-      *ctx.out << "freed " << human(pruned->freed_bytes) << " in " << pruned->root << " (" << pruned->build.package_trees << " unpacked packages, "
+      *ctx.out << "freed " << cache_size_text(pruned->freed_bytes) << " in " << pruned->root << " (" << pruned->build.package_trees << " unpacked packages, "
                << pruned->build.layers << " kept layers, " << pruned->build.drivers << " built drivers among it)";
       if (swept > 0) *ctx.out << "; removed " << swept << " work director" << (swept == 1 ? "y" : "ies") << " of killed commands";
       *ctx.out << "\n";
@@ -76,11 +76,11 @@ int cmd_cache(const CacheOptions& o, Context& ctx) {
     return k_exit_ok;
   }
   if (o.action == "ls")
-    for (const auto& b : blobs) *ctx.out << b.sha256.hex() << "  " << std::setw(10) << human(b.bytes) << "  " << iso(b.last_used) << "\n";
-  *ctx.out << blobs.size() << " blobs, " << human(total) << " in " << root << "\n";
-  *ctx.out << listing->build.package_trees << " unpacked packages, " << human(listing->build.package_tree_bytes) << "; " << listing->build.layers
-           << " kept layers, " << human(listing->build.layer_bytes) << "; " << listing->build.drivers << " built drivers, "
-           << human(listing->build.driver_bytes) << "\n";
+    for (const auto& b : blobs) *ctx.out << b.sha256.hex() << "  " << std::setw(10) << cache_size_text(b.bytes) << "  " << iso(b.last_used) << "\n";
+  *ctx.out << blobs.size() << " blobs, " << cache_size_text(total) << " in " << root << "\n";
+  *ctx.out << listing->build.package_trees << " unpacked packages, " << cache_size_text(listing->build.package_tree_bytes) << "; " << listing->build.layers
+           << " kept layers, " << cache_size_text(listing->build.layer_bytes) << "; " << listing->build.drivers << " built drivers, "
+           << cache_size_text(listing->build.driver_bytes) << "\n";
   return k_exit_ok;
 }
 

@@ -21,7 +21,7 @@ using images::ImageSummary;
 using images::LayerChange;
 using images::LayerPackage;
 
-std::string human(std::uint64_t bytes) {
+std::string inspect_size_text(std::uint64_t bytes) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(1);
   if (bytes >= (1ull << 30)) o << static_cast<double>(bytes) / (1ull << 30) << " GiB";
@@ -54,20 +54,20 @@ ordered_json to_json(const ImageSummary& img) {
 void render_text(const ImageSummary& a, bool all, std::ostream& out) {
   std::uint64_t total = 0;
   for (const auto& l : a.layers) total += l.size;
-  out << a.where << "  " << a.digest << "\n  " << a.architecture << ", created " << a.created << ", " << human(total) << " in " << a.layers.size()
+  out << a.where << "  " << a.digest << "\n  " << a.architecture << ", created " << a.created << ", " << inspect_size_text(total) << " in " << a.layers.size()
       << " layers\n";
   for (const auto& [k, v] : a.labels) out << "  label " << k << "=" << v << "\n";
   for (const auto& l : a.layers) {
     std::uint64_t bytes = 0;
     for (const auto& p : l.packages) bytes += p.bytes;
-    out << "  layer " << std::left << std::setw(10) << l.name << std::right << std::setw(11) << human(l.size) << " compressed, " << l.packages.size()
-        << " packages, " << human(bytes) << " installed\n";
+    out << "  layer " << std::left << std::setw(10) << l.name << std::right << std::setw(11) << inspect_size_text(l.size) << " compressed, " << l.packages.size()
+        << " packages, " << inspect_size_text(bytes) << " installed\n";
     std::vector<LayerPackage> by_size = l.packages;
     std::sort(by_size.begin(), by_size.end(),
               [](const LayerPackage& x, const LayerPackage& y) { return x.bytes != y.bytes ? x.bytes > y.bytes : x.name < y.name; });
     const std::size_t shown = all ? by_size.size() : std::min<std::size_t>(by_size.size(), 5);
     for (std::size_t i = 0; i < shown; ++i)
-      out << "      " << std::setw(11) << human(by_size[i].bytes) << "  " << by_size[i].name << " " << by_size[i].version << " (" << by_size[i].kind << ")\n";
+      out << "      " << std::setw(11) << inspect_size_text(by_size[i].bytes) << "  " << by_size[i].name << " " << by_size[i].version << " (" << by_size[i].kind << ")\n";
     if (shown < by_size.size()) out << "      ... " << by_size.size() - shown << " more (--all)\n";
   }
 }
@@ -100,7 +100,7 @@ void render_diff_text(const ImageSummary& a, const ImageSummary& b, const std::v
   out << a.digest << " -> " << b.digest << "\n";
   for (const auto& d : changes) {
     out << "  layer " << std::left << std::setw(10) << d.layer << std::right << " " << d.status;
-    if (d.status == "changed") out << " (" << human(d.size_before) << " -> " << human(d.size_after) << ")";
+    if (d.status == "changed") out << " (" << inspect_size_text(d.size_before) << " -> " << inspect_size_text(d.size_after) << ")";
     out << "\n";
     for (const auto& c : d.packages)
       out << "      " << c.name << " (" << c.kind << "): " << c.before.value_or("added") << " -> " << c.after.value_or("removed") << "\n";
@@ -132,10 +132,10 @@ void render_disk(const images::disk::DiskSummary& d, bool all, bool json, std::o
     out << j.dump(2) << "\n";
     return;
   }
-  out << d.path << ": " << d.format << " disk, " << human(d.disk_size) << " (file " << human(d.file_size) << ", " << human(d.allocated) << " allocated)\n";
+  out << d.path << ": " << d.format << " disk, " << inspect_size_text(d.disk_size) << " (file " << inspect_size_text(d.file_size) << ", " << inspect_size_text(d.allocated) << " allocated)\n";
   out << "  GPT " << d.layout.disk.str() << "\n";
   for (const auto& p : d.layout.partitions)
-    out << "  partition " << std::left << std::setw(5) << p.name << std::right << std::setw(11) << human(p.size()) << "  " << images::disk::partition_type_name(p.type)
+    out << "  partition " << std::left << std::setw(5) << p.name << std::right << std::setw(11) << inspect_size_text(p.size()) << "  " << images::disk::partition_type_name(p.type)
         << "  " << p.unique.str() << "\n";
   if (!d.lock) {
     out << "  packages: unknown (" << d.lock_problem << ")\n";

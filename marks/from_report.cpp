@@ -14,7 +14,7 @@ namespace {
 
 using nlohmann::json;
 
-Error bad(const std::string& what, const std::string& where) {
+Error bad_report(const std::string& what, const std::string& where) {
   return make_error(ErrorKind::usage, "mark.bad_report", what, where,
                     "give the JSON report of one validation run, as `gpuenv validate --json` prints it");
 }
@@ -37,26 +37,26 @@ std::string pci_device_id(const std::string& report_id) {
 
 Result<ReportFacts> read_report(std::string_view bytes, const std::string& where) {
   const json j = json::parse(bytes, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return bad("the report is not a JSON object", where);
+  if (j.is_discarded() || !j.is_object()) return bad_report("the report is not a JSON object", where);
   if (text_of(member(j, "schema")) != validate::k_report_schema)
-    return bad("the report's schema is '" + text_of(member(j, "schema")) + "', not " + validate::k_report_schema, where);
+    return bad_report("the report's schema is '" + text_of(member(j, "schema")) + "', not " + validate::k_report_schema, where);
   ReportFacts out;
   MarkPredicate& p = out.predicate;
   out.status = text_of(member(j, "status"));
   const json* code = member(j, "exit_code");
-  if (out.status.empty() || code == nullptr || !code->is_number_integer()) return bad("the report lacks its status or exit_code", where);
+  if (out.status.empty() || code == nullptr || !code->is_number_integer()) return bad_report("the report lacks its status or exit_code", where);
   out.exit_code = code->get<int>();
   p.passed = out.exit_code == 0;
   p.level = text_of(member(j, "level"));
   p.backend = text_of(member(j, "backend"));
-  if (p.level.empty() || p.backend.empty()) return bad("the report lacks its level or backend", where);
+  if (p.level.empty() || p.backend.empty()) return bad_report("the report lacks its level or backend", where);
   const std::string started = text_of(member(j, "started_at"));
   const auto t = parse_rfc3339_utc(started);
-  if (!t) return bad("the report's started_at '" + started + "' is not an RFC 3339 UTC time", where);
+  if (!t) return bad_report("the report's started_at '" + started + "' is not an RFC 3339 UTC time", where);
   p.time_verified = *t;
 
   const json* driver = member(j, "driver");
-  if (driver == nullptr || !driver->is_object()) return bad("the report has no driver", where);
+  if (driver == nullptr || !driver->is_object()) return bad_report("the report has no driver", where);
   p.driver_version = text_of(member(*driver, "version"));
   if (const json* cuda = member(*driver, "cuda_driver_version"); cuda != nullptr && cuda->is_number_integer() && cuda->get<int>() > 0) {
     const int v = cuda->get<int>();
@@ -66,12 +66,12 @@ Result<ReportFacts> read_report(std::string_view bytes, const std::string& where
   if (p.cc_mode.empty()) p.cc_mode = "unknown";
 
   const json* gpus = member(j, "gpus");
-  if (gpus == nullptr || !gpus->is_array()) return bad("the report has no gpus list", where);
+  if (gpus == nullptr || !gpus->is_array()) return bad_report("the report has no gpus list", where);
   for (const auto& g : *gpus) {
     const std::string name = text_of(member(g, "name"));
-    if (name.empty()) return bad("a GPU of the report has no name", where);
+    if (name.empty()) return bad_report("a GPU of the report has no name", where);
     if (p.gpu_count > 0 && name != text_of(member((*gpus)[0], "name")))
-      return bad("the report covers GPUs of more than one model (" + text_of(member((*gpus)[0], "name")) + ", " + name +
+      return bad_report("the report covers GPUs of more than one model (" + text_of(member((*gpus)[0], "name")) + ", " + name +
                      "); a mark covers one: validate each model with --gpus",
                  where);
     ++p.gpu_count;
@@ -88,10 +88,10 @@ Result<ReportFacts> read_report(std::string_view bytes, const std::string& where
   if (const json* lock = member(j, "lock"); lock != nullptr && lock->is_object()) p.lock_sha256 = text_of(member(*lock, "sha256"));
 
   const json* checks = member(j, "checks");
-  if (checks == nullptr || !checks->is_array()) return bad("the report has no checks list", where);
+  if (checks == nullptr || !checks->is_array()) return bad_report("the report has no checks list", where);
   for (const auto& c : *checks) {
     MarkCheck mc{text_of(member(c, "key")), text_of(member(c, "status")), {}};
-    if (mc.id.empty() || mc.status.empty()) return bad("a check of the report lacks its key or status", where);
+    if (mc.id.empty() || mc.status.empty()) return bad_report("a check of the report lacks its key or status", where);
     // The key figures: each metric's lowest value over the GPUs (the figure every GPU reached).
     if (const json* results = member(c, "results"); results != nullptr && results->is_array())
       for (const auto& r : *results)

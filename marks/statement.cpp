@@ -12,7 +12,7 @@ namespace {
 using ojson = nlohmann::ordered_json;
 using nlohmann::json;
 
-Error bad(const std::string& what, const std::string& where) {
+Error bad_statement(const std::string& what, const std::string& where) {
   return make_error(ErrorKind::environment, "mark.bad_statement", what, where, "the record is not a gpuenv validation mark of this version; mark the image again");
 }
 
@@ -31,7 +31,7 @@ class Fields {
   Status text(std::initializer_list<const char*> path, std::string& out, bool optional = false) const {
     const json* p = at(path);
     if (p == nullptr && optional) return ok_status();
-    if (p == nullptr || !p->is_string()) return bad("predicate." + name(path) + " is missing or not a string", m_where);
+    if (p == nullptr || !p->is_string()) return bad_statement("predicate." + name(path) + " is missing or not a string", m_where);
     out = p->get<std::string>();
     return ok_status();
   }
@@ -39,7 +39,7 @@ class Fields {
     std::string t;
     GPUENV_CHECK(text(path, t));
     auto v = parse_rfc3339_utc(t);
-    if (!v) return bad("predicate." + name(path) + " '" + t + "' is not an RFC 3339 UTC time (2026-12-01T12:00:00Z)", m_where);
+    if (!v) return bad_statement("predicate." + name(path) + " '" + t + "' is not an RFC 3339 UTC time (2026-12-01T12:00:00Z)", m_where);
     out = *v;
     return ok_status();
   }
@@ -114,11 +114,11 @@ std::string render_statement(const std::string& subject_name, const Digest& mani
 
 Result<MarkStatement> parse_statement(std::string_view json_text, const std::string& where) {
   const json j = json::parse(json_text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return bad("the statement is not a JSON object", where);
+  if (j.is_discarded() || !j.is_object()) return bad_statement("the statement is not a JSON object", where);
   for (const auto& [k, v] : j.items())
-    if (k != "_type" && k != "subject" && k != "predicateType" && k != "predicate") return bad("the statement has a field '" + k + "' outside in-toto's four", where);
-  if (j.value("_type", "") != k_statement_type) return bad("not an in-toto Statement v1 (_type '" + j.value("_type", "") + "')", where);
-  if (j.value("predicateType", "") != k_predicate_type) return bad("not a gpuenv validation mark (predicateType '" + j.value("predicateType", "") + "')", where);
+    if (k != "_type" && k != "subject" && k != "predicateType" && k != "predicate") return bad_statement("the statement has a field '" + k + "' outside in-toto's four", where);
+  if (j.value("_type", "") != k_statement_type) return bad_statement("not an in-toto Statement v1 (_type '" + j.value("_type", "") + "')", where);
+  if (j.value("predicateType", "") != k_predicate_type) return bad_statement("not a gpuenv validation mark (predicateType '" + j.value("predicateType", "") + "')", where);
   MarkStatement out;
   bool found = false;
   if (j.contains("subject") && j["subject"].is_array())
@@ -131,20 +131,20 @@ Result<MarkStatement> parse_statement(std::string_view json_text, const std::str
       found = true;
       break;
     }
-  if (!found) return bad("the statement names no image by sha256", where);
-  if (!j.contains("predicate") || !j["predicate"].is_object()) return bad("the statement has no predicate", where);
+  if (!found) return bad_statement("the statement names no image by sha256", where);
+  if (!j.contains("predicate") || !j["predicate"].is_object()) return bad_statement("the statement has no predicate", where);
   const json& pj = j["predicate"];
   const Fields f(pj, where);
   MarkPredicate& p = out.predicate;
   std::string result;
   GPUENV_CHECK(f.text({"result"}, result));
-  if (result != "PASSED" && result != "FAILED") return bad("predicate.result '" + result + "' is neither PASSED nor FAILED", where);
+  if (result != "PASSED" && result != "FAILED") return bad_statement("predicate.result '" + result + "' is neither PASSED nor FAILED", where);
   p.passed = result == "PASSED";
   GPUENV_CHECK(f.text({"level"}, p.level));
   GPUENV_CHECK(f.text({"gpu", "product"}, p.gpu_product));
   GPUENV_CHECK(f.text({"gpu", "pciDeviceId"}, p.gpu_pci_device_id, true));
   if (const json* c = f.at({"gpu", "count"}); c != nullptr) {
-    if (!c->is_number_unsigned()) return bad("predicate.gpu.count is not a count", where);
+    if (!c->is_number_unsigned()) return bad_statement("predicate.gpu.count is not a count", where);
     p.gpu_count = c->get<int>();
   }
   GPUENV_CHECK(f.text({"driver", "version"}, p.driver_version));
@@ -160,10 +160,10 @@ Result<MarkStatement> parse_statement(std::string_view json_text, const std::str
   GPUENV_CHECK(f.time({"timeVerified"}, p.time_verified));
   GPUENV_CHECK(f.time({"notAfter"}, p.not_after));
   if (const json* checks = f.at({"checks"}); checks != nullptr) {
-    if (!checks->is_array()) return bad("predicate.checks is not a list", where);
+    if (!checks->is_array()) return bad_statement("predicate.checks is not a list", where);
     for (const auto& c : *checks) {
       if (!c.is_object() || !c.contains("id") || !c["id"].is_string() || !c.contains("status") || !c["status"].is_string())
-        return bad("a check of predicate.checks lacks its id or status", where);
+        return bad_statement("a check of predicate.checks lacks its id or status", where);
       MarkCheck mc{c["id"].get<std::string>(), c["status"].get<std::string>(), {}};
       if (c.contains("metrics") && c["metrics"].is_object())
         for (const auto& [k, v] : c["metrics"].items())

@@ -1,39 +1,136 @@
 #!/usr/bin/env bash
-# One command for a fresh Debian 12 machine: install dependencies, build, and run the whole test suite twice,
-# in a Release build and in an AddressSanitizer + UndefinedBehaviorSanitizer build, then every libFuzzer target for
-# GPUENV_FUZZ_SECONDS (default 20) with coverage on the libraries (scripts/fuzz.sh; clang). Idempotent.
-# Tests labelled `online` need the internet and are left out unless GPUENV_ONLINE=1; tests labelled `gpu`
-# skip themselves (saying why) on machines without an NVIDIA driver.
+# One command for a fresh Debian 12 machine: install dependencies, build, and run the whole test suite twice, then
+# fuzz, then an online smoke against the host's mirrors. This is what CI runs (.ci/run); docs/ci.md says what each
+# phase costs and why. Idempotent.
+#   1. Release: GCC, Ninja, lld, -O2, a unity build, warnings are errors; every unit and contract test.
+#   2. Sanitize: clang, -O1 -g1, AddressSanitizer + UndefinedBehaviorSanitizer, one build that serves both the
+#      tests and the libFuzzer targets (the gpuenv libraries also carry libFuzzer's coverage, -fsanitize=fuzzer-no-link;
+#      only the fuzz executables link libFuzzer); every unit and contract test again, under the sanitizers.
+#   3. Fuzzing: every target for GPUENV_FUZZ_SECONDS (default 20), GPUENV_FUZZ_PARALLEL (default 2) at a time
+#      (scripts/fuzz.sh, on the Sanitize build's executables).
+#   4. The online smoke (tests/online/smoke.sh): a real image locked and built twice from two caches to one digest
+#      and run; skipped, saying so, when the host's mirrors cannot be reached; GPUENV_SMOKE=0 leaves it out.
+# Ends with a table of the phases in seconds and the ten slowest tests, also when a phase fails.
+# Tests labelled `online` need the internet and are left out unless GPUENV_ONLINE=1; tests labelled `gpu` skip
+# themselves (saying why) on machines without an NVIDIA driver. Tests labelled `serial` (those that time
+# themselves) run alone, after the rest, which run GPUENV_TEST_JOBS (default twice the cores) at a time: most
+# tests wait on processes and sockets, not the CPU. Every test has a timeout (its own, else GPUENV_TEST_TIMEOUT,
+# default 300 s), so a hang fails the run in minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+root=$PWD
 jobs=$(nproc)
+test_jobs=${GPUENV_TEST_JOBS:-$((jobs * 2))}
+test_timeout=${GPUENV_TEST_TIMEOUT:-300}
 exclude=online
 if [ "${GPUENV_ONLINE:-0}" = 1 ]; then exclude='^$'; fi
+
+# The timing table: one row a phase (name, seconds, what it did), printed at the end whatever happened.
+phase_rows=()
+phase_name=
+phase_t0=0
+run_t0=$(date +%s%N)
+slow_logs=()
+begin() { phase_name=$1; phase_t0=$(date +%s%N); echo "== $1"; }
+end() {
+  phase_rows+=("$(printf '%-34s %8.1f  %s' "$phase_name" "$(( ($(date +%s%N) - phase_t0) / 1000000 ))e-3" "${1:-}")")
+  phase_name=
+}
+table() {
+  local rc=$?
+  if [ -n "$phase_name" ]; then end "(stopped here, exit $rc)"; fi
+  echo
+  echo "== timing (seconds; docs/ci.md)"
+  printf '%-34s %8s  %s\n' phase seconds notes
+  printf '%s\n' "${phase_rows[@]}"
+  printf '%-34s %8.1f\n' total "$(( ($(date +%s%N) - run_t0) / 1000000 ))e-3"
+  if [ "${#slow_logs[@]}" -gt 0 ]; then
+    echo "== the ten slowest tests"
+    # ctest's lines: "  12/1289 Test  #12: Name ......   Passed    1.23 sec"
+    for log in "${slow_logs[@]}"; do
+      [ -f "$log" ] || continue
+      sed -nE "s/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1 $(basename "$(dirname "$log")")/p" "$log"
+    done | sort -rn | head -n 10 | awk '{printf "%8.2f  %-22s %s\n", $1, $3, $2}'
+  fi
+  return $rc
+}
+trap table EXIT
+
+# ctest over one build: the parallel part, then the `serial` label alone; both write into the build's ctest.log.
+run_tests() {
+  local dir=$1 log=$1/ctest.log
+  slow_logs+=("$log")
+  : > "$log"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$dir" -j"$test_jobs" --timeout "$test_timeout" --output-on-failure -LE "$exclude|serial" 2>&1 | tee -a "$log"
+  local rc=${PIPESTATUS[0]}
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$dir" -j1 --timeout "$test_timeout" --output-on-failure -L serial -LE "$exclude" 2>&1 | tee -a "$log"
+  local rc2=${PIPESTATUS[0]}
+  local ran
+  ran=$(grep -cE '^ *[0-9]+/[0-9]+ +Test +#' "$log" || true)
+  tests_ran="$ran tests"
+  [ "$rc" -eq 0 ] && [ "$rc2" -eq 0 ]
+}
+
+begin dependencies
+scripts/deps.sh
 # Independent readers for the tests (DSSE envelopes: securesystemslib; Kubernetes manifests: kubernetes-validate;
 # both from PyPI), in a virtual environment of their own; a test that finds none skips, saying why.
-venv=$PWD/build-test-venv
+venv=$root/build-test-venv
 if ! "$venv/bin/python" -c 'import securesystemslib.dsse, cryptography, kubernetes_validate' 2>/dev/null; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet 'securesystemslib[crypto]==1.6.0' 'kubernetes-validate==1.37.0'
 fi
 # The VM boot test's kernel (tests/images/vm_disk_test.cpp): Debian's cloud kernel, the .deb only (apt-get download:
 # nothing is installed on this machine); the test skips, saying why, without it.
-vm_dir=$PWD/build-test-vm
+vm_dir=$root/build-test-vm
 if ! ls "$vm_dir"/linux-image-*-cloud-amd64_*.deb >/dev/null 2>&1; then
   kernel=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends:/ {print $2; exit}')
   mkdir -p "$vm_dir"
   if [ -n "$kernel" ]; then (cd "$vm_dir" && apt-get download -q "$kernel" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true); fi
 fi
-for type in Release Sanitize; do
-  dir=build-test-${type,,}
-  echo "== $type build ($dir)"
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$type" -DGPUENV_BUILD_BENCH=OFF -DGPUENV_TEST_VENV="$venv" >/dev/null
-  cmake --build "$dir" -j"$jobs"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$dir" -j"$jobs" --output-on-failure -LE "$exclude"
-done
+end "apt packages, test venv, the VM test's kernel"
+
+# Release: GCC (Debian's default compiler, so its warnings are checked), unity batches, -O2.
+release=build-test-release
+begin "Release: configure and build"
+cmake -S . -B "$release" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
+  -DCMAKE_UNITY_BUILD=ON -DGPUENV_LLD=ON -DGPUENV_WERROR=ON \
+  -DGPUENV_BUILD_BENCH=OFF -DGPUENV_TEST_VENV="$venv" >/dev/null
+cmake --build "$release" -j"$jobs"
+end "g++ $(g++ -dumpfullversion), Ninja, lld, unity, -O2, -Werror"
+begin "Release: tests"
+tests_ran=
+run_tests "$release" || { end "$tests_ran, FAILED"; exit 1; }
+end "$tests_ran, -j$test_jobs then serial"
+
+# Sanitize: clang, one build for the sanitizer tests and the fuzzers.
+sanitize=build-test-sanitize
+begin "Sanitize: configure and build"
+CC=clang CXX=clang++ cmake -S . -B "$sanitize" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DGPUENV_BUILD_FUZZ=ON \
+  -DCMAKE_UNITY_BUILD=ON -DGPUENV_LLD=ON -DGPUENV_WERROR=ON \
+  -DGPUENV_BUILD_BENCH=OFF -DGPUENV_TEST_VENV="$venv" >/dev/null
+cmake --build "$sanitize" -j"$jobs"
+end "clang $(clang -dumpversion), ASan + UBSan, fuzzer-no-link on the libraries, unity, -Werror"
+begin "Sanitize: tests"
+tests_ran=
+run_tests "$sanitize" || { end "$tests_ran, FAILED"; exit 1; }
+end "$tests_ran, -j$test_jobs then serial"
 echo "== all tests passed (Release and Sanitize)"
-echo "== fuzzing: every target for ${GPUENV_FUZZ_SECONDS:-20}s (scripts/fuzz.sh)"
-GPUENV_FUZZ_JOBS=$jobs scripts/fuzz.sh "${GPUENV_FUZZ_SECONDS:-20}"
+
+begin "fuzzing"
+GPUENV_FUZZ_BUILD=$sanitize GPUENV_FUZZ_PARALLEL=${GPUENV_FUZZ_PARALLEL:-2} scripts/fuzz.sh "${GPUENV_FUZZ_SECONDS:-20}"
+end "every target ${GPUENV_FUZZ_SECONDS:-20} s, ${GPUENV_FUZZ_PARALLEL:-2} at a time"
+
+if [ "${GPUENV_SMOKE:-1}" = 1 ]; then
+  begin "online smoke"
+  smoke_rc=0
+  tests/online/smoke.sh "$release/cli/gpuenv" "$root" || smoke_rc=$?
+  case $smoke_rc in
+    0) end "passed" ;;
+    77) end "skipped: the host's mirrors cannot be reached" ;;
+    *) end "FAILED"; exit 1 ;;
+  esac
+fi
 echo "== all tests and fuzzers passed"

@@ -50,7 +50,7 @@ struct UnitInfo {
   double factor;
 };
 
-constexpr std::array<UnitInfo, 5> k_units = {{
+constexpr std::array<UnitInfo, 5> k_threshold_units = {{
     {"GB/s", "GB/s", 1},
     {"TB/s", "GB/s", 1000},
     {"MB/s", "GB/s", 0.001},
@@ -66,7 +66,7 @@ const MetricInfo* metric_info(std::string_view key) {
 }
 
 const UnitInfo* unit_info(std::string_view name) {
-  for (const auto& u : k_units) {
+  for (const auto& u : k_threshold_units) {
     if (u.name == name) return &u;
   }
   return nullptr;
@@ -94,7 +94,7 @@ std::string known_metrics() {
 
 std::string units_of(std::string_view canonical) {
   std::string out;
-  for (const auto& u : k_units) {
+  for (const auto& u : k_threshold_units) {
     if (u.canonical == canonical) out += (out.empty() ? "" : ", ") + std::string(u.name);
   }
   return out;
@@ -393,7 +393,7 @@ class Parser : private YamlReader {
       const std::string range = format_number(metric.min) + ".." + format_number(metric.max) + " " +
                                 std::string(metric.unit);
       std::string probably;
-      for (const auto& alt : k_units) {
+      for (const auto& alt : k_threshold_units) {
         if (alt.canonical != metric.unit || alt.name == unit->name) continue;
         const double v = raw * alt.factor;
         if (v >= metric.min && v <= metric.max) probably = std::string(alt.name);
@@ -411,7 +411,7 @@ class Parser : private YamlReader {
       }
       return error(*value_node, "implausible_value", message, hint);
     }
-    return Reference{canonical, std::string(metric.unit), trim(source_node->Scalar())};
+    return Reference{canonical, std::string(metric.unit), trim(source_node->Scalar()), {}};
   }
 
 };

@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 constexpr const char* k_lock_name = ".lock";
 
-Error io_error(const std::string& where, const std::string& what, int error) {
+Error workdir_io_error(const std::string& where, const std::string& what, int error) {
   return make_error(ErrorKind::environment, "cache.io", what + ": " + std::strerror(error), where,
                     "check free disk space and permissions of the cache directory (GPUENV_CACHE_DIR)");
 }
@@ -36,26 +36,26 @@ Result<std::unique_ptr<WorkDir>> WorkDir::create(const std::string& cache_root) 
   const fs::path tmp = fs::path(cache_root) / "tmp";
   std::error_code ec;
   fs::create_directories(tmp, ec);
-  if (ec) return io_error(tmp.string(), "cannot create the cache's tmp directory", ec.value());
+  if (ec) return workdir_io_error(tmp.string(), "cannot create the cache's tmp directory", ec.value());
   std::random_device rd;
   std::string path;
   for (int attempt = 0;; ++attempt) {
     path = (tmp / (std::to_string(::getpid()) + "-" + std::to_string(rd()) + "-work")).string();
     if (::mkdir(path.c_str(), 0700) == 0) break;
-    if (errno != EEXIST || attempt > 16) return io_error(path, "cannot create a work directory", errno);
+    if (errno != EEXIST || attempt > 16) return workdir_io_error(path, "cannot create a work directory", errno);
   }
   const std::string pending = path + "/.lock-pending";
   const int fd = ::open(pending.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     const int error = errno;
     fs::remove_all(path, ec);
-    return io_error(pending, "cannot create the work directory's lock", error);
+    return workdir_io_error(pending, "cannot create the work directory's lock", error);
   }
   if (flock_retrying(fd, LOCK_EX) != 0 || ::rename(pending.c_str(), (path + "/" + k_lock_name).c_str()) != 0) {
     const int error = errno;
     ::close(fd);
     fs::remove_all(path, ec);
-    return io_error(path, "cannot lock the work directory", error);
+    return workdir_io_error(path, "cannot lock the work directory", error);
   }
   return std::unique_ptr<WorkDir>(new WorkDir(path, fd));
 }

@@ -25,7 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Error io_error(const std::string& what, const std::string& where) {
+Error driver_io_error(const std::string& what, const std::string& where) {
   return make_error(ErrorKind::environment, "build.io", what + ": " + std::strerror(errno), where, "check the work directory");
 }
 
@@ -164,7 +164,7 @@ Result<BuiltDriver> build_driver_modules(const DriverBuildRequest& rq, CommandRu
   GPUENV_TRY(tree, find_dkms_tree(rq.build_root));
   out.source = "/" + tree;
   const auto conf_text = read_file_beneath(rq.build_root, tree + "/dkms.conf", 1u << 20);
-  if (!conf_text) return io_error("cannot read", out.source + "/dkms.conf");
+  if (!conf_text) return driver_io_error("cannot read", out.source + "/dkms.conf");
   GPUENV_TRY(conf, parse_dkms_conf(*conf_text, out.source + "/dkms.conf"));
   out.conf = std::move(conf);
   std::error_code ec;
@@ -341,7 +341,7 @@ constexpr AlternativeLink k_driver_links[] = {
 Result<std::vector<std::string>> link_driver_alternatives(const std::string& root) {
   std::vector<std::string> made;
   UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (root_fd.get() < 0) return io_error("cannot open the image tree", root);
+  if (root_fd.get() < 0) return driver_io_error("cannot open the image tree", root);
   for (const auto& l : k_driver_links) {
     const fs::path link(l.link);
     const std::string target = l.target[0] == '/' ? std::string(l.target + 1) : (link.parent_path() / l.target).string();

@@ -14,7 +14,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string dirname_of(const std::string& abs) {
+std::string loader_dirname(const std::string& abs) {
   const auto slash = abs.rfind('/');
   return slash == 0 || slash == std::string::npos ? std::string("/") : abs.substr(0, slash);
 }
@@ -124,9 +124,9 @@ std::optional<std::string> LoaderModel::search(const std::string& name, const Ob
   if (needer.elf->runpath.empty()) {
     for (const Object* l = &needer; l; l = l->loader)
       if (l->elf->runpath.empty() && !l->elf->rpath.empty())
-        for (auto& d : expand(l->elf->rpath, dirname_of(l->path))) dirs.push_back(std::move(d));
+        for (auto& d : expand(l->elf->rpath, loader_dirname(l->path))) dirs.push_back(std::move(d));
   } else {
-    dirs = expand(needer.elf->runpath, dirname_of(needer.path));
+    dirs = expand(needer.elf->runpath, loader_dirname(needer.path));
   }
   std::string key = name;
   for (const auto& d : dirs) key += '\n' + d;

@@ -22,7 +22,7 @@ namespace {
 // *streaming* compression, which is all this file uses; and the tests check it (SameBytesForEveryThreadCount).
 constexpr int k_min_level = 1;
 constexpr int k_max_level = 19;
-constexpr unsigned k_max_threads = 256;  // ZSTDMT_NBWORKERS_MAX on 64-bit hosts
+constexpr unsigned k_max_zstd_threads = 256;  // ZSTDMT_NBWORKERS_MAX on 64-bit hosts
 
 struct CctxFree {
   void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }  // joins libzstd's workers
@@ -50,7 +50,7 @@ Error size_mismatch(std::uint64_t stated, std::uint64_t given) {
                     "", "hint: this is a bug: the content size must be the exact length of the layer");
 }
 
-Error exception_error(const std::exception& e) {
+Error zstd_exception_error(const std::exception& e) {
   if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {
     return make_error(ErrorKind::environment, "zstd.out_of_memory", "out of memory while compressing", "",
                       "hint: use fewer threads or free memory");
@@ -58,7 +58,7 @@ Error exception_error(const std::exception& e) {
   return make_error(ErrorKind::internal, "zstd.internal", std::string("while compressing: ") + e.what());
 }
 
-Error moved_from_error() {
+Error zstd_moved_from_error() {
   return make_error(ErrorKind::internal, "zstd.moved_from", "this ParallelZstd was moved from", "",
                     "hint: use the object it was moved to");
 }
@@ -69,7 +69,7 @@ struct ParallelZstd::State {
   State(ZstdSink sink_in, ZstdOptions options_in) : sink(std::move(sink_in)), options(options_in) {
     if (auto s = check_options(options); !s) options_error = s.error();
     threads = options.threads != 0 ? options.threads : std::max(1U, std::thread::hardware_concurrency());
-    threads = std::min(threads, k_max_threads);
+    threads = std::min(threads, k_max_zstd_threads);
   }
 
   ZstdSink sink;
@@ -211,20 +211,20 @@ ParallelZstd::ParallelZstd(ParallelZstd&&) noexcept = default;
 ParallelZstd& ParallelZstd::operator=(ParallelZstd&&) noexcept = default;
 
 Status ParallelZstd::write(const char* data, std::size_t size) {
-  if (!m_state) return moved_from_error();
+  if (!m_state) return zstd_moved_from_error();
   try {
     return m_state->write(data, size);
   } catch (const std::exception& e) {
-    return m_state->fail(exception_error(e));
+    return m_state->fail(zstd_exception_error(e));
   }
 }
 
 Result<ZstdSummary> ParallelZstd::finish() {
-  if (!m_state) return moved_from_error();
+  if (!m_state) return zstd_moved_from_error();
   try {
     return m_state->finish();
   } catch (const std::exception& e) {
-    return m_state->fail(exception_error(e));
+    return m_state->fail(zstd_exception_error(e));
   }
 }
 

@@ -5,7 +5,7 @@
 namespace gpuenv::images {
 namespace {
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool has_prefix(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 Error rule_error(const std::string& id, const std::string& what, const std::string& hint) {
   return make_error(ErrorKind::environment, id, what, "", hint);
@@ -22,7 +22,7 @@ std::pair<std::string, std::string> split_dir(const std::string& path) {
 
 bool is_driver_library(std::string_view so) {
   for (std::string_view p : {"libcuda.so", "libnvidia-", "libnvcuvid.so", "libcudadebugger.so", "libnvoptix.so", "libnvidia-ml.so", "libOpenCL.so"})
-    if (starts_with(so, p)) return true;
+    if (has_prefix(so, p)) return true;
   return false;
 }
 
@@ -54,7 +54,7 @@ std::vector<std::string> wheel_cuda_library_dirs(const std::vector<std::string>&
   std::set<std::string> dirs;
   for (const auto& f : wheel_files) {
     const auto [dir, name] = split_dir(f);
-    if (starts_with(dir, site_packages + "/nvidia/") && split_dir(dir).second == "lib" && name.find(".so") != std::string::npos) dirs.insert("/" + dir);
+    if (has_prefix(dir, site_packages + "/nvidia/") && split_dir(dir).second == "lib" && name.find(".so") != std::string::npos) dirs.insert("/" + dir);
   }
   return {dirs.begin(), dirs.end()};
 }

@@ -25,7 +25,7 @@ using text::trim;
 constexpr int k_min_priority = -32768;
 constexpr int k_max_priority = 32767;
 
-std::string at(std::string_view origin, std::uint32_t line) {
+std::string pref_line(std::string_view origin, std::uint32_t line) {
   return std::string(origin) + ":" + std::to_string(line);
 }
 
@@ -344,14 +344,14 @@ Result<RecordFields> record_fields(const std::vector<RawField>& fields, std::str
       return preferences_error("apt.preferences_syntax",
                                "field '" + std::string(f.name) + "' appears twice in the record starting at line " +
                                    std::to_string(first_line),
-                               at(origin, f.line), "a record has one Package, one Pin and one Pin-Priority");
+                               pref_line(origin, f.line), "a record has one Package, one Pin and one Pin-Priority");
     *slot = &f;
   }
   auto missing = [&](const char* name) {
     return preferences_error("apt.preferences_missing_field",
                              std::string("the record starting at line ") + std::to_string(first_line) + " has no " +
                                  name + " field",
-                             at(origin, first_line),
+                             pref_line(origin, first_line),
                              "a preferences record needs Package:, Pin: and Pin-Priority: (see apt_preferences(5))");
   };
   if (out.package == nullptr || trim(out.package->value).empty()) return missing("Package");
@@ -388,13 +388,13 @@ Result<CompiledRecord> compile_record(const std::vector<RawField>& fields, std::
 
   CompiledRecord out;
   AptPreferences::Record& record = out.record;
-  record.where = at(origin, fields.front().line);
+  record.where = pref_line(origin, fields.front().line);
   const std::string_view package_value = trim(package.value);
   const bool general = package_value == "*";
   if (!general)
     for (std::string_view w : value_words(package_value)) record.packages.emplace_back(w);
 
-  const std::string pin_where = at(origin, pin.line);
+  const std::string pin_where = pref_line(origin, pin.line);
   const std::string_view pin_value = trim(pin.value);
   std::size_t kind_end = 0;
   while (kind_end < pin_value.size() && !is_space(pin_value[kind_end])) ++kind_end;
@@ -405,12 +405,12 @@ Result<CompiledRecord> compile_record(const std::vector<RawField>& fields, std::
   auto compiled = compile_pin(record.kind, record.value, general, pin_where);
   if (!compiled) return std::move(compiled).error();
 
-  auto p = parse_priority(priority.value, general, at(origin, priority.line));
+  auto p = parse_priority(priority.value, general, pref_line(origin, priority.line));
   if (!p) return std::move(p).error();
   record.priority = *p;
 
   for (const std::string& w : record.packages) {
-    auto word = compile_word(w, index, at(origin, package.line));
+    auto word = compile_word(w, index, pref_line(origin, package.line));
     if (!word) return std::move(word).error();
     out.words.push_back(std::make_shared<const AptPreferences::PackageWord>(std::move(*word)));
   }
@@ -425,7 +425,7 @@ Result<RawField> parse_field_line(std::string_view line, std::uint32_t line_no, 
       std::any_of(line.begin(), line.begin() + static_cast<std::ptrdiff_t>(colon), [](char c) { return is_space(c); }))
     return preferences_error("apt.preferences_syntax",
                              "line '" + std::string(line.substr(0, 60)) + "' is not a 'Name: value' field",
-                             at(origin, line_no),
+                             pref_line(origin, line_no),
                              "preferences files hold records of Package:, Pin: and Pin-Priority: lines separated by "
                              "blank lines; '#' starts a comment line");
   return RawField{line.substr(0, colon), std::string(trim(line.substr(colon + 1))), line_no};
@@ -567,7 +567,7 @@ Result<AptPreferences> parse_apt_preferences(std::string_view text, std::string_
       if (fields.empty())
         return preferences_error("apt.preferences_syntax",
                                  "continuation line '" + std::string(trim(line)) + "' has no field to continue",
-                                 at(origin, line_no), "start the record with a 'Name: value' line");
+                                 pref_line(origin, line_no), "start the record with a 'Name: value' line");
       fields.back().value += "\n" + std::string(trim(line));
       continue;
     }

@@ -17,24 +17,24 @@ constexpr std::uintmax_t k_max_source_file_bytes = 4 * 1024 * 1024;
 constexpr std::string_view k_key_begin = "-----BEGIN PGP PUBLIC KEY BLOCK-----";
 constexpr std::string_view k_key_end = "-----END PGP PUBLIC KEY BLOCK-----";
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; }
+bool is_source_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; }
 using text::lower;
 using text::lowered;
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+std::string_view trim_source(std::string_view s) {
+  while (!s.empty() && is_source_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_source_space(s.back())) s.remove_suffix(1);
   return s;
 }
-std::string at(std::string_view origin, std::uint32_t line) { return std::string(origin) + ":" + std::to_string(line); }
+std::string source_line(std::string_view origin, std::uint32_t line) { return std::string(origin) + ":" + std::to_string(line); }
 
-Error syntax_error(std::string_view origin, std::uint32_t line, std::string message) {
-  return make_error(ErrorKind::environment, "apt_sources.syntax", std::move(message), at(origin, line),
+Error source_syntax_error(std::string_view origin, std::uint32_t line, std::string message) {
+  return make_error(ErrorKind::environment, "apt_sources.syntax", std::move(message), source_line(origin, line),
                     "fix the entry as sources.list(5) describes it, or remove the file from the image's root");
 }
 
 // apt's boolean words (StringToBool); nothing when the word is none of them.
 std::optional<bool> parse_bool(std::string_view text) {
-  const std::string s = lowered(trim(text));
+  const std::string s = lowered(trim_source(text));
   for (const char* t : {"yes", "true", "with", "on", "enable", "1"})
     if (s == t) return true;
   for (const char* f : {"no", "false", "without", "off", "disable", "0"})
@@ -68,9 +68,9 @@ std::vector<std::string> list_words(std::string_view value) {
   std::vector<std::string> out;
   std::size_t i = 0;
   while (i < value.size()) {
-    while (i < value.size() && (is_space(value[i]) || value[i] == ',')) ++i;
+    while (i < value.size() && (is_source_space(value[i]) || value[i] == ',')) ++i;
     const std::size_t start = i;
-    while (i < value.size() && !is_space(value[i]) && value[i] != ',') ++i;
+    while (i < value.size() && !is_source_space(value[i]) && value[i] != ',') ++i;
     if (i > start) out.emplace_back(value.substr(start, i - start));
   }
   return out;
@@ -81,10 +81,10 @@ std::vector<std::string> list_words(std::string_view value) {
 bool quote_words(std::string_view line, std::vector<std::string>& out) {
   std::size_t i = 0;
   while (i < line.size()) {
-    while (i < line.size() && is_space(line[i])) ++i;
+    while (i < line.size() && is_source_space(line[i])) ++i;
     if (i == line.size()) break;
     std::string word;
-    while (i < line.size() && !is_space(line[i])) {
+    while (i < line.size() && !is_source_space(line[i])) {
       if (line[i] == '"' || line[i] == '[') {
         const char close = line[i] == '"' ? '"' : ']';
         const std::size_t end = line.find(close, i + 1);
@@ -107,33 +107,33 @@ Status apply_option(AptSource& s, const std::string& name, std::string_view valu
   if (name == (deb822 ? "architectures" : "arch")) {
     s.architectures = list_words(value);
   } else if (name == "signed-by") {
-    const std::string_view v = trim(value);
+    const std::string_view v = trim_source(value);
     if (deb822 && v.find(k_key_begin) != std::string_view::npos) {
       // Inline key: continuation lines with their indentation removed, " ." standing for an empty line.
       std::string key;
       std::string_view rest = v;
       while (!rest.empty()) {
         const std::size_t nl = rest.find('\n');
-        std::string_view l = trim(rest.substr(0, nl));
+        std::string_view l = trim_source(rest.substr(0, nl));
         rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
         if (l == ".") l = {};
         key.append(l);
         key.push_back('\n');
       }
       if (key.substr(0, k_key_begin.size()) != k_key_begin || key.find(k_key_end) == std::string::npos)
-        return syntax_error(origin, line, "the inline key of Signed-By does not run from '" + std::string(k_key_begin) +
+        return source_syntax_error(origin, line, "the inline key of Signed-By does not run from '" + std::string(k_key_begin) +
                                               "' to '" + std::string(k_key_end) + "'");
       s.signed_by_key = std::move(key);
     } else {
       s.signed_by = list_words(v);
-      if (s.signed_by.empty()) return syntax_error(origin, line, "Signed-By is empty");
+      if (s.signed_by.empty()) return source_syntax_error(origin, line, "Signed-By is empty");
     }
   } else if (name == "trusted") {
     const auto b = parse_bool(value);
-    if (!b) return syntax_error(origin, line, "trusted value '" + std::string(trim(value)) + "' is not yes or no");
+    if (!b) return source_syntax_error(origin, line, "trusted value '" + std::string(trim_source(value)) + "' is not yes or no");
     s.trusted = *b;
   } else {
-    s.options.emplace_back(name, std::string(trim(value)));
+    s.options.emplace_back(name, std::string(trim_source(value)));
   }
   return ok_status();
 }
@@ -142,14 +142,14 @@ Status apply_option(AptSource& s, const std::string& name, std::string_view valu
 Result<std::vector<AptSource>> expand_stanza(const Stanza& st, std::string_view origin) {
   auto missing = [&](std::string_view field) -> Error {
     return make_error(ErrorKind::environment, "apt_sources.missing_field",
-                      "the stanza has no " + std::string(field) + " field", at(origin, st.line()),
+                      "the stanza has no " + std::string(field) + " field", source_line(origin, st.line()),
                       "a .sources stanza needs Types, URIs and Suites (and Components unless the suite ends in '/')");
   };
   AptSource base;
-  base.where = at(origin, st.line());
+  base.where = source_line(origin, st.line());
   if (const Field* f = st.field("Enabled")) {
     const auto b = parse_bool(f->value);
-    if (!b) return syntax_error(origin, f->line, "Enabled value '" + std::string(f->value) + "' is not yes or no");
+    if (!b) return source_syntax_error(origin, f->line, "Enabled value '" + std::string(f->value) + "' is not yes or no");
     base.enabled = *b;
   }
   std::vector<AptSourceType> types;
@@ -162,7 +162,7 @@ Result<std::vector<AptSource>> expand_stanza(const Stanza& st, std::string_view 
     if (name == "types") {
       for (std::string_view w : value_words(f.value)) {
         const auto t = parse_type(w);
-        if (!t) return syntax_error(origin, f.line, "type '" + std::string(w) + "' is not known (deb or deb-src)");
+        if (!t) return source_syntax_error(origin, f.line, "type '" + std::string(w) + "' is not known (deb or deb-src)");
         types.push_back(*t);
       }
     } else if (name == "uris") {
@@ -185,7 +185,7 @@ Result<std::vector<AptSource>> expand_stanza(const Stanza& st, std::string_view 
   for (AptSourceType type : types) {
     for (std::string_view uri : uris) {
       const auto fixed = fixup_uri(uri);
-      if (!fixed) return syntax_error(origin, st.field("URIs")->line, "'" + std::string(uri) + "' is not a URI");
+      if (!fixed) return source_syntax_error(origin, st.field("URIs")->line, "'" + std::string(uri) + "' is not a URI");
       for (std::string_view suite : suites) {
         AptSource s = base;
         s.type = type;
@@ -193,7 +193,7 @@ Result<std::vector<AptSource>> expand_stanza(const Stanza& st, std::string_view 
         s.suite = std::string(suite);
         if (s.is_flat()) {
           if (has_components && !components.empty())
-            return syntax_error(origin, st.field("Components")->line,
+            return source_syntax_error(origin, st.field("Components")->line,
                                 "suite '" + s.suite + "' is a flat path (it ends in '/') and takes no components");
         } else {
           if (components.empty()) return missing("Components");
@@ -257,29 +257,29 @@ Result<std::vector<AptSource>> parse_sources_list(std::string_view text, std::st
       line = line.substr(0, pos);
       break;
     }
-    line = trim(line);
+    line = trim_source(line);
     if (line.empty()) continue;
 
     std::size_t type_end = 0;
-    while (type_end < line.size() && !is_space(line[type_end])) ++type_end;
+    while (type_end < line.size() && !is_source_space(line[type_end])) ++type_end;
     const std::string_view type_word = line.substr(0, type_end);
     const auto type = parse_type(type_word);
-    if (!type) return syntax_error(origin, line_no, "type '" + std::string(type_word) + "' is not known (deb or deb-src)");
+    if (!type) return source_syntax_error(origin, line_no, "type '" + std::string(type_word) + "' is not known (deb or deb-src)");
     AptSource s;
     s.type = *type;
-    s.where = at(origin, line_no);
-    std::string_view rest = trim(line.substr(type_end));
+    s.where = source_line(origin, line_no);
+    std::string_view rest = trim_source(line.substr(type_end));
 
     if (!rest.empty() && rest.front() == '[') {
       const std::size_t close = rest.find(']');
-      if (close == std::string_view::npos) return syntax_error(origin, line_no, "the option block '[' has no ']'");
+      if (close == std::string_view::npos) return source_syntax_error(origin, line_no, "the option block '[' has no ']'");
       std::vector<std::string> opts;
       if (!quote_words(rest.substr(1, close - 1), opts))
-        return syntax_error(origin, line_no, "an option has an unclosed quote");
+        return source_syntax_error(origin, line_no, "an option has an unclosed quote");
       for (const std::string& o : opts) {
         const std::size_t eq = o.find('=');
         if (eq == std::string::npos || eq == 0 || eq + 1 == o.size())
-          return syntax_error(origin, line_no, "option '" + o + "' is not name=value");
+          return source_syntax_error(origin, line_no, "option '" + o + "' is not name=value");
         if (auto st = apply_option(s, lowered(o.substr(0, eq)), std::string_view(o).substr(eq + 1), origin, line_no, false);
             !st)
           return std::move(st).error();
@@ -288,18 +288,18 @@ Result<std::vector<AptSource>> parse_sources_list(std::string_view text, std::st
     }
 
     std::vector<std::string> words;
-    if (!quote_words(rest, words)) return syntax_error(origin, line_no, "a quote or '[' is not closed");
-    if (words.empty()) return syntax_error(origin, line_no, "the entry has no URI");
+    if (!quote_words(rest, words)) return source_syntax_error(origin, line_no, "a quote or '[' is not closed");
+    if (words.empty()) return source_syntax_error(origin, line_no, "the entry has no URI");
     const auto uri = fixup_uri(words[0]);
-    if (!uri) return syntax_error(origin, line_no, "'" + words[0] + "' is not a URI");
+    if (!uri) return source_syntax_error(origin, line_no, "'" + words[0] + "' is not a URI");
     s.uri = *uri;
-    if (words.size() < 2) return syntax_error(origin, line_no, "the entry has no suite after its URI");
+    if (words.size() < 2) return source_syntax_error(origin, line_no, "the entry has no suite after its URI");
     s.suite = words[1];
     s.components.assign(words.begin() + 2, words.end());
     if (s.is_flat() && !s.components.empty())
-      return syntax_error(origin, line_no, "suite '" + s.suite + "' is a flat path (it ends in '/') and takes no components");
+      return source_syntax_error(origin, line_no, "suite '" + s.suite + "' is a flat path (it ends in '/') and takes no components");
     if (!s.is_flat() && s.components.empty())
-      return syntax_error(origin, line_no, "suite '" + s.suite + "' needs at least one component (e.g. main)");
+      return source_syntax_error(origin, line_no, "suite '" + s.suite + "' needs at least one component (e.g. main)");
     out.push_back(std::move(s));
   }
   return out;

@@ -12,7 +12,7 @@ bool is_blank(char c) { return c == ' ' || c == '\t'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-Error syntax_error(std::string_view text, std::string_view why) {
+Error version_syntax_error(std::string_view text, std::string_view why) {
   return make_error(ErrorKind::spec, "debian_version.syntax",
                     "bad Debian version '" + std::string(text) + "': " + std::string(why), {},
                     "write Debian versions as [epoch:]upstream[-revision], e.g. 2.36-9+deb12u4 or 1:1.2.13");
@@ -65,9 +65,9 @@ Result<DebianVersion> DebianVersion::parse(std::string_view text) {
   std::string_view s = text;
   while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
-  if (s.empty()) return syntax_error(text, "version string is empty");
+  if (s.empty()) return version_syntax_error(text, "version string is empty");
   for (char c : s)
-    if (is_blank(c)) return syntax_error(text, "version string has embedded spaces");
+    if (is_blank(c)) return version_syntax_error(text, "version string has embedded spaces");
 
   DebianVersion v;
   std::string_view rest = s;
@@ -85,21 +85,21 @@ Result<DebianVersion> DebianVersion::parse(std::string_view text) {
       if (too_big) epoch = k_max_epoch + 1;  // keep it from wrapping
       ++k;
     }
-    if (k == digits_start) return syntax_error(text, "epoch in version is empty");
-    if (k != colon) return syntax_error(text, "epoch in version is not number");
-    if (negative && epoch != 0) return syntax_error(text, "epoch in version is negative");
-    if (too_big) return syntax_error(text, "epoch in version is too big");
-    if (colon + 1 == s.size()) return syntax_error(text, "nothing after colon in version number");
+    if (k == digits_start) return version_syntax_error(text, "epoch in version is empty");
+    if (k != colon) return version_syntax_error(text, "epoch in version is not number");
+    if (negative && epoch != 0) return version_syntax_error(text, "epoch in version is negative");
+    if (too_big) return version_syntax_error(text, "epoch in version is too big");
+    if (colon + 1 == s.size()) return version_syntax_error(text, "nothing after colon in version number");
     v.m_epoch = static_cast<std::uint32_t>(epoch);
     rest = s.substr(colon + 1);
   }
   std::string_view upstream = rest;
   if (const std::size_t hyphen = rest.rfind('-'); hyphen != std::string_view::npos) {
-    if (hyphen + 1 == rest.size()) return syntax_error(text, "revision number is empty");
+    if (hyphen + 1 == rest.size()) return version_syntax_error(text, "revision number is empty");
     v.m_revision = std::string(rest.substr(hyphen + 1));
     upstream = rest.substr(0, hyphen);
   }
-  if (upstream.empty()) return syntax_error(text, "version number is empty");
+  if (upstream.empty()) return version_syntax_error(text, "version number is empty");
   v.m_upstream = std::string(upstream);
   v.m_text = std::string(s);
   return v;

@@ -6,10 +6,10 @@
 namespace gpuenv::packages {
 namespace {
 
-bool is_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool is_marker_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 // Python's \w on str also matches non-ASCII letters; every byte of a multi-byte UTF-8 sequence stands for one.
-bool is_word(char c) { return is_alnum(c) || c == '_' || static_cast<unsigned char>(c) >= 0x80; }
-char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+bool is_marker_word(char c) { return is_marker_alnum(c) || c == '_' || static_cast<unsigned char>(c) >= 0x80; }
+char marker_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
 // Marker variables in the order of packaging's VARIABLE token alternatives.
 constexpr std::array<std::string_view, 18> k_variables = {
@@ -56,8 +56,8 @@ class Pep508Parser {
   Error fail(const std::string& expected) const { return syntax("Expected " + expected); }
 
   bool boundary(std::size_t pos) const {
-    const bool before = pos > 0 && pos <= m_s.size() && is_word(m_s[pos - 1]);
-    const bool after = pos < m_s.size() && is_word(m_s[pos]);
+    const bool before = pos > 0 && pos <= m_s.size() && is_marker_word(m_s[pos - 1]);
+    const bool after = pos < m_s.size() && is_marker_word(m_s[pos]);
     return before != after;
   }
   // `$` in Python also matches just before a final newline.
@@ -74,9 +74,9 @@ class Pep508Parser {
   }
   // \b[a-zA-Z0-9][a-zA-Z0-9._-]*\b
   std::size_t identifier_len() const {
-    if (m_pos >= m_s.size() || !is_alnum(m_s[m_pos]) || !boundary(m_pos)) return 0;
+    if (m_pos >= m_s.size() || !is_marker_alnum(m_s[m_pos]) || !boundary(m_pos)) return 0;
     std::size_t e = m_pos + 1;
-    while (e < m_s.size() && (is_alnum(m_s[e]) || m_s[e] == '.' || m_s[e] == '_' || m_s[e] == '-')) ++e;
+    while (e < m_s.size() && (is_marker_alnum(m_s[e]) || m_s[e] == '.' || m_s[e] == '_' || m_s[e] == '-')) ++e;
     while (e > m_pos + 1 && !boundary(e)) --e;
     return boundary(e) ? e - m_pos : 0;
   }
@@ -347,10 +347,10 @@ Status check_url(const std::string& url, std::string_view requirement) {
     bool valid = true;
     for (std::size_t i = 0; i < colon; ++i) {
       const char c = url[i];
-      valid = valid && (is_alnum(c) || c == '+' || c == '-' || c == '.');
+      valid = valid && (is_marker_alnum(c) || c == '+' || c == '-' || c == '.');
     }
     if (valid) {
-      for (std::size_t i = 0; i < colon; ++i) scheme += to_lower(url[i]);
+      for (std::size_t i = 0; i < colon; ++i) scheme += marker_lower(url[i]);
     }
   }
   if (scheme == "file") {
@@ -394,7 +394,7 @@ std::string canonicalize_name(std::string_view name) {
       continue;
     }
     in_run = false;
-    out += to_lower(c);
+    out += marker_lower(c);
   }
   return out;
 }

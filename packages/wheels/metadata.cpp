@@ -11,15 +11,15 @@ constexpr std::string_view k_spec_hint =
     "(packaging.python.org/specifications/core-metadata); the distribution is malformed, report it upstream or "
     "pin another version";
 
-char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-bool is_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+char md_to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+bool md_is_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 
-bool iequals(std::string_view a, std::string_view b) {
+bool md_iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return to_lower(x) == to_lower(y); });
+         std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return md_to_lower(x) == md_to_lower(y); });
 }
 
-std::string_view trim(std::string_view s) {
+std::string_view md_trim(std::string_view s) {
   const auto first = s.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos) return {};
   const auto last = s.find_last_not_of(" \t\r\n");
@@ -40,8 +40,8 @@ bool is_field_char(char c) { return c >= '!' && c <= '~' && c != ':'; }
 
 // PEP 508 names: letters and digits, with '.', '_' and '-' only between them.
 bool valid_project_name(std::string_view name) {
-  if (name.empty() || !is_alnum(name.front()) || !is_alnum(name.back())) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) { return is_alnum(c) || c == '.' || c == '_' || c == '-'; });
+  if (name.empty() || !md_is_alnum(name.front()) || !md_is_alnum(name.back())) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) { return md_is_alnum(c) || c == '.' || c == '_' || c == '-'; });
 }
 
 class MetadataParser {
@@ -101,7 +101,7 @@ class MetadataParser {
                      "line " + std::to_string(line_no) + " '" + std::string(line.substr(0, 80)) +
                          "' is neither a 'Field: value' header nor an indented continuation line");
       }
-      m_out.fields.push_back(MetadataField{std::string(name), std::string(trim(line.substr(colon + 1))), line_no});
+      m_out.fields.push_back(MetadataField{std::string(name), std::string(md_trim(line.substr(colon + 1))), line_no});
     }
     return ok_status();
   }
@@ -122,8 +122,8 @@ class MetadataParser {
   }
 
   Status interpret(const MetadataField& field) {
-    const std::string value = std::string(trim(unfold(field.value)));
-    if (iequals(field.name, "Metadata-Version")) {
+    const std::string value = std::string(md_trim(unfold(field.value)));
+    if (md_iequals(field.name, "Metadata-Version")) {
       if (auto st = once(field, m_seen_metadata_version); !st.ok()) return st;
       auto parsed = Pep440Version::parse(value);
       if (!parsed.ok()) return invalid(field, "not a version");
@@ -133,30 +133,30 @@ class MetadataParser {
                          " is newer than the 2.x that gpuenv understands");
       }
       m_out.metadata_version = value;
-    } else if (iequals(field.name, "Name")) {
+    } else if (md_iequals(field.name, "Name")) {
       if (auto st = once(field, m_seen_name); !st.ok()) return st;
       if (!valid_project_name(value)) return invalid(field, "not a valid project name");
       m_out.name = value;
-    } else if (iequals(field.name, "Version")) {
+    } else if (md_iequals(field.name, "Version")) {
       if (auto st = once(field, m_seen_version); !st.ok()) return st;
       auto parsed = Pep440Version::parse(value);
       if (!parsed.ok()) return invalid(field, "not a PEP 440 version");
       m_out.version = std::move(parsed).value();
       m_out.version_text = value;
-    } else if (iequals(field.name, "Requires-Python")) {
+    } else if (md_iequals(field.name, "Requires-Python")) {
       if (auto st = once(field, m_seen_requires_python); !st.ok()) return st;
       auto parsed = Pep440SpecifierSet::parse(value);
       if (!parsed.ok()) return invalid(field, parsed.error().message);
       m_out.requires_python = std::move(parsed).value();
       m_out.requires_python_text = value;
-    } else if (iequals(field.name, "Requires-Dist")) {
+    } else if (md_iequals(field.name, "Requires-Dist")) {
       auto parsed = parse_requirement(value);
       if (!parsed.ok()) return invalid(field, parsed.error().message);
       m_out.requires_dist.push_back(std::move(parsed).value());
-    } else if (iequals(field.name, "Provides-Extra")) {
+    } else if (md_iequals(field.name, "Provides-Extra")) {
       if (value.empty()) return invalid(field, "empty extra name");
       m_out.provides_extra.push_back(value);
-    } else if (iequals(field.name, "Description")) {
+    } else if (md_iequals(field.name, "Description")) {
       m_out.description = field.value;
     }
     return ok_status();

@@ -11,15 +11,15 @@ namespace {
 
 constexpr std::uintmax_t k_max_config_bytes = 1U << 20;
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_config_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
 std::string_view strip(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  while (!s.empty() && is_config_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_config_space(s.back())) s.remove_suffix(1);
   return s;
 }
 
-std::string lowered(std::string_view s) {
+std::string config_lowered(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
   return out;
@@ -27,7 +27,7 @@ std::string lowered(std::string_view s) {
 
 // pip's _normalize_name.
 std::string normalize_key(std::string_view name) {
-  std::string out = lowered(name);
+  std::string out = config_lowered(name);
   for (char& c : out) c = c == '_' ? '-' : c;
   if (out.starts_with("--")) out.erase(0, 2);
   return out;
@@ -37,9 +37,9 @@ std::vector<std::string> split_words(std::string_view s) {
   std::vector<std::string> out;
   std::size_t i = 0;
   while (i < s.size()) {
-    while (i < s.size() && is_space(s[i])) ++i;
+    while (i < s.size() && is_config_space(s[i])) ++i;
     const std::size_t start = i;
-    while (i < s.size() && !is_space(s[i])) ++i;
+    while (i < s.size() && !is_config_space(s[i])) ++i;
     if (i > start) out.emplace_back(s.substr(start, i - start));
   }
   return out;
@@ -76,7 +76,7 @@ struct RawSection {
   }
 };
 
-Error syntax_error(const std::string& path, int line, const std::string& why) {
+Error config_syntax_error(const std::string& path, int line, const std::string& why) {
   return make_error(ErrorKind::environment, "pip_config.syntax", "pip configuration file: " + why,
                     path + ":" + std::to_string(line),
                     "fix the file (pip cannot read it either) or point PIP_CONFIG_FILE elsewhere");
@@ -92,7 +92,7 @@ PipConfigOption finish(const std::string& section, const RawOption& raw) {
     out.value += raw.lines[i].second;
     if (!raw.lines[i].second.empty()) out.value_lines.push_back(raw.lines[i]);
   }
-  while (!out.value.empty() && is_space(out.value.back())) out.value.pop_back();
+  while (!out.value.empty() && is_config_space(out.value.back())) out.value.pop_back();
   return out;
 }
 
@@ -162,7 +162,7 @@ Result<std::vector<PipConfigOption>> parse_pip_config(std::string_view text, con
       continue;
     }
     std::size_t indent = 0;
-    while (indent < line.size() && is_space(line[indent])) ++indent;
+    while (indent < line.size() && is_config_space(line[indent])) ++indent;
     if (cursect != nullptr && option != nullptr && indent > indent_level) {
       option->lines.emplace_back(lineno, std::string(value));
       continue;
@@ -175,7 +175,7 @@ Result<std::vector<PipConfigOption>> parse_pip_config(std::string_view text, con
       if (name == "DEFAULT") {
         cursect = &defaults;
       } else {
-        if (!seen_sections.insert(name).second) return syntax_error(path, lineno, "section [" + name + "] given twice");
+        if (!seen_sections.insert(name).second) return config_syntax_error(path, lineno, "section [" + name + "] given twice");
         sections.push_back(RawSection{name, {}});
         cursect = &sections.back();
       }
@@ -183,16 +183,16 @@ Result<std::vector<PipConfigOption>> parse_pip_config(std::string_view text, con
       continue;
     }
     if (cursect == nullptr) {
-      return syntax_error(path, lineno, "'" + std::string(value) + "' comes before any [section] header");
+      return config_syntax_error(path, lineno, "'" + std::string(value) + "' comes before any [section] header");
     }
     const std::size_t delim = value.find_first_of("=:");
     if (delim == std::string_view::npos) {
-      return syntax_error(path, lineno, "'" + std::string(value) + "' is neither 'key = value' nor a [section]");
+      return config_syntax_error(path, lineno, "'" + std::string(value) + "' is neither 'key = value' nor a [section]");
     }
-    const std::string key = lowered(strip(value.substr(0, delim)));
-    if (key.empty()) return syntax_error(path, lineno, "'" + std::string(value) + "' has no key before '='");
+    const std::string key = config_lowered(strip(value.substr(0, delim)));
+    if (key.empty()) return config_syntax_error(path, lineno, "'" + std::string(value) + "' has no key before '='");
     if (cursect->find(key) != nullptr) {
-      return syntax_error(path, lineno, "key '" + key + "' given twice in [" + cursect->name + "]");
+      return config_syntax_error(path, lineno, "key '" + key + "' given twice in [" + cursect->name + "]");
     }
     cursect->options.push_back(RawOption{key, lineno, {{lineno, std::string(strip(value.substr(delim + 1)))}}});
     option = &cursect->options.back();

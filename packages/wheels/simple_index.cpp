@@ -17,27 +17,27 @@ namespace {
 constexpr std::string_view k_page_hint =
     "check that the index URL points at a PEP 503/691 simple repository; the page itself may be damaged";
 
-char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-bool is_alnum(char c) { return is_digit(c) || is_alpha(c); }
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'; }
+char si_to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+bool si_is_digit(char c) { return c >= '0' && c <= '9'; }
+bool si_is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool si_is_alnum(char c) { return si_is_digit(c) || si_is_alpha(c); }
+bool si_is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'; }
 int hex_value(char c) {
-  if (is_digit(c)) return c - '0';
-  const char l = to_lower(c);
+  if (si_is_digit(c)) return c - '0';
+  const char l = si_to_lower(c);
   return (l >= 'a' && l <= 'f') ? l - 'a' + 10 : -1;
 }
 
-std::string lower(std::string_view s) { return text::lowered(s); }
+std::string si_lower(std::string_view s) { return text::lowered(s); }
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+std::string_view si_trim(std::string_view s) {
+  while (!s.empty() && si_is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && si_is_space(s.back())) s.remove_suffix(1);
   return s;
 }
 
-bool starts_with_ci(std::string_view s, std::string_view prefix) {
-  return s.size() >= prefix.size() && lower(s.substr(0, prefix.size())) == prefix;
+bool si_starts_with_ci(std::string_view s, std::string_view prefix) {
+  return s.size() >= prefix.size() && si_lower(s.substr(0, prefix.size())) == prefix;
 }
 
 void append_utf8(std::string& out, std::uint32_t cp) {
@@ -79,11 +79,11 @@ UrlParts split_url(std::string_view s) {
     out.query = std::string(s.substr(q + 1));
     s = s.substr(0, q);
   }
-  if (!s.empty() && is_alpha(s[0])) {
+  if (!s.empty() && si_is_alpha(s[0])) {
     std::size_t i = 1;
-    while (i < s.size() && (is_alnum(s[i]) || s[i] == '+' || s[i] == '-' || s[i] == '.')) ++i;
+    while (i < s.size() && (si_is_alnum(s[i]) || s[i] == '+' || s[i] == '-' || s[i] == '.')) ++i;
     if (i < s.size() && s[i] == ':') {
-      out.scheme = lower(s.substr(0, i));
+      out.scheme = si_lower(s.substr(0, i));
       s = s.substr(i + 1);
     }
   }
@@ -152,7 +152,7 @@ std::string requote(std::string_view part) {
   static constexpr std::string_view k_hex = "0123456789ABCDEF";
   std::string out;
   for (char c : percent_decode(part)) {
-    if (is_alnum(c) || c == '_' || c == '.' || c == '-' || c == '~' || c == '/') {
+    if (si_is_alnum(c) || c == '_' || c == '.' || c == '-' || c == '~' || c == '/') {
       out += c;
     } else {
       const auto b = static_cast<unsigned char>(c);
@@ -180,7 +180,7 @@ std::string clean_path(std::string_view path) {
   for (std::size_t i = 0; i <= path.size(); ++i) {
     std::size_t sep_len = 0;
     if (i < path.size() && path[i] == '@') sep_len = 1;
-    if (i + 3 <= path.size() && path[i] == '%' && path[i + 1] == '2' && to_lower(path[i + 2]) == 'f') sep_len = 3;
+    if (i + 3 <= path.size() && path[i] == '%' && path[i + 1] == '2' && si_to_lower(path[i + 2]) == 'f') sep_len = 3;
     if (i == path.size() || sep_len > 0) {
       out += requote(path.substr(start, i - start));
       if (sep_len == 1) out += '@';
@@ -210,7 +210,7 @@ class PageReader {
   }
 
   Result<Digest> sha256(std::string_view value, const std::string& what) const {
-    auto digest = Digest::from_hex(lower(trim(value)));
+    auto digest = Digest::from_hex(si_lower(si_trim(value)));
     if (!digest) {
       return error("simple.bad_hash", "the sha256 of " + what + " is '" + std::string(value) +
                                           "', not 64 hexadecimal digits");
@@ -230,7 +230,7 @@ class PageReader {
   // Resolves a link, re-quotes its path as pip does and splits off the fragment (and a sha256= in it). A link
   // link_allowed() refuses comes back with allowed == false and nothing else read from it.
   Result<Link> link(std::string_view href, const std::string& base, const std::string& what) const {
-    const std::string resolved = resolve_url(base, trim(href));
+    const std::string resolved = resolve_url(base, si_trim(href));
     if (!link_allowed(resolved, m_page)) return Link{resolved.substr(0, resolved.find('#')), {}, false};
     UrlParts url = split_url(resolved);
     Digest hash;
@@ -407,7 +407,7 @@ class HtmlScanner {
       } else if (!rest.empty() && (rest[0] == '!' || rest[0] == '?' || rest[0] == '/')) {
         const auto end = m_s.find('>', m_pos);
         m_pos = end == std::string_view::npos ? m_s.size() : end + 1;
-      } else if (!rest.empty() && is_alpha(rest[0])) {
+      } else if (!rest.empty() && si_is_alpha(rest[0])) {
         HtmlTag tag = read_tag();
         if (tag.name == "script" || tag.name == "style" || tag.name == "textarea" || tag.name == "title") {
           skip_raw_text(tag.name);
@@ -424,9 +424,9 @@ class HtmlScanner {
 
   HtmlTag read_tag() {
     HtmlTag tag;
-    while (!at_end() && !is_space(peek()) && peek() != '/' && peek() != '>') tag.name += to_lower(m_s[m_pos++]);
+    while (!at_end() && !si_is_space(peek()) && peek() != '/' && peek() != '>') tag.name += si_to_lower(m_s[m_pos++]);
     for (;;) {
-      while (!at_end() && (is_space(peek()) || peek() == '/')) ++m_pos;
+      while (!at_end() && (si_is_space(peek()) || peek() == '/')) ++m_pos;
       if (at_end()) break;
       if (peek() == '>') {
         ++m_pos;
@@ -434,13 +434,13 @@ class HtmlScanner {
       }
       std::string name;
       do {
-        name += to_lower(m_s[m_pos++]);
-      } while (!at_end() && !is_space(peek()) && peek() != '/' && peek() != '>' && peek() != '=');
-      while (!at_end() && is_space(peek())) ++m_pos;
+        name += si_to_lower(m_s[m_pos++]);
+      } while (!at_end() && !si_is_space(peek()) && peek() != '/' && peek() != '>' && peek() != '=');
+      while (!at_end() && si_is_space(peek())) ++m_pos;
       std::string value;
       if (!at_end() && peek() == '=') {
         ++m_pos;
-        while (!at_end() && is_space(peek())) ++m_pos;
+        while (!at_end() && si_is_space(peek())) ++m_pos;
         if (!at_end() && (peek() == '"' || peek() == '\'')) {
           const char quote = m_s[m_pos++];
           const auto end = m_s.find(quote, m_pos);
@@ -449,7 +449,7 @@ class HtmlScanner {
           m_pos = end == std::string_view::npos ? m_s.size() : end + 1;
         } else {
           const std::size_t start = m_pos;
-          while (!at_end() && !is_space(peek()) && peek() != '>') ++m_pos;
+          while (!at_end() && !si_is_space(peek()) && peek() != '>') ++m_pos;
           value = html_unescape(m_s.substr(start, m_pos - start));
         }
       }
@@ -467,7 +467,7 @@ class HtmlScanner {
         return;
       }
       m_pos = lt + 2;
-      if (starts_with_ci(m_s.substr(lt), close)) {
+      if (si_starts_with_ci(m_s.substr(lt), close)) {
         const auto gt = m_s.find('>', lt);
         m_pos = gt == std::string_view::npos ? m_s.size() : gt + 1;
         return;
@@ -485,8 +485,8 @@ Result<SimplePage> parse_html_page(std::string_view body, const PageReader& read
   std::string base = reader.page();
   for (const auto& tag : tags) {
     if (tag.name != "base") continue;
-    if (const auto* href = tag.attr("href"); href != nullptr && !trim(*href).empty()) {
-      base = resolve_url(reader.page(), trim(*href));
+    if (const auto* href = tag.attr("href"); href != nullptr && !si_trim(*href).empty()) {
+      base = resolve_url(reader.page(), si_trim(*href));
       break;
     }
   }
@@ -494,8 +494,8 @@ Result<SimplePage> parse_html_page(std::string_view body, const PageReader& read
   for (const auto& tag : tags) {
     if (tag.name != "a") continue;
     const auto* href = tag.attr("href");
-    if (href == nullptr || trim(*href).empty()) continue;
-    const std::string what = "the link to '" + std::string(trim(*href)) + "'";
+    if (href == nullptr || si_trim(*href).empty()) continue;
+    const std::string what = "the link to '" + std::string(si_trim(*href)) + "'";
     auto link = reader.link(*href, base, what);
     if (!link.ok()) return std::move(link).error();
     if (!link->allowed) {
@@ -511,16 +511,16 @@ Result<SimplePage> parse_html_page(std::string_view body, const PageReader& read
     if (path.empty() || path.back() == '/') continue;
     file.filename = url_filename(file.url);
     if (auto st = reader.check_filename(file.filename); !st.ok()) return std::move(st).error();
-    if (const auto* rp = tag.attr("data-requires-python")) file.requires_python = std::string(trim(*rp));
+    if (const auto* rp = tag.attr("data-requires-python")) file.requires_python = std::string(si_trim(*rp));
     if (const auto* yanked = tag.attr("data-yanked")) file.yanked = *yanked;
     const std::string* metadata = tag.attr("data-core-metadata");
     if (metadata == nullptr) metadata = tag.attr("data-dist-info-metadata");
     if (metadata != nullptr) {
-      const std::string value(trim(*metadata));
+      const std::string value(si_trim(*metadata));
       // pip's reading: "true", or "<hash name>=<value>"; anything else still announces a file without a hash.
-      file.has_metadata = lower(value) != "false";
+      file.has_metadata = si_lower(value) != "false";
       const auto eq = value.find('=');
-      if (eq != std::string::npos && lower(value.substr(0, eq)) == "sha256") {
+      if (eq != std::string::npos && si_lower(value.substr(0, eq)) == "sha256") {
         auto hex = reader.sha256(std::string_view(value).substr(eq + 1), "the metadata of " + file.filename);
         if (!hex.ok()) return std::move(hex).error();
         file.metadata_sha256 = *hex;
@@ -596,7 +596,7 @@ std::string html_unescape(std::string_view text) {
       std::size_t j = hex ? 2 : 1;
       std::uint32_t cp = 0;
       const std::size_t digits_start = j;
-      while (j < rest.size() && (hex ? hex_value(rest[j]) >= 0 : is_digit(rest[j]))) {
+      while (j < rest.size() && (hex ? hex_value(rest[j]) >= 0 : si_is_digit(rest[j]))) {
         cp = std::min<std::uint32_t>(cp * (hex ? 16 : 10) + static_cast<std::uint32_t>(hex_value(rest[j])), 0x110000);
         ++j;
       }
@@ -614,7 +614,7 @@ std::string html_unescape(std::string_view text) {
         std::size_t used = 0;
         if (!after.empty() && after[0] == ';') {
           used = named.name.size() + 1;
-        } else if (named.legacy && (after.empty() || (!is_alnum(after[0]) && after[0] != '='))) {
+        } else if (named.legacy && (after.empty() || (!si_is_alnum(after[0]) && after[0] != '='))) {
           used = named.name.size();
         } else {
           continue;
@@ -634,10 +634,10 @@ std::string html_unescape(std::string_view text) {
 Result<SimplePage> parse_simple_page(std::string_view body, std::string_view content_type,
                                                  const std::string& page_url) {
   const PageReader reader(page_url);
-  const std::string type = lower(trim(content_type.substr(0, content_type.find(';'))));
+  const std::string type = si_lower(si_trim(content_type.substr(0, content_type.find(';'))));
   PageFormat format = PageFormat::unknown;
   if (type.empty()) {
-    const std::string_view start = trim(body);
+    const std::string_view start = si_trim(body);
     format = !start.empty() && start.front() == '{' ? PageFormat::json : PageFormat::html;
   } else if (type == "application/vnd.pypi.simple.v1+json" || type == "application/vnd.pypi.simple.latest+json" ||
              type == "application/json") {
@@ -645,7 +645,7 @@ Result<SimplePage> parse_simple_page(std::string_view body, std::string_view con
   } else if (type == "text/html" || type == "application/vnd.pypi.simple.v1+html" ||
              type == "application/vnd.pypi.simple.latest+html" || type == "application/xhtml+xml") {
     format = PageFormat::html;
-  } else if (starts_with_ci(type, "application/vnd.pypi.simple.v")) {
+  } else if (si_starts_with_ci(type, "application/vnd.pypi.simple.v")) {
     return reader.error("simple.api_version", "the index answered with " + type +
                                                   ", a version of the simple repository API gpuenv does not read",
                         "use an index that serves API version 1 (PEP 691), or its HTML pages");

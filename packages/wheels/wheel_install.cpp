@@ -182,7 +182,7 @@ Status write_file(const std::string& path, std::string_view content, std::uint32
   return ok_status();
 }
 
-std::string_view trim(std::string_view s) {
+std::string_view trim_wheel_field(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r' || s.front() == '\n')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n')) s.remove_suffix(1);
   return s;
@@ -201,7 +201,7 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 }
 
 // Python's \w on str matches non-ASCII letters too; every byte of a multi-byte UTF-8 sequence stands for one.
-bool is_word(char c) {
+bool is_wheel_word(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || static_cast<unsigned char>(c) >= 0x80;
 }
 
@@ -218,13 +218,13 @@ std::map<std::string, std::string> parse_headers(std::string_view text) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.empty()) break;  // end of the header block
     if (line.front() == ' ' || line.front() == '\t') {
-      if (!last_key.empty() && out.count(last_key)) out[last_key] += " " + std::string(trim(line));
+      if (!last_key.empty() && out.count(last_key)) out[last_key] += " " + std::string(trim_wheel_field(line));
       continue;
     }
     const auto colon = line.find(':');
     if (colon == std::string_view::npos) continue;
-    last_key = lower(trim(line.substr(0, colon)));
-    out.emplace(last_key, std::string(trim(line.substr(colon + 1))));
+    last_key = lower(trim_wheel_field(line.substr(0, colon)));
+    out.emplace(last_key, std::string(trim_wheel_field(line.substr(colon + 1))));
   }
   return out;
 }
@@ -499,14 +499,14 @@ Result<std::vector<ScriptEntryPoint>> parse_script_entry_points(std::string_view
   while (pos < text.size()) {
     auto nl = text.find('\n', pos);
     if (nl == std::string_view::npos) nl = text.size();
-    const std::string_view line = trim(text.substr(pos, nl - pos));
+    const std::string_view line = trim_wheel_field(text.substr(pos, nl - pos));
     pos = nl + 1;
     ++line_no;
     const std::string where = origin + ":" + std::to_string(line_no);
     if (line.empty() || line.front() == '#' || line.front() == ';') continue;
     if (line.front() == '[') {
       if (line.back() != ']') return bad_wheel(where, "entry_points.txt has a malformed section header '" + std::string(line) + "'");
-      section = std::string(trim(line.substr(1, line.size() - 2)));
+      section = std::string(trim_wheel_field(line.substr(1, line.size() - 2)));
       continue;
     }
     if (section != "console_scripts" && section != "gui_scripts") continue;
@@ -514,28 +514,28 @@ Result<std::vector<ScriptEntryPoint>> parse_script_entry_points(std::string_view
     if (eq == std::string_view::npos) return bad_wheel(where, "entry point '" + std::string(line) + "' has no '='");
     ScriptEntryPoint ep;
     ep.gui = section == "gui_scripts";
-    ep.name = std::string(trim(line.substr(0, eq)));
+    ep.name = std::string(trim_wheel_field(line.substr(0, eq)));
     const bool name_ok = !ep.name.empty() && ep.name != "." && ep.name != ".." &&
-                         std::all_of(ep.name.begin(), ep.name.end(), [](char c) { return is_word(c) || c == '-' || c == '.' || c == '+'; });
+                         std::all_of(ep.name.begin(), ep.name.end(), [](char c) { return is_wheel_word(c) || c == '-' || c == '.' || c == '+'; });
     if (!name_ok) {
       return bad_wheel(where, "script name '" + ep.name + "' is not a plain file name (letters, digits, '_', '.', '+', '-')");
     }
-    std::string_view value = trim(line.substr(eq + 1));
+    std::string_view value = trim_wheel_field(line.substr(eq + 1));
     // Extras ("[extra1,extra2]") do not change the wrapper.
     if (const auto bracket = value.find('['); bracket != std::string_view::npos) {
       if (value.back() != ']') return bad_wheel(where, "entry point '" + std::string(line) + "' has malformed extras");
-      value = trim(value.substr(0, bracket));
+      value = trim_wheel_field(value.substr(0, bracket));
     }
     const auto colon = value.find(':');
     if (colon == std::string_view::npos) {
       return bad_wheel(where, "entry point '" + ep.name + "' names '" + std::string(value) + "' without a callable (module:function)",
                        "pip refuses such entry points too; the project's packaging metadata is broken");
     }
-    ep.module = std::string(trim(value.substr(0, colon)));
-    ep.attr = std::string(trim(value.substr(colon + 1)));
+    ep.module = std::string(trim_wheel_field(value.substr(0, colon)));
+    ep.attr = std::string(trim_wheel_field(value.substr(colon + 1)));
     auto dotted_ok = [](const std::string& s) {
       if (s.empty() || s.front() == '.' || s.back() == '.' || s.find("..") != std::string::npos) return false;
-      return std::all_of(s.begin(), s.end(), [](char c) { return is_word(c) || c == '.'; });
+      return std::all_of(s.begin(), s.end(), [](char c) { return is_wheel_word(c) || c == '.'; });
     };
     if (!dotted_ok(ep.module) || !dotted_ok(ep.attr)) {
       return bad_wheel(where, "entry point '" + ep.name + "' has a malformed object reference '" + std::string(value) + "'");

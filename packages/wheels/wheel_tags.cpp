@@ -12,20 +12,20 @@ namespace {
 constexpr std::string_view k_wheel_hint =
     "wheel files are named name-version(-build)?-pythontag-abitag-platformtag.whl (PEP 427)";
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_alnum(char c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+bool tag_is_digit(char c) { return c >= '0' && c <= '9'; }
+bool tag_is_alnum(char c) { return tag_is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 // packaging checks the name with Python's Unicode \w; a byte of a multi-byte UTF-8 sequence stands for a letter.
-bool is_name_char(char c) { return is_alnum(c) || c == '_' || c == '.' || static_cast<unsigned char>(c) >= 0x80; }
-char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+bool is_name_char(char c) { return tag_is_alnum(c) || c == '_' || c == '.' || static_cast<unsigned char>(c) >= 0x80; }
+char tag_to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
-std::string lower(std::string_view s) {
+std::string tag_lower(std::string_view s) {
   std::string out(s);
-  for (char& c : out) c = to_lower(c);
+  for (char& c : out) c = tag_to_lower(c);
   return out;
 }
 
 bool ends_with_ci(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && lower(s.substr(s.size() - suffix.size())) == suffix;
+  return s.size() >= suffix.size() && tag_lower(s.substr(s.size() - suffix.size())) == suffix;
 }
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
@@ -111,7 +111,7 @@ Result<WheelName> parse_wheel_filename(std::string_view filename) {
   if (dashes == 5) {
     const std::string_view build = parts[2];
     std::size_t digits = 0;
-    while (digits < build.size() && is_digit(build[digits])) ++digits;
+    while (digits < build.size() && tag_is_digit(build[digits])) ++digits;
     if (digits == 0) {
       return bad_name(filename, "the build tag '" + std::string(build) + "' must start with a digit");
     }
@@ -133,7 +133,7 @@ Result<WheelName> parse_wheel_filename(std::string_view filename) {
   for (const auto& interpreter : interpreters) {
     for (const auto& abi : abis) {
       for (const auto& platform : platforms) {
-        out.tags.push_back(lower(interpreter) + "-" + lower(abi) + "-" + lower(platform));
+        out.tags.push_back(tag_lower(interpreter) + "-" + tag_lower(abi) + "-" + tag_lower(platform));
       }
     }
   }

@@ -17,13 +17,13 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpuenv::attest;
 
-const fs::path& k_vectors = gpuenv::testing::k_cc_vectors;
+const fs::path& k_rim_vectors = gpuenv::testing::k_cc_vectors;
 using gpuenv::testing::slurp;
-constexpr std::int64_t k_now = 1796169600;   // 2026-12-02
+constexpr std::int64_t k_rim_now = 1796169600;   // 2026-12-02
 constexpr std::int64_t k_2024 = 1704067200;  // 2024-01-01, when the 2023 sample RIMs' signers were valid
 
-CheckedRim rim(const std::string& file, std::int64_t now = k_now) {
-  const std::string path = (k_vectors / file).string();
+CheckedRim rim(const std::string& file, std::int64_t now = k_rim_now) {
+  const std::string path = (k_rim_vectors / file).string();
   auto r = check_rim(slurp(path), path, "rim", now);
   EXPECT_TRUE(r.ok()) << r.error().to_string();
   return r.ok() ? *r : CheckedRim{};
@@ -36,7 +36,7 @@ std::string status(const CheckedRim& r, const std::string& name) {
 }
 
 Report report(const std::string& file) {
-  const std::string path = (k_vectors / file).string();
+  const std::string path = (k_rim_vectors / file).string();
   auto bytes = report_bytes(slurp(path), path);
   EXPECT_TRUE(bytes.ok());
   auto r = parse_report(*bytes, path);
@@ -83,10 +83,10 @@ TEST(Rim, TheAzureH100CaptureMatchesItsRimsEndToEnd) {
 TEST(Rim, TheRimServiceAnswersHoldTheSameXmlAndTheirSha256IsChecked) {
   NEED_VECTORS();
   for (const std::string id : {"NV_GPU_DRIVER_GH100_595.71.05", "NV_GPU_VBIOS_1010_0210_886_96009F0004"}) {
-    const std::string json = slurp(k_vectors / "e2e_azure_h100_595/rim-service" / (id + ".json"));
+    const std::string json = slurp(k_rim_vectors / "e2e_azure_h100_595/rim-service" / (id + ".json"));
     auto xml = rim_from_service_json(json, id, id + ".json");
     ASSERT_TRUE(xml.ok()) << xml.error().to_string();
-    EXPECT_EQ(*xml, slurp(k_vectors / "e2e_azure_h100_595" / (id + ".xml")));
+    EXPECT_EQ(*xml, slurp(k_rim_vectors / "e2e_azure_h100_595" / (id + ".xml")));
     EXPECT_EQ(rim_from_service_json(json, "NV_GPU_DRIVER_GH100_1.0", "x").error().id, "attest.bad_rim");  // another id
     std::string tampered = json;
     const auto at = tampered.find("\"sha256\"");
@@ -157,8 +157,8 @@ TEST(Rim, TheSdksBrokenRimsFailTheClaimTheSdkFindsBroken) {
 TEST(Rim, EveryPublishedVbiosRimVerifiesToTheRimRoot) {
   NEED_VECTORS();
   std::size_t n = 0;
-  for (const auto& entry : fs::directory_iterator(k_vectors / "nvtrust/vbios_rims")) {
-    const auto r = rim(fs::relative(entry.path(), k_vectors).string());
+  for (const auto& entry : fs::directory_iterator(k_rim_vectors / "nvtrust/vbios_rims")) {
+    const auto r = rim(fs::relative(entry.path(), k_rim_vectors).string());
     EXPECT_EQ(status(r, "signature").substr(0, 4), "pass") << entry.path() << status(r, "signature");
     EXPECT_EQ(status(r, "chain").substr(0, 4), "pass") << entry.path() << status(r, "chain");
     ++n;
@@ -193,24 +193,24 @@ TEST(Rim, RimIdsFollowTheServicesNaming) {
 }
 
 TEST(Rim, MalformedXmlIsAnErrorThatSaysWhyNeverACrash) {
-  EXPECT_EQ(check_rim("not xml", "x.xml", "rim", k_now).error().id, "attest.bad_rim");
+  EXPECT_EQ(check_rim("not xml", "x.xml", "rim", k_rim_now).error().id, "attest.bad_rim");
   const std::string laughs = "<?xml version=\"1.0\"?><!DOCTYPE l [<!ENTITY a \"aaaaaaaaaa\"><!ENTITY b \"&a;&a;&a;&a;&a;&a;&a;\">]><l>&b;</l>";
-  auto dtd = check_rim(laughs, "x.xml", "rim", k_now);
+  auto dtd = check_rim(laughs, "x.xml", "rim", k_rim_now);
   ASSERT_FALSE(dtd.ok());
   EXPECT_NE(dtd.error().message.find("document type"), std::string::npos) << dtd.error().message;
-  EXPECT_EQ(check_rim("<a/>", "x.xml", "rim", k_now).error().message, "the root element is not a SWID SoftwareIdentity");
-  if (!fs::exists(k_vectors / "vectors.json")) return;
-  const std::string good = slurp(k_vectors / "e2e_azure_h100_595/NV_GPU_VBIOS_1010_0210_886_96009F0004.xml");
-  for (std::size_t n = 0; n < good.size(); n += 97) EXPECT_FALSE(check_rim(good.substr(0, n), "x.xml", "rim", k_now).ok()) << n;
+  EXPECT_EQ(check_rim("<a/>", "x.xml", "rim", k_rim_now).error().message, "the root element is not a SWID SoftwareIdentity");
+  if (!fs::exists(k_rim_vectors / "vectors.json")) return;
+  const std::string good = slurp(k_rim_vectors / "e2e_azure_h100_595/NV_GPU_VBIOS_1010_0210_886_96009F0004.xml");
+  for (std::size_t n = 0; n < good.size(); n += 97) EXPECT_FALSE(check_rim(good.substr(0, n), "x.xml", "rim", k_rim_now).ok()) << n;
 }
 
 TEST(Rim, AChangedMeasurementOrAMovedSignatureDoesNotVerify) {
   NEED_VECTORS();
-  std::string xml = slurp(k_vectors / "e2e_azure_h100_595/NV_GPU_VBIOS_1010_0210_886_96009F0004.xml");
+  std::string xml = slurp(k_rim_vectors / "e2e_azure_h100_595/NV_GPU_VBIOS_1010_0210_886_96009F0004.xml");
   std::string changed = xml;
   const auto at = changed.find("Hash0=\"", changed.find("index=\"9\"")) + 7;
   changed[at] = changed[at] == 'a' ? 'b' : 'a';
-  auto r = check_rim(changed, "x.xml", "rim", k_now);
+  auto r = check_rim(changed, "x.xml", "rim", k_rim_now);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(r->claims.front().status, ClaimStatus::fail);
   // A second signature, or one inside the payload (where a wrapped copy could hide), is refused outright.
@@ -218,19 +218,19 @@ TEST(Rim, AChangedMeasurementOrAMovedSignatureDoesNotVerify) {
   const std::string sig = xml.substr(sig_at, end_at - sig_at);
   std::string twice = xml;
   twice.insert(sig_at, sig);
-  EXPECT_EQ(check_rim(twice, "x.xml", "rim", k_now).error().id, "attest.bad_rim");
+  EXPECT_EQ(check_rim(twice, "x.xml", "rim", k_rim_now).error().id, "attest.bad_rim");
   std::string moved = xml;
   moved.erase(sig_at, end_at - sig_at);
   moved.insert(moved.find("</ns0:Payload>"), sig);
-  EXPECT_EQ(check_rim(moved, "x.xml", "rim", k_now).error().id, "attest.bad_rim");
+  EXPECT_EQ(check_rim(moved, "x.xml", "rim", k_rim_now).error().id, "attest.bad_rim");
 }
 
 TEST(Rim, TheDirectoryStoreReadsXmlOrASavedServiceAnswerAndRefusesPathsAsIds) {
   NEED_VECTORS();
-  auto azure = make_directory_rim_store((k_vectors / "e2e_azure_h100_595").string());
+  auto azure = make_directory_rim_store((k_rim_vectors / "e2e_azure_h100_595").string());
   auto xml = azure->get("NV_GPU_DRIVER_GH100_595.71.05");
   ASSERT_TRUE(xml.ok()) << xml.error().to_string();
-  auto service = make_directory_rim_store((k_vectors / "e2e_azure_h100_595/rim-service").string());
+  auto service = make_directory_rim_store((k_rim_vectors / "e2e_azure_h100_595/rim-service").string());
   auto from_json = service->get("NV_GPU_DRIVER_GH100_595.71.05");
   ASSERT_TRUE(from_json.ok()) << from_json.error().to_string();
   EXPECT_EQ(*xml, *from_json);

@@ -20,9 +20,9 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpuenv::attest;
 
-const fs::path& k_vectors = gpuenv::testing::k_cc_vectors;
+const fs::path& k_verify_vectors = gpuenv::testing::k_cc_vectors;
 using gpuenv::testing::slurp;
-constexpr std::int64_t k_now = 1796169600;  // 2026-12-02
+constexpr std::int64_t k_verify_now = 1796169600;  // 2026-12-02
 
 std::string unhex(const std::string& hex) {
   std::string out;
@@ -32,14 +32,14 @@ std::string unhex(const std::string& hex) {
 
 /// The claims of REPORT (a vector file) with CHAIN, the nonce given as hex (or none).
 DeviceClaims claims(const std::string& report, const std::string& chain, const std::optional<std::string>& nonce_hex = std::nullopt) {
-  const std::string path = (k_vectors / report).string();
+  const std::string path = (k_verify_vectors / report).string();
   auto bytes = report_bytes(slurp(path), path);
   EXPECT_TRUE(bytes.ok());
   auto r = parse_report(*bytes, path);
   EXPECT_TRUE(r.ok()) << r.error().to_string();
   std::optional<std::string> nonce;
   if (nonce_hex) nonce = unhex(*nonce_hex);
-  auto c = verify_device(*r, slurp(k_vectors / chain), nonce, k_now);
+  auto c = verify_device(*r, slurp(k_verify_vectors / chain), nonce, k_verify_now);
   EXPECT_TRUE(c.ok()) << c.error().to_string();
   return *c;
 }
@@ -51,7 +51,7 @@ std::string status(const DeviceClaims& c, const char* name) {
 
 TEST(Verify, ThePinnedRootIsTheOneNvidiaPublishes) {
   NEED_VECTORS();
-  const std::string pem = slurp(k_vectors / "roots/verifier_device_root.pem");
+  const std::string pem = slurp(k_verify_vectors / "roots/verifier_device_root.pem");
   BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
   X509* root = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
   ASSERT_NE(root, nullptr);
@@ -113,18 +113,18 @@ TEST(Verify, EachBrokenPieceFailsItsOwnClaim) {
   EXPECT_EQ(status(c, "fwid").rfind("fail", 0), 0u);
   EXPECT_EQ(status(c, "chain").rfind("pass", 0), 0u) << "a whole chain, but of another GPU";
   // A chain ending in a root that is not NVIDIA's: the RIM root in its place.
-  std::string chain = slurp(k_vectors / "nvtrust/hopperCertChain.txt");
+  std::string chain = slurp(k_verify_vectors / "nvtrust/hopperCertChain.txt");
   const std::string end = "-----END CERTIFICATE-----";
   std::size_t cut = 0;
   for (int i = 0; i < 4; ++i) cut = chain.find(end, cut) + end.size();
-  const std::string swapped = chain.substr(0, cut) + "\n" + slurp(k_vectors / "roots/verifier_RIM_root.pem");
-  auto bytes = report_bytes(slurp(k_vectors / "nvtrust/hopperAttestationReport.txt"), "r");
+  const std::string swapped = chain.substr(0, cut) + "\n" + slurp(k_verify_vectors / "roots/verifier_RIM_root.pem");
+  auto bytes = report_bytes(slurp(k_verify_vectors / "nvtrust/hopperAttestationReport.txt"), "r");
   auto report = parse_report(*bytes, "r");
   ASSERT_TRUE(report.ok());
-  auto v = verify_device(*report, swapped, std::nullopt, k_now);
+  auto v = verify_device(*report, swapped, std::nullopt, k_verify_now);
   ASSERT_TRUE(v.ok());
   EXPECT_NE(status(*v, "chain").find("not NVIDIA's device identity root"), std::string::npos) << status(*v, "chain");
-  EXPECT_EQ(verify_device(*report, "no certificate here", std::nullopt, k_now).error().id, "attest.bad_chain");
+  EXPECT_EQ(verify_device(*report, "no certificate here", std::nullopt, k_verify_now).error().id, "attest.bad_chain");
 }
 
 TEST(Verify, TheDiceFwidIsReadFromItsTaggedFieldAndNothingElse) {

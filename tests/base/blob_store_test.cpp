@@ -16,10 +16,10 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpuenv;
 
-const std::string k_hello_hex = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";  // "hello"
-const Digest k_hello_sha = *Digest::from_hex(k_hello_hex);
+const std::string k_store_hello_hex = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";  // "hello"
+const Digest k_hello_sha = *Digest::from_hex(k_store_hello_hex);
 Digest repeated(char c) { return *Digest::from_hex(std::string(64, c)); }
-std::string slurp(const std::string& path) {
+std::string slurp_store(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
@@ -44,7 +44,7 @@ TEST_F(BlobStoreTest, PutThenFindByDigest) {
   ASSERT_TRUE(found.ok() && found->has_value());
   std::ifstream in(**found);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "hello");
-  EXPECT_EQ(**found, (root / "blobs/sha256/2c" / k_hello_hex).string());
+  EXPECT_EQ(**found, (root / "blobs/sha256/2c" / k_store_hello_hex).string());
 }
 
 TEST_F(BlobStoreTest, TheCacheIsPrivateToItsOwnerAndAnOpenOneIsTightened) {
@@ -145,7 +145,7 @@ TEST_F(BlobStoreTest, FetchIntoCacheTellsOfEachBlobAsItIsThere) {
                             [&](std::size_t i, const gpuenv::Result<gpuenv::CachedBlob>& b) {
                               told.push_back(std::to_string(i) + (b ? (b->was_cached ? " cached" : " fetched") : " " + b.error().id) +
                                              (f.requested.empty() ? " before any request" : ""));
-                              if (b) EXPECT_EQ(slurp(b->path), i == 0 ? "world" : "hello");
+                              if (b) EXPECT_EQ(slurp_store(b->path), i == 0 ? "world" : "hello");
                             });
   EXPECT_EQ(told, (std::vector<std::string>{"1 cached before any request", "0 fetched", "2 fetch.not_found"}));
   ASSERT_EQ(r.size(), 3u);

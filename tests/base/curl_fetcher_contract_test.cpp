@@ -20,7 +20,7 @@ using namespace gpuenv;
 
 gpuenv::Digest sha256(const std::string& s) { return gpuenv::Digest::of(s); }
 
-std::string slurp(const fs::path& p) {
+std::string slurp_fetched(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
@@ -68,7 +68,7 @@ class CurlFetcherContract : public ::testing::Test {
 TEST_F(CurlFetcherContract, FetchesManyFilesConcurrentlyAndVerifiesThem) {
   std::vector<FetchRequest> reqs;
   for (int i = 0; i < 50; ++i) {
-    const std::string body = slurp(m_dir / "srv" / ("f" + std::to_string(i)));
+    const std::string body = slurp_fetched(m_dir / "srv" / ("f" + std::to_string(i)));
     reqs.push_back({m_server->url("f" + std::to_string(i)), (m_dir / "out" / ("f" + std::to_string(i))).string(), sha256(body), body.size()});
   }
   auto f = make_curl_fetcher(fast());
@@ -76,7 +76,7 @@ TEST_F(CurlFetcherContract, FetchesManyFilesConcurrentlyAndVerifiesThem) {
   ASSERT_EQ(results.size(), 50u);
   for (std::size_t i = 0; i < results.size(); ++i) {
     ASSERT_TRUE(results[i].ok()) << results[i].error().to_string();
-    EXPECT_EQ(slurp(reqs[i].dest), slurp(m_dir / "srv" / ("f" + std::to_string(i))));
+    EXPECT_EQ(slurp_fetched(reqs[i].dest), slurp_fetched(m_dir / "srv" / ("f" + std::to_string(i))));
     EXPECT_EQ(results[i]->attempts, 1);
   }
   EXPECT_FALSE(leftovers());
@@ -85,7 +85,7 @@ TEST_F(CurlFetcherContract, FetchesManyFilesConcurrentlyAndVerifiesThem) {
 // fetch_each tells of each file as it finishes, in place and verified, while slower ones still arrive; a
 // failure is told too, and everything before fetch_each returns.
 TEST_F(CurlFetcherContract, TellsOfEachFileAsItFinishesWhileOthersStillArrive) {
-  const std::string slow_body = slurp(m_dir / "srv" / "f10"), quick_body = slurp(m_dir / "srv" / "f2");
+  const std::string slow_body = slurp_fetched(m_dir / "srv" / "f10"), quick_body = slurp_fetched(m_dir / "srv" / "f2");
   const std::vector<FetchRequest> reqs = {
       {m_server->url("f10?fault=trickle&rate=2000"), (m_dir / "out" / "slow").string(), sha256(slow_body), slow_body.size()},
       {m_server->url("f2"), (m_dir / "out" / "quick").string(), sha256(quick_body), quick_body.size()},
@@ -99,7 +99,7 @@ TEST_F(CurlFetcherContract, TellsOfEachFileAsItFinishesWhileOthersStillArrive) {
     ++told[i];
     order.push_back(i);
     if (i == 1) {
-      quick_in_place = r.ok() && slurp(reqs[1].dest) == quick_body;
+      quick_in_place = r.ok() && slurp_fetched(reqs[1].dest) == quick_body;
       quick_before_slow_was_there = !fs::exists(reqs[0].dest);
     }
     if (i == 2) {
@@ -113,7 +113,7 @@ TEST_F(CurlFetcherContract, TellsOfEachFileAsItFinishesWhileOthersStillArrive) {
   EXPECT_TRUE(quick_in_place);
   EXPECT_TRUE(quick_before_slow_was_there);
   ASSERT_TRUE(results[0].ok()) << results[0].error().to_string();
-  EXPECT_EQ(slurp(reqs[0].dest), slow_body);
+  EXPECT_EQ(slurp_fetched(reqs[0].dest), slow_body);
   EXPECT_FALSE(results[2].ok());
   EXPECT_FALSE(leftovers());
 }
@@ -122,7 +122,7 @@ TEST_F(CurlFetcherContract, GetsADocumentIntoMemory) {
   auto f = make_curl_fetcher(fast());
   auto r = f->get(m_server->url("f3"));
   ASSERT_TRUE(r.ok()) << r.error().to_string();
-  EXPECT_EQ(*r, slurp(m_dir / "srv" / "f3"));
+  EXPECT_EQ(*r, slurp_fetched(m_dir / "srv" / "f3"));
 }
 
 TEST_F(CurlFetcherContract, RetriesServerErrorsWithBackoff) {
@@ -130,7 +130,7 @@ TEST_F(CurlFetcherContract, RetriesServerErrorsWithBackoff) {
   auto r = f->fetch_all({big("?fault=status=503&times=2")});
   ASSERT_TRUE(r[0].ok()) << r[0].error().to_string();
   EXPECT_EQ(r[0]->attempts, 3);
-  EXPECT_EQ(slurp(m_dir / "out" / "big.bin"), m_big);
+  EXPECT_EQ(slurp_fetched(m_dir / "out" / "big.bin"), m_big);
 }
 
 TEST_F(CurlFetcherContract, HonoursRetryAfterOn429) {
@@ -146,7 +146,7 @@ TEST_F(CurlFetcherContract, ResumesADroppedDownloadWithRange) {
   auto r = f->fetch_all({big("?fault=drop&times=1")});
   ASSERT_TRUE(r[0].ok()) << r[0].error().to_string();
   EXPECT_EQ(r[0]->attempts, 2);
-  EXPECT_EQ(slurp(m_dir / "out" / "big.bin"), m_big);
+  EXPECT_EQ(slurp_fetched(m_dir / "out" / "big.bin"), m_big);
   auto log = f->get(m_server->url("log"));
   ASSERT_TRUE(log.ok());
   EXPECT_NE(log->find("range=bytes=524288-"), std::string::npos) << *log;
@@ -171,14 +171,14 @@ TEST_F(CurlFetcherContract, RestartsWhenTheServerIgnoresRange) {
   auto f = make_curl_fetcher(fast());
   auto r = f->fetch_all({big("?fault=truncate&times=1&noranges=1")});
   ASSERT_TRUE(r[0].ok()) << r[0].error().to_string();
-  EXPECT_EQ(slurp(m_dir / "out" / "big.bin"), m_big);
+  EXPECT_EQ(slurp_fetched(m_dir / "out" / "big.bin"), m_big);
 }
 
 TEST_F(CurlFetcherContract, AbortsAndRetriesAStalledTransfer) {
   auto f = make_curl_fetcher(fast());
   auto r = f->fetch_all({big("?fault=stall&times=1")});
   ASSERT_TRUE(r[0].ok()) << r[0].error().to_string();
-  EXPECT_EQ(slurp(m_dir / "out" / "big.bin"), m_big);
+  EXPECT_EQ(slurp_fetched(m_dir / "out" / "big.bin"), m_big);
 }
 
 TEST_F(CurlFetcherContract, AlteredBodyIsRetriedOnceThenRefused) {

@@ -33,6 +33,7 @@
 #include "base/digest.hpp"
 #include "resolver/lockfile.hpp"
 #include "base/net/curl_fetcher.hpp"
+#include "fakes/files.hpp"
 
 namespace {
 
@@ -40,10 +41,7 @@ namespace fs = std::filesystem;
 
 bool sh(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using gpuenv::testing::read_all;
 
 std::string capture(const std::string& cmd) {
   std::string out;
@@ -112,7 +110,7 @@ bool cuda_doubles(const fs::path& dir, const fs::path& www, Wheel&& wheel, const
       return sh("cp " + (stubs / "libcudnn.so.9").string() + " " + (p / "usr/lib/x86_64-linux-gnu/libcudnn.so.9").string());
     });
   ok = ok && sh("cd " + pool.string() + " && dpkg-scanpackages --multiversion . /dev/null 2>/dev/null > Packages");
-  const std::string packages = slurp(pool / "Packages");
+  const std::string packages = read_all(pool / "Packages");
   std::ofstream(pool / "Release") << "Origin: NVIDIA test double\nLabel: NVIDIA CUDA\nArchitectures: amd64\nDate: Mon, 30 Nov 2026 00:00:00 UTC\nSHA256:\n "
                                   << gpuenv::sha256_hex(packages) << " " << packages.size() << " Packages\n";
   return ok && sh(gpg + "--clearsign -o " + (pool / "InRelease").string() + " " + (pool / "Release").string());
@@ -198,7 +196,7 @@ class CliBuild : public ::testing::Test {
     const fs::path dists = www / "debian/dists/bookworm";
     fs::create_directories(dists / "main/binary-amd64");
     ok = ok && sh("cd " + (www / "debian").string() + " && dpkg-scanpackages pool /dev/null 2>/dev/null > " + (dists / "main/binary-amd64/Packages").string());
-    const std::string packages = slurp(dists / "main/binary-amd64/Packages");
+    const std::string packages = read_all(dists / "main/binary-amd64/Packages");
     std::ofstream(dists / "Release") << "Origin: test\nSuite: bookworm\nCodename: bookworm\nDate: Mon, 30 Nov 2026 00:00:00 UTC\n"
                                         "Architectures: amd64\nComponents: main\nSHA256:\n "
                                      << gpuenv::sha256_hex(packages) << " " << packages.size() << " main/binary-amd64/Packages\n";
@@ -213,7 +211,7 @@ class CliBuild : public ::testing::Test {
                                            " " + version + (requires_dist.empty() ? "" : " '" + requires_dist + "'") + " " + raw);
       const std::string name = filename.substr(0, filename.find('\n'));
       if (name.empty()) return false;
-      const std::string body = slurp(www / "files" / name);
+      const std::string body = read_all(www / "files" / name);
       std::ofstream(www / "simple" / project / "index.json")
           << R"({"meta": {"api-version": "1.1"}, "name": ")" << project << R"(", "files": [{"filename": ")" << name << R"(", "url": "../../files/)" << name
           << R"(", "hashes": {"sha256": ")" << gpuenv::sha256_hex(body) << R"("}, "size": )" << body.size() << "}]}";
@@ -334,11 +332,11 @@ TEST_F(CliBuild, WritesAnImageThatSkopeoUmociAndAChrootAccept) {
   for (const auto& l : j["layers"]) layers.push_back(l["name"]);
   EXPECT_EQ(layers, (std::vector<std::string>{"base", "framework", "user", "metadata"}));
   // The layout as the image spec wants it, index.json naming the manifest with the tag.
-  const auto index = nlohmann::json::parse(slurp(fs::path(layout) / "index.json"));
+  const auto index = nlohmann::json::parse(read_all(fs::path(layout) / "index.json"));
   EXPECT_EQ(index["manifests"][0]["digest"], digest);
   EXPECT_EQ(index["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"], "1.0");
   EXPECT_TRUE(fs::exists(fs::path(layout) / "sbom.spdx.json"));
-  const auto config = nlohmann::json::parse(slurp(fs::path(layout) / "blobs/sha256" / j["config"].get<std::string>().substr(7)));
+  const auto config = nlohmann::json::parse(read_all(fs::path(layout) / "blobs/sha256" / j["config"].get<std::string>().substr(7)));
   const auto env = config["config"]["Env"];
   EXPECT_NE(std::find(env.begin(), env.end(), "NVIDIA_VISIBLE_DEVICES=all"), env.end());
   EXPECT_NE(std::find(env.begin(), env.end(), "NVIDIA_REQUIRE_CUDA=cuda>=12.4"), env.end()) << env.dump();
@@ -456,7 +454,7 @@ TEST_F(CliBuild, AnAddedPackageRebuildsOnlyItsLayerAndGivesTheImageAColdBuildGiv
 // installed, and the build's DT_NEEDED check passes on what is there. The required-set base of the same spec has dpkg.
 TEST_F(CliBuild, ASlimBaseLeavesOutTheRequiredSetAndTheToolsOfMaintainerScripts) {
   const std::string s = spec("slim", "foo-tools"), cache = (dir / "cache-slim").string();
-  std::string text = slurp(s);
+  std::string text = read_all(s);
   const std::string plain = "base: 'debian:12'";
   ASSERT_NE(text.find(plain), std::string::npos);
   text.replace(text.find(plain), plain.size(), "base: {distro: 'debian:12', variant: slim}");
@@ -466,7 +464,7 @@ TEST_F(CliBuild, ASlimBaseLeavesOutTheRequiredSetAndTheToolsOfMaintainerScripts)
   ASSERT_EQ(lock(s, lock_path, cache, &err), 0) << err;
   ASSERT_EQ(lock(spec("slim-full", "foo-tools"), full_lock, cache, &err), 0) << err;
   auto debs = [](const std::string& path) {
-    auto l = gpuenv::resolver::parse_lock(slurp(path), path);
+    auto l = gpuenv::resolver::parse_lock(read_all(path), path);
     EXPECT_TRUE(l.ok());
     std::vector<std::string> names;
     if (l)
@@ -476,7 +474,7 @@ TEST_F(CliBuild, ASlimBaseLeavesOutTheRequiredSetAndTheToolsOfMaintainerScripts)
   };
   EXPECT_EQ(debs(lock_path), (std::vector<std::string>{"base-files", "foo-tools", "libc6", "libfoo1", "python3"}));
   EXPECT_EQ(debs(full_lock), (std::vector<std::string>{"base-files", "dpkg", "foo-tools", "libc6", "libfoo1", "python3"}));
-  EXPECT_NE(slurp(lock_path).find("base_variant: \"slim\""), std::string::npos);
+  EXPECT_NE(read_all(lock_path).find("base_variant: \"slim\""), std::string::npos);
   const std::string layout = (dir / "slim-img").string();
   ASSERT_EQ(build({lock_path, "-o", layout, "--tag", "1", "--json"}, cache, &out, &err), 0) << err;
   if (!sh("command -v umoci >/dev/null && command -v dpkg-query >/dev/null")) {
@@ -523,7 +521,7 @@ TEST_F(CliBuild, AFailedDownloadFailsTheBuildNamingThePackage) {
   const std::string s = spec("dlfail", "foo-tools"), lock_path = (dir / "dlfail.lock").string();
   std::string err, out;
   ASSERT_EQ(lock(s, lock_path, (dir / "cache-dlfail-lock").string(), &err), 0) << err;
-  std::string text = slurp(lock_path);
+  std::string text = read_all(lock_path);
   const std::string pool = "/pool/libfoo1.deb";
   ASSERT_NE(text.find(pool), std::string::npos);
   text.replace(text.find(pool), pool.size(), "/pool/libfoo1-gone.deb");
@@ -565,14 +563,14 @@ TEST_F(CliBuild, AppBuildThroughFakePortsGivesTheImageTheRealAdaptersGive) {
   ASSERT_EQ(build({lock_path, "-o", (dir / "ports-real").string(), "--json"}, (dir / "cache-ports-real").string(), &out, &err), 0) << err;
   const std::string real_digest = nlohmann::json::parse(out)["digest"];
 
-  auto lock = gpuenv::resolver::parse_lock(slurp(lock_path), lock_path);
+  auto lock = gpuenv::resolver::parse_lock(read_all(lock_path), lock_path);
   ASSERT_TRUE(lock.ok());
   auto fake = std::make_shared<gpuenv::testing::FakeFetcher>();
   gpuenv::testing::FakeFetcher* fetcher = fake.get();
   const std::string prefix = server->url("");
   for (const auto& p : lock->packages) {
     ASSERT_EQ(p.url.rfind(prefix, 0), 0u) << p.url;
-    fetcher->files[p.url] = slurp(dir / "www" / p.url.substr(prefix.size()));
+    fetcher->files[p.url] = read_all(dir / "www" / p.url.substr(prefix.size()));
   }
   auto memory = std::make_unique<gpuenv::testing::MemoryBlobStore>(dir / "memory-store");
   gpuenv::testing::MemoryBlobStore* store = memory.get();
@@ -628,7 +626,7 @@ TEST_F(CliBuild, ADirectoryThatIsNotALayoutIsNeverWrittenInto) {
   std::string out, err;
   EXPECT_EQ(build({spec("demo", "foo-tools"), "-o", (dir / "precious").string()}, (dir / "cache-a").string(), &out, &err), 2);
   EXPECT_NE(err.find("oci.not_layout"), std::string::npos) << err;
-  EXPECT_EQ(slurp(dir / "precious" / "notes.txt"), "mine");
+  EXPECT_EQ(read_all(dir / "precious" / "notes.txt"), "mine");
   // What a first build killed early leaves (its own directories and temporary files) is taken up again.
   fs::create_directories(dir / "half" / "blobs" / "sha256");
   std::ofstream(dir / "half" / ".oci-layout.gpuenv-tmp") << "{";
@@ -654,7 +652,7 @@ TEST_F(CliBuild, ArchivesHoldTheSameImageAndSkopeoReadsThem) {
   EXPECT_EQ(build({s, "--format", "oci-archive", "-o", (dir / "arch-dir").string()}, cache, &out, &err), 2);
   // Without --format, the spec's image.format decides; --format still wins over it.
   const std::string in_spec = (dir / "archived-format.yaml").string();
-  std::ofstream(in_spec) << slurp(s) << "image: {format: oci-archive}\n";
+  std::ofstream(in_spec) << read_all(s) << "image: {format: oci-archive}\n";
   ASSERT_EQ(build({in_spec, "-o", (dir / "from-spec.tar").string(), "--json"}, cache, &out, &err), 0) << err;
   EXPECT_EQ(nlohmann::json::parse(out)["format"], "oci-archive");
   EXPECT_TRUE(fs::is_regular_file(dir / "from-spec.tar"));
@@ -706,17 +704,17 @@ TEST_F(CliBuild, PushesToARegistryThatSkopeoReadsBackWithTheSameDigest) {
 /// Every blob index.json reaches exists and has the digest it is named by.
 std::string layout_problem(const fs::path& layout) {
   if (!fs::exists(layout / "index.json")) return "";
-  const auto index = nlohmann::json::parse(slurp(layout / "index.json"), nullptr, false);
+  const auto index = nlohmann::json::parse(read_all(layout / "index.json"), nullptr, false);
   if (index.is_discarded()) return "index.json is not JSON";
   auto check = [&](const std::string& digest) -> std::string {
     const fs::path p = layout / "blobs/sha256" / digest.substr(7);
     if (!fs::exists(p)) return "missing " + digest;
-    if ("sha256:" + gpuenv::sha256_hex(slurp(p)) != digest) return "partial or wrong " + digest;
+    if ("sha256:" + gpuenv::sha256_hex(read_all(p)) != digest) return "partial or wrong " + digest;
     return "";
   };
   for (const auto& m : index["manifests"]) {
     if (auto e = check(m["digest"]); !e.empty()) return e;
-    const auto manifest = nlohmann::json::parse(slurp(layout / "blobs/sha256" / m["digest"].get<std::string>().substr(7)));
+    const auto manifest = nlohmann::json::parse(read_all(layout / "blobs/sha256" / m["digest"].get<std::string>().substr(7)));
     if (auto e = check(manifest["config"]["digest"]); !e.empty()) return e;
     for (const auto& l : manifest["layers"])
       if (auto e = check(l["digest"]); !e.empty()) return e;
@@ -780,7 +778,7 @@ TEST_F(CliBuild, AFailedFirstBuildLeavesNoOutputAndAFailedRebuildKeepsTheOldImag
   const std::string digest = nlohmann::json::parse(out)["digest"];
   ASSERT_EQ(build({lock_path + ".other", "-o", target.string(), "--offline"}, (dir / "cache-half-empty").string(), &out, &err), 4) << err;
   EXPECT_EQ(layout_problem(target), "");
-  EXPECT_NE(slurp(target / "index.json").find(digest), std::string::npos);
+  EXPECT_NE(read_all(target / "index.json").find(digest), std::string::npos);
 }
 
 
@@ -871,12 +869,12 @@ TEST_F(CliBuild, ExtendsABaseImagePulledFromARegistryOrReadFromALayout) {
   const fs::path tree = dir / "derived-unpacked";
   ASSERT_TRUE(sh("umoci unpack --image " + (dir / "derived").string() + ":1 " + tree.string() + " >/dev/null 2>&1"));
   EXPECT_EQ(capture("chroot " + (tree / "rootfs").string() + " /usr/bin/foo-tool 2>&1"), "foo says 42\n");
-  const std::string status = slurp(tree / "rootfs/var/lib/dpkg/status");
+  const std::string status = read_all(tree / "rootfs/var/lib/dpkg/status");
   for (const char* p : {"Package: foo-tools", "Package: libfoo1", "Package: libc6", "Package: base-files"}) EXPECT_NE(status.find(p), std::string::npos) << p;
-  const std::string image_lock = slurp(tree / "rootfs/usr/share/gpuenv/gpuenv.lock");
+  const std::string image_lock = read_all(tree / "rootfs/usr/share/gpuenv/gpuenv.lock");
   EXPECT_NE(image_lock.find("base_image: \"docker://" + base_ref + "@" + a["digest"].get<std::string>() + "\""), std::string::npos) << image_lock;
   // The SBOM names the base image and the packages it brought.
-  const auto sbom = nlohmann::json::parse(slurp(tree / "rootfs/usr/share/gpuenv/sbom.spdx.json"));
+  const auto sbom = nlohmann::json::parse(read_all(tree / "rootfs/usr/share/gpuenv/sbom.spdx.json"));
   std::set<std::string> sbom_names;
   for (const auto& p : sbom["packages"]) sbom_names.insert(p["name"].get<std::string>());
   for (const char* p : {"foo-tools", "libfoo1", "libc6", "base-files"}) EXPECT_TRUE(sbom_names.count(p)) << p;
@@ -942,10 +940,10 @@ class CliCuda : public CliBuild {
   }
   // Every path in the image's layers, read from the layer blobs the manifest names.
   static std::string layer_paths(const fs::path& layout) {
-    const auto index = nlohmann::json::parse(slurp(layout / "index.json"));
+    const auto index = nlohmann::json::parse(read_all(layout / "index.json"));
     const std::string manifest = index["manifests"][0]["digest"].get<std::string>().substr(7);
     std::string out;
-    const auto m = nlohmann::json::parse(slurp(layout / "blobs/sha256" / manifest));
+    const auto m = nlohmann::json::parse(read_all(layout / "blobs/sha256" / manifest));
     for (const auto& l : m["layers"])
       out += capture("tar -tzf " + (layout / "blobs/sha256" / l["digest"].get<std::string>().substr(7)).string() + " 2>&1");
     return out;

@@ -27,6 +27,7 @@
 #include "images/oci/layout.hpp"
 #include "base/net/http_client.hpp"
 #include "images/registry/registry_client.hpp"
+#include "fakes/files.hpp"
 
 namespace {
 
@@ -35,12 +36,9 @@ using nlohmann::json;
 using gpuenv::images::Descriptor;
 namespace media_type = gpuenv::images::media_type;
 
-bool sh(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
+bool run_sh(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using gpuenv::testing::read_all;
 
 /// A package as gpuenv's annotation lists it: [name, version, kind, bytes].
 struct Pkg {
@@ -229,7 +227,7 @@ TEST_F(CliInspect, AnOldStyleDockerSaveArchiveMapsToTheSameModel) {
   std::ofstream(d / (id + ".json"), std::ios::binary) << config_text;
   std::ofstream(d / "manifest.json") << json::array({{{"Config", id + ".json"}, {"RepoTags", {"old:1"}}, {"Layers", {"l1/layer.tar", "l2/layer.tar"}}}}).dump();
   const std::string tar = (dir / "docker-old.tar").string();
-  ASSERT_TRUE(sh("cd " + d.string() + " && tar -cf " + tar + " manifest.json " + id + ".json l1/layer.tar l2/layer.tar"));
+  ASSERT_TRUE(run_sh("cd " + d.string() + " && tar -cf " + tar + " manifest.json " + id + ".json l1/layer.tar l2/layer.tar"));
   const json j = model(tar);
   EXPECT_EQ(j["digest"], "sha256:" + id);  // Docker's image id
   EXPECT_EQ(j["created"], "2024-01-02T03:04:05Z");
@@ -333,7 +331,7 @@ TEST_F(CliInspect, FilesThatAreNotImagesAreUsageErrorsAndDamagedArchivesEnvironm
   // A tar of something else.
   fs::create_directories(dir / "other");
   std::ofstream(dir / "other/notes.txt") << "not an image";
-  ASSERT_TRUE(sh("cd " + (dir / "other").string() + " && tar -cf " + (dir / "other.tar").string() + " notes.txt"));
+  ASSERT_TRUE(run_sh("cd " + (dir / "other").string() + " && tar -cf " + (dir / "other.tar").string() + " notes.txt"));
   EXPECT_EQ(inspect({(dir / "other.tar").string()}, &out, &err), 2);
   EXPECT_NE(err.find("neither oci-layout and index.json"), std::string::npos) << err;
   EXPECT_NE(err.find("inspect.bad_image"), std::string::npos) << err;
@@ -347,7 +345,7 @@ TEST_F(CliInspect, FilesThatAreNotImagesAreUsageErrorsAndDamagedArchivesEnvironm
   EXPECT_EQ(inspect({(dir / "other").string()}, &out, &err), 2);
   EXPECT_NE(err.find("not an OCI layout"), std::string::npos) << err;
   // Archives cut short, in a layer, in the middle and before index.json: damaged, exit 4.
-  const std::string whole = slurp(archive("a", gpuenv::images::ArchiveFormat::oci, a_digest));
+  const std::string whole = read_all(archive("a", gpuenv::images::ArchiveFormat::oci, a_digest));
   const std::size_t index_header = whole.find("index.json");
   ASSERT_NE(index_header, std::string::npos);
   for (const std::size_t at : {whole.size() / 10, whole.size() / 2, whole.size() * 9 / 10, index_header}) {

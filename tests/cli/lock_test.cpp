@@ -14,28 +14,26 @@
 #include "fakes/scratch.hpp"
 #include "base/digest.hpp"
 #include "base/net/curl_fetcher.hpp"
+#include "fakes/files.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-bool sh(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
+bool run_lock_sh(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using gpuenv::testing::read_all;
 
 class CliLock : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!sh("command -v gpg >/dev/null && command -v gpgv >/dev/null && command -v dpkg-deb >/dev/null && command -v dpkg-scanpackages >/dev/null")) return;
+    if (!run_lock_sh("command -v gpg >/dev/null && command -v gpgv >/dev/null && command -v dpkg-deb >/dev/null && command -v dpkg-scanpackages >/dev/null")) return;
     dir = fs::temp_directory_path() / ("gpuenv-clilock-" + std::to_string(::getpid()));
     const fs::path www = dir / "www";
     fs::create_directories(dir / "gnupg");
     fs::permissions(dir / "gnupg", fs::perms::owner_all);
     const std::string gpg = "GNUPGHOME=" + (dir / "gnupg").string() + " gpg --batch --quiet --passphrase '' ";
-    bool ok = sh(gpg + "--quick-gen-key 'repo <r@example.com>' ed25519 sign never 2>/dev/null") && sh(gpg + "--export > " + (dir / "repo.gpg").string());
+    bool ok = run_lock_sh(gpg + "--quick-gen-key 'repo <r@example.com>' ed25519 sign never 2>/dev/null") && run_lock_sh(gpg + "--export > " + (dir / "repo.gpg").string());
     // Debian packages: a required one, python3 and its library, and one the spec asks for.
     fs::create_directories(www / "debian/pool");
     auto deb = [&](const std::string& name, const std::string& version, const std::string& extra) {
@@ -45,7 +43,7 @@ class CliLock : public ::testing::Test {
       std::ofstream(pkg / "DEBIAN/control") << "Package: " << name << "\nVersion: " << version << "\nArchitecture: amd64\n" << extra
                                             << "Maintainer: t <t@example.com>\nDescription: test\n";
       std::ofstream(pkg / "usr/share" / name / "file") << name;
-      return sh("dpkg-deb --root-owner-group --build " + pkg.string() + " " + (www / "debian/pool" / (name + ".deb")).string() + " >/dev/null");
+      return run_lock_sh("dpkg-deb --root-owner-group --build " + pkg.string() + " " + (www / "debian/pool" / (name + ".deb")).string() + " >/dev/null");
     };
     ok = ok && deb("base-files", "12.4", "Priority: required\nEssential: yes\n") && deb("libpython3.11", "3.11.2-6", "") &&
          deb("python3", "3.11.2-1", "Depends: libpython3.11\n") && deb("curl", "7.88.1-10", "");
@@ -60,12 +58,12 @@ class CliLock : public ::testing::Test {
          deb("nvidia-kernel-dkms", "535.309.01-0+deb12u1", "Depends: dkms (>= 3.0.3-4~), firmware-nvidia-gsp\n");
     const fs::path dists = www / "debian/dists/bookworm";
     fs::create_directories(dists / "main/binary-amd64");
-    ok = ok && sh("cd " + (www / "debian").string() + " && dpkg-scanpackages pool /dev/null 2>/dev/null > " + (dists / "main/binary-amd64/Packages").string());
-    const std::string packages = slurp(dists / "main/binary-amd64/Packages");
+    ok = ok && run_lock_sh("cd " + (www / "debian").string() + " && dpkg-scanpackages pool /dev/null 2>/dev/null > " + (dists / "main/binary-amd64/Packages").string());
+    const std::string packages = read_all(dists / "main/binary-amd64/Packages");
     std::ofstream(dists / "Release") << "Origin: test\nSuite: bookworm\nCodename: bookworm\nDate: Mon, 30 Nov 2026 00:00:00 UTC\n"
                                         "Architectures: amd64\nComponents: main\nSHA256:\n "
                                      << gpuenv::sha256_hex(packages) << " " << packages.size() << " main/binary-amd64/Packages\n";
-    ok = ok && sh(gpg + "--clearsign -o " + (dists / "InRelease").string() + " " + (dists / "Release").string());
+    ok = ok && run_lock_sh(gpg + "--clearsign -o " + (dists / "InRelease").string() + " " + (dists / "Release").string());
     // Wheels: torch (the default variant of 2.5.1 on the main index) needing numpy.
     auto wheel = [&](const std::string& project, const std::string& version, const std::string& filename, const std::string& requires_dist) {
       const std::string body = "wheel " + filename;
@@ -135,11 +133,11 @@ TEST_F(CliLock, PinsDebsAndWheelsDeterministicallyAndOffline) {
   EXPECT_EQ(names, (std::vector<std::string>{"deb:base-files", "deb:curl", "deb:libpython3.11", "deb:python3", "wheel:numpy", "wheel:torch"}));
   EXPECT_EQ(j["wheel_requirements"], nlohmann::json::array({"torch==2.5.1"}));
   ASSERT_EQ(lock({"-o", (dir / "b.lock").string()}, cache), 0);
-  EXPECT_EQ(slurp(dir / "a.lock"), slurp(dir / "b.lock"));
+  EXPECT_EQ(read_all(dir / "a.lock"), read_all(dir / "b.lock"));
   server.reset();  // nothing is served any more: --offline must answer from the cache alone
   ASSERT_EQ(lock({"-o", (dir / "c.lock").string(), "--offline"}, cache), 0);
-  EXPECT_EQ(slurp(dir / "a.lock"), slurp(dir / "c.lock"));
-  const std::string text = slurp(dir / "a.lock");
+  EXPECT_EQ(read_all(dir / "a.lock"), read_all(dir / "c.lock"));
+  const std::string text = read_all(dir / "a.lock");
   EXPECT_NE(text.find("kind: \"deb\""), std::string::npos);
   EXPECT_NE(text.find("name: \"torch\", version: \"2.5.1\", kind: \"wheel\""), std::string::npos);
 }
@@ -161,7 +159,7 @@ TEST_F(CliLock, AVmDriverIsTheFleetsDriverAndItsBuildIsPinnedApart) {
   spec = vm_spec(*server, dir, "node", "H100", "distro");
   std::string json;
   ASSERT_EQ(lock({"-o", (dir / "vm.lock").string(), "--json"}, (dir / "cache").string(), &json), 0);
-  const std::string text = slurp(dir / "vm.lock");
+  const std::string text = read_all(dir / "vm.lock");
   EXPECT_NE(text.find("  driver:\n    request: \"distro\"\n    module: \"nvidia-kernel-dkms\"\n"), std::string::npos) << text;
   EXPECT_NE(text.find("    version: \"535.309.01\"\n"), std::string::npos) << text;
   const auto image = text.substr(0, text.find("\nbuild_packages:"));
@@ -182,7 +180,7 @@ TEST_F(CliLock, AVmDriverIsTheFleetsDriverAndItsBuildIsPinnedApart) {
   EXPECT_NE(std::find(built.begin(), built.end(), "nvidia-kernel-dkms"), built.end());
   // The lock reads back the same (parse_lock(render_lock) == lock_of): a second lock is the same bytes.
   ASSERT_EQ(lock({"-o", (dir / "vm2.lock").string()}, (dir / "cache").string()), 0);
-  EXPECT_EQ(text, slurp(dir / "vm2.lock"));
+  EXPECT_EQ(text, read_all(dir / "vm2.lock"));
 }
 
 // The packaged driver is held to every rule: an H200 needs a newer driver than 535 (its minimum, from the catalog):

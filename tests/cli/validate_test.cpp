@@ -16,19 +16,19 @@ namespace fs = std::filesystem;
 
 const std::string k_data = std::string(GPUENV_SOURCE_DIR) + "/tests/data/validate/";
 
-struct Outcome {
+struct ValidateOutcome {
   int code = -1;
   std::string out, err;
   bool exit_now = false;
 };
 
-Outcome gpuenv(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+ValidateOutcome gpuenv(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
   std::ostringstream o, e;
   gpuenv::cli::Context ctx;
   ctx.out = &o;
   ctx.err = &e;
   ctx.env = std::move(env);
-  Outcome r;
+  ValidateOutcome r;
   r.code = gpuenv::cli::run(args, ctx);
   r.out = o.str();
   r.err = e.str();
@@ -39,7 +39,7 @@ Outcome gpuenv(std::vector<std::string> args, std::map<std::string, std::string>
 nlohmann::json validate_json(const std::string& replay, std::vector<std::string> extra, int* code = nullptr) {
   std::vector<std::string> args = {"validate", "--backend", "replay:" + k_data + replay, "--json"};
   args.insert(args.end(), extra.begin(), extra.end());
-  const Outcome r = gpuenv(args);
+  const ValidateOutcome r = gpuenv(args);
   if (code) *code = r.code;
   auto j = nlohmann::json::parse(r.out, nullptr, false);
   EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
@@ -114,7 +114,7 @@ TEST(Validate, HealthyRecordingsPassEveryInventory) {
 
 TEST(Validate, AHungCheckIsAFailureTheReportIsStillWrittenAndTheProcessMustExitAtOnce) {
   const fs::path junit = fs::temp_directory_path() / ("gpuenv-junit-" + std::to_string(::getpid()) + ".xml");
-  const Outcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "faults/kernel_hang.yaml", "--level", "quick", "--gpus", "0", "--junit", junit.string()});
+  const ValidateOutcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "faults/kernel_hang.yaml", "--level", "quick", "--gpus", "0", "--junit", junit.string()});
   EXPECT_EQ(r.code, 1);
   EXPECT_TRUE(r.exit_now);
   EXPECT_NE(r.out.find("hang"), std::string::npos) << r.out;
@@ -125,13 +125,13 @@ TEST(Validate, AHungCheckIsAFailureTheReportIsStillWrittenAndTheProcessMustExitA
 }
 
 TEST(Validate, TextReportsSayTheyComeFromRecordedAnswers) {
-  const Outcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "l4x1.yaml", "--level", "quick"});
+  const ValidateOutcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "l4x1.yaml", "--level", "quick"});
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("backend: replay (recorded answers, not a real GPU)"), std::string::npos) << r.out;
 }
 
 TEST(Validate, TheBackendCanComeFromTheEnvironment) {
-  const Outcome r = gpuenv({"validate", "--json", "--check", "driver_loaded"}, {{"GPUENV_BACKEND", "replay:" + k_data + "l4x1.yaml"}});
+  const ValidateOutcome r = gpuenv({"validate", "--json", "--check", "driver_loaded"}, {{"GPUENV_BACKEND", "replay:" + k_data + "l4x1.yaml"}});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["backend"], "replay");
 }
@@ -142,7 +142,7 @@ TEST(Validate, OnlyTheRequestedChecksRunAndAnUnknownOneIsAUsageError) {
   std::vector<std::string> keys;
   for (const auto& c : report["checks"]) keys.push_back(c["key"]);
   EXPECT_EQ(keys, (std::vector<std::string>{"ecc_errors", "hbm_bandwidth"}));
-  const Outcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "h100x8.yaml", "--check", "no_such_check"});
+  const ValidateOutcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "h100x8.yaml", "--check", "no_such_check"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no_such_check"), std::string::npos) << r.err;
 }
@@ -151,13 +151,13 @@ TEST(Validate, BadInputsAreUsageErrors) {
   EXPECT_EQ(gpuenv({"validate", "--backend", "replay:" + k_data + "h100x8.yaml", "--gpus", "0,x"}).code, 2);
   EXPECT_EQ(gpuenv({"validate", "--backend", "replay:" + k_data + "h100x8.yaml", "--gpus", "9"}).code, 2);
   EXPECT_EQ(gpuenv({"validate", "--backend", "quantum"}).code, 2);
-  const Outcome missing = gpuenv({"validate", "--backend", "replay:/nonexistent/replay.yaml"});
+  const ValidateOutcome missing = gpuenv({"validate", "--backend", "replay:/nonexistent/replay.yaml"});
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.err.find("/nonexistent/replay.yaml"), std::string::npos) << missing.err;
 }
 
 TEST(Validate, AnImageThatIsNotALayoutIsAUsageError) {
-  const Outcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "h200x1.yaml", "--image", "/nonexistent/gpuenv-out/x"});
+  const ValidateOutcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "h200x1.yaml", "--image", "/nonexistent/gpuenv-out/x"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no OCI layout directory at '/nonexistent/gpuenv-out/x'"), std::string::npos) << r.err;
 }
@@ -174,7 +174,7 @@ TEST(Validate, WithoutAnImageTheImageChecksSkipAndNeverPass) {
 
 TEST(Validate, PreflightWritesItsStatusAtomically) {
   const fs::path dir = fs::temp_directory_path() / ("gpuenv-preflight-" + std::to_string(::getpid()));
-  const Outcome r = gpuenv({"preflight", "--backend", "replay:" + k_data + "h200x1.yaml", "--status-file", (dir / "run/status.json").string()});
+  const ValidateOutcome r = gpuenv({"preflight", "--backend", "replay:" + k_data + "h200x1.yaml", "--status-file", (dir / "run/status.json").string()});
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   std::ifstream in(dir / "run/status.json");
   const auto status = nlohmann::json::parse(in, nullptr, false);
@@ -189,7 +189,7 @@ TEST(Validate, PreflightWritesItsStatusAtomically) {
 }
 
 TEST(Validate, ChecksListsEveryCheckWithItsLevels) {
-  const Outcome r = gpuenv({"checks", "--json"});
+  const ValidateOutcome r = gpuenv({"checks", "--json"});
   ASSERT_EQ(r.code, 0);
   const auto j = nlohmann::json::parse(r.out);
   std::set<std::string> keys;
@@ -281,7 +281,7 @@ TEST(ValidateReport, WithoutReferencesAFigureIsMeasuredAndTheRunStillPasses) {
   std::ofstream(file) << "schema: gpuenv-thresholds-v1\ngpus: []\n";
   int code = -1;
   const auto report = validate_json("h200x1.yaml", {"--check", "hbm_bandwidth", "--thresholds", file.string()}, &code);
-  const Outcome text = gpuenv({"validate", "--backend", "replay:" + k_data + "h200x1.yaml", "--check", "hbm_bandwidth",
+  const ValidateOutcome text = gpuenv({"validate", "--backend", "replay:" + k_data + "h200x1.yaml", "--check", "hbm_bandwidth",
                                "--thresholds", file.string()});
   fs::remove(file);
   EXPECT_EQ(code, 0);
@@ -291,7 +291,7 @@ TEST(ValidateReport, WithoutReferencesAFigureIsMeasuredAndTheRunStillPasses) {
 }
 
 TEST(ValidateReport, AHostWithoutADriverCouldNotRunOnceWithItsHint) {
-  const Outcome text = gpuenv({"validate", "--backend", "replay:" + k_data + "faults/no_driver.yaml"});
+  const ValidateOutcome text = gpuenv({"validate", "--backend", "replay:" + k_data + "faults/no_driver.yaml"});
   int code = -1;
   const auto report = validate_json("faults/no_driver.yaml", {}, &code);
   EXPECT_EQ(text.code, 4);
@@ -306,7 +306,7 @@ TEST(ValidateReport, AHostWithoutADriverCouldNotRunOnceWithItsHint) {
 }
 
 TEST(ValidateReport, EightGpusGetOneRowPerCheck) {
-  const Outcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "h100x8.yaml"});
+  const ValidateOutcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "h100x8.yaml"});
   EXPECT_EQ(r.code, 0);
   const auto lines = lines_of(r.out);
   EXPECT_LT(lines.size(), 75u) << r.out;
@@ -320,7 +320,7 @@ TEST(ValidateReport, EightGpusGetOneRowPerCheck) {
 }
 
 TEST(ValidateReport, OnlyTheGpuThatDiffersGetsADetailLine) {
-  const Outcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "faults/pcie_x8.yaml", "--check", "pcie_link"});
+  const ValidateOutcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "faults/pcie_x8.yaml", "--check", "pcie_link"});
   EXPECT_EQ(r.code, 1);
   const auto lines = lines_of(r.out);
   std::vector<std::string> rows;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include "fakes/files.hpp"
 
 namespace {
 
@@ -25,10 +26,7 @@ std::string run(const std::string& cmd) {
   return out;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using gpuenv::testing::read_all;
 
 class DebRootfs : public ::testing::Test {
  protected:
@@ -62,7 +60,7 @@ class DebRootfs : public ::testing::Test {
     }
     const fs::path deb = dir / (name + ".deb");
     ASSERT_EQ(std::system(("dpkg-deb --root-owner-group --build " + pkg.string() + " " + deb.string() + " >/dev/null").c_str()), 0);
-    debs.push_back(slurp(deb));
+    debs.push_back(read_all(deb));
   }
 
   std::vector<InstalledDeb> install_all() {
@@ -110,11 +108,11 @@ TEST_F(DebRootfs, MinimalImagesLeaveDocsOutButKeepCopyright) {
 TEST_F(DebRootfs, BasePasswdEffects) {
   install_all();
   ASSERT_TRUE(apply_base_passwd(root.string()).ok());
-  EXPECT_EQ(slurp(root / "etc/passwd"), "root:*:0:0:root:/root:/bin/sh\n");
-  EXPECT_EQ(slurp(root / "etc/group"), "root:*:0:\n");
+  EXPECT_EQ(read_all(root / "etc/passwd"), "root:*:0:0:root:/root:/bin/sh\n");
+  EXPECT_EQ(read_all(root / "etc/group"), "root:*:0:\n");
   std::ofstream(root / "etc/passwd") << "custom\n";
   ASSERT_TRUE(apply_base_passwd(root.string()).ok());
-  EXPECT_EQ(slurp(root / "etc/passwd"), "custom\n");  // an existing file is kept, as the preinst does
+  EXPECT_EQ(read_all(root / "etc/passwd"), "custom\n");  // an existing file is kept, as the preinst does
 }
 
 // Before: the masters were read and etc/ written by plain paths, following links out of the tree: a package whose
@@ -139,10 +137,10 @@ TEST_F(DebRootfs, BasePasswdNeitherReadsNorWritesThroughLinksOutOfTheTree) {
 TEST_F(DebRootfs, DatabaseIsDeterministic) {
   auto installed = install_all();
   ASSERT_TRUE(write_dpkg_database(root.string(), installed).ok());
-  const std::string first = slurp(root / "var/lib/dpkg/status");
+  const std::string first = read_all(root / "var/lib/dpkg/status");
   std::reverse(installed.begin(), installed.end());
   ASSERT_TRUE(write_dpkg_database(root.string(), installed).ok());
-  EXPECT_EQ(slurp(root / "var/lib/dpkg/status"), first);
+  EXPECT_EQ(read_all(root / "var/lib/dpkg/status"), first);
   EXPECT_EQ(first.find("Package: base-passwd\nStatus: install ok installed\n"), 0u);
 }
 
@@ -161,7 +159,7 @@ std::string raw_deb(const fs::path& dir, const std::string& tag, const std::stri
   if (!fill.empty()) EXPECT_EQ(std::system(("cd " + pkg.string() + " && " + fill).c_str()), 0);
   const fs::path deb = dir / (tag + ".deb");
   EXPECT_EQ(std::system(("dpkg-deb --nocheck --root-owner-group --build " + pkg.string() + " " + deb.string() + " >/dev/null 2>&1").c_str()), 0);
-  return slurp(deb);
+  return read_all(deb);
 }
 
 TEST_F(DebRootfs, NamesAndConffilesFromAPackageNeverBecomePathsOutsideTheRoot) {

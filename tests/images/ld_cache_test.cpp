@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 using namespace gpuenv;
 using namespace gpuenv::images;
 
-std::string run(const std::string& cmd, int* status = nullptr) {
+std::string run_ldconfig_cmd(const std::string& cmd, int* status = nullptr) {
   std::string out;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return out;
@@ -27,7 +27,7 @@ std::string run(const std::string& cmd, int* status = nullptr) {
   return out;
 }
 
-std::string slurp(const fs::path& p) {
+std::string slurp_cache(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
@@ -39,7 +39,7 @@ void write(const fs::path& p, const std::string& text) {
 
 /// `ldconfig -p -C FILE` without its first line (which names the file) and its generator line.
 std::string listing(const fs::path& cache) {
-  const std::string text = run("ldconfig -p -C " + cache.string() + " 2>&1");
+  const std::string text = run_ldconfig_cmd("ldconfig -p -C " + cache.string() + " 2>&1");
   std::string out;
   std::size_t pos = text.find('\n');
   while (pos != std::string::npos && pos + 1 < text.size()) {
@@ -82,7 +82,7 @@ class LdCacheTest : public ::testing::Test {
   /// ldconfig's answer for the tree, then gpuenv's.
   std::pair<std::string, std::string> both() {
     int st = 0;
-    run("ldconfig -X -r " + m_root.string() + " 2>&1", &st);
+    run_ldconfig_cmd("ldconfig -X -r " + m_root.string() + " 2>&1", &st);
     EXPECT_EQ(st, 0);
     const fs::path theirs = m_dir / "theirs.cache";
     fs::rename(m_root / "etc/ld.so.cache", theirs);
@@ -137,7 +137,7 @@ TEST_F(LdCacheTest, AgreesWithLdconfigOnATreeOfAwkwardCases) {
 
 TEST_F(LdCacheTest, AgreesWithLdconfigOnThisMachinesRoot) {
   int st = 0;
-  run("ldconfig -X -C " + (m_dir / "host.cache").string() + " 2>&1", &st);
+  run_ldconfig_cmd("ldconfig -X -C " + (m_dir / "host.cache").string() + " 2>&1", &st);
   ASSERT_EQ(st, 0);
   auto cache = scan_ld_cache("/", LdCacheOptions{});
   ASSERT_TRUE(cache.ok()) << cache.error().to_string();
@@ -151,9 +151,9 @@ TEST_F(LdCacheTest, TheSameTreeGivesTheSameBytes) {
   lib("/opt/a/libb.so.1", "libb.so.1");
   write(m_root / "etc/ld.so.conf", "/opt/a\n");
   ASSERT_TRUE(write_ld_cache(m_root.string(), LdCacheOptions{}).ok());
-  const std::string first = slurp(m_root / "etc/ld.so.cache");
+  const std::string first = slurp_cache(m_root / "etc/ld.so.cache");
   ASSERT_TRUE(write_ld_cache(m_root.string(), LdCacheOptions{}).ok());
-  EXPECT_EQ(slurp(m_root / "etc/ld.so.cache"), first);
+  EXPECT_EQ(slurp_cache(m_root / "etc/ld.so.cache"), first);
   EXPECT_EQ(first.substr(0, 20), "glibc-ld.so.cache1.1");
   EXPECT_FALSE(fs::exists(m_root / "etc/.ld.so.cache.gpuenv-tmp"));
   for (const auto& e : fs::directory_iterator(m_root / "etc"))  // no temporary of any name is left beside it
@@ -181,7 +181,7 @@ TEST_F(LdCacheTest, TheDynamicLinkerFindsAConfiguredDirectoryThroughTheCache) {
   lib("/opt/vendor/lib/libvendor.so.1", "libvendor.so.1");
   write(m_dir / "main.c", "#include <stdio.h>\nint gpuenv_test_symbol(void);\nint main(void){printf(\"answer %d\\n\", gpuenv_test_symbol());return 0;}\n");
   ASSERT_EQ(std::system(("cc -o " + (m_root / "prog").string() + " " + (m_dir / "main.c").string() + " -L" + (m_root / "opt/vendor/lib").string() + " -l:libvendor.so.1").c_str()), 0);
-  const std::string ldd = run("ldd /bin/sh | awk '/=>/ {print $3} /ld-linux/ {print $1}'");
+  const std::string ldd = run_ldconfig_cmd("ldd /bin/sh | awk '/=>/ {print $3} /ld-linux/ {print $1}'");
   std::size_t pos = 0;
   while (pos < ldd.size()) {
     const auto end = ldd.find('\n', pos);
@@ -194,11 +194,11 @@ TEST_F(LdCacheTest, TheDynamicLinkerFindsAConfiguredDirectoryThroughTheCache) {
   write(m_root / "etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n");
   write(m_root / "etc/ld.so.conf.d/vendor.conf", "/opt/vendor/lib\n");
   int st = 0;
-  run("chroot " + m_root.string() + " /prog 2>&1", &st);
-  if (st != 0 && run("chroot " + m_root.string() + " /prog 2>&1").find("shared") == std::string::npos) GTEST_SKIP() << "chroot does not work here";
+  run_ldconfig_cmd("chroot " + m_root.string() + " /prog 2>&1", &st);
+  if (st != 0 && run_ldconfig_cmd("chroot " + m_root.string() + " /prog 2>&1").find("shared") == std::string::npos) GTEST_SKIP() << "chroot does not work here";
   EXPECT_NE(st, 0) << "the program ran without the cache; the test proves nothing";
   ASSERT_TRUE(write_ld_cache(m_root.string(), LdCacheOptions{}).ok());
-  EXPECT_EQ(run("chroot " + m_root.string() + " /prog 2>&1", &st), "answer 42\n");
+  EXPECT_EQ(run_ldconfig_cmd("chroot " + m_root.string() + " /prog 2>&1", &st), "answer 42\n");
   EXPECT_EQ(st, 0);
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "fakes/temp_dir.hpp"
+#include "fakes/files.hpp"
 
 namespace {
 
@@ -19,10 +20,7 @@ using namespace gpuenv;
 using namespace gpuenv::images;
 
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using gpuenv::testing::read_all;
 
 void put(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
@@ -68,7 +66,7 @@ TEST(PackageTrees, ATreeIsUnpackedOnceAndItsRecordComesBack) {
   EXPECT_EQ(s.installs, 1);
   EXPECT_EQ(again->key, a->key);
   EXPECT_EQ(again->record.files, std::vector<std::string>{"usr/lib/a.py"});
-  EXPECT_EQ(slurp(fs::path(again->root) / "usr/lib/a.py"), "a");
+  EXPECT_EQ(read_all(fs::path(again->root) / "usr/lib/a.py"), "a");
   auto other = s.tree("wheel\nabd", {{"usr/lib/a.py", "b"}});
   ASSERT_TRUE(other);
   EXPECT_NE(other->key, a->key);
@@ -126,7 +124,7 @@ TEST(PackageTrees, LinkingReplacesEarlierFilesSharesInodesAndNamesEachFile) {
   ASSERT_TRUE(a && b);
   ASSERT_TRUE(link_tree(*a, s.root.string(), "a", s.linked));
   ASSERT_TRUE(link_tree(*b, s.root.string(), "b", s.linked));
-  EXPECT_EQ(slurp(s.root / "usr/bin/tool"), "new");
+  EXPECT_EQ(read_all(s.root / "usr/bin/tool"), "new");
   EXPECT_EQ(fs::read_symlink(s.root / "usr/lib/libl.so"), "liba.so");
   struct stat in_root {}, in_store {};
   ASSERT_EQ(::stat((s.root / "usr/lib/liba.so").c_str(), &in_root), 0);
@@ -134,7 +132,7 @@ TEST(PackageTrees, LinkingReplacesEarlierFilesSharesInodesAndNamesEachFile) {
   EXPECT_EQ(in_root.st_ino, in_store.st_ino);
   EXPECT_EQ(s.linked.at({in_root.st_dev, in_root.st_ino}), a->key + "/usr/lib/liba.so");
   // Replacing a linked file never writes into the store's copy.
-  EXPECT_EQ(slurp(fs::path(a->root) / "usr/bin/tool"), "old");
+  EXPECT_EQ(read_all(fs::path(a->root) / "usr/bin/tool"), "old");
 }
 
 TEST(PackageTrees, ADirectoryWhereAFileGoesIsAConflictAndALinkOutOfTheRootIsRefused) {
@@ -168,7 +166,7 @@ TEST(PackageTrees, ADirectoryLinkBeneathTheRootIsFollowedAsUnpackingFollowsIt) {
   ASSERT_TRUE(link_tree(*link, s.root.string(), "l", s.linked));
   ASSERT_TRUE(link_tree(*into, s.root.string(), "i", s.linked));
   EXPECT_TRUE(fs::is_symlink(s.root / "usr/lib/alias"));
-  EXPECT_EQ(slurp(s.root / "usr/lib/real/new"), "n");
+  EXPECT_EQ(read_all(s.root / "usr/lib/real/new"), "n");
 }
 
 }  // namespace

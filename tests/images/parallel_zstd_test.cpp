@@ -84,7 +84,7 @@ std::string zstd(const std::string& data, const ZstdOptions& options, std::size_
   return out;
 }
 
-ZstdOptions opts(unsigned threads, std::optional<std::uint64_t> content_size = std::nullopt, int level = 3) {
+ZstdOptions zstd_opts(unsigned threads, std::optional<std::uint64_t> content_size = std::nullopt, int level = 3) {
   ZstdOptions o;
   o.threads = threads;
   o.content_size = content_size;
@@ -92,7 +92,7 @@ ZstdOptions opts(unsigned threads, std::optional<std::uint64_t> content_size = s
   return o;
 }
 
-std::string random_bytes(std::size_t n, unsigned seed) {
+std::string zstd_random_bytes(std::size_t n, unsigned seed) {
   std::mt19937_64 rng(seed);
   std::string s(n, '\0');
   for (auto& c : s) c = static_cast<char>(rng());
@@ -100,7 +100,7 @@ std::string random_bytes(std::size_t n, unsigned seed) {
 }
 
 /// Text-like, binary-like, random and zero runs: compressibility changes every few kilobytes.
-std::string mixed_bytes(std::size_t n, unsigned seed) {
+std::string zstd_mixed_bytes(std::size_t n, unsigned seed) {
   static const char* const words[] = {"lib", "cuda", "torch", "usr", "share", "so.12", "\n", " ", "=", "0x"};
   std::mt19937 rng(seed);
   std::string s;
@@ -124,7 +124,7 @@ std::string mixed_bytes(std::size_t n, unsigned seed) {
   return s;
 }
 
-std::uint32_t le32(const std::string& s, std::size_t at) {
+std::uint32_t zstd_le32(const std::string& s, std::size_t at) {
   std::uint32_t v = 0;
   for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(s[at + static_cast<std::size_t>(i)]);
   return v;
@@ -144,24 +144,24 @@ void expect_round_trip(const std::string& data, const ZstdOptions& o) {
   EXPECT_EQ(summary.uncompressed_bytes, data.size());
   EXPECT_EQ(summary.compressed_bytes, z.size());
   ASSERT_GE(z.size(), 4U);
-  EXPECT_EQ(summary.content_checksum, le32(z, z.size() - 4));
+  EXPECT_EQ(summary.content_checksum, zstd_le32(z, z.size() - 4));
 }
 
-bool have(const char* tool) { return std::system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0; }
+bool have_tool(const char* tool) { return std::system((std::string("command -v ") + tool + " >/dev/null 2>&1").c_str()) == 0; }
 
 /// A temporary directory removed at the end of the test.
-struct TempDir {
+struct ZstdTempDir {
   fs::path path;
-  TempDir() {
+  ZstdTempDir() {
     std::string pattern = (fs::temp_directory_path() / "gpuenv-zstd-XXXXXX").string();
     if (mkdtemp(pattern.data()) != nullptr) path = pattern;
   }
-  ~TempDir() {
+  ~ZstdTempDir() {
     std::error_code ec;
     if (!path.empty()) fs::remove_all(path, ec);
   }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
+  ZstdTempDir(const ZstdTempDir&) = delete;
+  ZstdTempDir& operator=(const ZstdTempDir&) = delete;
   void put(const std::string& name, const std::string& bytes) const {
     std::ofstream(path / name, std::ios::binary) << bytes;
   }
@@ -172,43 +172,43 @@ struct TempDir {
 };
 
 TEST(ParallelZstd, RoundTripsEmptyInput) {
-  expect_round_trip("", opts(2));
-  expect_round_trip("", opts(2, 0));
+  expect_round_trip("", zstd_opts(2));
+  expect_round_trip("", zstd_opts(2, 0));
   // With or without a stated size, an empty frame says it is empty.
-  EXPECT_EQ(ZSTD_getFrameContentSize(zstd("", opts(2)).data(), zstd("", opts(2)).size()), 0U);
-  EXPECT_TRUE(zstd("", opts(1)) == zstd("", opts(8, 0)));
+  EXPECT_EQ(ZSTD_getFrameContentSize(zstd("", zstd_opts(2)).data(), zstd("", zstd_opts(2)).size()), 0U);
+  EXPECT_TRUE(zstd("", zstd_opts(1)) == zstd("", zstd_opts(8, 0)));
 }
 
 TEST(ParallelZstd, RoundTripsOneByte) {
-  expect_round_trip("x", opts(2));
-  expect_round_trip("x", opts(2, 1));
+  expect_round_trip("x", zstd_opts(2));
+  expect_round_trip("x", zstd_opts(2, 1));
 }
 
 TEST(ParallelZstd, RoundTripsRandomData) {
-  const std::string data = random_bytes(3'000'000, 4);
-  expect_round_trip(data, opts(3, data.size()));
+  const std::string data = zstd_random_bytes(3'000'000, 4);
+  expect_round_trip(data, zstd_opts(3, data.size()));
   // Incompressible data is stored in raw blocks: 3 bytes of header per 128 KiB block.
-  EXPECT_LT(zstd(data, opts(3)).size(), data.size() + data.size() / 1000 + 64);
+  EXPECT_LT(zstd(data, zstd_opts(3)).size(), data.size() + data.size() / 1000 + 64);
 }
 
 TEST(ParallelZstd, RoundTripsHighlyCompressibleData) {
   const std::string data(20'000'000, 'a');
-  expect_round_trip(data, opts(2, data.size()));
-  EXPECT_LT(zstd(data, opts(2)).size(), data.size() / 1000);
+  expect_round_trip(data, zstd_opts(2, data.size()));
+  EXPECT_LT(zstd(data, zstd_opts(2)).size(), data.size() / 1000);
 }
 
 TEST(ParallelZstd, RoundTripsMixedDataOverSeveralJobs) {
-  const std::string data = mixed_bytes(3 * k_job + 12345, 5);
-  expect_round_trip(data, opts(4, data.size()));
-  expect_round_trip(data, opts(4));
+  const std::string data = zstd_mixed_bytes(3 * k_job + 12345, 5);
+  expect_round_trip(data, zstd_opts(4, data.size()));
+  expect_round_trip(data, zstd_opts(4));
   expect_round_trip(data, ZstdOptions{});
 }
 
 TEST(ParallelZstd, RoundTripsAtSeveralLevels) {
-  const std::string data = mixed_bytes(2'000'000, 6);
+  const std::string data = zstd_mixed_bytes(2'000'000, 6);
   for (int level : {1, 3, 9, 19}) {
     SCOPED_TRACE("level " + std::to_string(level));
-    expect_round_trip(data, opts(2, data.size(), level));
+    expect_round_trip(data, zstd_opts(2, data.size(), level));
   }
 }
 
@@ -216,28 +216,28 @@ TEST(ParallelZstd, SameBytesForEveryThreadCount) {
   // A few MiB (one job, and below 512 KiB the one-job path of libzstd) and several jobs, with and without a
   // stated content size.
   for (std::size_t n : {std::size_t{300'000}, std::size_t{3'000'000}, 2 * k_job + 99}) {
-    const std::string data = mixed_bytes(n, 7);
+    const std::string data = zstd_mixed_bytes(n, 7);
     for (bool sized : {false, true}) {
       SCOPED_TRACE(std::to_string(n) + (sized ? " bytes, size stated" : " bytes, size unknown"));
       const std::optional<std::uint64_t> size = sized ? std::optional<std::uint64_t>(n) : std::nullopt;
-      const std::string one = zstd(data, opts(1, size));
+      const std::string one = zstd(data, zstd_opts(1, size));
       for (unsigned threads : {2U, 4U, 8U, 0U}) {
-        EXPECT_TRUE(zstd(data, opts(threads, size)) == one) << threads << " threads";
+        EXPECT_TRUE(zstd(data, zstd_opts(threads, size)) == one) << threads << " threads";
       }
     }
   }
 }
 
 TEST(ParallelZstd, SameBytesForEveryWriteChunking) {
-  const std::string small = mixed_bytes(700'000, 8);
-  EXPECT_TRUE(zstd(small, opts(3), 1) == zstd(small, opts(3))) << "1-byte writes";
-  const std::string data = mixed_bytes(2 * k_job + 77, 8);
-  const std::string whole = zstd(data, opts(3));
-  EXPECT_TRUE(zstd(data, opts(3), 4093) == whole) << "4093-byte writes";
-  EXPECT_TRUE(zstd(data, opts(3), k_job) == whole) << "job-sized writes";
-  EXPECT_TRUE(zstd(data, opts(3), k_job + 1) == whole) << "job+1-byte writes";
-  const std::string sized = zstd(data, opts(3, data.size()));
-  EXPECT_TRUE(zstd(data, opts(3, data.size()), 4093) == sized) << "4093-byte writes, size stated";
+  const std::string small = zstd_mixed_bytes(700'000, 8);
+  EXPECT_TRUE(zstd(small, zstd_opts(3), 1) == zstd(small, zstd_opts(3))) << "1-byte writes";
+  const std::string data = zstd_mixed_bytes(2 * k_job + 77, 8);
+  const std::string whole = zstd(data, zstd_opts(3));
+  EXPECT_TRUE(zstd(data, zstd_opts(3), 4093) == whole) << "4093-byte writes";
+  EXPECT_TRUE(zstd(data, zstd_opts(3), k_job) == whole) << "job-sized writes";
+  EXPECT_TRUE(zstd(data, zstd_opts(3), k_job + 1) == whole) << "job+1-byte writes";
+  const std::string sized = zstd(data, zstd_opts(3, data.size()));
+  EXPECT_TRUE(zstd(data, zstd_opts(3, data.size()), 4093) == sized) << "4093-byte writes, size stated";
 }
 
 TEST(ParallelZstd, EmptyWritesDoNotChangeTheFrame) {
@@ -247,20 +247,20 @@ TEST(ParallelZstd, EmptyWritesDoNotChangeTheFrame) {
         out.append(p, n);
         return ok_status();
       },
-      opts(2));
+      zstd_opts(2));
   ASSERT_TRUE(z.write("", 0).ok());
   ASSERT_TRUE(z.write("abc", 3).ok());
   ASSERT_TRUE(z.write(nullptr, 0).ok());
   ASSERT_TRUE(z.finish().ok());
-  EXPECT_TRUE(out == zstd("abc", opts(2)));
+  EXPECT_TRUE(out == zstd("abc", zstd_opts(2)));
 }
 
 TEST(ParallelZstd, FrameHeaderHasContentSizeAndChecksumAndNoDictionary) {
-  const std::string data = mixed_bytes(1'000'000, 9);
-  const std::string z = zstd(data, opts(2, data.size()));
+  const std::string data = zstd_mixed_bytes(1'000'000, 9);
+  const std::string z = zstd(data, zstd_opts(2, data.size()));
   // RFC 8878 3.1.1: magic number, then the Frame_Header_Descriptor.
   ASSERT_GT(z.size(), 6U);
-  EXPECT_EQ(le32(z, 0), 0xFD2FB528U);
+  EXPECT_EQ(zstd_le32(z, 0), 0xFD2FB528U);
   const auto descriptor = static_cast<unsigned char>(z[4]);
   EXPECT_NE(descriptor & 0x04, 0) << "Content_Checksum_Flag";
   EXPECT_EQ(descriptor & 0x03, 0) << "Dictionary_ID_Flag: no dictionary ID field";
@@ -270,38 +270,38 @@ TEST(ParallelZstd, FrameHeaderHasContentSizeAndChecksumAndNoDictionary) {
 }
 
 TEST(ParallelZstd, ContentSizeIsUnknownUnlessStated) {
-  const std::string z = zstd(mixed_bytes(100'000, 10), opts(2));
+  const std::string z = zstd(zstd_mixed_bytes(100'000, 10), zstd_opts(2));
   EXPECT_EQ(ZSTD_getFrameContentSize(z.data(), z.size()), ZSTD_CONTENTSIZE_UNKNOWN);
 }
 
 TEST(ParallelZstd, ChecksumCatchesCorruptedContent) {
   const std::string data(1'000'000, 'q');
-  std::string z = zstd(data, opts(2, data.size()));
+  std::string z = zstd(data, zstd_opts(2, data.size()));
   z[z.size() - 1] = static_cast<char>(z[z.size() - 1] ^ 1);  // the checksum itself
   EXPECT_FALSE(unzstd_stream(z).has_value());
 }
 
 TEST(ParallelZstd, TruncatedFrameIsRejected) {
-  const std::string data = mixed_bytes(500'000, 11);
-  const std::string z = zstd(data, opts(2));
+  const std::string data = zstd_mixed_bytes(500'000, 11);
+  const std::string z = zstd(data, zstd_opts(2));
   EXPECT_FALSE(unzstd_stream(z.substr(0, z.size() - 5)).has_value());
 }
 
 TEST(ParallelZstd, ZstdCompressHelperStatesTheSizeAndMatchesStreaming) {
-  const std::string data = mixed_bytes(2'000'000, 12);
-  auto r = gpuenv::images::zstd_compress(data, opts(2));
+  const std::string data = zstd_mixed_bytes(2'000'000, 12);
+  auto r = gpuenv::images::zstd_compress(data, zstd_opts(2));
   ASSERT_TRUE(r.ok()) << r.error().to_string();
-  EXPECT_TRUE(*r == zstd(data, opts(1, data.size()), 999));
+  EXPECT_TRUE(*r == zstd(data, zstd_opts(1, data.size()), 999));
   EXPECT_EQ(ZSTD_getFrameContentSize(r->data(), r->size()), data.size());
 }
 
 TEST(ParallelZstd, ZstdBinaryAcceptsAndRestoresOutput) {
-  if (!have("zstd")) GTEST_SKIP() << "the zstd command is not installed";
-  TempDir dir;
+  if (!have_tool("zstd")) GTEST_SKIP() << "the zstd command is not installed";
+  ZstdTempDir dir;
   ASSERT_FALSE(dir.path.empty());
-  const std::string data = mixed_bytes(k_job + 1'000'000, 13);
+  const std::string data = zstd_mixed_bytes(k_job + 1'000'000, 13);
   for (bool sized : {false, true}) {
-    dir.put("in.zst", zstd(data, opts(2, sized ? std::optional<std::uint64_t>(data.size()) : std::nullopt)));
+    dir.put("in.zst", zstd(data, zstd_opts(2, sized ? std::optional<std::uint64_t>(data.size()) : std::nullopt)));
     const std::string z = (dir.path / "in.zst").string();
     EXPECT_EQ(std::system(("zstd -q -t " + z).c_str()), 0);
     ASSERT_EQ(std::system(("zstd -q -d -c " + z + " > " + (dir.path / "out").string()).c_str()), 0);
@@ -312,15 +312,15 @@ TEST(ParallelZstd, ZstdBinaryAcceptsAndRestoresOutput) {
 TEST(ParallelZstd, MatchesZstdBinaryAtLevelThree) {
   // The zstd command states the size of a file it compresses, and leaves job size and overlap to libzstd,
   // whose level-3 defaults are the values pinned here: the same libzstd gives the same bytes.
-  if (!have("zstd")) GTEST_SKIP() << "the zstd command is not installed";
-  TempDir dir;
+  if (!have_tool("zstd")) GTEST_SKIP() << "the zstd command is not installed";
+  ZstdTempDir dir;
   ASSERT_FALSE(dir.path.empty());
-  const std::string data = mixed_bytes(2 * k_job + 3'000'000, 14);
+  const std::string data = zstd_mixed_bytes(2 * k_job + 3'000'000, 14);
   dir.put("in", data);
   const std::string cmd = "zstd -q -3 -T2 -c " + (dir.path / "in").string() + " > " + (dir.path / "cli.zst").string();
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   const std::string theirs = dir.get("cli.zst");
-  const std::string ours = zstd(data, opts(3, data.size()));
+  const std::string ours = zstd(data, zstd_opts(3, data.size()));
   EXPECT_TRUE(ours == theirs) << ours.size() << " bytes vs the zstd command's " << theirs.size();
 }
 
@@ -333,8 +333,8 @@ TEST(ParallelZstd, FailingSinkStopsWithItsError) {
         }
         return ok_status();
       },
-      opts(2));
-  const std::string data = random_bytes(5 * k_job, 15);  // incompressible: 1 MiB of output per MiB of input
+      zstd_opts(2));
+  const std::string data = zstd_random_bytes(5 * k_job, 15);  // incompressible: 1 MiB of output per MiB of input
   Status s = ok_status();
   for (std::size_t at = 0; at < data.size() && s.ok(); at += 100'000) {
     s = z.write(data.data() + at, std::min<std::size_t>(100'000, data.size() - at));
@@ -369,8 +369,8 @@ TEST(ParallelZstd, WritesReachTheSinkBeforeFinish) {
         seen += n;
         return ok_status();
       },
-      opts(2));
-  const std::string data = random_bytes(6 * k_job, 16);
+      zstd_opts(2));
+  const std::string data = zstd_random_bytes(6 * k_job, 16);
   ASSERT_TRUE(z.write(data.data(), data.size()).ok());
   EXPECT_GT(seen, 0U) << "memory is bounded: compressed jobs are handed over while writing";
   auto r = z.finish();
@@ -380,7 +380,7 @@ TEST(ParallelZstd, WritesReachTheSinkBeforeFinish) {
 
 TEST(ParallelZstd, StatedSizeMismatchFails) {
   {
-    ParallelZstd z([](const char*, std::size_t) -> Status { return ok_status(); }, opts(2, 5));
+    ParallelZstd z([](const char*, std::size_t) -> Status { return ok_status(); }, zstd_opts(2, 5));
     ASSERT_TRUE(z.write("abc", 3).ok());
     auto s = z.write("def", 3);
     ASSERT_FALSE(s.ok());
@@ -388,7 +388,7 @@ TEST(ParallelZstd, StatedSizeMismatchFails) {
     EXPECT_FALSE(z.finish().ok());
   }
   {
-    ParallelZstd z([](const char*, std::size_t) -> Status { return ok_status(); }, opts(2, 5));
+    ParallelZstd z([](const char*, std::size_t) -> Status { return ok_status(); }, zstd_opts(2, 5));
     ASSERT_TRUE(z.write("abc", 3).ok());
     auto r = z.finish();
     ASSERT_FALSE(r.ok());
@@ -397,9 +397,9 @@ TEST(ParallelZstd, StatedSizeMismatchFails) {
 }
 
 TEST(ParallelZstd, DestructorWithoutFinishJoinsThreads) {
-  const std::string data = mixed_bytes(2 * k_job + 5, 17);
+  const std::string data = zstd_mixed_bytes(2 * k_job + 5, 17);
   for (unsigned threads : {1U, 2U, 8U}) {
-    ParallelZstd z([](const char*, std::size_t) -> Status { return ok_status(); }, opts(threads));
+    ParallelZstd z([](const char*, std::size_t) -> Status { return ok_status(); }, zstd_opts(threads));
     ASSERT_TRUE(z.write(data.data(), data.size()).ok());
   }
   ParallelZstd never_written([](const char*, std::size_t) -> Status { return ok_status(); });
@@ -412,8 +412,8 @@ TEST(ParallelZstd, MovedCompressorKeepsWorking) {
         out.append(p, n);
         return ok_status();
       },
-      opts(2));
-  const std::string data = mixed_bytes(3'000'000, 18);
+      zstd_opts(2));
+  const std::string data = zstd_mixed_bytes(3'000'000, 18);
   ASSERT_TRUE(a.write(data.data(), data.size() / 2).ok());
   ParallelZstd b = std::move(a);
   ASSERT_TRUE(b.write(data.data() + data.size() / 2, data.size() - data.size() / 2).ok());
@@ -435,7 +435,7 @@ TEST(ParallelZstd, WriteAfterFinishFails) {
 
 TEST(ParallelZstd, RejectsInvalidOptions) {
   for (int level : {0, -1, 20, 22}) {
-    const ZstdOptions bad = opts(1, std::nullopt, level);
+    const ZstdOptions bad = zstd_opts(1, std::nullopt, level);
     EXPECT_FALSE(ParallelZstd::check_options(bad).ok());
     ParallelZstd z([](const char*, std::size_t) -> Status { return ok_status(); }, bad);
     auto s = z.write("x", 1);
@@ -450,13 +450,13 @@ TEST(ParallelZstd, RejectsInvalidOptions) {
 }
 
 TEST(ParallelZstd, ThreadCountPastTheLimitIsCapped) {
-  const std::string data = mixed_bytes(100'000, 19);
-  EXPECT_TRUE(zstd(data, opts(100'000)) == zstd(data, opts(1)));
+  const std::string data = zstd_mixed_bytes(100'000, 19);
+  EXPECT_TRUE(zstd(data, zstd_opts(100'000)) == zstd(data, zstd_opts(1)));
 }
 
 TEST(ParallelZstd, NamesTheImplementationAndSettings) {
   EXPECT_EQ(gpuenv::images::zstd_implementation(), std::string("zstd-") + ZSTD_versionString() + "-l3-j8M-o6");
-  EXPECT_EQ(gpuenv::images::zstd_implementation(opts(4, std::nullopt, 19)),
+  EXPECT_EQ(gpuenv::images::zstd_implementation(zstd_opts(4, std::nullopt, 19)),
             std::string("zstd-") + ZSTD_versionString() + "-l19-j8M-o6");
 }
 

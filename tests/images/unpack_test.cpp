@@ -11,16 +11,14 @@
 
 #include "images/oci/layout.hpp"
 #include "images/run/unpack.hpp"
+#include "fakes/files.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using gpuenv::images::OciLayout;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using gpuenv::testing::read_all;
 
 class Unpack : public ::testing::Test {
  protected:
@@ -38,7 +36,7 @@ class Unpack : public ::testing::Test {
     EXPECT_EQ(std::system(("cd " + tree.string() + " && " + fill).c_str()), 0);
     const fs::path tar = dir / (name + ".tar.gz");
     EXPECT_EQ(std::system(("tar -C " + tree.string() + " --sort=name --numeric-owner -czf " + tar.string() + " .").c_str()), 0);
-    auto d = layout.put_bytes(slurp(tar), "application/vnd.oci.image.layer.v1.tar+gzip");
+    auto d = layout.put_bytes(read_all(tar), "application/vnd.oci.image.layer.v1.tar+gzip");
     EXPECT_TRUE(d.ok());
     return d.ok() ? d->digest.str() : "";
   }
@@ -76,13 +74,13 @@ TEST_F(Unpack, WhiteoutsAndOpaqueDirectoriesHideWhatLowerLayersPutThere) {
   // The opaque directory holds only the upper layer's entries.
   EXPECT_FALSE(fs::exists(root / "etc/app/a"));
   EXPECT_FALSE(fs::exists(root / "etc/app/conf.d"));
-  EXPECT_EQ(slurp(root / "etc/app/new"), "new\n");
+  EXPECT_EQ(read_all(root / "etc/app/new"), "new\n");
   EXPECT_FALSE(fs::exists(root / "etc/app/.wh..wh..opq"));
   // A plain whiteout deletes one name; its siblings stay, and later layers add to them.
   EXPECT_FALSE(fs::exists(root / "opt/gone"));
   EXPECT_FALSE(fs::exists(root / "opt/.wh.gone"));
-  EXPECT_EQ(slurp(root / "opt/keep/x"), "old\n");
-  EXPECT_EQ(slurp(root / "opt/keep/y"), "y\n");
+  EXPECT_EQ(read_all(root / "opt/keep/x"), "old\n");
+  EXPECT_EQ(read_all(root / "opt/keep/y"), "y\n");
   EXPECT_EQ(unpacked->command, (std::vector<std::string>{"/bin/sh"}));
   // Only the cache's owner reaches the unpacked roots (and so their setuid files).
   EXPECT_EQ(fs::status(dir / "cache").permissions() & fs::perms::all, fs::perms::owner_all);
@@ -126,8 +124,8 @@ TEST_F(Unpack, ImagesThatShareALayerShareItsUnpackedFiles) {
   auto two = gpuenv::images::unpack_image((dir / "layout").string(), second.digest.str(), cache);
   ASSERT_TRUE(one.ok() && two.ok()) << (one.ok() ? two.error().to_string() : one.error().to_string());
   EXPECT_NE(one->rootfs, two->rootfs);
-  EXPECT_EQ(slurp(fs::path(one->rootfs) / "app/which"), "a\n");
-  EXPECT_EQ(slurp(fs::path(two->rootfs) / "app/which"), "b\n");
+  EXPECT_EQ(read_all(fs::path(one->rootfs) / "app/which"), "a\n");
+  EXPECT_EQ(read_all(fs::path(two->rootfs) / "app/which"), "b\n");
   EXPECT_FALSE(fs::exists(fs::path(two->rootfs) / "usr/lib/libbig.so")) << "the upper layer's whiteout";
   EXPECT_FALSE(fs::exists(fs::path(two->rootfs) / "usr/lib/.wh.libbig.so"));
   EXPECT_TRUE(fs::exists(fs::path(one->rootfs) / "usr/lib/libbig.so")) << "a whiteout in one image never touches another's files";
@@ -140,7 +138,7 @@ TEST_F(Unpack, ImagesThatShareALayerShareItsUnpackedFiles) {
   // The shared layer's file is one inode, linked from its tree into both roots.
   std::string a_first;
   for (const auto& e : fs::recursive_directory_iterator(fs::path(cache) / "layers"))
-    if (e.path().filename() == "which" && slurp(e.path()) == "a\n") a_first = e.path().string();
+    if (e.path().filename() == "which" && read_all(e.path()) == "a\n") a_first = e.path().string();
   ASSERT_FALSE(a_first.empty());
   ASSERT_EQ(::stat(a_first.c_str(), &x), 0);
   ASSERT_EQ(::stat((fs::path(one->rootfs) / "app/which").c_str(), &y), 0);
@@ -287,7 +285,7 @@ TEST_F(Unpack, AnIndexOfPlatformsIsFollowedToItsLinuxAmd64ImageAndEveryDocumentI
   auto unpacked = gpuenv::images::unpack_image((dir / "multi").string(), "", (dir / "cache").string());
   ASSERT_TRUE(unpacked.ok()) << unpacked.error().to_string();
   EXPECT_EQ(unpacked->manifest_digest, m->digest.str());
-  EXPECT_EQ(slurp(fs::path(unpacked->rootfs) / "etc/arch"), "amd64\n");
+  EXPECT_EQ(read_all(fs::path(unpacked->rootfs) / "etc/arch"), "amd64\n");
   EXPECT_EQ(unpacked->command, (std::vector<std::string>{"/bin/true"}));
 
   // The config is verified like the manifest: one byte more and it is refused, with inspect's ids for inspect.

@@ -19,10 +19,10 @@ namespace {
 namespace fs = std::filesystem;
 using namespace gpuenv::marks;
 
-const gpuenv::Digest k_image = *gpuenv::Digest::from_hex(std::string(64, 'c'));
+const gpuenv::Digest k_att_image = *gpuenv::Digest::from_hex(std::string(64, 'c'));
 
 TEST(AttImage, RecordsAreAppendedOnceEachInCosignsShape) {
-  EXPECT_EQ(attestation_tag(k_image), "sha256-" + std::string(64, 'c') + ".att");
+  EXPECT_EQ(attestation_tag(k_att_image), "sha256-" + std::string(64, 'c') + ".att");
   const AttImage one = append_record(std::nullopt, R"({"payload":"e30=","payloadType":"application/vnd.in-toto+json","signatures":[]})", k_predicate_type);
   const AttImage two = append_record(one, R"({"payload":"e30K","payloadType":"application/vnd.in-toto+json","signatures":[]})", k_predicate_type);
   const AttImage same = append_record(two, R"({"payload":"e30K","payloadType":"application/vnd.in-toto+json","signatures":[]})", k_predicate_type);
@@ -64,7 +64,7 @@ TEST(AttImage, SkopeoCopiesTheAttestationImageWhole) {
   std::vector<std::string> envelopes;
   for (const char* gpu : {"NVIDIA-L4", "NVIDIA-H200"}) {
     p.gpu_product = gpu;
-    envelopes.push_back(*sign_envelope(render_statement("x", k_image, p), k_in_toto_payload_type, *key));
+    envelopes.push_back(*sign_envelope(render_statement("x", k_att_image, p), k_in_toto_payload_type, *key));
     att = append_record(att, envelopes.back(), k_predicate_type);
   }
   auto layout = gpuenv::images::OciLayout::open((dir / "layout").string());
@@ -73,9 +73,9 @@ TEST(AttImage, SkopeoCopiesTheAttestationImageWhole) {
   ASSERT_TRUE(layout->put_bytes(att->config, gpuenv::images::media_type::k_config).ok());
   auto manifest = layout->put_bytes(att->manifest, gpuenv::images::media_type::k_manifest);
   ASSERT_TRUE(manifest.ok());
-  manifest->annotations["org.opencontainers.image.ref.name"] = attestation_tag(k_image);
+  manifest->annotations["org.opencontainers.image.ref.name"] = attestation_tag(k_att_image);
   ASSERT_TRUE(layout->write_index({*manifest}).ok());
-  const std::string ref = "oci:" + (dir / "layout").string() + ":" + attestation_tag(k_image);
+  const std::string ref = "oci:" + (dir / "layout").string() + ":" + attestation_tag(k_att_image);
   EXPECT_EQ(std::system(("skopeo copy -q " + ref + " dir:" + (dir / "copy").string() + " >/dev/null 2>&1").c_str()), 0);
   std::ifstream in(dir / "copy" / "manifest.json");
   const auto copied = nlohmann::json::parse(in, nullptr, false);

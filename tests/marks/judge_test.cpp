@@ -11,15 +11,15 @@ namespace {
 
 using namespace gpuenv::marks;
 
-const gpuenv::Digest k_image = *gpuenv::Digest::from_hex(std::string(64, 'c'));
+const gpuenv::Digest k_judged_image = *gpuenv::Digest::from_hex(std::string(64, 'c'));
 const gpuenv::Digest k_other = *gpuenv::Digest::from_hex(std::string(64, 'd'));
 constexpr std::int64_t k_now = 1796200000;  // a day after the sample was verified
 
-MarkPredicate sample() { return gpuenv::testing::sample_predicate(); }
+MarkPredicate sample_judged() { return gpuenv::testing::sample_predicate(); }
 
 MarkWanted wanted() {
   MarkWanted w;
-  w.image = k_image;
+  w.image = k_judged_image;
   w.gpu_product = "NVIDIA H200";  // NVML's spelling; the record keeps the label's
   w.driver = "580.82.07";
   w.cc_mode = "off";
@@ -39,8 +39,8 @@ struct Keys {
   Key stranger = new_key();
 };
 
-std::string record(const Key& key, const std::function<void(MarkPredicate&)>& edit = {}, const gpuenv::Digest& image = k_image) {
-  MarkPredicate p = sample();
+std::string record(const Key& key, const std::function<void(MarkPredicate&)>& edit = {}, const gpuenv::Digest& image = k_judged_image) {
+  MarkPredicate p = sample_judged();
   if (edit) edit(p);
   return *sign_envelope(render_statement("registry.example/ml/torch", image, p), k_in_toto_payload_type, key);
 }

@@ -20,12 +20,12 @@ namespace fs = std::filesystem;
 using namespace gpuenv;
 using namespace gpuenv::packages;
 
-std::string sha(const std::string& s) { return gpuenv::sha256_hex(s); }
+std::string sha_hex(const std::string& s) { return gpuenv::sha256_hex(s); }
 
-std::string stanza(const std::string& name, const std::string& version, const std::string& extra) {
+std::string pin_stanza(const std::string& name, const std::string& version, const std::string& extra) {
   const std::string deb = "deb bytes of " + name;
   return "Package: " + name + "\nVersion: " + version + "\nArchitecture: amd64\n" + extra + "Filename: pool/main/" + name + "_" + version +
-         "_amd64.deb\nSize: " + std::to_string(deb.size()) + "\nSHA256: " + sha(deb) + "\nDescription: test\n\n";
+         "_amd64.deb\nSize: " + std::to_string(deb.size()) + "\nSHA256: " + sha_hex(deb) + "\nDescription: test\n\n";
 }
 
 class PinImage : public ::testing::Test {
@@ -36,11 +36,11 @@ class PinImage : public ::testing::Test {
     fs::create_directories(dir / "gnupg");
     fs::permissions(dir / "gnupg", fs::perms::owner_all);
     const std::string gpg = "GNUPGHOME=" + (dir / "gnupg").string() + " gpg --batch --quiet --passphrase '' ";
-    packages = stanza("base-files", "12.4", "Priority: required\nEssential: yes\n") + stanza("libpython3.11", "3.11.2-6", "") +
-               stanza("python3", "3.11.2-1+b1", "Depends: libpython3.11 (>= 3.11.2)\n") + stanza("curl", "7.88.1-10", "");
+    packages = pin_stanza("base-files", "12.4", "Priority: required\nEssential: yes\n") + pin_stanza("libpython3.11", "3.11.2-6", "") +
+               pin_stanza("python3", "3.11.2-1+b1", "Depends: libpython3.11 (>= 3.11.2)\n") + pin_stanza("curl", "7.88.1-10", "");
     std::ofstream(dir / "Release") << "Origin: test\nSuite: bookworm\nCodename: bookworm\nDate: Mon, 30 Nov 2026 00:00:00 UTC\n"
                                       "Architectures: amd64\nComponents: main\nSHA256:\n "
-                                   << sha(packages) << " " << packages.size() << " main/binary-amd64/Packages\n";
+                                   << sha_hex(packages) << " " << packages.size() << " main/binary-amd64/Packages\n";
     ready = std::system((gpg + "--quick-gen-key 'repo <r@example.com>' ed25519 sign never 2>/dev/null").c_str()) == 0 &&
             std::system((gpg + "--export > " + (dir / "repo.gpg").string()).c_str()) == 0 &&
             std::system((gpg + "--clearsign -o " + (dir / "InRelease").string() + " " + (dir / "Release").string()).c_str()) == 0;
@@ -74,7 +74,7 @@ class PinImage : public ::testing::Test {
     fetcher.files[url + ".metadata"] = md;
     fetcher.files["http://pypi.example/simple/" + project + "/"] =
         R"({"meta": {"api-version": "1.1"}, "name": ")" + project + R"(", "files": [{"filename": ")" + filename + R"(", "url": ")" + url +
-        R"(", "hashes": {"sha256": ")" + sha(body) + R"("}, "core-metadata": {"sha256": ")" + sha(md) + R"("}, "size": )" +
+        R"(", "hashes": {"sha256": ")" + sha_hex(body) + R"("}, "core-metadata": {"sha256": ")" + sha_hex(md) + R"("}, "size": )" +
         std::to_string(body.size()) + "}]}";
   }
 

@@ -122,7 +122,7 @@ std::string upper(std::string text) {
 }
 
 // The kernels of validation_kernels.cu used here, loaded into one context.
-struct Kernels {
+struct CollectiveKernels {
   CUfunction spin_wait = nullptr, memtest_write = nullptr, memtest_check = nullptr;
   unsigned max_grid = k_blocks_per_sm;  // one wave on this GPU
 
@@ -217,7 +217,7 @@ class Run {
   }
 
   // Loads the validation kernels into the GPU's context (unloaded when the run ends).
-  Result<Kernels> load_kernels(const Gpu& gpu, const FatbinImage& fatbin) {
+  Result<CollectiveKernels> load_kernels(const Gpu& gpu, const FatbinImage& fatbin) {
     if (fatbin.size == 0) {
       return make_error(ErrorKind::environment, "cuda.no_kernels",
                         "peer-to-peer bandwidth needs the validation kernels, but this gpuenv was built without CUDA",
@@ -234,7 +234,7 @@ class Run {
                         "supported, and PTX needs a driver at least as new as the toolkit that built gpuenv");
     }
     on_exit(gpu.ctx, [api = m_api, module]() { api->module_unload(module); });
-    Kernels k;
+    CollectiveKernels k;
     int sms = 1;
     m_api->device_get_attribute(&sms, k_attr_multiprocessor_count, gpu.device);
     k.max_grid = static_cast<unsigned>(std::max(sms, 1)) * k_blocks_per_sm;
@@ -379,7 +379,7 @@ Result<std::shared_ptr<DriverApi>> driver_for(const std::string& library, bool p
 struct PeerCopy {
   std::string what;  // "peer-to-peer copy from SRC to DST"
   Gpu src, dst;
-  Kernels src_kernels, dst_kernels;
+  CollectiveKernels src_kernels, dst_kernels;
   int* flags = nullptr;  // mapped pinned: [0] released by the host, [1] set by spin_wait when it gave up
   CUdeviceptr flag_device = 0;
   std::uint64_t bytes = 0;

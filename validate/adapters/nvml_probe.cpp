@@ -11,18 +11,18 @@ namespace {
 
 using nvmlReturn_t = int;
 using nvmlDevice_t = struct nvmlDevice_st*;
-constexpr nvmlReturn_t k_nvml_success = 0;
-constexpr unsigned k_nvml_buffer = 96;
+constexpr nvmlReturn_t k_probe_nvml_success = 0;
+constexpr unsigned k_probe_nvml_buffer = 96;
 
-struct NvmlPciInfoV3 {  // nvmlPciInfo_t, as returned by nvmlDeviceGetPciInfo_v3
+struct ProbeNvmlPciInfoV3 {  // nvmlPciInfo_t, as returned by nvmlDeviceGetPciInfo_v3
   char busIdLegacy[16];
   unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
   char busId[32];
 };
-struct NvmlMemory {  // nvmlMemory_t
+struct ProbeNvmlMemory {  // nvmlMemory_t
   unsigned long long total, free, used;
 };
-struct NvmlConfComputeSystemState {  // nvmlConfComputeSystemState_t
+struct ProbeNvmlCcState {  // nvmlConfComputeSystemState_t
   unsigned int environment, ccFeature, devToolsMode;
 };
 
@@ -62,24 +62,24 @@ class NvmlProbe final : public HostProbe {
                         m_library, "the NVML library is too old or not NVIDIA's; reinstall the driver");
     }
     auto why = [&](nvmlReturn_t rc) { return error_string ? std::string(error_string(rc)) : "error " + std::to_string(rc); };
-    if (nvmlReturn_t rc = init(); rc != k_nvml_success) {
+    if (nvmlReturn_t rc = init(); rc != k_probe_nvml_success) {
       return make_error(ErrorKind::environment, "detect.nvml_init", "nvmlInit failed: " + why(rc), m_library,
                         "check that the NVIDIA kernel module is loaded (nvidia-smi, dmesg | grep NVRM)");
     }
     resolver::HostFacts f;
     f.source = "nvml";
-    char buf[k_nvml_buffer] = {};
-    if (driver_version(buf, sizeof buf) == k_nvml_success) {
+    char buf[k_probe_nvml_buffer] = {};
+    if (driver_version(buf, sizeof buf) == k_probe_nvml_success) {
       if (auto v = resolver::Version::parse(buf)) f.driver = *v;
     }
     if (auto cuda_v2 = lib.sym<nvmlReturn_t (*)(int*)>("nvmlSystemGetCudaDriverVersion_v2")) {
       int v = 0;
-      if (cuda_v2(&v) == k_nvml_success && v > 0)
+      if (cuda_v2(&v) == k_probe_nvml_success && v > 0)
         f.driver_cuda = resolver::Version::of({static_cast<std::uint32_t>(v / 1000), static_cast<std::uint32_t>(v % 1000 / 10)});
     }
-    if (auto cc = lib.sym<nvmlReturn_t (*)(NvmlConfComputeSystemState*)>("nvmlSystemGetConfComputeState")) {
-      NvmlConfComputeSystemState s{};
-      if (cc(&s) == k_nvml_success)
+    if (auto cc = lib.sym<nvmlReturn_t (*)(ProbeNvmlCcState*)>("nvmlSystemGetConfComputeState")) {
+      ProbeNvmlCcState s{};
+      if (cc(&s) == k_probe_nvml_success)
         f.cc_state = s.devToolsMode ? "devtools" : (s.ccFeature ? "on" : "off");
     } else {
       f.notes.push_back("nvml: this driver has no confidential-computing query");
@@ -88,33 +88,33 @@ class NvmlProbe final : public HostProbe {
     auto handle = lib.sym<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>("nvmlDeviceGetHandleByIndex_v2");
     auto dev_name = lib.sym<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>("nvmlDeviceGetName");
     auto uuid = lib.sym<nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned)>("nvmlDeviceGetUUID");
-    auto pci = lib.sym<nvmlReturn_t (*)(nvmlDevice_t, NvmlPciInfoV3*)>("nvmlDeviceGetPciInfo_v3");
+    auto pci = lib.sym<nvmlReturn_t (*)(nvmlDevice_t, ProbeNvmlPciInfoV3*)>("nvmlDeviceGetPciInfo_v3");
     auto capability = lib.sym<nvmlReturn_t (*)(nvmlDevice_t, int*, int*)>("nvmlDeviceGetCudaComputeCapability");
-    auto memory = lib.sym<nvmlReturn_t (*)(nvmlDevice_t, NvmlMemory*)>("nvmlDeviceGetMemoryInfo");
+    auto memory = lib.sym<nvmlReturn_t (*)(nvmlDevice_t, ProbeNvmlMemory*)>("nvmlDeviceGetMemoryInfo");
     unsigned n = 0;
-    if (count && handle && count(&n) == k_nvml_success) {
+    if (count && handle && count(&n) == k_probe_nvml_success) {
       for (unsigned i = 0; i < n; ++i) {
         nvmlDevice_t d = nullptr;
-        if (handle(i, &d) != k_nvml_success) {
+        if (handle(i, &d) != k_probe_nvml_success) {
           f.notes.push_back("nvml: GPU " + std::to_string(i) + " could not be opened");
           continue;
         }
         resolver::HostGpu g;
         g.index = static_cast<int>(i);
-        char text[k_nvml_buffer] = {};
-        if (dev_name && dev_name(d, text, sizeof text) == k_nvml_success) g.name = text;
-        char id[k_nvml_buffer] = {};
-        if (uuid && uuid(d, id, sizeof id) == k_nvml_success) g.uuid = id;
-        NvmlPciInfoV3 p{};
-        if (pci && pci(d, &p) == k_nvml_success) {
+        char text[k_probe_nvml_buffer] = {};
+        if (dev_name && dev_name(d, text, sizeof text) == k_probe_nvml_success) g.name = text;
+        char id[k_probe_nvml_buffer] = {};
+        if (uuid && uuid(d, id, sizeof id) == k_probe_nvml_success) g.uuid = id;
+        ProbeNvmlPciInfoV3 p{};
+        if (pci && pci(d, &p) == k_probe_nvml_success) {
           char hex[16];
           std::snprintf(hex, sizeof hex, "0x%04x", p.pciDeviceId >> 16);
           g.pci_device_id = hex;
         }
         int major = 0, minor = 0;
-        if (capability && capability(d, &major, &minor) == k_nvml_success) g.sm = major * 10 + minor;
-        NvmlMemory m{};
-        if (memory && memory(d, &m) == k_nvml_success) g.memory_bytes = m.total;
+        if (capability && capability(d, &major, &minor) == k_probe_nvml_success) g.sm = major * 10 + minor;
+        ProbeNvmlMemory m{};
+        if (memory && memory(d, &m) == k_probe_nvml_success) g.memory_bytes = m.total;
         f.gpus.push_back(std::move(g));
       }
     }

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The online smoke (scripts/test.sh runs it in CI after the test suites; ctest's online.smoke too): what the unit
+# tests cannot show, end to end against the host's Debian mirror and Python index (found as gpuenv finds them:
+# `gpuenv sources`). recipes/examples/hello-cuda.yaml is
+#   1. locked twice, from two empty caches: the two locks must be the same bytes;
+#   2. built from that lock twice, from the two caches, the second in another directory under umask 077, another
+#      time zone and one thread: the two images must have the same manifest digest, and so must a rebuild;
+#   3. run (`gpuenv run --no-gpu`): the image's CUDA runtime answers its version.
+# Exit 0 passed, 1 a check failed, 77 skipped because a mirror cannot be reached (said on the first line).
+# Prints each step's time. Usage: smoke.sh GPUENV ROOT
+set -euo pipefail
+gpuenv=$(realpath "$1")
+root=$(realpath "$2")
+out=$(mktemp -d "${TMPDIR:-/tmp}/gpuenv-smoke.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+export SOURCE_DATE_EPOCH=1700000000
+fail() { echo "smoke FAIL: $*"; exit 1; }
+t0=$(date +%s%N)
+step() { local now; now=$(date +%s%N); printf 'smoke: %-58s %6.1f s\n' "$1" "$(( (now - t0) / 1000000 ))e-3"; t0=$now; }
+
+# Reachability: the first apt repository gpuenv would use (its InRelease) and the Python index it would use.
+"$gpuenv" sources --json > "$out/sources.json" || fail "gpuenv sources failed"
+mapfile -t probes < <(python3 - "$out/sources.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+for s in j["apt"]["sources"]:
+    if s["used"] and s["type"] == "deb":
+        base = s["uri"].rstrip("/")
+        print(base + "/" + s["suite"].strip("/") + "/InRelease" if s["flat"] else base + "/dists/" + s["suite"] + "/InRelease")
+        break
+url = j["pip"]["index_url"]["url"]
+if url:
+    print(url.rstrip("/") + "/pip/")
+PY
+)
+[ "${#probes[@]}" -gt 0 ] || fail "gpuenv sources names no apt repository and no Python index"
+for url in "${probes[@]}"; do
+  code=0
+  curl -fsS -o /dev/null --max-time 30 --retry 2 "$url" 2>"$out/curl.err" || code=$?
+  if [ "$code" -ne 0 ]; then
+    echo "smoke skipped: $url cannot be reached (curl exit $code: $(tr -d '\n' < "$out/curl.err"))"
+    exit 77
+  fi
+done
+step "the mirrors answer (${#probes[@]} probed)"
+
+spec=$root/recipes/examples/hello-cuda.yaml
+GPUENV_CACHE_DIR=$out/cache-a "$gpuenv" lock "$spec" -o "$out/a.lock" > "$out/lock-a.log" 2>&1 || { tail -20 "$out/lock-a.log"; fail "lock (cache a)"; }
+GPUENV_CACHE_DIR=$out/cache-b "$gpuenv" lock "$spec" -o "$out/b.lock" > "$out/lock-b.log" 2>&1 || { tail -20 "$out/lock-b.log"; fail "lock (cache b)"; }
+cmp -s "$out/a.lock" "$out/b.lock" || { diff "$out/a.lock" "$out/b.lock" | head -20; fail "two locks of one spec from two caches differ"; }
+step "hello-cuda locked twice, the same bytes ($(grep -c '^  - {name:' "$out/a.lock") packages)"
+
+digest_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["digest"])' "$1"; }
+GPUENV_CACHE_DIR=$out/cache-a "$gpuenv" build "$out/a.lock" -o "$out/a/image" --json > "$out/build-a.json" 2> "$out/build-a.log" \
+  || { tail -20 "$out/build-a.log"; fail "build (cache a)"; }
+step "built from cache a"
+mkdir -p "$out/elsewhere"
+(umask 077; cd "$out/elsewhere" && GPUENV_CACHE_DIR=$out/cache-b TZ=Pacific/Auckland "$gpuenv" build ../a.lock -o img --threads 1 --json \
+   > "$out/build-b.json" 2> "$out/build-b.log") || { tail -20 "$out/build-b.log"; fail "build (cache b, umask 077, TZ, one thread)"; }
+step "built from cache b (umask 077, TZ=Pacific/Auckland, --threads 1)"
+a=$(digest_of "$out/build-a.json"); b=$(digest_of "$out/build-b.json")
+[ "$a" = "$b" ] || fail "two builds of one lock from two caches differ: $a and $b"
+GPUENV_CACHE_DIR=$out/cache-a "$gpuenv" build "$out/a.lock" -o "$out/a/image" --json > "$out/build-c.json" 2> "$out/build-c.log" \
+  || { tail -20 "$out/build-c.log"; fail "rebuild (cache a)"; }
+c=$(digest_of "$out/build-c.json")
+[ "$a" = "$c" ] || fail "a rebuild from the same cache differs: $a and $c"
+step "the same digest three times: $a"
+
+GPUENV_CACHE_DIR=$out/cache-a "$gpuenv" run "$out/a/image" --no-gpu -- python3 -c '
+import ctypes
+v = ctypes.c_int()
+rc = ctypes.CDLL("libcudart.so.12").cudaRuntimeGetVersion(ctypes.byref(v))
+print("cudart %d.%d rc %d" % (v.value // 1000, v.value % 1000 // 10, rc))' > "$out/run.log" 2>&1 || { cat "$out/run.log"; fail "gpuenv run"; }
+cuda=$(sed -n 's/^  version: "\(.*\)"$/\1/p' "$spec" | head -1)
+grep -qx "cudart $cuda rc 0" "$out/run.log" || { cat "$out/run.log"; fail "the image's CUDA runtime did not answer $cuda"; }
+step "run: the image's CUDA runtime answers $cuda"
+echo "smoke passed"
