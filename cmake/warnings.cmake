@@ -3,6 +3,11 @@ function(gpuenv_warnings target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
                                            -Wold-style-cast -Wcast-align -Wunused -Woverloaded-virtual
  -Wformat=2 -Werror=return-type)
+  # In a unity build each source is #included into a batch file, and GCC then reports every class that uses a type
+  # of its file's anonymous namespace (-Wsubobject-linkage: meant for headers, not for a source included once).
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_UNITY_BUILD)
+    target_compile_options(${target} PRIVATE -Wno-subobject-linkage)
+  endif()
   if(GPUENV_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

@@ -8,8 +8,9 @@
 #      only the fuzz executables link libFuzzer); every unit and contract test again, under the sanitizers.
 #   3. Fuzzing: every target for GPUENV_FUZZ_SECONDS (default 20), GPUENV_FUZZ_PARALLEL (default 2) at a time
 #      (scripts/fuzz.sh, on the Sanitize build's executables).
-#   4. The online smoke (tests/online/smoke.sh): a real image locked and built twice from two caches to one digest
-#      and run; skipped, saying so, when the host's mirrors cannot be reached; GPUENV_SMOKE=0 leaves it out.
+#   4. The online smoke (tests/online/smoke.sh), right after the Release tests: a real image locked and built twice
+#      from two caches to one digest and run; skipped, saying so, when the host's mirrors cannot be reached; it fails the
+#      run when they can be and a check fails. GPUENV_SMOKE=0 leaves it out.
 # Ends with a table of the phases in seconds and the ten slowest tests, also when a phase fails.
 # Tests labelled `online` need the internet and are left out unless GPUENV_ONLINE=1; tests labelled `gpu` skip
 # themselves (saying why) on machines without an NVIDIA driver. Tests labelled `serial` (those that time
@@ -96,20 +97,32 @@ end "apt packages, test venv, the VM test's kernel"
 release=build-test-release
 begin "Release: configure and build"
 cmake -S . -B "$release" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
-  -DCMAKE_UNITY_BUILD=ON -DGPUENV_LLD=ON -DGPUENV_WERROR=ON \
+  -DCMAKE_UNITY_BUILD=ON -DGPUENV_LLD=ON -DGPUENV_WERROR=ON -DGPUENV_TEST_CXX_FLAGS=-O0 \
   -DGPUENV_BUILD_BENCH=OFF -DGPUENV_TEST_VENV="$venv" >/dev/null
 cmake --build "$release" -j"$jobs"
-end "g++ $(g++ -dumpfullversion), Ninja, lld, unity, -O2, -Werror"
+end "g++ $(g++ -dumpfullversion), Ninja, lld, unity, -O2 (tests' own sources -O0), -Werror"
 begin "Release: tests"
 tests_ran=
 run_tests "$release" || { end "$tests_ran, FAILED"; exit 1; }
 end "$tests_ran, -j$test_jobs then serial"
 
+# The online smoke, with the Release binary, before the long Sanitize build, so that a broken end to end fails early.
+if [ "${GPUENV_SMOKE:-1}" = 1 ]; then
+  begin "online smoke"
+  smoke_rc=0
+  tests/online/smoke.sh "$release/cli/gpuenv" "$root" || smoke_rc=$?
+  case $smoke_rc in
+    0) end "passed" ;;
+    77) end "skipped: the host's mirrors cannot be reached" ;;
+    *) end "FAILED"; exit 1 ;;
+  esac
+fi
+
 # Sanitize: clang, one build for the sanitizer tests and the fuzzers.
 sanitize=build-test-sanitize
 begin "Sanitize: configure and build"
 CC=clang CXX=clang++ cmake -S . -B "$sanitize" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DGPUENV_BUILD_FUZZ=ON \
-  -DCMAKE_UNITY_BUILD=ON -DGPUENV_LLD=ON -DGPUENV_WERROR=ON \
+  -DCMAKE_UNITY_BUILD=ON -DGPUENV_LLD=ON -DGPUENV_WERROR=ON -DGPUENV_TEST_CXX_FLAGS=-O0 \
   -DGPUENV_BUILD_BENCH=OFF -DGPUENV_TEST_VENV="$venv" >/dev/null
 cmake --build "$sanitize" -j"$jobs"
 end "clang $(clang -dumpversion), ASan + UBSan, fuzzer-no-link on the libraries, unity, -Werror"
@@ -123,14 +136,4 @@ begin "fuzzing"
 GPUENV_FUZZ_BUILD=$sanitize GPUENV_FUZZ_PARALLEL=${GPUENV_FUZZ_PARALLEL:-2} scripts/fuzz.sh "${GPUENV_FUZZ_SECONDS:-20}"
 end "every target ${GPUENV_FUZZ_SECONDS:-20} s, ${GPUENV_FUZZ_PARALLEL:-2} at a time"
 
-if [ "${GPUENV_SMOKE:-1}" = 1 ]; then
-  begin "online smoke"
-  smoke_rc=0
-  tests/online/smoke.sh "$release/cli/gpuenv" "$root" || smoke_rc=$?
-  case $smoke_rc in
-    0) end "passed" ;;
-    77) end "skipped: the host's mirrors cannot be reached" ;;
-    *) end "FAILED"; exit 1 ;;
-  esac
-fi
 echo "== all tests and fuzzers passed"

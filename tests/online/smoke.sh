@@ -13,6 +13,7 @@ gpuenv=$(realpath "$1")
 root=$(realpath "$2")
 out=$(mktemp -d "${TMPDIR:-/tmp}/gpuenv-smoke.XXXXXX")
 trap 'rm -rf "$out"' EXIT
+trap 'exit 143' TERM INT
 export SOURCE_DATE_EPOCH=1700000000
 fail() { echo "smoke FAIL: $*"; exit 1; }
 t0=$(date +%s%N)
