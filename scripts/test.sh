@@ -13,8 +13,8 @@
 #      run when they can be and a check fails. GPUENV_SMOKE=0 leaves it out.
 # Ends with a table of the phases in seconds and the ten slowest tests, also when a phase fails.
 # Tests labelled `online` need the internet and are left out unless GPUENV_ONLINE=1; tests labelled `gpu` skip
-# themselves (saying why) on machines without an NVIDIA driver. Tests labelled `serial` (those that time
-# themselves) run alone, after the rest, which run GPUENV_TEST_JOBS (default twice the cores) at a time: most
+# themselves (saying why) on machines without an NVIDIA driver. Tests that time
+# themselves (RUN_SERIAL) run alone; the rest run GPUENV_TEST_JOBS (default twice the cores) at a time: many
 # tests wait on processes and sockets, not the CPU. Every test has a timeout (its own, else GPUENV_TEST_TIMEOUT,
 # default 300 s), so a hang fails the run in minutes.
 set -euo pipefail
@@ -39,6 +39,7 @@ end() {
 }
 table() {
   local rc=$?
+  set +e +o pipefail  # the table never changes the exit status (head closing its pipe early is not a failure)
   if [ -n "$phase_name" ]; then end "(stopped here, exit $rc)"; fi
   echo
   echo "== timing (seconds; docs/ci.md)"
@@ -53,25 +54,19 @@ table() {
       sed -nE "s/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1 $(basename "$(dirname "$log")")/p" "$log"
     done | sort -rn | head -n 10 | awk '{printf "%8.2f  %-22s %s\n", $1, $3, $2}'
   fi
-  return $rc
+  exit "$rc"
 }
 trap table EXIT
 
-# ctest over one build: the parallel part, then the `serial` label alone; both write into the build's ctest.log.
+# ctest over one build, into the build's ctest.log.
 run_tests() {
-  local dir=$1 log=$1/ctest.log
+  local dir=$1 log=$1/ctest.log rc
   slow_logs+=("$log")
-  : > "$log"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$dir" -j"$test_jobs" --timeout "$test_timeout" --output-on-failure -LE "$exclude|serial" 2>&1 | tee -a "$log"
-  local rc=${PIPESTATUS[0]}
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$dir" -j1 --timeout "$test_timeout" --output-on-failure -L serial -LE "$exclude" 2>&1 | tee -a "$log"
-  local rc2=${PIPESTATUS[0]}
-  local ran
-  ran=$(grep -cE '^ *[0-9]+/[0-9]+ +Test +#' "$log" || true)
-  tests_ran="$ran tests"
-  [ "$rc" -eq 0 ] && [ "$rc2" -eq 0 ]
+    ctest --test-dir "$dir" -j"$test_jobs" --timeout "$test_timeout" --output-on-failure -LE "$exclude" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  tests_ran="$(grep -cE '^ *[0-9]+/[0-9]+ +Test +#' "$log" || true) tests"
+  return "$rc"
 }
 
 begin dependencies
@@ -104,7 +99,7 @@ end "g++ $(g++ -dumpfullversion), Ninja, lld, unity, -O2 (tests' own sources -O0
 begin "Release: tests"
 tests_ran=
 run_tests "$release" || { end "$tests_ran, FAILED"; exit 1; }
-end "$tests_ran, -j$test_jobs then serial"
+end "$tests_ran, -j$test_jobs"
 
 # The online smoke, with the Release binary, before the long Sanitize build, so that a broken end to end fails early.
 if [ "${GPUENV_SMOKE:-1}" = 1 ]; then
@@ -129,7 +124,7 @@ end "clang $(clang -dumpversion), ASan + UBSan, fuzzer-no-link on the libraries,
 begin "Sanitize: tests"
 tests_ran=
 run_tests "$sanitize" || { end "$tests_ran, FAILED"; exit 1; }
-end "$tests_ran, -j$test_jobs then serial"
+end "$tests_ran, -j$test_jobs"
 echo "== all tests passed (Release and Sanitize)"
 
 begin "fuzzing"
