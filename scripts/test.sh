@@ -88,18 +88,26 @@ if ! ls "$vm_dir"/linux-image-*-cloud-amd64_*.deb >/dev/null 2>&1; then
 fi
 end "apt packages, test venv, the VM test's kernel"
 
-# Release: GCC (Debian's default compiler, so its warnings are checked), unity batches, -O2.
+# One build: configure and build it, then its tests, each a phase. NAME, DIR, what the build is (for the table), then
+# the build's own cmake options; the options both builds share are here. CC and CXX come from the caller.
+build_and_test() {
+  local name=$1 dir=$2 what=$3
+  shift 3
+  begin "$name: configure and build"
+  cmake -S . -B "$dir" -G Ninja "$@" -DCMAKE_UNITY_BUILD=ON -DGPUENV_LLD=ON -DGPUENV_WERROR=ON \
+    -DGPUENV_TEST_CXX_FLAGS=-O0 -DGPUENV_BUILD_BENCH=OFF -DGPUENV_TEST_VENV="$venv" >/dev/null
+  cmake --build "$dir" -j"$jobs"
+  end "$what, Ninja, lld, unity (tests' own sources -O0), -Werror"
+  begin "$name: tests"
+  tests_ran=
+  run_tests "$dir" || { end "$tests_ran, FAILED"; exit 1; }
+  end "$tests_ran, -j$test_jobs"
+}
+
+# Release: GCC (Debian's default compiler, so its warnings are checked), -O2.
 release=build-test-release
-begin "Release: configure and build"
-cmake -S . -B "$release" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG" \
-  -DCMAKE_UNITY_BUILD=ON -DGPUENV_LLD=ON -DGPUENV_WERROR=ON -DGPUENV_TEST_CXX_FLAGS=-O0 \
-  -DGPUENV_BUILD_BENCH=OFF -DGPUENV_TEST_VENV="$venv" >/dev/null
-cmake --build "$release" -j"$jobs"
-end "g++ $(g++ -dumpfullversion), Ninja, lld, unity, -O2 (tests' own sources -O0), -Werror"
-begin "Release: tests"
-tests_ran=
-run_tests "$release" || { end "$tests_ran, FAILED"; exit 1; }
-end "$tests_ran, -j$test_jobs"
+build_and_test Release "$release" "g++ $(g++ -dumpfullversion), -O2" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O2 -DNDEBUG"
 
 # The online smoke, with the Release binary, before the long Sanitize build, so that a broken end to end fails early.
 if [ "${GPUENV_SMOKE:-1}" = 1 ]; then
@@ -115,16 +123,9 @@ fi
 
 # Sanitize: clang, one build for the sanitizer tests and the fuzzers.
 sanitize=build-test-sanitize
-begin "Sanitize: configure and build"
-CC=clang CXX=clang++ cmake -S . -B "$sanitize" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DGPUENV_BUILD_FUZZ=ON \
-  -DCMAKE_UNITY_BUILD=ON -DGPUENV_LLD=ON -DGPUENV_WERROR=ON -DGPUENV_TEST_CXX_FLAGS=-O0 \
-  -DGPUENV_BUILD_BENCH=OFF -DGPUENV_TEST_VENV="$venv" >/dev/null
-cmake --build "$sanitize" -j"$jobs"
-end "clang $(clang -dumpversion), ASan + UBSan, fuzzer-no-link on the libraries, unity, -Werror"
-begin "Sanitize: tests"
-tests_ran=
-run_tests "$sanitize" || { end "$tests_ran, FAILED"; exit 1; }
-end "$tests_ran, -j$test_jobs"
+CC=clang CXX=clang++ build_and_test Sanitize "$sanitize" \
+  "clang $(clang -dumpversion), ASan + UBSan, fuzzer-no-link on the libraries" \
+  -DCMAKE_BUILD_TYPE=Sanitize -DGPUENV_BUILD_FUZZ=ON
 echo "== all tests passed (Release and Sanitize)"
 
 begin "fuzzing"
