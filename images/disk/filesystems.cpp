@@ -52,8 +52,11 @@ Status check_fat_dest(const std::string& dest) {
 
 std::vector<std::string> with_epoch(std::int64_t epoch, std::vector<std::string> argv) {
   // mtools: SOURCE_DATE_EPOCH for every timestamp it writes; MTOOLSRC=/dev/null so no user's or host's
-  // configuration changes what it writes. E2FSPROGS_FAKE_TIME: e2fsprogs' clock.
-  argv.insert(argv.begin(), {"env", "SOURCE_DATE_EPOCH=" + std::to_string(epoch), "E2FSPROGS_FAKE_TIME=" + std::to_string(epoch), "MTOOLSRC=/dev/null",
+  // configuration changes what it writes. E2FSPROGS_FAKE_TIME: e2fsprogs' clock, for the times it writes itself
+  // (the superblock's creation, write and check times, the reserved inodes'). e2fsprogs reads a fake time of 0 as
+  // none and takes the wall clock, so an epoch of 0 (no SOURCE_DATE_EPOCH) gives it 1, 1970-01-01T00:00:01Z; the
+  // tree's own inodes still get the epoch itself from debugfs.
+  argv.insert(argv.begin(), {"env", "SOURCE_DATE_EPOCH=" + std::to_string(epoch), "E2FSPROGS_FAKE_TIME=" + std::to_string(std::max<std::int64_t>(epoch, 1)), "MTOOLSRC=/dev/null",
                              "MKE2FS_CONFIG=/dev/null", "TZ=UTC", "LC_ALL=C"});
   return argv;
 }

@@ -261,6 +261,25 @@ TEST(DiskTools, TheRootIsExt4WithTheTreeTheOwnersAndTheSameBytesTwice) {
   EXPECT_EQ(make_ext4(quote, *runner).error().id, "disk.path");
 }
 
+// No SOURCE_DATE_EPOCH is an epoch of 0, which e2fsprogs reads as "no fake time": it took the wall clock for the
+// superblock's times and its reserved inodes', so two builds a second apart differed (issue 31).
+TEST(DiskTools, AnEpochOfZeroStillGivesTheSameRootBytes) {
+  gpuenv::testing::TempDir dir("gpuenv-ext4-zero");
+  const fs::path root = dir.path() / "root";
+  write_tree_file(root / "etc/hostname", "gpuenv\n");
+  auto runner = make_process_runner();
+  Ext4Request rq{(dir.path() / "root.img").string(), root.string(), 16u << 20, guid("0e5a8d2c-1111-4222-8333-444455556666"), "root", 0, {}};
+  ASSERT_TRUE(make_ext4(rq, *runner));
+  const std::string super = capture("dumpe2fs -h " + sh_quote(rq.out) + " 2>/dev/null");
+  for (const char* field : {"Filesystem created:       Thu Jan  1 00:00:01 1970", "Last write time:          Thu Jan  1 00:00:01 1970",
+                            "Last checked:             Thu Jan  1 00:00:01 1970"})
+    EXPECT_NE(super.find(field), std::string::npos) << field << "\n" << super;
+  // The reserved inodes mkfs.ext4 writes (7, the resize inode; 8, the journal) carry its clock; the tree's the epoch.
+  for (const char* ino : {"<7>", "<8>"})
+    EXPECT_NE(capture(std::string("debugfs -R 'stat ") + ino + "' " + sh_quote(rq.out) + " 2>/dev/null").find("ctime: 0x00000001"), std::string::npos) << ino;
+  EXPECT_NE(capture("debugfs -R 'stat /etc/hostname' " + sh_quote(rq.out) + " 2>/dev/null").find("mtime: 0x00000000"), std::string::npos);
+}
+
 TEST(DiskTools, Qcow2HoldsTheRawDiskAndIsTheSameTwice) {
   gpuenv::testing::TempDir dir("gpuenv-qcow2");
   write_tree_file(dir.path() / "fs.img", std::string(1u << 20, 'z'));
