@@ -42,6 +42,8 @@ void print_vm(const BuildOptions& o, const app::Built& b, bool json, Context& ct
   const app::VmBuilt& vm = *b.vm;
   const auto& d = vm.disk;
   if (json) {
+    nlohmann::ordered_json controllers = nlohmann::ordered_json::object();
+    for (const auto& c : d.initramfs.controllers) controllers[c.name] = images::disk::to_string(c.support);
     nlohmann::ordered_json parts = nlohmann::ordered_json::array();
     for (const auto& p : d.layout.partitions)
       parts.push_back({{"name", p.name}, {"type", p.type.str()}, {"uuid", p.unique.str()}, {"offset", p.offset()}, {"size", p.size()}});
@@ -52,8 +54,8 @@ void print_vm(const BuildOptions& o, const app::Built& b, bool json, Context& ct
                              {"size", vm.file_size},
                              {"vm",
                               {{"kernel", d.kernel.version},
-                               {"initrd", !d.kernel.initrd.empty()},
-                               {"built_in_disks", d.kernel.built_in_disks},
+                               {"initramfs", {{"size", d.initramfs_size}, {"modules", d.initramfs.modules.size()}, {"ext4", images::disk::to_string(d.initramfs.ext4)}}},
+                               {"disk_controllers", controllers},
                                {"cmdline", d.cmdline},
                                {"disk_guid", d.ids.disk.str()},
                                {"root_fs_uuid", d.ids.root_fs.str()},
@@ -68,9 +70,16 @@ void print_vm(const BuildOptions& o, const app::Built& b, bool json, Context& ct
     *ctx.out << j.dump(2) << "\n";
     return;
   }
-  *ctx.out << "  kernel    " << d.kernel.version << (d.kernel.initrd.empty() ? " (no initramfs; built in: " : " (initramfs; built in: ");
-  for (std::size_t i = 0; i < d.kernel.built_in_disks.size(); ++i) *ctx.out << (i ? ", " : "") << d.kernel.built_in_disks[i];
-  *ctx.out << ")\n";
+  *ctx.out << "  kernel    " << d.kernel.version << ", initramfs " << human(d.initramfs_size) << " (" << d.initramfs.modules.size() << " modules)\n";
+  // Each disk controller: built in, from the initramfs, or not in this kernel (and so not one this disk boots on).
+  for (const auto support : {images::disk::Support::built_in, images::disk::Support::initramfs, images::disk::Support::absent}) {
+    std::string names;
+    for (const auto& c : d.initramfs.controllers)
+      if (c.support == support) names += (names.empty() ? "" : ", ") + c.name;
+    if (!names.empty())
+      *ctx.out << "  disks     " << (support == images::disk::Support::built_in ? "built in: " : support == images::disk::Support::initramfs ? "from the initramfs: " : "not in this kernel: ")
+               << names << "\n";
+  }
   if (vm.driver)
     *ctx.out << "  driver    " << vm.driver->version << ", " << vm.driver->module << ".ko " << (vm.driver->reused ? "from the cache (built before)" : "built") << "\n";
   for (const auto& p : d.layout.partitions) *ctx.out << "  partition " << std::left << std::setw(5) << p.name << std::right << std::setw(11) << human(p.size()) << "  " << p.unique.str() << "\n";

@@ -23,20 +23,6 @@ Error kernel_error(const std::string& id, const std::string& what, const std::st
   return make_error(ErrorKind::spec, id, what, where, hint);
 }
 
-/// CONFIG_X=y|m|... lines of a kernel's config file.
-std::map<std::string, std::string> read_config(const std::string& text) {
-  std::map<std::string, std::string> out;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(start, end - start);
-    if (const auto eq = line.find('='); line.rfind("CONFIG_", 0) == 0 && eq != std::string::npos) out[line.substr(0, eq)] = line.substr(eq + 1);
-    start = end + 1;
-  }
-  return out;
-}
-
 /// Bytes the tree needs on ext4: each file in whole 4 KiB blocks, an inode each, a quarter more, and 256 MiB.
 std::uint64_t root_size_for(const std::string& root) {
   std::uint64_t bytes = 0;
@@ -90,32 +76,6 @@ Result<KernelFacts> find_kernel(const std::string& root) {
   KernelFacts k;
   k.version = versions.front();
   k.image = (boot / ("vmlinuz-" + k.version)).string();
-  if (fs::is_regular_file(boot / ("initrd.img-" + k.version), ec)) k.initrd = (boot / ("initrd.img-" + k.version)).string();
-  auto config_text = read_file_limited((boot / ("config-" + k.version)).string(), 4u << 20);
-  if (!config_text)
-    return kernel_error("vm.kernel", "kernel " + k.version + " has no /boot/config-" + k.version + ", so gpuenv cannot tell whether it boots without an initramfs",
-                        "vm.kernel", "use a Debian kernel package (linux-image-*), which installs its config");
-  const auto config = read_config(*config_text);
-  auto built_in = [&](const char* option) {
-    const auto it = config.find(option);
-    return it != config.end() && it->second == "y";
-  };
-  const std::pair<const char*, const char*> controllers[] = {{"CONFIG_BLK_DEV_NVME", "nvme"},       {"CONFIG_VIRTIO_BLK", "virtio-blk"},
-                                                             {"CONFIG_SCSI_VIRTIO", "virtio-scsi"}, {"CONFIG_SATA_AHCI", "ahci"},
-                                                             {"CONFIG_HYPERV_STORAGE", "hyperv"},   {"CONFIG_XEN_BLKDEV_FRONTEND", "xen-blkfront"}};
-  for (const auto& [option, name] : controllers) {
-    const bool needs_virtio_pci = std::string(name).rfind("virtio", 0) == 0;
-    if (built_in(option) && (!needs_virtio_pci || built_in("CONFIG_VIRTIO_PCI"))) k.built_in_disks.push_back(name);
-  }
-  if (k.initrd.empty()) {
-    if (!built_in("CONFIG_EXT4_FS"))
-      return kernel_error("vm.kernel_needs_initramfs", "kernel " + k.version + " has ext4 as a module and the image has no initramfs: it cannot mount its root",
-                          "vm.kernel", "use a kernel with ext4 built in, such as Debian's linux-image-cloud-amd64");
-    if (k.built_in_disks.empty())
-      return kernel_error("vm.kernel_needs_initramfs",
-                          "kernel " + k.version + " has every disk controller (NVMe, virtio, AHCI, Hyper-V, Xen) as a module and the image has no initramfs: it cannot find its root disk",
-                          "vm.kernel", "use a kernel with the cloud's disk driver built in, such as Debian's linux-image-cloud-amd64 (NVMe built in)");
-  }
   return k;
 }
 
@@ -123,6 +83,7 @@ Result<VmDisk> build_vm_disk(const VmDiskRequest& rq, CommandRunner& runner) {
   VmDisk out;
   GPUENV_TRY(kernel, find_kernel(rq.root));
   out.kernel = kernel;
+  GPUENV_TRY(plan, plan_initramfs(rq.root, kernel.version));
   const fs::path loader = fs::path(rq.root) / k_boot_loader;
   std::error_code ec;
   if (!fs::is_regular_file(loader, ec))
@@ -131,7 +92,8 @@ Result<VmDisk> build_vm_disk(const VmDiskRequest& rq, CommandRunner& runner) {
   if (rq.cmdline.find_first_of("\n\r") != std::string::npos)
     return make_error(ErrorKind::spec, "vm.cmdline", "the kernel command line holds a line break", "vm.cmdline", "write it on one line");
   out.ids = disk_ids(rq.seed);
-  // PARTUUID: the kernel finds the root by the partition's GUID itself; UUID= needs an initramfs (udev).
+  // PARTUUID: the partition's GUID, which gpuenv's init finds in the GPT of each disk (and the kernel itself, when
+  // the disk's controller and ext4 are built in).
   out.cmdline = "root=PARTUUID=" + out.ids.root_partition.str() + " rootfstype=ext4 ro console=tty0 console=ttyS0,115200";
   if (!rq.cmdline.empty()) out.cmdline += " " + rq.cmdline;
 
@@ -139,9 +101,12 @@ Result<VmDisk> build_vm_disk(const VmDiskRequest& rq, CommandRunner& runner) {
   const fs::path esp_dir = fs::path(rq.work_dir) / "esp";
   fs::create_directories(esp_dir, ec);
   if (ec) return make_error(ErrorKind::environment, "disk.io", "cannot make " + esp_dir.string() + ": " + ec.message(), rq.work_dir, "check the work directory");
-  std::string entry = "title gpuenv\nversion " + kernel.version + "\nlinux /gpuenv/vmlinuz-" + kernel.version + "\n";
-  if (!kernel.initrd.empty()) entry += "initrd /gpuenv/initrd.img-" + kernel.version + "\n";
-  entry += "options " + out.cmdline + "\n";
+  const std::string initrd = (esp_dir / "initrd.img").string();
+  GPUENV_TRY(initrd_size, write_initramfs(plan, rq.root, initramfs_init_program(), rq.epoch, initrd));
+  out.initramfs = std::move(plan);
+  out.initramfs_size = initrd_size;
+  const std::string entry = "title gpuenv\nversion " + kernel.version + "\nlinux /gpuenv/vmlinuz-" + kernel.version + "\ninitrd /gpuenv/initrd.img-" +
+                            kernel.version + "\noptions " + out.cmdline + "\n";
   GPUENV_CHECK(write_file_atomic((esp_dir / "gpuenv.conf").string(), entry, 0644, Durability::scratch));
   // No menu, no waiting, and no editing of the command line at the console (init=/bin/sh would be root).
   GPUENV_CHECK(write_file_atomic((esp_dir / "loader.conf").string(), "default gpuenv.conf\ntimeout 0\neditor no\n", 0644, Durability::scratch));
@@ -150,8 +115,8 @@ Result<VmDisk> build_vm_disk(const VmDiskRequest& rq, CommandRunner& runner) {
                   {"EFI/systemd/systemd-bootx64.efi", loader.string()},
                   {"loader/loader.conf", (esp_dir / "loader.conf").string()},
                   {"loader/entries/gpuenv.conf", (esp_dir / "gpuenv.conf").string()},
-                  {"gpuenv/vmlinuz-" + kernel.version, kernel.image}}};
-  if (!kernel.initrd.empty()) fat.files.push_back({"gpuenv/initrd.img-" + kernel.version, kernel.initrd});
+                  {"gpuenv/vmlinuz-" + kernel.version, kernel.image},
+                  {"gpuenv/initrd.img-" + kernel.version, initrd}}};
   GPUENV_CHECK(make_fat(fat, runner));
 
   Ext4Request ext4{(fs::path(rq.work_dir) / "root.img").string(), rq.root, rq.root_size ? rq.root_size : root_size_for(rq.root), out.ids.root_fs, "root", rq.epoch,

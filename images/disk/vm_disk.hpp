@@ -1,18 +1,19 @@
 #pragma once
 // A bootable UEFI disk from a finished root tree (docs/vm.md): the kernel the tree's packages installed
-// (/boot/vmlinuz-<version>, with /boot/initrd.img-<version> when there is one) and systemd-boot
+// (/boot/vmlinuz-<version>), gpuenv's own initramfs for it (images/disk/initramfs.hpp: the disk controllers' and
+// ext4's modules the kernel has not built in, and an init that mounts the root by its PARTUUID) and systemd-boot
 // (/usr/lib/systemd/boot/efi/systemd-bootx64.efi, from systemd-boot-efi) go to a FAT32 EFI system partition with
 // a Boot Loader Specification entry; the tree becomes the ext4 root. The layout:
 //
 //   GPT  1: "esp"  EFI system partition   EFI/BOOT/BOOTX64.EFI (the removable-media path: no NVRAM entry
 //                                         needed, which is what an imported cloud image has),
 //                                         EFI/systemd/systemd-bootx64.efi, loader/loader.conf,
-//                                         loader/entries/gpuenv.conf, gpuenv/vmlinuz-<v> [gpuenv/initrd.img-<v>]
+//                                         loader/entries/gpuenv.conf, gpuenv/vmlinuz-<v>, gpuenv/initrd.img-<v>
 //        2: "root" Linux root (x86-64)    ext4, the tree
 //
 // Every GUID, the file system UUID and the FAT volume id derive from the seed (the lock's sha256), so the same
-// lock gives the same disk. Without an initramfs the kernel must have ext4 and a disk controller built in, or it
-// cannot mount its root: that is checked against /boot/config-<version> before anything is written.
+// lock gives the same disk. A kernel that drives no disk controller, or has no ext4, is refused before the disk is
+// written (plan_initramfs).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "base/process/command_runner.hpp"
 #include "images/disk/filesystems.hpp"
 #include "images/disk/gpt.hpp"
+#include "images/disk/initramfs.hpp"
 
 namespace gpuenv::images::disk {
 
@@ -39,12 +41,9 @@ std::string fstab(const DiskIds& ids);
 struct KernelFacts {
   std::string version;  ///< "6.1.0-57-cloud-amd64"
   std::string image;    ///< path of vmlinuz-<version> in the tree
-  std::string initrd;   ///< path of initrd.img-<version>; "" for none
-  std::vector<std::string> built_in_disks;  ///< the disk controllers built in: "nvme", "virtio-blk", ...
 };
 
-/// The tree's one kernel, and whether it can mount its root. Errors: `vm.kernel` (no kernel, several, no
-/// config beside it), `vm.kernel_needs_initramfs` (no initramfs, and ext4 or every disk controller is a module).
+/// The tree's one kernel. Errors: `vm.kernel` (no kernel, several).
 Result<KernelFacts> find_kernel(const std::string& root);
 
 struct VmDiskRequest {
@@ -64,12 +63,14 @@ struct VmDisk {
   GptLayout layout;
   DiskIds ids;
   KernelFacts kernel;
+  InitramfsPlan initramfs;          ///< what the initramfs holds, and how the kernel drives each disk controller
+  std::uint64_t initramfs_size = 0; ///< its bytes, gzip'd
   std::string cmdline;              ///< the whole kernel command line
   std::uint64_t raw_size = 0;       ///< the raw disk's size
   std::uint64_t raw_allocated = 0;  ///< the bytes the sparse raw file occupies
 };
 
-/// Errors: those of find_kernel, `vm.boot_loader` (no systemd-boot in the tree), `vm.cmdline` (a command line
+/// Errors: those of find_kernel and plan_initramfs, `vm.boot_loader` (no systemd-boot in the tree), `vm.cmdline` (a command line
 /// with a newline), and make_fat's, make_ext4's and write_raw_disk's.
 Result<VmDisk> build_vm_disk(const VmDiskRequest& request, CommandRunner& runner);
 

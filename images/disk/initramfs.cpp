@@ -1,0 +1,276 @@
+#include "images/disk/initramfs.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "base/file_io.hpp"
+#include "images/oci/parallel_gzip.hpp"
+
+extern const unsigned char gpuenv_initramfs_init[];  // the embedded init (images/CMakeLists.txt)
+extern const std::size_t gpuenv_initramfs_init_size;
+
+namespace gpuenv::images::disk {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::size_t k_index_limit = 64u << 20;   // modules.dep and modules.alias of a distribution kernel: ~1 MiB
+constexpr std::size_t k_module_limit = 256u << 20;  // one module
+
+/// A controller gpuenv looks for and the modules it takes, each built in or loaded from the initramfs.
+struct Controller {
+  const char* name;
+  std::vector<const char*> modules;
+};
+const std::vector<Controller>& controllers() {
+  // virtio over PCI (q35, KubeVirt, Google Cloud's virtio-scsi); SCSI and SATA disks need sd_mod; Hyper-V's storvsc
+  // (Azure) needs its bus.
+  static const std::vector<Controller> all = {{"nvme", {"nvme"}},
+                                              {"virtio-blk", {"virtio_pci", "virtio_blk"}},
+                                              {"virtio-scsi", {"virtio_pci", "virtio_scsi", "sd_mod"}},
+                                              {"ahci", {"ahci", "sd_mod"}},
+                                              {"hyperv", {"hv_vmbus", "hv_storvsc", "sd_mod"}},
+                                              {"xen-blkfront", {"xen_blkfront"}}};
+  return all;
+}
+
+Error plan_error(const std::string& what, const std::string& where, const std::string& hint) {
+  return make_error(ErrorKind::spec, "vm.initramfs", what, where, hint);
+}
+
+/// A module's name as the kernel knows it: the file name without .ko[.xz|.zst|.gz], '-' as '_'.
+std::string module_name(std::string_view path) {
+  const std::size_t slash = path.rfind('/');
+  std::string name(slash == std::string_view::npos ? path : path.substr(slash + 1));
+  const std::size_t ko = name.find(".ko");
+  if (ko != std::string::npos) name.resize(ko);
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> words_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    std::size_t j = i;
+    while (j < text.size() && text[j] != ' ' && text[j] != '\t') ++j;
+    if (j > i) out.push_back(text.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+/// A module path from an index: relative, inside the module tree, no "." or "..".
+bool safe_module_path(const std::string& p) {
+  if (p.empty() || p.front() == '/' || p.find('\0') != std::string::npos) return false;
+  for (const auto& part : fs::path(p))
+    if (part == ".." || part == ".") return false;
+  return true;
+}
+
+}  // namespace
+
+std::string_view to_string(Support s) {
+  switch (s) {
+    case Support::built_in: return "built in";
+    case Support::initramfs: return "initramfs";
+    case Support::absent: return "absent";
+  }
+  return "absent";
+}
+
+Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string& version) {
+  InitramfsPlan plan;
+  plan.kernel_version = version;
+  // Debian 12 merges /lib into /usr/lib: the tree holds usr/lib/modules and a lib -> usr/lib link.
+  std::error_code ec;
+  for (const char* dir : {"usr/lib/modules/", "lib/modules/"}) {
+    const fs::path p = fs::path(root) / (dir + version);
+    if (fs::is_directory(fs::symlink_status(p, ec)) && !fs::is_symlink(fs::symlink_status(fs::path(root) / dir, ec))) {
+      plan.modules_dir = dir + version;
+      break;
+    }
+  }
+  if (plan.modules_dir.empty())
+    return plan_error("kernel " + version + " has no module tree (/lib/modules/" + version + ")", "vm.kernel", "use a Debian kernel package (linux-image-*)");
+  const std::string dir = (fs::path(root) / plan.modules_dir).string();
+  auto read_index = [&](const char* name, bool required) -> Result<std::string> {
+    auto text = read_file_limited(dir + "/" + name, k_index_limit);
+    if (!text && required)
+      return plan_error("kernel " + version + " has no " + name + " (" + text.error().message + ")", "/" + plan.modules_dir,
+                        "depmod writes it; this is a bug in the VM root's steps");
+    return text ? std::move(*text) : std::string();
+  };
+  GPUENV_TRY(dep_text, read_index("modules.dep", true));
+  GPUENV_TRY(builtin_text, read_index("modules.builtin", true));
+  GPUENV_TRY(softdep_text, read_index("modules.softdep", false));
+  GPUENV_TRY(alias_text, read_index("modules.alias", false));
+
+  std::map<std::string, std::string> path_of;                  // name -> path
+  std::map<std::string, std::vector<std::string>> deps_of;     // name -> names, as modules.dep lists them
+  for (const auto& line : lines_of(dep_text)) {
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string path = line.substr(0, colon);
+    if (!safe_module_path(path)) return plan_error("modules.dep names '" + path + "', outside the module tree", "/" + plan.modules_dir + "/modules.dep", "rebuild the tree");
+    const std::string name = module_name(path);
+    path_of[name] = path;
+    for (const auto& d : words_of(line.substr(colon + 1))) {
+      if (!safe_module_path(d)) return plan_error("modules.dep names '" + d + "', outside the module tree", "/" + plan.modules_dir + "/modules.dep", "rebuild the tree");
+      deps_of[name].push_back(module_name(d));
+      path_of.emplace(module_name(d), d);
+    }
+  }
+  std::set<std::string> built_in;
+  for (const auto& line : lines_of(builtin_text))
+    if (!line.empty()) built_in.insert(module_name(line));
+  std::map<std::string, std::vector<std::string>> aliases;  // alias -> module names
+  for (const auto& line : lines_of(alias_text)) {
+    const auto w = words_of(line);
+    if (w.size() == 3 && w[0] == "alias") aliases[w[1]].push_back(module_name(w[2]));
+  }
+  std::map<std::string, std::vector<std::string>> soft_pre;  // module -> names or aliases
+  for (const auto& line : lines_of(softdep_text)) {
+    const auto w = words_of(line);
+    if (w.size() < 3 || w[0] != "softdep") continue;
+    bool pre = false;
+    for (std::size_t i = 2; i < w.size(); ++i) {
+      if (w[i] == "pre:") pre = true;
+      else if (w[i] == "post:") pre = false;
+      else if (pre) soft_pre[module_name(w[1])].push_back(w[i]);
+    }
+  }
+
+  auto support_of = [&](const std::string& name) {
+    if (built_in.count(name)) return Support::built_in;
+    return path_of.count(name) ? Support::initramfs : Support::absent;
+  };
+  std::vector<std::string> wanted;
+  plan.ext4 = support_of("ext4");
+  if (plan.ext4 == Support::absent)
+    return plan_error("kernel " + version + " has no ext4, built in or as a module: it cannot mount the root", "vm.kernel",
+                      "use a Debian kernel package (linux-image-cloud-amd64 or linux-image-amd64)");
+  if (plan.ext4 == Support::initramfs) wanted.push_back("ext4");
+  for (const auto& c : controllers()) {
+    ControllerSupport s{c.name, Support::built_in, {}};
+    for (const char* m : c.modules) {
+      const Support one = support_of(m);
+      if (one == Support::absent) s.missing.push_back(m);
+      else if (one == Support::initramfs && s.support == Support::built_in) s.support = Support::initramfs;
+    }
+    if (!s.missing.empty()) s.support = Support::absent;
+    else
+      for (const char* m : c.modules)
+        if (support_of(m) == Support::initramfs) wanted.push_back(m);
+    plan.controllers.push_back(std::move(s));
+  }
+  if (std::none_of(plan.controllers.begin(), plan.controllers.end(), [](const ControllerSupport& s) { return s.support != Support::absent; }))
+    return plan_error("kernel " + version + " drives none of the disk controllers gpuenv knows (NVMe, virtio-blk, virtio-scsi, AHCI, Hyper-V, Xen): it cannot find its root",
+                      "vm.kernel", "use a Debian kernel package (linux-image-cloud-amd64 or linux-image-amd64)");
+
+  // Load order: each module after what it needs (modules.dep) and its pre: soft dependencies (when they resolve to
+  // a module file; one built in or absent needs nothing), each once.
+  std::set<std::string> done, visiting;
+  std::function<Status(const std::string&)> visit = [&](const std::string& name) -> Status {
+    if (done.count(name) || built_in.count(name) || !path_of.count(name)) return ok_status();
+    if (!visiting.insert(name).second)
+      return plan_error("modules.dep of kernel " + version + " has a dependency cycle through " + name, "/" + plan.modules_dir + "/modules.dep", "rebuild the tree");
+    for (const auto& soft : soft_pre[name]) {
+      const std::string n = module_name(soft);
+      if (path_of.count(n)) GPUENV_CHECK(visit(n));
+      else if (const auto a = aliases.find(soft); a != aliases.end())
+        for (const auto& m : a->second) GPUENV_CHECK(visit(m));
+    }
+    const auto deps = deps_of.find(name);
+    if (deps != deps_of.end())
+      for (auto it = deps->second.rbegin(); it != deps->second.rend(); ++it) GPUENV_CHECK(visit(*it));
+    visiting.erase(name);
+    done.insert(name);
+    plan.modules.push_back(path_of[name]);
+    return ok_status();
+  };
+  for (const auto& w : wanted) GPUENV_CHECK(visit(w));
+  return plan;
+}
+
+Result<std::string> newc_archive(std::vector<CpioEntry> entries, std::int64_t epoch) {
+  std::sort(entries.begin(), entries.end(), [](const CpioEntry& a, const CpioEntry& b) { return a.path < b.path; });
+  std::string out;
+  auto member = [&](std::uint32_t ino, const std::string& name, std::uint32_t mode, std::uint32_t nlink, const std::string& data, std::uint32_t major,
+                    std::uint32_t minor) {
+    char header[111];
+    std::snprintf(header, sizeof header, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X", ino, mode, 0u, 0u, nlink,
+                  static_cast<std::uint32_t>(epoch), static_cast<std::uint32_t>(data.size()), 0u, 0u, major, minor, static_cast<std::uint32_t>(name.size() + 1), 0u);
+    out.append(header, 110);
+    out += name;
+    out.push_back('\0');
+    out.append((4 - out.size() % 4) % 4, '\0');
+    out += data;
+    out.append((4 - out.size() % 4) % 4, '\0');
+  };
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    if (e.path.empty() || e.path.front() == '/' || e.path.back() == '/' || (i > 0 && entries[i - 1].path == e.path))
+      return make_error(ErrorKind::internal, "vm.initramfs", "the initramfs member '" + e.path + "' is empty, absolute or doubled", e.path, "this is a bug in the initramfs plan");
+    member(static_cast<std::uint32_t>(i + 1), e.path, e.mode, S_ISDIR(e.mode) ? 2 : 1, e.data, e.rdev_major, e.rdev_minor);
+  }
+  member(0, "TRAILER!!!", 0, 1, {}, 0, 0);  // all zero but nlink and the name, as GNU cpio writes it
+  return out;
+}
+
+Result<std::uint64_t> write_initramfs(const InitramfsPlan& plan, const std::string& root, std::string_view init_program, std::int64_t epoch, const std::string& out) {
+  std::vector<CpioEntry> entries;
+  std::set<std::string> dirs = {"dev", "etc", "etc/gpuenv", "proc", "root", "sys"};
+  const std::string mod_root = "lib/modules/" + plan.kernel_version;
+  std::string list;
+  for (const auto& m : plan.modules) {
+    const std::string src = (fs::path(root) / plan.modules_dir / m).string();
+    // The module is read from the tree, never through a link that leaves it.
+    std::error_code ec;
+    const auto real = fs::weakly_canonical(src, ec);
+    const auto tree = fs::weakly_canonical(root, ec);
+    const std::string real_s = real.string(), tree_s = tree.string() + "/";
+    if (ec || real_s.compare(0, tree_s.size(), tree_s) != 0)
+      return plan_error("the module " + m + " leads out of the image's tree", "/" + plan.modules_dir + "/" + m, "rebuild the tree");
+    auto bytes = read_file_limited(real_s, k_module_limit);
+    if (!bytes) return plan_error("cannot read the module " + m + ": " + bytes.error().message, "/" + plan.modules_dir + "/" + m, "check the build directory");
+    const std::string dest = mod_root + "/" + m;
+    for (fs::path p = fs::path(dest).parent_path(); !p.empty(); p = p.parent_path()) dirs.insert(p.string());
+    entries.push_back({dest, S_IFREG | 0644, std::move(*bytes), 0, 0});
+    list += "/" + dest + "\n";
+  }
+  for (const auto& d : dirs) entries.push_back({d, S_IFDIR | (d == "root" ? 0700u : 0755u), {}, 0, 0});
+  entries.push_back({"dev/console", S_IFCHR | 0600, {}, 5, 1});
+  entries.push_back({"init", S_IFREG | 0755, std::string(init_program), 0, 0});
+  entries.push_back({"etc/gpuenv/initramfs-modules", S_IFREG | 0644, list, 0, 0});
+  GPUENV_TRY(cpio, newc_archive(std::move(entries), epoch));
+  GzipOptions options;
+  options.level = 9;
+  GPUENV_TRY(gz, gzip_compress(cpio, options));
+  if (auto st = write_file_atomic(out, gz, 0644, Durability::scratch); !st)
+    return make_error(ErrorKind::environment, "disk.io", "cannot write the initramfs " + out + ": " + st.error().message, out, "check the work directory");
+  return static_cast<std::uint64_t>(gz.size());
+}
+
+std::string_view initramfs_init_program() { return std::string_view(reinterpret_cast<const char*>(gpuenv_initramfs_init), gpuenv_initramfs_init_size); }
+
+}  // namespace gpuenv::images::disk
