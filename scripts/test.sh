@@ -78,14 +78,17 @@ if ! "$venv/bin/python" -c 'import securesystemslib.dsse, cryptography, kubernet
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet 'securesystemslib[crypto]==1.6.0' 'kubernetes-validate==1.37.0'
 fi
-# The VM boot test's kernel (tests/images/vm_disk_test.cpp): Debian's cloud kernel, the .deb only (apt-get download:
-# nothing is installed on this machine); the test skips, saying why, without it.
+# The VM boot tests' kernels (tests/images/vm_disk_test.cpp): Debian's cloud kernel and its generic one (the only
+# one of the two with an AHCI driver), the .debs only (apt-get download: nothing is installed on this machine); the
+# tests skip, saying why, without them.
 vm_dir=$root/build-test-vm
-if ! ls "$vm_dir"/linux-image-*-cloud-amd64_*.deb >/dev/null 2>&1; then
-  kernel=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends:/ {print $2; exit}')
-  mkdir -p "$vm_dir"
-  if [ -n "$kernel" ]; then (cd "$vm_dir" && apt-get download -q "$kernel" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true); fi
-fi
+mkdir -p "$vm_dir"
+for flavour in cloud-amd64 amd64; do
+  if ! ls "$vm_dir"/linux-image-*-"$flavour"_*.deb 2>/dev/null | grep -q .; then
+    kernel=$(apt-cache depends "linux-image-$flavour" 2>/dev/null | awk '/Depends:/ {print $2; exit}')
+    if [ -n "$kernel" ]; then (cd "$vm_dir" && apt-get download -q "$kernel" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true); fi
+  fi
+done
 end "apt packages, test venv, the VM test's kernel"
 
 # One build: configure and build it, then its tests, each a phase. NAME, DIR, what the build is (for the table), then

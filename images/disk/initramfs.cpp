@@ -262,6 +262,10 @@ Result<std::uint64_t> write_initramfs(const InitramfsPlan& plan, const std::stri
   entries.push_back({"dev/console", S_IFCHR | 0600, {}, 5, 1});
   entries.push_back({"init", S_IFREG | 0755, std::string(init_program), 0, 0});
   entries.push_back({"etc/gpuenv/initramfs-modules", S_IFREG | 0644, list, 0, 0});
+  std::string absent;  // for the init's message when no root appears
+  for (const auto& c : plan.controllers)
+    if (c.support == Support::absent) absent += (absent.empty() ? "" : ", ") + c.name;
+  entries.push_back({"etc/gpuenv/initramfs-absent", S_IFREG | 0644, absent, 0, 0});
   GPUENV_TRY(cpio, newc_archive(std::move(entries), epoch));
   GzipOptions options;
   options.level = 9;

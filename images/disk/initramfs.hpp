@@ -9,6 +9,8 @@
 //   - the modules of the disk controllers and of ext4 that the kernel has not built in, with every module they
 //     need (modules.dep) and their `pre:` soft dependencies (modules.softdep, through modules.alias: ext4's
 //     crc32c), under lib/modules/<version>/, and /etc/gpuenv/initramfs-modules, their load order;
+//   - /etc/gpuenv/initramfs-absent: the controllers this kernel has no driver for, which the init names when no
+//     root appears;
 //   - /dev/console, which the kernel opens for the init before any file system is mounted.
 // The init loads the modules, waits for the root by its PARTUUID, mounts it and executes /sbin/init.
 #include <cstdint>

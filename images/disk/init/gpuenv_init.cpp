@@ -31,6 +31,7 @@ extern char** environ;
 namespace {
 
 constexpr const char* k_modules_list = "/etc/gpuenv/initramfs-modules";
+constexpr const char* k_absent_list = "/etc/gpuenv/initramfs-absent";  // controllers the kernel has no driver for
 constexpr unsigned k_module_init_compressed_file = 4;  // MODULE_INIT_COMPRESSED_FILE (linux/module.h)
 constexpr int k_max_args = 64;
 
@@ -344,8 +345,10 @@ int main(int argc, char** argv) {
     nanosleep(&pause, nullptr);
   }
   if (!found) {
-    say(2, "the root %s did not appear in %d s; disks: %s. The disk controller's driver may be missing from this kernel (docs/vm.md)", o.root, o.wait_seconds,
-        seen[0] ? seen : "none");
+    char absent[256] = "";
+    read_small(k_absent_list, absent, sizeof absent);
+    say(2, "the root %s did not appear in %d s; disks: %s. %s%s%s (docs/vm.md)", o.root, o.wait_seconds, seen[0] ? seen : "none",
+        absent[0] ? "This kernel has no driver for " : "Is the disk attached?", absent, absent[0] ? ": is the disk on one of those?" : "");
     return 1;
   }
   say(6, "root %s is %s (found after %.1f s)", o.root, device, now_seconds() - start);
