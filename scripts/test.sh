@@ -84,7 +84,8 @@ fi
 vm_dir=$root/build-test-vm
 mkdir -p "$vm_dir"
 for flavour in cloud-amd64 amd64; do
-  if ! ls "$vm_dir"/linux-image-*-"$flavour"_*.deb 2>/dev/null | grep -q .; then
+  # linux-image-*-amd64_*.deb matches the cloud kernel's file too: the flavour is what precedes the version.
+  if ! ls "$vm_dir" | grep -q "^linux-image-[0-9.]*-[0-9]*-${flavour}_.*\.deb$"; then
     kernel=$(apt-cache depends "linux-image-$flavour" 2>/dev/null | awk '/Depends:/ {print $2; exit}')
     if [ -n "$kernel" ]; then (cd "$vm_dir" && apt-get download -q "$kernel" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true); fi
   fi

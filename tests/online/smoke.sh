@@ -5,7 +5,12 @@
 #   1. locked twice, from two empty caches: the two locks must be the same bytes;
 #   2. built from that lock twice, from the two caches, the second in another directory under umask 077, another
 #      time zone and one thread: the two images must have the same manifest digest, and so must a rebuild;
-#   3. run (`gpuenv run --no-gpu`): the image's CUDA runtime answers its version.
+#   3. run (`gpuenv run --no-gpu`): the image's CUDA runtime answers its version;
+# and recipes/examples/vm-debian.yaml (a VM disk, docs/vm.md), without SOURCE_DATE_EPOCH as most users build it,
+#   4. built twice as raw disks, from the two caches, into two directories under two names, the second under umask
+#      077, another time zone and one thread: the same bytes;
+#   5. booted under q35, TCG and OVMF over virtio-blk (KubeVirt's default bus; a module of Debian's cloud kernel,
+#      which the disk's initramfs loads) to the pre-flight's verdict on the serial console, and powered off.
 # Exit 0 passed, 1 a check failed, 77 skipped because a mirror cannot be reached (said on the first line).
 # Prints each step's time. Usage: smoke.sh GPUENV ROOT
 set -euo pipefail
@@ -75,4 +80,25 @@ print("cudart %d.%d rc %d" % (v.value // 1000, v.value % 1000 // 10, rc))' > "$o
 cuda=$(sed -n 's/^  version: "\(.*\)"$/\1/p' "$spec" | head -1)
 grep -qx "cudart $cuda rc 0" "$out/run.log" || { cat "$out/run.log"; fail "the image's CUDA runtime did not answer $cuda"; }
 step "run: the image's CUDA runtime answers $cuda"
+
+sed 's/^  kernel: linux-image-cloud-amd64$/  kernel: linux-image-cloud-amd64\n  cmdline: "gpuenv.poweroff"/' "$root/recipes/examples/vm-debian.yaml" > "$out/vm.yaml"
+grep -q 'gpuenv.poweroff' "$out/vm.yaml" || fail "recipes/examples/vm-debian.yaml no longer names linux-image-cloud-amd64 as this smoke expects"
+env -u SOURCE_DATE_EPOCH GPUENV_CACHE_DIR=$out/cache-a "$gpuenv" build "$out/vm.yaml" --format raw -o "$out/vm-a/gpu-node.raw" > "$out/vm-a.log" 2>&1 \
+  || { tail -20 "$out/vm-a.log"; fail "VM build (cache a)"; }
+step "the VM example built from cache a ($(sed -n 's/^wrote .*(raw, \(.*\); the raw disk.*/\1/p' "$out/vm-a.log"))"
+(umask 077; cd "$out/elsewhere" && env -u SOURCE_DATE_EPOCH GPUENV_CACHE_DIR=$out/cache-b TZ=America/St_Johns "$gpuenv" build ../vm.yaml --format raw \
+   -o vm-b/other-name.raw --threads 1 > "$out/vm-b.log" 2>&1) || { tail -20 "$out/vm-b.log"; fail "VM build (cache b, umask 077, TZ, one thread)"; }
+step "the VM example built from cache b (umask 077, TZ=America/St_Johns, --threads 1)"
+if ! cmp -s "$out/vm-a/gpu-node.raw" "$out/elsewhere/vm-b/other-name.raw"; then
+  fail "two builds of the VM example differ: $(cmp "$out/vm-a/gpu-node.raw" "$out/elsewhere/vm-b/other-name.raw" 2>&1 | head -1)"
+fi
+step "the same disk twice: $(sha256sum < "$out/vm-a/gpu-node.raw" | cut -c1-16)..."
+rm -f "$out/elsewhere/vm-b/other-name.raw"
+rc=0
+"$root/tests/vm/qemu_boot.sh" --disk "$out/vm-a/gpu-node.raw" --console "$out/vm-console.log" --controller virtio-blk --timeout 300 > "$out/vm-boot.log" 2>&1 || rc=$?
+verdict=$(grep -a '^gpuenv-preflight (gpu-node): could_not_run: ' "$out/vm-console.log" | head -1 | tr -d '\r' || true)
+if [ "$rc" -ne 0 ] || [ -z "$verdict" ] || ! grep -aq 'reboot: Power down' "$out/vm-console.log"; then
+  cat "$out/vm-boot.log"; tail -30 "$out/vm-console.log"; fail "the VM did not boot over virtio-blk to the pre-flight's verdict and power off"
+fi
+step "booted over virtio-blk: ${verdict:0:60}..."
 echo "smoke passed"
