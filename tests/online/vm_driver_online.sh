@@ -4,8 +4,8 @@
 # components added (the driver, its helpers and its firmware live there). Locks recipes/examples/vm-debian-driver.yaml
 # with gpuenv.poweroff: the lock must name the driver version of the module package and pin the kernel's headers
 # only in build_packages. Builds it twice (the second under another umask, time zone, directory and thread count:
-# make -j1 against -jN; the raw disks must be the same bytes) and as qcow2; boots it under qemu-system-x86_64
-# -machine q35 with TCG and OVMF and reads the console: the driver unit's modinfo line (the lock's driver version,
+# make -j1 against -jN, no SOURCE_DATE_EPOCH; the raw disks must be the same bytes) and as qcow2 from each cache (the
+# same file); boots it under q35, TCG and OVMF over virtio-blk (tests/vm/qemu_boot.sh) and reads the console: the driver unit's modinfo line (the lock's driver version,
 # built for the lock's kernel) and the pre-flight's `could_not_run` (no GPU in the VM), then the power-off. An H200
 # against Debian 12's 535 driver must be unsatisfiable (exit 3). Prints build times, sizes and the boot time.
 # Usage: vm_driver_online.sh GPUENV ROOT
@@ -17,7 +17,7 @@ for tool in qemu-system-x86_64 qemu-img mkfs.ext4 mkfs.fat mcopy depmod bwrap py
 done
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-export SOURCE_DATE_EPOCH=1700000000
+unset SOURCE_DATE_EPOCH  # what most users build with: every time the epoch 0
 export GPUENV_CACHE_DIR="$out/cache"  # a cache of the test's own: the first build compiles the module
 # The host's Debian repositories, with the components Debian's driver needs.
 "$gpuenv" sources --json | python3 -c '
@@ -62,19 +62,19 @@ grep -q '^  driver    .*from the cache' "$out/qcow2.log" || { echo "FAIL: the re
 qemu-img compare -q -f raw -F qcow2 "$out/a/disk.raw" "$out/disk.qcow2" || { echo "FAIL: the qcow2 holds another disk"; exit 1; }
 raw_size=$(stat -c %s "$out/a/disk.raw"); raw_alloc=$(( $(stat -c %b "$out/a/disk.raw") * 512 )); qcow_size=$(stat -c %s "$out/disk.qcow2")
 
+# A qcow2 from the second cache (its module compiled there) is the same file.
+(umask 077; cd "$out" && TZ=Asia/Kolkata GPUENV_CACHE_DIR="$out/cache2" "$gpuenv" build vm.lock --format qcow2 -o elsewhere/other.qcow2 --threads 1 >/dev/null)
+[ "$(sha256sum < "$out/disk.qcow2")" = "$(sha256sum < "$out/elsewhere/other.qcow2")" ] || { echo "FAIL: two qcow2 builds of one driver lock differ"; exit 1; }
+
 cp --sparse=always "$out/a/disk.raw" "$out/boot.raw"
-cp /usr/share/OVMF/OVMF_VARS_4M.fd "$out/vars.fd"
 start=$(date +%s%N)
 rc=0
-timeout 300 qemu-system-x86_64 -machine q35,accel=tcg -m 1024 -nographic -no-reboot -monitor none -display none \
-  -drive if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd -drive "if=pflash,format=raw,file=$out/vars.fd" \
-  -drive "if=none,id=d0,format=raw,file=$out/boot.raw" -device nvme,drive=d0,serial=gpuenv0 \
-  -serial "file:$out/console.log" >"$out/qemu.log" 2>&1 || rc=$?
+"$root/tests/vm/qemu_boot.sh" --disk "$out/boot.raw" --console "$out/console.log" --controller virtio-blk --timeout 300 || rc=$?
 boot_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 expected="gpuenv-driver (gpu-node): nvidia-current version $driver vermagic $kernel "
 if [ "$rc" -ne 0 ] || ! grep -aqF "$expected" "$out/console.log" || ! grep -aq '^gpuenv-preflight (gpu-node): could_not_run: ' "$out/console.log" \
    || ! grep -aq 'reboot: Power down' "$out/console.log"; then
-  echo "FAIL: the VM did not show the driver ($expected...), report could_not_run and power off (qemu exit $rc):"; tail -40 "$out/console.log"; exit 1
+  echo "FAIL: the VM did not show the driver ($expected...), report could_not_run and power off (exit $rc):"; tail -40 "$out/console.log"; exit 1
 fi
 grep -a '^gpuenv-driver \|^gpuenv-preflight ' "$out/console.log"
 
