@@ -106,7 +106,7 @@ grep -a '^gpuenv-preflight ' "$out/ci-console.log"
 # Debian's generic kernel: NVMe, AHCI and ext4 are modules too, which the initramfs loads. It boots over AHCI (SATA),
 # which the cloud kernel has no driver for.
 sed 's/^  kernel: linux-image-cloud-amd64$/  kernel: linux-image-amd64\n  cmdline: "gpuenv.poweroff"/' "$root/recipes/examples/vm-debian.yaml" > "$out/generic.yaml"
-"$gpuenv" build "$out/generic.yaml" -o "$out/generic.raw" > "$out/generic.log" 2>&1 || { echo "FAIL: the generic kernel's disk"; tail -5 "$out/generic.log"; exit 1; }
+"$gpuenv" build "$out/generic.yaml" --format raw -o "$out/generic.raw" > "$out/generic.log" 2>&1 || { echo "FAIL: the generic kernel's disk"; tail -5 "$out/generic.log"; exit 1; }
 grep -q '^  disks     from the initramfs: nvme, virtio-blk, virtio-scsi, ahci, hyperv, xen-blkfront$' "$out/generic.log" \
   || { echo "FAIL: the generic kernel's initramfs does not drive every controller:"; cat "$out/generic.log"; exit 1; }
 boot_to_verdict "$out/generic.raw" ahci gpu-node
