@@ -9,7 +9,7 @@
 #   3. Fuzzing: every target for GPUENV_FUZZ_SECONDS (default 20), GPUENV_FUZZ_PARALLEL (default 2) at a time
 #      (scripts/fuzz.sh, on the Sanitize build's executables).
 #   4. The online smoke (tests/online/smoke.sh), right after the Release tests: a real image locked and built twice
-#      from two caches to one digest and run; skipped, saying so, when the host's mirrors cannot be reached; it fails the
+#      from two caches to one digest and run, the VM example built twice to the same bytes and booted; skipped, saying so, when the host's mirrors cannot be reached; it fails the
 #      run when they can be and a check fails. GPUENV_SMOKE=0 leaves it out.
 # Ends with a table of the phases in seconds and the ten slowest tests, also when a phase fails.
 # Tests labelled `online` need the internet and are left out unless GPUENV_ONLINE=1; tests labelled `gpu` skip
