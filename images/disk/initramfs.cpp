@@ -79,6 +79,29 @@ std::vector<std::string> words_of(const std::string& text) {
   return out;
 }
 
+/// An alias or soft dependency as kmod compares them: '-' and '_' the same, outside a [...] pattern.
+std::string alias_key(std::string_view a) {
+  std::string out(a);
+  bool in_class = false;
+  for (auto& c : out) {
+    if (c == '[') in_class = true;
+    else if (c == ']') in_class = false;
+    else if (c == '-' && !in_class) c = '_';
+  }
+  return out;
+}
+
+/// Whether PATH, with every link resolved, stays inside the tree whose resolved path is TREE.
+bool inside_tree(const fs::path& tree, const fs::path& path) {
+  std::error_code ec;
+  const fs::path real = fs::weakly_canonical(path, ec);
+  if (ec) return false;
+  auto t = tree.begin(), r = real.begin();
+  for (; t != tree.end() && !t->empty(); ++t, ++r)
+    if (r == real.end() || *t != *r) return false;
+  return true;
+}
+
 /// A module path from an index: relative, inside the module tree, no "." or "..".
 bool safe_module_path(const std::string& p) {
   if (p.empty() || p.front() == '/' || p.find('\0') != std::string::npos) return false;
@@ -101,11 +124,13 @@ std::string_view to_string(Support s) {
 Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string& version) {
   InitramfsPlan plan;
   plan.kernel_version = version;
-  // Debian 12 merges /lib into /usr/lib: the tree holds usr/lib/modules and a lib -> usr/lib link.
+  // Debian 12 merges /lib into /usr/lib: the tree holds usr/lib/modules and a lib -> usr/lib link. Whichever is
+  // taken must stay inside the tree with its links resolved.
   std::error_code ec;
+  const fs::path tree = fs::weakly_canonical(root, ec);
   for (const char* dir : {"usr/lib/modules/", "lib/modules/"}) {
     const fs::path p = fs::path(root) / (dir + version);
-    if (fs::is_directory(fs::symlink_status(p, ec)) && !fs::is_symlink(fs::symlink_status(fs::path(root) / dir, ec))) {
+    if (fs::is_directory(p, ec) && inside_tree(tree, p)) {
       plan.modules_dir = dir + version;
       break;
     }
@@ -146,7 +171,7 @@ Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string&
   std::map<std::string, std::vector<std::string>> aliases;  // alias -> module names
   for (const auto& line : lines_of(alias_text)) {
     const auto w = words_of(line);
-    if (w.size() == 3 && w[0] == "alias") aliases[w[1]].push_back(module_name(w[2]));
+    if (w.size() == 3 && w[0] == "alias") aliases[alias_key(w[1])].push_back(module_name(w[2]));
   }
   std::map<std::string, std::vector<std::string>> soft_pre;  // module -> names or aliases
   for (const auto& line : lines_of(softdep_text)) {
@@ -194,11 +219,13 @@ Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string&
     if (done.count(name) || built_in.count(name) || !path_of.count(name)) return ok_status();
     if (!visiting.insert(name).second)
       return plan_error("modules.dep of kernel " + version + " has a dependency cycle through " + name, "/" + plan.modules_dir + "/modules.dep", "rebuild the tree");
+    // Soft dependencies as modprobe takes them: one that leads back to a module being loaded is left out, not an error.
+    auto soft_visit = [&](const std::string& m) { return visiting.count(m) ? ok_status() : visit(m); };
     for (const auto& soft : soft_pre[name]) {
       const std::string n = module_name(soft);
-      if (path_of.count(n)) GPUENV_CHECK(visit(n));
-      else if (const auto a = aliases.find(soft); a != aliases.end())
-        for (const auto& m : a->second) GPUENV_CHECK(visit(m));
+      if (path_of.count(n)) GPUENV_CHECK(soft_visit(n));
+      else if (const auto a = aliases.find(alias_key(soft)); a != aliases.end())
+        for (const auto& m : a->second) GPUENV_CHECK(soft_visit(m));
     }
     const auto deps = deps_of.find(name);
     if (deps != deps_of.end())
@@ -209,6 +236,15 @@ Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string&
     return ok_status();
   };
   for (const auto& w : wanted) GPUENV_CHECK(visit(w));
+  // A compressed module (.ko.xz, .ko.zst, .ko.gz) is given to the kernel to decompress, which it can only with
+  // CONFIG_MODULE_DECOMPRESS (Debian 12's modules are not compressed).
+  if (std::any_of(plan.modules.begin(), plan.modules.end(), [](const std::string& m) { return m.find(".ko.") != std::string::npos; })) {
+    auto config = read_file_limited((fs::path(root) / ("boot/config-" + version)).string(), 4u << 20);
+    if (!config || config->find("\nCONFIG_MODULE_DECOMPRESS=y\n") == std::string::npos)
+      return plan_error("kernel " + version + " has compressed modules but no CONFIG_MODULE_DECOMPRESS=y in /boot/config-" + version +
+                            ": it cannot load them from the initramfs",
+                        "vm.kernel", "use a kernel that decompresses its modules, or uncompressed modules (Debian 12's)");
+  }
   return plan;
 }
 
@@ -238,6 +274,14 @@ Result<std::string> newc_archive(std::vector<CpioEntry> entries, std::int64_t ep
 }
 
 Result<std::uint64_t> write_initramfs(const InitramfsPlan& plan, const std::string& root, std::string_view init_program, std::int64_t epoch, const std::string& out) {
+  // The disk is an x86-64 one (systemd-bootx64.efi, the x86-64 root partition type): so must its init be.
+  constexpr unsigned k_em_x86_64 = 62;
+  if (init_program.size() < 20 || init_program.substr(0, 4) != "\x7f" "ELF" ||
+      (static_cast<unsigned char>(init_program[18]) | static_cast<unsigned>(static_cast<unsigned char>(init_program[19])) << 8) != k_em_x86_64)
+    return make_error(ErrorKind::environment, "vm.initramfs", "gpuenv's initramfs init is not an x86-64 program, and this disk is an x86-64 one", "gpuenv",
+                      "build gpuenv for x86-64 to make x86-64 VM disks (other architectures' VM disks are not supported yet)");
+  std::error_code tree_ec;
+  const fs::path tree = fs::weakly_canonical(root, tree_ec);
   std::vector<CpioEntry> entries;
   std::set<std::string> dirs = {"dev", "etc", "etc/gpuenv", "proc", "root", "sys"};
   const std::string mod_root = "lib/modules/" + plan.kernel_version;
@@ -245,13 +289,9 @@ Result<std::uint64_t> write_initramfs(const InitramfsPlan& plan, const std::stri
   for (const auto& m : plan.modules) {
     const std::string src = (fs::path(root) / plan.modules_dir / m).string();
     // The module is read from the tree, never through a link that leaves it.
+    if (!inside_tree(tree, src)) return plan_error("the module " + m + " leads out of the image's tree", "/" + plan.modules_dir + "/" + m, "rebuild the tree");
     std::error_code ec;
-    const auto real = fs::weakly_canonical(src, ec);
-    const auto tree = fs::weakly_canonical(root, ec);
-    const std::string real_s = real.string(), tree_s = tree.string() + "/";
-    if (ec || real_s.compare(0, tree_s.size(), tree_s) != 0)
-      return plan_error("the module " + m + " leads out of the image's tree", "/" + plan.modules_dir + "/" + m, "rebuild the tree");
-    auto bytes = read_file_limited(real_s, k_module_limit);
+    auto bytes = read_file_limited(fs::weakly_canonical(src, ec).string(), k_module_limit);
     if (!bytes) return plan_error("cannot read the module " + m + ": " + bytes.error().message, "/" + plan.modules_dir + "/" + m, "check the build directory");
     const std::string dest = mod_root + "/" + m;
     for (fs::path p = fs::path(dest).parent_path(); !p.empty(); p = p.parent_path()) dirs.insert(p.string());

@@ -138,6 +138,26 @@ TEST(Initramfs, TakesTheControllersModulesTheKernelDidNotBuildInAfterWhatTheyNee
   auto cycle = plan_initramfs((dir.path() / "f").string(), "6.1.0-1-test");
   ASSERT_FALSE(cycle);
   EXPECT_NE(cycle.error().message.find("cycle"), std::string::npos) << cycle.error().message;
+  // A soft dependency leading back is left out, as modprobe does; '-' and '_' match in aliases, as kmod has it.
+  module_tree(dir.path() / "g");
+  write_tree_file(dir.path() / "g/usr/lib/modules/6.1.0-1-test/modules.softdep", "softdep ext4 pre: crypto_crc32c\nsoftdep crc32c_generic pre: ext4\n");
+  auto soft = plan_initramfs((dir.path() / "g").string(), "6.1.0-1-test");
+  ASSERT_TRUE(soft) << soft.error().message;
+  EXPECT_LT(position(soft->modules, "kernel/crypto/crc32c_generic.ko"), position(soft->modules, "kernel/fs/ext4/ext4.ko"));
+  // Compressed modules need a kernel that decompresses them.
+  module_tree(dir.path() / "h", "kernel/drivers/block/virtio_blk.ko.xz:\n");
+  write_tree_file(dir.path() / "h/usr/lib/modules/6.1.0-1-test/modules.dep",
+                  "kernel/drivers/block/virtio_blk.ko.xz:\nkernel/fs/ext4/ext4.ko:\nkernel/drivers/virtio/virtio_pci.ko:\n");
+  auto xz = plan_initramfs((dir.path() / "h").string(), "6.1.0-1-test");
+  ASSERT_FALSE(xz);
+  EXPECT_NE(xz.error().message.find("CONFIG_MODULE_DECOMPRESS"), std::string::npos) << xz.error().message;
+  write_tree_file(dir.path() / "h/boot/config-6.1.0-1-test", "CONFIG_A=y\nCONFIG_MODULE_DECOMPRESS=y\n");
+  EXPECT_TRUE(plan_initramfs((dir.path() / "h").string(), "6.1.0-1-test"));
+  // A module tree that is a link out of the image's tree is not read.
+  write_tree_file(dir.path() / "i/boot/vmlinuz-6.1.0-1-test", "kernel");
+  fs::create_directories(dir.path() / "i/usr/lib");
+  fs::create_symlink(dir.path() / "a/usr/lib/modules", dir.path() / "i/usr/lib/modules");
+  EXPECT_EQ(plan_initramfs((dir.path() / "i").string(), "6.1.0-1-test").error().id, "vm.initramfs");
 }
 
 // The archive as GNU cpio reads it: newc, sorted with parents first, every member 0:0 at the epoch, /init the
@@ -182,6 +202,12 @@ TEST(Initramfs, IsASortedNewcCpioThatGnuCpioReadsAndTheSameBytesTwice) {
   EXPECT_EQ(capture("gzip -dc " + sh_quote(dir.path() / "a.img") + " | cpio -i --to-stdout --quiet etc/gpuenv/initramfs-absent"), "virtio-scsi, ahci, hyperv");
   EXPECT_EQ(capture("gzip -dc " + sh_quote(dir.path() / "a.img") + " | cpio -i --to-stdout --quiet init | sha256sum"), sha256_hex(init) + "  -\n");
 
+  // An init for another architecture than the disk's is refused.
+  std::string arm = init;
+  arm[18] = static_cast<char>(183);  // EM_AARCH64
+  arm[19] = 0;
+  EXPECT_EQ(write_initramfs(*plan, root.string(), arm, 0, (dir.path() / "arm.img").string()).error().id, "vm.initramfs");
+  EXPECT_FALSE(fs::exists(dir.path() / "arm.img"));
   // A member the archive cannot hold is refused.
   EXPECT_EQ(newc_archive({{"/etc", 040755, {}, 0, 0}}, 0).error().id, "vm.initramfs");
   EXPECT_EQ(newc_archive({{"etc", 040755, {}, 0, 0}, {"etc", 040755, {}, 0, 0}}, 0).error().id, "vm.initramfs");

@@ -8,7 +8,9 @@
 //   3. waits for the partition the kernel command line names, `root=PARTUUID=<guid>`, by reading the GPT of each
 //      disk that appears (up to `gpuenv.rootwait=<seconds>`, 60 by default), or `root=/dev/<name>`;
 //   4. mounts it (`rootfstype=`, `rootflags=`, read-only unless `rw`), moves /dev, /proc and /sys onto it, removes
-//      its own files, makes the root `/` and executes `init=` (/sbin/init) there with the arguments it was given.
+//      its own files (only where / is ramfs or tmpfs), makes the root `/` and executes `init=` there with the
+//      arguments it was given, or the first of the kernel's own list (/sbin/init, /etc/init, /bin/init, /bin/sh) that runs.
+// It refuses to run as anything but PID 1.
 // Whatever fails is said on the console with what was seen (each disk, each module that did not load), and the
 // program exits: the kernel then panics, as it does when it cannot mount a root itself.
 // Only the C library is used, and no allocation that can grow without bound: this runs before anything else.
@@ -22,6 +24,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +39,8 @@ constexpr unsigned k_module_init_compressed_file = 4;  // MODULE_INIT_COMPRESSED
 constexpr int k_max_args = 64;
 
 int g_kmsg = -1;
+char g_failures[1024];  // the modules that did not load, for the message when no root appears
+constexpr long k_ramfs_magic = 0x858458f6, k_tmpfs_magic = 0x01021994;  // linux/magic.h
 
 /// One line on the kernel log (and so the console, at LEVEL's priority), or on stderr before /dev is mounted.
 void say(int level, const char* format, ...) {
@@ -74,27 +79,31 @@ struct Options {
   char root[256] = "";
   char fstype[64] = "ext4";
   char flags[256] = "";
-  char init[256] = "/sbin/init";
+  char init[256] = "";  // init=; empty: the kernel's own list (/sbin/init, /etc/init, /bin/init, /bin/sh)
   bool read_only = true;
   int wait_seconds = 60;
 };
 
-/// The kernel command line's words that concern the root (quotes as the kernel reads them: "a b" is one word).
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n'; }
+
+/// The kernel command line's words that concern the root (quotes as the kernel reads them: "a b" is one word);
+/// what follows "--" is init's, not the kernel's.
 void parse_cmdline(char* text, Options& o) {
   char* p = text;
   while (*p) {
-    while (*p == ' ' || *p == '\n') ++p;
+    while (is_space(*p)) ++p;
     if (!*p) break;
     char* word = p;
     bool quoted = false;
     char* out = p;
-    while (*p && (quoted || (*p != ' ' && *p != '\n'))) {
+    while (*p && (quoted || !is_space(*p))) {
       if (*p == '"') quoted = !quoted;
       else *out++ = *p;
       ++p;
     }
     if (*p) ++p;
     *out = '\0';
+    if (strcmp(word, "--") == 0) break;
     auto take = [&](const char* key, char* dest, size_t size) {
       const size_t k = strlen(key);
       if (strncmp(word, key, k) != 0) return false;
@@ -129,7 +138,8 @@ void load_modules() {
     return;
   }
   int loaded = 0, failed = 0;
-  static char failures[1024];
+  char* failures = g_failures;
+  const size_t failures_size = sizeof g_failures;
   failures[0] = '\0';
   for (char* line = strtok(list, "\n"); line; line = strtok(nullptr, "\n")) {
     if (!*line) continue;
@@ -150,7 +160,7 @@ void load_modules() {
     const char* name = strrchr(line, '/');
     const size_t used = strlen(failures);
     // ENOENT from the kernel: a symbol it needs is missing, because a module it needs did not load either.
-    snprintf(failures + used, sizeof failures - used, "%s%s (%s)", used ? ", " : "", name ? name + 1 : line,
+    snprintf(failures + used, failures_size - used, "%s%s (%s)", used ? ", " : "", name ? name + 1 : line,
              fd >= 0 && why == ENOENT ? "a module it needs did not load" : strerror(why));
   }
   if (failed)
@@ -181,6 +191,9 @@ bool guid_bytes(const char* text, uint8_t out[16]) {
     ++i;
   }
   if (n != 16 || strlen(text) != 36) return false;
+  bool zero = true;  // the all-zero GUID is an unused GPT entry's, never a partition's
+  for (int i = 0; i < 16; ++i) zero = zero && b[i] == 0;
+  if (zero) return false;
   const int order[16] = {3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15};
   for (int i = 0; i < 16; ++i) out[i] = b[order[i]];
   return true;
@@ -222,7 +235,8 @@ int gpt_partition(const char* disk, const uint8_t want[16], char* seen, size_t s
       for (uint32_t i = 0; i < count && !found; ++i) {
         const off_t at = static_cast<off_t>(first) * sector + static_cast<off_t>(i) * size;
         if (pread(fd, entry, size, at) != static_cast<ssize_t>(size)) break;
-        if (memcmp(entry + 16, want, 16) == 0) found = static_cast<int>(i) + 1;
+        static const uint8_t unused[16] = {0};
+        if (memcmp(entry, unused, 16) != 0 && memcmp(entry + 16, want, 16) == 0) found = static_cast<int>(i) + 1;  // type GUID 0: unused
       }
     }
   }
@@ -275,6 +289,8 @@ bool find_root(const Options& o, const uint8_t* want, char* device, size_t size,
       found = access(device, F_OK) == 0;
       if (found) break;
       snprintf(one, sizeof one, "%s (partition %d, no device node yet)", e->d_name, number);
+    } else if (number > 0) {
+      snprintf(one, sizeof one, "%s (partition %d, not in sysfs yet)", e->d_name, number);
     }
     const size_t used = strlen(seen);
     snprintf(seen + used, seen_size - used, "%s%s", used ? ", " : "", one);
@@ -312,6 +328,10 @@ double now_seconds() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (getpid() != 1) {
+    say(3, "runs only as the initramfs's first process (PID 1), which it is not: nothing done");
+    return 2;
+  }
   mkdir("/dev", 0755);
   mkdir("/proc", 0555);
   mkdir("/sys", 0555);
@@ -347,8 +367,9 @@ int main(int argc, char** argv) {
   if (!found) {
     char absent[256] = "";
     read_small(k_absent_list, absent, sizeof absent);
-    say(2, "the root %s did not appear in %d s; disks: %s. %s%s%s (docs/vm.md)", o.root, o.wait_seconds, seen[0] ? seen : "none",
-        absent[0] ? "This kernel has no driver for " : "Is the disk attached?", absent, absent[0] ? ": is the disk on one of those?" : "");
+    say(2, "the root %s did not appear in %d s; disks: %s. %s%s%s%s%s (docs/vm.md)", o.root, o.wait_seconds, seen[0] ? seen : "none",
+        absent[0] ? "This kernel has no driver for " : "Is the disk attached?", absent, absent[0] ? ": is the disk on one of those?" : "",
+        g_failures[0] ? " Modules that did not load: " : "", g_failures);
     return 1;
   }
   say(6, "root %s is %s (found after %.1f s)", o.root, device, now_seconds() - start);
@@ -365,21 +386,32 @@ int main(int argc, char** argv) {
       umount2(m, MNT_DETACH);
     }
   }
-  struct stat self;
-  if (stat("/", &self) == 0) remove_tree("/", self.st_dev);
+  // The initramfs's own files, only where / is the initramfs (ramfs or tmpfs) and the root is another file system.
+  struct stat self, target;
+  struct statfs here;
+  if (stat("/", &self) == 0 && stat("/root", &target) == 0 && self.st_dev != target.st_dev && statfs("/", &here) == 0 &&
+      (static_cast<long>(here.f_type) == k_ramfs_magic || static_cast<long>(here.f_type) == k_tmpfs_magic))
+    remove_tree("/", self.st_dev);
   if (chdir("/root") != 0 || mount(".", "/", nullptr, MS_MOVE, nullptr) != 0 || chroot(".") != 0 || chdir("/") != 0) {
     say(2, "cannot make %s the root: %s", device, strerror(errno));
     return 1;
   }
   char* args[k_max_args + 2];
-  int n = 0;
-  args[n++] = o.init;
+  int n = 1;
   for (int i = 1; i < argc && n < k_max_args; ++i) args[n++] = argv[i];
   args[n] = nullptr;
-  if (g_kmsg >= 0) close(g_kmsg);
-  execve(o.init, args, environ);  // in the new root, where its links (/sbin/init -> /lib/systemd/systemd) lead
-  const int why = errno;
-  g_kmsg = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
-  say(2, "cannot run %s on the root %s: %s", o.init, device, strerror(why));
+  // init=, or the kernel's own list; each run in the new root, where its links (/sbin/init -> /lib/systemd/systemd) lead.
+  static char k_defaults[][16] = {"/sbin/init", "/etc/init", "/bin/init", "/bin/sh"};
+  const int candidates = o.init[0] ? 1 : 4;
+  int why = 0;
+  for (int i = 0; i < candidates; ++i) {
+    args[0] = o.init[0] ? o.init : k_defaults[i];
+    if (g_kmsg >= 0) close(g_kmsg);
+    g_kmsg = -1;
+    execve(args[0], args, environ);
+    why = errno;
+    g_kmsg = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+  }
+  say(2, "cannot run %s on the root %s: %s", o.init[0] ? o.init : "/sbin/init, /etc/init, /bin/init or /bin/sh", device, strerror(why));
   return 1;
 }
