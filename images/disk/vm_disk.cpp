@@ -92,8 +92,8 @@ Result<VmDisk> build_vm_disk(const VmDiskRequest& rq, CommandRunner& runner) {
   if (rq.cmdline.find_first_of("\n\r") != std::string::npos)
     return make_error(ErrorKind::spec, "vm.cmdline", "the kernel command line holds a line break", "vm.cmdline", "write it on one line");
   out.ids = disk_ids(rq.seed);
-  // PARTUUID: the partition's GUID, which gpuenv's init finds in the GPT of each disk (and the kernel itself, when
-  // the disk's controller and ext4 are built in).
+  // PARTUUID: the partition's GUID, which gpuenv's init (always there: the initramfs is always written) finds in the
+  // GPT of each disk, whichever controller it is on.
   out.cmdline = "root=PARTUUID=" + out.ids.root_partition.str() + " rootfstype=ext4 ro console=tty0 console=ttyS0,115200";
   if (!rq.cmdline.empty()) out.cmdline += " " + rq.cmdline;
 
