@@ -90,7 +90,7 @@ for flavour in cloud-amd64 amd64; do
     if [ -n "$kernel" ]; then (cd "$vm_dir" && apt-get download -q "$kernel" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true); fi
   fi
 done
-end "apt packages, test venv, the VM test's kernel"
+end "apt packages, test venv, the VM tests' kernels"
 
 # One build: configure and build it, then its tests, each a phase. NAME, DIR, what the build is (for the table), then
 # the build's own cmake options; the options both builds share are here. CC and CXX come from the caller.
