@@ -37,6 +37,33 @@ std::string head_of(const std::string& path, std::size_t n) {
 
 bool is_qcow2(const std::string& head) { return head.size() >= 4 && head.compare(0, 4, "QFI\xfb") == 0; }
 
+std::uint64_t be(const std::string& b, std::size_t at, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v = v << 8 | static_cast<unsigned char>(b[at + static_cast<std::size_t>(i)]);
+  return v;
+}
+
+/// A qcow2 that inspect may hand to qemu-img: version 2 or 3, no backing file (qemu-img would open whatever it names:
+/// a host file, an nbd:// or http:// server, a FIFO that never answers), no external data file, not encrypted. Read
+/// from the header itself (QEMU's docs/interop/qcow2.txt), before any tool opens the file.
+Status check_qcow2_header(const std::string& head, const std::string& path) {
+  auto refuse = [&](const std::string& why, const std::string& hint) { return make_error(ErrorKind::spec, "disk.qcow2", "the qcow2 " + why, path, hint); };
+  if (head.size() < 72) return refuse("is shorter than its header", "is it a qcow2 file? qemu-img check tells");
+  const std::uint64_t version = be(head, 4, 4);
+  if (version != 2 && version != 3) return refuse("is version " + std::to_string(version) + ", not 2 or 3", "convert it with qemu-img convert -O qcow2");
+  if (be(head, 8, 8) != 0 || be(head, 16, 4) != 0)
+    return refuse("names a backing file: inspect reads only self-contained disks, never a file, host or pipe a disk names",
+                  "make it self-contained first (qemu-img convert -O qcow2 IN OUT) where you trust what it names");
+  if (be(head, 32, 4) != 0) return refuse("is encrypted", "inspect reads unencrypted disks; gpuenv writes no encrypted ones");
+  if (version == 3) {
+    if (head.size() < 104) return refuse("is shorter than its version 3 header", "is it a qcow2 file? qemu-img check tells");
+    constexpr std::uint64_t k_external_data_file = 1u << 2;  // incompatible feature bit 2
+    if (be(head, 72, 8) & k_external_data_file)
+      return refuse("keeps its data in an external file: inspect reads only self-contained disks", "make it self-contained first (qemu-img convert -O qcow2 IN OUT)");
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 bool looks_like_disk(const std::string& path) {
@@ -53,8 +80,10 @@ Result<DiskSummary> read_disk(const std::string& path, const std::string& work_d
   out.file_size = static_cast<std::uint64_t>(st.st_size);
   out.allocated = static_cast<std::uint64_t>(st.st_blocks) * 512;
   std::string raw = path;
-  out.format = is_qcow2(head_of(path, 4)) ? "qcow2" : "raw";
+  const std::string head = head_of(path, 104);
+  out.format = is_qcow2(head) ? "qcow2" : "raw";
   if (out.format == "qcow2") {
+    GPUENV_CHECK(check_qcow2_header(head, path));
     raw = (fs::path(work_dir) / "disk.raw").string();
     GPUENV_TRY(r, runner.run({"qemu-img", "convert", "-q", "-f", "qcow2", "-O", "raw", path, raw}, {}, k_tool_timeout));
     if (r.exit_code != 0)

@@ -29,7 +29,9 @@ struct DiskSummary {
 };
 
 /// Reads DISK (a qcow2 is first converted to a sparse raw file in WORK_DIR). Errors: `disk.gpt` (not a GPT disk or
-/// a damaged one), `disk.io`, `disk.qcow2` (qemu-img failed), `process.not_found`.
+/// a damaged one), `disk.io`, `disk.qcow2` (a qcow2 that names a backing file or an external data file, an
+/// encrypted one or another version than 2 and 3, all refused from its header before qemu-img opens it; or
+/// qemu-img failed), `process.not_found`.
 Result<DiskSummary> read_disk(const std::string& path, const std::string& work_dir, CommandRunner& runner);
 
 }  // namespace gpuenv::images::disk

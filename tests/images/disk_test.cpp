@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -299,6 +300,44 @@ TEST(DiskTools, Qcow2HoldsTheRawDiskAndIsTheSameTwice) {
 
 // A VM disk as a KubeVirt containerDisk: skopeo reads the layout, and the one layer holds disk/NAME owned by the
 // qemu user (107), with the disk's bytes; the same disk gives the same manifest digest.
+// inspect is given disks from anywhere: a qcow2 naming a backing file would make qemu-img read a host file (whose
+// partitions and lock inspect would then show), connect to a server (nbd://), or block forever on a FIFO. Such a
+// qcow2 is refused from its header, before qemu-img opens it (issue 33, cases 2 to 4).
+TEST(DiskTools, InspectRefusesAQcow2ThatNamesABackingFileBeforeOpeningIt) {
+  gpuenv::testing::TempDir dir("gpuenv-qcow2-backing");
+  auto runner = make_process_runner();
+  const fs::path host = dir.path() / "host.raw", fifo = dir.path() / "fifo";
+  int status = 0;
+  capture("truncate -s 64M " + sh_quote(host), &status);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  struct Case {
+    const char* name;
+    std::string backing;
+  };
+  for (const Case& c : {Case{"a host file", host.string()}, Case{"an nbd server", "nbd://127.0.0.1:9/x"}, Case{"a FIFO", fifo.string()}}) {
+    SCOPED_TRACE(c.name);
+    const fs::path qcow = dir.path() / (std::string(c.name).substr(0, 4) + ".qcow2");
+    // -u: qemu-img does not open the backing file while creating.
+    const std::string made = capture("qemu-img create -q -f qcow2 -u -b " + sh_quote(c.backing) + " -F raw " + sh_quote(qcow) + " 64M 2>&1", &status);
+    ASSERT_EQ(status, 0) << made;
+    fs::create_directories(dir.path() / "read");
+    const auto t0 = std::chrono::steady_clock::now();
+    auto summary = read_disk(qcow.string(), (dir.path() / "read").string(), *runner);
+    ASSERT_FALSE(summary);
+    EXPECT_EQ(summary.error().id, "disk.qcow2");
+    EXPECT_NE(summary.error().message.find("names a backing file"), std::string::npos) << summary.error().message;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+    EXPECT_FALSE(fs::exists(dir.path() / "read/disk.raw")) << "qemu-img ran";
+  }
+  // An external data file (qcow2 v3, incompatible feature bit 2) is refused the same way.
+  const fs::path data = dir.path() / "data.qcow2";
+  const std::string made = capture("qemu-img create -q -f qcow2 -o data_file=" + sh_quote(dir.path() / "data.bin") + " " + sh_quote(data) + " 64M 2>&1", &status);
+  ASSERT_EQ(status, 0) << made;
+  auto external = read_disk(data.string(), (dir.path() / "read").string(), *runner);
+  ASSERT_FALSE(external);
+  EXPECT_NE(external.error().message.find("external file"), std::string::npos) << external.error().message;
+}
+
 TEST(DiskTools, AContainerDiskHoldsTheDiskUnderDiskOwnedByQemu) {
   gpuenv::testing::TempDir dir("gpuenv-cdisk");
   write_tree_file(dir.path() / "d.qcow2", std::string(3u << 20, 'q') + "end");
