@@ -7,9 +7,11 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "base/file_io.hpp"
+#include "base/text.hpp"
 #include "images/oci/parallel_gzip.hpp"
 
 extern const unsigned char gpuenv_initramfs_init[];  // the embedded init (images/CMakeLists.txt)
@@ -70,9 +72,9 @@ std::vector<std::string> words_of(const std::string& text) {
   std::vector<std::string> out;
   std::size_t i = 0;
   while (i < text.size()) {
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    while (i < text.size() && text::is_space(text[i])) ++i;
     std::size_t j = i;
-    while (j < text.size() && text[j] != ' ' && text[j] != '\t') ++j;
+    while (j < text.size() && !text::is_space(text[j])) ++j;
     if (j > i) out.push_back(text.substr(i, j - i));
     i = j;
   }
@@ -91,20 +93,23 @@ std::string alias_key(std::string_view a) {
   return out;
 }
 
-/// Whether PATH, with every link resolved, stays inside the tree whose resolved path is TREE.
-bool inside_tree(const fs::path& tree, const fs::path& path) {
+/// PATH with every link resolved, when that stays inside the tree whose resolved path is TREE.
+std::optional<fs::path> resolved_inside(const fs::path& tree, const fs::path& path) {
   std::error_code ec;
-  const fs::path real = fs::weakly_canonical(path, ec);
-  if (ec) return false;
+  fs::path real = fs::weakly_canonical(path, ec);
+  if (ec) return std::nullopt;
   auto t = tree.begin(), r = real.begin();
   for (; t != tree.end() && !t->empty(); ++t, ++r)
-    if (r == real.end() || *t != *r) return false;
-  return true;
+    if (r == real.end() || *t != *r) return std::nullopt;
+  return real;
 }
 
-/// A module path from an index: relative, inside the module tree, no "." or "..".
+/// A module path from an index: relative, inside the module tree, no "." or "..", no control character (it may
+/// reach a message).
 bool safe_module_path(const std::string& p) {
-  if (p.empty() || p.front() == '/' || p.find('\0') != std::string::npos) return false;
+  if (p.empty() || p.front() == '/') return false;
+  for (const char c : p)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
   for (const auto& part : fs::path(p))
     if (part == ".." || part == ".") return false;
   return true;
@@ -130,7 +135,7 @@ Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string&
   const fs::path tree = fs::weakly_canonical(root, ec);
   for (const char* dir : {"usr/lib/modules/", "lib/modules/"}) {
     const fs::path p = fs::path(root) / (dir + version);
-    if (fs::is_directory(p, ec) && inside_tree(tree, p)) {
+    if (fs::is_directory(p, ec) && resolved_inside(tree, p)) {
       plan.modules_dir = dir + version;
       break;
     }
@@ -152,15 +157,22 @@ Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string&
 
   std::map<std::string, std::string> path_of;                  // name -> path
   std::map<std::string, std::vector<std::string>> deps_of;     // name -> names, as modules.dep lists them
+  // A bad entry is named by its line, not echoed: the index is the package's text, not gpuenv's.
+  std::size_t line_number = 0;
+  auto bad_entry = [&] {
+    return plan_error("line " + std::to_string(line_number) + " of modules.dep names a module outside the module tree, or with a control character",
+                      "/" + plan.modules_dir + "/modules.dep", "rebuild the tree");
+  };
   for (const auto& line : lines_of(dep_text)) {
+    ++line_number;
     const std::size_t colon = line.find(':');
     if (colon == std::string::npos) continue;
     const std::string path = line.substr(0, colon);
-    if (!safe_module_path(path)) return plan_error("modules.dep names '" + path + "', outside the module tree", "/" + plan.modules_dir + "/modules.dep", "rebuild the tree");
+    if (!safe_module_path(path)) return bad_entry();
     const std::string name = module_name(path);
     path_of[name] = path;
     for (const auto& d : words_of(line.substr(colon + 1))) {
-      if (!safe_module_path(d)) return plan_error("modules.dep names '" + d + "', outside the module tree", "/" + plan.modules_dir + "/modules.dep", "rebuild the tree");
+      if (!safe_module_path(d)) return bad_entry();
       deps_of[name].push_back(module_name(d));
       path_of.emplace(module_name(d), d);
     }
@@ -289,9 +301,9 @@ Result<std::uint64_t> write_initramfs(const InitramfsPlan& plan, const std::stri
   for (const auto& m : plan.modules) {
     const std::string src = (fs::path(root) / plan.modules_dir / m).string();
     // The module is read from the tree, never through a link that leaves it.
-    if (!inside_tree(tree, src)) return plan_error("the module " + m + " leads out of the image's tree", "/" + plan.modules_dir + "/" + m, "rebuild the tree");
-    std::error_code ec;
-    auto bytes = read_file_limited(fs::weakly_canonical(src, ec).string(), k_module_limit);
+    const auto real = resolved_inside(tree, src);
+    if (!real) return plan_error("the module " + m + " leads out of the image's tree", "/" + plan.modules_dir + "/" + m, "rebuild the tree");
+    auto bytes = read_file_limited(real->string(), k_module_limit);
     if (!bytes) return plan_error("cannot read the module " + m + ": " + bytes.error().message, "/" + plan.modules_dir + "/" + m, "check the build directory");
     const std::string dest = mod_root + "/" + m;
     for (fs::path p = fs::path(dest).parent_path(); !p.empty(); p = p.parent_path()) dirs.insert(p.string());

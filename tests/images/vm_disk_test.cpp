@@ -132,6 +132,9 @@ TEST(Initramfs, TakesTheControllersModulesTheKernelDidNotBuildInAfterWhatTheyNee
   auto out = plan_initramfs(module_tree(dir.path() / "e", "kernel/x.ko: ../../../../etc/shadow\n").string(), "6.1.0-1-test");
   ASSERT_FALSE(out);
   EXPECT_NE(out.error().message.find("outside the module tree"), std::string::npos) << out.error().message;
+  auto escape = plan_initramfs(module_tree(dir.path() / "e2", "kernel/\x1b]0;x\x07.ko:\n").string(), "6.1.0-1-test");
+  ASSERT_FALSE(escape);
+  EXPECT_EQ(escape.error().message.find('\x1b'), std::string::npos) << "the index's text reached the message";
   module_tree(dir.path() / "f");
   write_tree_file(dir.path() / "f/usr/lib/modules/6.1.0-1-test/modules.dep",
                   "kernel/fs/ext4/ext4.ko: kernel/fs/jbd2/jbd2.ko\nkernel/fs/jbd2/jbd2.ko: kernel/fs/ext4/ext4.ko\nkernel/drivers/block/xen-blkfront.ko:\n");
