@@ -227,7 +227,13 @@ Result<AttestResult> attest_verify(const AttestVerifyRequest& rq, Services& serv
                  "put the RIMs in a directory and give --rim-dir");
   for (const auto& item : items) {
     GPUENV_TRY(report, attest::parse_report(item.report, item.where));
-    GPUENV_TRY(appraisal, attest::appraise_device(report, item.chain, item.nonce, item.kind, rims, at, setup->revocation()));
+    auto appraised = attest::appraise_device(report, item.chain, item.nonce, item.kind, rims, at, setup->revocation());
+    if (!appraised) {
+      Error e = std::move(appraised).error();
+      if (e.where.empty()) e.where = item.where;
+      return e;
+    }
+    attest::DeviceAppraisal appraisal = std::move(*appraised);
     attest::Verdict verdict = attest::judge(appraisal, out.policy);
     out.devices.push_back({std::move(appraisal), std::move(verdict)});
   }

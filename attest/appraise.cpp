@@ -1,6 +1,7 @@
 #include "attest/appraise.hpp"
 
 #include "attest/x509.hpp"
+#include "base/safe_text.hpp"
 #include "base/yaml_guard.hpp"
 #include "base/yaml_reader.hpp"
 
@@ -92,7 +93,15 @@ Result<DeviceAppraisal> appraise_device(const Report& report, std::string_view c
   GPUENV_TRY(device, verify_device(report, chain, nonce, now));
   DeviceAppraisal out;
   out.leaf_subject = device.leaf_subject;
-  out.kind = kind != DeviceKind::unknown ? kind : device_kind_of(device.leaf_subject);
+  // What is checked (a driver RIM or none, which RIM ids) follows from the kind, so the kind comes from the signed
+  // leaf certificate only. An unsigned "arch" beside the evidence is a cross-check: one that names another kind is
+  // refused, never believed (an H100 report called "LS10" would otherwise pass without its driver RIM).
+  out.kind = device_kind_of(device.leaf_subject);
+  if (kind != DeviceKind::unknown && kind != out.kind)
+    return make_error(ErrorKind::spec, "attest.arch_mismatch",
+                      "the evidence calls this device " + std::string(to_string(kind)) + " but its signed leaf certificate (" + safe_text(device.leaf_subject, 200) +
+                          ") is of " + (out.kind == DeviceKind::unknown ? std::string("no kind this gpuenv knows") : "a " + std::string(to_string(out.kind))),
+                      "", "the evidence file was edited or assembled from two devices: collect it again; the device kind is taken from the certificate, never from \"arch\"");
   out.driver_version = report.driver_version();
   out.vbios_version = report.vbios_version();
   out.driver_rim_id = driver_rim_id(report, out.kind);

@@ -166,6 +166,18 @@ rc, doc = gpuenv("--evidence", v(azure + "gpu-evidence.json"), "--rim-service", 
 expect("E2E-2 offline, another service not in the cache", doc, verdict="fail", measurements="not_checked", driver_rim__signature="not_checked:no driver RIM")
 rc, doc = gpuenv("--evidence", v(azure + "gpu-evidence.json"), expect_rc=1)
 expect("E2E-2 without RIMs", doc, verdict="fail", measurements="not_checked", driver_rim__signature="not_checked:no driver RIM")
+# Issue 33, case 1: "arch" is not signed. Called an NVSwitch, the H100's evidence once passed on its 12 VBIOS indices
+# alone with another driver's RIM; the kind now comes from the leaf certificate and a contradicting "arch" is refused.
+doc_azure = json.load(open(v(azure + "gpu-evidence.json")))
+for arch, want_rc in [("LS10", 2), ("NVSWITCH", 2), ("BLACKWELL", 2), ("HOPPER", 1), ("hopper", 1)]:
+    edited = os.path.join(cache, f"evidence-{arch}.json")
+    json.dump(dict(doc_azure, arch=arch), open(edited, "w"))
+    rc, doc = gpuenv("--evidence", edited, "--driver-rim", v("sdk/rims/NV_GPU_DRIVER_GH100_550.144.03.xml"),
+                     "--vbios-rim", v(azure + "NV_GPU_VBIOS_1010_0210_886_96009F0004.xml"), expect_rc=want_rc)
+    if want_rc == 2 and doc is not None and doc.get("error", {}).get("id") != "attest.arch_mismatch":
+        failures.append(f"arch {arch}: not refused as attest.arch_mismatch: {doc}")
+    if want_rc == 1:
+        expect(f"arch {arch} with another driver's RIM", doc, verdict="fail", driver_rim__version="fail")
 
 # --- published reports with their chains: the device claims ---
 rc, doc = report("nvtrust/hopperAttestationReport.txt", NONCE_931D, "nvtrust/hopperCertChain.txt", rc=1)

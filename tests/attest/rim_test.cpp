@@ -4,6 +4,8 @@
 // index, where the publisher says so; malformed XML is an error, never a crash.
 #include "attest/rim.hpp"
 
+#include "attest/appraise.hpp"
+
 #include <gtest/gtest.h>
 
 #include "fakes/cc_vectors.hpp"
@@ -78,6 +80,33 @@ TEST(Rim, TheAzureH100CaptureMatchesItsRimsEndToEnd) {
   EXPECT_EQ(driver_active, 22u);  // 7 and 21..41, as the capture's README counts
   EXPECT_EQ(vbios_active, 12u);   // 0-6 and 8-12
   EXPECT_EQ(skipped, 1u);         // index 35: this GPU reports NVDEC0 disabled (0x55)
+}
+
+// Issue 33, case 1: the evidence JSON's "arch" is not signed, and the kind decides what is checked (an NVSwitch has
+// no driver RIM). The kind comes from the leaf certificate; an "arch" that contradicts it is refused.
+TEST(Rim, TheDeviceKindComesFromTheSignedLeafAndAnArchThatContradictsItIsRefused) {
+  NEED_VECTORS();
+  const Report r = report("e2e_azure_h100_595/gpu0-attestation-report.bin");
+  const std::string chain = slurp(k_rim_vectors / "e2e_azure_h100_595/gpu0-cert-chain.pem");
+  const std::string other_driver = slurp(k_rim_vectors / "sdk/rims/NV_GPU_DRIVER_GH100_550.144.03.xml");
+  for (const DeviceKind said : {DeviceKind::unknown, DeviceKind::hopper, DeviceKind::nvswitch, DeviceKind::blackwell}) {
+    RimInputs rims;
+    rims.driver_xml = other_driver;
+    rims.driver_where = "550.144.03.xml";
+    auto a = appraise_device(r, chain, r.request.nonce, said, rims, k_rim_now);
+    if (said == DeviceKind::unknown || said == DeviceKind::hopper) {
+      ASSERT_TRUE(a.ok()) << a.error().to_string();
+      EXPECT_EQ(a->kind, DeviceKind::hopper);
+      const Claim* version = a->find("driver_rim.version");
+      ASSERT_NE(version, nullptr) << "a GPU's driver RIM is always judged";
+      EXPECT_EQ(version->status, ClaimStatus::fail) << version->detail;
+      EXPECT_FALSE(judge(*a, default_policy()).pass);
+    } else {
+      ASSERT_FALSE(a.ok()) << to_string(said) << " was believed over the certificate";
+      EXPECT_EQ(a.error().id, "attest.arch_mismatch");
+      EXPECT_NE(a.error().message.find("GH100"), std::string::npos) << a.error().message;
+    }
+  }
 }
 
 TEST(Rim, TheRimServiceAnswersHoldTheSameXmlAndTheirSha256IsChecked) {
