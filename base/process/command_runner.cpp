@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,16 +15,21 @@ namespace {
 
 class ProcessRunner final : public CommandRunner {
  public:
+  explicit ProcessRunner(std::size_t max_output) : m_max_output(max_output) {}
   Result<CommandResult> run(const std::vector<std::string>& argv, std::string_view input, std::chrono::milliseconds timeout) override {
     if (argv.empty()) return make_error(ErrorKind::internal, "process.empty", "no command given", {}, "");
     int in[2], out[2], err[2], exec_err[2];
     if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC) || pipe2(exec_err, O_CLOEXEC)) {
       return make_error(ErrorKind::environment, "process.pipe", std::string("pipe failed: ") + std::strerror(errno), argv[0], "");
     }
+    const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid < 0) return make_error(ErrorKind::environment, "process.fork", std::string("fork failed: ") + std::strerror(errno), argv[0], "");
     if (pid == 0) {
       setpgid(0, 0);
+      // A child outlives no gpuenv: killed with it (a qemu-img blocked on a FIFO stayed after SIGKILL of gpuenv).
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
       dup2(in[0], 0);
       dup2(out[1], 1);
       dup2(err[1], 2);
@@ -53,7 +59,8 @@ class ProcessRunner final : public CommandRunner {
       fcntl(in_fd, F_SETFL, O_NONBLOCK);
     }
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    bool timed_out = false;
+    bool timed_out = false, too_much = false;
+    const char* too_much_stream = "";
     int open_fds = 2;
     while (open_fds > 0 || in_fd >= 0) {
       pollfd fds[3];
@@ -84,6 +91,11 @@ class ProcessRunner final : public CommandRunner {
         const ssize_t got = read(fds[i].fd, buf, sizeof buf);
         std::string& sink = fds[i].fd == out[0] ? r.out : r.err;
         if (got > 0) {
+          if (sink.size() + static_cast<std::size_t>(got) > m_max_output) {
+            too_much = true;  // stopped at once: its output is never kept whole, and waiting for its end may take forever
+            too_much_stream = fds[i].fd == out[0] ? "standard output" : "standard error";
+            break;
+          }
           sink.append(buf, static_cast<std::size_t>(got));
         } else {
           close(fds[i].fd);
@@ -91,11 +103,12 @@ class ProcessRunner final : public CommandRunner {
           --open_fds;
         }
       }
+      if (too_much) break;
     }
     if (in_fd >= 0) close(in_fd);
     if (out[0] >= 0) close(out[0]);
     if (err[0] >= 0) close(err[0]);
-    if (timed_out) kill(-pid, SIGKILL);
+    if (timed_out || too_much) kill(-pid, SIGKILL);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -107,13 +120,21 @@ class ProcessRunner final : public CommandRunner {
       return make_error(ErrorKind::environment, "process.timeout", "'" + argv[0] + "' did not finish within " + std::to_string(timeout.count()) + " ms",
                         argv[0], "");
     }
+    if (too_much) {
+      return make_error(ErrorKind::environment, "process.output_limit",
+                        "'" + argv[0] + "' wrote more than " + std::to_string(m_max_output >> 20) + " MiB to its " + too_much_stream + "; gpuenv stopped it",
+                        argv[0], "its input is larger than anything gpuenv reads from it: check what it was given");
+    }
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return r;
   }
+
+ private:
+  std::size_t m_max_output;
 };
 
 }  // namespace
 
-std::unique_ptr<CommandRunner> make_process_runner() { return std::make_unique<ProcessRunner>(); }
+std::unique_ptr<CommandRunner> make_process_runner(std::size_t max_output) { return std::make_unique<ProcessRunner>(max_output); }
 
 }  // namespace gpuenv

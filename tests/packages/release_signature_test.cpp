@@ -7,6 +7,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <thread>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fakes/scratch.hpp"
 
@@ -135,6 +141,59 @@ TEST(ProcessRunner, MissingProgramAndTimeout) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.error().id, "process.timeout");
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+// Issue 33, case 6: a child's output was kept without a cap (debugfs printing a 400 MiB lock took inspect to 537 MB
+// of memory before the lock's own 64 MiB limit was checked). Now the runner stops it at its limit.
+TEST(ProcessRunner, AChildThatWritesWithoutEndIsStoppedAtTheOutputLimit) {
+  const auto start = std::chrono::steady_clock::now();
+  auto endless = make_process_runner(1u << 20)->run({"yes"}, {}, 30s);
+  ASSERT_FALSE(endless.ok());
+  EXPECT_EQ(endless.error().id, "process.output_limit");
+  EXPECT_NE(endless.error().message.find("standard output"), std::string::npos) << endless.error().message;
+  auto noisy = make_process_runner(1u << 20)->run({"sh", "-c", "yes >&2"}, {}, 30s);
+  ASSERT_FALSE(noisy.ok());
+  EXPECT_NE(noisy.error().message.find("standard error"), std::string::npos) << noisy.error().message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  auto under = make_process_runner(1u << 20)->run({"head", "-c", "1048576", "/dev/zero"}, {}, 30s);
+  ASSERT_TRUE(under.ok()) << "exactly the limit is kept";
+  EXPECT_EQ(under->out.size(), 1u << 20);
+}
+
+// Issue 33, case 4: a qemu-img blocked on a FIFO stayed after gpuenv was killed. A child now dies with its parent.
+TEST(ProcessRunner, AChildDiesWithTheProcessThatStartedIt) {
+  char dir_template[] = "/tmp/gpuenv-runner-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string pid_file = std::string(dir_template) + "/pid";
+  const pid_t parent = fork();
+  ASSERT_GE(parent, 0);
+  if (parent == 0) {
+    (void)make_process_runner()->run({"sh", "-c", "echo $$ > " + pid_file + ".tmp && mv " + pid_file + ".tmp " + pid_file + " && exec sleep 60"}, {}, 120s);
+    _exit(0);
+  }
+  pid_t child = 0;
+  for (int i = 0; i < 500 && child == 0; ++i) {
+    std::ifstream in(pid_file);
+    if (!(in >> child)) child = 0;
+    if (child == 0) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_GT(child, 0) << "the child never started";
+  kill(parent, SIGKILL);
+  int status = 0;
+  waitpid(parent, &status, 0);
+  bool gone = false;
+  for (int i = 0; i < 300 && !gone; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    // Gone, or a zombie waiting for init to reap it: either way no longer running.
+    const auto close = line.rfind(')');
+    gone = line.empty() || (close != std::string::npos && line.size() > close + 2 && line[close + 2] == 'Z');
+    if (!gone) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(gone) << "pid " << child << " outlived the gpuenv that started it";
+  if (!gone) kill(child, SIGKILL);
+  std::filesystem::remove_all(dir_template);
 }
 
 }  // namespace
