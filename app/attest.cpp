@@ -97,14 +97,6 @@ struct Item {
   attest::DeviceKind kind = attest::DeviceKind::unknown;
 };
 
-attest::DeviceKind kind_of_arch(std::string arch) {
-  std::transform(arch.begin(), arch.end(), arch.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  if (arch == "HOPPER") return attest::DeviceKind::hopper;
-  if (arch == "BLACKWELL") return attest::DeviceKind::blackwell;
-  if (arch == "LS10" || arch == "NVSWITCH") return attest::DeviceKind::nvswitch;
-  return attest::DeviceKind::unknown;
-}
-
 Result<std::vector<Item>> read_items(const AttestVerifyRequest& rq, const std::optional<std::string>& caller_nonce, AttestResult& out) {
   std::vector<Item> items;
   if (!rq.evidence_path.empty()) {
@@ -114,7 +106,7 @@ Result<std::vector<Item>> read_items(const AttestVerifyRequest& rq, const std::o
     for (std::size_t i = 0; i < evidence.items.size(); ++i) {
       auto& e = evidence.items[i];
       items.push_back({std::move(e.report), std::move(e.cert_chain), rq.evidence_path + ": evidence_list[" + std::to_string(i) + "]",
-                       caller_nonce ? caller_nonce : std::optional<std::string>(e.nonce), kind_of_arch(evidence.arch)});
+                       caller_nonce ? caller_nonce : std::optional<std::string>(e.nonce), attest::device_kind_of_arch(evidence.arch)});
     }
     return items;
   }

@@ -325,6 +325,15 @@ DeviceKind device_kind_of(std::string_view subject) {
   return DeviceKind::unknown;
 }
 
+DeviceKind device_kind_of_arch(std::string_view arch) {
+  std::string upper(arch);
+  for (char& c : upper) c = (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
+  if (upper == "HOPPER") return DeviceKind::hopper;
+  if (upper == "BLACKWELL") return DeviceKind::blackwell;
+  if (upper == "LS10" || upper == "NVSWITCH") return DeviceKind::nvswitch;
+  return DeviceKind::unknown;
+}
+
 std::string_view to_string(DeviceKind kind) {
   switch (kind) {
     case DeviceKind::hopper: return "HOPPER";

@@ -64,6 +64,9 @@ Result<std::string> rim_from_service_json(std::string_view json, const std::stri
 /// The kind of device a report comes from, read from the leaf certificate's subject.
 enum class DeviceKind { hopper, blackwell, nvswitch, unknown };
 DeviceKind device_kind_of(std::string_view leaf_subject);
+/// The kind an evidence JSON's unsigned "arch" names (HOPPER, BLACKWELL, LS10 or NVSWITCH, any case); unknown for
+/// anything else. Only ever a cross-check of device_kind_of: appraise_device refuses one that contradicts the leaf.
+DeviceKind device_kind_of_arch(std::string_view arch);
 std::string_view to_string(DeviceKind kind);
 
 /// The RIM ids NVIDIA's RIM service files a report's manifests under: NV_GPU_DRIVER_GH100_<driver>,

@@ -1,7 +1,7 @@
 // libFuzzer target: the readers of GPU attestation evidence on untrusted bytes (the first byte picks the reader):
 // the report (raw), a report file (raw or hex text), the evidence JSON, a DICE TcbInfo extension and a DER
 // certificate (its FWID), a RIM (XML parsed, signature and chain checked, content compared with a made-up report),
-// a RIM service answer and a policy file.
+// a RIM service answer and a policy file; the evidence JSON also through the whole appraisal of each device.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -30,6 +30,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 1:
       if (auto b = report_bytes(bytes, "fuzz"))
         if (auto r = parse_report(*b, "fuzz")) use(*r);
+      break;
+    case 2:  // the evidence JSON through the whole appraisal, its unsigned "arch" as the cross-check it is
+      if (auto e = parse_evidence_json(bytes, "fuzz"))
+        for (const auto& item : e->items)
+          if (auto r = parse_report(item.report, "fuzz")) {
+            use(*r);
+            RimInputs rims;
+            if (auto a = appraise_device(*r, item.cert_chain, item.nonce, device_kind_of_arch(e->arch), rims, 1796169600)) (void)judge(*a, default_policy());
+          }
       break;
     case 3: (void)dice_tcb_info_fwid(bytes); break;
     case 4: (void)leaf_fwid(bytes); break;

@@ -385,6 +385,12 @@ def disk():
     mbr[446:462] = bytes([0, 0, 2, 0, 0xEE, 0xFF, 0xFF, 0xFF]) + struct.pack("<II", 1, total - 1)
     mbr[510:512] = b"\x55\xaa"
     write("disk", "gpt", struct.pack("<Q", total * 512) + bytes(mbr) + bytes(header) + bytes(entries))
+    # A qcow2 version 3 header (QEMU's docs/interop/qcow2.txt): magic, version, no backing file, 64 KiB clusters,
+    # a 64 MiB disk, no encryption, its tables, no features, refcount order 4, a 104-byte header.
+    write("disk", "qcow2_header", struct.pack(">4sIQIIQIIQQIIQQQQII", b"QFI\xfb", 3, 0, 0, 16, 64 << 20, 0, 1, 0x30000, 0x10000, 1, 0, 0,
+                                             0, 0, 0, 4, 104))
+    write("disk", "qcow2_map", b'[{ "start": 0, "length": 65536, "depth": 0, "present": true, "zero": false, "data": true, "compressed": true},\n'
+                               b'{ "start": 65536, "length": 67043328, "depth": 0, "present": false, "zero": true, "data": false}]\n')
 
 
 if __name__ == "__main__":

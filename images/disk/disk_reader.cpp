@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -11,12 +12,16 @@
 #include "base/unique_fd.hpp"
 #include "images/disk/filesystems.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace gpuenv::images::disk {
 namespace {
 
 namespace fs = std::filesystem;
 
 constexpr const char* k_lock_in_root = "/usr/share/gpuenv/gpuenv.lock";
+constexpr std::uint64_t k_max_virtual_size = std::uint64_t{16} << 40;  // ext4's largest file with 4 KiB blocks
+constexpr std::uint64_t k_max_unpack_ratio = 400;                      // as for archives (base/archive/safe_extract.hpp)
 
 /// The first N bytes of PATH ("" when it cannot be read).
 std::string head_of(const std::string& path, std::size_t n) {
@@ -43,10 +48,13 @@ std::uint64_t be(const std::string& b, std::size_t at, int bytes) {
   return v;
 }
 
+}  // namespace
+
 /// A qcow2 that inspect may hand to qemu-img: version 2 or 3, no backing file (qemu-img would open whatever it names:
 /// a host file, an nbd:// or http:// server, a FIFO that never answers), no external data file, not encrypted. Read
 /// from the header itself (QEMU's docs/interop/qcow2.txt), before any tool opens the file.
-Status check_qcow2_header(const std::string& head, const std::string& path) {
+Status check_qcow2_header(std::string_view head_view, const std::string& path) {
+  const std::string head(head_view);
   auto refuse = [&](const std::string& why, const std::string& hint) { return make_error(ErrorKind::spec, "disk.qcow2", "the qcow2 " + why, path, hint); };
   if (head.size() < 72) return refuse("is shorter than its header", "is it a qcow2 file? qemu-img check tells");
   const std::uint64_t version = be(head, 4, 4);
@@ -61,10 +69,32 @@ Status check_qcow2_header(const std::string& head, const std::string& path) {
     if (be(head, 72, 8) & k_external_data_file)
       return refuse("keeps its data in an external file: inspect reads only self-contained disks", "make it self-contained first (qemu-img convert -O qcow2 IN OUT)");
   }
+  if (be(head, 24, 8) > k_max_virtual_size)
+    return refuse("says its disk is " + std::to_string(be(head, 24, 8) >> 30) + " GiB; inspect reads disks of at most 16 TiB (ext4's largest file)",
+                  "is it a disk gpuenv built? gpuenv writes disks of a few GiB");
   return ok_status();
 }
 
-}  // namespace
+Result<std::uint64_t> qcow2_data_bytes(std::string_view map_json, const std::string& path) {
+  auto bad = [&](const std::string& why) {
+    return make_error(ErrorKind::environment, "disk.qcow2", "qemu-img's map of the qcow2 " + why, path, "is it a qcow2 file? qemu-img check tells");
+  };
+  const nlohmann::json j = nlohmann::json::parse(map_json, nullptr, false);
+  if (j.is_discarded() || !j.is_array()) return bad("is not a JSON list");
+  std::uint64_t data = 0;
+  for (const auto& e : j) {
+    if (!e.is_object()) return bad("holds an entry that is not an object");
+    const auto length = e.find("length");
+    const auto has_data = e.find("data");
+    if (length == e.end() || !length->is_number_unsigned() || has_data == e.end() || !has_data->is_boolean()) return bad("holds an entry without a length or data flag");
+    const auto zero = e.find("zero");
+    if (!has_data->get<bool>() || (zero != e.end() && zero->is_boolean() && zero->get<bool>())) continue;
+    const std::uint64_t n = length->get<std::uint64_t>();
+    if (n > k_max_virtual_size || data + n > k_max_virtual_size) return bad("adds up to more than 16 TiB of data");
+    data += n;
+  }
+  return data;
+}
 
 bool looks_like_disk(const std::string& path) {
   const std::string head = head_of(path, 520);
@@ -84,6 +114,20 @@ Result<DiskSummary> read_disk(const std::string& path, const std::string& work_d
   out.format = is_qcow2(head) ? "qcow2" : "raw";
   if (out.format == "qcow2") {
     GPUENV_CHECK(check_qcow2_header(head, path));
+    // What the conversion would write, from the qcow2's own tables (qemu-img map reads no data): compressed
+    // clusters let a 3 MB file unpack to 2 GiB, so the same 400:1 bound as for archives holds before anything is
+    // written.
+    GPUENV_TRY(map, runner.run({"qemu-img", "map", "--output=json", "-f", "qcow2", path}, {}, k_tool_timeout));
+    if (map.exit_code != 0)
+      return make_error(ErrorKind::environment, "disk.qcow2", "qemu-img could not map the qcow2 (exit " + std::to_string(map.exit_code) + "): " + map.err, path,
+                        "is it a qcow2 file? qemu-img check tells");
+    GPUENV_TRY(data, qcow2_data_bytes(map.out, path));
+    const std::uint64_t bound = std::max<std::uint64_t>(out.file_size, 1) * k_max_unpack_ratio;
+    if (data > bound)
+      return make_error(ErrorKind::spec, "disk.qcow2",
+                        "the qcow2 unpacks to " + std::to_string(data >> 20) + " MiB of data from a file of " + std::to_string(out.file_size >> 10) +
+                            " KiB, more than " + std::to_string(k_max_unpack_ratio) + " times its size (compressed clusters of one byte over and over?)",
+                        path, "inspect reads disks gpuenv built, which are not compressed; convert it with qemu-img convert -O qcow2 where you trust it");
     raw = (fs::path(work_dir) / "disk.raw").string();
     GPUENV_TRY(r, runner.run({"qemu-img", "convert", "-q", "-f", "qcow2", "-O", "raw", path, raw}, {}, k_tool_timeout));
     if (r.exit_code != 0)
@@ -105,7 +149,12 @@ Result<DiskSummary> read_disk(const std::string& path, const std::string& work_d
     return out;
   }
   const std::string image = raw + "?offset=" + std::to_string(root->offset());
-  GPUENV_TRY(cat, runner.run({"debugfs", "-R", std::string("cat ") + k_lock_in_root, image}, {}, k_tool_timeout));
+  auto read = runner.run({"debugfs", "-R", std::string("cat ") + k_lock_in_root, image}, {}, k_tool_timeout);
+  if (!read && read.error().id == "process.output_limit") {
+    out.lock_problem = std::string(k_lock_in_root) + " is larger than a lock may be (64 MiB): not a lock gpuenv wrote";
+    return out;
+  }
+  GPUENV_TRY(cat, std::move(read));
   if (cat.exit_code != 0 || cat.out.empty()) {
     out.lock_problem = "no " + std::string(k_lock_in_root) + " in the root partition (not a disk gpuenv built?)";
     return out;

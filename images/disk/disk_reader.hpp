@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "base/error.hpp"
 #include "base/process/command_runner.hpp"
@@ -28,10 +29,19 @@ struct DiskSummary {
   std::string lock_problem;            ///< why it could not be read, when it could not
 };
 
+/// Status of a qcow2 HEAD (its first 104 bytes) for inspect: refused (`disk.qcow2`) when it names a backing file or
+/// an external data file, is encrypted, is another version than 2 and 3, or says its disk is above 16 TiB.
+Status check_qcow2_header(std::string_view head, const std::string& path);
+
+/// The bytes of data (not zero, not unallocated) that `qemu-img map --output=json` lists in MAP_JSON: what a
+/// conversion to raw writes. Error `disk.qcow2` for a map that is not one, or adds up past 16 TiB.
+Result<std::uint64_t> qcow2_data_bytes(std::string_view map_json, const std::string& path);
+
 /// Reads DISK (a qcow2 is first converted to a sparse raw file in WORK_DIR). Errors: `disk.gpt` (not a GPT disk or
 /// a damaged one), `disk.io`, `disk.qcow2` (a qcow2 that names a backing file or an external data file, an
-/// encrypted one or another version than 2 and 3, all refused from its header before qemu-img opens it; or
-/// qemu-img failed), `process.not_found`.
+/// encrypted one or another version than 2 and 3, all refused from its header before qemu-img opens it; one whose
+/// data is more than 400 times its size, refused from its map before anything is written; or qemu-img failed),
+/// `process.not_found`. A lock above 64 MiB is a lock_problem, never read whole.
 Result<DiskSummary> read_disk(const std::string& path, const std::string& work_dir, CommandRunner& runner);
 
 }  // namespace gpuenv::images::disk

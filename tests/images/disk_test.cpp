@@ -338,6 +338,63 @@ TEST(DiskTools, InspectRefusesAQcow2ThatNamesABackingFileBeforeOpeningIt) {
   EXPECT_NE(external.error().message.find("external file"), std::string::npos) << external.error().message;
 }
 
+// Issue 33, case 5: a 3 MB qcow2 of compressed clusters wrote 2,022 MiB into the cache before its GPT was read. Its
+// data is now summed from qemu-img's map (no data read) and bounded at 400 times the file, before any conversion.
+TEST(DiskTools, InspectRefusesAQcow2ThatUnpacksToFarMoreThanItsSizeBeforeWritingIt) {
+  gpuenv::testing::TempDir dir("gpuenv-qcow2-bomb");
+  auto runner = make_process_runner();
+  const fs::path raw = dir.path() / "a.raw", bomb = dir.path() / "bomb.qcow2";
+  // One compressed cluster of 'A's that every entry of the first L2 table names: 8,192 clusters of 64 KiB, 512 MiB
+  // of data, from a file of a few hundred KiB (zlib alone stops near 360:1; a shared cluster has no such limit).
+  write_tree_file(raw, std::string(std::size_t{64} << 10, 'A'));
+  fs::resize_file(raw, std::uintmax_t{512} << 20);
+  int status = 0;
+  const std::string made = capture("qemu-img convert -q -c -O qcow2 " + sh_quote(raw) + " " + sh_quote(bomb) + " 2>&1", &status);
+  ASSERT_EQ(status, 0) << made;
+  fs::remove(raw);
+  {
+    std::fstream f(bomb, std::ios::in | std::ios::out | std::ios::binary);
+    auto be64 = [&](std::uint64_t at) {
+      unsigned char b[8];
+      f.seekg(static_cast<std::streamoff>(at));
+      f.read(reinterpret_cast<char*>(b), 8);
+      std::uint64_t v = 0;
+      for (unsigned char c : b) v = v << 8 | c;
+      return v;
+    };
+    const std::uint64_t l2 = be64(be64(40)) & 0x00fffffffffffe00ull;  // L1 table offset at header byte 40; L1[0] names the L2 table
+    ASSERT_NE(l2, 0u);
+    char entry[8];
+    f.seekg(static_cast<std::streamoff>(l2));
+    f.read(entry, 8);
+    for (std::uint64_t i = 1; i < 8192; ++i) {
+      f.seekp(static_cast<std::streamoff>(l2 + i * 8));
+      f.write(entry, 8);
+    }
+    ASSERT_TRUE(f.good());
+  }
+  ASSERT_LT(fs::file_size(bomb), std::uintmax_t{1} << 20);
+  fs::create_directories(dir.path() / "read");
+  auto summary = read_disk(bomb.string(), (dir.path() / "read").string(), *runner);
+  ASSERT_FALSE(summary);
+  EXPECT_EQ(summary.error().id, "disk.qcow2");
+  EXPECT_NE(summary.error().message.find("unpacks to 512 MiB"), std::string::npos) << summary.error().message;
+  EXPECT_FALSE(fs::exists(dir.path() / "read/disk.raw")) << "the conversion ran";
+  // A disk that says it is larger than any raw file can be is refused from its header alone.
+  const fs::path huge = dir.path() / "huge.qcow2";
+  ASSERT_EQ((capture("qemu-img create -q -f qcow2 " + sh_quote(huge) + " 17T 2>&1", &status), status), 0);
+  auto big = read_disk(huge.string(), (dir.path() / "read").string(), *runner);
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().message.find("at most 16 TiB"), std::string::npos) << big.error().message;
+  // The map's reader: what counts is data that is neither zero nor absent; anything else is refused.
+  auto counted = qcow2_data_bytes(R"([{"start":0,"length":4096,"data":true,"zero":false},{"start":4096,"length":8192,"data":true,"zero":true},)"
+                                  R"({"start":12288,"length":100,"data":false,"zero":true},{"start":12388,"length":10,"data":true}])", "m");
+  ASSERT_TRUE(counted) << counted.error().message;
+  EXPECT_EQ(*counted, 4106u);
+  for (const char* bad : {"", "{}", "[1]", R"([{"length":-1,"data":true}])", R"([{"length":1}])", R"([{"length":17592186044416,"data":true},{"length":1,"data":true}])"})
+    EXPECT_FALSE(qcow2_data_bytes(bad, "m")) << bad;
+}
+
 TEST(DiskTools, AContainerDiskHoldsTheDiskUnderDiskOwnedByQemu) {
   gpuenv::testing::TempDir dir("gpuenv-cdisk");
   write_tree_file(dir.path() / "d.qcow2", std::string(3u << 20, 'q') + "end");
