@@ -1,4 +1,6 @@
 #include "app/marks.hpp"
+
+#include "base/duration.hpp"
 #include "app/status.hpp"
 
 #include <fcntl.h>
@@ -474,9 +476,11 @@ Result<MarkResult> mark(const MarkRequest& r, Services& services) {
     GPUENV_TRY(text, read_file_limited(r.report_path, 64u << 20));
     bytes = std::move(text);
   }
-  const auto valid_for = marks::parse_duration(r.valid_for);
-  if (!valid_for || *valid_for <= 0)
-    return make_error(ErrorKind::usage, "mark.bad_duration", "--valid-for '" + r.valid_for + "' is not a duration", "--valid-for", "write it as 30d, 12h, 90m or 3600s");
+  const auto valid = parse_duration(r.valid_for, "--valid-for");
+  if (!valid || valid->count() <= 0)
+    return make_error(ErrorKind::usage, "mark.bad_duration", "--valid-for '" + r.valid_for + "' is not a duration above zero and at most ten years",
+                      "--valid-for", "write it as 30d, 12h, 90m or 3600s");
+  const std::optional<std::int64_t> valid_for = valid->count();
   GPUENV_TRY(facts, marks::read_report(bytes, report_where));
   GPUENV_TRY(store, open_mark_store(r.image, r.plain_http, services));
   GPUENV_TRY(subject, store->image_descriptor());
@@ -544,9 +548,11 @@ Result<Verification> verify(const VerifyRequest& r, Services& services) {
   if (!r.cc.empty() && r.cc != "auto" && r.cc != "on" && r.cc != "off" && r.cc != "devtools")
     return make_error(ErrorKind::usage, "verify.cc", "unknown confidential-computing mode '" + r.cc + "'", "--cc", "use auto, on, off or devtools");
   if (!r.max_age.empty()) {
-    const auto age = marks::parse_duration(r.max_age);
-    if (!age) return make_error(ErrorKind::usage, "verify.max_age", "--max-age '" + r.max_age + "' is not a duration", "--max-age", "write it as 7d, 12h, 90m or 3600s");
-    w.max_age_s = *age;
+    const auto age = parse_duration(r.max_age, "--max-age");
+    if (!age)
+      return make_error(ErrorKind::usage, "verify.max_age", "--max-age '" + r.max_age + "' is not a duration of at most ten years", "--max-age",
+                        "write it as 7d, 12h, 90m or 3600s");
+    w.max_age_s = age->count();
   }
   w.level = r.level;
   w.driver = r.driver == "auto" ? "" : r.driver;

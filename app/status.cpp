@@ -1,6 +1,8 @@
 #include "app/status.hpp"
 
+#include "base/duration.hpp"
 #include "base/file_io.hpp"
+#include "base/safe_text.hpp"
 #include "images/plan/image_config.hpp"
 #include "marks/from_report.hpp"
 #include "marks/statement.hpp"
@@ -14,6 +16,8 @@ namespace gpuenv::app {
 namespace {
 
 constexpr std::size_t k_max_status_bytes = 8u << 20;  // a report of 8 GPUs at long is about 100 KiB
+constexpr std::int64_t k_max_preflight_ms = 7LL * 86400 * 1000;
+constexpr std::int64_t k_clock_skew_s = 300;  // machines of one fleet agree on the time to within minutes
 
 const nlohmann::json* member(const nlohmann::json& j, const char* key) {
   if (!j.is_object()) return nullptr;
@@ -35,7 +39,7 @@ NodeStatus unusable(NodeStatus s, std::string state, std::string reason) {
 Result<NodeStatus> node_status(const StatusRequest& rq, const Services& services) {
   std::optional<std::int64_t> max_age;
   if (!rq.max_age.empty()) {
-    max_age = marks::parse_duration(rq.max_age);
+    if (const auto d = parse_duration(rq.max_age, "--max-age")) max_age = d->count();
     if (!max_age || *max_age <= 0)
       return make_error(ErrorKind::usage, "status.max_age", "--max-age '" + rq.max_age + "' is not a duration", "--max-age", "write 30m, 24h, 7d");
   }
@@ -52,6 +56,9 @@ Result<NodeStatus> node_status(const StatusRequest& rq, const Services& services
   const nlohmann::json* checks = member(j, "checks");
   if (j.is_discarded() || text(member(j, "schema")) != "gpuenv-validation-v1" || !code || !code->is_number_integer() || !checks || !checks->is_array())
     return unusable(std::move(s), "unreadable", "the status file is not a gpuenv pre-flight status (gpuenv-validation-v1 with exit_code)");
+  // An exit code is 0 to 255: read whole, never cut to an int (1099511627776 once read as 0, healthy).
+  const bool code_in_range = code->is_number_unsigned() ? code->get<std::uint64_t>() <= 255 : code->get<std::int64_t>() >= 0 && code->get<std::int64_t>() <= 255;
+  if (!code_in_range) return unusable(std::move(s), "unreadable", "the status file's exit_code " + code->dump() + " is not an exit code (0 to 255)");
   s.verified_at = text(member(j, "started_at"));
   s.level = text(member(j, "level"));
   s.backend = text(member(j, "backend"));
@@ -66,9 +73,21 @@ Result<NodeStatus> node_status(const StatusRequest& rq, const Services& services
     }
   if (const auto started = marks::parse_rfc3339_utc(s.verified_at)) {
     const nlohmann::json* duration = member(j, "duration_ms");
-    const std::int64_t finished = *started + (duration && duration->is_number_integer() ? duration->get<std::int64_t>() / 1000 : 0);
-    s.age_s = now_seconds(services) - finished;
+    // A pre-flight takes minutes; a duration that is negative or longer than a week is not one gpuenv wrote.
+    std::int64_t ms = 0;
+    if (duration && duration->is_number_integer()) {
+      const bool in_range = duration->is_number_unsigned() ? duration->get<std::uint64_t>() <= k_max_preflight_ms
+                                                           : duration->get<std::int64_t>() >= 0 && duration->get<std::int64_t>() <= k_max_preflight_ms;
+      if (!in_range) return unusable(std::move(s), "unreadable", "the status file's duration_ms " + duration->dump() + " is not the length of a pre-flight (0 to 7 days)");
+      ms = duration->get<std::int64_t>();
+    }
+    s.age_s = now_seconds(services) - (*started + ms / 1000);
   }
+  // A verdict from the future is no fresher than one without a date: after a clock step at boot (or in a forged
+  // file) it would otherwise stay fresh for decades. A few minutes of skew between machines are allowed.
+  if (max_age && s.age_s && *s.age_s < -k_clock_skew_s)
+    return unusable(std::move(s), "stale",
+                    "the status file says the pre-flight finished " + std::to_string(-*s.age_s) + " s from now: the clock stepped, or the file is not this boot's; run the pre-flight again");
   if (max_age && (!s.age_s || *s.age_s > *max_age))
     return unusable(std::move(s), "stale",
                     s.age_s ? "the pre-flight finished " + std::to_string(*s.age_s) + " s ago, more than --max-age " + rq.max_age
@@ -86,7 +105,7 @@ Result<NodeStatus> node_status(const StatusRequest& rq, const Services& services
       }
     if (!named) s.failed.push_back({text(member(c, "key")), -1, "", ""});
   }
-  const int exit = code->get<int>();
+  const std::int64_t exit = code->get<std::int64_t>();
   if (exit == k_exit_ok) {
     s.state = "healthy";
     s.exit_code = k_exit_ok;
@@ -137,16 +156,9 @@ std::string drain_reason(const NodeStatus& s) {
   } else {
     out += s.state + ": " + s.reason;
   }
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
-  constexpr std::size_t k_max = 256;
-  if (out.size() > k_max) {
-    out.resize(k_max - 3);
-    while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();  // no split UTF-8
-    if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xC0) out.pop_back();
-    out += "...";
-  }
-  return out;
+  // One line for Slurm's Reason= and a terminal: no control character, no bidirectional override (a status file's
+  // text is the pre-flight's, and anyone who can write the file chooses it), at most 256 bytes.
+  return safe_text(out, 253);
 }
 
 std::vector<std::string> taint_args(const NodeStatus& s) {

@@ -1,14 +1,18 @@
 #include "base/error.hpp"
 
+#include "base/safe_text.hpp"
+
 namespace gpuenv {
 
 std::string Error::to_string() const {
+  // Messages carry what was read (a registry's answer, a file's name, a package's field): each part is made safe
+  // here, the one place every error reaches a terminal through, so that none can write escapes or forge a line.
   std::string out = "error: ";
-  if (!where.empty()) out += where + ": ";
-  out += message;
-  if (!id.empty()) out += " [" + id + "]";
-  for (const auto& c : context) out += "\n  while " + c;
-  if (!hint.empty()) out += "\n  hint: " + hint;
+  if (!where.empty()) out += safe_text(where, 1000) + ": ";
+  out += safe_lines(message);
+  if (!id.empty()) out += " [" + safe_text(id, 200) + "]";
+  for (const auto& c : context) out += "\n  while " + safe_text(c, 1000);
+  if (!hint.empty()) out += "\n  hint: " + safe_lines(hint);
   return out;
 }
 

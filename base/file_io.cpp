@@ -2,11 +2,13 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -29,7 +31,55 @@ std::string temp_name(const std::string& name) {
   return "." + name + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++) + "." + suffix;
 }
 
+/// The PID in ENTRY when it is a temporary file of NAME (".NAME.tmp.PID.N.RANDOM"); 0 otherwise.
+long temp_owner(std::string_view entry, const std::string& name) {
+  const std::string prefix = "." + name + ".tmp.";
+  if (entry.size() <= prefix.size() || entry.compare(0, prefix.size(), prefix) != 0) return 0;
+  return leading_pid(entry.substr(prefix.size()), '.');
+}
+
 }  // namespace
+
+long leading_pid(std::string_view text, char separator) {
+  long pid = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), pid);
+  if (ec != std::errc() || p == text.data() || p == text.data() + text.size() || *p != separator || pid <= 0) return 0;
+  return pid;
+}
+
+bool process_gone(long pid) {
+  if (pid <= 0 || pid == static_cast<long>(::getpid())) return false;
+  errno = 0;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;  // EPERM: alive, another user's
+}
+
+std::size_t remove_dead_temporaries(int dir_fd, const std::string& name) {
+  const int listing = ::dup(dir_fd);
+  if (listing < 0) return 0;
+  DIR* d = ::fdopendir(listing);
+  if (!d) {
+    ::close(listing);
+    return 0;
+  }
+  std::vector<std::string> dead;
+  while (const dirent* e = ::readdir(d))
+    if (process_gone(temp_owner(e->d_name, name))) dead.emplace_back(e->d_name);
+  ::closedir(d);
+  std::size_t removed = 0;
+  for (const auto& entry : dead) removed += ::unlinkat(dir_fd, entry.c_str(), 0) == 0 ? 1 : 0;
+  return removed;
+}
+
+std::string temporary_beside(const std::string& path) {
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    remove_dead_temporaries(dfd, name);
+    ::close(dfd);
+  }
+  return (slash == std::string::npos ? std::string() : path.substr(0, slash + 1)) + temp_name(name);
+}
 
 std::optional<std::string> read_regular_fd(int fd, std::size_t max_bytes) {
   struct stat st {};
@@ -110,6 +160,9 @@ Result<AtomicFile> AtomicFile::create(const std::string& path, mode_t mode, Dura
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return io_error(path, "cannot open the directory " + dir);
+  // What a killed writer of the same file left (a 300 MB archive, a 600 MB sparse disk) goes before this one
+  // starts: the next run of the same command cleans up after the last.
+  remove_dead_temporaries(dfd, name);
   auto file = create_in(dfd, name, mode, durability);
   if (!file) {
     ::close(dfd);

@@ -41,7 +41,8 @@ enum class Durability { synced, scratch };
 
 class AtomicFile {
  public:
-  /// A temporary file beside PATH (the directory must exist), mode MODE once committed.
+  /// A temporary file beside PATH (the directory must exist), mode MODE once committed; what killed writers of
+  /// PATH left beside it is removed first (remove_dead_temporaries).
   static Result<AtomicFile> create(const std::string& path, mode_t mode = 0644, Durability durability = Durability::synced);
   /// The same inside an open directory: NAME is one path component (no '/'); nothing outside DIR_FD is followed.
   static Result<AtomicFile> create_in(int dir_fd, const std::string& name, mode_t mode = 0644, Durability durability = Durability::synced);
@@ -79,6 +80,18 @@ Result<std::vector<std::string>> sorted_directory_names(int dir_fd, const std::s
 /// ".removing-<name>-<pid>" beside it), so that no reader takes a half-removed tree for a whole one, then removed.
 /// False when it could not be renamed (gone already, or taken by another remover).
 bool remove_tree_renamed(const std::string& dir);
+
+/// The PID at the start of TEXT, up to SEPARATOR ("4242-7-9f" with '-'); 0 when TEXT does not start so.
+long leading_pid(std::string_view text, char separator);
+/// Whether PID is a process that has exited (kill(PID, 0) says ESRCH); false for this process and for PIDs of
+/// other users' processes, which are alive.
+bool process_gone(long pid);
+/// Removes from the open directory DIR_FD the temporary files of NAME (".NAME.tmp.PID.N.RANDOM") whose writer has
+/// exited: what a killed AtomicFile left. Returns how many. AtomicFile::create calls it for its own target.
+std::size_t remove_dead_temporaries(int dir_fd, const std::string& name);
+/// A fresh temporary name beside PATH for a tool to write (qemu-img), named as AtomicFile names its own, after
+/// removing what exited writers of PATH left.
+std::string temporary_beside(const std::string& path);
 
 /// Writes BYTES to PATH atomically (AtomicFile); the directory must exist.
 Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t mode = 0644, Durability durability = Durability::synced);

@@ -6,29 +6,6 @@
 namespace gpuenv {
 namespace {
 
-/// The length of the UTF-8 sequence at S[I] and its code point; 0 when the bytes there are not UTF-8 (overlong,
-/// a surrogate, above U+10FFFF, cut short).
-std::size_t utf8_at(std::string_view s, std::size_t i, std::uint32_t& cp) {
-  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
-  const unsigned char c = b(0);
-  std::size_t n = 0;
-  if (c < 0x80) {
-    cp = c;
-    return 1;
-  }
-  if (c >= 0xC2 && c <= 0xDF) n = 2, cp = c & 0x1F;
-  else if (c >= 0xE0 && c <= 0xEF) n = 3, cp = c & 0x0F;
-  else if (c >= 0xF0 && c <= 0xF4) n = 4, cp = c & 0x07;
-  else return 0;
-  if (i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k) {
-    if ((b(k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(k) & 0x3F);
-  }
-  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-  return n;
-}
-
 bool needs_escape(std::uint32_t cp) {
   return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F || (cp >= 0x2028 && cp <= 0x202E) ||
          (cp >= 0x2066 && cp <= 0x2069);
@@ -52,7 +29,7 @@ std::string escape(std::string_view s, bool keep_newlines, std::size_t max_bytes
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size();) {
     std::uint32_t cp = 0;
-    const std::size_t n = utf8_at(s, i, cp);
+    const std::size_t n = utf8_sequence(s, i, &cp);
     std::string piece;
     if (n == 0) {
       char buf[8];
@@ -77,15 +54,38 @@ std::string escape(std::string_view s, bool keep_newlines, std::size_t max_bytes
 
 }  // namespace
 
+std::size_t utf8_sequence(std::string_view s, std::size_t i, std::uint32_t* code_point) {
+  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  std::uint32_t cp = 0;
+  std::size_t n = 0;
+  if (c < 0x80) {
+    if (code_point) *code_point = c;
+    return 1;
+  }
+  if (c >= 0xC2 && c <= 0xDF) n = 2, cp = c & 0x1F;
+  else if (c >= 0xE0 && c <= 0xEF) n = 3, cp = c & 0x0F;
+  else if (c >= 0xF0 && c <= 0xF4) n = 4, cp = c & 0x07;
+  else return 0;
+  if (i + n > s.size()) return 0;
+  for (std::size_t k = 1; k < n; ++k) {
+    if ((b(k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(k) & 0x3F);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  if (code_point) *code_point = cp;
+  return n;
+}
+
 std::string safe_text(std::string_view text, std::size_t max_bytes) { return escape(text, false, max_bytes); }
 
 std::string safe_lines(std::string_view text) { return escape(text, true, 0); }
 
-bool is_safe_text(std::string_view text) {
+bool is_safe_text(std::string_view text, std::string_view allowed) {
   for (std::size_t i = 0; i < text.size();) {
     std::uint32_t cp = 0;
-    const std::size_t n = utf8_at(text, i, cp);
-    if (n == 0 || needs_escape(cp)) return false;
+    const std::size_t n = utf8_sequence(text, i, &cp);
+    if (n == 0 || (needs_escape(cp) && !(cp < 0x80 && allowed.find(static_cast<char>(cp)) != std::string_view::npos))) return false;
     i += n;
   }
   return true;

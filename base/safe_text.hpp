@@ -8,6 +8,7 @@
 // \u{202e}), so that what was there can still be read. A backslash stays as it is: a spelled-out escape is only
 // text, and doubling every backslash would garble paths and messages that carry one.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -21,7 +22,11 @@ std::string safe_text(std::string_view text, std::size_t max_bytes = 0);
 /// overwrite the line it ends); for messages of several lines, each of which is then safe.
 std::string safe_lines(std::string_view text);
 
-/// True when safe_text(TEXT) == TEXT: nothing in it needs an escape.
-bool is_safe_text(std::string_view text);
+/// True when nothing in TEXT needs an escape but the ASCII controls in ALLOWED ("\n\t": text of several lines).
+bool is_safe_text(std::string_view text, std::string_view allowed = {});
+
+/// The length of the UTF-8 sequence at S[I] (1 to 4) and, when CODE_POINT is given, its code point; 0 when the
+/// bytes there are not UTF-8 (a stray continuation byte, overlong, a surrogate, above U+10FFFF, cut short).
+std::size_t utf8_sequence(std::string_view s, std::size_t i, std::uint32_t* code_point = nullptr);
 
 }  // namespace gpuenv

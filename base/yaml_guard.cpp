@@ -1,5 +1,7 @@
 #include "base/yaml_guard.hpp"
 
+#include "base/safe_text.hpp"
+
 #include <algorithm>
 
 namespace gpuenv {
@@ -7,28 +9,6 @@ namespace {
 
 std::string at(const std::string& path, std::size_t line, std::size_t col) {
   return path + ":" + std::to_string(line) + ":" + std::to_string(col);
-}
-
-// Length of the UTF-8 sequence starting at s[i], or 0 when invalid (overlongs and surrogates included).
-std::size_t utf8_sequence(std::string_view s, std::size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  if (c < 0x80) return 1;
-  std::size_t n = 0;
-  std::uint32_t cp = 0;
-  if ((c & 0xE0) == 0xC0) { n = 2; cp = c & 0x1F; }
-  else if ((c & 0xF0) == 0xE0) { n = 3; cp = c & 0x0F; }
-  else if ((c & 0xF8) == 0xF0) { n = 4; cp = c & 0x07; }
-  else return 0;
-  if (i + n > s.size()) return 0;
-  for (std::size_t k = 1; k < n; ++k) {
-    const auto d = static_cast<unsigned char>(s[i + k]);
-    if ((d & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (d & 0x3F);
-  }
-  if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-      (cp >= 0xD800 && cp <= 0xDFFF))
-    return 0;
-  return n;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "base/safe_text.hpp"
 #include "base/text.hpp"
 
 namespace gpuenv {
@@ -19,6 +20,34 @@ std::string found(const YAML::Node& n) {
 }
 
 }  // namespace
+
+Status check_yaml_text(const YAML::Node& root, const std::string& path, ErrorKind kind, const std::string& id) {
+  std::set<std::pair<int, int>> seen;  // containers by position: an alias names the node its anchor made
+  std::vector<YAML::Node> todo{root};
+  while (!todo.empty()) {
+    const YAML::Node n = todo.back();
+    todo.pop_back();
+    if (n.IsScalar()) {
+      if (!is_safe_text(n.Scalar(), "\n\t"))
+        return make_error(kind, id,
+                          "the text \"" + safe_text(n.Scalar(), 120) +
+                              "\" holds a control character, a bidirectional control or bytes that are not UTF-8 (shown escaped)",
+                          yaml_where(path, n), "write plain text: gpuenv copies these values into locks, labels and terminals");
+      continue;
+    }
+    if (!n.IsMap() && !n.IsSequence()) continue;
+    if (!seen.insert({n.Mark().line, n.Mark().column}).second) continue;
+    if (n.IsMap()) {
+      for (const auto& kv : n) {
+        todo.push_back(kv.first);
+        todo.push_back(kv.second);
+      }
+    } else {
+      for (const auto& item : n) todo.push_back(item);
+    }
+  }
+  return ok_status();
+}
 
 std::string YamlReader::where(const YAML::Node& n) const {
   return n.IsDefined() ? yaml_where(m_doc.path, n) : m_doc.path;

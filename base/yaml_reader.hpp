@@ -32,11 +32,20 @@ inline std::string yaml_type_name(const YAML::Node& n) {
   }
 }
 
-/// Parses TEXT (already checked by check_yaml_bytes); a syntax error is SYNTAX_ID of KIND at its position, with HINT.
+/// Refuses (KIND, ID) a key or value under ROOT that holds a control character other than a line break or a tab,
+/// a C1 control, a bidirectional control or a line separator (base/safe_text.hpp): text that would reach a
+/// terminal, a lock or a recipe and could rewrite what it shows. YAML writes them as escapes ("\v", "\N", "\L",
+/// "\0"), so check_yaml_bytes cannot see them. Each mapping or list is visited once, however often aliases name it.
+Status check_yaml_text(const YAML::Node& root, const std::string& path, ErrorKind kind, const std::string& id);
+
+/// Parses TEXT (already checked by check_yaml_bytes); a syntax error is SYNTAX_ID of KIND at its position, with
+/// HINT; a scalar that check_yaml_text refuses is PREFIX.unsafe_text, where SYNTAX_ID is PREFIX.yaml_syntax.
 inline Result<YAML::Node> load_yaml(std::string_view text, const std::string& path, ErrorKind kind, const std::string& syntax_id,
                                     const std::string& hint) {
   try {
-    return YAML::Load(std::string(text));
+    YAML::Node root = YAML::Load(std::string(text));
+    GPUENV_CHECK(check_yaml_text(root, path, kind, syntax_id.substr(0, syntax_id.rfind('.') + 1) + "unsafe_text"));
+    return root;
   } catch (const YAML::Exception& e) {
     return make_error(kind, syntax_id, "YAML syntax error: " + e.msg, yaml_where(path, e.mark), hint);
   }

@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "app/attest.hpp"
+#include "base/safe_text.hpp"
 #include "cli/commands.hpp"
 #include "images/plan/image_config.hpp"
 
@@ -27,22 +28,22 @@ void print_text(const app::AttestResult& r, std::ostream& out) {
   for (std::size_t i = 0; i < r.devices.size(); ++i) {
     const auto& d = r.devices[i].appraisal;
     const auto& v = r.devices[i].verdict;
-    out << "device " << i << "  " << attest::to_string(d.kind) << "  " << attest::common_name(d.leaf_subject)
-        << "  driver " << (d.driver_version.empty() ? "-" : d.driver_version) << "  VBIOS " << (d.vbios_version.empty() ? "-" : d.vbios_version) << "  "
+    out << "device " << i << "  " << attest::to_string(d.kind) << "  " << safe_text(attest::common_name(d.leaf_subject), 120)
+        << "  driver " << (d.driver_version.empty() ? "-" : safe_text(d.driver_version, 60)) << "  VBIOS " << (d.vbios_version.empty() ? "-" : safe_text(d.vbios_version, 60)) << "  "
         << (v.pass ? "PASS" : "FAIL") << "\n";
     for (const auto& c : d.claims) {
       const std::string status(attest::to_string(c.status));
       out << "  " << status << std::string(status.size() < 12 ? 12 - status.size() : 1, ' ') << c.name << std::string(c.name.size() < 26 ? 26 - c.name.size() : 1, ' ')
-          << c.detail << "\n";
+          << safe_text(c.detail, 1000) << "\n";
     }
-    for (const auto& reason : v.reasons) out << "  FAILS POLICY  " << reason << "\n";
+    for (const auto& reason : v.reasons) out << "  FAILS POLICY  " << safe_text(reason, 1000) << "\n";
   }
-  out << (r.pass() ? "PASS" : "FAIL") << ": " << r.devices.size() << " device" << (r.devices.size() == 1 ? "" : "s") << ", policy " << r.policy.source << ", judged at "
+  out << (r.pass() ? "PASS" : "FAIL") << ": " << r.devices.size() << " device" << (r.devices.size() == 1 ? "" : "s") << ", policy " << safe_text(r.policy.source) << ", judged at "
       << images::rfc3339(r.at) << ", nonce: " << r.nonce_source
       << (r.nonce_source == "evidence file" ? " (the file's own: it proves no freshness; give --nonce)" : "")
       << (r.nonce_source == "recorded" ? " (a replay of recorded evidence)" : "");
   if (r.rim_sources.empty()) out << ", no RIM store";
-  for (const auto& s : r.rim_sources) out << ", RIMs from " << s;
+  for (const auto& s : r.rim_sources) out << ", RIMs from " << safe_text(s);
   out << "\n";
 }
 

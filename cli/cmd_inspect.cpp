@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "app/inspect.hpp"
+#include "base/safe_text.hpp"
 #include "cli/commands.hpp"
 #include "cli/render.hpp"
 #include "images/plan/image_config.hpp"
@@ -54,20 +55,20 @@ ordered_json to_json(const ImageSummary& img) {
 void render_text(const ImageSummary& a, bool all, std::ostream& out) {
   std::uint64_t total = 0;
   for (const auto& l : a.layers) total += l.size;
-  out << a.where << "  " << a.digest << "\n  " << a.architecture << ", created " << a.created << ", " << inspect_size_text(total) << " in " << a.layers.size()
+  out << safe_text(a.where) << "  " << safe_text(a.digest) << "\n  " << safe_text(a.architecture, 60) << ", created " << safe_text(a.created, 60) << ", " << inspect_size_text(total) << " in " << a.layers.size()
       << " layers\n";
-  for (const auto& [k, v] : a.labels) out << "  label " << k << "=" << v << "\n";
+  for (const auto& [k, v] : a.labels) out << "  label " << safe_text(k, 200) << "=" << safe_text(v, 400) << "\n";
   for (const auto& l : a.layers) {
     std::uint64_t bytes = 0;
     for (const auto& p : l.packages) bytes += p.bytes;
-    out << "  layer " << std::left << std::setw(10) << l.name << std::right << std::setw(11) << inspect_size_text(l.size) << " compressed, " << l.packages.size()
+    out << "  layer " << std::left << std::setw(10) << safe_text(l.name, 60) << std::right << std::setw(11) << inspect_size_text(l.size) << " compressed, " << l.packages.size()
         << " packages, " << inspect_size_text(bytes) << " installed\n";
     std::vector<LayerPackage> by_size = l.packages;
     std::sort(by_size.begin(), by_size.end(),
               [](const LayerPackage& x, const LayerPackage& y) { return x.bytes != y.bytes ? x.bytes > y.bytes : x.name < y.name; });
     const std::size_t shown = all ? by_size.size() : std::min<std::size_t>(by_size.size(), 5);
     for (std::size_t i = 0; i < shown; ++i)
-      out << "      " << std::setw(11) << inspect_size_text(by_size[i].bytes) << "  " << by_size[i].name << " " << by_size[i].version << " (" << by_size[i].kind << ")\n";
+      out << "      " << std::setw(11) << inspect_size_text(by_size[i].bytes) << "  " << safe_text(by_size[i].name, 200) << " " << safe_text(by_size[i].version, 100) << " (" << safe_text(by_size[i].kind, 20) << ")\n";
     if (shown < by_size.size()) out << "      ... " << by_size.size() - shown << " more (--all)\n";
   }
 }
@@ -97,13 +98,14 @@ ordered_json diff_to_json(const ImageSummary& a, const ImageSummary& b, const st
 }
 
 void render_diff_text(const ImageSummary& a, const ImageSummary& b, const std::vector<LayerChange>& changes, std::ostream& out) {
-  out << a.digest << " -> " << b.digest << "\n";
+  out << safe_text(a.digest) << " -> " << safe_text(b.digest) << "\n";
   for (const auto& d : changes) {
-    out << "  layer " << std::left << std::setw(10) << d.layer << std::right << " " << d.status;
+    out << "  layer " << std::left << std::setw(10) << safe_text(d.layer, 60) << std::right << " " << d.status;
     if (d.status == "changed") out << " (" << inspect_size_text(d.size_before) << " -> " << inspect_size_text(d.size_after) << ")";
     out << "\n";
     for (const auto& c : d.packages)
-      out << "      " << c.name << " (" << c.kind << "): " << c.before.value_or("added") << " -> " << c.after.value_or("removed") << "\n";
+      out << "      " << safe_text(c.name, 200) << " (" << safe_text(c.kind, 20) << "): " << safe_text(c.before.value_or("added"), 100) << " -> "
+          << safe_text(c.after.value_or("removed"), 100) << "\n";
   }
 }
 
@@ -132,24 +134,24 @@ void render_disk(const images::disk::DiskSummary& d, bool all, bool json, std::o
     out << j.dump(2) << "\n";
     return;
   }
-  out << d.path << ": " << d.format << " disk, " << inspect_size_text(d.disk_size) << " (file " << inspect_size_text(d.file_size) << ", " << inspect_size_text(d.allocated) << " allocated)\n";
+  out << safe_text(d.path) << ": " << d.format << " disk, " << inspect_size_text(d.disk_size) << " (file " << inspect_size_text(d.file_size) << ", " << inspect_size_text(d.allocated) << " allocated)\n";
   out << "  GPT " << d.layout.disk.str() << "\n";
   for (const auto& p : d.layout.partitions)
-    out << "  partition " << std::left << std::setw(5) << p.name << std::right << std::setw(11) << inspect_size_text(p.size()) << "  " << images::disk::partition_type_name(p.type)
+    out << "  partition " << std::left << std::setw(5) << safe_text(p.name, 72) << std::right << std::setw(11) << inspect_size_text(p.size()) << "  " << images::disk::partition_type_name(p.type)
         << "  " << p.unique.str() << "\n";
   if (!d.lock) {
-    out << "  packages: unknown (" << d.lock_problem << ")\n";
+    out << "  packages: unknown (" << safe_text(d.lock_problem, 400) << ")\n";
     return;
   }
-  out << "  built from " << d.lock->spec_name << "'s lock (" << d.lock->base << (d.lock->vm ? ", kernel package " + d.lock->vm->kernel : std::string()) << "), "
+  out << "  built from " << safe_text(d.lock->spec_name) << "'s lock (" << safe_text(d.lock->base) << (d.lock->vm ? ", kernel package " + safe_text(d.lock->vm->kernel) : std::string()) << "), "
       << d.lock->packages.size() << " packages\n";
   if (d.lock->vm && d.lock->vm->driver)
-    out << "  NVIDIA driver " << d.lock->vm->driver->version << " (" << d.lock->vm->driver->module << ", built for the image's kernel)\n";
+    out << "  NVIDIA driver " << safe_text(d.lock->vm->driver->version) << " (" << safe_text(d.lock->vm->driver->module) << ", built for the image's kernel)\n";
   std::size_t shown = 0;
   for (const auto& p : d.lock->packages) {
     const bool kernel = p.name.rfind("linux-image-", 0) == 0;
     if (!all && !kernel && shown >= 10) continue;
-    out << "    " << p.name << " " << p.version << "\n";
+    out << "    " << safe_text(p.name) << " " << safe_text(p.version) << "\n";
     if (!kernel) ++shown;
   }
   if (!all && d.lock->packages.size() > shown + 2) out << "    ... (--all lists every package)\n";
@@ -196,17 +198,14 @@ int cmd_inspect(const InspectOptions& o, Context& ctx) {
       *ctx.out << j.dump(2) << "\n";
     } else {
       render_text(r->image, o.all, *ctx.out);
-      if (!r->marks_problem.empty()) *ctx.out << "  marks: could not be read: " << r->marks_problem << "\n";
+      if (!r->marks_problem.empty()) *ctx.out << "  marks: could not be read: " << safe_text(r->marks_problem, 400) << "\n";
       for (const auto& m : r->marks) {
-        *ctx.out << "  mark " << m.digest.substr(0, 19) << "  ";
+        *ctx.out << "  mark " << safe_text(m.digest.substr(0, 19)) << "  ";
         if (!m.statement) {
-          *ctx.out << "unreadable: " << m.problem << "\n";
+          *ctx.out << "unreadable: " << safe_text(m.problem, 400) << "\n";
           continue;
         }
-        const auto& p = m.statement->predicate;
-        *ctx.out << (p.passed ? "PASSED " : "FAILED ") << p.level << " on " << p.gpu_count << "x " << p.gpu_product << ", driver " << p.driver_version
-                 << ", cc " << p.cc_mode << (p.backend == "replay" ? ", replay" : "") << ", " << images::rfc3339(p.time_verified) << " until "
-                 << images::rfc3339(p.not_after) << " (signature not checked: gpuenv verify)\n";
+        *ctx.out << mark_predicate_line(m.statement->predicate) << " (signature not checked: gpuenv verify)\n";
       }
     }
     return k_exit_ok;

@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "app/marks.hpp"
+#include "base/safe_text.hpp"
 #include "cli/commands.hpp"
 #include "images/plan/image_config.hpp"
 
@@ -37,13 +38,17 @@ ordered_json predicate_summary(const marks::MarkPredicate& p) {
           {"notAfter", images::rfc3339(p.not_after)}};
 }
 
-std::string predicate_line(const marks::MarkPredicate& p) {
-  return std::string(p.passed ? "PASSED " : "FAILED ") + p.level + " on " + std::to_string(p.gpu_count) + "x " + p.gpu_product + ", driver " +
-         p.driver_version + ", cc " + p.cc_mode + (p.backend == "replay" ? ", REPLAY (recorded GPU answers)" : "") + ", verified " +
-         images::rfc3339(p.time_verified) + ", until " + images::rfc3339(p.not_after);
+/// One record's predicate on one line. Every field is the record's own text, signed by a key that may not count
+/// (an unknown key's record is shown too): each is made safe, so that none can end the line or rewrite it.
+std::string predicate_line_of(const marks::MarkPredicate& p) {
+  return std::string(p.passed ? "PASSED " : "FAILED ") + safe_text(p.level, 40) + " on " + std::to_string(p.gpu_count) + "x " + safe_text(p.gpu_product, 120) +
+         ", driver " + safe_text(p.driver_version, 60) + ", cc " + safe_text(p.cc_mode, 40) + (p.backend == "replay" ? ", REPLAY (recorded GPU answers)" : "") +
+         ", verified " + images::rfc3339(p.time_verified) + ", until " + images::rfc3339(p.not_after);
 }
 
 }  // namespace
+
+std::string mark_predicate_line(const marks::MarkPredicate& p) { return predicate_line_of(p); }
 
 void print_mark_result(const app::MarkResult& m, bool json, std::ostream& out) {
   if (json) {
@@ -58,10 +63,10 @@ void print_mark_result(const app::MarkResult& m, bool json, std::ostream& out) {
         << "\n";
     return;
   }
-  out << "marked " << m.image.str() << ": " << predicate_line(m.predicate) << "\n"
-      << "  record " << m.record_digest << (m.already_there ? " (already there)" : "") << " in " << m.where << " (" << m.records << " record"
+  out << "marked " << m.image.str() << ": " << predicate_line_of(m.predicate) << "\n"
+      << "  record " << m.record_digest << (m.already_there ? " (already there)" : "") << " in " << safe_text(m.where) << " (" << m.records << " record"
       << (m.records == 1 ? "" : "s") << ")\n";
-  if (!m.referrer.empty()) out << "  referrer " << m.referrer << "\n";
+  if (!m.referrer.empty()) out << "  referrer " << safe_text(m.referrer) << "\n";
 }
 
 int cmd_mark(const MarkOptions& o, Context& ctx) {
@@ -115,12 +120,12 @@ int cmd_verify(const VerifyOptions& o, Context& ctx) {
              << "\n";
     return code;
   }
-  std::string asked = w.gpu_product.empty() ? "any GPU" : marks::gpu_product_label(w.gpu_product);
-  asked += w.driver.empty() ? ", any driver" : ", driver " + w.driver;
+  std::string asked = w.gpu_product.empty() ? "any GPU" : safe_text(marks::gpu_product_label(w.gpu_product), 120);  // a host status file's
+  asked += w.driver.empty() ? ", any driver" : ", driver " + safe_text(w.driver, 60);
   if (!w.cc_mode.empty()) asked += ", cc " + w.cc_mode;
   if (!w.level.empty()) asked += ", level " + w.level + " or above";
   auto& out = *ctx.out;
-  out << v->image.str() << " (" << v->where << ")\n";
+  out << v->image.str() << " (" << safe_text(v->where) << ")\n";
   if (v->records.empty()) {
     out << "no marks: the image was never marked good (gpuenv validate --image ... --mark, or gpuenv mark)\n";
     return code;
@@ -128,10 +133,10 @@ int cmd_verify(const VerifyOptions& o, Context& ctx) {
   int counting = 0;
   for (const auto& r : v->records) {
     counting += r.verdict.counts ? 1 : 0;
-    out << (r.verdict.counts ? "  counts   " : "  no       ") << r.digest.substr(0, 19);
-    if (r.verdict.statement) out << "  " << predicate_line(r.verdict.statement->predicate);
+    out << (r.verdict.counts ? "  counts   " : "  no       ") << safe_text(r.digest.substr(0, 19));
+    if (r.verdict.statement) out << "  " << predicate_line_of(r.verdict.statement->predicate);
     out << "\n";
-    for (const auto& reason : r.verdict.reasons) out << "           - " << reason << "\n";
+    for (const auto& reason : r.verdict.reasons) out << "           - " << safe_text(reason, 400) << "\n";
   }
   out << (counting > 0 ? "verified: " : "NOT verified: ") << counting << " of " << v->records.size() << " record" << (v->records.size() == 1 ? "" : "s")
       << " count for " << asked << "\n";

@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "app/compare.hpp"
+#include "base/safe_text.hpp"
 #include "cli/commands.hpp"
 
 namespace gpuenv::cli {
@@ -46,13 +47,14 @@ int cmd_compare(const CompareOptions& o, Context& ctx) {
   auto& out = *ctx.out;
   const std::size_t w = 18;
   out << pad("machine", 14) << pad("GPUs", 30) << pad("driver", 12) << pad("$/h", 8);
-  for (const auto& k : c->keys) out << pad(k, w);
+  for (const auto& k : c->keys) out << pad(safe_text(k, 40), w);
   out << "\n";
   for (const auto& m : c->machines) {
-    out << pad(m.name, 14) << pad(std::to_string(m.gpu_count) + "x " + m.gpu, 30) << pad(m.driver, 12) << pad(m.price ? fixed(*m.price, 2) : "-", 8);
+    // Each report's own text (its file names the machine; its fields the GPU and driver): made safe to print.
+    out << pad(safe_text(m.name, 60), 14) << pad(std::to_string(m.gpu_count) + "x " + safe_text(m.gpu, 80), 30) << pad(safe_text(m.driver, 40), 12) << pad(m.price ? fixed(*m.price, 2) : "-", 8);
     for (const auto& k : c->keys) {
       const auto it = m.figures.find(k);
-      out << pad(it == m.figures.end() ? "-" : fixed(it->second.total, 1) + " " + it->second.unit, w);
+      out << pad(it == m.figures.end() ? "-" : fixed(it->second.total, 1) + " " + safe_text(it->second.unit, 20), w);
     }
     out << "\n";
   }
@@ -60,10 +62,10 @@ int cmd_compare(const CompareOptions& o, Context& ctx) {
   for (const auto& m : c->machines) priced = priced || m.price.has_value();
   if (priced) {
     out << "\nper dollar-hour (machine totals / price; TFLOPS or GB/s per USD/h):\n" << pad("machine", 14);
-    for (const auto& k : c->keys) out << pad(k, w);
+    for (const auto& k : c->keys) out << pad(safe_text(k, 40), w);
     out << "\n";
     for (const auto& m : c->machines) {
-      out << pad(m.name, 14);
+      out << pad(safe_text(m.name, 60), 14);
       for (const auto& k : c->keys) {
         const auto it = m.figures.find(k);
         out << pad(it == m.figures.end() || !it->second.per_dollar_hour ? "-" : fixed(*it->second.per_dollar_hour, 2), w);

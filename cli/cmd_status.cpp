@@ -5,7 +5,9 @@
 #include <ostream>
 
 #include "app/status.hpp"
+#include "base/duration.hpp"
 #include "base/file_io.hpp"
+#include "base/safe_text.hpp"
 #include "cli/commands.hpp"
 #include "marks/from_report.hpp"
 
@@ -25,7 +27,8 @@ int cmd_status(const StatusOptions& o, Context& ctx) {
   auto s = app::node_status(o.rq, ctx);
   if (!s) return report_error(s.error(), o.json, ctx);
   if (!o.node_features.empty()) {
-    const auto ttl = marks::parse_duration(o.feature_ttl);
+    const auto ttl_d = parse_duration(o.feature_ttl, "--feature-ttl");
+    const std::optional<std::int64_t> ttl = ttl_d ? std::optional<std::int64_t>(ttl_d->count()) : std::nullopt;
     if (!ttl || *ttl <= 0)
       return report_error(make_error(ErrorKind::usage, "status.feature_ttl", "--feature-ttl '" + o.feature_ttl + "' is not a duration", "--feature-ttl", "write 30m, 2h"),
                           o.json, ctx);
@@ -65,12 +68,14 @@ int cmd_status(const StatusOptions& o, Context& ctx) {
     for (const auto& t : taints) out << t << "\n";
     return s->exit_code;
   }
-  out << s->state << ": " << s->reason;
-  if (s->age_s) out << " (" << (s->level.empty() ? "" : s->level + ", ") << *s->age_s << " s ago" << (s->backend == "replay" ? ", recorded answers" : "") << ")";
+  // The status file's text is whoever wrote the file's: every field made safe to print.
+  out << safe_text(s->state, 40) << ": " << safe_text(s->reason, 400);
+  if (s->age_s)
+    out << " (" << (s->level.empty() ? "" : safe_text(s->level, 40) + ", ") << *s->age_s << " s ago" << (s->backend == "replay" ? ", recorded answers" : "") << ")";
   out << "\n";
   for (const auto& f : s->failed)
-    out << "  " << f.check << (f.gpu >= 0 ? " GPU " + std::to_string(f.gpu) : std::string()) << (f.code.empty() ? "" : " [" + f.code + "]")
-        << (f.message.empty() ? "" : ": " + f.message) << "\n";
+    out << "  " << safe_text(f.check, 80) << (f.gpu >= 0 ? " GPU " + std::to_string(f.gpu) : std::string()) << (f.code.empty() ? "" : " [" + safe_text(f.code, 80) + "]")
+        << (f.message.empty() ? "" : ": " + safe_text(f.message, 400)) << "\n";
   return s->exit_code;
 }
 

@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "app/validate.hpp"
+#include "base/duration.hpp"
 #include "marks/from_report.hpp"
 #include "cli/commands.hpp"
 #include "validate/check.hpp"
@@ -70,7 +71,8 @@ int cmd_validate(const ValidateOptions& o, Context& ctx) {
 int cmd_preflight(const PreflightOptions& o, Context& ctx) {
   app::PreflightRequest rq{o.status_file, o.backend, o.lock, {}, o.metrics};
   if (!o.wait_fabric.empty()) {
-    const auto seconds = marks::parse_duration(o.wait_fabric);
+    const auto wait = parse_duration(o.wait_fabric, "--wait-fabric");
+    const std::optional<std::int64_t> seconds = wait ? std::optional<std::int64_t>(wait->count()) : std::nullopt;
     if (!seconds || *seconds < 0)
       return report_error(make_error(ErrorKind::usage, "preflight.wait_fabric", "--wait-fabric '" + o.wait_fabric + "' is not a duration", "--wait-fabric",
                                      "write 90s, 5m"),

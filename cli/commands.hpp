@@ -225,6 +225,9 @@ using app::user_config_path;
 
 /// Prints what `gpuenv mark` (or `--mark`) did: text, or a gpuenv-mark-v1 document.
 void print_mark_result(const app::MarkResult& result, bool json, std::ostream& out);
+/// A mark record's predicate on one line ("PASSED standard on 8x NVIDIA H100 ..., until ..."), every field of the
+/// record made safe to print (verify and inspect show records of keys that may not count).
+std::string mark_predicate_line(const marks::MarkPredicate& p);
 
 /// Prints an error (JSON when asked) and returns its exit code.
 int report_error(const Error& error, bool json, Context& ctx);

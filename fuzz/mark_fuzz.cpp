@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "base/duration.hpp"
 #include "marks/att_image.hpp"
 #include "marks/dsse.hpp"
 #include "marks/from_report.hpp"
@@ -28,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 5: {
       auto facts = read_report(text, "fuzz");
       if (facts && facts->image_digest) (void)predicate_for(*facts, *facts->image_digest, {true, 86400, "fuzz"}, "fuzz");
-      (void)parse_duration(text);
+      (void)gpuenv::parse_duration(text, "fuzz");
       break;
     }
     default: (void)parse_att_manifest(text, "", "fuzz"); break;

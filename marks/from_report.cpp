@@ -130,24 +130,4 @@ Result<MarkPredicate> predicate_for(const ReportFacts& facts, const Digest& imag
   return p;
 }
 
-std::optional<std::int64_t> parse_duration(std::string_view text) {
-  if (text.empty()) return std::nullopt;
-  std::int64_t unit = 1;
-  switch (text.back()) {
-    case 's': unit = 1; text.remove_suffix(1); break;
-    case 'm': unit = 60; text.remove_suffix(1); break;
-    case 'h': unit = 3600; text.remove_suffix(1); break;
-    case 'd': unit = 86400; text.remove_suffix(1); break;
-    case 'w': unit = 7 * 86400; text.remove_suffix(1); break;
-    default: break;
-  }
-  if (text.empty() || text.size() > 12) return std::nullopt;
-  std::int64_t v = 0;
-  for (const char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  return v * unit;
-}
-
 }  // namespace gpuenv::marks

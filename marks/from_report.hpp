@@ -38,7 +38,4 @@ struct MarkRules {
 /// (the report validated no image), `mark.other_image` (it validated another digest).
 Result<MarkPredicate> predicate_for(const ReportFacts& facts, const Digest& image, const MarkRules& rules, const std::string& where);
 
-/// Seconds in a duration "90s", "45m", "12h", "30d" or "2w" (a plain number is seconds); std::nullopt otherwise.
-std::optional<std::int64_t> parse_duration(std::string_view text);
-
 }  // namespace gpuenv::marks

@@ -182,6 +182,25 @@ Result<Lock::Framework> read_framework(const LockReader& r, const YAML::Node& ke
   return f;
 }
 
+bool is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+/// At most 256 letters, digits and the characters of PUNCTUATION (an empty word too: a field gpuenv leaves empty).
+bool is_package_word(std::string_view s, std::string_view punctuation) {
+  return s.size() <= 256 && std::all_of(s.begin(), s.end(), [&](char c) { return is_alnum(c) || punctuation.find(c) != std::string_view::npos; });
+}
+
+/// Debian policy 5.6.1: lower-case letters, digits, + - . and two characters at least, starting alphanumeric.
+/// PEP 508: letters, digits, - _ . with a letter or digit at both ends.
+bool is_package_name(std::string_view s, PackageKind kind) {
+  if (s.empty() || s.size() > 256 || !is_alnum(s.front())) return false;
+  if (kind == PackageKind::deb)
+    return s.size() >= 2 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.'; });
+  return is_alnum(s.back()) && is_package_word(s, "-_.");
+}
+
+/// Debian versions (policy 5.6.12: epoch, upstream with . + ~ -, revision) and PEP 440 versions (! + . _ -).
+bool is_package_version(std::string_view s) { return !s.empty() && is_package_word(s, ".+~:_!-"); }
+
 /// One entry of `packages`: every field present, a known kind, a sha256 and a byte count.
 Result<LockedPackage> read_package(const LockReader& r, const YAML::Node& p) {
   if (!p.IsMap()) return r.error(p, "bad_value", "each package must be a mapping");
@@ -195,6 +214,12 @@ Result<LockedPackage> read_package(const LockReader& r, const YAML::Node& p) {
   GPUENV_TRY(size, r.str(p, "size"));
   const auto parsed_kind = parse_package_kind(kind);
   if (!parsed_kind) return r.error(p["kind"], "bad_value", "package '" + name + "' has kind '" + kind + "' (deb or wheel expected)");
+  // Names and versions reach file names, dpkg's database, terminals and SBOMs: only what Debian policy (5.6.1,
+  // 5.6.12) and the Python packaging specs (names, PEP 440 versions) allow, so nothing else ever gets that far.
+  if (!is_package_name(name, *parsed_kind)) return r.error(p["name"], "bad_value", "a package name '" + name + "' is not a " + std::string(to_string(*parsed_kind)) + " package name");
+  if (!is_package_version(version)) return r.error(p["version"], "bad_value", "package '" + name + "' has a version that holds characters no version has");
+  if (!is_package_word(arch, "._+-"))
+    return r.error(p["architecture"], "bad_value", "package '" + name + "' has an architecture that is not one");
   auto digest = Digest::from_hex(sha);
   if (!digest) return r.error(p["sha256"], "bad_value", "package '" + name + "' has a sha256 that is not 64 lowercase hex digits");
   if (size.empty() || size.size() > 15 || !std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; }))
@@ -213,7 +238,8 @@ Result<VmRequest> read_vm(const LockReader& r, const YAML::Node& vm) {
   if (size.empty() || size.size() > 15 || !std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return r.error(vm["disk_size"], "bad_value", "vm.disk_size is not a byte count");
   if (cloud_init != "true" && cloud_init != "false") return r.error(vm["cloud_init"], "bad_value", "vm.cloud_init is not true or false");
-  if (kernel.empty() || cmdline.find_first_of("\n\r") != std::string::npos) return r.error(vm, "bad_value", "vm.kernel is empty or vm.cmdline holds a line break");
+  if (kernel.empty() || cmdline.size() > 1024 || !std::all_of(cmdline.begin(), cmdline.end(), [](char c) { return c >= 0x20 && c < 0x7F; }))
+    return r.error(vm, "bad_value", "vm.kernel is empty, or vm.cmdline is longer than 1,024 bytes or holds a character that is not printable ASCII");
   v.kernel = kernel;
   v.disk_size = std::stoull(size);
   v.cloud_init = cloud_init == "true";

@@ -23,6 +23,7 @@ const std::vector<std::string> k_gpu_keys = {"models", "archs", "driver", "confi
 const std::vector<std::string> k_package_keys = {"apt", "pip"};
 const std::vector<std::string> k_image_keys = {"format", "tag"};
 const std::vector<std::string> k_vm_keys = {"kernel", "disk_size", "cloud_init", "cmdline", "driver"};
+constexpr std::size_t k_max_user_cmdline = 1024;  // of the kernel's 2,048 (see vm.cmdline below)
 const std::vector<std::string> k_vm_driver_keys = {"module", "packages"};
 const std::vector<std::string> k_validate_keys = {"level", "thresholds"};
 const std::vector<std::string> k_levels = {"quick", "standard", "long"};
@@ -461,6 +462,13 @@ Status read_vm(const YamlReader& w, [[maybe_unused]] const std::string& k, const
       out.cloud_init = s == "true";
     } else {
       if (s.find_first_of("\n\r") != std::string::npos) return w.error(vval, "bad_value", "vm.cmdline holds a line break", "write the kernel command line on one line");
+      // The kernel keeps 2,048 bytes of its command line (COMMAND_LINE_SIZE on x86 and arm64) and cuts the rest
+      // silently; gpuenv's own part (root=PARTUUID=..., the consoles) and the boot loader's initrd= take about 200.
+      if (s.size() > k_max_user_cmdline)
+        return w.error(vval, "bad_value", "vm.cmdline is " + std::to_string(s.size()) + " bytes; at most " + std::to_string(k_max_user_cmdline) + " fit beside gpuenv's own",
+                       "the kernel would cut it silently: move settings into the image (modprobe.d, sysctl.d)");
+      if (!std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7F; }))
+        return w.error(vval, "bad_value", "vm.cmdline holds a character that is not printable ASCII", "a kernel command line is words of printable ASCII");
       out.cmdline = s;
     }
   }

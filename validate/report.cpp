@@ -1,5 +1,7 @@
 #include "validate/report.hpp"
 
+#include "base/safe_text.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -10,41 +12,13 @@ namespace {
 
 constexpr const char* k_replacement = "\xEF\xBF\xBD";  // U+FFFD
 
-// Length of the valid UTF-8 sequence starting at s[i], or 0 when the bytes there are not one (stray continuation,
-// overlong form, surrogate, beyond U+10FFFF, truncated).
-std::size_t utf8_sequence_length(const std::string& s, std::size_t i) {
-  auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = byte(i);
-  if (c < 0x80) return 1;
-  std::size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (std::size_t k = 2; k < n; ++k)
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  return n;
-}
-
 // Valid UTF-8 with each bad byte replaced by U+FFFD: messages come from drivers and libraries, and both JSON and XML
 // consumers reject invalid text.
 std::string valid_utf8(const std::string& s) {
   std::string out;
   out.reserve(s.size());
   for (std::size_t i = 0; i < s.size();) {
-    const std::size_t n = utf8_sequence_length(s, i);
+    const std::size_t n = utf8_sequence(s, i);
     if (n == 0) {
       out += k_replacement;
       ++i;
@@ -81,15 +55,8 @@ std::string xml_escape(const std::string& raw, bool attribute) {
   return out;
 }
 
-// One line for a terminal: valid UTF-8, and no control characters that could move the cursor or recolour it.
-std::string terminal_safe(const std::string& raw) {
-  std::string out = valid_utf8(raw);
-  for (char& ch : out) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7F) ch = ' ';
-  }
-  return out;
-}
+// One line for a terminal: what drivers, libraries and an image's probe said, made safe (base/safe_text.hpp).
+std::string terminal_safe(const std::string& raw) { return safe_text(raw, 2000); }
 
 std::string hex_device_id(std::uint32_t id) {
   char buf[16];

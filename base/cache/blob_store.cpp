@@ -1,5 +1,7 @@
 #include "base/cache/blob_store.hpp"
 
+#include "base/file_io.hpp"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -7,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -65,6 +68,7 @@ class DirBlobStore final : public BlobStore {
 
   Result<std::string> temp_path() override {
     if (auto st = ensure_dirs(); !st) return std::move(st).error();
+    std::call_once(m_swept, [this] { remove_dead_writers_files(); });  // the next command cleans up after a killed one
     static std::atomic<unsigned> counter{0};
     std::random_device rd;
     return m_root + "/tmp/" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(rd());
@@ -145,12 +149,14 @@ class DirBlobStore final : public BlobStore {
       if (b.last_used >= cutoff && cutoff != std::chrono::system_clock::time_point::max()) continue;
       if (::unlink(blob_path(b.sha256).c_str()) == 0) freed += b.bytes;
     }
-    // Temporary files of dead writers: only old ones, since live writers do not hold the lock while downloading.
+    // Temporary files of dead writers: those whose writer has exited (its PID begins the name), and any older than
+    // a day (a writer on another machine sharing the cache), since live writers do not hold the lock while downloading.
+    remove_dead_writers_files();
     std::error_code ec;
     const auto day_ago = fs::file_time_type::clock::now() - std::chrono::hours(24);
     for (const auto& e : fs::directory_iterator(fs::path(m_root) / "tmp", ec)) {
       std::error_code ec2;
-      if (fs::last_write_time(e.path(), ec2) < day_ago && !ec2) fs::remove(e.path(), ec2);
+      if (e.is_regular_file(ec2) && fs::last_write_time(e.path(), ec2) < day_ago && !ec2) fs::remove(e.path(), ec2);
     }
     return freed;
   }
@@ -200,7 +206,18 @@ class DirBlobStore final : public BlobStore {
     return dest;
   }
 
+  /// Removes the files under tmp/ ("PID-N-RANDOM", a download's ".part") whose writer has exited; work
+  /// directories there are sweep_abandoned_work_dirs'.
+  void remove_dead_writers_files() const {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::path(m_root) / "tmp", ec)) {
+      std::error_code ec2;
+      if (e.is_regular_file(ec2) && process_gone(leading_pid(e.path().filename().string(), '-'))) fs::remove(e.path(), ec2);
+    }
+  }
+
   std::string m_root;
+  std::once_flag m_swept;
 };
 
 }  // namespace

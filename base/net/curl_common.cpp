@@ -46,10 +46,18 @@ long millis_until(NetworkBudget::Clock::time_point deadline) {
 }
 
 std::chrono::milliseconds retry_delay(int attempt, std::chrono::milliseconds base, std::chrono::milliseconds cap, std::optional<long> retry_after_s,
-                                      const NetLimits& limits, std::mt19937& rng, std::string* why) {
+                                      const NetLimits& limits, NetworkBudget::Clock::time_point deadline, std::mt19937& rng, std::string* why) {
   auto delay = std::min<std::chrono::milliseconds>(base * (1L << std::min(attempt - 1, 16)), cap);
   std::uniform_int_distribution<long> jitter(0, delay.count() / 4 + 1);
   delay += std::chrono::milliseconds(jitter(rng));
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - NetworkBudget::Clock::now());
+  if (retry_after_s && std::chrono::seconds(*retry_after_s) >= left) {
+    // A wait the request's deadline cannot hold is never honoured in part: waiting the cap and asking again, as
+    // before, held a command for three announced minutes against a server that asked for 100000 s each time.
+    *why += ", Retry-After " + std::to_string(*retry_after_s) + " s, more than the " + describe_wait(std::max(left, std::chrono::milliseconds(0))) +
+            " left of the request's time: not waited for";
+    return std::max(left, std::chrono::milliseconds(0)) + std::chrono::milliseconds(1);  // past the deadline: the caller gives up now
+  }
   if (retry_after_s) {
     bool capped = false;
     const auto asked = retry_after_wait(limits, *retry_after_s, &capped);

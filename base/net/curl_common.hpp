@@ -30,9 +30,11 @@ inline bool hit_deadline(CURLcode code, NetworkBudget::Clock::time_point deadlin
 
 /// The wait before the attempt after ATTEMPT: BASE doubled per attempt, at most CAP, jittered; or what the
 /// server asked with Retry-After, when longer, cut to limits.retry_after_cap. Appends the Retry-After to WHY
-/// (", Retry-After 100000 s cut to 60 s (GPUENV_RETRY_AFTER_CAP)") so that the announced retry says it.
+/// (", Retry-After 120 s cut to 60 s (GPUENV_RETRY_AFTER_CAP)") so that the announced retry says it. A Retry-After
+/// at or past DEADLINE is not waited for at all: the delay returned then ends after DEADLINE, so the caller gives
+/// up at once, and WHY says why.
 std::chrono::milliseconds retry_delay(int attempt, std::chrono::milliseconds base, std::chrono::milliseconds cap, std::optional<long> retry_after_s,
-                                      const NetLimits& limits, std::mt19937& rng, std::string* why);
+                                      const NetLimits& limits, NetworkBudget::Clock::time_point deadline, std::mt19937& rng, std::string* why);
 
 /// The line announced before a retry: "GET URL: WHY; retrying in 2 s (attempt 2 of 5)".
 std::string retry_notice(const std::string& where, const std::string& why, std::chrono::milliseconds delay, int next_attempt, int max_attempts);

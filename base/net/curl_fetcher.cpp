@@ -412,7 +412,7 @@ class CurlFetcher final : public Fetcher {
       finish_failed(t);
       return;
     }
-    const auto delay = retry_delay(t.attempts, m_o.backoff_base, m_o.backoff_cap, t.retry_after_s, m_o.limits, m_rng, &why);
+    const auto delay = retry_delay(t.attempts, m_o.backoff_base, m_o.backoff_cap, t.retry_after_s, m_o.limits, t.deadline.at, m_rng, &why);
     if (Clock::now() + delay >= t.deadline.at) {
       t.error = deadline_error(t, why + "; no time is left for another attempt");
       finish_failed(t);

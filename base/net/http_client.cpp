@@ -211,9 +211,12 @@ class CurlHttpClient final : public HttpClient {
       } else if (!retryable_curl(code) || last || (code == CURLE_OPERATION_TIMEDOUT && ++slow_attempts >= m_o.limits.max_slow_attempts)) {
         return transfer_error(where, code, why, attempt);
       }
-      const auto delay = retry_delay(attempt, m_o.backoff_base, m_o.backoff_cap, a.retry_after_s, m_o.limits, rng(), &why);
+      const auto delay = retry_delay(attempt, m_o.backoff_base, m_o.backoff_cap, a.retry_after_s, m_o.limits, deadline.at, rng(), &why);
       if (NetworkBudget::Clock::now() + delay >= deadline.at) {
-        if (code == CURLE_OK) return resp;  // the last answer, as when attempts run out
+        if (code == CURLE_OK) {  // the last answer, as when attempts run out; said once, since the caller sees only the status
+          m_o.limits.notice(where + ": " + why + "; giving up");
+          return resp;
+        }
         return deadline_error(where, deadline, attempt, why + "; no time is left for another attempt");
       }
       m_o.limits.notice(retry_notice(where, why, delay, attempt + 1, max_attempts));

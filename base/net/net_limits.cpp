@@ -71,25 +71,6 @@ std::string describe_wait(std::chrono::milliseconds wait) {
   return buf;
 }
 
-Result<std::chrono::seconds> parse_duration(std::string_view text, const std::string& where) {
-  auto bad = [&] {
-    return make_error(ErrorKind::usage, "config.bad_duration", "'" + std::string(text) + "' is not a duration", where,
-                      "write a whole number of seconds, or a number with a unit: 90s, 10m, 2h");
-  };
-  long long n = 0;
-  const char* end = text.data() + text.size();
-  const auto [p, ec] = std::from_chars(text.data(), end, n);
-  if (ec != std::errc() || p == text.data() || n < 0) return bad();
-  const std::string_view unit(p, static_cast<std::size_t>(end - p));
-  long long scale = 0;
-  if (unit.empty() || unit == "s") scale = 1;
-  else if (unit == "m" || unit == "min") scale = 60;
-  else if (unit == "h") scale = 3600;
-  else return bad();
-  if (n > 10LL * 365 * 24 * 3600 / scale) return bad();
-  return std::chrono::seconds(n * scale);
-}
-
 namespace {
 
 Status read_duration(const std::map<std::string, std::string>& env, const char* name, std::chrono::seconds* out, bool positive) {

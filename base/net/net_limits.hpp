@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/duration.hpp"
 #include "base/error.hpp"
 
 namespace gpuenv {
@@ -95,9 +96,6 @@ std::chrono::seconds retry_after_wait(const NetLimits& limits, long asked_s, boo
 /// "1.5 s", "42 s", "12 min", "2 h": a wait for a message.
 std::string describe_wait(std::chrono::milliseconds wait);
 
-/// A duration from the environment or the command line: a whole number with an optional unit, s (the
-/// default), m or h ("90", "90s", "10m", "2h"). Errors: "config.bad_duration".
-Result<std::chrono::seconds> parse_duration(std::string_view text, const std::string& where);
 
 /// The limits from the environment: GPUENV_NETWORK_BUDGET (default 2h), GPUENV_REQUEST_TIMEOUT (600s),
 /// GPUENV_CONNECT_TIMEOUT (15s), GPUENV_MIN_RATE (bytes per second, 1024) over GPUENV_RATE_WINDOW (20s),

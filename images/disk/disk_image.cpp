@@ -83,7 +83,7 @@ Result<GptLayout> write_raw_disk(const std::string& out, const Guid& disk, const
 }
 
 Status convert_to_qcow2(const std::string& raw, const std::string& out, CommandRunner& runner) {
-  const std::string tmp = out + ".partial";
+  const std::string tmp = temporary_beside(out);  // removed by the next conversion to OUT if this one is killed
   const std::vector<std::string> argv = {"qemu-img", "convert", "-q", "-f", "raw", "-O", "qcow2", raw, tmp};
   GPUENV_TRY(r, runner.run(argv, {}, k_tool_timeout));
   if (r.exit_code != 0) {

@@ -1,5 +1,7 @@
 #include "images/plan/image_config.hpp"
 
+#include <algorithm>
+
 #include <ctime>
 #include <set>
 
@@ -69,7 +71,10 @@ std::string reuse_key(std::string_view lock_text, const ImageParameters& p) {
 }
 
 std::string rfc3339(std::int64_t epoch) {
-  const std::time_t t = static_cast<std::time_t>(epoch);
+  // Four-digit years only, as RFC 3339 has them: every time gpuenv writes is bounded where it is made (durations at
+  // ten years), and this keeps a bug from ever writing "1985481891-01-00".
+  constexpr std::int64_t k_last = 253402300799;  // 9999-12-31T23:59:59Z
+  const std::time_t t = static_cast<std::time_t>(std::clamp<std::int64_t>(epoch, 0, k_last));
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];

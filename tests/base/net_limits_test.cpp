@@ -151,26 +151,55 @@ TEST_F(NetLimitsContract, TheCommandsNetworkBudgetEndsARequest) {
   EXPECT_EQ(again.error().id, "fetch.deadline");
 }
 
-// Before: Retry-After was cut to 60 s without a word.
-TEST_F(NetLimitsContract, AnAbsurdRetryAfterIsCappedAndAnnounced) {
+// Before: Retry-After was cut to 60 s without a word. A wait longer than the cap but within the request's deadline
+// is cut and announced.
+TEST_F(NetLimitsContract, ALongRetryAfterIsCappedAndAnnounced) {
   auto f = make_curl_fetcher(fetch_options(limits()));
-  auto r = f->fetch_all({big("?fault=status=503&retry_after=100000&times=1")});
+  auto r = f->fetch_all({big("?fault=status=503&retry_after=30&times=1")});
   ASSERT_TRUE(r[0].ok()) << r[0].error().to_string();
   EXPECT_EQ(r[0]->attempts, 2);
   const std::string said = m_notices.all();
-  EXPECT_NE(said.find("HTTP 503, Retry-After 100000 s cut to 1 s (GPUENV_RETRY_AFTER_CAP); retrying in 1 s (attempt 2 of 5)"), std::string::npos) << said;
+  EXPECT_NE(said.find("HTTP 503, Retry-After 30 s cut to 1 s (GPUENV_RETRY_AFTER_CAP); retrying in 1 s (attempt 2 of 5)"), std::string::npos) << said;
 }
 
 TEST_F(NetLimitsContract, TheHttpClientCapsAndAnnouncesRetryAfter) {
   auto http = make_curl_http_client(http_options(limits()));
   HttpRequest rq;
-  rq.url = m_server->url("big.bin?fault=status=503&retry_after=100000&times=1");
+  rq.url = m_server->url("big.bin?fault=status=503&retry_after=30&times=1");
   rq.max_body = 2u << 20;
   auto r = http->send(rq);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->attempts, 2);
-  EXPECT_NE(m_notices.all().find("Retry-After 100000 s cut to 1 s"), std::string::npos) << m_notices.all();
+  EXPECT_NE(m_notices.all().find("Retry-After 30 s cut to 1 s"), std::string::npos) << m_notices.all();
+}
+
+// Issue 33, case 17: a server that asks for 100000 s every time held inspect for 180 s (three announced waits of
+// the 60 s cap). A wait the request's deadline cannot hold is not waited for in part: it gives up at once, saying
+// so once.
+TEST_F(NetLimitsContract, ARetryAfterBeyondTheRequestsDeadlineIsNotWaitedForAndSaidOnce) {
+  NetLimits l = limits();
+  l.retry_after_cap = 60s;
+  l.request_deadline = 600s;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto f = make_curl_fetcher(fetch_options(l));
+  auto r = f->fetch_all({big("?fault=status=503&retry_after=100000&times=99")});
+  ASSERT_FALSE(r[0].ok());
+  EXPECT_EQ(r[0].error().id, "fetch.deadline");
+  EXPECT_NE(r[0].error().message.find("Retry-After 100000 s, more than the"), std::string::npos) << r[0].error().message;
+  EXPECT_TRUE(nothing_left_in_out());
+  auto http = make_curl_http_client(http_options(l));
+  HttpRequest rq;
+  rq.url = m_server->url("big.bin?fault=status=503&retry_after=100000&times=99");
+  rq.max_body = 2u << 20;
+  auto answer = http->send(rq);
+  ASSERT_TRUE(answer.ok()) << answer.error().to_string();
+  EXPECT_EQ(answer->status, 503) << "the server's answer, as when attempts run out";
+  EXPECT_EQ(answer->attempts, 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  const std::string said = m_notices.all();
+  EXPECT_EQ(said.find("retrying"), std::string::npos) << said;
+  EXPECT_NE(said.find("not waited for; giving up"), std::string::npos) << said;
 }
 
 // Before: a registry that stalled after its headers was tried four times, in silence (122 s with the defaults).
@@ -207,12 +236,18 @@ TEST_F(NetLimitsContract, AStallIsRetriedOnceAndThenResumes) {
   EXPECT_NE(m_notices.all().find("retrying in"), std::string::npos) << m_notices.all();
 }
 
-TEST(NetLimits, DurationsTakeSecondsMinutesAndHours) {
+// One reader of durations for the environment and the command line (--valid-for, --max-age, --feature-ttl), bounded
+// at ten years (issue 33, case 13: --valid-for 999999999999w signed a record whose notAfter was year 1985481891).
+TEST(Durations, TakeSecondsMinutesHoursDaysAndWeeksUpToTenYears) {
   EXPECT_EQ(*parse_duration("90", "x"), 90s);
   EXPECT_EQ(*parse_duration("90s", "x"), 90s);
   EXPECT_EQ(*parse_duration("10m", "x"), 600s);
+  EXPECT_EQ(*parse_duration("10min", "x"), 600s);
   EXPECT_EQ(*parse_duration("2h", "x"), 7200s);
-  for (const char* bad : {"", "-1", "1d", "s", "1.5h", "99999999999999h"}) {
+  EXPECT_EQ(*parse_duration("30d", "x"), std::chrono::seconds(2592000));
+  EXPECT_EQ(*parse_duration("2w", "x"), std::chrono::seconds(1209600));
+  EXPECT_EQ(*parse_duration("520w", "x"), std::chrono::seconds(520 * 7 * 86400)) << "ten years, nearly";
+  for (const char* bad : {"", "-1", "s", "1.5h", "1y", "1 d", "d", "99999999999999h", "999999999999w", "3700d", "99999999999999999999999"}) {
     auto r = parse_duration(bad, "GPUENV_X");
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().id, "config.bad_duration");

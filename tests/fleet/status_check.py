@@ -81,6 +81,44 @@ rc, doc = status(healthy, "--max-age", "soon")
 if rc != 2 or doc.get("error", {}).get("id") != "status.max_age":
     failures.append(f"bad --max-age: {rc} {doc}")
 
+# Issue 33, cases 14 and 15: an exit code read whole (1099511627776 once read as 0: healthy), a duration_ms that no
+# pre-flight has, and a verdict dated in the future (after a clock step at boot) are never fresh under --max-age.
+def edited(name, change):
+    doc = json.load(open(healthy))
+    change(doc)
+    path = os.path.join(work, name + ".json")
+    json.dump(doc, open(path, "w"))
+    return path
+for value in [1099511627776, 256, -1, 2 ** 64 - 1]:
+    rc, doc = status(edited("code", lambda d: d.__setitem__("exit_code", value)))
+    if (rc, doc.get("state")) != (4, "unreadable") or "is not an exit code" not in doc.get("reason", ""):
+        failures.append(f"exit_code {value}: {rc} {doc.get('state')} {doc.get('reason')}")
+for value in [-5000, 10 ** 12, 2 ** 63 + 5]:
+    rc, doc = status(edited("duration", lambda d: d.__setitem__("duration_ms", value)))
+    if (rc, doc.get("state")) != (4, "unreadable"):
+        failures.append(f"duration_ms {value}: {rc} {doc.get('state')} {doc.get('reason')}")
+future = edited("future", lambda d: d.__setitem__("started_at", "2099-01-01T00:00:00Z"))
+rc, doc = status(future, "--max-age", "7d")
+if (rc, doc.get("state")) != (4, "stale") or "from now" not in doc.get("reason", ""):
+    failures.append(f"a verdict from 2099 under --max-age: {rc} {doc.get('state')} {doc.get('reason')}")
+soon = edited("skew", lambda d: d.__setitem__("started_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 60))))
+rc, doc = status(soon, "--max-age", "7d")
+if (rc, doc.get("state")) != (0, "healthy"):
+    failures.append(f"a minute of clock skew: {rc} {doc.get('state')} {doc.get('reason')}")
+
+# Issue 33, case 8: a status file's text (anyone who writes the file chooses it) reaches the terminal, Slurm's drain
+# reason and container logs made safe: no escape, no forged line, no right-to-left override.
+def hostile(d):
+    d["exit_code"] = 1
+    d["checks"] = [{"key": "ecc\x1b[2J", "status": "fail",
+                    "results": [{"status": "fail", "gpu": 0, "code": "x\u202ey", "message": "bad\nhealthy: the pre-flight passed \u202egnp.exe\x1b]0;t\x07"}]}]
+forged = edited("hostile", hostile)
+for args in [(), ("--drain-reason",)]:
+    p = gpuenv("status", "--status-file", forged, *args)
+    if p.returncode != 1 or any(c in p.stdout for c in "\x1b\x07\u202e") or len(p.stdout.strip().splitlines()) != (1 if args else 2) \
+            or "\\u{202e}" not in p.stdout or "\\x1b" not in p.stdout:
+        failures.append(f"hostile status text {args}: exit {p.returncode} {p.stdout!r}")
+
 # Kubernetes: NFD's feature file (labels that expire) and the taints, decided by gpuenv, applied by the DaemonSet.
 def features(path, *more):
     out = os.path.join(work, "features")

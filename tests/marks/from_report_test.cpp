@@ -99,14 +99,4 @@ TEST(FromReport, EachRefusalHasItsOwnError) {
   EXPECT_EQ(read_report("{not json", "r").error().id, "mark.bad_report");
 }
 
-TEST(FromReport, DurationsAreSecondsMinutesHoursDaysOrWeeks) {
-  EXPECT_EQ(parse_duration("90"), 90);
-  EXPECT_EQ(parse_duration("90s"), 90);
-  EXPECT_EQ(parse_duration("45m"), 2700);
-  EXPECT_EQ(parse_duration("12h"), 43200);
-  EXPECT_EQ(parse_duration("30d"), 2592000);
-  EXPECT_EQ(parse_duration("2w"), 1209600);
-  for (const char* bad : {"", "d", "-1d", "1.5h", "1y", "10000000000000d", "1 d"}) EXPECT_FALSE(parse_duration(bad).has_value()) << bad;
-}
-
 }  // namespace

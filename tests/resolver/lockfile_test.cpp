@@ -218,6 +218,32 @@ TEST(Lockfile, DamagedLocksSayWhatAndWhereWithTheLockIds) {
     EXPECT_EQ(r.error().kind, gpuenv::ErrorKind::spec) << c.to;
     EXPECT_NE(r.error().hint.find("gpuenv lock SPEC -o FILE"), std::string::npos) << c.to;
   }
+  // Issue 33, case 7: a package name with terminal escapes, in a lock inside a disk, reached the terminal through
+  // inspect. Names, versions and architectures are now what Debian and Python allow, and no field holds a control.
+  const std::string pkg = "packages:\n  - {name: \"curl\", version: \"7.88.1-10+deb12u8\", kind: \"deb\", architecture: \"amd64\", url: \"http://m/c.deb\", "
+                          "sha256: \"" + std::string(64, 'a') + "\", source: \"debian\", size: \"10\"}\n";
+  auto good = damaged("packages: []\n", pkg);
+  ASSERT_TRUE(good.ok()) << good.error().to_string();
+  struct Bad {
+    std::string from, to, id;
+  };
+  for (const Bad& b : std::vector<Bad>{{"\"curl\"", "\"curl\\e]0;pwned\\a\\e[2J\"", "lock.unsafe_text"},
+                                       {"\"curl\"", "\"cu\\u202erl\"", "lock.unsafe_text"},
+                                       {"\"curl\"", "\"Curl Tools\"", "lock.bad_value"},
+                                       {"\"curl\"", "\"../../etc\"", "lock.bad_value"},
+                                       {"\"7.88.1-10+deb12u8\"", "\"7.88 1\"", "lock.bad_value"},
+                                       {"\"amd64\"", "\"amd64/../x\"", "lock.bad_value"}}) {
+    std::string t = pkg;
+    t.replace(t.find(b.from), b.from.size(), b.to);
+    auto r = damaged("packages: []\n", t);
+    ASSERT_FALSE(r.ok()) << b.to;
+    EXPECT_EQ(r.error().id, b.id) << b.to << ": " << r.error().to_string();
+  }
+  std::string wheel = pkg;
+  wheel.replace(wheel.find("\"deb\""), 5, "\"wheel\"");
+  wheel.replace(wheel.find("\"curl\""), 6, "\"Torch_Audio.x\"");
+  wheel.replace(wheel.find("\"amd64\""), 7, "\"manylinux_2_17_x86_64.manylinux2014_x86_64\"");
+  EXPECT_TRUE(damaged("packages: []\n", wheel).ok()) << "a wheel's name and platform tag";
   auto variant = damaged("base: \"debian:12\"\n", "base: \"debian:12\"\nbase_variant: \"skinny\"\n");
   ASSERT_FALSE(variant.ok());
   EXPECT_EQ(variant.error().id, "lock.bad_value");

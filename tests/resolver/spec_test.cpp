@@ -227,6 +227,24 @@ TEST(SpecParser, AVmDiskHasAVmSectionAndARawOrQcow2Format) {
   EXPECT_NE(error_of("image: {format: qcow}\n").hint.find("qcow2"), std::string::npos);
 }
 
+// Issue 33, case 16: a command line with YAML escapes (\v \f \N \L) locked into a lock build refused as not UTF-8,
+// and a NUL or 100 KB were taken silently (the kernel keeps 2,048 bytes). The spec now refuses what no lock carries.
+TEST(SpecParser, AVmCommandLineIsOneLineOfPrintableAsciiThatFitsTheKernelsLimit) {
+  for (const char* escaped : {"\\v", "\\f", "\\N", "\\L", "\\0", "\\e"}) {
+    const auto e = error_of(std::string("vm: {cmdline: \"quiet") + escaped + "x\"}\n");
+    EXPECT_EQ(e.id, "spec.unsafe_text") << escaped;
+    EXPECT_EQ(e.where, "spec.yaml:1:15") << escaped;
+  }
+  EXPECT_EQ(error_of("vm: {cmdline: \"caf\u00e9\"}\n").id, "spec.bad_value") << "not ASCII";
+  EXPECT_EQ(error_of("vm: {cmdline: '" + std::string(1025, 'a') + "'}\n").id, "spec.bad_value");
+  EXPECT_NE(error_of("vm: {cmdline: '" + std::string(100000, 'a') + "'}\n").message.find("at most 1024"), std::string::npos);
+  auto fits = parse_spec("vm: {cmdline: '" + std::string(1024, 'a') + "'}\n", "spec.yaml");
+  ASSERT_TRUE(fits.ok()) << fits.error().to_string();
+  // Any text of a spec, not only the command line: a name with a right-to-left override or an escape.
+  EXPECT_EQ(error_of("name: \"x\\u202ey\"\n").id, "spec.unsafe_text");
+  EXPECT_EQ(error_of("packages: {apt: [\"curl\\x1b[2J\"]}\n").id, "spec.unsafe_text");
+}
+
 TEST(SpecParser, AVmDriverIsDistroOrAPinnedPackageSet) {
   auto distro = parse_spec("vm: {driver: distro}\n", "spec.yaml");
   ASSERT_TRUE(distro.ok()) << distro.error().to_string();
