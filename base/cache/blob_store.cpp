@@ -1,6 +1,6 @@
 #include "base/cache/blob_store.hpp"
 
-#include "base/file_io.hpp"
+#include "base/cache/work_dir.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -68,7 +68,7 @@ class DirBlobStore final : public BlobStore {
 
   Result<std::string> temp_path() override {
     if (auto st = ensure_dirs(); !st) return std::move(st).error();
-    std::call_once(m_swept, [this] { remove_dead_writers_files(); });  // the next command cleans up after a killed one
+    std::call_once(m_swept, [this] { remove_dead_writers_files(m_root); });  // the next command cleans up after a killed one
     static std::atomic<unsigned> counter{0};
     std::random_device rd;
     return m_root + "/tmp/" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(rd());
@@ -151,7 +151,7 @@ class DirBlobStore final : public BlobStore {
     }
     // Temporary files of dead writers: those whose writer has exited (its PID begins the name), and any older than
     // a day (a writer on another machine sharing the cache), since live writers do not hold the lock while downloading.
-    remove_dead_writers_files();
+    remove_dead_writers_files(m_root);
     std::error_code ec;
     const auto day_ago = fs::file_time_type::clock::now() - std::chrono::hours(24);
     for (const auto& e : fs::directory_iterator(fs::path(m_root) / "tmp", ec)) {
@@ -204,16 +204,6 @@ class DirBlobStore final : public BlobStore {
       return e;
     }
     return dest;
-  }
-
-  /// Removes the files under tmp/ ("PID-N-RANDOM", a download's ".part") whose writer has exited; work
-  /// directories there are sweep_abandoned_work_dirs'.
-  void remove_dead_writers_files() const {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(fs::path(m_root) / "tmp", ec)) {
-      std::error_code ec2;
-      if (e.is_regular_file(ec2) && process_gone(leading_pid(e.path().filename().string(), '-'))) fs::remove(e.path(), ec2);
-    }
   }
 
   std::string m_root;

@@ -1,5 +1,7 @@
 #include "base/cache/work_dir.hpp"
 
+#include "base/file_io.hpp"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -66,7 +68,18 @@ WorkDir::~WorkDir() {
   if (m_lock_fd >= 0) ::close(m_lock_fd);
 }
 
+std::size_t remove_dead_writers_files(const std::string& cache_root) {
+  std::size_t removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(fs::path(cache_root) / "tmp", ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code e;
+    if (it->is_regular_file(e) && !e && process_gone(leading_pid(it->path().filename().string(), '-')) && fs::remove(it->path(), e) && !e) ++removed;
+  }
+  return removed;
+}
+
 std::size_t sweep_abandoned_work_dirs(const std::string& cache_root) {
+  remove_dead_writers_files(cache_root);  // a killed download's .part too
   std::size_t removed = 0;
   std::error_code ec;
   const auto day_ago = fs::file_time_type::clock::now() - std::chrono::hours(24);

@@ -27,10 +27,14 @@ class WorkDir {
   int m_lock_fd;
 };
 
+/// Removes the files under ROOT/tmp whose writer has exited: downloads (".part") and blobs being written, named
+/// "PID-N-RANDOM" by BlobStore::temp_path. Returns how many. Never fails: what cannot be removed stays.
+std::size_t remove_dead_writers_files(const std::string& cache_root);
+
 /// Removes the directories under ROOT/tmp that no process holds: those whose .lock can be locked (their command
 /// died), and those without a .lock whose last change is more than a day old (left by gpuenv before work
-/// directories were locked). Plain files (downloads in progress) are left to BlobStore::prune. Returns how many
-/// directories were removed. Never fails: what cannot be read or removed stays.
+/// directories were locked); and first, remove_dead_writers_files (older files of live writers are left to
+/// BlobStore::prune). Returns how many directories were removed. Never fails: what cannot be read or removed stays.
 std::size_t sweep_abandoned_work_dirs(const std::string& cache_root);
 
 }  // namespace gpuenv

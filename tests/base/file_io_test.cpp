@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -37,6 +38,32 @@ TEST_F(Io, AtomicWriteReplacesWholeFile) {
   ASSERT_TRUE(gpuenv::write_file_atomic(p, "two").ok());
   EXPECT_EQ(*gpuenv::read_yaml_file(p, 100), "two");
   EXPECT_EQ(entries(), 1);
+}
+
+// Issue 33, cases 9 to 11: a killed writer's temporary stayed beside its output for good. The next writer of the
+// same file removes those whose process has exited, and only those (a live writer's, another file's, stay).
+TEST_F(Io, TheNextWriterOfAFileRemovesWhatKilledWritersOfItLeft) {
+  const pid_t child = ::fork();
+  if (child == 0) _exit(0);
+  ::waitpid(child, nullptr, 0);
+  const std::string dead = "." + std::string("out.tar") + ".tmp." + std::to_string(child) + ".0.0badf00d";
+  const std::string live = ".out.tar.tmp." + std::to_string(::getppid()) + ".0.cafecafe";  // the test runner: alive
+  const std::string other = ".other.tar.tmp." + std::to_string(child) + ".0.0badf00d";
+  for (const auto& name : {dead, live, other}) std::ofstream(dir / name) << "x";
+  ASSERT_TRUE(gpuenv::write_file_atomic((dir / "out.tar").string(), "archive").ok());
+  EXPECT_FALSE(fs::exists(dir / dead));
+  EXPECT_TRUE(fs::exists(dir / live));
+  EXPECT_TRUE(fs::exists(dir / other)) << "another file's writers are its own next writer's to clean";
+  // A tool's temporary (qemu-img's qcow2) is named the same way, and asking for one cleans up the same way.
+  std::ofstream(dir / dead) << "x";
+  const std::string fresh = gpuenv::temporary_beside((dir / "out.tar").string());
+  EXPECT_FALSE(fs::exists(dir / dead));
+  EXPECT_EQ(fs::path(fresh).parent_path(), dir);
+  EXPECT_EQ(fs::path(fresh).filename().string().rfind(".out.tar.tmp." + std::to_string(::getpid()) + ".", 0), 0u) << fresh;
+  EXPECT_EQ(gpuenv::leading_pid("4242-1-9", '-'), 4242);
+  for (const char* bad : {"", "-1-2", "x-1", "42", "0-1"}) EXPECT_EQ(gpuenv::leading_pid(bad, '-'), 0) << bad;
+  EXPECT_FALSE(gpuenv::process_gone(::getpid()));
+  EXPECT_FALSE(gpuenv::process_gone(1)) << "init is alive";
 }
 
 TEST_F(Io, AtomicWriteFailureLeavesNothing) {

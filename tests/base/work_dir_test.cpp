@@ -90,12 +90,13 @@ TEST(WorkDir, UnlockedDirectoriesGoOnlyWhenADayOld) {
   const fs::path old = fs::path(cache.root()) / "tmp/123-2-work";
   fs::create_directories(young / "rootfs");
   fs::create_directories(old / "rootfs");
-  std::ofstream(fs::path(cache.root()) / "tmp/123-3") << "a download in progress";
+  const fs::path live_download = fs::path(cache.root()) / "tmp" / (std::to_string(::getpid()) + "-3-1.part");
+  std::ofstream(live_download) << "a download in progress";
   fs::last_write_time(old, fs::file_time_type::clock::now() - std::chrono::hours(25));
   EXPECT_EQ(sweep_abandoned_work_dirs(cache.root()), 1u);
   EXPECT_TRUE(fs::exists(young));
   EXPECT_FALSE(fs::exists(old));
-  EXPECT_TRUE(fs::exists(fs::path(cache.root()) / "tmp/123-3")) << "plain files are prune's business";
+  EXPECT_TRUE(fs::exists(live_download)) << "a live writer's download stays; only those of writers that exited go";
 }
 
 TEST(WorkDir, AnUnwritableCacheIsACleanError) {
