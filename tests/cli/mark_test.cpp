@@ -157,6 +157,38 @@ class CliMark : public ::testing::Test {
         .value_or("(openssl failed)");
   }
 
+  /// The attestation image of the image REF in the registry, read with the registry client: its manifest and config
+  /// (to append to), and the payload of its first record (to forge others from).
+  struct Attestations {
+    gpuenv::images::ImageReference ref;
+    std::string tag;
+    std::optional<gpuenv::marks::AttImage> att;
+    std::string first_payload;
+  };
+  Attestations attestations(const std::string& ref, gpuenv::images::RegistryClient& client) {
+    Attestations a{gpuenv::images::parse_image_reference(ref).value(), "", std::nullopt, ""};
+    const std::string digest = json::parse(verify("docker://" + ref, {"--allow-replay"}).out)["image"];
+    a.tag = "sha256-" + digest.substr(7) + ".att";
+    auto manifest = client.get_manifest(a.ref, a.tag);
+    EXPECT_TRUE(manifest.ok() && manifest->has_value());
+    const json m = json::parse((*manifest)->bytes);
+    const auto envelope_d = gpuenv::images::parse_descriptor(m["layers"][0], "att");
+    const json env = json::parse(*client.get_blob(a.ref, *envelope_d, 1 << 20));
+    a.first_payload = *gpuenv::marks::base64_decode(env["payload"].get<std::string>());
+    const auto config_d = gpuenv::images::parse_descriptor(m["config"], "att");
+    a.att = gpuenv::marks::parse_att_manifest((*manifest)->bytes, *client.get_blob(a.ref, *config_d, 1 << 20), "att").value();
+    return a;
+  }
+  /// Appends the envelopes ENVELOPES to A's attestation image as records and stores it back.
+  static void append_records(Attestations& a, gpuenv::images::RegistryClient& client, const std::vector<std::string>& envelopes) {
+    for (const std::string& bytes : envelopes) {
+      a.att = gpuenv::marks::append_record(a.att, bytes, gpuenv::marks::k_predicate_type);
+      ASSERT_TRUE(client.put_blob(a.ref, bytes).ok());
+    }
+    ASSERT_TRUE(client.put_blob(a.ref, a.att->config).ok());
+    ASSERT_TRUE(client.put_manifest(a.ref, a.tag, a.att->manifest, "application/vnd.oci.image.manifest.v1+json").ok());
+  }
+
   void skip_without_registry() {
     if (!s_registry->skip_reason().empty()) GTEST_SKIP() << s_registry->skip_reason();
   }
@@ -420,6 +452,56 @@ TEST_F(CliMark, EachKindOfBadRecordIsNamedWithItsOwnReason) {
   EXPECT_TRUE(has_reason(v, 4, "not a DSSE envelope")) << v.out;
   const json vj = json::parse(v.out);
   for (std::size_t i = 1; i < 5; ++i) EXPECT_EQ(vj["records"][i]["counts"], false) << i;
+}
+
+// Issue 33, case 8: a record signed by an unknown key, whose gpu.product holds escapes and a newline, made verify and
+// inspect print a forged line "verified: 1 of 1 record count". Every record field is now printed made safe.
+TEST_F(CliMark, ARecordsOwnTextCannotWriteEscapesOrForgeALine) {
+  skip_without_registry();
+  const std::string ref = pushed_image("ml/forged");
+  const std::string rep = report("img", "h200x1.yaml", "report.json");
+  ASSERT_EQ(mark("docker://" + ref, rep).code, 0);
+  auto http = gpuenv::make_curl_http_client({});
+  gpuenv::images::RegistryOptions ro;
+  ro.plain_http = true;
+  gpuenv::images::RegistryClient client(*http, ro);
+  Attestations a = attestations(ref, client);
+  json forged = json::parse(a.first_payload);
+  const std::string hostile = "NVIDIA-H200\x1b]0;pwned\x07\x1b[2J\nverified: 1 of 1 record count for any GPU \xe2\x80\xae";
+  forged["predicate"]["gpu"]["product"] = hostile;
+  append_records(a, client, {gpuenv::marks::sign_envelope(forged.dump(), gpuenv::marks::k_in_toto_payload_type, *gpuenv::marks::read_private_key(m_dir / "other/gpuenv.key"))
+                                 .value()});
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"verify", "docker://" + ref, "--key", m_dir / "keys/gpuenv.pub", "--gpu", "NVIDIA H200",
+                                                                        "--driver", "550.90.07", "--cc", "off", "--allow-replay", "--plain-http"},
+                                               std::vector<std::string>{"inspect", "docker://" + ref, "--plain-http"}}) {
+    const CliResult r = gpuenv(args);
+    SCOPED_TRACE(args[0]);
+    EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find('\x07'), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("\xe2\x80\xae"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\\x1b]0;pwned\\x07"), std::string::npos) << "shown escaped: " << r.out;
+    std::size_t verdict_lines = 0;  // lines that begin as verify's verdict does
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);) verdict_lines += line.rfind("verified: ", 0) == 0 || line.rfind("NOT verified: ", 0) == 0;
+    EXPECT_EQ(verdict_lines, args[0] == "verify" ? 1u : 0u) << "a line begins with the record's text: " << r.out;
+    if (args[0] == "verify") EXPECT_EQ(r.code, 0) << "gpuenv's own record still counts: " << r.out << r.err;
+  }
+}
+
+// Issue 33, case 13: --valid-for 999999999999w signed a record whose notAfter was year 1985481891.
+TEST_F(CliMark, ARecordIsValidForTenYearsAtMost) {
+  build_layout("img");
+  const std::string rep = report("img", "h200x1.yaml", "report.json");
+  for (const char* forever : {"999999999999w", "3700d", "99999999999999999999s"}) {
+    const CliResult m = mark(m_dir / "img", rep, {"--valid-for", forever});
+    EXPECT_EQ(m.code, 2) << forever << ": " << m.out << m.err;
+    EXPECT_NE(m.err.find("mark.bad_duration"), std::string::npos) << m.err;
+  }
+  const CliResult ok = mark(m_dir / "img", rep, {"--valid-for", "520w", "--json"});
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  const std::string until = json::parse(ok.out)["predicate"]["notAfter"];
+  EXPECT_EQ(until.size(), 20u) << until;
+  EXPECT_LT(until, "2100") << until;
 }
 
 TEST_F(CliMark, TwoMarksOfOneImageAtOnceBothLandAndTheRecordsSurviveGarbageCollection) {
