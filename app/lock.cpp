@@ -152,7 +152,8 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
     made.bytes += x.size;
   }
   const resolver::LockInputs inputs = lock_inputs(p);
-  made.text = resolver::render_lock(p.spec, p.resolution, inputs, locked, build_packages);
+  GPUENV_TRY(text, resolver::render_checked_lock(p.spec, p.resolution, inputs, locked, build_packages));
+  made.text = std::move(text);
   made.lock = resolver::lock_of(p.spec, p.resolution, inputs, locked, build_packages);
   made.wheel_requirements = pins->requirements;
   if (!rq.output.empty()) {

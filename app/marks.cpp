@@ -22,6 +22,7 @@
 #include "app/catalog.hpp"
 #include "app/resolve.hpp"
 #include "base/file_io.hpp"
+#include "base/json_field.hpp"
 #include "base/net/http_client.hpp"
 #include "base/unique_fd.hpp"
 #include "images/oci/archive.hpp"
@@ -182,7 +183,7 @@ class LayoutMarkStore final : public IndexMarkStore {
     images::Descriptor out;
     out.digest = *d;
     out.size = image.manifest_text.size();
-    out.media_type = image.manifest.value("mediaType", std::string(images::media_type::k_manifest));
+    out.media_type = string_field(image.manifest, "mediaType", images::media_type::k_manifest);
     return out;
   }
 
@@ -222,7 +223,7 @@ class ArchiveMarkStore final : public IndexMarkStore {
     images::Descriptor out;
     out.digest = *d;
     out.size = manifest->second.size();
-    out.media_type = m.is_object() ? m.value("mediaType", std::string(images::media_type::k_manifest)) : std::string(images::media_type::k_manifest);
+    out.media_type = string_field(m, "mediaType", images::media_type::k_manifest);
     return out;
   }
 

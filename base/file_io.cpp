@@ -8,10 +8,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <charconv>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 namespace gpuenv {
@@ -22,23 +25,65 @@ Error io_error(const std::string& path, const std::string& what, int err = errno
                     "check the path, its permissions and free disk space");
 }
 
-/// ".NAME.tmp.PID.N.RANDOM": unique among this process's writers (N) and other processes (PID, RANDOM).
+/// ".NAME.tmp.PID.HOST.N.RANDOM" (HOST: writer_host()): unique among this process's writers (N) and other
+/// processes (PID, HOST, RANDOM).
 std::string temp_name(const std::string& name) {
   static std::atomic<unsigned long> counter{0};
   thread_local std::mt19937_64 rng{std::random_device{}()};
   char suffix[24];
   std::snprintf(suffix, sizeof suffix, "%08llx", static_cast<unsigned long long>(rng() & 0xffffffffULL));
-  return "." + name + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++) + "." + suffix;
+  return "." + name + ".tmp." + writer_stamp('.') + "." + std::to_string(counter++) + "." + suffix;
 }
 
-/// The PID in ENTRY when it is a temporary file of NAME (".NAME.tmp.PID.N.RANDOM"); 0 otherwise.
-long temp_owner(std::string_view entry, const std::string& name) {
+/// Whether ENTRY is a temporary file of NAME (".NAME.tmp.REST") and what follows the prefix.
+std::optional<std::string_view> temp_rest(std::string_view entry, const std::string& name) {
   const std::string prefix = "." + name + ".tmp.";
-  if (entry.size() <= prefix.size() || entry.compare(0, prefix.size(), prefix) != 0) return 0;
-  return leading_pid(entry.substr(prefix.size()), '.');
+  if (entry.size() <= prefix.size() || entry.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+  return entry.substr(prefix.size());
+}
+
+/// The first 12 hex digits of the kernel's boot id and the inode of this process's PID namespace, or "" when
+/// either cannot be read.
+std::string read_writer_host() {
+  std::string boot;
+  if (const int fd = ::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC); fd >= 0) {
+    char buf[64] = {};
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    for (ssize_t i = 0; i < n && boot.size() < 12; ++i)
+      if (std::isxdigit(static_cast<unsigned char>(buf[i]))) boot += static_cast<char>(std::tolower(static_cast<unsigned char>(buf[i])));
+  }
+  struct stat ns {};
+  if (boot.size() != 12 || ::stat("/proc/self/ns/pid", &ns) != 0) return "";
+  return boot + "n" + std::to_string(static_cast<unsigned long long>(ns.st_ino));
 }
 
 }  // namespace
+
+const std::string& writer_host() {
+  static const std::string host = read_writer_host();
+  return host;
+}
+
+std::string writer_stamp(char separator) {
+  return std::to_string(::getpid()) + separator + (writer_host().empty() ? std::string("unknown") : writer_host());
+}
+
+bool writer_gone(std::string_view text, char separator) {
+  const long pid = leading_pid(text, separator);
+  if (pid <= 0 || writer_host().empty()) return false;
+  const std::string_view rest = text.substr(text.find(separator) + 1);
+  const std::string& host = writer_host();
+  // Another machine's or PID namespace's writer (a shared cache, a container) has PIDs of its own: never judged here.
+  if (rest.size() <= host.size() || rest.compare(0, host.size(), host) != 0 || rest[host.size()] != separator) return false;
+  return process_gone(pid);
+}
+
+bool untouched_for_a_day(int dir_fd, const char* name) {
+  struct stat st {};
+  if (::fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return false;
+  return st.st_mtime < ::time(nullptr) - 24 * 3600;
+}
 
 long leading_pid(std::string_view text, char separator) {
   long pid = 0;
@@ -63,7 +108,8 @@ std::size_t remove_dead_temporaries(int dir_fd, const std::string& name) {
   }
   std::vector<std::string> dead;
   while (const dirent* e = ::readdir(d))
-    if (process_gone(temp_owner(e->d_name, name))) dead.emplace_back(e->d_name);
+    if (const auto rest = temp_rest(e->d_name, name); rest && (writer_gone(*rest, '.') || untouched_for_a_day(dir_fd, e->d_name)))
+      dead.emplace_back(e->d_name);
   ::closedir(d);
   std::size_t removed = 0;
   for (const auto& entry : dead) removed += ::unlinkat(dir_fd, entry.c_str(), 0) == 0 ? 1 : 0;

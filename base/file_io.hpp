@@ -86,8 +86,21 @@ long leading_pid(std::string_view text, char separator);
 /// Whether PID is a process that has exited (kill(PID, 0) says ESRCH); false for this process and for PIDs of
 /// other users' processes, which are alive.
 bool process_gone(long pid);
-/// Removes from the open directory DIR_FD the temporary files of NAME (".NAME.tmp.PID.N.RANDOM") whose writer has
-/// exited: what a killed AtomicFile left. Returns how many. AtomicFile::create calls it for its own target.
+/// Where this process's PIDs mean something: the first 12 hex digits of the kernel's boot id, "n", and the inode of
+/// its PID namespace ("3f2a9c0d11e4n4026531836"); "" when /proc cannot tell. A cache or an output directory shared
+/// by machines (NFS) or containers holds temporaries of writers whose PIDs are not this kernel's or namespace's.
+const std::string& writer_host();
+/// "PID" SEPARATOR writer_host(): how temporaries of shared directories name their writer.
+std::string writer_stamp(char separator);
+/// Whether TEXT starts with a writer_stamp (then SEPARATOR) of this machine and PID namespace whose process has
+/// exited. False for any other machine's or namespace's writer, and for names without a stamp: those are judged by
+/// age (untouched for a day) by their sweepers.
+bool writer_gone(std::string_view text, char separator);
+/// Whether NAME in the open directory DIR_FD is a regular file last written more than 24 hours ago.
+bool untouched_for_a_day(int dir_fd, const char* name);
+/// Removes from the open directory DIR_FD the temporary files of NAME (".NAME.tmp.PID.HOST.N.RANDOM") whose writer
+/// has exited (writer_gone) or that nobody wrote to for a day (a writer on another machine, killed): what a killed
+/// AtomicFile left. Returns how many. AtomicFile::create calls it for its own target.
 std::size_t remove_dead_temporaries(int dir_fd, const std::string& name);
 /// A fresh temporary name beside PATH for a tool to write (qemu-img), named as AtomicFile names its own, after
 /// removing what exited writers of PATH left.

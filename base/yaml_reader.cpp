@@ -22,27 +22,27 @@ std::string found(const YAML::Node& n) {
 }  // namespace
 
 Status check_yaml_text(const YAML::Node& root, const std::string& path, ErrorKind kind, const std::string& id) {
-  std::set<std::pair<int, int>> seen;  // containers by position: an alias names the node its anchor made
+  // Each node once, by identity: an alias names the very node its anchor made, and yaml-cpp keeps one text per node
+  // (Scalar() of a mapping or a list is that node's own, empty, text), so its address tells nodes apart where
+  // positions do not (an alias of a long text, a key that is itself a list).
+  std::set<const void*> seen;
   std::vector<YAML::Node> todo{root};
   while (!todo.empty()) {
     const YAML::Node n = todo.back();
     todo.pop_back();
+    if (!n.IsDefined() || !seen.insert(&n.Scalar()).second) continue;
     if (n.IsScalar()) {
       if (!is_safe_text(n.Scalar(), "\n\t"))
         return make_error(kind, id,
                           "the text \"" + safe_text(n.Scalar(), 120) +
                               "\" holds a control character, a bidirectional control or bytes that are not UTF-8 (shown escaped)",
                           yaml_where(path, n), "write plain text: gpuenv copies these values into locks, labels and terminals");
-      continue;
-    }
-    if (!n.IsMap() && !n.IsSequence()) continue;
-    if (!seen.insert({n.Mark().line, n.Mark().column}).second) continue;
-    if (n.IsMap()) {
+    } else if (n.IsMap()) {
       for (const auto& kv : n) {
         todo.push_back(kv.first);
         todo.push_back(kv.second);
       }
-    } else {
+    } else if (n.IsSequence()) {
       for (const auto& item : n) todo.push_back(item);
     }
   }

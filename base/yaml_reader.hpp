@@ -35,7 +35,7 @@ inline std::string yaml_type_name(const YAML::Node& n) {
 /// Refuses (KIND, ID) a key or value under ROOT that holds a control character other than a line break or a tab,
 /// a C1 control, a bidirectional control or a line separator (base/safe_text.hpp): text that would reach a
 /// terminal, a lock or a recipe and could rewrite what it shows. YAML writes them as escapes ("\v", "\N", "\L",
-/// "\0"), so check_yaml_bytes cannot see them. Each mapping or list is visited once, however often aliases name it.
+/// "\0"), so check_yaml_bytes cannot see them. Each node is visited once, however often aliases name it.
 Status check_yaml_text(const YAML::Node& root, const std::string& path, ErrorKind kind, const std::string& id);
 
 /// Parses TEXT (already checked by check_yaml_bytes); a syntax error is SYNTAX_ID of KIND at its position, with

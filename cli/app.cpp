@@ -10,6 +10,7 @@
 #include "cli/commands.hpp"
 #include "cli/context.hpp"
 #include "cli/progress.hpp"
+#include "base/safe_text.hpp"
 #include "base/net/curl_fetcher.hpp"
 
 #ifndef GPUENV_VERSION
@@ -119,10 +120,11 @@ int run(const std::vector<std::string>& args, Context& ctx) {
   auto limits = net_limits_from_env(ctx.env);
   if (!limits) return report_error(limits.error(), false, ctx);
   ctx.net = std::move(*limits);
-  // Retries and Retry-After waits are always announced; on a terminal the line first clears the progress line.
+  // Retries and Retry-After waits are always announced; on a terminal the line first clears the progress line. The
+  // line carries a URL and a server's or libcurl's words: made safe before it reaches the terminal.
   ctx.net.on_notice = [err = ctx.err, tty = ctx.stderr_is_tty, mu = std::make_shared<std::mutex>()](const std::string& line) {
     std::lock_guard lock(*mu);
-    *err << (tty ? "\r\033[K" : "") << "gpuenv: " << line << "\n";
+    *err << (tty ? "\r\033[K" : "") << "gpuenv: " << safe_text(line) << "\n";
   };
   try {
     for (const Command& c : commands)

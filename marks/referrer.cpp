@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_field.hpp"
 #include "marks/dsse.hpp"
 
 namespace gpuenv::marks {
@@ -53,7 +54,7 @@ std::string append_to_referrers_index(const std::optional<std::string>& existing
   }
   const Digest digest = Digest::of(manifest);
   for (const auto& e : entries)
-    if (e.is_object() && e.value("digest", "") == digest.str()) return existing.value_or("");  // there already
+    if (string_field(e, "digest") == digest.str()) return existing.value_or("");  // there already
   const ojson m = ojson::parse(manifest);
   ojson entry = {{"mediaType", images::media_type::k_manifest}, {"digest", digest.str()}, {"size", manifest.size()}};
   if (m.contains("artifactType")) entry["artifactType"] = m["artifactType"];

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_field.hpp"
+#include "base/safe_text.hpp"
 #include "images/plan/image_config.hpp"
 
 namespace gpuenv::marks {
@@ -117,8 +119,8 @@ Result<MarkStatement> parse_statement(std::string_view json_text, const std::str
   if (j.is_discarded() || !j.is_object()) return bad_statement("the statement is not a JSON object", where);
   for (const auto& [k, v] : j.items())
     if (k != "_type" && k != "subject" && k != "predicateType" && k != "predicate") return bad_statement("the statement has a field '" + k + "' outside in-toto's four", where);
-  if (j.value("_type", "") != k_statement_type) return bad_statement("not an in-toto Statement v1 (_type '" + j.value("_type", "") + "')", where);
-  if (j.value("predicateType", "") != k_predicate_type) return bad_statement("not a gpuenv validation mark (predicateType '" + j.value("predicateType", "") + "')", where);
+  if (string_field(j, "_type") != k_statement_type) return bad_statement("not an in-toto Statement v1 (_type '" + safe_text(string_field(j, "_type", "?"), 80) + "')", where);
+  if (string_field(j, "predicateType") != k_predicate_type) return bad_statement("not a gpuenv validation mark (predicateType '" + safe_text(string_field(j, "predicateType", "?"), 80) + "')", where);
   MarkStatement out;
   bool found = false;
   if (j.contains("subject") && j["subject"].is_array())
@@ -127,7 +129,7 @@ Result<MarkStatement> parse_statement(std::string_view json_text, const std::str
       auto d = Digest::from_hex(s["digest"]["sha256"].get<std::string>());
       if (!d) continue;
       out.subject = *d;
-      out.subject_name = s.value("name", "");
+      out.subject_name = string_field(s, "name");
       found = true;
       break;
     }
@@ -155,7 +157,7 @@ Result<MarkStatement> parse_statement(std::string_view json_text, const std::str
   GPUENV_CHECK(f.text({"report", "digest", "sha256"}, p.report_sha256, true));
   if (const json* conf = f.at({"configuration"}); conf != nullptr && conf->is_array())
     for (const auto& c : *conf)
-      if (c.is_object() && c.value("name", "") == "gpuenv.lock" && c.contains("digest") && c["digest"].is_object() && c["digest"].value("sha256", "") != "")
+      if (string_field(c, "name") == "gpuenv.lock" && !string_field(field_of_type(c, "digest", json::value_t::object), "sha256").empty())
         p.lock_sha256 = c["digest"]["sha256"].get<std::string>();
   GPUENV_CHECK(f.time({"timeVerified"}, p.time_verified));
   GPUENV_CHECK(f.time({"notAfter"}, p.not_after));

@@ -368,4 +368,18 @@ bool is_lock_text(std::string_view text) {
   return false;
 }
 
+Result<std::string> render_checked_lock(const Spec& spec, const Resolution& resolution, const LockInputs& inputs, const std::vector<LockedPackage>& packages,
+                                        const std::vector<LockedPackage>& build_packages) {
+  std::string text = render_lock(spec, resolution, inputs, packages, build_packages);
+  auto back = parse_lock(text, "the new lock");
+  if (!back) {
+    Error e = std::move(back).error();
+    return make_error(ErrorKind::environment, "lock.unwritable", "the lock of " + spec.name + " would not read back: " + e.message, e.where,
+                      "an apt or wheel index gave a name, version or URL a lock cannot hold; check the repository, or leave the package out");
+  }
+  if (*back != lock_of(spec, resolution, inputs, packages, build_packages))
+    return make_error(ErrorKind::internal, "lock.unwritable", "the lock of " + spec.name + " reads back as another lock", "", "this is a bug in gpuenv; please report it with the spec");
+  return text;
+}
+
 }  // namespace gpuenv::resolver

@@ -45,6 +45,12 @@ struct LockedPackage {
 std::string render_lock(const Spec& spec, const Resolution& resolution, const LockInputs& inputs,
                         const std::vector<LockedPackage>& packages = {}, const std::vector<LockedPackage>& build_packages = {});
 
+/// render_lock's text, first read back with parse_lock and compared with lock_of: a lock the reader would refuse
+/// (a package name or version an index gave that no package has, text that would reach a terminal as escapes) is
+/// "lock.unwritable" (ErrorKind::environment: the index is at fault, not the spec) and never written.
+Result<std::string> render_checked_lock(const Spec& spec, const Resolution& resolution, const LockInputs& inputs,
+                                        const std::vector<LockedPackage>& packages = {}, const std::vector<LockedPackage>& build_packages = {});
+
 /// A lock read back (what `gpuenv build` needs from it).
 struct Lock {
   std::string generator;

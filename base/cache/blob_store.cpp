@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/digest.hpp"
+#include "base/file_io.hpp"
 #include "base/unique_fd.hpp"
 
 namespace gpuenv {
@@ -71,7 +72,7 @@ class DirBlobStore final : public BlobStore {
     std::call_once(m_swept, [this] { remove_dead_writers_files(m_root); });  // the next command cleans up after a killed one
     static std::atomic<unsigned> counter{0};
     std::random_device rd;
-    return m_root + "/tmp/" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" + std::to_string(rd());
+    return m_root + "/tmp/" + writer_stamp('-') + "-" + std::to_string(counter++) + "-" + std::to_string(rd());
   }
 
   Result<std::string> adopt(const std::string& file, const Digest& sha, bool already_verified) override {
@@ -149,15 +150,8 @@ class DirBlobStore final : public BlobStore {
       if (b.last_used >= cutoff && cutoff != std::chrono::system_clock::time_point::max()) continue;
       if (::unlink(blob_path(b.sha256).c_str()) == 0) freed += b.bytes;
     }
-    // Temporary files of dead writers: those whose writer has exited (its PID begins the name), and any older than
-    // a day (a writer on another machine sharing the cache), since live writers do not hold the lock while downloading.
+    // Temporary files of dead writers (live writers do not hold the lock while downloading).
     remove_dead_writers_files(m_root);
-    std::error_code ec;
-    const auto day_ago = fs::file_time_type::clock::now() - std::chrono::hours(24);
-    for (const auto& e : fs::directory_iterator(fs::path(m_root) / "tmp", ec)) {
-      std::error_code ec2;
-      if (e.is_regular_file(ec2) && fs::last_write_time(e.path(), ec2) < day_ago && !ec2) fs::remove(e.path(), ec2);
-    }
     return freed;
   }
 

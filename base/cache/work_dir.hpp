@@ -28,13 +28,14 @@ class WorkDir {
 };
 
 /// Removes the files under ROOT/tmp whose writer has exited: downloads (".part") and blobs being written, named
-/// "PID-N-RANDOM" by BlobStore::temp_path. Returns how many. Never fails: what cannot be removed stays.
+/// "PID-HOST-N-RANDOM" by BlobStore::temp_path (writer_gone: only this machine's and PID namespace's writers are
+/// judged by PID), and any file nobody wrote to for a day (a writer on another machine sharing the cache). Returns
+/// how many. Never fails: what cannot be removed stays.
 std::size_t remove_dead_writers_files(const std::string& cache_root);
 
 /// Removes the directories under ROOT/tmp that no process holds: those whose .lock can be locked (their command
 /// died), and those without a .lock whose last change is more than a day old (left by gpuenv before work
-/// directories were locked); and first, remove_dead_writers_files (older files of live writers are left to
-/// BlobStore::prune). Returns how many directories were removed. Never fails: what cannot be read or removed stays.
+/// directories were locked); and first, remove_dead_writers_files. Returns how many directories were removed. Never fails: what cannot be read or removed stays.
 std::size_t sweep_abandoned_work_dirs(const std::string& cache_root);
 
 }  // namespace gpuenv

@@ -50,22 +50,19 @@ std::chrono::milliseconds retry_delay(int attempt, std::chrono::milliseconds bas
   auto delay = std::min<std::chrono::milliseconds>(base * (1L << std::min(attempt - 1, 16)), cap);
   std::uniform_int_distribution<long> jitter(0, delay.count() / 4 + 1);
   delay += std::chrono::milliseconds(jitter(rng));
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - NetworkBudget::Clock::now());
-  if (retry_after_s && std::chrono::seconds(*retry_after_s) >= left) {
+  if (!retry_after_s) return delay;
+  const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - NetworkBudget::Clock::now()), std::chrono::milliseconds(0));
+  if (*retry_after_s >= (left.count() + 999) / 1000) {  // the server's own wait, in seconds (it may be near LONG_MAX)
     // A wait the request's deadline cannot hold is never honoured in part: waiting the cap and asking again, as
     // before, held a command for three announced minutes against a server that asked for 100000 s each time.
-    *why += ", Retry-After " + std::to_string(*retry_after_s) + " s, more than the " + describe_wait(std::max(left, std::chrono::milliseconds(0))) +
-            " left of the request's time: not waited for";
-    return std::max(left, std::chrono::milliseconds(0)) + std::chrono::milliseconds(1);  // past the deadline: the caller gives up now
+    *why += ", Retry-After " + std::to_string(*retry_after_s) + " s, more than the " + describe_wait(left) + " left of the request's time: not waited for";
+    return left + std::chrono::milliseconds(1);  // past the deadline: the caller gives up now
   }
-  if (retry_after_s) {
-    bool capped = false;
-    const auto asked = retry_after_wait(limits, *retry_after_s, &capped);
-    delay = std::max<std::chrono::milliseconds>(delay, asked);
-    *why += ", Retry-After " + std::to_string(*retry_after_s) + " s";
-    if (capped) *why += " cut to " + describe_wait(asked) + " (GPUENV_RETRY_AFTER_CAP)";
-  }
-  return delay;
+  bool capped = false;
+  const auto asked = retry_after_wait(limits, *retry_after_s, &capped);  // at most GPUENV_RETRY_AFTER_CAP
+  *why += ", Retry-After " + std::to_string(*retry_after_s) + " s";
+  if (capped) *why += " cut to " + describe_wait(asked) + " (GPUENV_RETRY_AFTER_CAP)";
+  return std::max<std::chrono::milliseconds>(delay, asked);
 }
 
 std::string retry_notice(const std::string& where, const std::string& why, std::chrono::milliseconds delay, int next_attempt, int max_attempts) {

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <exception>
+#include <limits>
 
 #include "base/text.hpp"
 
@@ -24,11 +25,16 @@ std::optional<HeaderLine> parse_header_line(std::string_view line) {
 }
 
 std::optional<long> parse_retry_after(std::string_view value) {
-  try {
-    return std::stol(std::string(value));
-  } catch (const std::exception&) {
-    return std::nullopt;  // an HTTP date (or garbage)
+  // RFC 9110 10.2.3: delay-seconds is 1*DIGIT. Anything else (an HTTP date, a sign, garbage) is normal backoff; a
+  // number too long for a long is as good as forever and saturates.
+  value = trim_space(value);
+  if (value.empty() || value.size() > 64) return std::nullopt;
+  long seconds = 0;
+  for (const char c : value) {
+    if (c < '0' || c > '9') return std::nullopt;
+    seconds = seconds > (std::numeric_limits<long>::max() - 9) / 10 ? std::numeric_limits<long>::max() : seconds * 10 + (c - '0');
   }
+  return seconds;
 }
 
 }  // namespace gpuenv

@@ -17,6 +17,7 @@
 #include "base/archive/safe_extract.hpp"
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
+#include "base/json_field.hpp"
 #include "images/assemble/layer_writer.hpp"
 #include "images/rootfs/package_trees.hpp"
 #include "images/assemble/root_tree.hpp"
@@ -163,7 +164,7 @@ std::optional<std::vector<BuiltLayer>> previous_layers(OciLayout& layout, const 
   std::vector<BuiltLayer> out;
   bool complete = true;
   std::size_t i = 0;
-  for (const auto& l : manifest.value("layers", json::array())) {
+  for (const auto& l : field_of_type(manifest, "layers", json::value_t::array)) {
     BuiltLayer bl;
     auto blob = parse_descriptor(l, layout.dir());
     if (!blob) return std::nullopt;
@@ -540,7 +541,7 @@ Status add_gpuenv_layers(Assembly& a, const std::vector<LayerPlan>& plan, ImageL
 BaseImageConfig base_image_config(const json& base_config, const std::string& manifest_digest) {
   BaseImageConfig out;
   out.manifest_digest = manifest_digest;
-  const json bc = base_config.value("config", json::object());
+  const json bc = field_of_type(base_config, "config", json::value_t::object);
   if (!bc.is_object()) return out;
   if (bc.contains("Env") && bc["Env"].is_array())
     for (const auto& e : bc["Env"])

@@ -147,26 +147,39 @@ Result<std::vector<std::pair<std::string, fs::file_type>>> tree_paths(const std:
 }
 
 /// Each path's inode number in IMAGE, read with debugfs `ls -p` of every directory: debugfs follows a symlink
-/// named by path (to its target, or to nothing: /dev/null), so inodes are addressed by number instead.
+/// named by path (to its target, or to nothing: /dev/null), so inodes are addressed by number instead. The
+/// directories are listed k_dirs_per_listing at a time, so that one listing stays far below what the runner keeps
+/// of a child's output (k_max_child_output) however large the root.
 Result<std::map<std::string, std::string>> inode_numbers(const std::string& image, const std::vector<std::pair<std::string, fs::file_type>>& paths,
                                                          CommandRunner& runner) {
-  std::string script;
+  constexpr std::size_t k_dirs_per_listing = 2048;
+  std::vector<std::string> scripts(1);
+  std::size_t in_script = 0;
   for (const auto& [rel, type] : paths) {
     if (type != fs::file_type::directory) continue;
     GPUENV_TRY(p, debugfs_path(rel));
-    script += "ls -p " + p + "\n";
+    if (in_script == k_dirs_per_listing) {
+      scripts.emplace_back();
+      in_script = 0;
+    }
+    scripts.back() += "ls -p " + p + "\n";
+    ++in_script;
   }
   const std::string commands = image + ".ls";
-  GPUENV_CHECK(write_file_atomic(commands, script, 0644, Durability::scratch));
-  auto r = runner.run({"debugfs", "-f", commands, image}, {}, k_tool_timeout);
-  std::error_code ec;
-  fs::remove(commands, ec);
-  if (!r) return r.error();
-  if (r->exit_code != 0) return tool_error("disk.ext4", {"debugfs", image}, *r, "e2fsprogs' debugfs lists the new file system");
+  std::string text;
+  for (const std::string& script : scripts) {
+    GPUENV_CHECK(write_file_atomic(commands, script, 0644, Durability::scratch));
+    auto r = runner.run({"debugfs", "-f", commands, image}, {}, k_tool_timeout);
+    std::error_code ec;
+    fs::remove(commands, ec);
+    if (!r) return r.error();
+    if (r->exit_code != 0) return tool_error("disk.ext4", {"debugfs", image}, *r, "e2fsprogs' debugfs lists the new file system");
+    text += r->out;
+    if (!text.empty() && text.back() != '\n') text += '\n';
+  }
   std::map<std::string, std::string> out = {{"", "<2>"}};
   std::string dir;
   std::size_t start = 0;
-  const std::string& text = r->out;
   while (start < text.size()) {
     std::size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
@@ -254,8 +267,16 @@ Status make_ext4(const Ext4Request& rq, CommandRunner& runner) {
   if (!inodes) return fail(inodes.error());
   auto script = fixup_script(rq, paths, *inodes);
   if (!script) return fail(script.error());
-  if (auto st = write_file_atomic(commands, *script, 0644, Durability::scratch); !st) return fail(st.error());
-  if (auto st = run_debugfs(runner, with_epoch(rq.epoch, {"debugfs", "-w", "-f", commands, rq.out})); !st) return fail(st.error());
+  // In pieces of at most k_script_piece bytes: debugfs echoes every command, and a root of some hundred thousand
+  // files would echo more than the runner keeps of a child's output (k_max_child_output) in one run.
+  constexpr std::size_t k_script_piece = std::size_t{8} << 20;
+  for (std::size_t start = 0; start < script->size();) {
+    std::size_t end = std::min(script->size(), start + k_script_piece);
+    if (const std::size_t nl = script->rfind('\n', end - 1); end < script->size() && nl != std::string::npos && nl >= start) end = nl + 1;
+    if (auto st = write_file_atomic(commands, script->substr(start, end - start), 0644, Durability::scratch); !st) return fail(st.error());
+    if (auto st = run_debugfs(runner, with_epoch(rq.epoch, {"debugfs", "-w", "-f", commands, rq.out})); !st) return fail(st.error());
+    start = end;
+  }
   fs::remove(conf, ec);
   fs::remove(commands, ec);
   return ok_status();

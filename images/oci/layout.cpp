@@ -14,6 +14,7 @@
 
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
+#include "base/json_field.hpp"
 
 namespace gpuenv::images {
 namespace {
@@ -192,11 +193,11 @@ Result<std::uint64_t> OciLayout::collect_garbage() {
       if (!blob) continue;
       const auto doc = nlohmann::json::parse(blob, nullptr, false);
       if (doc.is_discarded() || !doc.is_object()) continue;
-      if (doc.contains("config") && doc["config"].is_object()) todo.emplace_back(doc["config"].value("digest", ""), false);
+      if (doc.contains("config") && doc["config"].is_object()) todo.emplace_back(string_field(doc["config"], "digest"), false);
       if (doc.contains("layers") && doc["layers"].is_array())
-        for (const auto& l : doc["layers"]) todo.emplace_back(l.value("digest", ""), false);
+        for (const auto& l : doc["layers"]) todo.emplace_back(string_field(l, "digest"), false);
       if (doc.contains("manifests") && doc["manifests"].is_array())
-        for (const auto& l : doc["manifests"]) todo.emplace_back(l.value("digest", ""), true);
+        for (const auto& l : doc["manifests"]) todo.emplace_back(string_field(l, "digest"), true);
     }
   } catch (const std::exception& e) {
     return make_error(ErrorKind::environment, "oci.bad_index", std::string("cannot read index.json: ") + e.what(), m_dir, "");

@@ -15,6 +15,7 @@
 
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
+#include "base/json_field.hpp"
 
 namespace gpuenv::images {
 
@@ -559,7 +560,7 @@ std::vector<Descriptor> other_index_entries(const OciLayout& layout, const std::
 
 std::string platform_text(const json& p) {
   if (!p.is_object()) return "(no platform)";
-  std::string out = p.value("os", "?") + "/" + p.value("architecture", "?");
+  std::string out = string_field(p, "os", "?") + "/" + string_field(p, "architecture", "?");
   if (p.contains("variant") && p["variant"].is_string()) out += "/" + p["variant"].get<std::string>();
   return out;
 }
@@ -578,8 +579,8 @@ Result<FetchedManifest> get_image_manifest(Session& s, const RegistryOptions& o,
       for (const auto& e : j["manifests"]) {
         const json p = e.is_object() && e.contains("platform") ? e["platform"] : json();
         seen += (seen.empty() ? "" : ", ") + platform_text(p);
-        if (!p.is_object() || p.value("os", "") != options.os || p.value("architecture", "") != options.architecture) continue;
-        if (!options.variant.empty() && p.value("variant", "") != options.variant) continue;
+        if (!p.is_object() || string_field(p, "os") != options.os || string_field(p, "architecture") != options.architecture) continue;
+        if (!options.variant.empty() && string_field(p, "variant") != options.variant) continue;
         if (e.contains("digest") && e["digest"].is_string()) {
           chosen = e["digest"].get<std::string>();
           break;

@@ -14,6 +14,8 @@
 #include "base/archive/safe_extract.hpp"
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
+#include "base/json_field.hpp"
+#include "base/safe_text.hpp"
 #include "base/unique_fd.hpp"
 
 namespace gpuenv::images {
@@ -179,7 +181,7 @@ std::string render_tree_record(const TreeRecord& r) {
 Result<TreeRecord> parse_tree_record(const std::string& text, const std::string& where) {
   const json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return bad_record(where, "not a JSON object");
-  if (j.value("format", "") != k_package_tree_format) return bad_record(where, "made by another gpuenv (format " + j.value("format", std::string("?")) + ")");
+  if (string_field(j, "format") != k_package_tree_format) return bad_record(where, "made by another gpuenv (format " + safe_text(string_field(j, "format", "?"), 80) + ")");
   try {
     TreeRecord r;
     const json& deb = j.at("deb");

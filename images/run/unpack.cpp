@@ -16,6 +16,7 @@
 #include "base/archive/safe_extract.hpp"
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
+#include "base/json_field.hpp"
 #include "images/oci/layout.hpp"
 #include "images/rootfs/package_trees.hpp"
 #include "base/unique_fd.hpp"
@@ -144,7 +145,7 @@ Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::str
   if (!image) return std::move(image).error();
   UnpackedImage out;
   out.manifest_digest = image->manifest_digest;
-  const json c = image->config.value("config", json::object());
+  const json c = field_of_type(image->config, "config", json::value_t::object);
   auto strings = [&](const char* key, std::vector<std::string>& into) {
     if (!c.is_object() || !c.contains(key) || !c[key].is_array()) return;
     for (const auto& e : c[key])

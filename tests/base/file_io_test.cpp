@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -46,20 +47,35 @@ TEST_F(Io, TheNextWriterOfAFileRemovesWhatKilledWritersOfItLeft) {
   const pid_t child = ::fork();
   if (child == 0) _exit(0);
   ::waitpid(child, nullptr, 0);
-  const std::string dead = "." + std::string("out.tar") + ".tmp." + std::to_string(child) + ".0.0badf00d";
-  const std::string live = ".out.tar.tmp." + std::to_string(::getppid()) + ".0.cafecafe";  // the test runner: alive
-  const std::string other = ".other.tar.tmp." + std::to_string(child) + ".0.0badf00d";
-  for (const auto& name : {dead, live, other}) std::ofstream(dir / name) << "x";
+  const std::string& host = gpuenv::writer_host();
+  ASSERT_FALSE(host.empty()) << "/proc tells the boot id and the PID namespace";
+  const std::string dead = "." + std::string("out.tar") + ".tmp." + std::to_string(child) + "." + host + ".0.0badf00d";
+  const std::string live = ".out.tar.tmp." + std::to_string(::getppid()) + "." + host + ".0.cafecafe";  // the test runner: alive
+  const std::string other = ".other.tar.tmp." + std::to_string(child) + "." + host + ".0.0badf00d";
+  // The same PID on another machine sharing the directory (NFS), or in another PID namespace: not judged by PID here.
+  const std::string elsewhere = ".out.tar.tmp." + std::to_string(child) + ".000000000000n1.0.0badf00d";
+  const std::string unstamped = ".out.tar.tmp." + std::to_string(child) + ".0.0badf00d";
+  // ... unless nobody wrote to it for a day: a writer that was killed wherever it ran.
+  const std::string stale = ".out.tar.tmp." + std::to_string(::getppid()) + ".000000000000n1.0.5ca1ab1e";
+  for (const auto& name : {dead, live, other, elsewhere, unstamped, stale}) std::ofstream(dir / name) << "x";
+  fs::last_write_time(dir / stale, fs::file_time_type::clock::now() - std::chrono::hours(25));
   ASSERT_TRUE(gpuenv::write_file_atomic((dir / "out.tar").string(), "archive").ok());
   EXPECT_FALSE(fs::exists(dir / dead));
   EXPECT_TRUE(fs::exists(dir / live));
   EXPECT_TRUE(fs::exists(dir / other)) << "another file's writers are its own next writer's to clean";
+  EXPECT_TRUE(fs::exists(dir / elsewhere)) << "a PID of another machine or namespace says nothing here";
+  EXPECT_TRUE(fs::exists(dir / unstamped));
+  EXPECT_FALSE(fs::exists(dir / stale));
   // A tool's temporary (qemu-img's qcow2) is named the same way, and asking for one cleans up the same way.
   std::ofstream(dir / dead) << "x";
   const std::string fresh = gpuenv::temporary_beside((dir / "out.tar").string());
   EXPECT_FALSE(fs::exists(dir / dead));
   EXPECT_EQ(fs::path(fresh).parent_path(), dir);
-  EXPECT_EQ(fs::path(fresh).filename().string().rfind(".out.tar.tmp." + std::to_string(::getpid()) + ".", 0), 0u) << fresh;
+  EXPECT_EQ(fs::path(fresh).filename().string().rfind(".out.tar.tmp." + std::to_string(::getpid()) + "." + host + ".", 0), 0u) << fresh;
+  EXPECT_EQ(gpuenv::writer_stamp('-'), std::to_string(::getpid()) + "-" + host);
+  EXPECT_TRUE(gpuenv::writer_gone(std::to_string(child) + "-" + host + "-1-2", '-'));
+  EXPECT_FALSE(gpuenv::writer_gone(std::to_string(child) + "-" + host, '-')) << "the stamp ends with its separator";
+  EXPECT_FALSE(gpuenv::writer_gone(std::to_string(child) + "-1-2", '-'));
   EXPECT_EQ(gpuenv::leading_pid("4242-1-9", '-'), 4242);
   for (const char* bad : {"", "-1-2", "x-1", "42", "0-1"}) EXPECT_EQ(gpuenv::leading_pid(bad, '-'), 0) << bad;
   EXPECT_FALSE(gpuenv::process_gone(::getpid()));

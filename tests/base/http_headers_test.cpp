@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace {
 
 using gpuenv::parse_header_line;
@@ -36,10 +38,12 @@ TEST(HttpHeaders, StatusLinesBlankLinesAndLinesWithoutColonAreNoHeaders) {
 TEST(HttpHeaders, RetryAfterInSecondsOnly) {
   EXPECT_EQ(parse_retry_after("120"), 120);
   EXPECT_EQ(parse_retry_after("0"), 0);
-  EXPECT_EQ(parse_retry_after(" 7\r\n"), 7);  // as std::stol reads it: leading blanks, trailing rest ignored
+  EXPECT_EQ(parse_retry_after(" 7\r\n"), 7);  // blanks around it are not part of it
+  EXPECT_EQ(parse_retry_after("-5"), std::nullopt);  // RFC 9110: 1*DIGIT, no sign
+  EXPECT_EQ(parse_retry_after("10abc"), std::nullopt);
   EXPECT_EQ(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), std::nullopt);
   EXPECT_EQ(parse_retry_after(""), std::nullopt);
-  EXPECT_EQ(parse_retry_after("99999999999999999999999999"), std::nullopt);
+  EXPECT_EQ(parse_retry_after("99999999999999999999999999"), std::numeric_limits<long>::max());  // as good as forever
 }
 
 }  // namespace

@@ -46,7 +46,8 @@ TEST(SafeText, YamlReadersRefuseEscapesThatDecodeToControlsAnywhereInTheDocument
   // YAML writes controls as escapes the byte checks cannot see: \v \f \0 \e, \N (U+0085), \L (U+2028), \P, and
   // U+202E spelled \u202e; in a value, a key or a list item.
   for (const char* doc : {"cmdline: \"a\\vb\"", "cmdline: \"a\\fb\"", "cmdline: \"a\\0b\"", "cmdline: \"\\e[2J\"", "cmdline: \"a\\Nb\"", "cmdline: \"a\\Lb\"",
-                          "cmdline: \"a\\Pb\"", "name: \"x\\u202ey\"", "\"k\\u001b\": 1", "list: [ok, \"\\x07\"]", "deep: {a: {b: [\"\\x9b\"]}}"}) {
+                          "cmdline: \"a\\Pb\"", "name: \"x\\u202ey\"", "\"k\\u001b\": 1", "list: [ok, \"\\x07\"]", "deep: {a: {b: [\"\\x9b\"]}}",
+                          "[x, \"\\e[2J\"]: v", "a: &t \"\\e\"\nb: *t\n"}) {  // a key that is a list starts where its mapping does
     auto r = gpuenv::load_yaml(doc, "d.yaml", gpuenv::ErrorKind::spec, "spec.yaml_syntax", "");
     ASSERT_FALSE(r.ok()) << doc;
     EXPECT_EQ(r.error().id, "spec.unsafe_text") << doc;

@@ -307,16 +307,30 @@ TEST_F(CliInspect, ARegistryThatIsDownIsAnEnvironmentError) {
   EXPECT_NE(err.find("registry.bad_reference"), std::string::npos) << err;
 }
 
-// Before: a Retry-After of 100000 s was cut to 60 s and waited out in silence, four times.
-TEST_F(CliInspect, ARegistryThatAsksToWaitForeverIsCappedAndTheWaitIsAnnouncedOnStderr) {
+// Before: a Retry-After of 100000 s was cut to 60 s and waited out in silence, four times; then (issue 33, case 17)
+// it was waited out three times, announced. A wait the request's deadline can hold is cut to the cap and announced;
+// one it cannot hold is not waited for at all, and said once.
+TEST_F(CliInspect, ARegistryThatAsksToWaitIsCappedAndOneThatAsksForeverIsNotWaitedFor) {
   fs::create_directories(dir / "slow-registry");
-  gpuenv::testing::LoopbackServer server((dir / "slow-registry").string(), "fault=status=503&retry_after=100000&times=1");
+  gpuenv::testing::LoopbackServer server((dir / "slow-registry").string(), "fault=status=503&retry_after=30&times=1");
   ASSERT_GT(server.port(), 0);
   const std::string image = "docker://127.0.0.1:" + std::to_string(server.port()) + "/ml/demo:1.0";
   std::string out, err;
   EXPECT_EQ(inspect({image, "--plain-http"}, &out, &err, {{"GPUENV_RETRY_AFTER_CAP", "1s"}}), 4);  // then 404: no image there
   EXPECT_NE(err.find("gpuenv: GET http://127.0.0.1:" + std::to_string(server.port()) + "/v2/"), std::string::npos) << err;
-  EXPECT_NE(err.find("HTTP 503, Retry-After 100000 s cut to 1 s (GPUENV_RETRY_AFTER_CAP); retrying in 1 s (attempt 2 of 4)"), std::string::npos) << err;
+  EXPECT_NE(err.find("HTTP 503, Retry-After 30 s cut to 1 s (GPUENV_RETRY_AFTER_CAP); retrying in 1 s (attempt 2 of 4)"), std::string::npos) << err;
+
+  fs::create_directories(dir / "closed-registry");
+  gpuenv::testing::LoopbackServer closed((dir / "closed-registry").string(), "fault=status=503&retry_after=100000&times=99");
+  ASSERT_GT(closed.port(), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(inspect({"docker://127.0.0.1:" + std::to_string(closed.port()) + "/ml/demo:1.0", "--plain-http"}, &out, &err), 4);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30)) << "the 60 s cap is not waited out";
+  EXPECT_EQ(err.find("retrying in"), std::string::npos) << err;
+  const auto said = err.find("Retry-After 100000 s, more than the");
+  ASSERT_NE(said, std::string::npos) << err;
+  EXPECT_NE(err.find("not waited for"), std::string::npos) << err;
+  EXPECT_EQ(err.find("Retry-After 100000 s, more than the", said + 1), std::string::npos) << "said once: " << err;
 }
 
 TEST_F(CliInspect, ABadNetworkLimitIsAUsageErrorNamingItsVariable) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a killed gpuenv leaves is removed by the next run of the same command and by `gpuenv cache prune` (issue 33,
 cases 9 to 12). A SIGKILL leaves temporaries named for the killed process's PID; each case plants what a kill left
-(named for a process that has exited) beside a live writer's file, runs the command again, and checks that the dead
+(named for a process of this machine that has exited) beside a live writer's file, runs the command again, and checks that the dead
 writer's file is gone and the live one's is not: a mark and a build into an archive, a download in the cache's tmp.
 Then one real kill: `gpuenv mark` into an archive stopped with SIGKILL while it writes, and the next mark.
 Usage: killed_debris.py GPUENV SOURCE_DIR
@@ -33,6 +33,10 @@ def dead_pid():
     return p.pid
 
 
+# Where PIDs mean something (base/file_io.hpp writer_host): the boot id's first 12 hex digits and the PID namespace.
+HOST = open("/proc/sys/kernel/random/boot_id").read().replace("-", "").strip()[:12] + "n" + str(os.stat("/proc/self/ns/pid").st_ino)
+
+
 def plant(path, size):
     with open(path, "wb") as f:
         f.truncate(size)
@@ -42,8 +46,8 @@ def plant(path, size):
 archive = os.path.join(work, "t.tar")
 lock = os.path.join(SOURCE, "tests/data/locks/empty.lock")
 # Case 11: a build into an archive, killed, left its temporary archive beside the output.
-dead = plant(os.path.join(work, f".t.tar.tmp.{dead_pid()}.0.0badf00d"), 300 << 20)
-live = plant(os.path.join(work, f".t.tar.tmp.{os.getpid()}.0.cafecafe"), 10)
+dead = plant(os.path.join(work, f".t.tar.tmp.{dead_pid()}.{HOST}.0.0badf00d"), 300 << 20)
+live = plant(os.path.join(work, f".t.tar.tmp.{os.getpid()}.{HOST}.0.cafecafe"), 10)
 p = gpuenv("build", lock, "--format", "oci-archive", "-o", archive, "--tag", "1")
 if p.returncode != 0:
     failures.append(f"build into an archive: exit {p.returncode} {p.stderr[-300:]}")
@@ -63,7 +67,7 @@ v = gpuenv("validate", "--backend", "replay:" + os.path.join(SOURCE, "tests/data
            "--check", "driver_loaded", "--check", "device_nodes", "--json")
 open(report, "w").write(v.stdout)
 for i in range(3):
-    plant(os.path.join(work, f".t.tar.tmp.{dead_pid()}.{i}.0badf00d"), 300 << 20)
+    plant(os.path.join(work, f".t.tar.tmp.{dead_pid()}.{HOST}.{i}.0badf00d"), 300 << 20)
 p = gpuenv("mark", archive, "--report", report, "--key", os.path.join(keys, "gpuenv.key"), "--allow-replay")
 if p.returncode != 0:
     failures.append(f"mark into an archive: exit {p.returncode} {p.stderr[-300:]}")
@@ -97,9 +101,9 @@ else:
 tmp = os.path.join(work, "cache", "tmp")
 os.makedirs(tmp, exist_ok=True)
 for command in (["cache", "prune", "--all"], ["build", lock, "-o", os.path.join(work, "layout"), "--tag", "1"]):
-    dead_part = plant(os.path.join(tmp, f"{dead_pid()}-3-1234567.part"), 50 << 20)
-    dead_blob = plant(os.path.join(tmp, f"{dead_pid()}-4-7654321"), 10)
-    live_part = plant(os.path.join(tmp, f"{os.getpid()}-5-42.part"), 10)
+    dead_part = plant(os.path.join(tmp, f"{dead_pid()}-{HOST}-3-1234567.part"), 50 << 20)
+    dead_blob = plant(os.path.join(tmp, f"{dead_pid()}-{HOST}-4-7654321"), 10)
+    live_part = plant(os.path.join(tmp, f"{os.getpid()}-{HOST}-5-42.part"), 10)
     p = gpuenv(*command)
     if p.returncode != 0:
         failures.append(f"{' '.join(command[:2])}: exit {p.returncode} {p.stderr[-300:]}")

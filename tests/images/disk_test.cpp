@@ -262,6 +262,31 @@ TEST(DiskTools, TheRootIsExt4WithTheTreeTheOwnersAndTheSameBytesTwice) {
   EXPECT_EQ(make_ext4(quote, *runner).error().id, "disk.path");
 }
 
+// The root's listing and its fixups run debugfs in pieces: one run over a root of some hundred thousand files
+// echoed more than the runner keeps of a child's output (64 MiB), which would fail the build (issue 33 review).
+TEST(DiskTools, ARootOfManyDirectoriesIsListedInPiecesAndEveryInodeGetsItsOwner) {
+  gpuenv::testing::TempDir dir("gpuenv-ext4-many");
+  const fs::path root = dir.path() / "root";
+  for (int i = 0; i < 2100; ++i) fs::create_directories(root / "d" / std::to_string(i));
+  write_tree_file(root / "d/2099/last", "x\n");
+  struct Counting : CommandRunner {
+    std::unique_ptr<CommandRunner> real = make_process_runner();
+    int listings = 0;
+    Result<CommandResult> run(const std::vector<std::string>& argv, std::string_view input, std::chrono::milliseconds timeout) override {
+      if (argv.size() == 4 && argv[0] == "debugfs" && argv[1] == "-f") ++listings;
+      return real->run(argv, input, timeout);
+    }
+  } runner;
+  Ext4Request rq{(dir.path() / "root.img").string(), root.string(), 64u << 20, guid_from_seed("m"), "root", 1700000000, {{"d/2099/last", 5, 6, 0600}}};
+  auto st = make_ext4(rq, runner);
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_EQ(runner.listings, 2) << "2,102 directories, 2,048 to a listing";
+  const std::string last = capture("debugfs -R 'stat /d/2099/last' " + sh_quote(rq.out) + " 2>/dev/null");
+  EXPECT_NE(last.find("User:     5   Group:     6"), std::string::npos) << last;
+  EXPECT_NE(last.find("mtime: 0x6553f100"), std::string::npos) << last;
+  EXPECT_NE(capture("debugfs -R 'stat /d/0' " + sh_quote(rq.out) + " 2>/dev/null").find("mtime: 0x6553f100"), std::string::npos);
+}
+
 // No SOURCE_DATE_EPOCH is an epoch of 0, which e2fsprogs reads as "no fake time": it took the wall clock for the
 // superblock's times and its reserved inodes', so two builds a second apart differed (issue 31).
 TEST(DiskTools, AnEpochOfZeroStillGivesTheSameRootBytes) {

@@ -105,6 +105,28 @@ TEST(Lockfile, TheLockValueIsWhatItsTextReadsBackAs) {
   }
 }
 
+// Issue 33 review: the writer refuses what the reader refuses. Names, versions and URLs come from apt and wheel
+// indexes; one a lock cannot hold is lock.unwritable (exit 4) before anything is written, not a lock no later
+// command reads.
+TEST(Lockfile, WhatTheReaderWouldRefuseIsNeverWritten) {
+  const Made m = resolved(k_spec, "535.104.05");
+  const LockInputs in{"spec-digest", "catalog-digest", "gpuenv test", ""};
+  const LockedPackage good{"curl", "7.88.1-10+deb12u8", PackageKind::deb, "amd64", "http://deb.example/pool/c.deb", *gpuenv::Digest::from_hex(std::string(64, 'a')), "debian", 1};
+  auto fine = render_checked_lock(m.spec, m.resolution, in, {good});
+  ASSERT_TRUE(fine.ok()) << fine.error().to_string();
+  EXPECT_EQ(*fine, render_lock(m.spec, m.resolution, in, {good}));
+  for (const auto& [name, version] : std::vector<std::pair<std::string, std::string>>{
+           {"curl\x1b[2J", "1.0"}, {"Curl", "1.0"}, {"curl", "1.0\x1b]8;;x\x07"}, {"curl", "1.0 evil"}, {"", "1.0"}}) {
+    LockedPackage bad = good;
+    bad.name = name;
+    bad.version = version;
+    auto r = render_checked_lock(m.spec, m.resolution, in, {bad});
+    ASSERT_FALSE(r.ok()) << name << " " << version;
+    EXPECT_EQ(r.error().id, "lock.unwritable");
+    EXPECT_EQ(r.error().kind, gpuenv::ErrorKind::environment);
+  }
+}
+
 TEST(Lockfile, ASlimBaseIsWrittenAndTheRequiredSetIsNot) {
   const Made slim = resolved("name: slim\nbase: {distro: debian:12, variant: slim}\n", "535.104.05");
   const LockInputs in{"spec-digest", "catalog-digest", "gpuenv test", ""};
