@@ -73,15 +73,13 @@ images::RegistryOptions registry_options(const Services& services, const std::st
   return ro;
 }
 
-namespace {
-
-/// docker://REF: the cache's layout for its repository, pulled unless a pinned digest is there already.
-Status locate_registry_image(const std::string& reference, bool offline, const std::string& cache, Services& services, BaseImage& out) {
+Status fetch_registry_image(const std::string& reference, bool offline, Services& services, const RegistryImageUse& use, BaseImage& out) {
   std::error_code ec;
-  auto ref = images::parse_image_reference(reference.substr(9));
+  const std::string cache = cache_root(services);
+  auto ref = images::parse_image_reference(reference.rfind("docker://", 0) == 0 ? reference.substr(9) : reference);
   if (!ref) {
     Error e = std::move(ref).error();
-    e.while_("reading the base image reference");
+    e.while_("reading the reference of " + use.what);
     return e;
   }
   out.layout_dir = cache + "/base-images/" + sha256_hex(ref->registry + "/" + ref->repository).substr(0, 16);
@@ -94,28 +92,28 @@ Status locate_registry_image(const std::string& reference, bool offline, const s
   } else if (offline) {
     auto cached = images::read_layout_image(out.layout_dir, ref->digest.empty() ? ref->tag : ref->digest);
     if (!cached) {
-      return base_error("base.offline", "the base image " + reference + " is not in the cache", out.layout_dir, "run once without --offline to pull it");
+      return base_error(use.id_prefix + ".offline", use.what + " " + reference + " is not in the cache", out.layout_dir, "run once without --offline to pull it");
     }
     out.manifest_digest = cached->manifest_digest;
   } else {
     Status problem = ok_status();
-    images::RegistryOptions ro = registry_options(services, ref->registry, false, &problem);
+    images::RegistryOptions ro = registry_options(services, ref->registry, use.plain_http, &problem);
     if (!problem) return problem.error();
     HttpOptions ho;
     ho.limits = services.net;
     ho.ca_bundle = env_or(services, "GPUENV_CA_BUNDLE");
     auto http = make_curl_http_client(ho);
     images::RegistryClient client(*http, ro);
-    services.step("pulling the base image " + ref->to_string());
+    services.step("pulling " + use.what + " " + ref->to_string());
     auto pulled = client.pull(*ref, out.layout_dir);
     if (!pulled) {
       Error e = std::move(pulled).error();
-      e.while_("pulling the base image " + ref->to_string());
+      e.while_("pulling " + use.what + " " + ref->to_string());
       return e;
     }
     out.manifest_digest = pulled->manifest.digest.str();
     if (!ref->digest.empty() && ref->digest != out.manifest_digest) {
-      return base_error("base.digest_mismatch", "the registry answered " + out.manifest_digest + " for " + reference, reference,
+      return base_error(use.id_prefix + ".digest_mismatch", "the registry answered " + out.manifest_digest + " for " + reference, reference,
                         "check the reference; a digest names exactly one image");
     }
   }
@@ -124,6 +122,8 @@ Status locate_registry_image(const std::string& reference, bool offline, const s
   out.pinned = "docker://" + pinned.to_string();
   return ok_status();
 }
+
+namespace {
 
 /// oci:PATH[:REF][@sha256:...]: a layout on this machine.
 Status locate_layout_image(const std::string& reference, BaseImage& out) {
@@ -178,7 +178,7 @@ Result<BaseImage> prepare_base_image(const std::string& reference, bool offline,
   BaseImage out;
   const std::string cache = cache_root(services);
   if (reference.rfind("docker://", 0) == 0) {
-    GPUENV_CHECK(locate_registry_image(reference, offline, cache, services, out));
+    GPUENV_CHECK(fetch_registry_image(reference, offline, services, RegistryImageUse{"base", "the base image"}, out));
   } else if (reference.rfind("oci:", 0) == 0) {
     GPUENV_CHECK(locate_layout_image(reference, out));
   } else {

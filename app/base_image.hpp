@@ -24,6 +24,20 @@ struct BaseImage {
 /// oci:PATH[:REF][@sha256:...]) and reads it. Errors: `base.*`, `registry.*`, `run.*`.
 Result<BaseImage> prepare_base_image(const std::string& reference, bool offline, Services& services);
 
+/// What a registry image is for, in its error ids and messages.
+struct RegistryImageUse {
+  std::string id_prefix;  ///< "base" (base.offline, base.digest_mismatch) or "run"
+  std::string what;       ///< "the base image", "the image"
+  bool plain_http = false;  ///< speak plain HTTP to its registry (also when GPUENV_INSECURE_REGISTRIES lists it)
+};
+
+/// REFERENCE (docker://REF, or REF) into the cache's layout for its repository: pulled, every blob and the
+/// manifest checked against its digest (images::RegistryClient::pull), unless it is pinned by a digest the cache
+/// holds already (then no network). Fills `pinned`, `layout_dir` and `manifest_digest` of OUT. Errors:
+/// `registry.*` (`registry.bad_reference` for a malformed one), `PREFIX.offline` (OFFLINE and not cached),
+/// `PREFIX.digest_mismatch`.
+Status fetch_registry_image(const std::string& reference, bool offline, Services& services, const RegistryImageUse& use, BaseImage& out);
+
 /// Registry options for REGISTRY (host[:port]): plain HTTP with PLAIN_HTTP or when GPUENV_INSECURE_REGISTRIES
 /// lists it; credentials from GPUENV_REGISTRY_USER/PASSWORD or the Docker config.json (a bad one in *PROBLEM).
 images::RegistryOptions registry_options(const Services& services, const std::string& registry, bool plain_http, Status* problem);

@@ -24,6 +24,7 @@
 #include "base/file_io.hpp"
 #include "base/json_field.hpp"
 #include "base/net/http_client.hpp"
+#include "base/safe_text.hpp"
 #include "base/unique_fd.hpp"
 #include "images/oci/archive.hpp"
 #include "images/oci/image_reader.hpp"
@@ -565,6 +566,22 @@ Result<Verification> verify(const VerifyRequest& r, Services& services) {
     if (r.cc == "auto") w.cc_mode = host.cc;
   }
   if (r.gpu != "auto") w.gpu_product = r.gpu;
+  if (!w.gpu_product.empty()) {
+    // The spelling a record carries is NVML's: a model's name (the spec's "H100") is mapped to it, or refused
+    // with the candidates when the model has several products.
+    GPUENV_TRY(catalog, load_catalog_from(r.catalog_dir));
+    const resolver::GpuProducts named = resolver::gpu_products(catalog.catalog, w.gpu_product);
+    if (named.products.size() > 1) {
+      std::string list;
+      for (const auto& p : named.products) list += (list.empty() ? "'" : ", '") + p + "'";
+      return make_error(ErrorKind::usage, "verify.ambiguous_gpu",
+                        "--gpu " + safe_text(w.gpu_product, 80) + " is the catalog's " + named.model->name + ", which is " +
+                            std::to_string(named.products.size()) + " products to NVML: " + list,
+                        "--gpu", "name the one the work runs on as nvidia-smi --query-gpu=name prints it, e.g. --gpu " + list.substr(0, list.find(',')));
+    }
+    w.gpu_product = named.products.front();
+    w.gpu_spellings = named.spellings;
+  }
   w.allow_replay = r.allow_replay;
   w.now = now_seconds(services);
 

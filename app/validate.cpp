@@ -59,6 +59,7 @@ constexpr const char* k_image_lock = "usr/share/gpuenv/gpuenv.lock";
 
 /// The lock's facts the checks compare with.
 void apply_lock(const resolver::Lock& lock, validate::CheckInputs& inputs) {
+  inputs.lock_given = true;
   if (!lock.driver_min.empty()) inputs.lock_driver_floor = lock.driver_min;
   if (!lock.cuda.empty()) inputs.lock_cuda = lock.cuda;
   if (!lock.cudnn.empty()) inputs.lock_cudnn = lock.cudnn;
@@ -89,7 +90,7 @@ Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
   }
   std::optional<images::UnpackedImage> image;
   if (!o.image.empty()) {
-    auto unpacked = unpack_image_argument(o.image, ctx);
+    auto unpacked = unpack_image_argument(o.image, ctx, o.plain_http);
     if (!unpacked) {
       Error e = unpacked.error();
       e.while_("unpacking the image of --image");

@@ -20,7 +20,7 @@ struct ValidateRequest {
   std::string level = "standard";   ///< quick | standard | long
   std::string gpus;                 ///< "0,1"; empty = all
   std::string lock;                 ///< a lock whose driver floor and CUDA version the checks compare with
-  std::string image;                ///< DIR[:REF]: run libraries_load, framework_smoke, cudnn_smoke inside it
+  std::string image;                ///< DIR[:REF] or docker://REF: run libraries_load, framework_smoke, cudnn_smoke inside it
   std::vector<std::string> checks;  ///< KEY|PREFIX|CATEGORY filters
   std::string junit;                ///< write JUnit XML here ("" for none)
   std::string backend;              ///< "replay:FILE"; empty = GPUENV_BACKEND, else the real GPU
@@ -28,6 +28,7 @@ struct ValidateRequest {
   std::string mig;                  ///< "on" | "off": what mig_state expects; empty = not checked
   AttestOptions attest;             ///< RIMs, policy and revocation of the cc_attestation check
   std::string metrics;              ///< write Prometheus metrics here (node_exporter's textfile format); "" for none
+  bool plain_http = false;          ///< pull a docker:// --image over plain HTTP
 };
 
 /// The backend --backend (or GPUENV_BACKEND) names: "replay:FILE", or the real NVML + CUDA adapter. With IMAGE (the

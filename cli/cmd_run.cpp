@@ -14,6 +14,7 @@ int cmd_run(const RunOptions& o, Context& ctx) {
   rq.command = o.command;
   rq.gpu = !o.no_gpu;
   rq.binds = o.binds;
+  rq.plain_http = o.plain_http;
   ctx.out->flush();
   auto status = app::run(rq, ctx);
   if (!status) return report_error(status.error(), false, ctx);
@@ -23,10 +24,11 @@ int cmd_run(const RunOptions& o, Context& ctx) {
 Command add_run_command(CLI::App& app, const GlobalOptions& g) {
   auto o = std::make_shared<RunOptions>();
   auto* sub = app.add_subcommand("run", "Run a command inside a built image (bubblewrap; the host's GPUs and driver bound in)");
-  sub->add_option("image", o->image, "OCI layout directory (gpuenv-out/NAME), or DIR:REF")->required();
+  sub->add_option("image", o->image, "OCI layout directory (gpuenv-out/NAME), DIR:REF or oci:DIR[:REF], or a registry image (docker://host/repo:tag, pulled into the cache)")->required();
   sub->add_option("command", o->command, "Command and arguments, after --");
   sub->add_flag("--no-gpu", o->no_gpu, "Do not bind NVIDIA devices and driver libraries");
   sub->add_option("--bind", o->binds, "HOST:DEST: make a host file or directory readable at DEST inside (repeatable)");
+  sub->add_flag("--plain-http", o->plain_http, "Pull a registry image over plain HTTP (a loopback or test registry)");
   return {sub, [o, &g](Context& ctx) {
     (void)g;
     return cmd_run(*o, ctx);

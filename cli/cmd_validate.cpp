@@ -22,7 +22,7 @@ ValidateOutcome run_validate(const ValidateOptions& o, Context& ctx) {
     out.exit_code = k_exit_usage;
     return out;
   }
-  auto done = app::validate({o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig, o.attest, o.metrics}, ctx);
+  auto done = app::validate({o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig, o.attest, o.metrics, o.plain_http}, ctx);
   if (!done) {
     out.error = done.error();
     out.exit_code = exit_code(done.error().kind);
@@ -126,7 +126,7 @@ Command add_validate_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_option("--gpus", o->gpus, "GPU indices to check, e.g. 0,1 (default: all)");
   sub->add_option("--lock", o->lock, "A gpuenv.lock: the driver floor and CUDA version to check against (default with --image: the image's own)");
   sub->add_option("--image", o->image,
-                 "An image built by gpuenv (layout DIR or DIR:REF): its CUDA libraries and frameworks run inside it (libraries_load, framework_smoke, cudnn_smoke)");
+                 "An image built by gpuenv (layout DIR or DIR:REF, or docker://host/repo:tag, pulled into the cache): its CUDA libraries and frameworks run inside it (libraries_load, framework_smoke, cudnn_smoke)");
   sub->add_option("--check", o->checks, "Only this check, key prefix or category; repeatable (see gpuenv checks)");
   sub->add_option("--junit", o->junit, "Also write a JUnit XML report to this file");
   sub->add_option("--metrics", o->metrics, "Also write Prometheus metrics to this file, atomically (node_exporter's textfile collector: a *.prom file)");
@@ -138,7 +138,7 @@ Command add_validate_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_option("--key", o->key, "The private key of --mark (gpuenv key generate); default: the file GPUENV_MARK_KEY names");
   sub->add_option("--valid-for", o->valid_for, "How long the mark stays valid (notAfter): 30d, 12h, ... (default 30d)");
   sub->add_option("--mark-image", o->mark_image, "Put the mark on this copy of the image instead (docker://host/repo:tag: the same digest, pushed)");
-  sub->add_flag("--plain-http", o->plain_http, "Talk to the registry of --mark-image over plain HTTP (a loopback or test registry)");
+  sub->add_flag("--plain-http", o->plain_http, "Talk to the registry of --image and --mark-image over plain HTTP (a loopback or test registry)");
   sub->add_flag("--referrers", o->referrers, "Also store the mark as an OCI 1.1 referrer holding a Sigstore bundle v0.3");
   add_attest_options(sub, o->attest, "--attest-policy", false);
   return {sub, [o, &g](Context& ctx) {

@@ -178,9 +178,10 @@ struct InspectOptions {
 int cmd_inspect(const InspectOptions& options, Context& ctx);
 
 struct RunOptions {
-  std::string image;                 ///< an OCI layout directory, or DIR:REF
+  std::string image;                 ///< an OCI layout directory, DIR:REF, oci:DIR[:REF], or docker://REF
   std::vector<std::string> command;  ///< after "--"; empty: the image's own command
   bool no_gpu = false;
+  bool plain_http = false;
   std::vector<std::string> binds;    ///< HOST:DEST, bound read-only
 };
 /// Returns the command's exit status (128 + signal when killed), or a gpuenv exit code when it cannot start.

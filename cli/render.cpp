@@ -47,7 +47,7 @@ json resolution_json(const resolver::Spec& spec, const resolver::Resolution& r) 
   j["cudnn"] = {{"version", opt(r.cudnn)}};
   json floor = json::array();
   for (const auto& f : r.driver_floor) floor.push_back({{"driver", f.driver.str()}, {"why", f.why}});
-  j["driver"] = {{"min", r.ok ? json(r.driver_min.str()) : json(nullptr)},
+  j["driver"] = {{"min", r.ok && !r.driver_min.empty() ? json(r.driver_min.str()) : json(nullptr)},
                  {"fleet", opt(r.driver)},
                  {"origin", r.driver ? json(r.driver_origin) : json(nullptr)},
                  {"floor", floor}};
@@ -98,7 +98,7 @@ void print_resolution(std::ostream& out, const resolver::Spec& spec, const resol
   std::string arch;
   for (std::size_t i = 0; i < r.archs.size(); ++i) arch += (i ? ", " : "") + arch_name(r.archs[i]);
   row("gpu", r.gpu_models.empty() ? "not given" : gpus + " (" + arch + ", from " + r.gpu_origin + ")");
-  std::string driver = ">= " + r.driver_min.str();
+  std::string driver = r.driver_min.empty() ? std::string("any (no CUDA, and no GPU that needs a floor)") : ">= " + r.driver_min.str();
   if (r.driver && r.cuda) {
     const std::string cuda = "CUDA " + r.cuda->truncated(2).str();
     if (r.driver_mode == "forward_compat")

@@ -70,7 +70,8 @@ MarkVerdict judge_mark(std::string_view envelope_json, const std::vector<const K
   const MarkPredicate& p = st->predicate;
   if (st->subject != w.image) out.reasons.push_back("it is for another image (" + st->subject.str() + ")");
   if (!p.passed) out.reasons.push_back("its validation FAILED");
-  if (!w.gpu_product.empty() && p.gpu_product != gpu_product_label(w.gpu_product))
+  if (!w.gpu_product.empty() && p.gpu_product != gpu_product_label(w.gpu_product) &&
+      std::none_of(w.gpu_spellings.begin(), w.gpu_spellings.end(), [&](const std::string& s) { return p.gpu_product == gpu_product_label(s); }))
     out.reasons.push_back("it was validated on " + p.gpu_product + ", not " + gpu_product_label(w.gpu_product));
   if (!w.driver.empty() && !driver_covers(p.driver_version, w.driver))
     out.reasons.push_back("its driver " + p.driver_version + " does not cover " + w.driver + " (same version, or same branch and newer)");

@@ -18,6 +18,7 @@ namespace gpuenv::marks {
 struct MarkWanted {
   Digest image;               ///< the manifest digest the record must name
   std::string gpu_product;    ///< "NVIDIA-H200" (the node label's spelling) or NVML's name ("NVIDIA H200")
+  std::vector<std::string> gpu_spellings;  ///< other names of that product older drivers reported (resolver::gpu_products)
   std::string driver;         ///< the host's driver "580.82.07"
   std::string cc_mode;        ///< off | on | devtools
   std::string level;          ///< the least level: quick < standard < long

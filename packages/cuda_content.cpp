@@ -53,8 +53,7 @@ bool has_prefix_component(const std::string& upstream, const std::string& prefix
 
 std::optional<CudaContent> cuda_content(const resolver::Spec& spec, const resolver::Resolution& r) {
   if (!r.cuda) return std::nullopt;
-  const bool asked = spec.cuda_given || spec.cudnn_given || !spec.cuda_components.empty();
-  if (!asked) return std::nullopt;
+  if (!spec.wants_cuda()) return std::nullopt;
   if (!r.frameworks.empty() && spec.cuda_components.empty()) return std::nullopt;  // the framework brings its CUDA
   CudaContent c;
   c.cuda = *r.cuda;

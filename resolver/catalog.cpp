@@ -240,6 +240,8 @@ void load_gpus(Reader& r, const YAML::Node& root, Catalog& c) {
     GpuModel m;
     m.name = r.str(g, "name");
     m.aliases = r.strings(g, "aliases");
+    m.nvml_names = r.strings(g, "nvml_names");  // required: checked with the catalog (check_catalog)
+    m.former_nvml_names = r.strings(g, "former_nvml_names");
     m.sm = r.integer(g, "sm");
     m.pci_device_ids = r.strings(g, "pci_device_ids");
     for (auto& id : m.pci_device_ids)
@@ -301,10 +303,74 @@ const GpuModel* Catalog::gpu(std::string_view name) const {
   if (want.empty()) return nullptr;
   for (const auto& g : gpus) {
     if (normalize_gpu_name(g.name) == want) return &g;
-    for (const auto& a : g.aliases)
-      if (normalize_gpu_name(a) == want) return &g;
+    for (const auto* list : {&g.aliases, &g.nvml_names, &g.former_nvml_names})
+      for (const auto& a : *list)
+        if (normalize_gpu_name(a) == want) return &g;
   }
   return nullptr;
+}
+
+namespace {
+
+/// NVML's spelling compared without case, spaces or dashes, but with its prefix ("NVIDIA H100" is not "H100").
+std::string nvml_key(std::string_view n) {
+  std::string s;
+  for (char c : n)
+    if (std::isalnum(static_cast<unsigned char>(c))) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::set<std::string> name_words(std::string_view name) {
+  std::set<std::string> out;
+  std::string w;
+  for (char c : std::string(name) + ' ') {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      w += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!w.empty()) {
+      out.insert(w);
+      w.clear();
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+GpuProducts gpu_products(const Catalog& catalog, std::string_view name) {
+  GpuProducts out;
+  out.model = catalog.gpu(name);
+  if (!out.model) {
+    out.products = {std::string(name)};
+    return out;
+  }
+  const GpuModel& m = *out.model;
+  // NVML's own spelling, with its prefix ("NVIDIA H100" is one product; "H100" is the model, all four).
+  const std::string want = nvml_key(name);
+  for (const auto& n : m.nvml_names)
+    if (nvml_key(n) == want) out.products = {n};
+  for (const auto& n : m.former_nvml_names)
+    if (out.products.empty() && nvml_key(n) == want) out.products = {n};
+  if (out.products.empty()) {
+    // The model's name or an alias: its products, narrowed by the words the alias adds ("PCIe", "NVL", "Max-Q").
+    std::set<std::string> extra = name_words(name);
+    for (const auto& w : name_words(m.name)) extra.erase(w);
+    extra.erase("nvidia");
+    for (const auto& n : m.nvml_names) {
+      const auto words = name_words(n);
+      if (std::all_of(extra.begin(), extra.end(), [&](const std::string& w) { return words.count(w) > 0; })) out.products.push_back(n);
+    }
+    if (out.products.empty()) out.products = m.nvml_names;
+  }
+  if (out.products.size() == 1) {
+    // One product: the other names drivers gave it. With one current name, every former name is that product's;
+    // otherwise only a name that reads the same (a prefix dropped or added).
+    const std::string one = normalize_gpu_name(out.products.front());
+    for (const auto* list : {&m.nvml_names, &m.former_nvml_names})
+      for (const auto& n : *list)
+        if (n != out.products.front() && (normalize_gpu_name(n) == one || (m.nvml_names.size() == 1 && list == &m.former_nvml_names)))
+          out.spellings.push_back(n);
+  }
+  return out;
 }
 
 const GpuModel* Catalog::gpu_by_pci_id(std::string_view id) const {
@@ -473,9 +539,16 @@ std::vector<std::string> check_catalog(const Catalog& c) {
       }
     }
   }
-  std::set<std::string> gpu_names;
+  std::set<std::string> gpu_names, nvml_seen;
   for (const auto& g : c.gpus) {
     if (!gpu_names.insert(normalize_gpu_name(g.name)).second) problems.push_back("gpu " + g.name + " listed twice");
+    if (g.nvml_names.empty()) problems.push_back("gpu " + g.name + ": no nvml_names");
+    for (const auto* list : {&g.nvml_names, &g.former_nvml_names})
+      for (const auto& n : *list) {
+        const GpuModel* owner = c.gpu(n);
+        if (owner && owner != &g) problems.push_back("gpu " + g.name + ": its NVML name '" + n + "' names " + owner->name + " too");
+        if (!nvml_seen.insert(nvml_key(n)).second) problems.push_back("gpu " + g.name + ": NVML name '" + n + "' listed twice");
+      }
     bool covered = false;
     for (const auto& t : c.toolkits)
       for (int s : t.sm) covered = covered || (s / 10 == g.sm / 10 && s % 10 <= g.sm % 10);

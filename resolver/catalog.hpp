@@ -93,6 +93,11 @@ struct FrameworkRelease {
 struct GpuModel {
   std::string name;
   std::vector<std::string> aliases;
+  /// The names NVML reports for this model's device ids (nvidia-smi --query-gpu=name), as the driver's released-GPU
+  /// table spells them today: one per product (H100: NVL, 80GB HBM3, PCIe, and the bare one). Never empty.
+  std::vector<std::string> nvml_names;
+  /// Names older drivers reported for the same products ("HGX GB200" before "NVIDIA GB200").
+  std::vector<std::string> former_nvml_names;
   int sm = 0;
   std::vector<std::string> pci_device_ids;
   std::optional<Version> driver_min;
@@ -155,5 +160,19 @@ std::string catalog_digest(const std::vector<CatalogFile>& files);
 
 /// Internal-consistency problems (unsorted lists, missing sources, dangling references); empty when sound.
 std::vector<std::string> check_catalog(const Catalog& catalog);
+
+/// What a GPU name a user typed (a spec's model name, an alias, or NVML's product name) stands for among the
+/// names NVML reports, the spelling a validation record and a node label carry (docs/cli.md, `verify`).
+struct GpuProducts {
+  const GpuModel* model = nullptr;     ///< null: a name the catalog does not know (then `products` is the name itself)
+  std::vector<std::string> products;   ///< NVML's names of the products it stands for: one, or the candidates
+  std::vector<std::string> spellings;  ///< other names drivers reported for that one product (its former names)
+};
+
+/// Maps NAME to NVML product names, the one mapping `verify --gpu` uses: an NVML name (current or former) stands
+/// for itself; a model's name or alias stands for the model's products, narrowed to those whose names hold every
+/// word the alias adds to the model's name ("H100 PCIe" is "NVIDIA H100 PCIe"; "H100" and "H100 SXM5" are all
+/// four H100s). Compared as Catalog::gpu compares names (case, spaces, dashes and NVIDIA/GeForce/Tesla ignored).
+GpuProducts gpu_products(const Catalog& catalog, std::string_view name);
 
 }  // namespace gpuenv::resolver

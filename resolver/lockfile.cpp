@@ -78,10 +78,10 @@ std::string render_lock(const Spec& spec, const Resolution& r, const LockInputs&
   o << "base: " << q(r.base) << "\n";
   if (!in.base_image.empty()) o << "base_image: " << q(in.base_image) << "\n";
   if (spec.base_variant != "required") o << "base_variant: " << q(spec.base_variant) << "\n";
-  o << "cuda: " << q(r.cuda ? r.cuda->str() : "") << "\n";
+  o << "cuda: " << (r.cuda ? q(r.cuda->str()) : "null") << "\n";
   o << "cudnn: " << (r.cudnn ? q(r.cudnn->str()) : "null") << "\n";
   o << "python: " << (r.python ? q(r.python->str()) : "null") << "\n";
-  o << "driver:\n  min: " << q(r.driver_min.str()) << "\n";
+  o << "driver:\n  min: " << (r.driver_min.empty() ? "null" : q(r.driver_min.str())) << "\n";
   o << "  forward_compat: " << (r.forward_compat ? "true" : "false") << "\n";
   if (r.compat_package) o << "  compat_package: " << q("cuda-compat-" + std::to_string(r.compat_package->major()) + "-" + std::to_string(r.compat_package->minor())) << "\n";
   o << "  floor:\n";
@@ -307,7 +307,7 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
     lock.cudnn = cudnn;
     lock.python = python;
     if (!root["driver"].IsMap()) return r.error(root, "missing", "'driver' is missing");
-    GPUENV_TRY(dmin, r.str(root["driver"], "min"));
+    GPUENV_TRY(dmin, r.str(root["driver"], "min", /*nullable=*/true));  // null: no floor (no CUDA and no GPU that needs one)
     lock.driver_min = dmin;
     lock.forward_compat = root["driver"]["forward_compat"].IsDefined() && root["driver"]["forward_compat"].as<bool>();
     if (root["gpu"].IsMap()) {

@@ -17,7 +17,7 @@ struct Pick {
 
 struct Candidate {
   std::vector<Pick> picks;
-  const CudaToolkit* toolkit = nullptr;
+  const CudaToolkit* toolkit = nullptr;  ///< null when the spec asks for no CUDA (Spec::wants_cuda)
   std::optional<Version> cudnn;
   const CudnnFacts* cudnn_facts = nullptr;  // recorded or inferred facts of cudnn's build for the toolkit's major
   bool cudnn_from_framework = false;
@@ -37,7 +37,7 @@ std::string label(const Pick& p) { return p.release->framework + " " + p.release
 std::string labels(const Candidate& c) {
   std::vector<std::string> parts;
   for (const auto& p : c.picks) parts.push_back(label(p));
-  if (parts.empty()) parts.push_back("CUDA " + c.toolkit->version.str());
+  if (parts.empty()) parts.push_back(c.toolkit ? "CUDA " + c.toolkit->version.str() : std::string("an image without CUDA"));
   return join(parts, " with ");
 }
 
@@ -147,6 +147,10 @@ class Solver {
 
   void enumerate_picks(std::size_t i, std::vector<Pick>& picks) {
     if (i == m_spec.frameworks.size()) {
+      if (!m_spec.wants_cuda()) {  // no framework, cuda or cudnn: one candidate, without CUDA
+        add(picks, nullptr, std::nullopt, false, {});
+        return;
+      }
       for (const auto& t : m_catalog.toolkits) {
         bool fits = true;
         for (const auto& p : picks) fits = fits && variant_cuda_matches(*p.release, *p.variant, t.version);
@@ -194,11 +198,11 @@ class Solver {
       if (!fixed || p.release->framework == "torch") fixed = want;  // torch's bundled cuDNN wins
     }
     if (fixed) {
-      add(picks, t, fixed, true, pre);
+      add(picks, &t, fixed, true, pre);
     } else if (m_spec.cudnn_given) {
-      for (const auto& r : m_catalog.cudnn) add(picks, t, r.version, false, pre);
+      for (const auto& r : m_catalog.cudnn) add(picks, &t, r.version, false, pre);
     } else {
-      add(picks, t, std::nullopt, false, pre);
+      add(picks, &t, std::nullopt, false, pre);
     }
   }
 
@@ -207,15 +211,15 @@ class Solver {
                        [&](const CudnnBuild& b) { return b.cuda_major == static_cast<int>(t.version.major()); });
   }
 
-  void add(const std::vector<Pick>& picks, const CudaToolkit& t, std::optional<Version> cudnn, bool from_fw,
+  void add(const std::vector<Pick>& picks, const CudaToolkit* t, std::optional<Version> cudnn, bool from_fw,
            const std::vector<Violation>& pre) {
     Candidate c;
     c.picks = picks;
-    c.toolkit = &t;
-    c.cudnn = cudnn;
+    c.toolkit = t;
+    c.cudnn = t ? cudnn : std::nullopt;
     c.cudnn_from_framework = from_fw;
     c.violations = pre;
-    if (cudnn) c.cudnn_facts = &facts_of(*cudnn, static_cast<int>(t.version.major()));
+    if (c.cudnn) c.cudnn_facts = &facts_of(*c.cudnn, static_cast<int>(t->version.major()));
     evaluate(c);
     m_candidates.push_back(std::move(c));
   }
@@ -241,8 +245,8 @@ class Solver {
   }
 
   void evaluate(Candidate& c) {
-    const CudaToolkit& t = *c.toolkit;
-    const CudnnFacts* cf = c.cudnn ? c.cudnn_facts : nullptr;
+    const CudaToolkit* t = c.toolkit;  // null: no CUDA, so no CUDA, cuDNN or PTX rule applies
+    const CudnnFacts* cf = c.cudnn && t ? c.cudnn_facts : nullptr;
     if (cf && !cf->recorded) {
       note(c, [&] {
         std::string n = "cuDNN " + c.cudnn->str() + " has no support matrix in the catalog; ";
@@ -263,8 +267,8 @@ class Solver {
         violate(c, Rule::framework_version, [&] { return std::string("the spec asks for " + p.release->framework + " '" +
                                                               p.request->version.str() + "'; " + label(p) + " does not match"); });
     }
-    if (m_spec.cuda_given && !m_spec.cuda.matches(t.version)) {
-      std::string what = c.picks.empty() ? "CUDA " + t.version.str() : labels(c) + " is built for CUDA " + cuda_xy(t.version);
+    if (t && m_spec.cuda_given && !m_spec.cuda.matches(t->version)) {
+      std::string what = c.picks.empty() ? "CUDA " + t->version.str() : labels(c) + " is built for CUDA " + cuda_xy(t->version);
       violate(c, Rule::cuda_constraint, [&] { return std::string("the spec asks for CUDA '" + m_spec.cuda.str() + "'; " + what + " does not match"); });
     }
     if (m_spec.cudnn_given && (!c.cudnn || !m_spec.cudnn.matches(*c.cudnn))) {
@@ -281,23 +285,23 @@ class Solver {
     }
     // cuDNN build for this CUDA.
     if (cf && cf->has_build == false) {
-      violate(c, Rule::cudnn_cuda, [&] { return std::string("cuDNN " + c.cudnn->str() + " has no build for CUDA " + std::to_string(t.version.major())); });
+      violate(c, Rule::cudnn_cuda, [&] { return std::string("cuDNN " + c.cudnn->str() + " has no build for CUDA " + std::to_string(t->version.major())); });
     } else if (cf && !c.cudnn_from_framework &&
-               ((cf->cuda_min && compare_prefix(t.version, *cf->cuda_min, 2) < 0) || (cf->cuda_max && compare_prefix(t.version, *cf->cuda_max, 2) > 0))) {
+               ((cf->cuda_min && compare_prefix(t->version, *cf->cuda_min, 2) < 0) || (cf->cuda_max && compare_prefix(t->version, *cf->cuda_max, 2) > 0))) {
       violate(c, Rule::cudnn_cuda, [&] { return std::string("cuDNN " + c.cudnn->str() + " supports CUDA " + (cf->cuda_min ? cf->cuda_min->str() : "?") + " to " +
-                                                    (cf->cuda_max ? cf->cuda_max->str() : "?") + ", not " + cuda_xy(t.version)); });
+                                                    (cf->cuda_max ? cf->cuda_max->str() : "?") + ", not " + cuda_xy(t->version)); });
     }
     // Architectures.
-    const CudaMajor* major = m_catalog.major(static_cast<int>(t.version.major()));
+    const CudaMajor* major = t ? m_catalog.major(static_cast<int>(t->version.major())) : nullptr;
     Version ptx_floor;
     std::string ptx_why;
     for (const auto& g : m_req.gpus) {
-      if (!covered_by_sass(t.sm, g.sm)) {
-        violate(c, Rule::arch_cuda, [&] { return std::string("CUDA " + cuda_xy(t.version) + " supports " + arch_range(t.sm) + "; " + g.name +
+      if (t && !covered_by_sass(t->sm, g.sm)) {
+        violate(c, Rule::arch_cuda, [&] { return std::string("CUDA " + cuda_xy(t->version) + " supports " + arch_range(t->sm) + "; " + g.name +
                                                      " is " + arch_name(g.sm)); });
       }
       if (cf && cf->sm && !covered_by_sass(*cf->sm, g.sm)) {
-        violate(c, Rule::arch_cudnn, [&] { return std::string("cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(t.version.major()) +
+        violate(c, Rule::arch_cudnn, [&] { return std::string("cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(t->version.major()) +
                                                       " supports " + arch_range(*cf->sm) + "; " + g.name + " is " + arch_name(g.sm)); });
       }
       for (const auto& p : c.picks) {
@@ -323,7 +327,7 @@ class Solver {
     }
     // Driver floor.
     if (major) floor_part(c, major->minor_compat_driver_min, [&] { return std::string("CUDA " + std::to_string(major->major) + ".x runtime, with minor-version compatibility"); }, Rule::driver);
-    if (cf && cf->driver_min) floor_part(c, *cf->driver_min, [&] { return std::string("cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(t.version.major())); }, Rule::driver);
+    if (cf && cf->driver_min) floor_part(c, *cf->driver_min, [&] { return std::string("cuDNN " + c.cudnn->str() + " for CUDA " + std::to_string(t->version.major())); }, Rule::driver);
     for (const auto& p : c.picks)
       if (p.variant->driver_min) floor_part(c, *p.variant->driver_min, [&] { return std::string(label(p) + " states this minimum"); }, Rule::driver);
     if (!ptx_floor.empty()) floor_part(c, ptx_floor, [&] { return std::string(ptx_why); }, Rule::driver);
@@ -354,7 +358,7 @@ class Solver {
       const bool is_default = p.variant->name == p.release->default_variant;
       push_parts(c.score, {is_default ? 1u : 0u, p.variant->cuda.major(), p.variant->cuda.minor()});
     }
-    push_version(c.score, t.version);
+    push_version(c.score, t ? t->version : Version{});
     push_version(c.score, c.cudnn ? *c.cudnn : Version{});
     push_version(c.score, c.python ? *c.python : Version{});
   }
@@ -448,6 +452,10 @@ class Solver {
         return nullptr;
       }
     }
+    if (!c.toolkit) {
+      why_not = "the image has no CUDA";
+      return nullptr;
+    }
     const std::string branch = std::to_string(m_driver->major());
     const Version xy = c.toolkit->version.truncated(2);
     for (const auto& p : m_catalog.compat) {
@@ -459,15 +467,20 @@ class Solver {
   }
 
   void fill(Resolution& out, const Candidate& c) const {
-    out.cuda = c.toolkit->version;
+    if (c.toolkit) out.cuda = c.toolkit->version;
     out.cudnn = c.cudnn;
     out.python = c.python;
     out.driver_min = c.driver_min;
     out.driver_floor = c.floor;
     std::stable_sort(out.driver_floor.begin(), out.driver_floor.end(), [](const FloorPart& a, const FloorPart& b) { return a.driver > b.driver; });
     out.forward_compat = c.forward_compat;
-    out.cuda_native_driver = c.toolkit->driver_min;
-    if (m_driver) out.driver_mode = c.forward_compat ? "forward_compat" : (*m_driver >= c.toolkit->driver_min ? "native" : "minor_version_compat");
+    if (c.toolkit) {
+      out.cuda_native_driver = c.toolkit->driver_min;
+      if (m_driver) out.driver_mode = c.forward_compat ? "forward_compat" : (*m_driver >= c.toolkit->driver_min ? "native" : "minor_version_compat");
+    } else {
+      out.notes.push_back(std::string("the spec asks for no CUDA (no framework, cuda or cudnn): the image gets none, and the driver floor is ") +
+                          (out.driver_floor.empty() ? "none" : "only what its GPUs need"));
+    }
     if (c.compat) {
       out.compat_package = c.compat->cuda;
       out.notes.push_back("driver " + m_driver->str() + " is below " + c.driver_min.str() + "; the image needs cuda-compat " +
@@ -588,8 +601,8 @@ class Solver {
     if (const Candidate* c = best_where({Rule::framework_version, Rule::cuda_constraint, Rule::cudnn_constraint})) {
       std::string where = m_driver ? "this driver" : "these rules";
       if (!m_req.gpus.empty()) where += " and GPU";
-      out.suggestions.push_back(labels(*c) + " (CUDA " + c->toolkit->version.str() + (c->cudnn ? ", cuDNN " + c->cudnn->str() : "") +
-                                ") works with " + where);
+      const std::string cuda = c->toolkit ? "CUDA " + c->toolkit->version.str() : std::string("no CUDA");
+      out.suggestions.push_back(labels(*c) + " (" + cuda + (c->cudnn ? ", cuDNN " + c->cudnn->str() : "") + ") works with " + where);
     }
     if (m_driver) {
       // The smallest driver upgrade that makes a combination the spec asks for work.

@@ -146,6 +146,9 @@ struct Spec {
   std::map<std::string, SourcePos> positions;  ///< "cuda", "python", "base", ... to their position
 
   [[nodiscard]] std::string base() const { return base_distro + ":" + base_release; }
+  /// True when the spec asks for CUDA: a framework, `cuda:` (a version or components) or `cudnn:`. Without it
+  /// the resolution has no CUDA, no cuDNN and no CUDA driver floor (docs/spec.md "No CUDA").
+  [[nodiscard]] bool wants_cuda() const { return !frameworks.empty() || cuda_given || cudnn_given || !cuda_components.empty(); }
   /// "path:line:col" for a recorded key, or just the path.
   [[nodiscard]] std::string where(const std::string& key) const;
 };

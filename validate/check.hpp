@@ -76,8 +76,9 @@ using AttestFunction = std::function<Result<AttestationVerdict>(const CcEvidence
 struct CheckInputs {
   Level level = Level::standard;
   std::vector<int> gpus;                         ///< GPU indices to check; empty = all
-  std::optional<std::string> lock_driver_floor;  ///< "525.60.13" from the lock
-  std::optional<std::string> lock_cuda;          ///< "12.4": the image's CUDA version
+  bool lock_given = false;                       ///< a lock was read (--lock, or the one inside --image)
+  std::optional<std::string> lock_driver_floor;  ///< "525.60.13" from the lock; empty: the lock has no floor
+  std::optional<std::string> lock_cuda;          ///< "12.4": the image's CUDA version; empty: the image has no CUDA
   std::optional<bool> lock_forward_compat;       ///< the lock ships CUDA forward compatibility (cuda-compat)
   std::optional<bool> spec_mig;                  ///< MIG expected on (true) or off (false); empty = not asked
   /// Confidential computing as the lock asks for it: "off", "allowed" or "required"; empty = no lock.

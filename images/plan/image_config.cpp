@@ -15,11 +15,12 @@ std::string env_name(const std::string& assignment) { return assignment.substr(0
 std::map<std::string, std::string> gpuenv_labels(const resolver::Lock& lock, const std::string& lock_sha256, std::int64_t epoch) {
   std::map<std::string, std::string> labels = {{"org.opencontainers.image.title", lock.spec_name},
                                                {"org.opencontainers.image.created", rfc3339(epoch)},
-                                               {"dev.gpuenv.lock.sha256", lock_sha256},
-                                               {"dev.gpuenv.driver.min", lock.driver_min}};
+                                               {"dev.gpuenv.lock.sha256", lock_sha256}};
+  // A label says what the image holds: no CUDA (Spec::wants_cuda), no CUDA labels; no floor, no driver label.
+  if (!lock.driver_min.empty()) labels["dev.gpuenv.driver.min"] = lock.driver_min;
   std::string archs;
   for (const auto& a : lock.archs) archs += (archs.empty() ? "" : ",") + a;
-  if (!archs.empty()) labels["dev.gpuenv.cuda.archs"] = archs;
+  if (!archs.empty() && !lock.cuda.empty()) labels["dev.gpuenv.cuda.archs"] = archs;
   if (!lock.cuda.empty()) labels["dev.gpuenv.cuda.version"] = lock.cuda;
   if (!lock.cudnn.empty()) labels["dev.gpuenv.cudnn.version"] = lock.cudnn;
   if (!lock.python.empty()) labels["dev.gpuenv.python.version"] = lock.python;

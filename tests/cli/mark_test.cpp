@@ -353,6 +353,19 @@ TEST_F(CliMark, InTheRegistryTwoGpuModelsAccumulateAndVerifyPicksTheOneForThisHo
   EXPECT_EQ(j["records"][0]["counts"], false);
   EXPECT_EQ(j["records"][1]["counts"], true);
 
+  // Issue 32: the spec's own model name is mapped to NVML's (L4 is one product, NVIDIA L4) ...
+  v = verify("docker://" + ref, {"--allow-replay", "--gpu", "L4", "--driver", l4_driver});
+  ASSERT_EQ(v.code, 0) << v.out << v.err;
+  EXPECT_EQ(json::parse(v.out)["records"][1]["counts"], true);
+  // ... and one that is several products is refused with the candidates, before any record is judged.
+  v = verify("docker://" + ref, {"--allow-replay", "--gpu", "H200"});
+  EXPECT_EQ(v.code, 2) << v.out << v.err;
+  EXPECT_NE(v.err.find("verify.ambiguous_gpu"), std::string::npos) << v.err;
+  EXPECT_NE(v.err.find("'NVIDIA H200', 'NVIDIA H200 NVL'"), std::string::npos) << v.err;
+  v = verify("docker://" + ref, {"--allow-replay", "--gpu", "H200 NVL"});  // the NVL alone: not what was validated
+  EXPECT_EQ(v.code, 1) << v.out << v.err;
+  EXPECT_TRUE(has_reason(v, 0, "validated on NVIDIA-H200, not NVIDIA-H200-NVL")) << v.out;
+
   v = verify("docker://" + ref, {"--allow-replay", "--gpu", "NVIDIA H100 80GB HBM3"});
   EXPECT_EQ(v.code, 1);
   // The text names every record and why it does not count.

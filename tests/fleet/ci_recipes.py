@@ -53,5 +53,8 @@ for job in ("build", "validate"):
 for name, text in (("gitlab", open(os.path.join(SOURCE, "recipes/ci/gitlab-ci.yml")).read()), ("github", open(os.path.join(SOURCE, "recipes/ci/github-actions.yml")).read())):
     if "gpuenv mark " in text or "--mark" not in text or "--junit" not in text:
         failures.append(f"{name}: mark through validate --mark (only a passing validation marks), with --junit")
+    # Issue 32: the GPU runner needs gpuenv alone; it validates the pushed image by its registry reference.
+    if "skopeo" in text or 'validate --image "docker://$IMAGE"' not in text:
+        failures.append(f"{name}: the GPU runner must validate --image docker://$IMAGE with gpuenv alone (no skopeo)")
 
 testlib.finish(failures, "recipes/ci: both pipelines parse, split CPU and GPU runners, attach JUnit, and use only flags gpuenv has")

@@ -234,7 +234,14 @@ TEST(PlanImageConfig, WithoutCudaOrPythonRequiresNoCudaAndRunsAShell) {
   EXPECT_TRUE(has(plan.env, "NVIDIA_VISIBLE_DEVICES=all"));
   EXPECT_EQ(plan.labels.count("dev.gpuenv.cuda.version"), 0u);
   EXPECT_EQ(plan.labels.count("dev.gpuenv.cuda.archs"), 0u);
+  EXPECT_EQ(plan.labels.count("dev.gpuenv.driver.min"), 0u);  // no floor: no label, not an empty one
   EXPECT_EQ(plan.cmd, (std::vector<std::string>{"/bin/sh"}));
+  resolver::Lock targets = lock_of({});
+  targets.archs = {"sm_90"};  // GPUs named, but no CUDA in the image: no CUDA label says otherwise
+  targets.driver_min = "525.60.13";
+  const auto with_gpus = plan_image_config(targets, "abc", 0);
+  EXPECT_EQ(with_gpus.labels.count("dev.gpuenv.cuda.archs"), 0u);
+  EXPECT_EQ(with_gpus.labels.at("dev.gpuenv.driver.min"), "525.60.13");
   resolver::Lock slim = lock_of({});
   slim.base_variant = "slim";  // no shell in it: no command
   EXPECT_TRUE(plan_image_config(slim, "abc", 0).cmd.empty());

@@ -9,9 +9,11 @@ MODE:
            USER:PASSWORD is given, only to a request with those basic credentials.
   alter    like plain, but GET of a blob flips one byte of it
   short    like plain, but GET of a blob serves only its first half (with a matching Content-Length)
+  stall    like plain, but GET of a blob sends its first half, then nothing for 60 s
+  endless  like plain, but GET of a blob sends it without a Content-Length and then zeros, for ever
 Manifests are kept with the Content-Type they were PUT with. GET /log lists "METHOD PATH" of every request.
 """
-import base64, hashlib, itertools, json, re, sys, threading
+import base64, hashlib, itertools, json, re, sys, threading, time
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 
 mode = sys.argv[1]
@@ -42,6 +44,26 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if not head:
             self.wfile.write(body)
+
+    def misbehave(self, b):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        if mode == "stall":
+            self.send_header("Content-Length", str(len(b)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        try:
+            if mode == "stall":
+                self.wfile.write(b[: len(b) // 2])
+                self.wfile.flush()
+                time.sleep(60)
+            else:
+                self.wfile.write(b)
+                while True:
+                    self.wfile.write(b"\0" * 65536)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
 
     def error(self, code, err, msg):
         body = json.dumps({"errors": [{"code": err, "message": msg}]}).encode()
@@ -106,6 +128,8 @@ class Handler(BaseHTTPRequestHandler):
                 b = bytes([b[0] ^ 0xFF]) + b[1:]
             if self.command == "GET" and mode == "short":
                 b = b[: len(b) // 2]
+            if self.command == "GET" and mode in ("stall", "endless"):
+                return self.misbehave(b)
             return self.reply(200, b, {"Docker-Content-Digest": digest, "Content-Type": "application/octet-stream"}, head=self.command == "HEAD")
         m = UPLOAD_START.match(path)
         if m and self.command == "POST":

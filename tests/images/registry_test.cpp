@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "fakes/docker_registry.hpp"
+#include "fakes/registry_fake.hpp"
 #include "fakes/loopback_server.hpp"
 #include "base/digest.hpp"
 
@@ -24,6 +25,7 @@ namespace fs = std::filesystem;
 
 using testing::Child;
 using testing::DockerRegistry;
+using testing::FakeRegistry;
 using testing::free_port;
 using testing::have;
 using testing::read_file;
@@ -31,36 +33,6 @@ using testing::run;
 using testing::RegistryTempDir;
 using testing::write_file;
 
-/// tests/images/registry_fake.py in a mode.
-class FakeRegistry {
- public:
-  explicit FakeRegistry(const std::string& mode, const std::string& creds = {}) {
-    std::vector<std::string> argv = {"python3", std::string(GPUENV_SOURCE_DIR) + "/tests/images/registry_fake.py", mode};
-    if (!creds.empty()) argv.push_back(creds);
-    int fd = -1;
-    m_child.start(argv, m_dir / "fake.log", &fd);
-    if (fd < 0) return;
-    std::string line;
-    char c;
-    while (::read(fd, &c, 1) == 1 && c != '\n') line += c;
-    ::close(fd);
-    m_port = std::atoi(line.c_str());
-  }
-  [[nodiscard]] int port() const { return m_port; }
-  [[nodiscard]] std::string host() const { return "127.0.0.1:" + std::to_string(m_port); }
-  /// Requests seen, "METHOD PATH" per line.
-  [[nodiscard]] std::string log() const {
-    HttpRequest req;
-    req.url = "http://" + host() + "/log";
-    const auto r = make_curl_http_client(HttpOptions{})->send(req);
-    return r.ok() ? r->body : std::string();
-  }
-
- private:
-  RegistryTempDir m_dir;
-  Child m_child;
-  int m_port = 0;
-};
 
 int count(const std::string& haystack, const std::string& needle) {
   int n = 0;

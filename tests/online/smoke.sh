@@ -5,7 +5,9 @@
 #   1. locked twice, from two empty caches: the two locks must be the same bytes;
 #   2. built from that lock twice, from the two caches, the second in another directory under umask 077, another
 #      time zone and one thread: the two images must have the same manifest digest, and so must a rebuild;
-#   3. run (`gpuenv run --no-gpu`): the image's CUDA runtime answers its version;
+#   3. run (`gpuenv run --no-gpu`): the image's CUDA runtime answers its version; pushed to the real docker-registry
+#      on 127.0.0.1, run as docker://REF from an empty cache (it prints 42) and validated by that reference on the
+#      recorded 8x H100, with the cold pull timed beside `skopeo copy`;
 # and recipes/examples/vm-debian.yaml (a VM disk, docs/vm.md), without SOURCE_DATE_EPOCH as most users build it,
 #   4. built twice as raw disks, from the two caches, into two directories under two names, the second under umask
 #      077, another time zone and one thread: the same bytes;
@@ -80,6 +82,53 @@ print("cudart %d.%d rc %d" % (v.value // 1000, v.value % 1000 // 10, rc))' > "$o
 cuda=$(sed -n 's/^  version: "\(.*\)"$/\1/p' "$spec" | head -1)
 grep -qx "cudart $cuda rc 0" "$out/run.log" || { cat "$out/run.log"; fail "the image's CUDA runtime did not answer $cuda"; }
 step "run: the image's CUDA runtime answers $cuda"
+
+# The image by its registry reference (issue 32): pushed to the real docker-registry on 127.0.0.1, then run and
+# validated from an empty cache with gpuenv alone; the pull is timed beside skopeo copy of the same image.
+if command -v docker-registry >/dev/null 2>&1; then
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  mkdir -p "$out/registry"
+  printf 'version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: true\nstorage:\n  filesystem:\n    rootdirectory: %s\nhttp:\n  addr: 127.0.0.1:%s\n' \
+    "$out/registry/storage" "$port" > "$out/registry/config.yml"
+  docker-registry serve "$out/registry/config.yml" > "$out/registry/log" 2>&1 &
+  registry_pid=$!
+  trap 'kill "$registry_pid" 2>/dev/null || true; rm -rf "$out"' EXIT
+  for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  ref=127.0.0.1:$port/smoke/hello-cuda:1
+  export GPUENV_INSECURE_REGISTRIES=127.0.0.1:$port
+  GPUENV_CACHE_DIR=$out/cache-a "$gpuenv" build "$out/a.lock" -o "$out/a/image" --push "$ref" --json > "$out/push.json" 2> "$out/push.log" \
+    || { tail -20 "$out/push.log"; cat "$out/registry/log"; fail "build --push to the loopback registry"; }
+  [ "$(digest_of "$out/push.json")" = "$a" ] || fail "the pushed image's digest is not the built one's"
+  step "pushed to docker-registry on 127.0.0.1:$port"
+  ms() { echo $(( $(date +%s%N) / 1000000 )); }
+  p0=$(ms)
+  GPUENV_CACHE_DIR=$out/cache-pull "$gpuenv" run "docker://$ref" --no-gpu -- python3 -c 'print(6*7)' > "$out/run-pull.log" 2>&1 \
+    || { cat "$out/run-pull.log"; fail "gpuenv run docker://$ref from an empty cache"; }
+  p1=$(ms)
+  [ "$(tail -1 "$out/run-pull.log")" = 42 ] || { cat "$out/run-pull.log"; fail "gpuenv run docker://$ref did not print 42"; }
+  step "run docker://$ref from an empty cache prints 42 (pull, unpack, run: $((p1 - p0)) ms)"
+  code=0
+  GPUENV_CACHE_DIR=$out/cache-pull "$gpuenv" validate --image "docker://$ref" --backend "replay:$root/tests/data/validate/h100x8.yaml" --level quick \
+    --json > "$out/validate-pull.json" 2> "$out/validate-pull.log" || code=$?
+  [ "$code" -le 1 ] || { cat "$out/validate-pull.log"; fail "validate --image docker://$ref could not run (exit $code)"; }
+  grep -q "$a" "$out/validate-pull.json" || { head -40 "$out/validate-pull.json"; fail "the report of validate --image docker://$ref does not name $a"; }
+  step "validate --image docker://$ref ran on the recording (exit $code) and names its digest"
+  if command -v skopeo >/dev/null 2>&1; then
+    # The same image both ways, each into an empty place: gpuenv run from an empty cache (which pulls and also
+    # unpacks) against skopeo copy to an OCI layout (which only pulls).
+    s0=$(ms)
+    skopeo copy -q --src-tls-verify=false "docker://$ref" "oci:$out/skopeo-copy:1" > "$out/skopeo.log" 2>&1 || { cat "$out/skopeo.log"; fail "skopeo copy"; }
+    s1=$(ms)
+    g0=$(ms)
+    GPUENV_CACHE_DIR=$out/cache-pull2 "$gpuenv" run "docker://$ref" --no-gpu -- true > "$out/run-pull2.log" 2>&1 || { cat "$out/run-pull2.log"; fail "second cold run"; }
+    g1=$(ms)
+    step "pull: gpuenv (pull + unpack) $((g1 - g0)) ms, skopeo copy (pull only) $((s1 - s0)) ms, ratio $(python3 -c "print(round($((g1 - g0)) / max(1, $((s1 - s0))), 2))")"
+  fi
+  kill "$registry_pid" 2>/dev/null || true
+  unset GPUENV_INSECURE_REGISTRIES
+else
+  step "the registry steps skipped: docker-registry is not installed"
+fi
 
 sed 's/^  kernel: linux-image-cloud-amd64$/  kernel: linux-image-cloud-amd64\n  cmdline: "gpuenv.poweroff"/' "$root/recipes/examples/vm-debian.yaml" > "$out/vm.yaml"
 grep -q 'gpuenv.poweroff' "$out/vm.yaml" || fail "recipes/examples/vm-debian.yaml no longer names linux-image-cloud-amd64 as this smoke expects"

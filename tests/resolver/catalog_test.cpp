@@ -3,9 +3,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "fakes/catalog_fixture.hpp"
 
+using gpuenv::resolver::Catalog;
 using gpuenv::resolver::CatalogFile;
+using gpuenv::resolver::check_catalog;
+using gpuenv::resolver::gpu_products;
+using gpuenv::resolver::GpuModel;
+using gpuenv::resolver::GpuProducts;
 using gpuenv::resolver::load_catalog;
 
 namespace {
@@ -146,3 +153,75 @@ TEST(CatalogCodec, RoundTripsAndRejectsDamage) {
 }
 
 }  // namespace
+
+// Issue 32, item 3: the one mapping from the names users type to NVML's product names, for every model of the real
+// catalog: each NVML name (current or former) stands for itself; the model's name stands for all its products (so
+// a model of several is refused by verify with the candidates); an alias stands for the products whose names hold
+// the words it adds, or all of them.
+TEST(GpuProducts, EveryModelsNamesMapToItsNvmlProducts) {
+  const Catalog& c = gpuenv::testing::catalog();
+  ASSERT_EQ(c.gpus.size(), 21u);
+  for (const GpuModel& m : c.gpus) {
+    SCOPED_TRACE(m.name);
+    ASSERT_FALSE(m.nvml_names.empty());
+    const GpuProducts by_name = gpu_products(c, m.name);
+    EXPECT_EQ(by_name.model, &m);
+    EXPECT_EQ(by_name.products, m.nvml_names);
+    for (const auto* list : {&m.nvml_names, &m.former_nvml_names})
+      for (const auto& n : *list) {
+        const GpuProducts exact = gpu_products(c, n);
+        EXPECT_EQ(exact.model, &m) << n;
+        EXPECT_EQ(exact.products, std::vector<std::string>{n}) << n;
+        // The node label's spelling (spaces as dashes) is the same name.
+        std::string label = n;
+        std::replace(label.begin(), label.end(), ' ', '-');
+        EXPECT_EQ(gpu_products(c, label).products, std::vector<std::string>{n}) << label;
+      }
+    for (const auto& a : m.aliases) {
+      const GpuProducts alias = gpu_products(c, a);
+      EXPECT_EQ(alias.model, &m) << a;
+      ASSERT_FALSE(alias.products.empty()) << a;
+      for (const auto& p : alias.products)
+        EXPECT_TRUE(std::count(m.nvml_names.begin(), m.nvml_names.end(), p) + std::count(m.former_nvml_names.begin(), m.former_nvml_names.end(), p) > 0)
+            << a << " -> " << p;
+    }
+  }
+  auto products = [&](const std::string& name) { return gpu_products(c, name).products; };
+  using V = std::vector<std::string>;
+  // The spec's H100 is four products; NVML's bare "NVIDIA H100" is one of them, not the model.
+  EXPECT_EQ(products("H100"), (V{"NVIDIA H100 NVL", "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA H100"}));
+  EXPECT_EQ(products("NVIDIA H100"), V{"NVIDIA H100"});
+  EXPECT_EQ(products("h100 pcie"), V{"NVIDIA H100 PCIe"});
+  EXPECT_EQ(products("H100 NVL"), V{"NVIDIA H100 NVL"});
+  EXPECT_EQ(products("H100 SXM5").size(), 4u);  // no NVML name says SXM5
+  EXPECT_EQ(products("NVIDIA-H100-80GB-HBM3"), V{"NVIDIA H100 80GB HBM3"});
+  EXPECT_EQ(products("H200 NVL"), V{"NVIDIA H200 NVL"});
+  EXPECT_EQ(products("RTX PRO 6000 Blackwell Max-Q"), V{"NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"});
+  EXPECT_EQ(products("L4"), V{"NVIDIA L4"});
+  EXPECT_EQ(products("T4"), V{"Tesla T4"});
+  EXPECT_EQ(products("RTX 4090"), V{"NVIDIA GeForce RTX 4090"});
+  // One product with names that changed between drivers: every spelling of it counts.
+  const GpuProducts gb200 = gpu_products(c, "GB200");
+  EXPECT_EQ(gb200.products, V{"NVIDIA GB200"});
+  EXPECT_EQ(gb200.spellings, (V{"HGX GB200", "NVIDIA HGX GB200"}));
+  EXPECT_EQ(gpu_products(c, "GH200 120GB").spellings, V{"NVIDIA GH200 120GB"});
+  // A name the catalog does not know stands for itself (a newer GPU is still compared exactly).
+  const GpuProducts unknown = gpu_products(c, "NVIDIA Z9000");
+  EXPECT_EQ(unknown.model, nullptr);
+  EXPECT_EQ(unknown.products, V{"NVIDIA Z9000"});
+}
+
+TEST(CatalogCheck, EveryModelHasNvmlNamesThatNameNoOtherModel) {
+  Catalog c = gpuenv::testing::catalog();
+  EXPECT_TRUE(check_catalog(c).empty());
+  c.gpus[0].nvml_names.clear();
+  c.gpus[1].nvml_names.push_back(c.gpus[2].nvml_names.front());
+  const auto problems = check_catalog(c);
+  const std::string all = [&] {
+    std::string s;
+    for (const auto& p : problems) s += p + "\n";
+    return s;
+  }();
+  EXPECT_NE(all.find("gpu " + c.gpus[0].name + ": no nvml_names"), std::string::npos) << all;
+  EXPECT_NE(all.find("' listed twice"), std::string::npos) << all;
+}

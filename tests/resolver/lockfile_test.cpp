@@ -127,6 +127,22 @@ TEST(Lockfile, WhatTheReaderWouldRefuseIsNeverWritten) {
   }
 }
 
+// Issue 32: a spec without framework, cuda or cudnn locks no CUDA, written as null like an absent cuDNN, and no
+// floor when no GPU needs one; both read back as absent.
+TEST(Lockfile, ALockWithoutCudaSaysNullAndReadsBackAsNone) {
+  const std::string text = render_for("name: cpu\npackages: {apt: [curl]}\n", "535.104.05");
+  EXPECT_NE(text.find("\ncuda: null\ncudnn: null\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n  min: null\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n  floor:\n    []\n"), std::string::npos) << text;
+  auto lock = parse_lock(text, "cpu.lock");
+  ASSERT_TRUE(lock.ok()) << lock.error().to_string();
+  EXPECT_EQ(lock->cuda, "");
+  EXPECT_EQ(lock->driver_min, "");
+  const std::string h100 = render_for("name: cpu\ngpu: {models: [H100]}\n", "535.104.05");
+  EXPECT_NE(h100.find("\n  min: \"525.60.13\"\n"), std::string::npos) << h100;
+  EXPECT_NE(h100.find("\ncuda: null\n"), std::string::npos) << h100;
+}
+
 TEST(Lockfile, ASlimBaseIsWrittenAndTheRequiredSetIsNot) {
   const Made slim = resolved("name: slim\nbase: {distro: debian:12, variant: slim}\n", "535.104.05");
   const LockInputs in{"spec-digest", "catalog-digest", "gpuenv test", ""};

@@ -26,6 +26,21 @@ struct Checker {
 
   // Returns the first broken rule, or "".
   std::string check(const Resolution& r) const {
+    if (!spec.wants_cuda()) {
+      // No framework, cuda or cudnn (issue 32): no CUDA is chosen, and the floor is only what the GPUs need.
+      if (r.cuda || r.cudnn || !r.frameworks.empty() || r.forward_compat || r.compat_package) return "CUDA that was not asked for";
+      Version hard;
+      for (const auto& g : gpus) {
+        if (g.model && g.model->driver_min) hard = std::max(hard, *g.model->driver_min);
+        if (spec.gpu.confidential == Confidential::required) {
+          if (!g.model || !g.model->confidential) return "confidential";
+          if (g.model->confidential_driver_min) hard = std::max(hard, *g.model->confidential_driver_min);
+        }
+      }
+      if (hard != r.driver_min) return "driver_min " + r.driver_min.str() + " != " + hard.str() + " without CUDA";
+      if (driver && *driver < hard) return "driver below a GPU or CC floor";
+      return "";
+    }
     if (!r.cuda) return "no cuda";
     const CudaToolkit* tk = nullptr;
     for (const auto& t : c.toolkits)

@@ -1,6 +1,8 @@
 // Rules of the solver on a small synthetic catalog, so each rule is tested apart from the real data.
 #include "resolver/solver.hpp"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "fakes/catalog_fixture.hpp"
@@ -159,6 +161,39 @@ TEST(Solver, PlainCudaPicksNewestToolkitAndCudnnWhenAsked) {
   auto no_cudnn = solve("cuda: '12.*'\ngpu: {models: [H100]}\n");
   EXPECT_EQ(no_cudnn.cuda->str(), "12.8.0");
   EXPECT_FALSE(no_cudnn.cudnn.has_value());
+}
+
+// Issue 32: no framework, `cuda:` or `cudnn:` means no CUDA, not the newest toolkit's driver floor.
+TEST(Solver, ASpecThatAsksForNoCudaGetsNoneAndOnlyItsGpusFloor) {
+  auto bare = solve("packages: {apt: [python3-minimal]}\n");
+  ASSERT_TRUE(bare.ok) << gpuenv::testing::conflicts_text(bare);
+  EXPECT_FALSE(bare.cuda.has_value());
+  EXPECT_FALSE(bare.cudnn.has_value());
+  EXPECT_TRUE(bare.driver_min.empty()) << bare.driver_min.str();
+  EXPECT_TRUE(bare.driver_floor.empty());
+  EXPECT_TRUE(bare.driver_mode.empty());
+  EXPECT_TRUE(std::any_of(bare.notes.begin(), bare.notes.end(), [](const std::string& n) { return n.find("asks for no CUDA") != std::string::npos; }));
+  // An old driver is fine when the GPU runs on it; the GPU's own floor is all that is left.
+  auto h100 = solve("gpu: {models: [H100], driver: '530.30.02'}\n");
+  ASSERT_TRUE(h100.ok) << gpuenv::testing::conflicts_text(h100);
+  EXPECT_FALSE(h100.cuda.has_value());
+  EXPECT_EQ(h100.driver_min.str(), "525.60.13");
+  ASSERT_EQ(h100.driver_floor.size(), 1u);
+  EXPECT_EQ(h100.driver_floor[0].rule_if_unmet, Rule::gpu_driver);
+  EXPECT_FALSE(h100.forward_compat);
+  // Below the GPU's floor is still refused, for the GPU and not for a CUDA the image does not hold.
+  auto old = solve("gpu: {models: [H100], driver: '470.82.01'}\n");
+  ASSERT_FALSE(old.ok);
+  EXPECT_EQ(old.conflicts.front().rule, Rule::gpu_driver) << gpuenv::testing::conflicts_text(old);
+  EXPECT_EQ(old.conflicts.front().message.find("CUDA"), std::string::npos) << gpuenv::testing::conflicts_text(old);
+  // Confidential computing keeps its own floor.
+  auto cc = solve("gpu: {models: [H100], confidential: required}\n");
+  ASSERT_TRUE(cc.ok);
+  EXPECT_EQ(cc.driver_min.str(), "535.104.05");
+  // Any one of the three asks for CUDA again.
+  EXPECT_TRUE(solve("cudnn: '9'\n").cuda.has_value());
+  EXPECT_TRUE(solve("cuda: {components: [nvcc]}\n").cuda.has_value());
+  EXPECT_TRUE(solve("frameworks: {torch: latest}\n").cuda.has_value());
 }
 
 TEST(Solver, UnknownBaseIsASpecError) {

@@ -505,6 +505,23 @@ TEST_F(Checks, DriverMeetsLockNeedsALock) {
   EXPECT_TRUE(run("driver_meets_lock").not_applicable);
 }
 
+// A lock without CUDA (a CPU-only or driver-only image, Spec::wants_cuda): the driver's CUDA is not judged, and
+// with no floor either the check does not apply, saying why, rather than failing an old driver or passing blind.
+TEST_F(Checks, ALockWithoutCudaJudgesOnlyTheFloorAndSaysSo) {
+  h100x8(backend);
+  backend.driver_state.version = "550.54.15";
+  backend.driver_state.cuda_driver_version = 12040;
+  inputs.lock_given = true;
+  inputs.lock_driver_floor = "525.60.13";
+  Ran r = run("driver_meets_lock");
+  EXPECT_EQ(r.host().status, CheckStatus::pass);
+  EXPECT_NE(r.host().message.find("the lock has no CUDA, so the driver's CUDA version is not judged"), std::string::npos) << r.host().message;
+  inputs.lock_driver_floor.reset();
+  Ran none = run("driver_meets_lock");
+  ASSERT_TRUE(none.not_applicable);
+  EXPECT_NE(none.not_applicable->find("any driver runs it"), std::string::npos) << *none.not_applicable;
+}
+
 TEST_F(Checks, NouveauLoadedFails) {
   l4x1(backend);
   backend.driver_state.nouveau_loaded = true;

@@ -54,7 +54,8 @@ class DriverMeetsLock final : public SpecCheck {
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& context) const override {
     if (!context.driver.loaded) return std::string("no NVIDIA driver is loaded");
     if (!context.inputs.lock_driver_floor && !context.inputs.lock_cuda)
-      return std::string("no lock given (--lock): no driver floor or CUDA version to compare with");
+      return std::string(context.inputs.lock_given ? "the lock has no CUDA and no driver floor: any driver runs it"
+                                                   : "no lock given (--lock): no driver floor or CUDA version to compare with");
     return std::nullopt;
   }
   std::vector<GpuOutcome> run(CheckContext& context) override {
@@ -65,6 +66,8 @@ class DriverMeetsLock final : public SpecCheck {
       // CheckInputs carries no forward-compatibility fact yet, so it is "unknown": a driver too old for the image's
       // CUDA fails rather than being waved through on an assumption.
       verdicts.push_back(judge_driver_cuda(context.driver.cuda_driver_version, *context.inputs.lock_cuda, context.inputs.lock_forward_compat));
+    } else {
+      verdicts.push_back({CheckStatus::skip, "", "the lock has no CUDA, so the driver's CUDA version is not judged"});
     }
     CheckStatus status = CheckStatus::skip;
     std::string code;
