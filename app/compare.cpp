@@ -1,5 +1,6 @@
 #include "app/compare.hpp"
 
+#include "app/catalog.hpp"
 #include "base/file_io.hpp"
 
 #include <nlohmann/json.hpp>
@@ -32,7 +33,7 @@ std::string text(const nlohmann::json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-Result<Machine> read_machine(const std::string& path) {
+Result<Machine> read_machine(const std::string& path, const resolver::Catalog& catalog) {
   GPUENV_TRY(bytes, read_file_limited(path, 32u << 20));
   const auto j = nlohmann::json::parse(bytes, nullptr, false);
   auto bad = [&](const std::string& what) {
@@ -49,6 +50,12 @@ Result<Machine> read_machine(const std::string& path) {
   for (const auto& g : *gpus)
     if (g.is_object()) models.insert(text(g, "name"));
   for (const auto& name : models) m.gpu += (m.gpu.empty() ? "" : " + ") + name;
+  // The names a spec uses for them: the one mapping verify uses (resolver::gpu_products), read the other way.
+  std::set<std::string> spec_names;
+  for (const auto& name : models)
+    if (const auto* model = resolver::gpu_products(catalog, name).model) spec_names.insert(model->name);
+  if (spec_names.size() == models.size())
+    for (const auto& name : spec_names) m.model += (m.model.empty() ? "" : " + ") + name;
   if (const auto d = j.find("driver"); d != j.end() && d->is_object()) m.driver = text(*d, "version");
   m.backend = text(j, "backend");
   m.level = text(j, "level");
@@ -86,10 +93,11 @@ Result<Machine> read_machine(const std::string& path) {
 
 Result<Comparison> compare_reports(const CompareRequest& rq) {
   if (rq.reports.empty()) return compare_usage("give at least one report", "gpuenv report compare h100.json h200.json --price h100=98.32");
+  GPUENV_TRY(loaded, load_catalog_from(""));
   Comparison out;
   std::set<std::string> names;
   for (const auto& path : rq.reports) {
-    GPUENV_TRY(m, read_machine(path));
+    GPUENV_TRY(m, read_machine(path, loaded.catalog));
     if (!names.insert(m.name).second) return compare_usage("two reports are named " + m.name, "give each machine's report its own file name: it names the machine");
     out.machines.push_back(std::move(m));
   }

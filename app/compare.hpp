@@ -27,6 +27,7 @@ struct Figure {
 struct Machine {
   std::string name;          ///< the report's file name without .json
   std::string gpu;           ///< "NVIDIA H100 80GB HBM3" (or several, joined)
+  std::string model;         ///< the catalog's model, the spec's spelling ("H100"; several joined; "" when unknown)
   int gpu_count = 0;
   std::string driver, backend, level, verdict;
   std::optional<double> price;  ///< USD per hour

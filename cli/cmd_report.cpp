@@ -37,7 +37,8 @@ int cmd_compare(const CompareOptions& o, Context& ctx) {
         figures[key] = {{"unit", f.unit}, {"per_gpu", f.per_gpu}, {"total", f.total},
                         {"per_dollar_hour", f.per_dollar_hour ? nlohmann::ordered_json(*f.per_dollar_hour) : nlohmann::ordered_json(nullptr)}};
       }
-      machines.push_back({{"name", m.name}, {"gpu", m.gpu}, {"gpu_count", m.gpu_count}, {"driver", m.driver}, {"backend", m.backend},
+      machines.push_back({{"name", m.name}, {"gpu", m.gpu}, {"model", m.model.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(m.model)},
+                          {"gpu_count", m.gpu_count}, {"driver", m.driver}, {"backend", m.backend},
                           {"level", m.level}, {"verdict", m.verdict},
                           {"usd_per_hour", m.price ? nlohmann::ordered_json(*m.price) : nlohmann::ordered_json(nullptr)}, {"figures", std::move(figures)}});
     }

@@ -56,6 +56,9 @@ for name in prices:
         failures.append(f"{name} bf16: {f} from {bf16}")
     if m["gpu_count"] != {"h100x8": 8, "h200x1": 1, "l4x1": 1}[name]:
         failures.append(f"{name}: {m['gpu_count']} GPUs")
+    # NVML's product name mapped to the spec's model name (issue 32: the one mapping verify uses).
+    if m.get("model") != {"h100x8": "H100", "h200x1": "H200", "l4x1": "L4"}[name]:
+        failures.append(f"{name}: model {m.get('model')!r} for {m.get('gpu')!r}")
 order = [m["name"] for m in doc.get("machines", [])]
 by_value = sorted(prices, key=lambda n: -machines[n]["figures"]["gemm_tflops.bf16"]["per_dollar_hour"]) if len(machines) == 3 else []
 if order != by_value or doc.get("sort_key") != "gemm_tflops.bf16":
