@@ -64,6 +64,9 @@ TEST(MarkStatement, WhatIsNotAMarkOfThisVersionIsRefusedSayingWhy) {
            {[](auto& j) { j["predicate"]["notAfter"] = "2026-02-31T00:00:00Z"; }, "RFC 3339"},
            {[](auto& j) { j["predicate"]["timeVerified"] = "yesterday"; }, "RFC 3339"},
            {[](auto& j) { j["predicate"]["checks"] = "all"; }, "not a list"},
+           // Issue 33 review (the mark_fuzz crash): a field of another JSON type is refused, never thrown.
+           {[](auto& j) { j["_type"] = 5; }, "not an in-toto Statement v1"},
+           {[](auto& j) { j["predicateType"] = nlohmann::json::array(); }, "not a gpuenv validation mark"},
        }) {
     auto r = with(c.edit);
     ASSERT_FALSE(r.ok()) << c.says;
