@@ -8,17 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gpuenv=${1:-build/cli/gpuenv}
-work=$(mktemp -d)
-port=$((20000 + RANDOM % 20000))
-cat > "$work/config.yml" <<CONF
-version: 0.1
-log: {level: error, accesslog: {disabled: true}}
-storage: {filesystem: {rootdirectory: $work/storage}}
-http: {addr: 127.0.0.1:$port}
-CONF
-docker-registry serve "$work/config.yml" 2>/dev/null & pid=$!
-trap 'kill $pid; rm -rf "$work"' EXIT
-for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/v2/" && break; sleep 0.1; done
+. bench/registry.sh
 export GPUENV_CACHE_DIR=$work/cache
 ref=127.0.0.1:$port/bench/marked:1
 "$gpuenv" key generate -o "$work/keys" >/dev/null

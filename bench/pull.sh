@@ -7,19 +7,9 @@
 # (scripts/deps.sh --bench). Usage: bench/pull.sh LAYOUT [RUNS]   (LAYOUT: an image gpuenv built, e.g.
 # gpuenv-out/hello-cuda after scripts/setup.sh; build/cli/gpuenv is the binary measured)
 set -euo pipefail
-cd "$(dirname "$0")/.."
 layout=$(realpath "$1") runs=${2:-5}
-work=$(mktemp -d)
-port=$((20000 + RANDOM % 20000))
-cat > "$work/config.yml" <<CONF
-version: 0.1
-log: {level: error, accesslog: {disabled: true}}
-storage: {filesystem: {rootdirectory: $work/storage}}
-http: {addr: 127.0.0.1:$port}
-CONF
-docker-registry serve "$work/config.yml" 2>/dev/null & pid=$!
-trap 'kill $pid; rm -rf "$work"' EXIT
-for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/v2/" && break; sleep 0.1; done
+cd "$(dirname "$0")/.."
+. bench/registry.sh
 gpuenv=$(realpath "${GPUENV:-build/cli/gpuenv}")
 ref=127.0.0.1:$port/bench/pull:1
 skopeo copy -q --dest-tls-verify=false "oci:$layout" "docker://$ref"

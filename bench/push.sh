@@ -5,17 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lock=$1 layout=$2
-work=$(mktemp -d)
-port=$((20000 + RANDOM % 20000))
-cat > "$work/config.yml" <<CONF
-version: 0.1
-log: {level: error, accesslog: {disabled: true}}
-storage: {filesystem: {rootdirectory: $work/storage}}
-http: {addr: 127.0.0.1:$port}
-CONF
-docker-registry serve "$work/config.yml" 2>/dev/null & pid=$!
-trap 'kill $pid; rm -rf "$work"' EXIT
-for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/v2/" && break; sleep 0.1; done
+. bench/registry.sh
 gpuenv=build/cli/gpuenv
 "$gpuenv" build "$lock" -o "$layout" --offline >/dev/null
 

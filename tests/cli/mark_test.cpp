@@ -17,6 +17,7 @@
 #include "base/net/curl_fetcher.hpp"
 #include "base/net/http_client.hpp"
 #include "cli/context.hpp"
+#include "fakes/cli_in_process.hpp"
 #include "fakes/docker_registry.hpp"
 #include "images/registry/registry_client.hpp"
 #include "marks/att_image.hpp"
@@ -38,10 +39,7 @@ const std::string k_data = std::string(GPUENV_SOURCE_DIR) + "/tests/data/validat
 /// A lock with no packages and no Python: it builds, offline, into an image holding only gpuenv's metadata layer.
 const std::string k_empty_lock_path = std::string(GPUENV_SOURCE_DIR) + "/tests/data/locks/empty.lock";
 
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
+using CliResult = gpuenv::testing::CliOutcome;
 
 class CliMark : public ::testing::Test {
  protected:
@@ -58,26 +56,12 @@ class CliMark : public ::testing::Test {
   }
 
   /// gpuenv ARGS in process, with the test's cache and HOME; NOW (seconds) as the clock when given.
-  CliResult gpuenv(std::vector<std::string> args, std::optional<std::int64_t> now = std::nullopt, const std::map<std::string, std::string>& env = {}) {
-    std::ostringstream o, e;
-    gpuenv::cli::Context ctx;
-    ctx.out = &o;
-    ctx.err = &e;
-    ctx.env = {{"GPUENV_CACHE_DIR", m_dir / "cache"}, {"HOME", m_dir / "home"}, {"SOURCE_DATE_EPOCH", "1700000000"}};
-    for (const auto& [k, v] : env) ctx.env[k] = v;
-    if (now) ctx.clock = [t = *now] { return t; };
-    ctx.make_runner = [] { return gpuenv::make_process_runner(); };
-    ctx.make_fetcher = [](const gpuenv::NetLimits& limits) {
-      gpuenv::FetchOptions options;
-      options.limits = limits;
-      options.max_attempts = 2;
-      return gpuenv::make_curl_fetcher(options);
-    };
-    CliResult r;
-    r.code = gpuenv::cli::run(args, ctx);
-    r.out = o.str();
-    r.err = e.str();
-    return r;
+  CliResult gpuenv(const std::vector<std::string>& args, std::optional<std::int64_t> now = std::nullopt, const std::map<std::string, std::string>& env = {}) {
+    std::map<std::string, std::string> all = {{"GPUENV_CACHE_DIR", m_dir / "cache"}, {"HOME", m_dir / "home"}, {"SOURCE_DATE_EPOCH", "1700000000"}};
+    for (const auto& [k, v] : env) all[k] = v;
+    return gpuenv::testing::run_cli_in_process(args, all, [&](gpuenv::cli::Context& ctx) {
+      if (now) ctx.clock = [t = *now] { return t; };
+    });
   }
 
   /// Builds the empty lock into m_dir/NAME and returns its manifest digest; with ANOTHER, a lock of another spec

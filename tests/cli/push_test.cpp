@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/context.hpp"
+#include "fakes/cli_in_process.hpp"
 #include "fakes/docker_registry.hpp"
 #include "base/net/curl_fetcher.hpp"
 #include "images/registry/registry_client.hpp"
@@ -25,11 +26,7 @@ using gpuenv::testing::DockerRegistry;
 /// A lock with no packages and no Python: it builds, offline, into an image holding only gpuenv's metadata layer.
 const std::string k_empty_lock_path = std::string(GPUENV_SOURCE_DIR) + "/tests/data/locks/empty.lock";
 
-struct CliResult {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
+using CliResult = gpuenv::testing::CliOutcome;
 
 class CliPush : public ::testing::Test {
  protected:
@@ -47,25 +44,10 @@ class CliPush : public ::testing::Test {
   /// `gpuenv build` on the empty lock with `args` after it, with only the given variables (and the cache, HOME and
   /// SOURCE_DATE_EPOCH) in the environment.
   CliResult build(std::vector<std::string> args, const std::map<std::string, std::string>& env) {
-    std::ostringstream o, e;
-    gpuenv::cli::Context ctx;
-    ctx.out = &o;
-    ctx.err = &e;
-    ctx.env = {{"GPUENV_CACHE_DIR", m_dir / "cache"}, {"HOME", m_dir / "home"}, {"SOURCE_DATE_EPOCH", "1700000000"}};
-    for (const auto& [k, v] : env) ctx.env[k] = v;
-    ctx.make_runner = [] { return gpuenv::make_process_runner(); };
-    ctx.make_fetcher = [](const gpuenv::NetLimits& limits) {  // the limits the command read from its environment
-      gpuenv::FetchOptions options;
-      options.limits = limits;
-      options.max_attempts = 2;
-      return gpuenv::make_curl_fetcher(options);
-    };
+    std::map<std::string, std::string> all = {{"GPUENV_CACHE_DIR", m_dir / "cache"}, {"HOME", m_dir / "home"}, {"SOURCE_DATE_EPOCH", "1700000000"}};
+    for (const auto& [k, v] : env) all[k] = v;
     args.insert(args.begin(), {"build", m_dir / "empty.lock"});
-    CliResult r;
-    r.code = gpuenv::cli::run(args, ctx);
-    r.out = o.str();
-    r.err = e.str();
-    return r;
+    return gpuenv::testing::run_cli_in_process(args, all);
   }
 
   /// The digest skopeo reports for `ref`, trusting only the test CA and logging in with the test user.

@@ -18,6 +18,7 @@
 #include "base/net/http_client.hpp"
 #include "base/process/command_runner.hpp"
 #include "cli/context.hpp"
+#include "fakes/cli_in_process.hpp"
 #include "fakes/docker_registry.hpp"
 #include "fakes/registry_fake.hpp"
 #include "images/registry/registry_client.hpp"
@@ -32,10 +33,7 @@ using nlohmann::json;
 const std::string k_recordings = std::string(GPUENV_SOURCE_DIR) + "/tests/data/validate/";
 const std::string k_empty_lock_file = std::string(GPUENV_SOURCE_DIR) + "/tests/data/locks/empty.lock";
 
-struct RunCliResult {
-  int code = -1;
-  std::string out, err;
-};
+using RunCliResult = gpuenv::testing::CliOutcome;
 
 class CliRunRegistry : public ::testing::Test {
  protected:
@@ -47,25 +45,10 @@ class CliRunRegistry : public ::testing::Test {
     fs::create_directories(m_dir / "home");
   }
 
-  RunCliResult gpuenv(std::vector<std::string> args, const std::map<std::string, std::string>& env = {}) {
-    std::ostringstream o, e;
-    gpuenv::cli::Context ctx;
-    ctx.out = &o;
-    ctx.err = &e;
-    ctx.env = {{"GPUENV_CACHE_DIR", m_dir / "cache"}, {"HOME", m_dir / "home"}, {"SOURCE_DATE_EPOCH", "1700000000"}};
-    for (const auto& [k, v] : env) ctx.env[k] = v;
-    ctx.make_runner = [] { return gpuenv::make_process_runner(); };
-    ctx.make_fetcher = [](const gpuenv::NetLimits& limits) {
-      gpuenv::FetchOptions options;
-      options.limits = limits;
-      options.max_attempts = 2;
-      return gpuenv::make_curl_fetcher(options);
-    };
-    RunCliResult r;
-    r.code = gpuenv::cli::run(args, ctx);
-    r.out = o.str();
-    r.err = e.str();
-    return r;
+  RunCliResult gpuenv(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
+    std::map<std::string, std::string> all = {{"GPUENV_CACHE_DIR", m_dir / "cache"}, {"HOME", m_dir / "home"}, {"SOURCE_DATE_EPOCH", "1700000000"}};
+    for (const auto& [k, v] : env) all[k] = v;
+    return gpuenv::testing::run_cli_in_process(args, all);
   }
 
   /// Builds the no-CUDA lock into m_dir/img; its manifest digest.
