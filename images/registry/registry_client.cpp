@@ -975,7 +975,8 @@ Result<PushStats> RegistryClient::push(const std::string& layout_dir, const Imag
 
 Result<PullStats> RegistryClient::pull(const ImageReference& ref, const std::string& layout_dir, const PullOptions& options) {
   Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
-  auto m = get_image_manifest(s, m_o, ref, options, "pulling", nullptr);
+  std::string index_digest;
+  auto m = get_image_manifest(s, m_o, ref, options, "pulling", &index_digest);
   if (!m) return std::move(m).error();
   const auto j = json::parse(m->bytes, nullptr, false);
   auto blobs = manifest_blobs(j, ref.to_string());
@@ -983,6 +984,7 @@ Result<PullStats> RegistryClient::pull(const ImageReference& ref, const std::str
   auto layout = OciLayout::open(layout_dir);
   if (!layout) return std::move(layout).error();
   PullStats stats;
+  stats.index_digest = index_digest;
   std::mutex mu;
   std::set<std::string> unique;
   std::vector<Descriptor> todo;

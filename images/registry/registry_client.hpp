@@ -111,6 +111,7 @@ struct PullOptions {
 /// What a pull did.
 struct PullStats {
   Descriptor manifest;  ///< as written to index.json (media type, digest, size, ref name)
+  std::string index_digest;  ///< the index the reference named, when the manifest was chosen from one; else empty
   int blobs_downloaded = 0;
   int blobs_present = 0;  ///< already in the layout
   std::uint64_t bytes_downloaded = 0;

@@ -451,11 +451,17 @@ TEST_F(PlainRegistry, PullsByDigestAndChoosesThePlatformFromAnIndex) {
   const auto pulled = client.pull(target, dst / "arm", {"linux", "arm64", ""});
   ASSERT_TRUE(pulled.ok()) << pulled.error().to_string();
   EXPECT_EQ(pulled->manifest.digest, arm.manifest.digest);
+  EXPECT_EQ(pulled->index_digest, top.digest.str());  // what a reference pinned by the index's digest is checked against
   expect_same_blobs(src.path(), dst / "arm", arm);
 
   const auto by_digest = client.pull(parse_ref(s_registry->host() + "/gpuenv/multi@" + amd.manifest.digest.str()), dst / "amd");
   ASSERT_TRUE(by_digest.ok()) << by_digest.error().to_string();
   EXPECT_EQ(by_digest->manifest.digest.str(), amd.manifest.digest.str());
+  EXPECT_EQ(by_digest->index_digest, "");
+  const auto by_index = client.pull(parse_ref(s_registry->host() + "/gpuenv/multi@" + top.digest.str()), dst / "by-index");
+  ASSERT_TRUE(by_index.ok()) << by_index.error().to_string();
+  EXPECT_EQ(by_index->manifest.digest, amd.manifest.digest);
+  EXPECT_EQ(by_index->index_digest, top.digest.str());
 
   const auto no_platform = client.pull(target, dst / "none", {"linux", "s390x", ""});
   ASSERT_FALSE(no_platform.ok());
