@@ -2,6 +2,7 @@
 
 #include "app/validate.hpp"
 
+#include "base/time.hpp"
 #include "base/cache/caching_fetcher.hpp"
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
@@ -34,7 +35,7 @@ Result<std::int64_t> judgement_time(const std::string& at, const Services& servi
   if (at.empty()) return now_seconds(services);
   std::string text = at;
   if (text.size() == 10) text += "T00:00:00Z";  // a date
-  if (auto t = marks::parse_rfc3339_utc(text)) return *t;
+  if (auto t = parse_rfc3339_utc(text)) return *t;
   return usage("--at must be a UTC time (2024-01-01T00:00:00Z) or a date (2024-01-01), found '" + at + "'",
                "--at judges certificate validity at another time, e.g. when archived evidence was made");
 }

@@ -23,7 +23,8 @@ Result<Pruned> prune_cache(int older_than_days, bool all, Services& services) {
   Pruned out;
   out.root = cache_root(services);
   GPUENV_TRY(store, open_blob_store(services, out.root));
-  const auto cutoff = all ? std::chrono::system_clock::time_point::max() : std::chrono::system_clock::now() - std::chrono::hours(24) * older_than_days;
+  const auto now = std::chrono::system_clock::time_point(std::chrono::seconds(now_seconds(services)));  // the injected clock
+  const auto cutoff = all ? std::chrono::system_clock::time_point::max() : now - std::chrono::hours(24) * older_than_days;
   GPUENV_TRY(freed, store->prune(cutoff));
   out.build = images::prune_build_cache(out.root + "/trees", out.root + "/layers", cutoff);
   const auto drivers = images::disk::prune_driver_cache(out.root + "/drivers", cutoff);

@@ -76,7 +76,7 @@ Result<std::unique_ptr<AptPinning>> apt_pinning(const LockRequest& rq, Fetcher& 
   out->apt.runner = &runner;
   out->apt.work_dir = out->work_dir->path();
   out->apt.default_keyrings = default_keyrings(rq.host_root);
-  out->apt.now_unix = std::time(nullptr);
+  out->apt.now_unix = now_seconds(services);  // the injected clock: InRelease's Valid-Until is judged against it
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "app/marks.hpp"
 
+#include "base/time.hpp"
 #include "base/duration.hpp"
 #include "app/status.hpp"
 
@@ -521,7 +522,7 @@ Result<MarkResult> mark(const MarkRequest& r, Services& services) {
                       "other hosts are marking this image at the same moment; mark again");
   if (r.referrers) {
     GPUENV_TRY(bundle, marks::bundle_of(envelope, key));
-    const std::string manifest = marks::referrer_manifest(bundle, subject, marks::k_predicate_type, images::rfc3339(now_seconds(services)));
+    const std::string manifest = marks::referrer_manifest(bundle, subject, marks::k_predicate_type, format_rfc3339_utc(now_seconds(services)));
     GPUENV_TRY(where, store->write_referrer(image, manifest, bundle));
     out.referrer = Digest::of(manifest).str() + " in " + where;
   }

@@ -1,5 +1,6 @@
 #include "app/status.hpp"
 
+#include "base/time.hpp"
 #include "base/duration.hpp"
 #include "base/file_io.hpp"
 #include "base/safe_text.hpp"
@@ -71,7 +72,7 @@ Result<NodeStatus> node_status(const StatusRequest& rq, const Services& services
       const std::string name = text(member(g, "name"));
       if (!name.empty() && std::find(s.gpu_models.begin(), s.gpu_models.end(), name) == s.gpu_models.end()) s.gpu_models.push_back(name);
     }
-  if (const auto started = marks::parse_rfc3339_utc(s.verified_at)) {
+  if (const auto started = parse_rfc3339_utc(s.verified_at)) {
     const nlohmann::json* duration = member(j, "duration_ms");
     // A pre-flight takes minutes; a duration that is negative or longer than a week is not one gpuenv wrote.
     std::int64_t ms = 0;
@@ -136,7 +137,7 @@ std::string label_value(const std::string& v) {
 
 std::string node_features(const NodeStatus& s, std::int64_t now, std::int64_t ttl_s) {
   std::string out = "# gpuenv status (docs/fleet.md); written by gpuenv status --node-features\n";
-  out += "# +expiry-time=" + images::rfc3339(now + ttl_s) + "\n";
+  out += "# +expiry-time=" + format_rfc3339_utc(now + ttl_s) + "\n";
   out += "gpuenv.dev/status=" + label_value(s.state) + "\n";
   if (!s.level.empty()) out += "gpuenv.dev/level=" + label_value(s.level) + "\n";
   if (!s.driver.empty()) out += "gpuenv.dev/driver=" + label_value(s.driver) + "\n";

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "app/run.hpp"
+#include "base/time.hpp"
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
 #include "base/yaml_guard.hpp"
@@ -29,15 +30,6 @@ namespace gpuenv::app {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string rfc3339_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 Result<validate::ThresholdTable> load_thresholds(const std::string& path) {
   if (path.empty()) return validate::parse_thresholds(recipes::thresholds_yaml(), "recipes/gpus/thresholds.yaml (built in)");
@@ -154,7 +146,7 @@ Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
 Result<validate::Report> run_checks(Prepared& p, const std::vector<std::string>& filter, Services& ctx, bool& hung) {
   validate::RunOptions ro;
   ro.filter = filter;
-  ro.started_at = rfc3339_now();
+  ro.started_at = format_rfc3339_utc(now_seconds(ctx));  // the injected clock
   if (ctx.on_step) {
     ro.progress = [&](const std::string& key, validate::CheckStatus status, int done, int total) {
       ctx.step("[" + std::to_string(done) + "/" + std::to_string(total) + "] " + key + " " + validate::to_string(status));
@@ -242,7 +234,7 @@ Result<std::vector<int>> parse_gpu_list(const std::string& text) {
 /// atomically so the collector never reads half a file; nothing when PATH is empty.
 Status write_metrics(const std::string& path, const validate::Report& report) {
   if (path.empty()) return ok_status();
-  const std::int64_t started = marks::parse_rfc3339_utc(report.started_at).value_or(0);
+  const std::int64_t started = parse_rfc3339_utc(report.started_at).value_or(0);
   if (auto st = write_file_atomic(path, validate::report_metrics(report, started)); !st) {
     Error e = st.error();
     e.while_("writing the Prometheus metrics");

@@ -7,6 +7,7 @@
 #include <ostream>
 
 #include "app/attest.hpp"
+#include "base/time.hpp"
 #include "base/safe_text.hpp"
 #include "cli/commands.hpp"
 #include "images/plan/image_config.hpp"
@@ -39,7 +40,7 @@ void print_text(const app::AttestResult& r, std::ostream& out) {
     for (const auto& reason : v.reasons) out << "  FAILS POLICY  " << safe_text(reason, 1000) << "\n";
   }
   out << (r.pass() ? "PASS" : "FAIL") << ": " << r.devices.size() << " device" << (r.devices.size() == 1 ? "" : "s") << ", policy " << safe_text(r.policy.source) << ", judged at "
-      << images::rfc3339(r.at) << ", nonce: " << r.nonce_source
+      << format_rfc3339_utc(r.at) << ", nonce: " << r.nonce_source
       << (r.nonce_source == "evidence file" ? " (the file's own: it proves no freshness; give --nonce)" : "")
       << (r.nonce_source == "recorded" ? " (a replay of recorded evidence)" : "");
   if (r.rim_sources.empty()) out << ", no RIM store";
@@ -53,7 +54,7 @@ int print_result(const app::AttestResult& r, bool json, Context& ctx) {
     for (const auto& d : r.devices) devices.push_back(attest::to_json(d.appraisal, d.verdict, r.policy));
     nlohmann::json doc{{"schema", "gpuenv-attestation-v1"},
                        {"verdict", r.pass() ? "pass" : "fail"},
-                       {"at", images::rfc3339(r.at)},
+                       {"at", format_rfc3339_utc(r.at)},
                        {"policy", r.policy.source},
                        {"nonce_source", r.nonce_source},
                        {"rim_sources", r.rim_sources},

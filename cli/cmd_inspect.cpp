@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "app/inspect.hpp"
+#include "base/time.hpp"
 #include "base/safe_text.hpp"
 #include "cli/commands.hpp"
 #include "cli/render.hpp"
@@ -186,8 +187,8 @@ int cmd_inspect(const InspectOptions& o, Context& ctx) {
           mj["driver"] = p.driver_version;
           mj["cc"] = p.cc_mode;
           mj["backend"] = p.backend;
-          mj["timeVerified"] = images::rfc3339(p.time_verified);
-          mj["notAfter"] = images::rfc3339(p.not_after);
+          mj["timeVerified"] = format_rfc3339_utc(p.time_verified);
+          mj["notAfter"] = format_rfc3339_utc(p.not_after);
         } else {
           mj["problem"] = m.problem;
         }

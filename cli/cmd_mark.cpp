@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "app/marks.hpp"
+#include "base/time.hpp"
 #include "base/safe_text.hpp"
 #include "cli/commands.hpp"
 #include "images/plan/image_config.hpp"
@@ -34,8 +35,8 @@ ordered_json predicate_summary(const marks::MarkPredicate& p) {
           {"cudaDriverVersion", p.cuda_driver_version},
           {"cc", p.cc_mode},
           {"backend", p.backend},
-          {"timeVerified", images::rfc3339(p.time_verified)},
-          {"notAfter", images::rfc3339(p.not_after)}};
+          {"timeVerified", format_rfc3339_utc(p.time_verified)},
+          {"notAfter", format_rfc3339_utc(p.not_after)}};
 }
 
 /// One record's predicate on one line. Every field is the record's own text, signed by a key that may not count
@@ -43,7 +44,7 @@ ordered_json predicate_summary(const marks::MarkPredicate& p) {
 std::string predicate_line_of(const marks::MarkPredicate& p) {
   return std::string(p.passed ? "PASSED " : "FAILED ") + safe_text(p.level, 40) + " on " + std::to_string(p.gpu_count) + "x " + safe_text(p.gpu_product, 120) +
          ", driver " + safe_text(p.driver_version, 60) + ", cc " + safe_text(p.cc_mode, 40) + (p.backend == "replay" ? ", REPLAY (recorded GPU answers)" : "") +
-         ", verified " + images::rfc3339(p.time_verified) + ", until " + images::rfc3339(p.not_after);
+         ", verified " + format_rfc3339_utc(p.time_verified) + ", until " + format_rfc3339_utc(p.not_after);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "images/plan/image_config.hpp"
+#include "base/time.hpp"
 #include "marks/judge.hpp"
 #include "validate/report.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <cctype>
 
-#include "images/plan/image_config.hpp"
+#include "base/time.hpp"
 
 namespace gpuenv::marks {
 namespace {
@@ -84,9 +84,9 @@ MarkVerdict judge_mark(std::string_view envelope_json, const std::vector<const K
       out.reasons.push_back(it == p.checks.end() ? std::string("its GPUs' attestation was not verified (no cc_attestation check)")
                                                   : "its GPUs' attestation did not pass (cc_attestation " + it->status + ")");
   }
-  if (w.now > p.not_after) out.reasons.push_back("it expired at " + images::rfc3339(p.not_after));
+  if (w.now > p.not_after) out.reasons.push_back("it expired at " + format_rfc3339_utc(p.not_after));
   if (w.max_age_s && w.now - p.time_verified > *w.max_age_s)
-    out.reasons.push_back("it was verified at " + images::rfc3339(p.time_verified) + ", more than " + std::to_string(*w.max_age_s) + " s ago");
+    out.reasons.push_back("it was verified at " + format_rfc3339_utc(p.time_verified) + ", more than " + std::to_string(*w.max_age_s) + " s ago");
   if (p.backend == "replay" && !w.allow_replay) out.reasons.push_back("it was made from recorded GPU answers (replay backend)");
   else if (p.backend != "replay" && p.backend != "nvml+cuda") out.reasons.push_back("its backend '" + p.backend + "' is not one gpuenv writes");
   out.statement = std::move(*st);

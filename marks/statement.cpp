@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/time.hpp"
 #include "base/json_field.hpp"
 #include "base/safe_text.hpp"
-#include "images/plan/image_config.hpp"
 
 namespace gpuenv::marks {
 namespace {
@@ -58,28 +58,6 @@ class Fields {
 
 }  // namespace
 
-std::optional<std::int64_t> parse_rfc3339_utc(std::string_view text) {
-  if (text.size() != 20 || text[4] != '-' || text[7] != '-' || text[10] != 'T' || text[13] != ':' || text[16] != ':' || text[19] != 'Z') return std::nullopt;
-  for (std::size_t i : {0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18})
-    if (text[i] < '0' || text[i] > '9') return std::nullopt;
-  auto num = [&](std::size_t at, std::size_t n) {
-    int v = 0;
-    for (std::size_t i = 0; i < n; ++i) v = v * 10 + (text[at + i] - '0');
-    return v;
-  };
-  std::tm tm{};
-  tm.tm_year = num(0, 4) - 1900;
-  tm.tm_mon = num(5, 2) - 1;
-  tm.tm_mday = num(8, 2);
-  tm.tm_hour = num(11, 2);
-  tm.tm_min = num(14, 2);
-  tm.tm_sec = num(17, 2);
-  if (tm.tm_mon > 11 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60) return std::nullopt;
-  const std::time_t t = timegm(&tm);
-  if (images::rfc3339(t) != text) return std::nullopt;  // 31 February and the like
-  return static_cast<std::int64_t>(t);
-}
-
 std::string render_statement(const std::string& subject_name, const Digest& manifest, const MarkPredicate& p) {
   ojson passed = ojson::array(), warned = ojson::array(), failed = ojson::array(), check_list = ojson::array();
   for (const auto& c : p.checks) {
@@ -105,8 +83,8 @@ std::string render_statement(const std::string& subject_name, const Digest& mani
       {"report", {{"digest", {{"sha256", p.report_sha256}}}, {"mediaType", std::string(k_report_media_type)}}},
       {"verifier", {{"id", "gpuenv"}, {"version", p.verifier_version}}},
       {"backend", p.backend},
-      {"timeVerified", images::rfc3339(p.time_verified)},
-      {"notAfter", images::rfc3339(p.not_after)}};
+      {"timeVerified", format_rfc3339_utc(p.time_verified)},
+      {"notAfter", format_rfc3339_utc(p.not_after)}};
   const ojson statement = {{"_type", std::string(k_statement_type)},
                            {"subject", ojson::array({{{"name", subject_name}, {"digest", {{"sha256", manifest.hex()}}}}})},
                            {"predicateType", std::string(k_predicate_type)},

@@ -62,8 +62,5 @@ std::string render_statement(const std::string& subject_name, const Digest& mani
 /// wrong type or a time that is not RFC 3339 UTC.
 Result<MarkStatement> parse_statement(std::string_view json_text, const std::string& where);
 
-/// Seconds since the epoch for "2026-12-01T12:00:00Z" (std::nullopt for anything else): the inverse of
-/// images::rfc3339, which writes the times.
-std::optional<std::int64_t> parse_rfc3339_utc(std::string_view text);
 
 }  // namespace gpuenv::marks

@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "base/time.hpp"
 #include "base/cache/fetch_into_cache.hpp"
 #include "base/archive/safe_extract.hpp"
 #include "base/digest.hpp"
@@ -528,7 +529,7 @@ Status add_gpuenv_layers(Assembly& a, const std::vector<LayerPlan>& plan, ImageL
     if (!bl) return std::move(bl).error();
     bl->packages = layer.packages;
     out.diff_ids.push_back(bl->diff_id);
-    out.history.push_back({{"created", rfc3339(a.rq.source_date_epoch)},
+    out.history.push_back({{"created", format_rfc3339_utc(a.rq.source_date_epoch)},
                            {"created_by", "gpuenv build: " + layer.name + " layer (" + std::to_string(bl->packages.size()) + " packages)"}});
     out.manifest_layers.push_back(gpuenv_layer_entry(*bl, layer, a.lock));
     out.layers.push_back(std::move(*bl));
@@ -554,7 +555,7 @@ BaseImageConfig base_image_config(const json& base_config, const std::string& ma
 
 /// The config, the manifest, the SBOM beside the layout and index.json, last.
 Result<BuildResult> write_image_documents(Assembly& a, ImageLayers layers) {
-  const std::string created = rfc3339(a.rq.source_date_epoch);
+  const std::string created = format_rfc3339_utc(a.rq.source_date_epoch);
   std::optional<BaseImageConfig> base;
   if (a.base) base = base_image_config(layers.base_config, a.rq.base_manifest_digest);
   const ImageConfigPlan plan = plan_image_config(a.lock, a.lock_sha256, a.rq.source_date_epoch, base ? &*base : nullptr);

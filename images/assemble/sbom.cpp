@@ -10,6 +10,7 @@
 #include "packages/apt/closure.hpp"
 #include "packages/apt/deb822.hpp"
 #include "packages/wheels/markers.hpp"
+#include "base/time.hpp"
 
 namespace gpuenv::images::assembly {
 namespace {
@@ -120,7 +121,7 @@ std::string sbom_json(const resolver::Lock& lock, const SbomInputs& in) {
   doc["documentNamespace"] = "https://spdx.org/spdxdocs/gpuenv-" + purl_escape(lock.spec_name) + "-" + in.lock_sha256;
   std::string tool = in.generator;
   std::replace(tool.begin(), tool.end(), ' ', '-');
-  doc["creationInfo"] = {{"created", rfc3339(in.source_date_epoch)}, {"creators", json::array({"Tool: " + tool})}};
+  doc["creationInfo"] = {{"created", format_rfc3339_utc(in.source_date_epoch)}, {"creators", json::array({"Tool: " + tool})}};
   SbomDocument body;
   body.packages.push_back({{"SPDXID", "SPDXRef-Image"}, {"name", lock.spec_name}, {"downloadLocation", "NOASSERTION"}, {"filesAnalyzed", false},
                            {"primaryPackagePurpose", "CONTAINER"}});

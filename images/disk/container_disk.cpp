@@ -8,6 +8,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/time.hpp"
 #include "base/digest.hpp"
 #include "base/unique_fd.hpp"
 #include "images/oci/tar_writer.hpp"
@@ -74,12 +75,12 @@ Result<Descriptor> write_container_disk(const ContainerDiskRequest& rq) {
   nlohmann::ordered_json labels = nlohmann::ordered_json::object();
   for (const auto& [k, v] : rq.labels) labels[k] = v;
   const nlohmann::ordered_json config = {
-      {"created", rfc3339(rq.epoch)},
+      {"created", format_rfc3339_utc(rq.epoch)},
       {"architecture", "amd64"},
       {"os", "linux"},
       {"config", {{"Labels", labels}}},
       {"rootfs", {{"type", "layers"}, {"diff_ids", {layer_d.digest.str()}}}},
-      {"history", {{{"created", rfc3339(rq.epoch)}, {"created_by", "gpuenv: a VM disk as a KubeVirt containerDisk (/disk/" + rq.file_name + ")"}}}}};
+      {"history", {{{"created", format_rfc3339_utc(rq.epoch)}, {"created_by", "gpuenv: a VM disk as a KubeVirt containerDisk (/disk/" + rq.file_name + ")"}}}}};
   GPUENV_TRY(config_d, layout.put_bytes(config.dump(), media_type::k_config));
   const nlohmann::ordered_json manifest = {
       {"schemaVersion", 2},

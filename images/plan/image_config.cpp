@@ -5,6 +5,7 @@
 #include <ctime>
 #include <set>
 
+#include "base/time.hpp"
 #include "base/digest.hpp"
 
 namespace gpuenv::images {
@@ -14,7 +15,7 @@ std::string env_name(const std::string& assignment) { return assignment.substr(0
 
 std::map<std::string, std::string> gpuenv_labels(const resolver::Lock& lock, const std::string& lock_sha256, std::int64_t epoch) {
   std::map<std::string, std::string> labels = {{"org.opencontainers.image.title", lock.spec_name},
-                                               {"org.opencontainers.image.created", rfc3339(epoch)},
+                                               {"org.opencontainers.image.created", format_rfc3339_utc(epoch)},
                                                {"dev.gpuenv.lock.sha256", lock_sha256}};
   // A label says what the image holds: no CUDA (Spec::wants_cuda), no CUDA labels; no floor, no driver label.
   if (!lock.driver_min.empty()) labels["dev.gpuenv.driver.min"] = lock.driver_min;
@@ -69,18 +70,6 @@ std::string reuse_key(std::string_view lock_text, const ImageParameters& p) {
   return sha256_hex(std::string(lock_text) + '\0' + p.generator + '\0' + std::to_string(p.source_date_epoch) + '\0' + p.architecture + '\0' +
                     std::to_string(p.gzip_level) + '\0' + (p.compression == Compression::gzip ? std::string() : std::string(to_string(p.compression)) + std::to_string(p.zstd_level) + '\0') +
                     allowed);
-}
-
-std::string rfc3339(std::int64_t epoch) {
-  // Four-digit years only, as RFC 3339 has them: every time gpuenv writes is bounded where it is made (durations at
-  // ten years), and this keeps a bug from ever writing "1985481891-01-00".
-  constexpr std::int64_t k_last = 253402300799;  // 9999-12-31T23:59:59Z
-  const std::time_t t = static_cast<std::time_t>(std::clamp<std::int64_t>(epoch, 0, k_last));
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string oci_architecture(const std::string& arch) { return arch == "ppc64el" ? "ppc64le" : arch; }

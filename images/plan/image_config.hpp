@@ -33,8 +33,6 @@ struct ImageParameters {
 /// hex sha256 over the lock's bytes and the parameters.
 std::string reuse_key(std::string_view lock_text, const ImageParameters& parameters);
 
-/// "2024-01-02T03:04:05Z" for seconds since the epoch (UTC).
-std::string rfc3339(std::int64_t epoch);
 
 /// The OCI architecture of a Debian one ("ppc64el" -> "ppc64le"; the others are spelt alike).
 std::string oci_architecture(const std::string& debian_architecture);

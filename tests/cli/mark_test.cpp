@@ -183,6 +183,15 @@ class CliMark : public ::testing::Test {
 
 // ---- a layout ----
 
+// Issue 34 (time from the clock): a report's started_at is the injected clock's, not the wall clock's, so the
+// canonical report bytes a mark's digest names are reproducible under a fixed clock.
+TEST_F(CliMark, AReportsStartIsTheInjectedClocksTime) {
+  const CliResult r = gpuenv({"validate", "--backend", "replay:" + k_data + "h200x1.yaml", "--level", "quick", "--check", "driver_loaded", "--json"},
+                             1796126400);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["started_at"], "2026-12-01T12:00:00Z");
+}
+
 TEST_F(CliMark, ALayoutIsMarkedVerifiedAndListedAndStillRunsAsOneImage) {
   const std::string digest = build_layout("img");
   const std::string rep = report("img", "h200x1.yaml", "report.json");

@@ -3,6 +3,7 @@
 
 #include "images/plan/image_config.hpp"
 #include "fakes/sample_mark.hpp"
+#include "base/time.hpp"
 
 #include <gtest/gtest.h>
 
@@ -14,6 +15,8 @@
 namespace {
 
 using namespace gpuenv::marks;
+using gpuenv::format_rfc3339_utc;
+using gpuenv::parse_rfc3339_utc;
 
 MarkPredicate sample() { return gpuenv::testing::sample_predicate(); }
 
@@ -78,7 +81,7 @@ TEST(MarkStatement, WhatIsNotAMarkOfThisVersionIsRefusedSayingWhy) {
 }
 
 TEST(MarkStatement, TimesAreRfc3339Utc) {
-  EXPECT_EQ(gpuenv::images::rfc3339(0), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(gpuenv::format_rfc3339_utc(0), "1970-01-01T00:00:00Z");
   EXPECT_EQ(parse_rfc3339_utc("2026-12-01T12:00:00Z"), std::optional<std::int64_t>(1796126400));
   EXPECT_FALSE(parse_rfc3339_utc("2026-12-01T12:00:00+01:00"));
   EXPECT_FALSE(parse_rfc3339_utc("2026-13-01T12:00:00Z"));
