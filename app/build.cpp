@@ -48,7 +48,9 @@ Result<LockToBuild> lock_to_build(const BuildRequest& rq, Services& services) {
     out.text = std::move(input);
     return out;
   }
-  GPUENV_TRY(made, app::lock(rq.lock, services));
+  LockRequest spec_lock = rq.lock;
+  spec_lock.resolve.spec_text = std::move(input);  // a spec: resolve reads these bytes, not the file again
+  GPUENV_TRY(made, app::lock(spec_lock, services));
   if (!made.satisfied()) {
     out.unsatisfied = std::move(made.prepared);
     return out;

@@ -14,8 +14,12 @@ namespace {
 
 /// Reads and parses the spec; a base image is prepared, since the distribution comes from the image itself.
 Status read_spec(const ResolveRequest& rq, Services& services, PreparedResolution& out) {
-  GPUENV_TRY(text, read_yaml_file(rq.spec_path, resolver::k_spec_max_bytes));
-  out.spec_text = std::move(text);
+  if (rq.spec_text && rq.spec_text->size() <= resolver::k_spec_max_bytes) {
+    out.spec_text = *rq.spec_text;
+  } else {  // not read yet, or too large: the file's own read says so, as for any spec
+    GPUENV_TRY(text, read_yaml_file(rq.spec_path, resolver::k_spec_max_bytes));
+    out.spec_text = std::move(text);
+  }
   GPUENV_TRY(parsed, resolver::parse_spec(out.spec_text, rq.spec_path));
   out.spec = std::move(parsed);
   resolver::Spec& spec = out.spec;

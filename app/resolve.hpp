@@ -22,6 +22,9 @@ struct ResolveRequest {
   std::string catalog_dir;            ///< "" for the embedded catalog
   bool offline = false;               ///< a base image comes from the cache only
   std::string lock_path;              ///< `resolve --lock`: a lock without packages is written here when satisfied
+  /// The spec's bytes when the caller has read spec_path already (app::build tells a spec from a lock by them), so
+  /// that the file is read once; unset: read from spec_path.
+  std::optional<std::string> spec_text;
 };
 
 /// A spec read, checked and resolved. Held by pointer (resolver::ResolveRequest points into it).

@@ -15,7 +15,7 @@ int report_error(const Error& error, bool json, Context& ctx) {
 }
 
 app::ResolveRequest resolve_request(const ResolveOptions& o) {
-  return {o.spec_path, o.driver, o.gpus, o.catalog_dir, o.offline, o.lock_path.value_or("")};
+  return {o.spec_path, o.driver, o.gpus, o.catalog_dir, o.offline, o.lock_path.value_or(""), std::nullopt};
 }
 
 int cmd_resolve(const ResolveOptions& o, Context& ctx) {
