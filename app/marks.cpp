@@ -369,14 +369,13 @@ Result<StatusFacts> status_facts(const std::string& file, const Services& servic
   return out;
 }
 
-Result<HostWanted> probe_host(const VerifyRequest& r, const Services& services) {
+Result<HostWanted> probe_host(const VerifyRequest& r, const resolver::Catalog& catalog, const Services& services) {
   StatusFacts facts;
   if (!r.host_status.empty()) {
     GPUENV_TRY(from_status, status_facts(r.host_status, services));
     facts = std::move(from_status);
   } else {
-    GPUENV_TRY(catalog, load_catalog_from(r.catalog_dir));
-    GPUENV_TRY(host, host_facts(services, catalog.catalog));
+    GPUENV_TRY(host, host_facts(services, catalog));
     for (const auto& g : host.gpus) facts.models.insert(g.name);
     if (host.driver) facts.driver = host.driver->str();
     facts.cc = host.cc_state;
@@ -560,28 +559,34 @@ Result<Verification> verify(const VerifyRequest& r, Services& services) {
   w.level = r.level;
   w.driver = r.driver == "auto" ? "" : r.driver;
   w.cc_mode = r.cc == "auto" ? "" : r.cc;
-  if (r.gpu == "auto" || r.driver == "auto" || r.cc == "auto") {
-    GPUENV_TRY(host, probe_host(r, services));
-    if (r.gpu == "auto") w.gpu_product = host.gpu;
-    if (r.driver == "auto") w.driver = host.driver;
-    if (r.cc == "auto") w.cc_mode = host.cc;
+  // The catalog, read once and only when a GPU is named or the host's GPUs are asked for ("any" needs neither).
+  LoadedCatalog catalog;
+  if (!r.gpu.empty() || ((r.driver == "auto" || r.cc == "auto") && r.host_status.empty())) {
+    GPUENV_TRY(loaded, load_catalog_from(r.catalog_dir));
+    catalog = std::move(loaded);
   }
-  if (r.gpu != "auto") w.gpu_product = r.gpu;
-  if (!w.gpu_product.empty()) {
-    // The spelling a record carries is NVML's: a model's name (the spec's "H100") is mapped to it, or refused
-    // with the candidates when the model has several products.
-    GPUENV_TRY(catalog, load_catalog_from(r.catalog_dir));
-    const resolver::GpuProducts named = resolver::gpu_products(catalog.catalog, w.gpu_product);
+  // The spelling a record carries is NVML's: a model's name (the spec's "H100") is mapped to it, or refused with the
+  // candidates when the model has several products (a usage error, before the host is asked anything).
+  auto name_gpu = [&](const std::string& given) -> Status {
+    const resolver::GpuProducts named = resolver::gpu_products(catalog.catalog, given);
     if (named.products.size() > 1) {
       std::string list;
       for (const auto& p : named.products) list += (list.empty() ? "'" : ", '") + p + "'";
       return make_error(ErrorKind::usage, "verify.ambiguous_gpu",
-                        "--gpu " + safe_text(w.gpu_product, 80) + " is the catalog's " + named.model->name + ", which is " +
+                        "--gpu " + safe_text(given, 80) + " is the catalog's " + named.model->name + ", which is " +
                             std::to_string(named.products.size()) + " products to NVML: " + list,
                         "--gpu", "name the one the work runs on as nvidia-smi --query-gpu=name prints it, e.g. --gpu " + list.substr(0, list.find(',')));
     }
     w.gpu_product = named.products.front();
     w.gpu_spellings = named.spellings;
+    return ok_status();
+  };
+  if (r.gpu != "auto" && !r.gpu.empty()) GPUENV_CHECK(name_gpu(r.gpu));
+  if (r.gpu == "auto" || r.driver == "auto" || r.cc == "auto") {
+    GPUENV_TRY(host, probe_host(r, catalog.catalog, services));
+    if (r.gpu == "auto" && !host.gpu.empty()) GPUENV_CHECK(name_gpu(host.gpu));
+    if (r.driver == "auto") w.driver = host.driver;
+    if (r.cc == "auto") w.cc_mode = host.cc;
   }
   w.allow_replay = r.allow_replay;
   w.now = now_seconds(services);

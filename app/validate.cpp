@@ -3,7 +3,6 @@
 
 #include <thread>
 
-#include <ctime>
 #include <filesystem>
 #include <sstream>
 

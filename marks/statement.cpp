@@ -1,6 +1,5 @@
 #include "marks/statement.hpp"
 
-#include <ctime>
 
 #include <nlohmann/json.hpp>
 

@@ -144,11 +144,16 @@ class Reader {
   std::optional<Error> m_error;
 };
 
-std::string normalize_gpu_name(std::string_view name) {
+/// NVML's spelling compared without case, spaces or dashes, but with its prefix ("NVIDIA H100" is not "H100").
+std::string nvml_key(std::string_view n) {
   std::string s;
-  for (char c : name) {
+  for (char c : n)
     if (std::isalnum(static_cast<unsigned char>(c))) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
+  return s;
+}
+
+std::string normalize_gpu_name(std::string_view name) {
+  std::string s = nvml_key(name);  // and then without the vendor and brand prefixes
   for (const char* prefix : {"nvidia", "geforce", "tesla"}) {
     const std::string p(prefix);
     if (s.rfind(p, 0) == 0) s.erase(0, p.size());
@@ -311,14 +316,6 @@ const GpuModel* Catalog::gpu(std::string_view name) const {
 }
 
 namespace {
-
-/// NVML's spelling compared without case, spaces or dashes, but with its prefix ("NVIDIA H100" is not "H100").
-std::string nvml_key(std::string_view n) {
-  std::string s;
-  for (char c : n)
-    if (std::isalnum(static_cast<unsigned char>(c))) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 std::set<std::string> name_words(std::string_view name) {
   std::set<std::string> out;

@@ -1,6 +1,7 @@
 #include "base/cache/work_dir.hpp"
 
 #include "base/file_io.hpp"
+#include "base/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -72,15 +73,14 @@ std::size_t remove_dead_writers_files(const std::string& cache_root) {
   std::size_t removed = 0;
   std::error_code ec;
   const std::string tmp = (fs::path(cache_root) / "tmp").string();
-  const int dfd = ::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return 0;
+  const UniqueFd dir(::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() < 0) return 0;
   for (fs::directory_iterator it(tmp, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code e;
     const std::string name = it->path().filename().string();
-    if (it->is_regular_file(e) && !e && (writer_gone(name, '-') || untouched_for_a_day(dfd, name.c_str())) && fs::remove(it->path(), e) && !e)
+    if (it->is_regular_file(e) && !e && (writer_gone(name, '-') || untouched_for_a_day(dir.get(), name.c_str())) && fs::remove(it->path(), e) && !e)
       ++removed;
   }
-  ::close(dfd);
   return removed;
 }
 

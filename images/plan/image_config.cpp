@@ -1,8 +1,6 @@
 #include "images/plan/image_config.hpp"
 
-#include <algorithm>
 
-#include <ctime>
 #include <set>
 
 #include "base/time.hpp"

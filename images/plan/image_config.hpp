@@ -33,7 +33,6 @@ struct ImageParameters {
 /// hex sha256 over the lock's bytes and the parameters.
 std::string reuse_key(std::string_view lock_text, const ImageParameters& parameters);
 
-
 /// The OCI architecture of a Debian one ("ppc64el" -> "ppc64le"; the others are spelt alike).
 std::string oci_architecture(const std::string& debian_architecture);
 

@@ -355,6 +355,10 @@ TEST_F(CliMark, InTheRegistryTwoGpuModelsAccumulateAndVerifyPicksTheOneForThisHo
   EXPECT_EQ(v.code, 2) << v.out << v.err;
   EXPECT_NE(v.err.find("verify.ambiguous_gpu"), std::string::npos) << v.err;
   EXPECT_NE(v.err.find("'NVIDIA H200', 'NVIDIA H200 NVL'"), std::string::npos) << v.err;
+  // The usage error comes before the host is asked (this machine has no GPU: --driver auto alone would be exit 4).
+  v = verify("docker://" + ref, {"--allow-replay", "--gpu", "H200", "--driver", "auto"});
+  EXPECT_EQ(v.code, 2) << v.out << v.err;
+  EXPECT_NE(v.err.find("verify.ambiguous_gpu"), std::string::npos) << v.err;
   v = verify("docker://" + ref, {"--allow-replay", "--gpu", "H200 NVL"});  // the NVL alone: not what was validated
   EXPECT_EQ(v.code, 1) << v.out << v.err;
   EXPECT_TRUE(has_reason(v, 0, "validated on NVIDIA-H200, not NVIDIA-H200-NVL")) << v.out;
