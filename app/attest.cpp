@@ -1,6 +1,6 @@
 #include "app/attest.hpp"
 
-#include "app/validate.hpp"
+#include "validate/runner.hpp"
 
 #include "base/time.hpp"
 #include "base/cache/caching_fetcher.hpp"
@@ -159,9 +159,10 @@ Result<std::unique_ptr<AttestSetup>> AttestSetup::open(const AttestOptions& o, S
   }
   if (o.ocsp) {
     if (o.offline) return usage("--ocsp asks the network and --offline forbids it", "drop one of them");
+    if (!services.make_http_client) return make_error(ErrorKind::internal, "cli.no_adapters", "no HTTP client configured", {}, "");
     HttpOptions options;
     options.limits = services.net;
-    setup->http_ = make_curl_http_client(options);
+    setup->http_ = services.make_http_client(options);
     setup->ocsp_ = attest::make_http_ocsp_transport(*setup->http_);
     setup->revocation_.transport = setup->ocsp_.get();
     setup->revocation_.options.url = o.ocsp_url;
@@ -287,10 +288,10 @@ validate::AttestFunction attest_function(AttestSetup& setup, const Services& ser
 
 Result<AttestResult> attest_gpus(const AttestRequest& rq, Services& services) {
   GPUENV_TRY(setup, AttestSetup::open(rq.options, services));
-  GPUENV_TRY(backend, make_backend(rq.backend, services, std::nullopt));
+  GPUENV_TRY(backend, open_gpu_backend(rq.backend, services, std::nullopt));
   std::vector<int> wanted;
   if (!rq.gpus.empty()) {
-    GPUENV_TRY(list, parse_gpu_list(rq.gpus));
+    GPUENV_TRY(list, validate::parse_gpu_list(rq.gpus));
     wanted = std::move(list);
   }
   GPUENV_TRY(driver, backend->driver());

@@ -99,10 +99,7 @@ Status fetch_registry_image(const std::string& reference, bool offline, Services
     Status problem = ok_status();
     images::RegistryOptions ro = registry_options(services, ref->registry, use.plain_http, &problem);
     if (!problem) return problem.error();
-    HttpOptions ho;
-    ho.limits = services.net;
-    ho.ca_bundle = env_or(services, "GPUENV_CA_BUNDLE");
-    auto http = make_curl_http_client(ho);
+    GPUENV_TRY(http, open_http_client(services));
     images::RegistryClient client(*http, ro);
     services.step("pulling " + use.what + " " + ref->to_string());
     auto pulled = client.pull(*ref, out.layout_dir);

@@ -90,10 +90,7 @@ Status write_archive(const BuildRequest& rq, resolver::ImageFormat format, const
 
 Result<images::PushStats> push(const BuildRequest& rq, const std::string& layout_dir, const std::string& tag, Services& services) {
   GPUENV_TRY(ref, images::parse_image_reference(rq.push));
-  HttpOptions ho;
-  ho.limits = services.net;
-  ho.ca_bundle = rq.ca_bundle.empty() ? env_or(services, "GPUENV_CA_BUNDLE") : rq.ca_bundle;
-  auto http = make_curl_http_client(ho);
+  GPUENV_TRY(http, open_http_client(services, rq.ca_bundle));
   Status problem = ok_status();
   images::RegistryOptions ro = registry_options(services, ref.registry, rq.plain_http, &problem);
   if (!problem) return problem.error();

@@ -3,24 +3,22 @@
 #include "app/base_image.hpp"
 #include "base/cache/work_dir.hpp"
 #include "base/net/http_client.hpp"
+#include "images/registry/registry_summary.hpp"
 
 namespace gpuenv::app {
 namespace {
 
-/// Registries reached with curl (GPUENV_CA_BUNDLE as an extra CA) and the environment's options.
+/// Registries read through the services' HTTP client (GPUENV_CA_BUNDLE as an extra CA) with the environment's options.
 images::RegistryAccess registry_access(bool plain_http, const Services& services) {
   images::RegistryAccess access;
-  access.make_http = [&services] {
-    HttpOptions ho;
-    ho.limits = services.net;
-    ho.ca_bundle = env_or(services, "GPUENV_CA_BUNDLE");
-    return make_curl_http_client(ho);
-  };
-  access.options_for = [&services, plain_http](const std::string& registry) -> Result<images::RegistryOptions> {
+  access.read = [&services, plain_http](const std::string& reference, const std::string& where) -> Result<images::ImageSummary> {
+    auto ref = images::parse_image_reference(reference);
+    if (!ref) return std::move(ref).error().while_("reading the image reference " + where);
     Status problem = ok_status();
-    images::RegistryOptions ro = registry_options(services, registry, plain_http, &problem);
+    images::RegistryOptions ro = registry_options(services, ref->registry, plain_http, &problem);
     if (!problem) return problem.error();
-    return ro;
+    GPUENV_TRY(http, open_http_client(services));
+    return images::read_registry_summary(*http, ro, *ref, where);
   };
   return access;
 }

@@ -84,11 +84,11 @@ Result<std::unique_ptr<AptPinning>> apt_pinning(const LockRequest& rq, Fetcher& 
 /// resolved again against it, so that every rule holds for it (CUDA's minor-version compatibility, each GPU's
 /// minimum driver, confidential computing). Returns the module source.
 Result<packages::DriverSource> take_packaged_driver(const LockRequest& rq, PreparedResolution& p, const packages::PinImageRequest& req,
-                                                    packages::AptFetchContext& apt) {
+                                                    const packages::AptUniverse& universe) {
   if (rq.resolve.driver)
     return make_error(ErrorKind::usage, "cli.driver_with_vm_driver", "--driver does not apply: this VM image's driver is the one vm.driver builds into it", "--driver",
                       "leave out --driver; the lock takes the driver version from vm.driver's module package");
-  auto source = packages::find_driver_source(req, apt);
+  auto source = packages::find_driver_source(req, universe);
   if (!source) {
     Error e = std::move(source).error();
     e.while_("finding vm.driver's module package " + p.spec.vm->driver->module);
@@ -104,10 +104,10 @@ Result<packages::DriverSource> take_packaged_driver(const LockRequest& rq, Prepa
 }
 
 /// The driver build's own packages (the lock's build_packages), for the kernel IMAGE's pins install.
-Result<std::vector<resolver::LockedPackage>> pin_driver_build(const packages::PinImageRequest& req, const std::vector<resolver::LockedPackage>& image,
-                                                              const packages::DriverSource& source, packages::AptFetchContext& apt) {
+Result<std::vector<resolver::LockedPackage>> pin_driver_build(const std::vector<resolver::LockedPackage>& image, const packages::DriverSource& source,
+                                                              const packages::AptUniverse& universe) {
   GPUENV_TRY(kernel, packages::pinned_kernel(image));
-  return packages::pin_driver_build(req, kernel, source.module, apt);
+  return packages::pin_driver_build(kernel, source.module, universe);
 }
 
 }  // namespace
@@ -128,14 +128,21 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
   GPUENV_TRY(pinning, apt_pinning(rq, *network, *runner, services));
   const resolver::Distro* distro = p.catalog.catalog.distro(p.spec.base_distro, p.spec.base_release);
   packages::PinImageRequest req{&p.spec, &p.resolution, distro, &sources, p.base ? p.base->dpkg_status : std::string()};
+  // One apt universe for every pin of the lock: each repository is fetched and verified once.
+  auto universe = packages::open_apt_universe(req, pinning->apt);
+  if (!universe) {
+    Error e = std::move(universe).error();
+    e.while_("pinning the packages of " + p.spec.name);
+    return e;
+  }
   std::optional<packages::DriverSource> driver;
   if (p.spec.vm && p.spec.vm->driver) {
-    GPUENV_TRY(found, take_packaged_driver(rq, p, req, pinning->apt));
+    GPUENV_TRY(found, take_packaged_driver(rq, p, req, *universe));
     driver = std::move(found);
     if (!p.resolution.ok) return made;
   }
   narrow_to_default_variants(sources, p);
-  auto pins = packages::pin_image(req, pinning->apt);
+  auto pins = packages::pin_image(req, *universe, pinning->apt);
   if (!pins) {
     Error e = std::move(pins).error();
     e.while_("pinning the packages of " + p.spec.name);
@@ -143,7 +150,7 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
   }
   std::vector<resolver::LockedPackage> build_packages;
   if (driver) {
-    GPUENV_TRY(build, pin_driver_build(req, pins->packages, *driver, pinning->apt));
+    GPUENV_TRY(build, pin_driver_build(pins->packages, *driver, *universe));
     build_packages = std::move(build);
   }
   const std::vector<resolver::LockedPackage>& locked = pins->packages;  // pinned packages are the lock's records
@@ -152,9 +159,9 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
     made.bytes += x.size;
   }
   const resolver::LockInputs inputs = lock_inputs(p);
-  GPUENV_TRY(text, resolver::render_checked_lock(p.spec, p.resolution, inputs, locked, build_packages));
-  made.text = std::move(text);
   made.lock = resolver::lock_of(p.spec, p.resolution, inputs, locked, build_packages);
+  GPUENV_TRY(text, resolver::render_checked_lock(made.lock));
+  made.text = std::move(text);
   made.wheel_requirements = pins->requirements;
   if (!rq.output.empty()) {
     if (auto st = write_file_atomic(rq.output, made.text); !st) {

@@ -24,7 +24,7 @@ struct MadeLock {
   /// False when no combination fits: then only `prepared` is set (prepared->resolution says why).
   [[nodiscard]] bool satisfied() const { return prepared && prepared->resolution.ok; }
   std::string text;      ///< the lock's bytes
-  resolver::Lock lock;   ///< the same lock as a value (resolver::lock_of)
+  resolver::Lock lock;   ///< the lock as a value, which `text` renders (resolver::render_lock)
   std::vector<std::string> wheel_requirements;
   std::uint64_t debs = 0, wheels = 0, bytes = 0;
 };

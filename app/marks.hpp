@@ -1,7 +1,7 @@
 #pragma once
 // Marking images good (docs/mark.md): `gpuenv mark`, `validate --mark`, `build --validate --mark`, `gpuenv verify`
 // and the records `gpuenv inspect` lists. A record is a signed statement (marks/) kept beside its image as cosign
-// keeps attestations: the tag sha256-<hex>.att, in a registry or inside an OCI layout (MarkStore).
+// keeps attestations: the tag sha256-<hex>.att, in a registry or inside an OCI layout (marks/store.hpp).
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -15,39 +15,14 @@
 #include "marks/att_image.hpp"
 #include "marks/judge.hpp"
 #include "marks/statement.hpp"
+#include "marks/store.hpp"
 
 namespace gpuenv::app {
 
-/// Where an image's records are kept: its registry repository, its OCI layout or its archive. One adapter each
-/// (open_mark_store); tests drive them against real stores (a loopback docker-registry, files on disk).
-class MarkStore {
- public:
-  virtual ~MarkStore() = default;
-  /// The image's manifest (media type, digest, size): the subject its records name.
-  virtual Result<images::Descriptor> image_descriptor() = 0;
-  /// The name a record gives the image ("registry:5000/ml/torch", or the layout's path).
-  [[nodiscard]] virtual std::string subject_name() const = 0;
-  /// The image's attestation image, std::nullopt when it has none yet.
-  virtual Result<std::optional<marks::AttImage>> read_att(const Digest& image) = 0;
-  /// One record's bytes (an attestation layer, at most LIMIT bytes), checked against its digest.
-  virtual Result<std::string> read_record(const images::Descriptor& layer, std::uint64_t limit) = 0;
-  /// Stores ATT as the image's attestation image, ENVELOPE (its newest layer) and its config first.
-  virtual Status write_att(const Digest& image, const marks::AttImage& att, std::string_view envelope) = 0;
-  /// Stores an OCI 1.1 referrer of IMAGE (MANIFEST, whose one layer is BUNDLE, with the empty config) and makes it
-  /// findable: through the registry's referrers API where it has one, else in the fallback index `sha256-<hex>`.
-  /// Returns where it went, for messages.
-  virtual Result<std::string> write_referrer(const Digest& image, const std::string& manifest, const std::string& bundle) = 0;
-  /// Where the records live, for messages ("registry:5000/ml/torch:sha256-<hex>.att").
-  [[nodiscard]] virtual std::string where(const Digest& image) const = 0;
-  /// A key naming this store's records of IMAGE on this host (for the lock that serialises writers).
-  [[nodiscard]] virtual std::string lock_key(const Digest& image) const = 0;
-};
-
-/// The store of IMAGE: docker://REF or a registry reference (host/repo[:tag|@digest]); a layout DIR[:REF] or
-/// oci:DIR[:REF]; an archive oci-archive:FILE, docker-archive:FILE or a tar FILE (read member by member,
-/// rewritten whole when a record is added). Errors: `mark.bad_image` (usage: no such layout or archive, an
-/// archive without an OCI index.json), the registry configuration's.
-Result<std::unique_ptr<MarkStore>> open_mark_store(const std::string& image, bool plain_http, Services& services);
+/// The store of IMAGE (marks::mark_store_place): a registry's through the services' HTTP client and the registry
+/// configuration, a layout's or an archive's on disk. Errors: `mark.bad_image` (usage: no such layout or archive),
+/// the registry configuration's.
+Result<std::unique_ptr<marks::MarkStore>> open_mark_store(const std::string& image, bool plain_http, Services& services);
 
 /// The signing key: PATH, else the file GPUENV_MARK_KEY names. Errors: `key.missing` (usage) when neither is
 /// given, and those of marks::read_private_key.

@@ -208,7 +208,7 @@ Result<std::unique_ptr<PreparedResolution>> resolve(const ResolveRequest& rq, Se
                                     "), which `gpuenv lock` looks up in the apt repositories and resolves again against");
   out->request = std::move(req);
   if (!rq.lock_path.empty() && out->resolution.ok) {
-    GPUENV_TRY(text, resolver::render_checked_lock(out->spec, out->resolution, lock_inputs(*out)));
+    GPUENV_TRY(text, resolver::render_checked_lock(resolver::lock_of(out->spec, out->resolution, lock_inputs(*out))));
     if (auto st = write_file_atomic(rq.lock_path, text); !st) {
       Error e = st.error();
       e.while_("writing the lock");

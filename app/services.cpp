@@ -35,4 +35,23 @@ Result<std::unique_ptr<BlobStore>> open_blob_store(const Services& services, con
   return services.make_blob_store(root);
 }
 
+Result<std::unique_ptr<HttpClient>> open_http_client(const Services& services, const std::string& ca_bundle) {
+  if (!services.make_http_client) return make_error(ErrorKind::internal, "cli.no_adapters", "no HTTP client configured", {}, "");
+  HttpOptions options;
+  options.limits = services.net;
+  options.ca_bundle = ca_bundle.empty() ? env_or(services, "GPUENV_CA_BUNDLE") : ca_bundle;
+  return services.make_http_client(options);
+}
+
+Result<std::unique_ptr<validate::GpuBackend>> open_gpu_backend(const std::string& flag, const Services& services,
+                                                               const std::optional<validate::ImageLibraries>& image) {
+  const std::string choice = !flag.empty() ? flag : env_or(services, "GPUENV_BACKEND");
+  if (!choice.empty() && choice.rfind("replay:", 0) != 0 && choice != "real" && choice != "nvml+cuda") {
+    return make_error(ErrorKind::usage, "validate.backend", "unknown backend '" + choice + "'", flag.empty() ? "GPUENV_BACKEND" : "--backend",
+                      "use replay:FILE (a recorded inventory and scenario, docs/replay.md) or leave it out for the real GPU");
+  }
+  if (!services.make_gpu_backend) return make_error(ErrorKind::internal, "cli.no_adapters", "no GPU backend configured", {}, "");
+  return services.make_gpu_backend(choice, image);
+}
+
 }  // namespace gpuenv::app

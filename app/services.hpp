@@ -6,12 +6,16 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/cache/blob_store.hpp"
 #include "base/net/fetcher.hpp"
+#include "base/net/http_client.hpp"
 #include "base/process/command_runner.hpp"
+#include "validate/adapters/image_libraries.hpp"
+#include "validate/backend.hpp"
 #include "validate/host_probe.hpp"
 
 namespace gpuenv::app {
@@ -25,6 +29,14 @@ struct Services {
   std::function<std::unique_ptr<CommandRunner>()> make_runner;
   /// Builds the network adapter, under the command's network limits (`net`).
   std::function<std::unique_ptr<Fetcher>(const NetLimits&)> make_fetcher;
+  /// Builds the HTTP client registries are reached with (libcurl in production; open_http_client fills the options).
+  std::function<std::unique_ptr<HttpClient>(const HttpOptions&)> make_http_client;
+  /// Builds the GPU backend a validation, a pre-flight or an attestation runs on. CHOICE is what --backend or
+  /// GPUENV_BACKEND says, already checked by open_gpu_backend: "replay:FILE" (a recorded machine, docs/replay.md),
+  /// or "", "real" or "nvml+cuda" for this machine's GPUs (NVML and CUDA in production). IMAGE, when given, are the
+  /// libraries of `validate --image`: the real backend's GEMMs and NCCL run through them.
+  std::function<Result<std::unique_ptr<validate::GpuBackend>>(const std::string& choice, const std::optional<validate::ImageLibraries>& image)>
+      make_gpu_backend;
   /// Timeouts, rate rule, deadlines, the command's network budget and where retries are announced; read from
   /// the environment by the composition root (net_limits_from_env), the defaults in tests.
   NetLimits net;
@@ -56,5 +68,15 @@ std::string cache_root(const Services& services);
 
 /// The blob store of the cache at ROOT (services.make_blob_store). Errors: `cli.no_adapters` when none is configured.
 Result<std::unique_ptr<BlobStore>> open_blob_store(const Services& services, const std::string& root);
+
+/// An HTTP client for registries (services.make_http_client), under the command's network limits, trusting
+/// CA_BUNDLE as an extra CA (GPUENV_CA_BUNDLE when empty). Errors: `cli.no_adapters` when none is configured.
+Result<std::unique_ptr<HttpClient>> open_http_client(const Services& services, const std::string& ca_bundle = {});
+
+/// The backend --backend (FLAG) or GPUENV_BACKEND names (services.make_gpu_backend): "replay:FILE", or the real
+/// NVML + CUDA adapter when neither names one. Errors: `validate.backend` (usage) for another name,
+/// `cli.no_adapters`, and the backend's own.
+Result<std::unique_ptr<validate::GpuBackend>> open_gpu_backend(const std::string& flag, const Services& services,
+                                                               const std::optional<validate::ImageLibraries>& image);
 
 }  // namespace gpuenv::app

@@ -14,12 +14,8 @@
 #include "images/run/sandbox.hpp"
 #include "recipes/embedded.hpp"
 #include "resolver/lockfile.hpp"
-#include "validate/adapters/cuda_session.hpp"
 #include "validate/adapters/image_libraries.hpp"
-#include "validate/adapters/multi_gpu.hpp"
-#include "validate/adapters/real_backend.hpp"
 #include "validate/check.hpp"
-#include "validate/replay/replay_backend.hpp"
 #include "validate/metrics.hpp"
 #include "validate/report.hpp"
 #include "validate/runner.hpp"
@@ -75,7 +71,7 @@ Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
   }
   p.inputs.level = *level;
   if (!o.gpus.empty()) {
-    auto list = parse_gpu_list(o.gpus);
+    auto list = validate::parse_gpu_list(o.gpus);
     if (!list) return list.error();
     p.inputs.gpus = *list;
   }
@@ -135,7 +131,7 @@ Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
   GPUENV_TRY(attest, AttestSetup::open(o.attest, ctx));
   p.attest = std::move(attest);
   p.inputs.attest = attest_function(*p.attest, ctx);
-  auto backend = make_backend(o.backend, ctx, image_libraries);
+  auto backend = open_gpu_backend(o.backend, ctx, image_libraries);
   if (!backend) return backend.error();
   p.backend = std::move(*backend);
   return ok_status();
@@ -167,67 +163,6 @@ Result<validate::Report> run_checks(Prepared& p, const std::vector<std::string>&
 }
 
 }  // namespace
-
-/// The backend named by --backend or GPUENV_BACKEND: "replay:FILE", or the real NVML + CUDA adapter.
-/// The backend --backend or GPUENV_BACKEND names. With `image` (the libraries of --image), the real backend's GEMMs
-/// run through the image's cuBLASLt and cuBLAS only (gpuenv's own kernel when the image has none), and NCCL is the
-/// image's when it ships one, the host's otherwise.
-Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& flag, const Services& ctx,
-                                                           const std::optional<validate::ImageLibraries>& image) {
-  const std::string choice = !flag.empty() ? flag : env_or(ctx, "GPUENV_BACKEND");
-  if (choice.rfind("replay:", 0) == 0) {
-    auto b = validate::load_replay_backend_file(choice.substr(7));
-    if (!b) return std::move(b).error();
-    return std::move(*b);
-  }
-  if (!choice.empty() && choice != "real" && choice != "nvml+cuda") {
-    return make_error(ErrorKind::usage, "validate.backend", "unknown backend '" + choice + "'", flag.empty() ? "GPUENV_BACKEND" : "--backend",
-                      "use replay:FILE (a recorded inventory and scenario, docs/replay.md) or leave it out for the real GPU");
-  }
-  validate::RealBackendOptions o;
-  o.session_factory = [image](validate::SessionTarget target) {
-    validate::CudaSessionOptions so;
-    so.fatbin = validate::embedded_validation_fatbin();
-    so.health_reader = std::move(target.health_reader);
-    so.numa_node = target.numa_node;
-    so.confidential = target.confidential;
-    if (image) {
-      so.cublaslt_libraries = image->cublaslt;
-      so.cublas_libraries = image->cublas;
-    }
-    return validate::open_cuda_session(target.pci_bus_id, so);
-  };
-  o.p2p_measure = [](const std::string& src_bus_id, const std::string& dst_bus_id, int samples) {
-    validate::MultiGpuOptions mo;
-    mo.fatbin = validate::embedded_validation_fatbin();
-    return validate::measure_p2p_bandwidth(mo, src_bus_id, dst_bus_id, samples);
-  };
-  o.nccl_measure = [image](const std::vector<std::string>& bus_ids, int samples) {
-    validate::MultiGpuOptions mo;
-    mo.fatbin = validate::embedded_validation_fatbin();
-    if (image && !image->nccl.empty()) mo.nccl_libraries = image->nccl;
-    return validate::measure_nccl_allreduce(mo, bus_ids, samples);
-  };
-  return validate::make_real_backend(o);
-}
-
-/// "0,2,3" -> {0, 2, 3}.
-Result<std::vector<int>> parse_gpu_list(const std::string& text) {
-  std::vector<int> out;
-  std::istringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    try {
-      std::size_t used = 0;
-      const int v = std::stoi(item, &used);
-      if (used != item.size() || v < 0) throw std::invalid_argument("x");
-      out.push_back(v);
-    } catch (const std::exception&) {
-      return make_error(ErrorKind::usage, "validate.gpus", "'" + item + "' in --gpus '" + text + "' is not a GPU index", "--gpus",
-                        "give indices as nvidia-smi numbers them, separated by commas: --gpus 0,1");
-    }
-  }
-  return out;
-}
 
 /// The report as Prometheus metrics at PATH (node_exporter's textfile collector reads *.prom there), written
 /// atomically so the collector never reads half a file; nothing when PATH is empty.

@@ -31,14 +31,6 @@ struct ValidateRequest {
   bool plain_http = false;          ///< pull a docker:// --image over plain HTTP
 };
 
-/// The backend --backend (or GPUENV_BACKEND) names: "replay:FILE", or the real NVML + CUDA adapter. With IMAGE (the
-/// libraries of --image) the real backend's GEMMs and NCCL are the image's. Error `validate.backend` (usage).
-Result<std::unique_ptr<validate::GpuBackend>> make_backend(const std::string& flag, const Services& ctx,
-                                                           const std::optional<validate::ImageLibraries>& image);
-
-/// "0,2,3" -> {0, 2, 3}. Error `validate.gpus` (usage).
-Result<std::vector<int>> parse_gpu_list(const std::string& text);
-
 struct Validation {
   validate::Report report;
   /// A check hung: its thread may still be inside the driver, so what it uses was kept alive and the process

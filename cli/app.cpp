@@ -12,12 +12,53 @@
 #include "cli/progress.hpp"
 #include "base/safe_text.hpp"
 #include "base/net/curl_fetcher.hpp"
+#include "validate/adapters/cuda_session.hpp"
+#include "validate/adapters/multi_gpu.hpp"
+#include "validate/adapters/real_backend.hpp"
+#include "validate/replay/replay_backend.hpp"
 
 #ifndef GPUENV_VERSION
 #define GPUENV_VERSION "0.0.0"
 #endif
 
 namespace gpuenv::cli {
+
+/// The production GPU backends (app::Services::make_gpu_backend): a recording (replay:FILE), or NVML and CUDA with
+/// gpuenv's embedded kernels. With IMAGE (the libraries of --image), the real backend's GEMMs run through the
+/// image's cuBLASLt and cuBLAS only (gpuenv's own kernel when the image has none), and NCCL is the image's when it
+/// ships one, the host's otherwise.
+Result<std::unique_ptr<validate::GpuBackend>> make_gpu_backend(const std::string& choice, const std::optional<validate::ImageLibraries>& image) {
+  if (choice.rfind("replay:", 0) == 0) {
+    auto b = validate::load_replay_backend_file(choice.substr(7));
+    if (!b) return std::move(b).error();
+    return std::move(*b);
+  }
+  validate::RealBackendOptions o;
+  o.session_factory = [image](validate::SessionTarget target) {
+    validate::CudaSessionOptions so;
+    so.fatbin = validate::embedded_validation_fatbin();
+    so.health_reader = std::move(target.health_reader);
+    so.numa_node = target.numa_node;
+    so.confidential = target.confidential;
+    if (image) {
+      so.cublaslt_libraries = image->cublaslt;
+      so.cublas_libraries = image->cublas;
+    }
+    return validate::open_cuda_session(target.pci_bus_id, so);
+  };
+  o.p2p_measure = [](const std::string& src_bus_id, const std::string& dst_bus_id, int samples) {
+    validate::MultiGpuOptions mo;
+    mo.fatbin = validate::embedded_validation_fatbin();
+    return validate::measure_p2p_bandwidth(mo, src_bus_id, dst_bus_id, samples);
+  };
+  o.nccl_measure = [image](const std::vector<std::string>& bus_ids, int samples) {
+    validate::MultiGpuOptions mo;
+    mo.fatbin = validate::embedded_validation_fatbin();
+    if (image && !image->nccl.empty()) mo.nccl_libraries = image->nccl;
+    return validate::measure_nccl_allreduce(mo, bus_ids, samples);
+  };
+  return validate::make_real_backend(o);
+}
 
 Context production_context(char** envp) {
   Context ctx;

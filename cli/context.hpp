@@ -1,5 +1,6 @@
 #pragma once
 // What a command needs from the outside world, built once in main() (or by a test).
+#include <chrono>
 #include <functional>
 #include <iosfwd>
 #include <map>
@@ -11,9 +12,19 @@
 
 namespace gpuenv::cli {
 
-/// The ports (app::Services: environment, probes, runner, fetcher) and the terminal.
+/// The production GPU backends: replay:FILE, or NVML and CUDA (cli/app.cpp).
+Result<std::unique_ptr<validate::GpuBackend>> make_gpu_backend(const std::string& choice, const std::optional<validate::ImageLibraries>& image);
+
+/// The ports (app::Services: environment, probes, runner, fetcher) and the terminal. The adapters every command
+/// shares default to the production ones (the cache directory, libcurl, NVML and CUDA, the system clock); main()
+/// adds the environment, probes, runner and fetcher (production_context), a test its fakes.
 struct Context : app::Services {
-  Context() { make_blob_store = [](const std::string& root) { return make_dir_blob_store(root); }; }
+  Context() {
+    make_blob_store = [](const std::string& root) { return make_dir_blob_store(root); };
+    make_http_client = [](const HttpOptions& options) { return make_curl_http_client(options); };
+    make_gpu_backend = cli::make_gpu_backend;
+    clock = [] { return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(); };
+  }
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
   /// True when stderr is a terminal: progress is shown there, nothing otherwise.

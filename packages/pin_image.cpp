@@ -59,19 +59,14 @@ std::vector<std::string> vm_packages(const resolver::VmRequest& vm) {
   return out;
 }
 
-namespace {
-
-/// The repositories, release and preferences every apt pin of REQ shares.
-AptPinRequest apt_request(const PinImageRequest& req) {
-  AptPinRequest a;
-  a.sources = req.sources->apt;
-  a.codename = req.distro->codename;
-  a.preferences_text = req.sources->apt_preferences;
-  if (!req.sources->apt_preferences_origin.empty()) a.preferences_origin = req.sources->apt_preferences_origin;
-  return a;
+Result<AptUniverse> open_apt_universe(const PinImageRequest& req, AptFetchContext& apt) {
+  AptUniverseRequest u;
+  u.sources = req.sources->apt;
+  u.codename = req.distro->codename;
+  u.preferences_text = req.sources->apt_preferences;
+  if (!req.sources->apt_preferences_origin.empty()) u.preferences_origin = req.sources->apt_preferences_origin;
+  return open_apt_universe(u, apt);
 }
-
-}  // namespace
 
 std::string upstream_version(const std::string& v) {
   std::string out = v;
@@ -80,12 +75,12 @@ std::string upstream_version(const std::string& v) {
   return out;
 }
 
-Result<DriverSource> find_driver_source(const PinImageRequest& req, AptFetchContext& apt) {
+Result<DriverSource> find_driver_source(const PinImageRequest& req, const AptUniverse& universe) {
   const resolver::VmDriver& d = *req.spec->vm->driver;
-  AptPinRequest a = apt_request(req);
+  AptPinRequest a;
   a.required_set = false;
   a.alone = {d.module};
-  GPUENV_TRY(pinned, pin_apt(a, apt));
+  GPUENV_TRY(pinned, pin_apt(universe, a));
   DriverSource out{pinned.alone.front(), {}};
   const std::string upstream = upstream_version(out.module.version);
   auto v = resolver::Version::parse(upstream);
@@ -108,12 +103,12 @@ Result<PinnedKernel> pinned_kernel(const std::vector<PinnedPackage>& packages) {
   return found.front();
 }
 
-Result<std::vector<PinnedPackage>> pin_driver_build(const PinImageRequest& req, const PinnedKernel& kernel, const PinnedPackage& module, AptFetchContext& apt) {
-  AptPinRequest a = apt_request(req);
+Result<std::vector<PinnedPackage>> pin_driver_build(const PinnedKernel& kernel, const PinnedPackage& module, const AptUniverse& universe) {
+  AptPinRequest a;
   a.required_set = true;
   a.packages = {"linux-headers-" + kernel.abi + "=" + kernel.version, "make", "libc6-dev"};
   a.alone = {module.name + "=" + module.version};
-  auto pinned = pin_apt(a, apt);
+  auto pinned = pin_apt(universe, a);
   if (!pinned) {
     Error e = std::move(pinned).error();
     e.while_("pinning the driver build's packages (the kernel's headers, the compiler)");
@@ -125,12 +120,12 @@ Result<std::vector<PinnedPackage>> pin_driver_build(const PinImageRequest& req, 
   return out;
 }
 
-Result<ImagePins> pin_image(const PinImageRequest& req, AptFetchContext& apt) {
+Result<ImagePins> pin_image(const PinImageRequest& req, const AptUniverse& universe, AptFetchContext& apt) {
   const resolver::Spec& spec = *req.spec;
   const resolver::Resolution& res = *req.resolution;
   ImagePins out;
 
-  AptPinRequest a = apt_request(req);
+  AptPinRequest a;
   const bool wants_python = res.python && (!res.frameworks.empty() || !spec.pip_packages.empty() || spec.python_given);
   if (wants_python) a.packages.push_back("python3");
   for (const auto& p : spec.apt_packages) a.packages.push_back(p);
@@ -161,7 +156,7 @@ Result<ImagePins> pin_image(const PinImageRequest& req, AptFetchContext& apt) {
     }
     return more;
   };
-  auto debs = pin_apt(a, apt);
+  auto debs = pin_apt(universe, a);
   if (!debs) return std::move(debs).error();
   out.packages = std::move(debs->packages);
   out.decisions = std::move(debs->decisions);

@@ -59,8 +59,12 @@ std::vector<std::string> framework_requirements(const resolver::Resolution& reso
 /// framework variant come first (they serve the variant builds), then the index URL, then other extra URLs.
 std::vector<std::string> wheel_indexes(const PipIndexConfig& pip, const resolver::Resolution& resolution);
 
-/// Fetches, verifies and resolves both kinds of packages.
-Result<ImagePins> pin_image(const PinImageRequest& request, AptFetchContext& apt);
+/// The repositories of REQUEST's sources for its base's release, with the sources' preferences, opened once for
+/// every apt pin of the lock (open_apt_universe).
+Result<AptUniverse> open_apt_universe(const PinImageRequest& request, AptFetchContext& apt);
+
+/// Resolves both kinds of packages: the debs from UNIVERSE, the wheels through APT's fetcher and cache.
+Result<ImagePins> pin_image(const PinImageRequest& request, const AptUniverse& universe, AptFetchContext& apt);
 
 /// The upstream part of a Debian version ("535.309.01-0+deb12u1" -> "535.309.01"): epoch and revision removed.
 std::string upstream_version(const std::string& debian_version);
@@ -72,7 +76,7 @@ struct DriverSource {
   PinnedPackage module;
   resolver::Version driver;
 };
-Result<DriverSource> find_driver_source(const PinImageRequest& request, AptFetchContext& apt);
+Result<DriverSource> find_driver_source(const PinImageRequest& request, const AptUniverse& universe);
 
 /// The kernel a VM image's pins install: the one pinned `linux-image-<abi>` package (a name whose remainder begins
 /// with a digit; the cloud kernel's metapackage names it). Errors: `vm.kernel` (none, or several).
@@ -86,7 +90,6 @@ Result<PinnedKernel> pinned_kernel(const std::vector<PinnedPackage>& packages);
 /// the kernel's own version, which bring the compiler the kernel was built with; make; the C library's headers;
 /// the required set (a shell and the core tools the module's Makefile runs); and the module source alone, without
 /// its package's dependencies (DKMS itself is not needed: gpuenv runs the build). Sorted by name.
-Result<std::vector<PinnedPackage>> pin_driver_build(const PinImageRequest& request, const PinnedKernel& kernel, const PinnedPackage& module,
-                                                    AptFetchContext& apt);
+Result<std::vector<PinnedPackage>> pin_driver_build(const PinnedKernel& kernel, const PinnedPackage& module, const AptUniverse& universe);
 
 }  // namespace gpuenv::packages

@@ -38,19 +38,6 @@ struct LockedPackage {
   bool operator==(const LockedPackage&) const = default;
 };
 
-/// Renders a successful resolution (and its pinned packages, in the given order) as lock text (YAML). Same
-/// inputs give the same bytes: no time stamps, no host paths, fixed key order.
-/// BUILD_PACKAGES: what only a VM image's driver build unpacks (the kernel's headers, the compiler, the module's
-/// source), never installed in the image (`build_packages:`, written when not empty).
-std::string render_lock(const Spec& spec, const Resolution& resolution, const LockInputs& inputs,
-                        const std::vector<LockedPackage>& packages = {}, const std::vector<LockedPackage>& build_packages = {});
-
-/// render_lock's text, first read back with parse_lock and compared with lock_of: a lock the reader would refuse
-/// (a package name or version an index gave that no package has, text that would reach a terminal as escapes) is
-/// "lock.unwritable" (ErrorKind::environment: the index is at fault, not the spec) and never written.
-Result<std::string> render_checked_lock(const Spec& spec, const Resolution& resolution, const LockInputs& inputs,
-                                        const std::vector<LockedPackage>& packages = {}, const std::vector<LockedPackage>& build_packages = {});
-
 /// A lock read back (what `gpuenv build` needs from it).
 struct Lock {
   std::string generator;
@@ -61,7 +48,12 @@ struct Lock {
   std::string cuda, cudnn, python;  ///< "" when null
   std::string driver_min;
   bool forward_compat = false;
-  std::vector<std::string> archs, models;
+  std::string compat_package;   ///< "cuda-compat-12-4" when forward compatibility needs it; "" for none
+  struct Floor {
+    std::string driver, why;    ///< a driver floor and the rule that sets it ("550.54.15", "H100: ...")
+    bool operator==(const Floor&) const = default;
+  };
+  std::vector<Floor> driver_floor;  std::vector<std::string> archs, models;
   std::string confidential;
   struct Framework {
     std::string name, version, variant, cuda, cudnn;
@@ -75,10 +67,20 @@ struct Lock {
   bool operator==(const Lock&) const = default;
 };
 
-/// The lock that render_lock's text reads back as (parse_lock(render_lock(...)) == lock_of(...)), made directly,
-/// so that a workflow which has just locked need not parse its own text.
+/// The lock of a successful resolution and its pinned packages (in the given order): the one value a lock is,
+/// which render_lock writes and parse_lock reads back (parse_lock(render_lock(lock)) == lock).
+/// BUILD_PACKAGES: what only a VM image's driver build unpacks (the kernel's headers, the compiler, the module's
+/// source), never installed in the image (`build_packages:`, written when not empty).
 Lock lock_of(const Spec& spec, const Resolution& resolution, const LockInputs& inputs, const std::vector<LockedPackage>& packages = {},
              const std::vector<LockedPackage>& build_packages = {});
+
+/// The one writer of lock text (YAML). Same lock, same bytes: no time stamps, no host paths, fixed key order.
+std::string render_lock(const Lock& lock);
+
+/// render_lock's text, first read back with parse_lock and compared with LOCK: a lock the reader would refuse (a
+/// package name or version an index gave that no package has, text that would reach a terminal as escapes) is
+/// "lock.unwritable" (ErrorKind::environment: the index is at fault, not the spec) and never written.
+Result<std::string> render_checked_lock(const Lock& lock);
 
 /// Whether TEXT is a lock rather than a spec: a top-level `schema: gpuenv-lock-v1` line, as render_lock writes
 /// it, also when the rest is damaged (parse_lock then says where). Reads no YAML.

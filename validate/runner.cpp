@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 namespace gpuenv::validate {
@@ -447,6 +448,23 @@ Result<Report> run_validation(GpuBackend& backend, const CheckInputs& inputs, st
     return make_error(ErrorKind::internal, "validate.runner", std::string("validation run failed: ") + e.what(), {},
                       k_internal_hint);
   }
+}
+
+Result<std::vector<int>> parse_gpu_list(const std::string& text) {
+  std::vector<int> out;
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    try {
+      std::size_t used = 0;
+      const int v = std::stoi(item, &used);
+      if (used != item.size() || v < 0) throw std::invalid_argument("x");
+      out.push_back(v);
+    } catch (const std::exception&) {
+      return make_error(ErrorKind::usage, "validate.gpus", "'" + item + "' in --gpus '" + text + "' is not a GPU index", "--gpus",
+                        "give indices as nvidia-smi numbers them, separated by commas: --gpus 0,1");
+    }
+  }
+  return out;
 }
 
 }  // namespace gpuenv::validate

@@ -53,4 +53,7 @@ bool filter_matches(const Check& check, const std::string& entry);
 Result<Report> run_validation(GpuBackend& backend, const CheckInputs& inputs, std::vector<std::unique_ptr<Check>> checks,
                               const RunOptions& options);
 
+/// The GPU indices of --gpus ("0,2,3" -> {0, 2, 3}), as nvidia-smi numbers them. Error: `validate.gpus` (usage).
+Result<std::vector<int>> parse_gpu_list(const std::string& text);
+
 }  // namespace gpuenv::validate

@@ -329,33 +329,6 @@ Result<ImageSummary> load_archive(const std::string& path, const std::string& re
   return from_oci_index(index, ref, read_blob, where, path + ": index.json");
 }
 
-// ---- registries ----
-
-/// docker://host[:port]/repo[:tag|@digest]: the manifest (linux/amd64 from an index) and config only.
-Result<ImageSummary> load_registry(const std::string& reference, const std::string& where, const RegistryAccess& access) {
-  auto ref = images::parse_image_reference(reference);
-  if (!ref) return std::move(ref).error().while_("reading the image reference " + where);
-  if (!access.make_http || !access.options_for) {
-    return make_error(ErrorKind::usage, "inspect.no_registry", "registry images cannot be read here", where, "give a layout directory or an archive");
-  }
-  GPUENV_TRY(ro, access.options_for(ref->registry));
-  auto http = access.make_http();
-  images::RegistryClient client(*http, ro);
-  auto remote = client.fetch_manifest_and_config(*ref);
-  if (!remote) {
-    Error e = std::move(remote).error();
-    e.while_("inspecting " + where);
-    if (e.id.rfind("http.", 0) == 0 && !ro.plain_http) {
-      e.hint += std::string(e.hint.empty() ? "" : "; ") + "for a registry that speaks plain HTTP, add --plain-http or list " + ref->registry +
-                " in GPUENV_INSECURE_REGISTRIES";
-    }
-    return e;
-  }
-  GPUENV_TRY(manifest, parse_object(remote->manifest, "the manifest", where));
-  GPUENV_TRY(config, parse_object(remote->config, "the config", where));
-  return summary_from_manifest(manifest, config, where, remote->manifest_digest);
-}
-
 }  // namespace
 
 Result<ImageSummary> summary_from_manifest(const json& manifest, const json& config, const std::string& where, const std::string& digest) {
@@ -393,10 +366,20 @@ std::pair<std::string, std::string> split_image_ref(const std::string& argument)
   return {argument, ""};
 }
 
+Result<ImageSummary> summary_from_documents(const std::string& manifest, const std::string& config, const std::string& where, const std::string& digest) {
+  GPUENV_TRY(m, parse_object(manifest, "the manifest", where));
+  GPUENV_TRY(c, parse_object(config, "the config", where));
+  return summary_from_manifest(m, c, where, digest);
+}
+
 Result<ImageSummary> read_image_summary(const std::string& arg, const RegistryAccess& registry) {
   std::error_code ec;
   const auto has_prefix = [&](const char* p) { return !fs::exists(arg, ec) && arg.rfind(p, 0) == 0; };
-  if (has_prefix("docker://")) return load_registry(arg.substr(9), arg, registry);
+  if (has_prefix("docker://")) {
+    if (!registry.read)
+      return make_error(ErrorKind::usage, "inspect.no_registry", "registry images cannot be read here", arg, "give a layout directory or an archive");
+    return registry.read(arg.substr(9), arg);
+  }
   ArchiveKind kind = ArchiveKind::detect;
   std::string rest = arg;
   bool want_dir = false;

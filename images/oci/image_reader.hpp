@@ -15,8 +15,6 @@
 #include <vector>
 
 #include "base/error.hpp"
-#include "base/net/http_client.hpp"
-#include "images/registry/registry_client.hpp"
 
 namespace gpuenv::images {
 
@@ -43,12 +41,12 @@ struct ImageSummary {
   std::vector<LayerSummary> layers;
 };
 
-/// How a docker:// reference reaches its registry; set by the caller, which owns the environment.
+/// How a docker:// reference is read; set by the caller, which owns the network and the environment (app/inspect:
+/// images/registry/registry_summary.hpp through the services' HTTP client).
 struct RegistryAccess {
-  /// Builds the HTTP client, only when a registry is read; empty: registry references are refused.
-  std::function<std::unique_ptr<HttpClient>()> make_http;
-  /// The options for a registry host[:port] (plain HTTP, credentials); an error stops the read.
-  std::function<Result<RegistryOptions>(const std::string& registry)> options_for;
+  /// Reads REFERENCE ("host[:port]/repo[:tag|@sha256:...]", the argument WHERE without docker://); empty: registry
+  /// references are refused (`inspect.no_registry`).
+  std::function<Result<ImageSummary>(const std::string& reference, const std::string& where)> read;
 };
 
 /// Reads the image `argument` names: DIR[:REF], oci:DIR[:REF], oci-archive:FILE[:REF], docker-archive:FILE[:NAME:TAG],
@@ -61,6 +59,10 @@ Result<ImageSummary> read_image_summary(const std::string& argument, const Regis
 /// Error: `inspect.bad_image` when the manifest has no layers list.
 Result<ImageSummary> summary_from_manifest(const nlohmann::json& manifest, const nlohmann::json& config, const std::string& where,
                                            const std::string& digest);
+
+/// summary_from_manifest of the manifest and config documents (text). Error: `inspect.bad_image` when either is not
+/// a JSON object.
+Result<ImageSummary> summary_from_documents(const std::string& manifest, const std::string& config, const std::string& where, const std::string& digest);
 
 /// Splits "PATH:REF" at the first colon after which PATH exists (a REF may hold colons: "name:tag" in a docker
 /// archive); a directory's REF has no '/'. An existing `argument`, or one without such a split, is {argument, ""}.

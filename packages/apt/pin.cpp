@@ -57,7 +57,7 @@ Result<const BinaryPackage*> find_alone(const PackageIndex& index, const std::st
 
 }  // namespace
 
-Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx) {
+Result<AptUniverse> open_apt_universe(const AptUniverseRequest& request, AptFetchContext& ctx) {
   std::vector<const AptSource*> used;
   std::vector<std::string> other_suites;
   for (const auto& s : request.sources) {
@@ -79,12 +79,12 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
     if (!parsed) return std::move(parsed).error().while_("reading the apt preferences");
     preferences = std::move(*parsed);
   }
-  const std::string native_arch = ctx.architectures.empty() ? "amd64" : ctx.architectures.front();
-  PackageIndex index;
-  index.set_preferences(std::move(preferences), native_arch);  // before add(), so each name is evaluated once
-  AptPinResult out;
-  std::vector<std::string> archs = ctx.architectures;
-  archs.push_back("all");
+  AptUniverse out;
+  out.m_native_arch = ctx.architectures.empty() ? "amd64" : ctx.architectures.front();
+  PackageIndex& index = *out.m_index;
+  index.set_preferences(std::move(preferences), out.m_native_arch);  // before add(), so each name is evaluated once
+  out.m_architectures = ctx.architectures;
+  out.m_architectures.push_back("all");
   for (const AptSource* s : used) {
     auto repo = fetch_repository(*s, ctx);
     if (!repo) {
@@ -92,7 +92,7 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
       e.while_("reading the repository " + s->uri + " " + s->suite + " (" + s->where + ")");
       return e;
     }
-    out.repositories.push_back(s->uri + " " + s->suite + (repo->signed_by.empty() ? " (trusted, unsigned)" : " signed by " + repo->signed_by));
+    out.m_repositories.push_back(s->uri + " " + s->suite + (repo->signed_by.empty() ? " (trusted, unsigned)" : " signed by " + repo->signed_by));
     const ReleaseFile& release = repo->release;
     for (auto& p : repo->packages) {
       RepositoryRef ref{s->uri, s->suite, p.component, p.url};
@@ -104,9 +104,16 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
       ref.architecture = s->is_flat() ? std::string() : p.architecture;
       ref.not_automatic = release.not_automatic;
       ref.but_automatic_upgrades = release.but_automatic_upgrades;
-      if (auto st = index.add(std::move(p.text), std::move(ref), archs); !st) return std::move(st).error();
+      if (auto st = index.add(std::move(p.text), std::move(ref), out.m_architectures); !st) return std::move(st).error();
     }
   }
+  return out;
+}
+
+Result<AptPinResult> pin_apt(const AptUniverse& universe, const AptPinRequest& request) {
+  const PackageIndex& index = universe.index();
+  const std::vector<std::string>& archs = universe.architectures();
+  AptPinResult out;
   ClosureRequest req;
   req.packages = request.packages;
   std::vector<std::string> chosen;
@@ -114,7 +121,7 @@ Result<AptPinResult> pin_apt(const AptPinRequest& request, AptFetchContext& ctx)
     for (auto& name : request.more_packages(index, chosen)) req.packages.push_back(std::move(name));
   req.required_set = request.required_set;
   req.left_out = request.left_out;
-  req.native_arch = native_arch;
+  req.native_arch = universe.native_arch();
   PackageIndex installed;
   if (!request.installed_status.empty()) {
     RepositoryRef base{"base-image:", "installed", "", "the base image's /var/lib/dpkg/status"};

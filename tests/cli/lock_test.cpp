@@ -14,6 +14,7 @@
 #include "fakes/scratch.hpp"
 #include "base/digest.hpp"
 #include "base/net/curl_fetcher.hpp"
+#include "base/process/command_runner.hpp"
 #include "fakes/files.hpp"
 
 namespace {
@@ -23,6 +24,46 @@ namespace fs = std::filesystem;
 bool run_lock_sh(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
 
 using gpuenv::testing::read_all;
+
+/// What one lock asked of the network and of gpgv: a double of each port that hands every call to the real adapter.
+struct Asked {
+  std::vector<std::string> urls;  ///< every get() and every file fetched
+  int gpgv = 0;                   ///< signature checks run
+};
+
+class CountingFetcher : public gpuenv::Fetcher {
+ public:
+  CountingFetcher(std::unique_ptr<gpuenv::Fetcher> real, Asked& asked) : m_real(std::move(real)), m_asked(asked) {}
+  gpuenv::Result<std::string> get(const std::string& url, const std::string& accept) override {
+    m_asked.urls.push_back(url);
+    return m_real->get(url, accept);
+  }
+  gpuenv::Result<std::string> get_range(const std::string& url, std::uint64_t offset, std::uint64_t length) override {
+    m_asked.urls.push_back(url);
+    return m_real->get_range(url, offset, length);
+  }
+  std::vector<gpuenv::Result<gpuenv::FetchedFile>> fetch_all(const std::vector<gpuenv::FetchRequest>& requests) override {
+    for (const auto& r : requests) m_asked.urls.push_back(r.url);
+    return m_real->fetch_all(requests);
+  }
+
+ private:
+  std::unique_ptr<gpuenv::Fetcher> m_real;
+  Asked& m_asked;
+};
+
+class CountingRunner : public gpuenv::CommandRunner {
+ public:
+  explicit CountingRunner(Asked& asked) : m_real(gpuenv::make_process_runner()), m_asked(asked) {}
+  gpuenv::Result<gpuenv::CommandResult> run(const std::vector<std::string>& argv, std::string_view input, std::chrono::milliseconds timeout) override {
+    if (!argv.empty() && fs::path(argv.front()).filename() == "gpgv") ++m_asked.gpgv;
+    return m_real->run(argv, input, timeout);
+  }
+
+ private:
+  std::unique_ptr<gpuenv::CommandRunner> m_real;
+  Asked& m_asked;
+};
 
 class CliLock : public ::testing::Test {
  protected:
@@ -96,7 +137,8 @@ class CliLock : public ::testing::Test {
                         << (dir / "repo.gpg").string() << "'}\n  pip:\n    index_url: '" << server->url("simple") << "'\n";
   }
 
-  int lock(std::vector<std::string> extra, const std::string& cache, std::string* out = nullptr) {
+  /// `gpuenv lock SPEC EXTRA...` with CACHE; ASKED, when given, counts what it fetched and verified.
+  int lock(std::vector<std::string> extra, const std::string& cache, std::string* out = nullptr, Asked* asked = nullptr) {
     std::ostringstream o, e;
     gpuenv::cli::Context ctx;
     ctx.out = &o;
@@ -109,6 +151,15 @@ class CliLock : public ::testing::Test {
       options.max_attempts = 2;
       return gpuenv::make_curl_fetcher(options);
     };
+    if (asked) {
+      ctx.make_runner = [asked] { return std::make_unique<CountingRunner>(*asked); };
+      ctx.make_fetcher = [asked](const gpuenv::NetLimits& limits) -> std::unique_ptr<gpuenv::Fetcher> {
+        gpuenv::FetchOptions options;
+        options.limits = limits;
+        options.max_attempts = 2;
+        return std::make_unique<CountingFetcher>(gpuenv::make_curl_fetcher(options), *asked);
+      };
+    }
     std::vector<std::string> args = {"lock", spec, "--host-root", dir.string()};
     args.insert(args.end(), extra.begin(), extra.end());
     const int code = gpuenv::cli::run(args, ctx);
@@ -158,8 +209,16 @@ std::string vm_spec(const gpuenv::testing::LoopbackServer& server, const fs::pat
 TEST_F(CliLock, AVmDriverIsTheFleetsDriverAndItsBuildIsPinnedApart) {
   spec = vm_spec(*server, dir, "node", "H100", "distro");
   std::string json;
-  ASSERT_EQ(lock({"-o", (dir / "vm.lock").string(), "--json"}, (dir / "cache").string(), &json), 0);
+  Asked asked;
+  ASSERT_EQ(lock({"-o", (dir / "vm.lock").string(), "--json"}, (dir / ("cache-vm-" + std::to_string(server->port()))).string(), &json, &asked), 0);
   const std::string text = read_all(dir / "vm.lock");
+  // Three closure queries (the module source, the image, the driver build), one apt universe: the repository's
+  // InRelease and Packages are fetched once and gpgv runs once, with an empty cache.
+  EXPECT_EQ(std::count_if(asked.urls.begin(), asked.urls.end(), [](const std::string& u) { return u.find("/InRelease") != std::string::npos; }), 1)
+      << testing::PrintToString(asked.urls);
+  EXPECT_EQ(std::count_if(asked.urls.begin(), asked.urls.end(), [](const std::string& u) { return u.find("/Packages") != std::string::npos; }), 1)
+      << testing::PrintToString(asked.urls);
+  EXPECT_EQ(asked.gpgv, 1);
   EXPECT_NE(text.find("  driver:\n    request: \"distro\"\n    module: \"nvidia-kernel-dkms\"\n"), std::string::npos) << text;
   EXPECT_NE(text.find("    version: \"535.309.01\"\n"), std::string::npos) << text;
   const auto image = text.substr(0, text.find("\nbuild_packages:"));

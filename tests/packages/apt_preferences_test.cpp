@@ -530,8 +530,9 @@ class PinAptPriorities : public ::testing::Test {
                                         " main/binary-amd64/Packages\n";
   }
 
-  AptPinRequest request(std::string preferences = "") const {
-    AptPinRequest r;
+  /// Opens the two suites with PREFERENCES and pins hello in them.
+  gpuenv::Result<gpuenv::packages::AptPinResult> pin(std::string preferences = "") {
+    gpuenv::packages::AptUniverseRequest u;
     for (const char* suite : {"stable", "experimental"}) {
       AptSource s;
       s.uri = "http://127.0.0.1/debian/";
@@ -539,13 +540,15 @@ class PinAptPriorities : public ::testing::Test {
       s.components = {"main"};
       s.trusted = true;
       s.where = std::string("sources.list:") + (suite[0] == 's' ? "1" : "2");
-      r.sources.push_back(s);
+      u.sources.push_back(s);
     }
+    u.preferences_text = std::move(preferences);
+    u.preferences_origin = "/etc/apt/preferences";
+    GPUENV_TRY(universe, gpuenv::packages::open_apt_universe(u, m_ctx));
+    AptPinRequest r;
     r.packages = {"hello"};
     r.required_set = false;
-    r.preferences_text = std::move(preferences);
-    r.preferences_origin = "/etc/apt/preferences";
-    return r;
+    return gpuenv::packages::pin_apt(universe, r);
   }
 
   static std::vector<std::string> pins(const gpuenv::packages::AptPinResult& r) {
@@ -562,7 +565,7 @@ class PinAptPriorities : public ::testing::Test {
 };
 
 TEST_F(PinAptPriorities, ANotAutomaticReleaseIsNotInstalledByDefault) {
-  auto r = gpuenv::packages::pin_apt(request(), m_ctx);
+  auto r = pin();
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(pins(*r), (std::vector<std::string>{"hello 1.0", "libfoo 1.0"}));
   EXPECT_NE(std::find(r->decisions.begin(), r->decisions.end(),
@@ -571,14 +574,14 @@ TEST_F(PinAptPriorities, ANotAutomaticReleaseIsNotInstalledByDefault) {
 }
 
 TEST_F(PinAptPriorities, PreferencesChooseTheRelease) {
-  auto r = gpuenv::packages::pin_apt(request(record("*", "release a=experimental", "990")), m_ctx);
+  auto r = pin(record("*", "release a=experimental", "990"));
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(pins(*r), (std::vector<std::string>{"hello 2.0", "libfoo 2.0"}));
   EXPECT_EQ(r->packages[0].source, "http://127.0.0.1/debian/ experimental main");
 }
 
 TEST_F(PinAptPriorities, BadPreferencesFailBeforeAnythingIsFetched) {
-  auto r = gpuenv::packages::pin_apt(request("Package: hello\nPin: release a=experimental\nPin-Priority: high\n"), m_ctx);
+  auto r = pin("Package: hello\nPin: release a=experimental\nPin-Priority: high\n");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().id, "apt.preferences_bad_priority");
   EXPECT_EQ(r.error().where, "/etc/apt/preferences:3");

@@ -188,12 +188,15 @@ TEST_F(AptRepository, PackagesNotMatchingTheReleaseNeverEnterTheCache) {
 }
 
 TEST_F(AptRepository, PinsTheClosureWithUrlsAndHashes) {
+  AptUniverseRequest u;
+  u.sources = {source("test", "repo.gpg")};
+  u.codename = "test";
+  auto universe = open_apt_universe(u, ctx);
+  ASSERT_TRUE(universe.ok()) << universe.error().to_string();
   AptPinRequest req;
-  req.sources = {source("test", "repo.gpg")};
-  req.codename = "test";
   req.packages = {"hello"};
   req.required_set = false;
-  auto r = pin_apt(req, ctx);
+  auto r = pin_apt(*universe, req);
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   ASSERT_EQ(r->packages.size(), 2u);
   EXPECT_EQ(r->packages[0].name, "hello");
@@ -208,16 +211,19 @@ TEST_F(AptRepository, PinsTheClosureWithUrlsAndHashes) {
 }
 
 TEST_F(AptRepository, PinningNamesMissingDependenciesAndForeignReleases) {
+  AptUniverseRequest u;
+  u.sources = {source("test", "repo.gpg")};
+  u.codename = "test";
+  auto universe = open_apt_universe(u, ctx);
+  ASSERT_TRUE(universe.ok()) << universe.error().to_string();
   AptPinRequest req;
-  req.sources = {source("test", "repo.gpg")};
-  req.codename = "test";
   req.packages = {"hello", "no-such-package"};
   req.required_set = false;
-  auto r = pin_apt(req, ctx);
+  auto r = pin_apt(*universe, req);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind, gpuenv::ErrorKind::unsatisfiable);
-  req.codename = "bookworm";
-  auto other = pin_apt(req, ctx);
+  u.codename = "bookworm";
+  auto other = open_apt_universe(u, ctx);
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.error().id, "apt.no_sources");
 }

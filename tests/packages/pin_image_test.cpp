@@ -91,7 +91,9 @@ class PinImage : public ::testing::Test {
     sources.apt = {s};
     sources.pip.index_url = {"http://pypi.example/simple", "test"};
     const auto* distro = gpuenv::testing::catalog().distro(spec.base_distro, spec.base_release);
-    return pin_image(PinImageRequest{&spec, &resolution, distro, &sources}, apt);
+    const PinImageRequest request{&spec, &resolution, distro, &sources};
+    GPUENV_TRY(universe, open_apt_universe(request, apt));
+    return pin_image(request, universe, apt);
   }
 
   static inline fs::path dir;
@@ -136,7 +138,7 @@ TEST_F(PinImage, SameInputsGiveAByteIdenticalLock) {
   auto render = [&](const ImagePins& pins) {
     std::vector<gpuenv::resolver::LockedPackage> locked;
     for (const auto& p : pins.packages) locked.push_back({p.name, p.version, p.kind, p.architecture, p.url, p.sha256, p.source, p.size});
-    return gpuenv::resolver::render_lock(spec, resolution, {"s", "c", "gpuenv test"}, locked);
+    return gpuenv::resolver::render_lock(gpuenv::resolver::lock_of(spec, resolution, {"s", "c", "gpuenv test"}, locked));
   };
   EXPECT_EQ(render(*a), render(*b));
   EXPECT_NE(render(*a).find("kind: \"wheel\""), std::string::npos);

@@ -21,7 +21,7 @@ std::string render_for(const std::string& yaml, const std::string& driver) {
   req.driver = *Constraint::parse(driver);
   auto r = resolve(gpuenv::testing::mini_catalog(), req);
   EXPECT_TRUE(r.ok() && r->ok) << (r.ok() ? gpuenv::testing::conflicts_text(*r) : r.error().to_string());
-  return render_lock(spec, *r, LockInputs{"spec-digest", "catalog-digest", "gpuenv test"});
+  return render_lock(lock_of(spec, *r, LockInputs{"spec-digest", "catalog-digest", "gpuenv test"}));
 }
 
 // Compares with a checked-in golden file; GPUENV_UPDATE_GOLDEN=1 rewrites it (a deliberate act, reviewed in the diff).
@@ -99,7 +99,7 @@ TEST(Lockfile, TheLockValueIsWhatItsTextReadsBackAs) {
     const Made m = resolved(c.yaml, c.driver);
     const LockInputs in{"spec-digest", "catalog-digest", "gpuenv test", c.base_image};
     const std::vector<LockedPackage> pk = c.with_packages ? packages : std::vector<LockedPackage>{};
-    auto read = parse_lock(render_lock(m.spec, m.resolution, in, pk), "t.lock");
+    auto read = parse_lock(render_lock(lock_of(m.spec, m.resolution, in, pk)), "t.lock");
     ASSERT_TRUE(read.ok()) << read.error().to_string();
     EXPECT_TRUE(*read == lock_of(m.spec, m.resolution, in, pk)) << c.yaml;
   }
@@ -112,15 +112,15 @@ TEST(Lockfile, WhatTheReaderWouldRefuseIsNeverWritten) {
   const Made m = resolved(k_spec, "535.104.05");
   const LockInputs in{"spec-digest", "catalog-digest", "gpuenv test", ""};
   const LockedPackage good{"curl", "7.88.1-10+deb12u8", PackageKind::deb, "amd64", "http://deb.example/pool/c.deb", *gpuenv::Digest::from_hex(std::string(64, 'a')), "debian", 1};
-  auto fine = render_checked_lock(m.spec, m.resolution, in, {good});
+  auto fine = render_checked_lock(lock_of(m.spec, m.resolution, in, {good}));
   ASSERT_TRUE(fine.ok()) << fine.error().to_string();
-  EXPECT_EQ(*fine, render_lock(m.spec, m.resolution, in, {good}));
+  EXPECT_EQ(*fine, render_lock(lock_of(m.spec, m.resolution, in, {good})));
   for (const auto& [name, version] : std::vector<std::pair<std::string, std::string>>{
            {"curl\x1b[2J", "1.0"}, {"Curl", "1.0"}, {"curl", "1.0\x1b]8;;x\x07"}, {"curl", "1.0 evil"}, {"", "1.0"}}) {
     LockedPackage bad = good;
     bad.name = name;
     bad.version = version;
-    auto r = render_checked_lock(m.spec, m.resolution, in, {bad});
+    auto r = render_checked_lock(lock_of(m.spec, m.resolution, in, {bad}));
     ASSERT_FALSE(r.ok()) << name << " " << version;
     EXPECT_EQ(r.error().id, "lock.unwritable");
     EXPECT_EQ(r.error().kind, gpuenv::ErrorKind::environment);
@@ -146,7 +146,7 @@ TEST(Lockfile, ALockWithoutCudaSaysNullAndReadsBackAsNone) {
 TEST(Lockfile, ASlimBaseIsWrittenAndTheRequiredSetIsNot) {
   const Made slim = resolved("name: slim\nbase: {distro: debian:12, variant: slim}\n", "535.104.05");
   const LockInputs in{"spec-digest", "catalog-digest", "gpuenv test", ""};
-  const std::string text = render_lock(slim.spec, slim.resolution, in);
+  const std::string text = render_lock(lock_of(slim.spec, slim.resolution, in));
   EXPECT_NE(text.find("base: \"debian:12\"\nbase_variant: \"slim\"\n"), std::string::npos) << text;
   EXPECT_EQ(parse_lock(text, "t.lock")->base_variant, "slim");
   EXPECT_EQ(render_for(k_spec, "535.104.05").find("base_variant"), std::string::npos);  // old locks keep their bytes
@@ -154,7 +154,7 @@ TEST(Lockfile, ASlimBaseIsWrittenAndTheRequiredSetIsNot) {
 
 TEST(Lockfile, AVmLockSaysSoAndAContainerLockDoesNot) {
   const Made vm = resolved("name: vm\nvm: {kernel: linux-image-amd64, disk_size: 512M}\n", "535.104.05");
-  const std::string text = render_lock(vm.spec, vm.resolution, LockInputs{"spec-digest", "catalog-digest", "gpuenv test", ""});
+  const std::string text = render_lock(lock_of(vm.spec, vm.resolution, LockInputs{"spec-digest", "catalog-digest", "gpuenv test", ""}));
   EXPECT_NE(text.find("vm:\n  kernel: \"linux-image-amd64\"\n  disk_size: 536870912\n  cloud_init: false\n  cmdline: \"\"\n"), std::string::npos) << text;
   auto read = parse_lock(text, "t.lock");
   ASSERT_TRUE(read.ok()) << read.error().to_string();
@@ -179,7 +179,7 @@ TEST(Lockfile, AVmDriverAndItsBuildPackagesAreRecorded) {
   const std::vector<LockedPackage> build = {
       {"nvidia-kernel-dkms", "535.309.01-0+deb12u1", PackageKind::deb, "amd64", "http://deb.example/pool/d.deb", *gpuenv::Digest::from_hex(std::string(64, 'd')), "debian", 9}};
   const LockInputs in{"spec-digest", "catalog-digest", "gpuenv test", ""};
-  const std::string text = render_lock(vm.spec, vm.resolution, in, image, build);
+  const std::string text = render_lock(lock_of(vm.spec, vm.resolution, in, image, build));
   EXPECT_NE(text.find("  driver:\n    request: \"distro\"\n    module: \"nvidia-kernel-dkms\"\n    packages: [\"firmware-nvidia-gsp\""), std::string::npos) << text;
   EXPECT_NE(text.find("    version: \"535.309.01\"\n"), std::string::npos) << text;
   EXPECT_NE(text.find("\nbuild_packages:\n  - {name: \"nvidia-kernel-dkms\""), std::string::npos) << text;
