@@ -90,7 +90,8 @@ void print_vm(const BuildOptions& o, const app::Built& b, bool json, Context& ct
              << b.pushed->blobs_present << " already there)\n";
 }
 
-void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const ValidateOutcome* validation) {
+/// VALIDATION: what --validate did (an error when the validation could not run), null without it.
+void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const Result<app::ValidatedAndMarked>* validation) {
   const images::BuildResult& built = b.image;
   nlohmann::ordered_json j;
   j["schema"] = "gpuenv-build-result-v1";
@@ -112,16 +113,16 @@ void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const 
     j["push"] = {{"reference", o.push}, {"digest", b.pushed->digest}, {"blobs_uploaded", b.pushed->blobs_uploaded}, {"blobs_present", b.pushed->blobs_present},
                  {"blobs_mounted", b.pushed->blobs_mounted}, {"bytes_uploaded", b.pushed->bytes_uploaded}};
   }
-  if (validation) {
-    if (validation->error) {
-      j["validation"] = {{"error", {{"id", validation->error->id}, {"message", validation->error->message}}}, {"exit_code", validation->exit_code}};
-    } else {
-      j["validation"] = nlohmann::ordered_json::parse(validation->report_bytes);
-    }
-    if (validation->mark) {
-      j["mark"] = {{"where", validation->mark->where}, {"record", validation->mark->record_digest}, {"records", validation->mark->records}};
-    } else if (validation->mark_error) {
-      j["mark"] = {{"error", {{"id", validation->mark_error->id}, {"message", validation->mark_error->message}}}};
+  if (validation && !*validation) {
+    const Error& e = validation->error();
+    j["validation"] = {{"error", {{"id", e.id}, {"message", e.message}}}, {"exit_code", exit_code(e.kind)}};
+  } else if (validation) {
+    const app::ValidatedAndMarked& v = **validation;
+    j["validation"] = nlohmann::ordered_json::parse(v.report_bytes);
+    if (v.mark) {
+      j["mark"] = {{"where", v.mark->where}, {"record", v.mark->record_digest}, {"records", v.mark->records}};
+    } else if (v.mark_error) {
+      j["mark"] = {{"error", {{"id", v.mark_error->id}, {"message", v.mark_error->message}}}};
     }
   }
   *ctx.out << j.dump(2) << "\n";
@@ -177,16 +178,18 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
   v.plain_http = o.plain_http;
   v.referrers = o.referrers;
   if (built->pushed) v.mark_image = "docker://" + o.push;
-  const ValidateOutcome outcome = run_validate(v, ctx);
+  const auto outcome = app::validate_and_mark(validate_and_mark_request(v), ctx);
+  if (outcome) ctx.exit_now = outcome->hung;
   if (json) {
     print_json(o, *built, ctx, &outcome);
   } else {
-    if (outcome.error) return report_error(*outcome.error, false, ctx);
-    *ctx.out << validate::report_text(outcome.report, ctx.stdout_is_tty);
-    if (outcome.mark) print_mark_result(*outcome.mark, false, *ctx.out);
+    if (!outcome) return report_error(outcome.error(), false, ctx);
+    *ctx.out << validate::report_text(outcome->report, ctx.stdout_is_tty);
+    if (outcome->mark) print_mark_result(*outcome->mark, false, *ctx.out);
   }
-  if (outcome.mark_error) (void)report_error(*outcome.mark_error, false, ctx);
-  return outcome.exit_code;
+  if (!outcome) return exit_code(outcome.error().kind);
+  if (outcome->mark_error) (void)report_error(*outcome->mark_error, false, ctx);
+  return outcome->exit_code;
 }
 
 Command add_build_command(CLI::App& app, const GlobalOptions& g) {

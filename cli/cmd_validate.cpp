@@ -6,66 +6,37 @@
 #include <ostream>
 
 #include "app/validate.hpp"
+#include "app/validate_and_mark.hpp"
 #include "base/duration.hpp"
-#include "marks/from_report.hpp"
 #include "cli/commands.hpp"
 #include "validate/check.hpp"
 #include "validate/report.hpp"
 
 namespace gpuenv::cli {
 
-ValidateOutcome run_validate(const ValidateOptions& o, Context& ctx) {
-  ValidateOutcome out;
-  if (o.mark && o.image.empty()) {
-    out.error = make_error(ErrorKind::usage, "mark.no_image", "--mark marks the image validated, and no --image was given", "--mark",
-                           "validate the image: gpuenv validate --image DIR --mark --key gpuenv.key");
-    out.exit_code = k_exit_usage;
-    return out;
-  }
-  auto done = app::validate({o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig, o.attest, o.metrics, o.plain_http}, ctx);
-  if (!done) {
-    out.error = done.error();
-    out.exit_code = exit_code(done.error().kind);
-    return out;
-  }
-  ctx.exit_now = done->hung;  // an abandoned check thread may still be inside the driver: main() exits at once
-  out.report = std::move(done->report);
-  out.report_bytes = validate::report_json(out.report).dump(2) + "\n";
-  out.exit_code = validate::exit_code(out.report);
-  if (!o.mark) return out;
-  if (out.exit_code != k_exit_ok) {
-    out.mark_error = make_error(ErrorKind::usage, "mark.not_passed", "not marked: the validation did not pass", o.image,
-                                "only a passing validation marks an image good; fix what failed and validate again");
-    return out;
-  }
-  app::MarkRequest rq;
-  rq.image = o.mark_image.empty() ? o.image : o.mark_image;
-  rq.report_bytes = out.report_bytes;
+app::ValidateAndMarkRequest validate_and_mark_request(const ValidateOptions& o) {
+  app::ValidateAndMarkRequest rq;
+  rq.validate = {o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig, o.attest, o.metrics, o.plain_http};
+  rq.mark = o.mark;
+  rq.mark_image = o.mark_image;
   rq.key_path = o.key;
   rq.valid_for = o.valid_for;
-  rq.plain_http = o.plain_http;
   rq.referrers = o.referrers;
-  auto marked = app::mark(rq, ctx);
-  if (!marked) {
-    out.mark_error = marked.error();
-    out.exit_code = exit_code(marked.error().kind);
-  } else {
-    out.mark = std::move(*marked);
-  }
-  return out;
+  return rq;
 }
 
 int cmd_validate(const ValidateOptions& o, Context& ctx) {
-  const ValidateOutcome v = run_validate(o, ctx);
-  if (v.error) return report_error(*v.error, o.json, ctx);
+  auto v = app::validate_and_mark(validate_and_mark_request(o), ctx);
+  if (!v) return report_error(v.error(), o.json, ctx);
+  ctx.exit_now = v->hung;  // an abandoned check thread may still be inside the driver: main() exits at once
   // With --json, stdout carries exactly the report (the bytes a mark's report digest names); the mark goes to stderr.
-  if (o.json) *ctx.out << v.report_bytes;
-  else *ctx.out << validate::report_text(v.report, ctx.stdout_is_tty);
-  if (v.mark) print_mark_result(*v.mark, false, o.json ? *ctx.err : *ctx.out);
-  if (v.mark_error) {
-    (void)report_error(*v.mark_error, false, ctx);
+  if (o.json) *ctx.out << v->report_bytes;
+  else *ctx.out << validate::report_text(v->report, ctx.stdout_is_tty);
+  if (v->mark) print_mark_result(*v->mark, false, o.json ? *ctx.err : *ctx.out);
+  if (v->mark_error) {
+    (void)report_error(*v->mark_error, false, ctx);
   }
-  return v.exit_code;
+  return v->exit_code;
 }
 
 int cmd_preflight(const PreflightOptions& o, Context& ctx) {

@@ -15,6 +15,7 @@
 #include "app/resolve.hpp"
 #include "app/run.hpp"
 #include "app/sources.hpp"
+#include "app/validate_and_mark.hpp"
 #include "cli/context.hpp"
 #include "images/registry/registry_client.hpp"
 #include "images/run/unpack.hpp"
@@ -104,18 +105,8 @@ int cmd_validate(const ValidateOptions& options, Context& ctx);
 /// Registers --rim-dir, --rim-service, --offline (unless OFFLINE is false), POLICY_FLAG, --ocsp and --ocsp-url on SUB.
 void add_attest_options(CLI::App* sub, app::AttestOptions& options, const std::string& policy_flag, bool offline);
 
-/// What validate (and its --mark) did, for the commands that render it.
-struct ValidateOutcome {
-  std::optional<Error> error;           ///< validation could not run (the report is then empty)
-  validate::Report report;
-  std::string report_bytes;             ///< the JSON report as --json prints it: what a mark's report digest names
-  int exit_code = 0;                    ///< the report's, or the error's
-  std::optional<app::MarkResult> mark;  ///< when --mark marked the image
-  std::optional<Error> mark_error;      ///< when --mark was asked and marking failed or was refused
-};
-/// Validates, then marks when asked and the validation passed; renders nothing. The exit code is the report's
-/// unless marking failed (then the mark error's).
-ValidateOutcome run_validate(const ValidateOptions& options, Context& ctx);
+/// The app request of validate's options (validate, and mark when --mark asks).
+app::ValidateAndMarkRequest validate_and_mark_request(const ValidateOptions& options);
 
 struct PreflightOptions {
   std::string status_file = "/run/gpuenv/status.json";

@@ -189,6 +189,8 @@ int exit_code(const Report& report) {
   return k_exit_ok;
 }
 
+std::string report_bytes(const Report& report) { return report_json(report).dump(2) + "\n"; }
+
 nlohmann::ordered_json report_json(const Report& report) {
   nlohmann::ordered_json j;
   j["schema"] = report.schema;

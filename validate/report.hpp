@@ -67,6 +67,10 @@ int exit_code(const Report& report);
 /// hint is null; strings that are not valid UTF-8 are repaired (U+FFFD), so dump() cannot throw.
 nlohmann::ordered_json report_json(const Report& report);
 
+/// The canonical bytes of a report: report_json with two-space indentation and a final newline. What
+/// `validate --json` prints, and what a mark's report digest names (docs/mark.md).
+std::string report_bytes(const Report& report);
+
 /// JUnit XML: one testsuite "gpuenv-validate", one testcase per (check, GPU); FAIL is a <failure> carrying the code
 /// and hint, SKIP a <skipped message=...>, WARN and MEASURED a passed testcase with "WARN" or "MEASURED" and the
 /// message in <system-out>; the suite's status property is report_status_text(). Text is
