@@ -9,7 +9,10 @@ import os
 import re
 import sys
 
-PRODUCT = ["base", "resolver", "packages", "images", "validate", "app", "cli", "recipes", "tools"]
+PRODUCT = ["base", "resolver", "packages", "images", "validate", "marks", "attest", "app", "cli", "recipes", "tools"]
+# Folders with C++ that is not product code. A top-level folder in neither list is an error, so a new product folder
+# cannot be left out unseen.
+NOT_PRODUCT = ["tests", "bench", "fuzz", "cmake", "docs", "scripts"]
 HEADER = re.compile(r"\)\s*(const|noexcept|override|final|mutable|->[^{;]*|\s)*\s*(:[^;{]*)?$", re.S)
 NOT_FUNCTION = re.compile(r"^\s*(template\s*<[^>]*>\s*)?(class|struct|union|enum|namespace|extern)\b")
 CONTROL = re.compile(r"^\s*(if|for|while|switch|catch|do|else)\b")
@@ -81,6 +84,11 @@ def main():
     if args[:1] == ["--over"]:
         over, args = int(args[1]), args[2:]
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    if not args:
+        unknown = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and not d.startswith((".", "build"))
+                         and d not in PRODUCT + NOT_PRODUCT and any(n.endswith((".cpp", ".hpp", ".cu")) for _, _, ns in os.walk(os.path.join(root, d)) for n in ns))
+        if unknown:
+            sys.exit(f"function_lengths.py: {', '.join(unknown)} holds C++ and is in neither PRODUCT nor NOT_PRODUCT: add it to one")
     folders = args or PRODUCT
     rows = []
     for folder in folders:

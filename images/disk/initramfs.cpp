@@ -115,6 +115,61 @@ bool safe_module_path(const std::string& p) {
   return true;
 }
 
+/// What a kernel's module indexes say (depmod's files): each module's path and dependencies, the built-in ones,
+/// the aliases and the pre: soft dependencies.
+struct ModuleIndex {
+  std::map<std::string, std::string> path_of;                  // name -> path
+  std::map<std::string, std::vector<std::string>> deps_of;     // name -> names, as modules.dep lists them
+  std::set<std::string> built_in;
+  std::map<std::string, std::vector<std::string>> aliases;     // alias -> module names
+  std::map<std::string, std::vector<std::string>> soft_pre;    // module -> names or aliases
+};
+
+/// Reads the indexes of the module tree MODULES_DIR. Error `vm.initramfs` for a modules.dep entry outside the tree.
+Result<ModuleIndex> read_module_index(const std::string& modules_dir, const std::string& dep_text, const std::string& builtin_text,
+                                      const std::string& alias_text, const std::string& softdep_text) {
+  ModuleIndex index;
+  auto& path_of = index.path_of;
+  auto& deps_of = index.deps_of;
+  // A bad entry is named by its line, not echoed: the index is the package's text, not gpuenv's.
+  std::size_t line_number = 0;
+  auto bad_entry = [&] {
+    return plan_error("line " + std::to_string(line_number) + " of modules.dep names a module outside the module tree, or with a control character",
+                      "/" + modules_dir + "/modules.dep", "rebuild the tree");
+  };
+  for (const auto& line : lines_of(dep_text)) {
+    ++line_number;
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string path = line.substr(0, colon);
+    if (!safe_module_path(path)) return bad_entry();
+    const std::string name = module_name(path);
+    path_of[name] = path;
+    for (const auto& d : words_of(line.substr(colon + 1))) {
+      if (!safe_module_path(d)) return bad_entry();
+      deps_of[name].push_back(module_name(d));
+      path_of.emplace(module_name(d), d);
+    }
+  }
+  for (const auto& line : lines_of(builtin_text))
+    if (!line.empty()) index.built_in.insert(module_name(line));
+  for (const auto& line : lines_of(alias_text)) {
+    const auto w = words_of(line);
+    if (w.size() == 3 && w[0] == "alias") index.aliases[alias_key(w[1])].push_back(module_name(w[2]));
+  }
+  for (const auto& line : lines_of(softdep_text)) {
+    const auto w = words_of(line);
+    if (w.size() < 3 || w[0] != "softdep") continue;
+    bool pre = false;
+    for (std::size_t i = 2; i < w.size(); ++i) {
+      if (w[i] == "pre:") pre = true;
+      else if (w[i] == "post:") pre = false;
+      else if (pre) index.soft_pre[module_name(w[1])].push_back(w[i]);
+    }
+  }
+  return index;
+}
+
 }  // namespace
 
 std::string_view to_string(Support s) {
@@ -155,47 +210,12 @@ Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string&
   GPUENV_TRY(softdep_text, read_index("modules.softdep", false));
   GPUENV_TRY(alias_text, read_index("modules.alias", false));
 
-  std::map<std::string, std::string> path_of;                  // name -> path
-  std::map<std::string, std::vector<std::string>> deps_of;     // name -> names, as modules.dep lists them
-  // A bad entry is named by its line, not echoed: the index is the package's text, not gpuenv's.
-  std::size_t line_number = 0;
-  auto bad_entry = [&] {
-    return plan_error("line " + std::to_string(line_number) + " of modules.dep names a module outside the module tree, or with a control character",
-                      "/" + plan.modules_dir + "/modules.dep", "rebuild the tree");
-  };
-  for (const auto& line : lines_of(dep_text)) {
-    ++line_number;
-    const std::size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string path = line.substr(0, colon);
-    if (!safe_module_path(path)) return bad_entry();
-    const std::string name = module_name(path);
-    path_of[name] = path;
-    for (const auto& d : words_of(line.substr(colon + 1))) {
-      if (!safe_module_path(d)) return bad_entry();
-      deps_of[name].push_back(module_name(d));
-      path_of.emplace(module_name(d), d);
-    }
-  }
-  std::set<std::string> built_in;
-  for (const auto& line : lines_of(builtin_text))
-    if (!line.empty()) built_in.insert(module_name(line));
-  std::map<std::string, std::vector<std::string>> aliases;  // alias -> module names
-  for (const auto& line : lines_of(alias_text)) {
-    const auto w = words_of(line);
-    if (w.size() == 3 && w[0] == "alias") aliases[alias_key(w[1])].push_back(module_name(w[2]));
-  }
-  std::map<std::string, std::vector<std::string>> soft_pre;  // module -> names or aliases
-  for (const auto& line : lines_of(softdep_text)) {
-    const auto w = words_of(line);
-    if (w.size() < 3 || w[0] != "softdep") continue;
-    bool pre = false;
-    for (std::size_t i = 2; i < w.size(); ++i) {
-      if (w[i] == "pre:") pre = true;
-      else if (w[i] == "post:") pre = false;
-      else if (pre) soft_pre[module_name(w[1])].push_back(w[i]);
-    }
-  }
+  GPUENV_TRY(index, read_module_index(plan.modules_dir, dep_text, builtin_text, alias_text, softdep_text));
+  const auto& path_of = index.path_of;
+  const auto& deps_of = index.deps_of;
+  const auto& built_in = index.built_in;
+  const auto& aliases = index.aliases;
+  auto& soft_pre = index.soft_pre;
 
   auto support_of = [&](const std::string& name) {
     if (built_in.count(name)) return Support::built_in;
@@ -244,7 +264,7 @@ Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string&
       for (auto it = deps->second.rbegin(); it != deps->second.rend(); ++it) GPUENV_CHECK(visit(*it));
     visiting.erase(name);
     done.insert(name);
-    plan.modules.push_back(path_of[name]);
+    plan.modules.push_back(path_of.at(name));
     return ok_status();
   };
   for (const auto& w : wanted) GPUENV_CHECK(visit(w));
