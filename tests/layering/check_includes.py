@@ -20,6 +20,12 @@ ALLOWED = {
     "cli": {"base", "resolver", "recipes", "packages", "images", "validate", "attest", "marks", "app"},
     "tools": {"base", "resolver"},
 }
+# folder -> {allowed folder: the only parts of it the folder may include}: marks/ keeps its records beside images in
+# layouts, archives and registries, and needs only images/oci and images/registry (the gpuenv_oci library), never the
+# image builder.
+ONLY_PARTS = {
+    "marks": {"images": {"oci", "registry"}},
+}
 FOLDERS = set(ALLOWED)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SOURCES = (".cpp", ".hpp", ".h", ".cu", ".cuh", ".inc")
@@ -40,8 +46,12 @@ def breaches(root):
                         m = INCLUDE.match(line)
                         if not m:
                             continue
-                        first = m.group(1).split("/", 1)[0]
-                        if first in FOLDERS and first != folder and first not in allowed:
+                        parts = m.group(1).split("/")
+                        first = parts[0]
+                        if first not in FOLDERS or first == folder:
+                            continue
+                        only = ONLY_PARTS.get(folder, {}).get(first)
+                        if first not in allowed or (only is not None and (len(parts) < 3 or parts[1] not in only)):
                             out.append(f'{os.path.relpath(path, root)}:{number}: {folder}/ may not include "{m.group(1)}"')
     return out
 
