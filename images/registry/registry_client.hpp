@@ -108,8 +108,8 @@ struct PushStats {
 
 /// A blob to upload: its digest and size, and its bytes in memory or in a file, which is streamed and never read whole.
 struct BlobSource {
-  Digest digest;
-  std::uint64_t size = 0;
+  Digest digest;           ///< what the upload's ?digest= names and the registry must confirm
+  std::uint64_t size = 0;  ///< above RegistryOptions::chunk_threshold the blob goes up in chunks
   std::string_view bytes;  ///< the blob when `path` is empty; must outlive the upload
   std::string path;        ///< a file holding exactly the blob
 

@@ -767,6 +767,34 @@ TEST(FakeRegistry, AnExistingBlobIsNotUploadedAgainAndAMountIsTriedAndCounted) {
   EXPECT_EQ(count(fake.log(), "POST /v2/team/other/blobs/uploads/"), 3);
 }
 
+TEST(FakeRegistry, PushSendsPerBlobAHeadAPostAndItsPutOrChunksThenTheManifest) {
+  FakeRegistry fake("plain");
+  ASSERT_NE(fake.port(), 0);
+  auto http = make_curl_http_client(quick_http());
+  RegistryOptions o = plain_http_options();
+  o.parallel_blobs = 1;  // one blob at a time: the requests in a fixed order
+  o.chunk_threshold = 1000;
+  o.chunk_size = 1500;
+  RegistryClient client(*http, o);
+  RegistryTempDir src;
+  const TestImage img = make_image(src.path(), {2000}, 28);
+  ASSERT_TRUE(client.push(src.path(), parse_ref(fake.host() + "/team/app:v1")).ok());
+  std::string expected;
+  const std::string repo = "/v2/team/app";
+  const std::string config = img.blobs[0].digest.str(), layer = img.blobs[1].digest.str();
+  for (const std::string& line : {"HEAD " + repo + "/blobs/" + config, "POST " + repo + "/blobs/uploads/", "PUT " + repo + "/blobs/uploads/1",
+                                  "HEAD " + repo + "/blobs/" + layer, "POST " + repo + "/blobs/uploads/", "PATCH " + repo + "/blobs/uploads/2",
+                                  "PATCH " + repo + "/blobs/uploads/2", "PUT " + repo + "/blobs/uploads/2", "PUT " + repo + "/manifests/v1"}) {
+    expected += line + "\n";
+  }
+  expected += "GET /log";  // the fake logs the request for its log too
+  std::string log = fake.log();
+  for (const char* id : {"u1", "u2"}) {  // the fake's upload ids, counted from 1
+    for (auto at = log.find(id); at != std::string::npos; at = log.find(id)) log.replace(at, 2, std::string(1, id[1]));
+  }
+  EXPECT_EQ(log, expected);
+}
+
 TEST(FakeRegistry, ABlobOrManifestTheRegistryReportsUnderAnotherDigestIsRefused) {
   FakeRegistry fake("misreport");
   ASSERT_NE(fake.port(), 0);
