@@ -110,7 +110,7 @@ Status fetch_registry_image(const std::string& reference, bool offline, Services
     }
     out.manifest_digest = pulled->manifest.digest.str();
     // A digest names the manifest, or the index it was chosen from (a multi-platform image pinned by its index).
-    if (!ref->digest.empty() && ref->digest != out.manifest_digest && ref->digest != pulled->index_digest) {
+    if (!ref->digest.empty() && ref->digest != out.manifest_digest && ref->digest != pulled->index_digest.str()) {
       return base_error(use.id_prefix + ".digest_mismatch", "the registry answered " + out.manifest_digest + " for " + reference, reference,
                         "check the reference; a digest names exactly one image");
     }

@@ -65,7 +65,7 @@ void print_vm(const BuildOptions& o, const app::Built& b, bool json, Context& ct
                                {"driver", vm.driver ? nlohmann::ordered_json{{"module", vm.driver->module}, {"version", vm.driver->version}, {"reused", vm.driver->reused}}
                                                     : nlohmann::ordered_json(nullptr)}}}};
     if (b.pushed)
-      j["push"] = {{"reference", o.push}, {"digest", b.pushed->digest}, {"container_disk", vm.container_disk},
+      j["push"] = {{"reference", o.push}, {"digest", b.pushed->digest.str()}, {"container_disk", vm.container_disk},
                    {"blobs_uploaded", b.pushed->blobs_uploaded}, {"blobs_present", b.pushed->blobs_present}, {"bytes_uploaded", b.pushed->bytes_uploaded}};
     *ctx.out << j.dump(2) << "\n";
     return;
@@ -110,7 +110,7 @@ void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const 
   j["size"] = b.size();
   j["notes"] = built.notes;
   if (b.pushed) {
-    j["push"] = {{"reference", o.push}, {"digest", b.pushed->digest}, {"blobs_uploaded", b.pushed->blobs_uploaded}, {"blobs_present", b.pushed->blobs_present},
+    j["push"] = {{"reference", o.push}, {"digest", b.pushed->digest.str()}, {"blobs_uploaded", b.pushed->blobs_uploaded}, {"blobs_present", b.pushed->blobs_present},
                  {"blobs_mounted", b.pushed->blobs_mounted}, {"bytes_uploaded", b.pushed->bytes_uploaded}};
   }
   if (validation && !*validation) {

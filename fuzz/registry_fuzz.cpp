@@ -111,7 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   switch (data[0] % 4) {
     case 0: (void)client.fetch_manifest_and_config(*ref); break;
     case 1: (void)client.pull(*ref, scratch.path() + "/layout"); break;
-    case 2: (void)client.blob_exists(*ref, "sha256:" + std::string(64, 'a')); break;
+    case 2: (void)client.blob_exists(*ref, *Digest::parse("sha256:" + std::string(64, 'a'))); break;
     default: (void)client.push(layout, *ref); break;
   }
   scratch.reset();

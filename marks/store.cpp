@@ -239,10 +239,8 @@ class RegistryMarkStore final : public MarkStore {
 
   Result<images::Descriptor> image_descriptor() override {
     GPUENV_TRY(image, m_client.fetch_manifest_and_config(m_ref));
-    auto d = Digest::parse(image.manifest_digest);
-    if (!d) return make_error(ErrorKind::environment, "mark.bad_image", "the registry named the manifest '" + image.manifest_digest + "'", m_ref.to_string(), "");
     images::Descriptor out;
-    out.digest = *d;
+    out.digest = image.manifest_digest;
     out.size = image.manifest.size();
     out.media_type = image.media_type;
     return out;
@@ -261,20 +259,19 @@ class RegistryMarkStore final : public MarkStore {
   Result<std::string> read_record(const images::Descriptor& layer, std::uint64_t limit) override { return m_client.get_blob(m_ref, layer, limit); }
 
   Status write_att(const Digest& image, const AttImage& att, std::string_view envelope) override {
-    GPUENV_CHECK(m_client.put_blob(m_ref, envelope));
-    GPUENV_CHECK(m_client.put_blob(m_ref, att.config));
+    GPUENV_CHECK(m_client.put_blob(m_ref, images::BlobSource::of(envelope)));
+    GPUENV_CHECK(m_client.put_blob(m_ref, images::BlobSource::of(att.config)));
     GPUENV_CHECK(m_client.put_manifest(m_ref, attestation_tag(image), att.manifest, images::media_type::k_manifest));
     return ok_status();
   }
 
   Result<std::string> write_referrer(const Digest& image, const std::string& manifest, const std::string& bundle) override {
-    GPUENV_CHECK(m_client.put_blob(m_ref, k_empty_blob));
-    GPUENV_CHECK(m_client.put_blob(m_ref, bundle));
-    const std::string digest = Digest::of(manifest).str();
-    GPUENV_TRY(put, m_client.put_manifest(m_ref, digest, manifest, images::media_type::k_manifest));
+    GPUENV_CHECK(m_client.put_blob(m_ref, images::BlobSource::of(k_empty_blob)));
+    GPUENV_CHECK(m_client.put_blob(m_ref, images::BlobSource::of(bundle)));
+    GPUENV_TRY(put, m_client.put_manifest(m_ref, Digest::of(manifest).str(), manifest, images::media_type::k_manifest));
     const std::string repo = m_ref.registry + "/" + m_ref.repository;
     if (!put.oci_subject.empty()) return repo + " (the referrers API)";
-    GPUENV_TRY(api, m_client.has_referrers_api(m_ref, image.str()));
+    GPUENV_TRY(api, m_client.has_referrers_api(m_ref, image));
     if (api) return repo + " (the referrers API)";
     // The tag schema: the client keeps the index of referrers itself (distribution-spec 1.1, "Pushing Manifests
     // with Subject"); registries ignore If-Match, so writers of one image are serialised by the caller's lock.

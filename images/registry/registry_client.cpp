@@ -289,8 +289,131 @@ class Session {
   std::string m_base;
 };
 
+// ---- upload: the one path of every blob and manifest ----
+
+/// The scopes of an upload to REF's repository, with MOUNT_FROM's pull scope when blobs may be mounted from it.
+std::vector<std::string> push_scopes(const ImageReference& ref, const std::string& mount_from) {
+  std::vector<std::string> scopes = {"repository:" + ref.repository + ":pull,push"};
+  if (!mount_from.empty()) scopes.push_back("repository:" + mount_from + ":pull");
+  return scopes;
+}
+
+/// Whether the registry's Docker-Content-Digest in R (when it sent one) names DIGEST.
+Status check_digest_header(const HttpResponse& r, const Digest& digest, const HttpRequest& req) {
+  const auto got = r.header("docker-content-digest");
+  if (got && *got != digest.str()) {
+    return make_error(ErrorKind::environment, "registry.digest_mismatch", "the registry stored " + *got + " for " + digest.str(),
+                      req.method + " " + redact_url(req.url), "the upload was corrupted or the registry rewrote it; try again");
+  }
+  return ok_status();
+}
+
+/// SOURCE's bytes OFFSET..OFFSET+LEN as the body of REQ: a range of its file (streamed) or of its bytes.
+void set_body(HttpRequest& req, const BlobSource& source, std::uint64_t offset, std::uint64_t len) {
+  if (!source.path.empty()) {
+    req.body_file = HttpFileBody{source.path, offset, len};
+  } else {
+    req.body = std::string(source.bytes.substr(offset, len));
+  }
+}
+
+/// PATCHes SOURCE to the upload session at *UPLOAD in chunks of chunk_size, following each answer's Location;
+/// returns the number of chunks.
+Result<int> upload_chunks(Session& s, const RegistryOptions& o, const BlobSource& source, std::string* upload) {
+  const std::string digest = source.digest.str();
+  const std::uint64_t chunk = std::max<std::uint64_t>(1, o.chunk_size);
+  int chunks = 0;
+  for (std::uint64_t offset = 0; offset < source.size; offset += chunk) {
+    const std::uint64_t len = std::min(chunk, source.size - offset);
+    HttpRequest patch;
+    patch.method = "PATCH";
+    patch.retry = HttpRetry::never;  // see the header's comment: a failed chunk fails the blob
+    patch.url = *upload;
+    patch.headers.emplace_back("Content-Type", k_octet_stream);
+    patch.headers.emplace_back("Content-Range", std::to_string(offset) + "-" + std::to_string(offset + len - 1));
+    set_body(patch, source, offset, len);
+    auto r = s.send(patch);
+    if (!r) return std::move(r).error().while_("uploading a chunk of " + digest);
+    if (r->status != 202) return s.response_error(*r, "cannot upload a chunk of " + digest, patch);
+    if (const auto range = r->header("range"); range) {
+      const std::string want = std::to_string(offset + len - 1);
+      if (range->size() < want.size() || range->compare(range->size() - want.size(), want.size(), want) != 0) {
+        return make_error(ErrorKind::environment, "registry.http", "the registry holds " + *range + " of the upload instead of 0-" + want,
+                          redact_url(*upload), "the upload was interrupted; push again");
+      }
+    }
+    if (const auto next = r->header("location"); next) *upload = s.absolute(*next);
+    ++chunks;
+  }
+  return chunks;
+}
+
+/// The one blob upload (RegistryClient::put_blob says what it does), in S's repository.
+Result<BlobPut> upload_blob(Session& s, const RegistryOptions& o, const BlobSource& source, const std::string& mount_from) {
+  const std::string digest = source.digest.str();
+  HttpRequest head;
+  head.method = "HEAD";
+  head.url = s.url("/blobs/" + digest);
+  auto h = s.send(head);
+  if (!h) return std::move(h).error().while_("checking blob " + digest);
+  if (h->status == 200) return BlobPut{BlobOutcome::present, 0, 0};
+  if (h->status != 404) return s.response_error(*h, "cannot check blob " + digest, head);
+
+  HttpRequest post;
+  post.method = "POST";
+  post.retry = HttpRetry::always;  // a repeated POST only leaves an unused upload session behind
+  post.url = s.url("/blobs/uploads/");
+  if (!mount_from.empty()) post.url += "?mount=" + percent_encode(digest) + "&from=" + percent_encode(mount_from);
+  auto p = s.send(post);
+  if (!p) return std::move(p).error().while_("starting the upload of " + digest);
+  if (p->status == 201 && !mount_from.empty()) {
+    GPUENV_CHECK(check_digest_header(*p, source.digest, post));
+    return BlobPut{BlobOutcome::mounted, 0, 0};
+  }
+  if (p->status != 202) return s.response_error(*p, "cannot start the upload of " + digest, post);
+  auto location = p->header("location");
+  if (!location) return s.response_error(*p, "the registry gave no upload location for " + digest, post);
+  std::string upload = s.absolute(*location);
+
+  int chunks = 0;
+  HttpRequest put;
+  put.method = "PUT";
+  if (source.size <= o.chunk_threshold) {
+    set_body(put, source, 0, source.size);
+  } else {
+    GPUENV_TRY(sent, upload_chunks(s, o, source, &upload));
+    chunks = sent;
+  }
+  put.url = with_query(upload, "digest=" + percent_encode(digest));
+  put.headers.emplace_back("Content-Type", k_octet_stream);  // a form type would have the registry read the body as a form
+  auto r = s.send(put);
+  if (!r) return std::move(r).error().while_("uploading " + digest);
+  if (r->status != 201) return s.response_error(*r, "cannot upload " + digest, put);
+  GPUENV_CHECK(check_digest_header(*r, source.digest, put));
+  return BlobPut{BlobOutcome::uploaded, chunks, source.size};
+}
+
+/// The one manifest upload (RegistryClient::put_manifest says what it does), in S's repository.
+Result<RegistryClient::PutManifest> upload_manifest(Session& s, const std::string& reference, std::string bytes, const std::string& media_type) {
+  RegistryClient::PutManifest out;
+  out.digest = Digest::of(bytes);
+  const std::string digest = out.digest.str();
+  HttpRequest req;
+  req.method = "PUT";
+  req.url = s.url("/manifests/" + reference);
+  req.headers.emplace_back("Content-Type", media_type);
+  req.body = std::move(bytes);
+  auto resp = s.send(req);
+  if (!resp) return std::move(resp).error().while_("pushing manifest " + digest);
+  if (resp->status != 201 && resp->status != 200) return s.response_error(*resp, "cannot push manifest " + digest, req);
+  GPUENV_CHECK(check_digest_header(*resp, out.digest, req));
+  if (const auto subject = resp->header("oci-subject")) out.oci_subject = *subject;
+  return out;
+}
+
 // ---- push ----
 
+/// An image of a layout pushed through the one upload path: manifests depth first, each after its blobs.
 class Pusher {
  public:
   Pusher(Session& s, const RegistryOptions& o, OciLayout layout, const PushOptions& po) : m_s(s), m_o(o), m_layout(std::move(layout)), m_po(po) {}
@@ -323,20 +446,12 @@ class Pusher {
       if (!blobs) return std::move(blobs).error();
       std::vector<Descriptor> todo;
       for (const auto& b : *blobs)
-        if (m_done.insert(b.digest.str()).second) todo.push_back(b);
-      if (auto st = for_each_parallel(todo.size(), m_o.parallel_blobs, [&](std::size_t i) { return push_blob(todo[i]); }); !st) return st;
+        if (m_done.insert(b.digest).second) todo.push_back(b);
+      if (auto st = for_each_parallel(todo.size(), m_o.parallel_blobs, [&](std::size_t i) { return push_layout_blob(todo[i]); }); !st) return st;
     } else {
       return media_type_error(mt, where);
     }
-    HttpRequest req;
-    req.method = "PUT";
-    req.url = m_s.url("/manifests/" + reference);
-    req.headers.emplace_back("Content-Type", mt);
-    req.body = std::move(*bytes);
-    auto resp = m_s.send(req);
-    if (!resp) return std::move(resp).error().while_("pushing manifest " + d.digest.str());
-    if (resp->status != 201 && resp->status != 200) return m_s.response_error(*resp, "cannot push manifest " + d.digest.str(), req);
-    if (auto st = check_digest_header(*resp, d.digest.str(), req); !st) return st;
+    GPUENV_CHECK(upload_manifest(m_s, reference, std::move(*bytes), mt));
     std::lock_guard lock(m_mu);
     ++m_stats.manifests;
     return ok_status();
@@ -345,93 +460,23 @@ class Pusher {
   [[nodiscard]] const PushStats& stats() const { return m_stats; }
 
  private:
-  Status check_digest_header(const HttpResponse& r, const std::string& digest, const HttpRequest& req) const {
-    const auto got = r.header("docker-content-digest");
-    if (got && *got != digest) {
-      return make_error(ErrorKind::environment, "registry.digest_mismatch", "the registry stored " + *got + " for " + digest,
-                        req.method + " " + redact_url(req.url), "the upload was corrupted or the registry rewrote it; push again");
-    }
-    return ok_status();
-  }
-
-  Status push_blob(const Descriptor& d) {
+  /// Blob D of the layout, streamed from its file, counted by how it came to be in the repository.
+  Status push_layout_blob(const Descriptor& d) {
     const std::string path = m_layout.blob_path(d.digest);
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != d.size) {
       return make_error(ErrorKind::environment, "registry.layout", "blob " + d.digest.str() + " is missing or not " + std::to_string(d.size) + " bytes",
                         path, "the OCI layout is damaged; build it again");
     }
-    HttpRequest head;
-    head.method = "HEAD";
-    head.url = m_s.url("/blobs/" + d.digest.str());
-    auto h = m_s.send(head);
-    if (!h) return std::move(h).error().while_("checking blob " + d.digest.str());
-    if (h->status == 200) {
-      std::lock_guard lock(m_mu);
-      ++m_stats.blobs_present;
-      return ok_status();
-    }
-    if (h->status != 404) return m_s.response_error(*h, "cannot check blob " + d.digest.str(), head);
-
-    HttpRequest post;
-    post.method = "POST";
-    post.retry = HttpRetry::always;  // a repeated POST only leaves an unused upload session behind
-    post.url = m_s.url("/blobs/uploads/");
-    if (!m_po.mount_from.empty()) post.url += "?mount=" + percent_encode(d.digest.str()) + "&from=" + percent_encode(m_po.mount_from);
-    auto p = m_s.send(post);
-    if (!p) return std::move(p).error().while_("starting the upload of " + d.digest.str());
-    if (p->status == 201 && !m_po.mount_from.empty()) {
-      if (auto c = check_digest_header(*p, d.digest.str(), post); !c) return c;
-      std::lock_guard lock(m_mu);
-      ++m_stats.blobs_mounted;
-      return ok_status();
-    }
-    if (p->status != 202) return m_s.response_error(*p, "cannot start the upload of " + d.digest.str(), post);
-    auto location = p->header("location");
-    if (!location) return m_s.response_error(*p, "the registry gave no upload location for " + d.digest.str(), post);
-    std::string upload = m_s.absolute(*location);
-
-    int chunks = 0;
-    HttpRequest put;
-    put.method = "PUT";
-    if (d.size <= m_o.chunk_threshold) {
-      put.body_file = HttpFileBody{path, 0, d.size};
-    } else {
-      const std::uint64_t chunk = std::max<std::uint64_t>(1, m_o.chunk_size);
-      for (std::uint64_t offset = 0; offset < d.size; offset += chunk) {
-        const std::uint64_t len = std::min(chunk, d.size - offset);
-        HttpRequest patch;
-        patch.method = "PATCH";
-        patch.retry = HttpRetry::never;  // see the file comment: a failed chunk fails the blob
-        patch.url = upload;
-        patch.headers.emplace_back("Content-Type", k_octet_stream);
-        patch.headers.emplace_back("Content-Range", std::to_string(offset) + "-" + std::to_string(offset + len - 1));
-        patch.body_file = HttpFileBody{path, offset, len};
-        auto r = m_s.send(patch);
-        if (!r) return std::move(r).error().while_("uploading a chunk of " + d.digest.str());
-        if (r->status != 202) return m_s.response_error(*r, "cannot upload a chunk of " + d.digest.str(), patch);
-        if (const auto range = r->header("range"); range) {
-          const std::string want = std::to_string(offset + len - 1);
-          if (range->size() < want.size() || range->compare(range->size() - want.size(), want.size(), want) != 0) {
-            return make_error(ErrorKind::environment, "registry.http",
-                              "the registry holds " + *range + " of the upload instead of 0-" + want, redact_url(upload),
-                              "the upload was interrupted; push again");
-          }
-        }
-        if (const auto next = r->header("location"); next) upload = m_s.absolute(*next);
-        ++chunks;
-      }
-    }
-    put.url = with_query(upload, "digest=" + percent_encode(d.digest.str()));
-    put.headers.emplace_back("Content-Type", k_octet_stream);
-    auto r = m_s.send(put);
-    if (!r) return std::move(r).error().while_("uploading " + d.digest.str());
-    if (r->status != 201) return m_s.response_error(*r, "cannot upload " + d.digest.str(), put);
-    if (auto c = check_digest_header(*r, d.digest.str(), put); !c) return c;
+    GPUENV_TRY(put, upload_blob(m_s, m_o, BlobSource::file(path, d.digest, d.size), m_po.mount_from));
     std::lock_guard lock(m_mu);
-    ++m_stats.blobs_uploaded;
-    m_stats.chunks += chunks;
-    m_stats.bytes_uploaded += d.size;
+    switch (put.outcome) {
+      case BlobOutcome::present: ++m_stats.blobs_present; break;
+      case BlobOutcome::mounted: ++m_stats.blobs_mounted; break;
+      case BlobOutcome::uploaded: ++m_stats.blobs_uploaded; break;
+    }
+    m_stats.chunks += put.chunks;
+    m_stats.bytes_uploaded += put.bytes_uploaded;
     return ok_status();
   }
 
@@ -439,7 +484,7 @@ class Pusher {
   const RegistryOptions& m_o;
   OciLayout m_layout;
   const PushOptions& m_po;
-  std::set<std::string> m_done;  // blobs handled already (shared layers of an index's manifests)
+  std::set<Digest> m_done;  // blobs handled already (shared layers of an index's manifests)
   std::mutex m_mu;
   PushStats m_stats;
 };
@@ -449,7 +494,7 @@ class Pusher {
 struct FetchedManifest {
   std::string bytes;
   std::string media_type;
-  std::string digest;
+  Digest digest;
 };
 
 Result<FetchedManifest> get_manifest(Session& s, const RegistryOptions& o, const std::string& reference) {
@@ -460,14 +505,16 @@ Result<FetchedManifest> get_manifest(Session& s, const RegistryOptions& o, const
   auto resp = s.send(req);
   if (!resp) return std::move(resp).error().while_("fetching manifest " + reference);
   if (resp->status != 200) return s.response_error(*resp, "cannot fetch manifest " + s.ref().repository + ":" + reference, req);
-  FetchedManifest m{std::move(resp->body), content_type(*resp), "sha256:" + resp->body_sha256};
+  auto digest = Digest::from_hex(resp->body_sha256);  // the HttpClient hashed the body as it arrived
+  if (!digest) digest = Digest::of(resp->body);
+  FetchedManifest m{std::move(resp->body), content_type(*resp), *digest};
   const std::string where = "GET " + redact_url(req.url);
-  if (reference.rfind("sha256:", 0) == 0 && m.digest != reference) {
-    return make_error(ErrorKind::environment, "registry.digest_mismatch", "the manifest served has digest " + m.digest + " instead of " + reference,
+  if (reference.rfind("sha256:", 0) == 0 && m.digest.str() != reference) {
+    return make_error(ErrorKind::environment, "registry.digest_mismatch", "the manifest served has digest " + m.digest.str() + " instead of " + reference,
                       where, "the registry or a proxy altered the manifest; do not use this image");
   }
-  if (const auto said = resp->header("docker-content-digest"); said && *said != m.digest) {
-    return make_error(ErrorKind::environment, "registry.digest_mismatch", "the manifest served has digest " + m.digest + " but the registry says " + *said,
+  if (const auto said = resp->header("docker-content-digest"); said && *said != m.digest.str()) {
+    return make_error(ErrorKind::environment, "registry.digest_mismatch", "the manifest served has digest " + m.digest.str() + " but the registry says " + *said,
                       where, "the manifest was altered in transit; try again");
   }
   const auto j = json::parse(m.bytes, nullptr, false);
@@ -568,7 +615,7 @@ std::string platform_text(const json& p) {
 /// `ref`'s image manifest: the one it names, or the one for the platform of `options` from the index it names
 /// (whose digest goes to *index_digest). `doing` ("pulling") starts the context of errors.
 Result<FetchedManifest> get_image_manifest(Session& s, const RegistryOptions& o, const ImageReference& ref, const PullOptions& options,
-                                           const std::string& doing, std::string* index_digest) {
+                                           const std::string& doing, Digest* index_digest) {
   auto m = get_manifest(s, o, ref.manifest_reference());
   if (!m) return std::move(m).error().while_(doing + " " + ref.to_string());
   if (is_index_type(m->media_type)) {
@@ -815,16 +862,16 @@ Result<AuthChallenge> parse_auth_challenge(std::string_view header) {
 RegistryClient::RegistryClient(HttpClient& http, RegistryOptions options)
     : m_http(http), m_o(std::move(options)), m_auth(std::make_shared<RegistryAuthCache>()) {}
 
-Result<bool> RegistryClient::blob_exists(const ImageReference& ref, const std::string& digest) {
+Result<bool> RegistryClient::blob_exists(const ImageReference& ref, const Digest& digest) {
   Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
   HttpRequest req;
   req.method = "HEAD";
-  req.url = s.url("/blobs/" + digest);
+  req.url = s.url("/blobs/" + digest.str());
   auto resp = s.send(req);
   if (!resp) return std::move(resp).error();
   if (resp->status == 200) return true;
   if (resp->status == 404) return false;
-  return s.response_error(*resp, "cannot check blob " + digest, req);
+  return s.response_error(*resp, "cannot check blob " + digest.str(), req);
 }
 
 Result<std::optional<RemoteManifest>> RegistryClient::get_manifest(const ImageReference& ref, const std::string& reference) {
@@ -842,72 +889,44 @@ Result<std::string> RegistryClient::get_blob(const ImageReference& ref, const De
   return get_small_blob(s, d, limit);
 }
 
-Status RegistryClient::put_blob(const ImageReference& ref, std::string_view bytes) {
-  Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull,push"});
-  const std::string digest = Digest::of(bytes).str();
-  HttpRequest head;
-  head.method = "HEAD";
-  head.url = s.url("/blobs/" + digest);
-  auto h = s.send(head);
-  if (!h) return std::move(h).error().while_("checking blob " + digest);
-  if (h->status == 200) return ok_status();
-  if (h->status != 404) return s.response_error(*h, "cannot check blob " + digest, head);
-  HttpRequest post;
-  post.method = "POST";
-  post.retry = HttpRetry::always;  // a repeated POST only leaves an unused upload session behind
-  post.url = s.url("/blobs/uploads/");
-  auto p = s.send(post);
-  if (!p) return std::move(p).error().while_("starting the upload of " + digest);
-  if (p->status != 202) return s.response_error(*p, "cannot start the upload of " + digest, post);
-  const auto location = p->header("location");
-  if (!location) return s.response_error(*p, "the registry gave no upload location for " + digest, post);
-  HttpRequest put;
-  put.method = "PUT";
-  put.url = with_query(s.absolute(*location), "digest=" + percent_encode(digest));
-  put.headers.emplace_back("Content-Type", k_octet_stream);  // a form type would have the registry read the body as a form
-  put.body = std::string(bytes);
-  auto r = s.send(put);
-  if (!r) return std::move(r).error().while_("uploading " + digest);
-  if (r->status != 201) return s.response_error(*r, "cannot upload " + digest, put);
-  if (const auto got = r->header("docker-content-digest"); got && *got != digest) {
-    return make_error(ErrorKind::environment, "registry.digest_mismatch", "the registry stored " + *got + " for " + digest, "PUT " + redact_url(put.url),
-                      "the upload was corrupted or the registry rewrote it; try again");
-  }
-  return ok_status();
+BlobSource BlobSource::of(std::string_view bytes) {
+  BlobSource out;
+  out.digest = Digest::of(bytes);
+  out.size = bytes.size();
+  out.bytes = bytes;
+  return out;
+}
+
+BlobSource BlobSource::file(std::string path, const Digest& digest, std::uint64_t size) {
+  BlobSource out;
+  out.digest = digest;
+  out.size = size;
+  out.path = std::move(path);
+  return out;
+}
+
+Result<BlobPut> RegistryClient::put_blob(const ImageReference& ref, const BlobSource& source, const std::string& mount_from) {
+  Session s(m_http, m_o, *m_auth, ref, push_scopes(ref, mount_from));
+  return upload_blob(s, m_o, source, mount_from);
 }
 
 Result<RegistryClient::PutManifest> RegistryClient::put_manifest(const ImageReference& ref, const std::string& reference, const std::string& bytes,
                                                                  const std::string& media_type) {
-  Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull,push"});
-  PutManifest out;
-  out.digest = Digest::of(bytes).str();
-  HttpRequest req;
-  req.method = "PUT";
-  req.url = s.url("/manifests/" + reference);
-  req.headers.emplace_back("Content-Type", media_type);
-  req.body = bytes;
-  auto resp = s.send(req);
-  if (!resp) return std::move(resp).error().while_("pushing manifest " + out.digest);
-  if (resp->status != 201 && resp->status != 200) return s.response_error(*resp, "cannot push manifest " + out.digest, req);
-  if (const auto got = resp->header("docker-content-digest"); got && *got != out.digest) {
-    return make_error(ErrorKind::environment, "registry.digest_mismatch", "the registry stored " + *got + " for " + out.digest, "PUT " + redact_url(req.url),
-                      "the registry rewrote the manifest; try again");
-  }
-  if (const auto subject = resp->header("oci-subject")) out.oci_subject = *subject;
-  return out;
+  Session s(m_http, m_o, *m_auth, ref, push_scopes(ref, {}));
+  return upload_manifest(s, reference, bytes, media_type);
 }
 
-Result<bool> RegistryClient::has_referrers_api(const ImageReference& ref, const std::string& digest) {
+Result<bool> RegistryClient::has_referrers_api(const ImageReference& ref, const Digest& digest) {
   Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
   HttpRequest req;
-  req.url = s.url("/referrers/" + digest);
+  req.url = s.url("/referrers/" + digest.str());
   req.headers.emplace_back("Accept", media_type::k_index);
   req.max_body = m_o.max_manifest_bytes;
   auto resp = s.send(req);
-  if (!resp) return std::move(resp).error().while_("asking for the referrers of " + digest);
+  if (!resp) return std::move(resp).error().while_("asking for the referrers of " + digest.str());
   if (resp->status == 200) return content_type(*resp) == media_type::k_index;
   if (resp->status == 404 || resp->status == 400) return false;  // no such API: the tag schema's fallback
-  return s.response_error(*resp, "cannot ask for the referrers of " + digest, req);
+  return s.response_error(*resp, "cannot ask for the referrers of " + digest.str(), req);
 }
 
 Result<RemoteImage> RegistryClient::fetch_manifest_and_config(const ImageReference& ref, const PullOptions& options) {
@@ -961,21 +980,19 @@ Result<PushStats> RegistryClient::push(const std::string& layout_dir, const Imag
   }
   auto layout = OciLayout::open(layout_dir);
   if (!layout) return std::move(layout).error();
-  std::vector<std::string> scopes = {"repository:" + ref.repository + ":pull,push"};
-  if (!options.mount_from.empty()) scopes.push_back("repository:" + options.mount_from + ":pull");
-  Session s(m_http, m_o, *m_auth, ref, scopes);
+  Session s(m_http, m_o, *m_auth, ref, push_scopes(ref, options.mount_from));
   Pusher pusher(s, m_o, std::move(*layout), options);
   if (auto st = pusher.push_manifest(top, ref.tag.empty() ? top.digest.str() : ref.tag); !st) {
     return std::move(st).error().while_("pushing " + layout_dir + " to " + ref.to_string());
   }
   PushStats stats = pusher.stats();
-  stats.digest = top.digest.str();
+  stats.digest = top.digest;
   return stats;
 }
 
 Result<PullStats> RegistryClient::pull(const ImageReference& ref, const std::string& layout_dir, const PullOptions& options) {
   Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
-  std::string index_digest;
+  Digest index_digest;
   auto m = get_image_manifest(s, m_o, ref, options, "pulling", &index_digest);
   if (!m) return std::move(m).error();
   const auto j = json::parse(m->bytes, nullptr, false);

@@ -4,6 +4,10 @@
 // (the WWW-Authenticate challenge of the Docker token protocol), with credentials taken from the caller or
 // from a Docker config.json. Credentials never appear in errors.
 //
+// Uploads: one path for every blob (put_blob: HEAD, a cross-repository mount when asked, POST, then one PUT or
+// PATCH chunks and a PUT, the registry's digest checked) and one for every manifest (put_manifest); push and the
+// marks' registry store go through them.
+//
 // Retries: requests that are safe to repeat (HEAD, GET, the manifest PUT, the monolithic blob PUT, the POST
 // that starts an upload) are retried by the HttpClient. A chunk (PATCH) of a chunked upload is not retried: a
 // failed chunk fails that blob, and pushing again resumes at blob granularity (blobs already in the registry
@@ -19,6 +23,7 @@
 #include "images/oci/layout.hpp"
 #include "base/net/http_client.hpp"
 #include "base/base64.hpp"
+#include "base/digest.hpp"
 #include "base/error.hpp"
 
 namespace gpuenv::images {
@@ -98,7 +103,30 @@ struct PushStats {
   int chunks = 0;          ///< PATCH requests sent
   std::uint64_t bytes_uploaded = 0;
   int manifests = 0;       ///< manifests and indexes PUT
-  std::string digest;      ///< of the top manifest, as the registry confirmed it
+  Digest digest;           ///< of the top manifest, as the registry confirmed it
+};
+
+/// A blob to upload: its digest and size, and its bytes in memory or in a file, which is streamed and never read whole.
+struct BlobSource {
+  Digest digest;           ///< what the upload's ?digest= names and the registry must confirm
+  std::uint64_t size = 0;  ///< above RegistryOptions::chunk_threshold the blob goes up in chunks
+  std::string_view bytes;  ///< the blob when `path` is empty; must outlive the upload
+  std::string path;        ///< a file holding exactly the blob
+
+  /// BYTES (hashed here), which must outlive the upload.
+  static BlobSource of(std::string_view bytes);
+  /// The file at PATH, whose SIZE bytes have DIGEST; the registry checks the digest of what it receives.
+  static BlobSource file(std::string path, const Digest& digest, std::uint64_t size);
+};
+
+/// How a blob came to be in a repository.
+enum class BlobOutcome { present, mounted, uploaded };
+
+/// What put_blob did.
+struct BlobPut {
+  BlobOutcome outcome = BlobOutcome::present;
+  int chunks = 0;                    ///< PATCH requests sent
+  std::uint64_t bytes_uploaded = 0;  ///< the blob's size when it was uploaded, else 0
 };
 
 /// Which image to pull out of a multi-platform index.
@@ -111,7 +139,7 @@ struct PullOptions {
 /// What a pull did.
 struct PullStats {
   Descriptor manifest;  ///< as written to index.json (media type, digest, size, ref name)
-  std::string index_digest;  ///< the index the reference named, when the manifest was chosen from one; else empty
+  Digest index_digest;  ///< the index the reference named, when the manifest was chosen from one; else empty
   int blobs_downloaded = 0;
   int blobs_present = 0;  ///< already in the layout
   std::uint64_t bytes_downloaded = 0;
@@ -120,9 +148,9 @@ struct PullStats {
 /// An image's manifest and config as a registry serves them, without any layer.
 struct RemoteImage {
   std::string manifest;         ///< the image manifest's bytes (the chosen platform's when the reference names an index)
-  std::string manifest_digest;  ///< "sha256:<hex>" of `manifest`
+  Digest manifest_digest;       ///< of `manifest`
   std::string media_type;       ///< of `manifest`
-  std::string index_digest;     ///< the index the manifest was chosen from; empty when the reference named a manifest
+  Digest index_digest;          ///< the index the manifest was chosen from; empty when the reference named a manifest
   Descriptor config_descriptor;  ///< as the manifest names it
   std::string config;           ///< the config blob's bytes, matching config_descriptor
 };
@@ -131,7 +159,7 @@ struct RemoteImage {
 struct RemoteManifest {
   std::string bytes;
   std::string media_type;
-  std::string digest;  ///< "sha256:<hex>" of bytes
+  Digest digest;  ///< of bytes
 };
 
 struct RegistryAuthCache;
@@ -158,7 +186,7 @@ class RegistryClient {
   Result<RemoteImage> fetch_manifest_and_config(const ImageReference& ref, const PullOptions& options = {});
 
   /// Whether blob `digest` exists in `ref`'s repository.
-  Result<bool> blob_exists(const ImageReference& ref, const std::string& digest);
+  Result<bool> blob_exists(const ImageReference& ref, const Digest& digest);
 
   // Single documents, for what lives beside an image (marks: docs/mark.md). Each checks digests as pull does.
 
@@ -169,18 +197,22 @@ class RegistryClient {
   /// Blob D of REF's repository in memory, checked against its size and digest; `registry.manifest` when it is
   /// larger than LIMIT.
   Result<std::string> get_blob(const ImageReference& ref, const Descriptor& d, std::uint64_t limit);
-  /// Uploads BYTES as one blob (POST, then a monolithic PUT) unless the repository has it already.
-  Status put_blob(const ImageReference& ref, std::string_view bytes);
+  /// Puts blob SOURCE into REF's repository unless a HEAD finds it there: mounted from MOUNT_FROM (a repository
+  /// of the same registry; empty: no attempt) when the registry agrees, else a POST and one PUT, or PATCH chunks
+  /// of chunk_size and a PUT when the blob is larger than chunk_threshold. A Docker-Content-Digest naming another
+  /// digest is `registry.digest_mismatch`; other errors as the class says.
+  Result<BlobPut> put_blob(const ImageReference& ref, const BlobSource& source, const std::string& mount_from = {});
   /// What a manifest PUT answered.
   struct PutManifest {
-    std::string digest;       ///< of the bytes, checked against the one the registry confirms
+    Digest digest;            ///< of the bytes, checked against the one the registry confirms
     std::string oci_subject;  ///< the OCI-Subject header: the registry processed the manifest's subject (referrers API)
   };
-  /// PUTs BYTES as a manifest of MEDIA_TYPE under REFERENCE (a tag, or its own digest).
+  /// PUTs BYTES as a manifest of MEDIA_TYPE under REFERENCE (a tag, or its own digest); a Docker-Content-Digest
+  /// naming another digest is `registry.digest_mismatch`.
   Result<PutManifest> put_manifest(const ImageReference& ref, const std::string& reference, const std::string& bytes, const std::string& media_type);
   /// Whether REF's repository answers the referrers API for DIGEST (GET /v2/<name>/referrers/<digest>: 200 with
   /// an OCI index); false for a 404 or 400, which sends the caller to the tag schema's fallback index.
-  Result<bool> has_referrers_api(const ImageReference& ref, const std::string& digest);
+  Result<bool> has_referrers_api(const ImageReference& ref, const Digest& digest);
 
  private:
   HttpClient& m_http;

@@ -14,7 +14,7 @@ Result<ImageSummary> read_registry_summary(HttpClient& http, const RegistryOptio
     }
     return e;
   }
-  return summary_from_documents(remote->manifest, remote->config, where, remote->manifest_digest);
+  return summary_from_documents(remote->manifest, remote->config, where, remote->manifest_digest.str());
 }
 
 }  // namespace gpuenv::images

@@ -167,9 +167,9 @@ class CliMark : public ::testing::Test {
   static void append_records(Attestations& a, gpuenv::images::RegistryClient& client, const std::vector<std::string>& envelopes) {
     for (const std::string& bytes : envelopes) {
       a.att = gpuenv::marks::append_record(a.att, bytes, gpuenv::marks::k_predicate_type);
-      ASSERT_TRUE(client.put_blob(a.ref, bytes).ok());
+      ASSERT_TRUE(client.put_blob(a.ref, gpuenv::images::BlobSource::of(bytes)).ok());
     }
-    ASSERT_TRUE(client.put_blob(a.ref, a.att->config).ok());
+    ASSERT_TRUE(client.put_blob(a.ref, gpuenv::images::BlobSource::of(a.att->config)).ok());
     ASSERT_TRUE(client.put_manifest(a.ref, a.tag, a.att->manifest, "application/vnd.oci.image.manifest.v1+json").ok());
   }
 
@@ -436,19 +436,20 @@ TEST_F(CliMark, EachKindOfBadRecordIsNamedWithItsOwnReason) {
   att = gpuenv::marks::parse_att_manifest((*att_manifest)->bytes, *client.get_blob(*parsed, *config_d, 1 << 20), "att").value();
   for (const std::string& bytes : {changed, foreign, std::string("{\"payload\": not json")}) {
     att = gpuenv::marks::append_record(att, bytes, gpuenv::marks::k_predicate_type);
-    ASSERT_TRUE(client.put_blob(*parsed, bytes).ok());
+    ASSERT_TRUE(client.put_blob(*parsed, gpuenv::images::BlobSource::of(bytes)).ok());
   }
   gpuenv::images::Descriptor not_envelope;
   const std::string tarball = "not an envelope";
   not_envelope.media_type = "application/vnd.oci.image.layer.v1.tar";
   not_envelope.digest = gpuenv::Digest::of(tarball);
   not_envelope.size = tarball.size();
-  ASSERT_TRUE(client.put_blob(*parsed, tarball).ok());
+  ASSERT_TRUE(client.put_blob(*parsed, gpuenv::images::BlobSource::of(tarball)).ok());
   json manifest = json::parse(att->manifest);
   manifest["layers"].push_back(gpuenv::images::descriptor_object(not_envelope));
   json config = json::parse(att->config);
   config["rootfs"]["diff_ids"].push_back(not_envelope.digest.str());
-  ASSERT_TRUE(client.put_blob(*parsed, config.dump()).ok());
+  const std::string config_bytes = config.dump();
+  ASSERT_TRUE(client.put_blob(*parsed, gpuenv::images::BlobSource::of(config_bytes)).ok());
   manifest["config"]["digest"] = gpuenv::Digest::of(config.dump()).str();
   manifest["config"]["size"] = config.dump().size();
   ASSERT_TRUE(client.put_manifest(*parsed, tag, manifest.dump(), "application/vnd.oci.image.manifest.v1+json").ok());
@@ -616,7 +617,7 @@ TEST_F(CliMark, WithReferrersTheRecordIsAlsoASigstoreBundleReferrerFoundThroughT
   ASSERT_TRUE(parsed.ok());
   const std::string digest = json::parse(r.out)["image"];
   // Debian's docker-registry has no referrers API: the index lives under the tag schema's fallback tag.
-  auto api = client.has_referrers_api(*parsed, digest);
+  auto api = client.has_referrers_api(*parsed, gpuenv::Digest::parse(digest).value());
   ASSERT_TRUE(api.ok()) << api.error().to_string();
   EXPECT_FALSE(*api);
   auto index = client.get_manifest(*parsed, "sha256-" + digest.substr(7));

@@ -11,7 +11,10 @@ MODE:
   short    like plain, but GET of a blob serves only its first half (with a matching Content-Length)
   stall    like plain, but GET of a blob sends its first half, then nothing for 60 s
   endless  like plain, but GET of a blob sends it without a Content-Length and then zeros, for ever
-Manifests are kept with the Content-Type they were PUT with. GET /log lists "METHOD PATH" of every request.
+  misreport like plain, but the answers to a blob PUT, a mount and a manifest PUT name another digest than the
+           one stored in Docker-Content-Digest
+Blobs belong to the repositories they were uploaded to or mounted into (from= must hold the blob). Manifests are
+kept with the Content-Type they were PUT with. GET /log lists "METHOD PATH" of every request.
 """
 import base64, hashlib, itertools, json, re, sys, threading, time
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
@@ -19,6 +22,7 @@ from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 mode = sys.argv[1]
 need_creds = sys.argv[2] if len(sys.argv) > 2 else None
 blobs, manifests, uploads, tokens = {}, {}, {}, set()
+held = set()  # (repository, digest) of every blob a repository holds
 log = []
 ids = itertools.count(1)  # upload and token ids, never reused
 lock = threading.Lock()
@@ -28,6 +32,13 @@ BLOB = re.compile(r"^/v2/(.+)/blobs/(sha256:[0-9a-f]{64})$")
 UPLOAD_START = re.compile(r"^/v2/(.+)/blobs/uploads/$")
 UPLOAD = re.compile(r"^/v2/(.+)/blobs/uploads/([0-9a-z]+)$")
 MANIFEST = re.compile(r"^/v2/(.+)/manifests/([^/]+)$")
+
+
+def reported(digest):
+    """The digest an answer names: DIGEST, or in misreport mode another one."""
+    if mode != "misreport":
+        return digest
+    return digest[:-1] + ("0" if digest[-1] != "0" else "1")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -121,7 +132,7 @@ class Handler(BaseHTTPRequestHandler):
         m = BLOB.match(path)
         if m and self.command in ("GET", "HEAD"):
             digest = m.group(2)
-            if digest not in blobs:
+            if (m.group(1), digest) not in held:
                 return self.error(404, "BLOB_UNKNOWN", "blob unknown to registry")
             b = blobs[digest]
             if self.command == "GET" and mode == "alter":
@@ -134,8 +145,10 @@ class Handler(BaseHTTPRequestHandler):
         m = UPLOAD_START.match(path)
         if m and self.command == "POST":
             repo = m.group(1)
-            if "mount" in q and q["mount"] in blobs:
-                return self.reply(201, b"", {"Docker-Content-Digest": q["mount"], "Location": f"/v2/{repo}/blobs/{q['mount']}"})
+            if "mount" in q and (q.get("from"), q["mount"]) in held:
+                with lock:
+                    held.add((repo, q["mount"]))
+                return self.reply(201, b"", {"Docker-Content-Digest": reported(q["mount"]), "Location": f"/v2/{repo}/blobs/{q['mount']}"})
             with lock:
                 uid = f"u{next(ids)}"
                 uploads[uid] = bytearray()
@@ -154,8 +167,10 @@ class Handler(BaseHTTPRequestHandler):
                 digest = "sha256:" + hashlib.sha256(buf).hexdigest()
                 if digest != q.get("digest"):
                     return self.error(400, "DIGEST_INVALID", "provided digest did not match uploaded content")
-                blobs[digest] = bytes(buf)
-                return self.reply(201, b"", {"Docker-Content-Digest": digest, "Location": f"/v2/{repo}/blobs/{digest}"})
+                with lock:
+                    blobs[digest] = bytes(buf)
+                    held.add((repo, digest))
+                return self.reply(201, b"", {"Docker-Content-Digest": reported(digest), "Location": f"/v2/{repo}/blobs/{digest}"})
         m = MANIFEST.match(path)
         if m:
             repo, ref = m.group(1), m.group(2)
@@ -164,7 +179,7 @@ class Handler(BaseHTTPRequestHandler):
                 ct = self.headers.get("Content-Type", "")
                 manifests[(repo, ref)] = (data, ct)
                 manifests[(repo, digest)] = (data, ct)
-                return self.reply(201, b"", {"Docker-Content-Digest": digest, "Location": f"/v2/{repo}/manifests/{digest}"})
+                return self.reply(201, b"", {"Docker-Content-Digest": reported(digest), "Location": f"/v2/{repo}/manifests/{digest}"})
             if self.command in ("GET", "HEAD"):
                 if (repo, ref) not in manifests:
                     return self.error(404, "MANIFEST_UNKNOWN", "manifest unknown")

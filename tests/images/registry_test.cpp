@@ -95,6 +95,13 @@ HttpOptions quick_http(const std::string& ca = {}) {
   return o;
 }
 
+/// Options for a loopback registry that speaks plain HTTP.
+RegistryOptions plain_http_options() {
+  RegistryOptions o;
+  o.plain_http = true;
+  return o;
+}
+
 ImageReference parse_ref(const std::string& text) {
   auto r = parse_image_reference(text);
   EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().to_string());
@@ -356,7 +363,7 @@ TEST_F(PlainRegistry, PushedImageIsWhatSkopeoSeesAndPullsBackIdentically) {
   const auto target = parse_ref(s_registry->host() + "/gpuenv/push-pull:v1");
   const auto pushed = client.push(src.path(), target);
   ASSERT_TRUE(pushed.ok()) << pushed.error().to_string();
-  EXPECT_EQ(pushed->digest, img.manifest.digest.str());
+  EXPECT_EQ(pushed->digest, img.manifest.digest);
   EXPECT_EQ(pushed->blobs_uploaded, 3);
   EXPECT_EQ(pushed->blobs_present, 0);
   EXPECT_EQ(pushed->manifests, 1);
@@ -446,22 +453,22 @@ TEST_F(PlainRegistry, PullsByDigestAndChoosesThePlatformFromAnIndex) {
   const auto pushed = client.push(src.path(), target);
   ASSERT_TRUE(pushed.ok()) << pushed.error().to_string();
   EXPECT_EQ(pushed->manifests, 3);
-  EXPECT_EQ(pushed->digest, top.digest.str());
+  EXPECT_EQ(pushed->digest, top.digest);
 
   const auto pulled = client.pull(target, dst / "arm", {"linux", "arm64", ""});
   ASSERT_TRUE(pulled.ok()) << pulled.error().to_string();
   EXPECT_EQ(pulled->manifest.digest, arm.manifest.digest);
-  EXPECT_EQ(pulled->index_digest, top.digest.str());  // what a reference pinned by the index's digest is checked against
+  EXPECT_EQ(pulled->index_digest, top.digest);  // what a reference pinned by the index's digest is checked against
   expect_same_blobs(src.path(), dst / "arm", arm);
 
   const auto by_digest = client.pull(parse_ref(s_registry->host() + "/gpuenv/multi@" + amd.manifest.digest.str()), dst / "amd");
   ASSERT_TRUE(by_digest.ok()) << by_digest.error().to_string();
   EXPECT_EQ(by_digest->manifest.digest.str(), amd.manifest.digest.str());
-  EXPECT_EQ(by_digest->index_digest, "");
+  EXPECT_TRUE(by_digest->index_digest.empty());
   const auto by_index = client.pull(parse_ref(s_registry->host() + "/gpuenv/multi@" + top.digest.str()), dst / "by-index");
   ASSERT_TRUE(by_index.ok()) << by_index.error().to_string();
   EXPECT_EQ(by_index->manifest.digest, amd.manifest.digest);
-  EXPECT_EQ(by_index->index_digest, top.digest.str());
+  EXPECT_EQ(by_index->index_digest, top.digest);
 
   const auto no_platform = client.pull(target, dst / "none", {"linux", "s390x", ""});
   ASSERT_FALSE(no_platform.ok());
@@ -477,10 +484,10 @@ TEST_F(PlainRegistry, FetchesTheManifestAndConfigAndChoosesThePlatformFromAnInde
   ASSERT_TRUE(client.push(src.path(), target).ok());
   const auto got = client.fetch_manifest_and_config(target);
   ASSERT_TRUE(got.ok()) << got.error().to_string();
-  EXPECT_EQ(got->manifest_digest, img.manifest.digest.str());
+  EXPECT_EQ(got->manifest_digest, img.manifest.digest);
   EXPECT_EQ(got->manifest, read_file(src / ("blobs/sha256/" + img.manifest.digest.hex())));
   EXPECT_EQ(got->media_type, media_type::k_manifest);
-  EXPECT_EQ(got->index_digest, "");
+  EXPECT_TRUE(got->index_digest.empty());
   EXPECT_EQ(got->config_descriptor.digest, img.blobs[0].digest);
   EXPECT_EQ(got->config, read_file(src / ("blobs/sha256/" + img.blobs[0].digest.hex())));
 
@@ -503,8 +510,8 @@ TEST_F(PlainRegistry, FetchesTheManifestAndConfigAndChoosesThePlatformFromAnInde
   ASSERT_TRUE(client.push(multi.path(), multi_ref).ok());
   const auto chosen = client.fetch_manifest_and_config(multi_ref);
   ASSERT_TRUE(chosen.ok()) << chosen.error().to_string();
-  EXPECT_EQ(chosen->index_digest, top.digest.str());
-  EXPECT_EQ(chosen->manifest_digest, amd.manifest.digest.str());
+  EXPECT_EQ(chosen->index_digest, top.digest);
+  EXPECT_EQ(chosen->manifest_digest, amd.manifest.digest);
   EXPECT_EQ(nlohmann::json::parse(chosen->config)["architecture"], "amd64");
   const auto missing = client.fetch_manifest_and_config(parse_ref(s_registry->host() + "/gpuenv/fetch-mc:v9"));
   ASSERT_FALSE(missing.ok());
@@ -533,7 +540,87 @@ TEST_F(PlainRegistry, PushNeedsAChoiceWhenTheLayoutHoldsSeveralImages) {
   EXPECT_EQ(ambiguous.error().id, "registry.layout");
   const auto chosen = client.push(src.path(), parse_ref(s_registry->host() + "/gpuenv/two:x"), {"v2", ""});
   ASSERT_TRUE(chosen.ok()) << chosen.error().to_string();
-  EXPECT_EQ(chosen->digest, b.digest.str());
+  EXPECT_EQ(chosen->digest, b.digest);
+}
+
+// ---- the one upload path: put_blob and put_manifest, which push goes through too ----
+
+TEST_F(PlainRegistry, PutBlobUploadsABlobOnceAndThenFindsItPresent) {
+  RegistryClient client(*m_http, m_options);
+  const auto target = parse_ref(s_registry->host() + "/gpuenv/put-once:v1");
+  const std::string bytes = pattern_bytes(2500, 20);
+  const BlobSource source = BlobSource::of(bytes);
+  EXPECT_EQ(source.digest, Digest::of(bytes));
+  EXPECT_FALSE(*client.blob_exists(target, source.digest));
+  const auto first = client.put_blob(target, source);
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  EXPECT_EQ(first->outcome, BlobOutcome::uploaded);
+  EXPECT_EQ(first->bytes_uploaded, bytes.size());
+  EXPECT_EQ(first->chunks, 0);
+  EXPECT_TRUE(*client.blob_exists(target, source.digest));
+  const auto again = client.put_blob(target, source);
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  EXPECT_EQ(again->outcome, BlobOutcome::present);
+  EXPECT_EQ(again->bytes_uploaded, 0u);
+  const Descriptor d{media_type::k_layer_gzip, source.digest, bytes.size(), {}};
+  EXPECT_EQ(*client.get_blob(target, d, 1 << 20), bytes);
+}
+
+TEST_F(PlainRegistry, PutBlobStreamsAFileInChunksAboveTheThreshold) {
+  RegistryTempDir dir;
+  const std::string bytes = pattern_bytes(9000, 21);
+  write_file(dir / "blob", bytes);
+  m_options.chunk_threshold = 1000;
+  m_options.chunk_size = 4096;
+  RegistryClient client(*m_http, m_options);
+  const auto target = parse_ref(s_registry->host() + "/gpuenv/put-chunked:v1");
+  const auto put = client.put_blob(target, BlobSource::file(dir / "blob", Digest::of(bytes), bytes.size()));
+  ASSERT_TRUE(put.ok()) << put.error().to_string();
+  EXPECT_EQ(put->outcome, BlobOutcome::uploaded);
+  EXPECT_EQ(put->chunks, 3);  // 9000 bytes in 4096-byte chunks
+  EXPECT_EQ(put->bytes_uploaded, bytes.size());
+  const std::string memory = pattern_bytes(3000, 22);  // bytes in memory go up in chunks the same way
+  const auto put_memory = client.put_blob(target, BlobSource::of(memory));
+  ASSERT_TRUE(put_memory.ok()) << put_memory.error().to_string();
+  EXPECT_EQ(put_memory->chunks, 1);
+  EXPECT_EQ(*client.get_blob(target, Descriptor{media_type::k_layer_gzip, Digest::of(bytes), bytes.size(), {}}, 1 << 20), bytes);
+  EXPECT_EQ(*client.get_blob(target, Descriptor{media_type::k_layer_gzip, Digest::of(memory), memory.size(), {}}, 1 << 20), memory);
+}
+
+TEST_F(PlainRegistry, PutBlobMountsFromAnotherRepositoryWhenAsked) {
+  RegistryClient client(*m_http, m_options);
+  const auto source_repo = parse_ref(s_registry->host() + "/gpuenv/put-mount-source:v1");
+  const auto target = parse_ref(s_registry->host() + "/gpuenv/put-mount-target:v1");
+  const std::string bytes = pattern_bytes(1200, 23);
+  ASSERT_TRUE(client.put_blob(source_repo, BlobSource::of(bytes)).ok());
+  const auto mounted = client.put_blob(target, BlobSource::of(bytes), "gpuenv/put-mount-source");
+  ASSERT_TRUE(mounted.ok()) << mounted.error().to_string();
+  EXPECT_EQ(mounted->outcome, BlobOutcome::mounted);
+  EXPECT_EQ(mounted->bytes_uploaded, 0u);
+  EXPECT_TRUE(*client.blob_exists(target, Digest::of(bytes)));
+  // A repository that lacks the blob: the registry declines the mount and the blob is uploaded.
+  const std::string other = pattern_bytes(1300, 24);
+  const auto declined = client.put_blob(target, BlobSource::of(other), "gpuenv/put-mount-source");
+  ASSERT_TRUE(declined.ok()) << declined.error().to_string();
+  EXPECT_EQ(declined->outcome, BlobOutcome::uploaded);
+}
+
+TEST_F(PlainRegistry, PutManifestAnswersTheDigestTheRegistryConfirmed) {
+  RegistryTempDir src;
+  const TestImage img = make_image(src.path(), {600}, 25);
+  RegistryClient client(*m_http, m_options);
+  const auto target = parse_ref(s_registry->host() + "/gpuenv/put-manifest:v1");
+  for (const auto& b : img.blobs) {
+    const auto put = client.put_blob(target, BlobSource::file(src / ("blobs/sha256/" + b.digest.hex()), b.digest, b.size));
+    ASSERT_TRUE(put.ok()) << put.error().to_string();
+  }
+  const std::string manifest = read_file(src / ("blobs/sha256/" + img.manifest.digest.hex()));
+  const auto put = client.put_manifest(target, "v1", manifest, media_type::k_manifest);
+  ASSERT_TRUE(put.ok()) << put.error().to_string();
+  EXPECT_EQ(put->digest, img.manifest.digest);
+  const auto got = client.get_manifest(target, "v1");
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->bytes, manifest);
 }
 
 TEST(BasicAuthRegistry, PushesWithCredentialsAndRefusesWithoutOrWithWrongOnes) {
@@ -646,6 +733,94 @@ TEST(FakeRegistry, TokenServiceCredentialsAreRequiredAndNeverShown) {
   EXPECT_TRUE(pushed.ok()) << pushed.error().to_string();
 }
 
+TEST(FakeRegistry, AnExistingBlobIsNotUploadedAgainAndAMountIsTriedAndCounted) {
+  FakeRegistry fake("plain");
+  ASSERT_NE(fake.port(), 0);
+  auto http = make_curl_http_client(quick_http());
+  RegistryClient client(*http, plain_http_options());
+  RegistryTempDir src;
+  const TestImage img = make_image(src.path(), {700, 900}, 26);
+  const auto app = parse_ref(fake.host() + "/team/app:v1");
+  ASSERT_TRUE(client.push(src.path(), app).ok());
+  // A layer push uploaded is present for put_blob: one HEAD, nothing sent.
+  const std::string layer = read_file(src / ("blobs/sha256/" + img.blobs[1].digest.hex()));
+  const auto present = client.put_blob(app, BlobSource::of(layer));
+  ASSERT_TRUE(present.ok()) << present.error().to_string();
+  EXPECT_EQ(present->outcome, BlobOutcome::present);
+  std::string log = fake.log();
+  EXPECT_EQ(count(log, "PUT /v2/team/app/blobs/uploads/"), 3) << log;
+  EXPECT_EQ(count(log, "HEAD /v2/team/app/blobs/" + img.blobs[1].digest.str()), 2) << log;
+  // The same image into another repository, mounting from the first: every blob is mounted, none uploaded.
+  const auto mounted = client.push(src.path(), parse_ref(fake.host() + "/team/other:v1"), {"v1", "team/app"});
+  ASSERT_TRUE(mounted.ok()) << mounted.error().to_string();
+  EXPECT_EQ(mounted->blobs_mounted, 3);
+  EXPECT_EQ(mounted->blobs_uploaded, 0);
+  EXPECT_EQ(mounted->bytes_uploaded, 0u);
+  log = fake.log();
+  EXPECT_EQ(count(log, "POST /v2/team/other/blobs/uploads/"), 3) << log;
+  EXPECT_EQ(count(log, "PUT /v2/team/other/blobs/uploads/"), 0) << log;
+  // Pushed again: every blob is found by its HEAD, no upload starts.
+  const auto again = client.push(src.path(), parse_ref(fake.host() + "/team/other:v1"), {"v1", "team/app"});
+  ASSERT_TRUE(again.ok()) << again.error().to_string();
+  EXPECT_EQ(again->blobs_present, 3);
+  EXPECT_EQ(again->blobs_mounted, 0);
+  EXPECT_EQ(count(fake.log(), "POST /v2/team/other/blobs/uploads/"), 3);
+}
+
+TEST(FakeRegistry, PushSendsPerBlobAHeadAPostAndItsPutOrChunksThenTheManifest) {
+  FakeRegistry fake("plain");
+  ASSERT_NE(fake.port(), 0);
+  auto http = make_curl_http_client(quick_http());
+  RegistryOptions o = plain_http_options();
+  o.parallel_blobs = 1;  // one blob at a time: the requests in a fixed order
+  o.chunk_threshold = 1000;
+  o.chunk_size = 1500;
+  RegistryClient client(*http, o);
+  RegistryTempDir src;
+  const TestImage img = make_image(src.path(), {2000}, 28);
+  ASSERT_TRUE(client.push(src.path(), parse_ref(fake.host() + "/team/app:v1")).ok());
+  std::string expected;
+  const std::string repo = "/v2/team/app";
+  const std::string config = img.blobs[0].digest.str(), layer = img.blobs[1].digest.str();
+  for (const std::string& line : {"HEAD " + repo + "/blobs/" + config, "POST " + repo + "/blobs/uploads/", "PUT " + repo + "/blobs/uploads/1",
+                                  "HEAD " + repo + "/blobs/" + layer, "POST " + repo + "/blobs/uploads/", "PATCH " + repo + "/blobs/uploads/2",
+                                  "PATCH " + repo + "/blobs/uploads/2", "PUT " + repo + "/blobs/uploads/2", "PUT " + repo + "/manifests/v1"}) {
+    expected += line + "\n";
+  }
+  expected += "GET /log";  // the fake logs the request for its log too
+  std::string log = fake.log();
+  for (const char* id : {"u1", "u2"}) {  // the fake's upload ids, counted from 1
+    for (auto at = log.find(id); at != std::string::npos; at = log.find(id)) log.replace(at, 2, std::string(1, id[1]));
+  }
+  EXPECT_EQ(log, expected);
+}
+
+TEST(FakeRegistry, ABlobOrManifestTheRegistryReportsUnderAnotherDigestIsRefused) {
+  FakeRegistry fake("misreport");
+  ASSERT_NE(fake.port(), 0);
+  auto http = make_curl_http_client(quick_http());
+  RegistryClient client(*http, plain_http_options());
+  const auto app = parse_ref(fake.host() + "/team/app:v1");
+  const std::string bytes = "a blob";
+  const auto put = client.put_blob(app, BlobSource::of(bytes));
+  ASSERT_FALSE(put.ok());
+  EXPECT_EQ(put.error().id, "registry.digest_mismatch") << put.error().to_string();
+  EXPECT_NE(put.error().message.find(Digest::of(bytes).str()), std::string::npos) << put.error().to_string();
+  // The blob is in team/app now; a mount of it that names another digest is refused too.
+  const auto mount = client.put_blob(parse_ref(fake.host() + "/team/other:v1"), BlobSource::of(bytes), "team/app");
+  ASSERT_FALSE(mount.ok());
+  EXPECT_EQ(mount.error().id, "registry.digest_mismatch") << mount.error().to_string();
+  EXPECT_NE(mount.error().where.find("POST "), std::string::npos) << mount.error().to_string();
+  RegistryTempDir src;
+  const TestImage img = make_image(src.path(), {400}, 27);
+  const auto manifest = client.put_manifest(app, "v1", read_file(src / ("blobs/sha256/" + img.manifest.digest.hex())), media_type::k_manifest);
+  ASSERT_FALSE(manifest.ok());
+  EXPECT_EQ(manifest.error().id, "registry.digest_mismatch") << manifest.error().to_string();
+  const auto pushed = client.push(src.path(), parse_ref(fake.host() + "/team/pushed:v1"));
+  ASSERT_FALSE(pushed.ok());
+  EXPECT_EQ(pushed.error().id, "registry.digest_mismatch") << pushed.error().to_string();
+}
+
 /// Pushes a test image to a fake in `mode` (the fake stores what it gets faithfully) and pulls it back.
 Result<PullStats> push_then_pull(const std::string& mode, const std::string& dst) {
   FakeRegistry fake(mode);
@@ -679,7 +854,7 @@ TEST(FakeRegistry, FetchingManifestAndConfigDownloadsNoLayerAndVerifiesTheConfig
     EXPECT_NE(log.find("GET /v2/team/app/blobs/" + img.blobs[0].digest.str()), std::string::npos) << mode << "\n" << log;
     if (mode == "plain") {
       ASSERT_TRUE(got.ok()) << got.error().to_string();
-      EXPECT_EQ(got->manifest_digest, img.manifest.digest.str());
+      EXPECT_EQ(got->manifest_digest, img.manifest.digest);
       EXPECT_EQ(got->config, read_file(src / ("blobs/sha256/" + img.blobs[0].digest.hex())));
     } else {
       ASSERT_FALSE(got.ok()) << mode;
