@@ -238,10 +238,10 @@ class RegistryMarkStore final : public MarkStore {
       : m_ref(std::move(ref)), m_http(std::move(http)), m_client(*m_http, options) {}
 
   Result<images::Descriptor> image_descriptor() override {
-    GPUENV_TRY(image, m_client.fetch_manifest_and_config(m_ref));
+    GPUENV_TRY(image, m_client.fetch_image_manifest(m_ref));  // the subject: the manifest alone, no config
     images::Descriptor out;
-    out.digest = image.manifest_digest;
-    out.size = image.manifest.size();
+    out.digest = image.digest;
+    out.size = image.bytes.size();
     out.media_type = image.media_type;
     return out;
   }

@@ -929,13 +929,21 @@ Result<bool> RegistryClient::has_referrers_api(const ImageReference& ref, const 
   return s.response_error(*resp, "cannot ask for the referrers of " + digest.str(), req);
 }
 
+Result<RemoteManifest> RegistryClient::fetch_image_manifest(const ImageReference& ref, const PullOptions& options) {
+  Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
+  auto m = get_image_manifest(s, m_o, ref, options, "reading the manifest of", nullptr);
+  if (!m) return std::move(m).error();
+  auto blobs = manifest_blobs(json::parse(m->bytes, nullptr, false), ref.to_string());
+  if (!blobs) return std::move(blobs).error();
+  return RemoteManifest{std::move(m->bytes), std::move(m->media_type), m->digest};
+}
+
 Result<RemoteImage> RegistryClient::fetch_manifest_and_config(const ImageReference& ref, const PullOptions& options) {
   Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
   RemoteImage out;
   auto m = get_image_manifest(s, m_o, ref, options, "reading the manifest of", &out.index_digest);
   if (!m) return std::move(m).error();
-  const auto j = json::parse(m->bytes, nullptr, false);
-  auto blobs = manifest_blobs(j, ref.to_string());
+  auto blobs = manifest_blobs(json::parse(m->bytes, nullptr, false), ref.to_string());
   if (!blobs) return std::move(blobs).error();
   out.config_descriptor = blobs->front();
   auto config = get_small_blob(s, out.config_descriptor, std::uint64_t{16} << 20);

@@ -181,6 +181,10 @@ class RegistryClient {
   /// index.json is written last and names the pulled manifest with ref name = the tag (or the digest).
   Result<PullStats> pull(const ImageReference& ref, const std::string& layout_dir, const PullOptions& options = {});
 
+  /// Fetches `ref`'s image manifest (choosing a platform from an index as pull does), checked against its digest,
+  /// and nothing else: the subject of what is stored beside an image (marks). Errors as pull's.
+  Result<RemoteManifest> fetch_image_manifest(const ImageReference& ref, const PullOptions& options = {});
+
   /// Fetches `ref`'s image manifest (choosing a platform from an index as pull does) and its config blob, each
   /// checked against its digest, and no layer. Errors as pull's; a config over 16 MiB is `registry.manifest`.
   Result<RemoteImage> fetch_manifest_and_config(const ImageReference& ref, const PullOptions& options = {});

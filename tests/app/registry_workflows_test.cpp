@@ -98,7 +98,7 @@ TEST_F(AppRegistry, APushUploadsEachBlobOnceAndASecondPushUploadsNothing) {
   ASSERT_TRUE(first.ok()) << first.error().to_string();
   ASSERT_TRUE(first->pushed);
   const std::string digest = first->image.manifest.digest.str();
-  EXPECT_EQ(first->pushed->digest, digest);
+  EXPECT_EQ(first->pushed->digest.str(), digest);
   EXPECT_EQ(first->pushed->blobs_uploaded, 2u);  // the metadata layer and the config
   EXPECT_EQ(first->pushed->blobs_present, 0u);
   const auto stored = m_registry.manifest("app/empty", "1");
@@ -110,7 +110,7 @@ TEST_F(AppRegistry, APushUploadsEachBlobOnceAndASecondPushUploadsNothing) {
   const std::size_t puts = m_registry.count("PUT", "/uploads/");
   auto second = push("app/empty");
   ASSERT_TRUE(second.ok()) << second.error().to_string();
-  EXPECT_EQ(second->pushed->digest, digest);  // the same image, byte for byte
+  EXPECT_EQ(second->pushed->digest.str(), digest);  // the same image, byte for byte
   EXPECT_EQ(second->pushed->blobs_uploaded, 0u);
   EXPECT_EQ(second->pushed->blobs_present, 2u);
   EXPECT_EQ(m_registry.count("PUT", "/uploads/"), puts);  // no blob went up again
@@ -164,6 +164,8 @@ TEST_F(AppRegistry, InspectReadsTheManifestAndConfigOnly) {
   EXPECT_TRUE(inspected->marks.empty());
   const std::string layer = pushed->image.layers.at(0).blob.digest.str();
   EXPECT_EQ(m_registry.count("GET", "/blobs/" + layer), 0u) << ::testing::PrintToString(m_registry.requests());  // no layer was downloaded
+  const std::string config = pushed->image.config.digest.str();
+  EXPECT_EQ(m_registry.count("GET", "/blobs/" + config), 1u);  // the config once: the marks' lookup needs the manifest alone
   EXPECT_EQ(m_registry.count("GET", "/manifests/sha256-" + pushed->image.manifest.digest.hex() + ".att"), 1u);  // its marks were looked for
 }
 
