@@ -338,13 +338,11 @@ LayoutTarget layout_target(const std::string& output) {
 /// and this one, the same image, is dropped).
 Status place_layout(const LayoutTarget& t, const std::string& output) {
   if (!t.staged) return ok_status();
-  if (::rename(t.dir.c_str(), output.c_str()) == 0) return ok_status();
-  const int err = errno;
-  std::error_code ec;
-  fs::remove_all(t.dir, ec);
-  if (err == EEXIST || err == ENOTEMPTY) return ok_status();
-  return make_error(ErrorKind::environment, "build.io", std::string("cannot move the finished layout into place: ") + std::strerror(err), output,
-                    "check permissions of the output's directory");
+  // Synced: the layout is what the user keeps; its blobs and index were each synced as written, so this makes the
+  // new name survive a power cut at little cost.
+  constexpr IoArea k_layout_output_io{"build.io", "check permissions of the output's directory"};
+  GPUENV_CHECK(commit_directory(t.dir, output, Durability::synced, k_layout_output_io, "cannot move the finished layout into place"));
+  return ok_status();
 }
 
 /// A VM lock's build: the disk at OUT.output, and with --push its containerDisk pushed.

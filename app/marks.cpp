@@ -4,18 +4,12 @@
 #include "base/duration.hpp"
 #include "app/status.hpp"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -23,10 +17,10 @@
 #include "app/catalog.hpp"
 #include "app/resolve.hpp"
 #include "base/file_io.hpp"
+#include "base/file_lock.hpp"
 #include "base/json_field.hpp"
 #include "base/net/http_client.hpp"
 #include "base/safe_text.hpp"
-#include "base/unique_fd.hpp"
 #include "images/oci/archive.hpp"
 #include "images/oci/image_reader.hpp"
 #include "images/oci/layout_image.hpp"
@@ -46,23 +40,19 @@ using nlohmann::json;
 /// A record larger than this is not one gpuenv wrote (a mark is a few KiB).
 constexpr std::uint64_t k_max_record_bytes = 4u << 20;
 
-/// Holds an exclusive flock for its lifetime.
-Result<UniqueFd> lock_exclusive(const std::string& path, std::chrono::seconds patience) {
+/// The lock that serialises the writers of one image's marks: exclusive, waited for up to 60 s (a mark is written
+/// in seconds; a longer wait is a stuck writer, docs/mark.md).
+Result<FileLock> lock_marks(const std::string& path) {
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
-  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (fd.get() < 0)
-    return make_error(ErrorKind::environment, "mark.io", std::string("cannot open the lock: ") + std::strerror(errno), path, "check the cache directory (GPUENV_CACHE_DIR)");
-  const auto until = std::chrono::steady_clock::now() + patience;
-  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK && errno != EINTR)
-      return make_error(ErrorKind::environment, "mark.io", std::string("cannot lock: ") + std::strerror(errno), path, "");
-    if (std::chrono::steady_clock::now() > until)
-      return make_error(ErrorKind::environment, "mark.locked", "another gpuenv has been marking this image for " + std::to_string(patience.count()) + " s", path,
-                        "wait for it to finish, or find the process that holds the lock (fuser " + path + ")");
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
-  }
-  return fd;
+  LockOptions o;
+  o.patience = std::chrono::seconds(60);
+  o.what = "the marks of this image";
+  o.io = {"mark.io", "check the cache directory (GPUENV_CACHE_DIR)"};
+  o.locked_id = "mark.locked";
+  o.locked_hint = "wait for the other gpuenv marking this image to finish, or find the process that holds the lock (fuser " + path + ")";
+  o.create_mode = 0600;
+  return FileLock::acquire(path, o);
 }
 
 bool has_layer(const std::optional<marks::AttImage>& att, const Digest& layer) {
@@ -188,7 +178,7 @@ Result<MarkResult> mark(const MarkRequest& r, Services& services) {
   const Digest layer = Digest::of(envelope);
 
   const std::string lock_path = cache_root(services) + "/locks/mark-" + Digest::of(store->lock_key(image)).hex().substr(0, 32) + ".lock";
-  GPUENV_TRY(lock, lock_exclusive(lock_path, std::chrono::seconds(60)));
+  GPUENV_TRY(lock, lock_marks(lock_path));
   for (int attempt = 0; attempt < 3; ++attempt) {
     GPUENV_TRY(existing, store->read_att(image));
     if (has_layer(existing, layer)) {

@@ -2,7 +2,13 @@
 
 #include "base/safe_text.hpp"
 
+#include <cstring>
+
 namespace gpuenv {
+
+Error io_error(const IoArea& area, const std::string& what, const std::string& where, int err) {
+  return make_error(ErrorKind::environment, area.id, what + ": " + std::strerror(err), where, area.hint);
+}
 
 std::string Error::to_string() const {
   // Messages carry what was read (a registry's answer, a file's name, a package's field): each part is made safe

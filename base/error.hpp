@@ -1,6 +1,7 @@
 #pragma once
 // The one error type of gpuenv and the Result<T> every fallible function returns.
 #include <cassert>
+#include <cerrno>
 #include <string>
 #include <utility>
 #include <variant>
@@ -54,6 +55,16 @@ inline Error make_error(ErrorKind kind, std::string id, std::string message, std
                         std::string hint = {}) {
   return Error{kind, std::move(id), std::move(message), std::move(where), std::move(hint), {}};
 }
+
+/// What the I/O errors of one area share: their id ("build.io") and hint. Each area names its own constant.
+struct IoArea {
+  const char* id;
+  const char* hint;
+};
+
+/// The error of a failed system call in AREA: kind environment, AREA's id and hint, message "WHAT: strerror(ERR)"
+/// and WHERE; ERR is errno unless given.
+Error io_error(const IoArea& area, const std::string& what, const std::string& where, int err = errno);
 
 /// Either a value or an Error. Never throws on construction; value() on an error is a bug (asserted).
 template <class T>

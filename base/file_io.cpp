@@ -20,10 +20,7 @@
 namespace gpuenv {
 namespace {
 
-Error io_error(const std::string& path, const std::string& what, int err = errno) {
-  return make_error(ErrorKind::environment, "io.error", what + ": " + std::strerror(err), path,
-                    "check the path, its permissions and free disk space");
-}
+constexpr IoArea k_file_io{"io.error", "check the path, its permissions and free disk space"};
 
 /// ".NAME.tmp.PID.HOST.N.RANDOM" (HOST: writer_host()): unique among this process's writers (N) and other
 /// processes (PID, HOST, RANDOM).
@@ -148,10 +145,10 @@ Result<std::string> read_file_limited(const std::string& path, std::size_t max_b
     if (errno == ENOENT) {
       return make_error(ErrorKind::usage, "io.not_found", "no such file", path, "check the path (relative paths start in the current directory)");
     }
-    return io_error(path, "cannot open");
+    return io_error(k_file_io, "cannot open", path);
   }
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return io_error(path, "cannot stat");
+  if (::fstat(fd.get(), &st) != 0) return io_error(k_file_io, "cannot stat", path);
   if (!S_ISREG(st.st_mode)) return make_error(ErrorKind::usage, "io.not_a_file", "not a regular file", path, "give the path of a YAML file");
   if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
     return make_error(limit.kind, limit.id, "file is " + std::to_string(st.st_size) + " bytes; the limit is " + std::to_string(max_bytes), path, limit.hint);
@@ -161,7 +158,7 @@ Result<std::string> read_file_limited(const std::string& path, std::size_t max_b
   while (true) {
     const ssize_t got = ::read(fd.get(), buf, sizeof buf);
     if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return io_error(path, "cannot read");
+    if (got < 0) return io_error(k_file_io, "cannot read", path);
     if (got == 0) break;
     text.append(buf, static_cast<std::size_t>(got));
     if (text.size() > max_bytes) {  // the file grew while being read
@@ -195,9 +192,9 @@ Result<AtomicFile> AtomicFile::create_in(int dir_fd, const std::string& name, mo
       file.m_durability = durability;
       return file;
     }
-    if (errno != EEXIST) return io_error(name, "cannot create a temporary file");
+    if (errno != EEXIST) return io_error(k_file_io, "cannot create a temporary file", name);
   }
-  return io_error(name, "cannot create a temporary file", EEXIST);
+  return io_error(k_file_io, "cannot create a temporary file", name, EEXIST);
 }
 
 Result<AtomicFile> AtomicFile::create(const std::string& path, mode_t mode, Durability durability) {
@@ -205,7 +202,7 @@ Result<AtomicFile> AtomicFile::create(const std::string& path, mode_t mode, Dura
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return io_error(path, "cannot open the directory " + dir);
+  if (dfd < 0) return io_error(k_file_io, "cannot open the directory " + dir, path);
   // What a killed writer of the same file left (a 300 MB archive, a 600 MB sparse disk) goes before this one
   // starts: the next run of the same command cleans up after the last.
   remove_dead_temporaries(dfd, name);
@@ -227,7 +224,7 @@ Status AtomicFile::write(std::string_view bytes) {
   while (done < bytes.size()) {
     const ssize_t w = ::write(m_fd.get(), bytes.data() + done, bytes.size() - done);
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return io_error(m_where, "cannot write");
+    if (w < 0) return io_error(k_file_io, "cannot write", m_where);
     done += static_cast<std::size_t>(w);
   }
   return ok_status();
@@ -236,9 +233,9 @@ Status AtomicFile::write(std::string_view bytes) {
 Status AtomicFile::commit() {
   if (m_done) return make_error(ErrorKind::internal, "io.committed", "already committed", m_target, "");
   const bool sync = m_durability == Durability::synced;
-  if (::fchmod(m_fd.get(), m_mode) != 0 || (sync && ::fsync(m_fd.get()) != 0)) return io_error(m_where, "cannot flush");
-  if (::close(m_fd.release()) != 0) return io_error(m_where, "cannot flush");
-  if (::renameat(m_dir_fd, m_temp.c_str(), m_dir_fd, m_target.c_str()) != 0) return io_error(m_where, "cannot rename the temporary file into place");
+  if (::fchmod(m_fd.get(), m_mode) != 0 || (sync && ::fsync(m_fd.get()) != 0)) return io_error(k_file_io, "cannot flush", m_where);
+  if (::close(m_fd.release()) != 0) return io_error(k_file_io, "cannot flush", m_where);
+  if (::renameat(m_dir_fd, m_temp.c_str(), m_dir_fd, m_target.c_str()) != 0) return io_error(k_file_io, "cannot rename the temporary file into place", m_where);
   m_done = true;
   if (sync) ::fsync(m_dir_fd);
   return ok_status();
@@ -250,7 +247,7 @@ Result<std::vector<std::string>> sorted_directory_names(int dir_fd, const std::s
   if (d == nullptr) {
     const int err = errno;
     if (dup_fd >= 0) ::close(dup_fd);
-    return io_error(where, "cannot list", err);
+    return io_error(k_file_io, "cannot list", where, err);
   }
   ::rewinddir(d);  // the duplicate shares the original's position
   std::vector<std::string> names;
@@ -271,6 +268,31 @@ bool remove_tree_renamed(const std::string& dir) {
   if (ec) return false;
   std::filesystem::remove_all(gone, ec);
   return true;
+}
+
+Result<DirCommit> commit_directory(const std::string& staged, const std::string& target, Durability durability, const IoArea& area,
+                                   const std::string& what) {
+  std::error_code ec;
+  if (durability == Durability::synced) {
+    const UniqueFd fd(::open(staged.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (fd.get() < 0 || ::syncfs(fd.get()) != 0) {
+      Error e = io_error(area, "cannot sync", staged);
+      std::filesystem::remove_all(staged, ec);
+      return e;
+    }
+  }
+  if (::rename(staged.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    std::filesystem::remove_all(staged, ec);
+    if (err == EEXIST || err == ENOTEMPTY) return DirCommit::already_there;
+    return io_error(area, what, target, err);
+  }
+  if (durability == Durability::synced) {
+    const std::filesystem::path parent = std::filesystem::path(target).has_parent_path() ? std::filesystem::path(target).parent_path() : ".";
+    const UniqueFd dir(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir.get() >= 0) (void)::fsync(dir.get());
+  }
+  return DirCommit::placed;
 }
 
 Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t mode, Durability durability) {

@@ -34,9 +34,10 @@ Result<std::string> read_file_limited(const std::string& path, std::size_t max_b
 /// a root, O_NOFOLLOW) and have their own error for "not there".
 std::optional<std::string> read_regular_fd(int fd, std::size_t max_bytes);
 
-/// Whether commit() syncs the file and its directory: `synced` for what outlives the run (caches, layouts, locks,
-/// reports); `scratch` for files of a tree under construction in a work directory, which is thrown away whole if
-/// the run stops (syncing each of a wheel's thousands of files would cost minutes and protect nothing).
+/// Whether commit() (and commit_directory) syncs the file or tree and its directory: `synced` for what outlives the
+/// run (caches, layouts, locks, reports); `scratch` for files of a tree under construction in a work directory,
+/// which is thrown away whole if the run stops (syncing each of a wheel's thousands of files would cost minutes and
+/// protect nothing).
 enum class Durability { synced, scratch };
 
 class AtomicFile {
@@ -105,6 +106,21 @@ std::size_t remove_dead_temporaries(int dir_fd, const std::string& name);
 /// A fresh temporary name beside PATH for a tool to write (qemu-img), named as AtomicFile names its own, after
 /// removing what exited writers of PATH left.
 std::string temporary_beside(const std::string& path);
+
+/// How commit_directory ended.
+enum class DirCommit {
+  placed,         ///< the staged tree has the target's name now
+  already_there,  ///< the target was a non-empty directory (another writer committed first): it stays, the staged tree is removed
+};
+
+/// The one directory commit: a tree written whole under STAGED (a sibling of TARGET, or a directory on its file
+/// system) is renamed onto TARGET, which must be absent or an empty directory. With Durability::synced the staged
+/// tree's file system is synced first (syncfs: a power cut never leaves a named, partly written tree) and TARGET's
+/// directory after the rename (best effort, as AtomicFile::commit: the new name survives one); `scratch` syncs
+/// nothing. STAGED is gone afterwards, whatever happens. Errors: io_error(AREA, "cannot sync", STAGED), and
+/// io_error(AREA, WHAT, TARGET) when the rename fails for another reason than an existing non-empty TARGET.
+Result<DirCommit> commit_directory(const std::string& staged, const std::string& target, Durability durability, const IoArea& area,
+                                   const std::string& what);
 
 /// Writes BYTES to PATH atomically (AtomicFile); the directory must exist.
 Status write_file_atomic(const std::string& path, std::string_view bytes, mode_t mode = 0644, Durability durability = Durability::synced);

@@ -3,7 +3,6 @@
 #include "base/cache/work_dir.hpp"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "base/digest.hpp"
+#include "base/file_lock.hpp"
 #include "base/file_io.hpp"
 #include "base/unique_fd.hpp"
 
@@ -26,30 +26,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Error io_error(const std::string& where, const std::string& what) {
-  return make_error(ErrorKind::environment, "cache.io", what + ": " + std::strerror(errno), where,
-                    "check free disk space and permissions of the cache directory (GPUENV_CACHE_DIR)");
+/// The cache's lock, ROOT/lock: writers hold it shared between writing a blob and renaming it into place, prune
+/// exclusive while it deletes. Both wait for it as long as it takes (the holders' critical sections are short).
+Result<FileLock> lock_cache(const std::string& root, LockMode mode) {
+  LockOptions o;
+  o.mode = mode;
+  o.patience = LockOptions::k_forever;
+  o.what = "the cache";
+  o.io = k_cache_io;
+  o.locked_id = "cache.locked";
+  return FileLock::acquire(root + "/lock", o);
 }
-
-/// Holds flock on ROOT/lock for its lifetime.
-class FileLock {
- public:
-  FileLock(const std::string& path, int how) : m_fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    if (m_fd >= 0) {
-      while (::flock(m_fd, how) != 0 && errno == EINTR) {
-      }
-    }
-  }
-  ~FileLock() {
-    if (m_fd >= 0) ::close(m_fd);  // closing releases the lock
-  }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-  [[nodiscard]] bool ok() const { return m_fd >= 0; }
-
- private:
-  int m_fd;
-};
 
 class DirBlobStore final : public BlobStore {
  public:
@@ -61,7 +48,7 @@ class DirBlobStore final : public BlobStore {
     struct stat st {};
     if (::stat(p.c_str(), &st) != 0) {
       if (errno == ENOENT) return std::optional<std::string>{};
-      return io_error(p, "cannot stat");
+      return io_error(k_cache_io, "cannot stat", p);
     }
     ::utimensat(AT_FDCWD, p.c_str(), nullptr, 0);  // last used = now (best effort)
     return std::optional<std::string>(p);
@@ -93,13 +80,13 @@ class DirBlobStore final : public BlobStore {
     auto tmp = temp_path();
     if (!tmp) return std::move(tmp).error();
     const int fd = ::open(tmp->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return io_error(*tmp, "cannot create");
+    if (fd < 0) return io_error(k_cache_io, "cannot create", *tmp);
     std::size_t done = 0;
     while (done < bytes.size()) {
       const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
       if (w < 0 && errno == EINTR) continue;
       if (w < 0) {
-        Error e = io_error(*tmp, "cannot write");
+        Error e = io_error(k_cache_io, "cannot write", *tmp);
         ::close(fd);
         ::unlink(tmp->c_str());
         return e;
@@ -108,7 +95,7 @@ class DirBlobStore final : public BlobStore {
     }
     if (::fsync(fd) != 0 || ::close(fd) != 0) {
       ::unlink(tmp->c_str());
-      return io_error(*tmp, "cannot flush");
+      return io_error(k_cache_io, "cannot flush", *tmp);
     }
     auto sha = sha256_of_file(*tmp);
     if (!sha) return std::move(sha).error();
@@ -141,8 +128,7 @@ class DirBlobStore final : public BlobStore {
 
   Result<std::uint64_t> prune(std::chrono::system_clock::time_point cutoff) override {
     if (auto st = ensure_dirs(); !st) return std::move(st).error();
-    FileLock lock(m_root + "/lock", LOCK_EX);  // no writer is between write and rename while we delete
-    if (!lock.ok()) return io_error(m_root + "/lock", "cannot lock");
+    GPUENV_TRY(lock, lock_cache(m_root, LockMode::exclusive));  // no writer is between write and rename while we delete
     auto blobs = list();
     if (!blobs) return std::move(blobs).error();
     std::uint64_t freed = 0;
@@ -181,8 +167,7 @@ class DirBlobStore final : public BlobStore {
 
   Result<std::string> install(const std::string& file, const Digest& sha) {
     if (auto st = ensure_dirs(); !st) return std::move(st).error();
-    FileLock lock(m_root + "/lock", LOCK_SH);
-    if (!lock.ok()) return io_error(m_root + "/lock", "cannot lock");
+    GPUENV_TRY(lock, lock_cache(m_root, LockMode::shared));
     const std::string dest = blob_path(sha);
     std::error_code ec;
     fs::create_directories(fs::path(dest).parent_path(), ec);
@@ -193,7 +178,7 @@ class DirBlobStore final : public BlobStore {
     }
     ::chmod(file.c_str(), 0644);
     if (::rename(file.c_str(), dest.c_str()) != 0) {  // same content either way if another process won
-      Error e = io_error(dest, "cannot move into the cache");
+      Error e = io_error(k_cache_io, "cannot move into the cache", dest);
       ::unlink(file.c_str());
       return e;
     }
@@ -216,13 +201,13 @@ std::string default_cache_root(const std::string& gpuenv_cache_dir, const std::s
 
 Result<Digest> sha256_of_file(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) return io_error(path, "cannot open");
+  if (fd.get() < 0) return io_error(k_cache_io, "cannot open", path);
   Sha256 hash;
   std::vector<char> buf(1 << 16);
   while (true) {
     const ssize_t r = ::read(fd.get(), buf.data(), buf.size());
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return io_error(path, "cannot read");
+    if (r < 0) return io_error(k_cache_io, "cannot read", path);
     if (r == 0) break;
     hash.update(buf.data(), static_cast<std::size_t>(r));
   }

@@ -1,10 +1,10 @@
 #include "base/cache/work_dir.hpp"
 
 #include "base/file_io.hpp"
+#include "base/file_lock.hpp"
 #include "base/unique_fd.hpp"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,16 +21,14 @@ namespace fs = std::filesystem;
 
 constexpr const char* k_lock_name = ".lock";
 
-Error workdir_io_error(const std::string& where, const std::string& what, int error) {
-  return make_error(ErrorKind::environment, "cache.io", what + ": " + std::strerror(error), where,
-                    "check free disk space and permissions of the cache directory (GPUENV_CACHE_DIR)");
-}
-
-int flock_retrying(int fd, int how) {
-  int rc = 0;
-  while ((rc = ::flock(fd, how)) != 0 && errno == EINTR) {
-  }
-  return rc;
+/// The lock of a work directory: exclusive, tried once (nobody else holds a lock file that was just created, and
+/// a sweeper passes by a directory whose lock is held).
+LockOptions work_dir_lock() {
+  LockOptions o;
+  o.what = "the work directory";
+  o.io = k_cache_io;
+  o.locked_id = "cache.locked";
+  return o;
 }
 
 }  // namespace
@@ -39,34 +37,37 @@ Result<std::unique_ptr<WorkDir>> WorkDir::create(const std::string& cache_root) 
   const fs::path tmp = fs::path(cache_root) / "tmp";
   std::error_code ec;
   fs::create_directories(tmp, ec);
-  if (ec) return workdir_io_error(tmp.string(), "cannot create the cache's tmp directory", ec.value());
+  if (ec) return io_error(k_cache_io, "cannot create the cache's tmp directory", tmp.string(), ec.value());
   std::random_device rd;
   std::string path;
   for (int attempt = 0;; ++attempt) {
     path = (tmp / (std::to_string(::getpid()) + "-" + std::to_string(rd()) + "-work")).string();
     if (::mkdir(path.c_str(), 0700) == 0) break;
-    if (errno != EEXIST || attempt > 16) return workdir_io_error(path, "cannot create a work directory", errno);
+    if (errno != EEXIST || attempt > 16) return io_error(k_cache_io, "cannot create a work directory", path, errno);
   }
   const std::string pending = path + "/.lock-pending";
-  const int fd = ::open(pending.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
+  UniqueFd fd(::open(pending.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (fd.get() < 0) {
     const int error = errno;
     fs::remove_all(path, ec);
-    return workdir_io_error(pending, "cannot create the work directory's lock", error);
+    return io_error(k_cache_io, "cannot create the work directory's lock", pending, error);
   }
-  if (flock_retrying(fd, LOCK_EX) != 0 || ::rename(pending.c_str(), (path + "/" + k_lock_name).c_str()) != 0) {
-    const int error = errno;
-    ::close(fd);
+  auto lock = FileLock::lock(std::move(fd), pending, work_dir_lock());
+  if (!lock) {
     fs::remove_all(path, ec);
-    return workdir_io_error(path, "cannot lock the work directory", error);
+    return std::move(lock).error();
   }
-  return std::unique_ptr<WorkDir>(new WorkDir(path, fd));
+  if (::rename(pending.c_str(), (path + "/" + k_lock_name).c_str()) != 0) {
+    const int error = errno;
+    fs::remove_all(path, ec);
+    return io_error(k_cache_io, "cannot lock the work directory", path, error);
+  }
+  return std::unique_ptr<WorkDir>(new WorkDir(path, std::move(*lock)));
 }
 
 WorkDir::~WorkDir() {
   std::error_code ec;
-  fs::remove_all(m_path, ec);  // while still locked: no sweeper takes it half-removed
-  if (m_lock_fd >= 0) ::close(m_lock_fd);
+  fs::remove_all(m_path, ec);  // while still locked (m_lock is released after this body): no sweeper takes it half-removed
 }
 
 std::size_t remove_dead_writers_files(const std::string& cache_root) {
@@ -94,8 +95,8 @@ std::size_t sweep_abandoned_work_dirs(const std::string& cache_root) {
     if (!it->is_directory(e) || e) continue;
     const fs::path dir = it->path();
     const fs::path lock = dir / k_lock_name;
-    const int fd = ::open(lock.c_str(), O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
+    UniqueFd fd(::open(lock.c_str(), O_RDWR | O_CLOEXEC));
+    if (fd.get() < 0) {
       // No lock: a directory being created right now (young), or one from before work directories were locked.
       if (errno == ENOENT && fs::last_write_time(dir, e) < day_ago && !e) {
         fs::remove_all(dir, e);
@@ -103,12 +104,12 @@ std::size_t sweep_abandoned_work_dirs(const std::string& cache_root) {
       }
       continue;
     }
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      // Nobody holds it: its command is gone. Removed while we hold the lock.
+    // Tried once: a held lock is a live command's, and any other failure leaves the directory alone too.
+    if (auto held = FileLock::lock(std::move(fd), lock.string(), work_dir_lock())) {
+      // Nobody held it: its command is gone. Removed while we hold the lock.
       fs::remove_all(dir, e);
       if (!e) ++removed;
     }
-    ::close(fd);
   }
   return removed;
 }

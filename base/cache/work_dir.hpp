@@ -7,8 +7,12 @@
 #include <string>
 
 #include "base/error.hpp"
+#include "base/file_lock.hpp"
 
 namespace gpuenv {
+
+/// The `cache.io` errors of the cache's directory store and work directories.
+inline constexpr IoArea k_cache_io{"cache.io", "check free disk space and permissions of the cache directory (GPUENV_CACHE_DIR)"};
 
 /// A locked scratch directory, removed with everything in it when destroyed.
 class WorkDir {
@@ -22,9 +26,9 @@ class WorkDir {
   [[nodiscard]] const std::string& path() const { return m_path; }
 
  private:
-  WorkDir(std::string path, int lock_fd) : m_path(std::move(path)), m_lock_fd(lock_fd) {}
+  WorkDir(std::string path, FileLock lock) : m_path(std::move(path)), m_lock(std::move(lock)) {}
   std::string m_path;
-  int m_lock_fd;
+  FileLock m_lock;  ///< declared after m_path: released after the destructor removed the directory
 };
 
 /// Removes the files under ROOT/tmp whose writer has exited: downloads (".part") and blobs being written, named

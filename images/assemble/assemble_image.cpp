@@ -38,7 +38,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using assembly::build_error;
-using assembly::io_error;
+using assembly::k_build_io;
 using assembly::Node;
 using assembly::Owner;
 
@@ -253,7 +253,7 @@ Status create_root(Assembly& a) {
   std::error_code ec;
   fs::remove_all(a.root, ec);
   fs::create_directories(a.root, ec);
-  if (ec) return io_error("cannot create the root filesystem directory", a.root);
+  if (ec) return io_error(k_build_io, "cannot create the root filesystem directory", a.root);
   return ok_status();
 }
 

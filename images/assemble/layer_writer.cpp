@@ -84,7 +84,7 @@ Result<Descriptor> compress_layer(OciLayout& layout, const LayerStream& stream, 
                                   const std::string& root) {
   const std::string tmp = layout.temp_path("layer-" + name);
   UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (out.get() < 0) return io_error("cannot create", tmp);
+  if (out.get() < 0) return io_error(k_build_io, "cannot create", tmp);
   Sha256 digest;
   std::uint64_t zsize = 0;
   LayerCompressor compressor(c, tar.size, [&](const char* d, std::size_t n) -> Status {
@@ -93,7 +93,7 @@ Result<Descriptor> compress_layer(OciLayout& layout, const LayerStream& stream, 
     for (std::size_t done = 0; done < n;) {
       const ssize_t w = ::write(out.get(), d + done, n - done);
       if (w < 0 && errno == EINTR) continue;
-      if (w < 0) return io_error("cannot write a layer", tmp);
+      if (w < 0) return io_error(k_build_io, "cannot write a layer", tmp);
       done += static_cast<std::size_t>(w);
     }
     return ok_status();
@@ -113,7 +113,7 @@ Result<Descriptor> compress_layer(OciLayout& layout, const LayerStream& stream, 
                                     "make sure nothing else writes into the build directory"));
   tar.diff_id = diff_id;
   tar.entries = *again;
-  if (::fsync(out.get()) != 0) return discard(tmp, io_error("cannot write a layer", tmp));
+  if (::fsync(out.get()) != 0) return discard(tmp, io_error(k_build_io, "cannot write a layer", tmp));
   return layout.adopt_file(tmp, digest.finish_digest(), zsize, c.zstd ? media_type::k_layer_zstd : media_type::k_layer_gzip);
 }
 
@@ -133,7 +133,7 @@ Status copy_base_blob(OciLayout& layout, const std::string& base_layout_dir, con
   UniqueFd fd(::open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
   if (cec || fd.get() < 0 || ::fsync(fd.get()) != 0) {
     ::unlink(tmp.c_str());
-    return io_error("cannot copy a base layer", tmp);
+    return io_error(k_build_io, "cannot copy a base layer", tmp);
   }
   if (auto d = layout.adopt_file(tmp, blob.digest, blob.size, blob.media_type); !d) return std::move(d).error();
   return ok_status();
@@ -159,12 +159,12 @@ TarEntry LayerStream::entry_of(const Node& n) const {
 
 Status LayerStream::copy_data(TarWriter& tar, const Node& n, std::vector<char>& buf) const {
   UniqueFd fd(::open((m_root + "/" + n.path).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (fd.get() < 0) return io_error("cannot read", n.path);
+  if (fd.get() < 0) return io_error(k_build_io, "cannot read", n.path);
   std::uint64_t left = n.size;
   while (left > 0) {
     const ssize_t r = ::read(fd.get(), buf.data(), std::min<std::uint64_t>(left, buf.size()));
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return io_error("file changed while it was being packed", n.path);
+    if (r <= 0) return io_error(k_build_io, "file changed while it was being packed", n.path);
     if (auto st = tar.write_data(buf.data(), static_cast<std::size_t>(r)); !st) return std::move(st).error();
     left -= static_cast<std::uint64_t>(r);
   }
@@ -222,13 +222,13 @@ void key_field(Sha256& h, std::string_view v) {
 
 Result<std::string> file_sha256(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (fd.get() < 0) return io_error("cannot read", path);
+  if (fd.get() < 0) return io_error(k_build_io, "cannot read", path);
   Sha256 h;
   std::vector<char> buf(1 << 16);
   while (true) {
     const ssize_t r = ::read(fd.get(), buf.data(), buf.size());
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return io_error("cannot read", path);
+    if (r < 0) return io_error(k_build_io, "cannot read", path);
     if (r == 0) break;
     h.update(buf.data(), static_cast<std::size_t>(r));
   }

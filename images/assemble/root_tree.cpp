@@ -48,19 +48,19 @@ Status walk(int dir_fd, const std::string& prefix, std::vector<Node>& out, bool 
   if (!names) return std::move(names).error();
   for (const auto& n : *names) {
     struct stat st {};
-    if (::fstatat(dir_fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return io_error("cannot stat", prefix + n);
+    if (::fstatat(dir_fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return io_error(k_build_io, "cannot stat", prefix + n);
     Node node = node_of(prefix + n, st);
     if (S_ISDIR(st.st_mode)) {
       node.type = TarEntry::Type::directory;
       out.push_back(node);
       UniqueFd sub(::openat(dir_fd, n.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (sub.get() < 0) return io_error("cannot open", node.path);
+      if (sub.get() < 0) return io_error(k_build_io, "cannot open", node.path);
       if (auto s = walk(sub.get(), node.path + "/", out, skip_special); !s) return s;
     } else if (S_ISLNK(st.st_mode)) {
       node.type = TarEntry::Type::symlink;
       std::string target(static_cast<std::size_t>(st.st_size) + 1, '\0');
       const ssize_t r = ::readlinkat(dir_fd, n.c_str(), target.data(), target.size());
-      if (r < 0) return io_error("cannot read link", node.path);
+      if (r < 0) return io_error(k_build_io, "cannot read link", node.path);
       target.resize(static_cast<std::size_t>(r));
       node.link = target;
       out.push_back(node);
@@ -90,13 +90,9 @@ Error build_error(const std::string& id, const std::string& what, const std::str
   return make_error(ErrorKind::environment, id, what, where, hint);
 }
 
-Error io_error(const std::string& what, const std::string& where) {
-  return make_error(ErrorKind::environment, "build.io", what + ": " + std::strerror(errno), where, "check free disk space and permissions");
-}
-
 Result<std::vector<Node>> walk_tree(const std::string& root, bool skip_special) {
   UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (root_fd.get() < 0) return io_error("cannot open", root);
+  if (root_fd.get() < 0) return io_error(k_build_io, "cannot open", root);
   std::vector<Node> nodes;
   if (auto st = walk(root_fd.get(), "", nodes, skip_special); !st) return std::move(st).error();
   return nodes;
@@ -115,12 +111,12 @@ std::vector<RootEntry> root_entries(const std::vector<Node>& nodes, const Owners
 Result<Mapped> Mapped::open(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return io_error("cannot open", path);
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return io_error(k_build_io, "cannot open", path);
   Mapped m;
   m.m_size = static_cast<std::size_t>(st.st_size);
   if (m.m_size == 0) return m;
   void* p = ::mmap(nullptr, m.m_size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-  if (p == MAP_FAILED) return io_error("cannot map", path);
+  if (p == MAP_FAILED) return io_error(k_build_io, "cannot map", path);
   m.m_data = static_cast<const char*>(p);
   return m;
 }

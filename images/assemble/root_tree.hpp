@@ -18,8 +18,8 @@ namespace gpuenv::images::assembly {
 /// A `build.*` error of the environment.
 Error build_error(const std::string& id, const std::string& what, const std::string& where, const std::string& hint);
 
-/// `build.io`, with errno's text.
-Error io_error(const std::string& what, const std::string& where);
+/// The `build.io` errors of the image's tree and layers (io_error).
+inline constexpr IoArea k_build_io{"build.io", "check free disk space and permissions"};
 
 /// What installed a path, and the owner and mode a .deb (or a base image's layer) recorded for it.
 struct Owner {

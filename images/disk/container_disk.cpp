@@ -17,17 +17,15 @@
 namespace gpuenv::images::disk {
 namespace {
 
-Error cdisk_io_error(const std::string& what, const std::string& where) {
-  return make_error(ErrorKind::environment, "disk.io", what + ": " + std::strerror(errno), where, "check the output directory's space and permissions");
-}
+constexpr IoArea k_container_disk_io{"disk.io", "check the output directory's space and permissions"};
 
 /// The layer: disk/ and disk/NAME, written to TMP; its sha256 and size.
 Result<std::pair<Digest, std::uint64_t>> write_layer(const ContainerDiskRequest& rq, const std::string& tmp) {
   UniqueFd in(::open(rq.disk.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
-  if (in.get() < 0 || ::fstat(in.get(), &st) != 0) return cdisk_io_error("cannot read the disk", rq.disk);
+  if (in.get() < 0 || ::fstat(in.get(), &st) != 0) return io_error(k_container_disk_io, "cannot read the disk", rq.disk);
   UniqueFd out(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (out.get() < 0) return cdisk_io_error("cannot write the layer", tmp);
+  if (out.get() < 0) return io_error(k_container_disk_io, "cannot write the layer", tmp);
   Sha256 sha;
   std::uint64_t size = 0;
   TarWriter tar(
@@ -37,7 +35,7 @@ Result<std::pair<Digest, std::uint64_t>> write_layer(const ContainerDiskRequest&
         while (n > 0) {
           const ssize_t w = ::write(out.get(), data, n);
           if (w < 0 && errno == EINTR) continue;
-          if (w <= 0) return cdisk_io_error("cannot write the layer", tmp);
+          if (w <= 0) return io_error(k_container_disk_io, "cannot write the layer", tmp);
           data += w;
           n -= static_cast<std::size_t>(w);
         }
@@ -50,12 +48,12 @@ Result<std::pair<Digest, std::uint64_t>> write_layer(const ContainerDiskRequest&
   for (std::uint64_t left = static_cast<std::uint64_t>(st.st_size); left > 0;) {
     const ssize_t r = ::read(in.get(), buf.data(), std::min<std::uint64_t>(left, buf.size()));
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return cdisk_io_error("the disk changed while it was being packed", rq.disk);
+    if (r <= 0) return io_error(k_container_disk_io, "the disk changed while it was being packed", rq.disk);
     GPUENV_CHECK(tar.write_data(buf.data(), static_cast<std::size_t>(r)));
     left -= static_cast<std::uint64_t>(r);
   }
   GPUENV_CHECK(tar.finish());
-  if (::fsync(out.get()) != 0) return cdisk_io_error("cannot flush the layer", tmp);
+  if (::fsync(out.get()) != 0) return io_error(k_container_disk_io, "cannot flush the layer", tmp);
   return std::make_pair(sha.finish_digest(), size);
 }
 

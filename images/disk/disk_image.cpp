@@ -16,18 +16,16 @@
 namespace gpuenv::images::disk {
 namespace {
 
-namespace fs = std::filesystem;
+constexpr IoArea k_disk_io{"disk.io", "check the output directory's space and permissions"};
 
-Error io_error(const std::string& what, const std::string& where) {
-  return make_error(ErrorKind::environment, "disk.io", what + ": " + std::strerror(errno), where, "check the output directory's space and permissions");
-}
+namespace fs = std::filesystem;
 
 Status pwrite_all(int fd, const char* data, std::size_t n, off_t at, const std::string& where) {
   while (n > 0) {
     const ssize_t w = ::pwrite(fd, data, n, at);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return io_error("cannot write", where);
+      return io_error(k_disk_io, "cannot write", where);
     }
     data += w;
     n -= static_cast<std::size_t>(w);
@@ -39,7 +37,7 @@ Status pwrite_all(int fd, const char* data, std::size_t n, off_t at, const std::
 /// Copies the file IMAGE to OFFSET of FD, leaving blocks of zeros as holes.
 Status place(int fd, const std::string& image, off_t offset, const std::string& where) {
   UniqueFd in(::open(image.c_str(), O_RDONLY | O_CLOEXEC));
-  if (in.get() < 0) return io_error("cannot open the file system image", image);
+  if (in.get() < 0) return io_error(k_disk_io, "cannot open the file system image", image);
   constexpr std::size_t k_block = 64 * 1024;
   std::string buf(k_block, '\0');
   static const std::string zeros(k_block, '\0');
@@ -48,7 +46,7 @@ Status place(int fd, const std::string& image, off_t offset, const std::string& 
     const ssize_t n = ::read(in.get(), buf.data(), k_block);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return io_error("cannot read", image);
+      return io_error(k_disk_io, "cannot read", image);
     }
     if (n == 0) break;
     if (std::memcmp(buf.data(), zeros.data(), static_cast<std::size_t>(n)) != 0) GPUENV_CHECK(pwrite_all(fd, buf.data(), static_cast<std::size_t>(n), offset + at, where));
@@ -74,7 +72,7 @@ Result<GptLayout> write_raw_disk(const std::string& out, const Guid& disk, const
   // Beside OUT and renamed when complete (base/file_io's AtomicFile): a failed build leaves no disk.
   GPUENV_TRY(file, AtomicFile::create(out, 0644));
   const std::string& where = file.path();
-  if (::ftruncate(file.fd(), static_cast<off_t>(layout.size())) != 0) return io_error("cannot size the disk image", where);
+  if (::ftruncate(file.fd(), static_cast<off_t>(layout.size())) != 0) return io_error(k_disk_io, "cannot size the disk image", where);
   GPUENV_CHECK(pwrite_all(file.fd(), table.head.data(), table.head.size(), 0, where));
   GPUENV_CHECK(pwrite_all(file.fd(), table.tail.data(), table.tail.size(), static_cast<off_t>(layout.size() - table.tail.size()), where));
   for (std::size_t i = 0; i < partitions.size(); ++i) GPUENV_CHECK(place(file.fd(), partitions[i].image, static_cast<off_t>(layout.partitions[i].offset()), where));
@@ -93,7 +91,7 @@ Status convert_to_qcow2(const std::string& raw, const std::string& out, CommandR
   }
   if (::rename(tmp.c_str(), out.c_str()) != 0) {
     ::unlink(tmp.c_str());
-    return io_error("cannot move the qcow2 image into place", out);
+    return io_error(k_disk_io, "cannot move the qcow2 image into place", out);
   }
   return ok_status();
 }

@@ -23,11 +23,9 @@
 namespace gpuenv::images::disk {
 namespace {
 
-namespace fs = std::filesystem;
+constexpr IoArea k_driver_io{"build.io", "check the work directory"};
 
-Error driver_io_error(const std::string& what, const std::string& where) {
-  return make_error(ErrorKind::environment, "build.io", what + ": " + std::strerror(errno), where, "check the work directory");
-}
+namespace fs = std::filesystem;
 
 /// One value of a dkms.conf line: quotes removed, $PACKAGE_NAME / ${PACKAGE_VERSION} substituted.
 std::string dkms_value(std::string v, const std::map<std::string, std::string>& vars) {
@@ -164,7 +162,7 @@ Result<BuiltDriver> build_driver_modules(const DriverBuildRequest& rq, CommandRu
   GPUENV_TRY(tree, find_dkms_tree(rq.build_root));
   out.source = "/" + tree;
   const auto conf_text = read_file_beneath(rq.build_root, tree + "/dkms.conf", 1u << 20);
-  if (!conf_text) return driver_io_error("cannot read", out.source + "/dkms.conf");
+  if (!conf_text) return io_error(k_driver_io, "cannot read", out.source + "/dkms.conf");
   GPUENV_TRY(conf, parse_dkms_conf(*conf_text, out.source + "/dkms.conf"));
   out.conf = std::move(conf);
   std::error_code ec;
@@ -235,8 +233,9 @@ Status keep_driver(const BuiltDriver& driver, const std::string& drivers_dir, co
     manifest += manifest_line(driver.conf.modules[i], driver.modules[i].install);
   }
   GPUENV_CHECK(write_file_atomic((staging / "manifest").string(), manifest));
-  fs::rename(staging, final_dir, ec);
-  if (ec) fs::remove_all(staging, ec);  // another build kept the same modules first: theirs stay
+  // Synced: later builds take a kept driver by its name, so its modules reach the disk before it is named. Another
+  // build that kept the same modules first keeps its own.
+  GPUENV_CHECK(commit_directory(staging.string(), final_dir.string(), Durability::synced, k_driver_io, "cannot keep the built driver modules"));
   return ok_status();
 }
 
@@ -341,7 +340,7 @@ constexpr AlternativeLink k_driver_links[] = {
 Result<std::vector<std::string>> link_driver_alternatives(const std::string& root) {
   std::vector<std::string> made;
   UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (root_fd.get() < 0) return driver_io_error("cannot open the image tree", root);
+  if (root_fd.get() < 0) return io_error(k_driver_io, "cannot open the image tree", root);
   for (const auto& l : k_driver_links) {
     const fs::path link(l.link);
     const std::string target = l.target[0] == '/' ? std::string(l.target + 1) : (link.parent_path() / l.target).string();

@@ -18,11 +18,9 @@
 namespace gpuenv::images::disk {
 namespace {
 
-namespace fs = std::filesystem;
+constexpr IoArea k_vm_root_io{"build.io", "check the work directory"};
 
-Error vm_io_error(const std::string& what, const std::string& where) {
-  return make_error(ErrorKind::environment, "build.io", what + ": " + std::strerror(errno), where, "check the work directory");
-}
+namespace fs = std::filesystem;
 
 Status write(const std::string& root, const std::string& rel, std::string_view text, unsigned mode = 0644) {
   return write_file_beneath(root, rel, text, mode, "the VM's files");
@@ -129,12 +127,12 @@ Status add_ssh_server(const std::string& root, std::int64_t epoch) {
 
 Status symlink_beneath(const std::string& root, const std::string& rel, const std::string& target) {
   UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (root_fd.get() < 0) return vm_io_error("cannot open the image tree", root);
+  if (root_fd.get() < 0) return io_error(k_vm_root_io, "cannot open the image tree", root);
   const fs::path p(rel);
   GPUENV_TRY(dir, open_directory_beneath(root_fd.get(), p.parent_path().string(), "the VM's files"));
   const std::string name = p.filename().string();
-  if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) return vm_io_error("cannot replace", root + "/" + rel);
-  if (::symlinkat(target.c_str(), dir.get(), name.c_str()) != 0) return vm_io_error("cannot link", root + "/" + rel);
+  if (::unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) return io_error(k_vm_root_io, "cannot replace", root + "/" + rel);
+  if (::symlinkat(target.c_str(), dir.get(), name.c_str()) != 0) return io_error(k_vm_root_io, "cannot link", root + "/" + rel);
   return ok_status();
 }
 

@@ -23,9 +23,7 @@
 namespace gpuenv::images {
 namespace {
 
-Error archive_io_error(const std::string& what, const std::string& where) {
-  return make_error(ErrorKind::environment, "oci.io", what + ": " + std::strerror(errno), where, "check free disk space and permissions");
-}
+constexpr IoArea k_archive_io{"oci.io", "check free disk space and permissions"};
 
 Result<std::string> read_small(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -66,14 +64,14 @@ Status write_image_archive(const OciLayout& layout, const Descriptor& manifest, 
   auto add_file = [&](const std::string& name, const std::string& path) -> Status {
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     struct stat st {};
-    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return archive_io_error("cannot read", path);
+    if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return io_error(k_archive_io, "cannot read", path);
     if (auto s = tar.add({name, TarEntry::Type::file, 0644, 0, 0, static_cast<std::uint64_t>(st.st_size), ""}); !s) return s;
     std::vector<char> buf(1 << 20);
     std::uint64_t left = static_cast<std::uint64_t>(st.st_size);
     while (left > 0) {
       const ssize_t r = ::read(fd.get(), buf.data(), std::min<std::uint64_t>(left, buf.size()));
       if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return archive_io_error("blob changed while it was being archived", path);
+      if (r <= 0) return io_error(k_archive_io, "blob changed while it was being archived", path);
       if (auto s = tar.write_data(buf.data(), static_cast<std::size_t>(r)); !s) return s;
       left -= static_cast<std::uint64_t>(r);
     }

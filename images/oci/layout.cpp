@@ -19,11 +19,9 @@
 namespace gpuenv::images {
 namespace {
 
-namespace fs = std::filesystem;
+constexpr IoArea k_layout_io{"oci.io", "check free disk space and permissions"};
 
-Error io_error(const std::string& what, const std::string& where) {
-  return make_error(ErrorKind::environment, "oci.io", what + ": " + std::strerror(errno), where, "check free disk space and permissions");
-}
+namespace fs = std::filesystem;
 
 std::atomic<unsigned> g_temp_counter{0};
 
@@ -130,7 +128,7 @@ Result<OciLayout> OciLayout::open(const std::string& dir) {
   fs::create_directories(dir, ec);
   if (ec) {
     errno = ec.value();
-    return io_error("cannot create the layout", dir);
+    return io_error(k_layout_io, "cannot create the layout", dir);
   }
   OciLayout layout(dir);
   // The marker first, so that a directory holding anything of ours is recognisably a layout.
@@ -140,7 +138,7 @@ Result<OciLayout> OciLayout::open(const std::string& dir) {
   fs::create_directories(fs::path(dir) / "blobs" / "sha256", ec);
   if (ec) {
     errno = ec.value();
-    return io_error("cannot create the layout", dir);
+    return io_error(k_layout_io, "cannot create the layout", dir);
   }
   return layout;
 }
@@ -166,7 +164,7 @@ Result<Descriptor> OciLayout::put_bytes(const std::string& bytes, const std::str
 Result<Descriptor> OciLayout::adopt_file(const std::string& path, const Digest& digest, std::uint64_t size, const std::string& media_type) {
   Descriptor d{media_type, digest, size, {}};
   if (digest.empty()) return make_error(ErrorKind::internal, "oci.io", "a blob without a digest", path, "");
-  if (::rename(path.c_str(), blob_path(digest).c_str()) != 0) return io_error("cannot store blob", blob_path(digest));
+  if (::rename(path.c_str(), blob_path(digest).c_str()) != 0) return io_error(k_layout_io, "cannot store blob", blob_path(digest));
   return d;
 }
 

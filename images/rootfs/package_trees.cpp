@@ -24,9 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-Error tree_io(const std::string& what, const std::string& where) {
-  return make_error(ErrorKind::environment, "build.io", what + ": " + std::strerror(errno), where, "check free disk space and permissions of the cache");
-}
+constexpr IoArea k_tree_io{"build.io", "check free disk space and permissions of the cache"};
 
 Error bad_record(const std::string& where, const std::string& what) {
   return make_error(ErrorKind::environment, "build.bad_tree", "the stored record of an unpacked package is damaged: " + what, where,
@@ -37,7 +35,7 @@ Error bad_record(const std::string& where, const std::string& what) {
 Result<std::vector<std::string>> names_in(int dir_fd, const std::string& where) {
   UniqueFd dup(::dup(dir_fd));
   DIR* d = dup.get() < 0 ? nullptr : ::fdopendir(dup.get());
-  if (!d) return tree_io("cannot list", where);
+  if (!d) return io_error(k_tree_io, "cannot list", where);
   (void)dup.release();
   std::vector<std::string> names;
   while (const dirent* e = ::readdir(d)) {
@@ -54,10 +52,10 @@ Result<bool> clear_for_non_directory(int dir_fd, const std::string& name, const 
   struct stat st {};
   if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno == ENOENT) return true;
-    return tree_io("cannot inspect", where);
+    return io_error(k_tree_io, "cannot inspect", where);
   }
   if (S_ISDIR(st.st_mode)) return false;
-  if (::unlinkat(dir_fd, name.c_str(), 0) != 0) return tree_io("cannot replace", where);
+  if (::unlinkat(dir_fd, name.c_str(), 0) != 0) return io_error(k_tree_io, "cannot replace", where);
   return true;
 }
 
@@ -74,7 +72,7 @@ struct Linker {
   Status remove_below(int dst, const std::string& name, const std::string& where) {
     std::error_code ec;
     fs::remove_all(fs::path("/proc/self/fd") / std::to_string(dst) / name, ec);
-    if (ec) return tree_io("cannot apply a whiteout to", where);
+    if (ec) return io_error(k_tree_io, "cannot apply a whiteout to", where);
     return ok_status();
   }
 
@@ -111,13 +109,13 @@ struct Linker {
       if (whiteouts && name.rfind(".wh.", 0) == 0) continue;
       const std::string child = rel.empty() ? name : rel + "/" + name;
       struct stat st {};
-      if (::fstatat(src, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return tree_io("cannot inspect", tree.root + "/" + child);
+      if (::fstatat(src, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return io_error(k_tree_io, "cannot inspect", tree.root + "/" + child);
       if (S_ISDIR(st.st_mode)) {
-        if (::mkdirat(dst.get(), name.c_str(), 0755) != 0 && errno != EEXIST) return tree_io("cannot create directory", root + "/" + child);
+        if (::mkdirat(dst.get(), name.c_str(), 0755) != 0 && errno != EEXIST) return io_error(k_tree_io, "cannot create directory", root + "/" + child);
         GPUENV_TRY(made, open_directory_beneath(root_fd, child, origin));  // a symlink standing there is followed beneath the root only
         ::fchmod(made.get(), st.st_mode & 07777);
         UniqueFd sub(::openat(src, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        if (sub.get() < 0) return tree_io("cannot open", tree.root + "/" + child);
+        if (sub.get() < 0) return io_error(k_tree_io, "cannot open", tree.root + "/" + child);
         GPUENV_CHECK(link_directory(sub.get(), child));
         continue;
       }
@@ -126,11 +124,11 @@ struct Linker {
       if (S_ISLNK(st.st_mode)) {
         std::string target(static_cast<std::size_t>(st.st_size) + 1, '\0');
         const ssize_t n = ::readlinkat(src, name.c_str(), target.data(), target.size());
-        if (n < 0 || static_cast<std::size_t>(n) >= target.size()) return tree_io("cannot read the link", tree.root + "/" + child);
+        if (n < 0 || static_cast<std::size_t>(n) >= target.size()) return io_error(k_tree_io, "cannot read the link", tree.root + "/" + child);
         target.resize(static_cast<std::size_t>(n));
-        if (::symlinkat(target.c_str(), dst.get(), name.c_str()) != 0) return tree_io("cannot create the link", root + "/" + child);
+        if (::symlinkat(target.c_str(), dst.get(), name.c_str()) != 0) return io_error(k_tree_io, "cannot create the link", root + "/" + child);
       } else if (S_ISREG(st.st_mode)) {
-        if (::linkat(src, name.c_str(), dst.get(), name.c_str(), 0) != 0) return tree_io("cannot link", root + "/" + child);
+        if (::linkat(src, name.c_str(), dst.get(), name.c_str(), 0) != 0) return io_error(k_tree_io, "cannot link", root + "/" + child);
         linked[{st.st_dev, st.st_ino}] = tree.key + "/" + child;
         ++files;
         bytes += static_cast<std::uint64_t>(st.st_size);
@@ -217,7 +215,7 @@ Result<PackageTree> PackageTreeStore::get(const std::string& inputs, const std::
   fs::remove_all(staged, ec);
   fs::create_directories(staged + "/root", ec);
   fs::create_directories(m_dir, ec);
-  if (ec) return tree_io("cannot create the package tree directory", staged);
+  if (ec) return io_error(k_tree_io, "cannot create the package tree directory", staged);
   auto record = install(staged + "/root");
   if (!record) {
     fs::remove_all(staged, ec);
@@ -229,23 +227,19 @@ Result<PackageTree> PackageTreeStore::get(const std::string& inputs, const std::
       record->regular_bytes += e.file_size(ec);
     }
   }
-  if (ec) return tree_io("cannot read the unpacked package", staged);
+  if (ec) return io_error(k_tree_io, "cannot read the unpacked package", staged);
   if (auto st = write_file_atomic(staged + "/record.json", render_tree_record(*record), 0644, Durability::scratch); !st) return std::move(st).error();
-  // The files' data reaches the disk before the tree is named: a power cut never leaves a named, empty tree.
-  UniqueFd fd(::open(staged.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0 || ::syncfs(fd.get()) != 0) return tree_io("cannot sync", staged);
-  if (::rename(staged.c_str(), dir.c_str()) != 0) {
-    if (errno != EEXIST && errno != ENOTEMPTY) return tree_io("cannot commit the package tree", dir);
-    fs::remove_all(staged, ec);  // another build committed the same tree first
-  }
+  // Synced: the files' data reaches the disk before the tree is named, so a power cut never leaves a named, empty
+  // tree that later builds would link from. Another build that committed the same tree first keeps its own.
+  GPUENV_CHECK(commit_directory(staged, dir, Durability::synced, k_tree_io, "cannot commit the package tree"));
   return read_tree(dir, key);
 }
 
 Status link_tree(const PackageTree& tree, const std::string& root, const std::string& origin, LinkedFiles& linked, bool whiteouts) {
   UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (root_fd.get() < 0) return tree_io("cannot open the image tree", root);
+  if (root_fd.get() < 0) return io_error(k_tree_io, "cannot open the image tree", root);
   UniqueFd src(::open(tree.root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (src.get() < 0) return tree_io("cannot open the unpacked package", tree.root);
+  if (src.get() < 0) return io_error(k_tree_io, "cannot open the unpacked package", tree.root);
   Linker l{tree, root, origin, linked, root_fd.get(), whiteouts};
   GPUENV_CHECK(l.link_directory(src.get(), ""));
   if (l.files != tree.record.regular_files || l.bytes != tree.record.regular_bytes)

@@ -24,6 +24,9 @@
 namespace gpuenv::images {
 namespace {
 
+/// The `run.io` errors of placing an unpacked root (no hint: the message says it all).
+constexpr IoArea k_unpack_io{"run.io", ""};
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
@@ -186,11 +189,9 @@ Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::str
       fs::permissions(fs::path(tmp) / d, fs::perms(std::string(d).find("tmp") != std::string::npos ? 01777 : 0755), ec);
     }
   }
-  fs::rename(tmp, out.rootfs, ec);
-  if (ec) {
-    fs::remove_all(tmp, ec);
-    if (!fs::is_directory(out.rootfs)) return make_error(ErrorKind::environment, "run.io", "cannot place the unpacked image", out.rootfs, "");
-  }
+  // Synced: a later run reuses an unpacked root by its name alone, so its files reach the disk before it is named.
+  // Another run that unpacked the same image first keeps its own.
+  GPUENV_CHECK(commit_directory(tmp, out.rootfs, Durability::synced, k_unpack_io, "cannot place the unpacked image"));
   return out;
 }
 

@@ -47,10 +47,7 @@ Error record_mismatch(const std::string& where, const std::string& message) {
                     "the wheel's contents do not match its RECORD: it is damaged or was altered after it was built; "
                     "download it again or rebuild it");
 }
-Error io_error(const std::string& path, const std::string& what) {
-  return make_error(ErrorKind::environment, "wheel.io", what + " '" + path + "': " + std::strerror(errno), path,
-                    "check free disk space and permissions of the image directory and its parent");
-}
+constexpr IoArea k_wheel_io{"wheel.io", "check free disk space and permissions of the image directory and its parent"};
 Error target_error(const std::string& where, const std::string& message) {
   return make_error(ErrorKind::environment, "wheel.target", message, where,
                     "the image already holds something else at that path; remove it or choose another install scheme");
@@ -118,7 +115,7 @@ struct FileDigest {
 
 Result<FileDigest> digest_file(const std::string& path, const EVP_MD* record_md) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (fd.get() < 0) return io_error(path, "cannot open");
+  if (fd.get() < 0) return io_error(k_wheel_io, "cannot open '" + path + "'", path);
   MdCtx sha(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
   MdCtx other(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
   const bool separate = record_md != EVP_sha256();
@@ -131,7 +128,7 @@ Result<FileDigest> digest_file(const std::string& path, const EVP_MD* record_md)
   while (true) {
     const ssize_t r = ::read(fd.get(), buf, sizeof buf);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return io_error(path, "cannot read");
+    if (r < 0) return io_error(k_wheel_io, "cannot read '" + path + "'", path);
     if (r == 0) break;
     out.size += static_cast<std::uint64_t>(r);
     EVP_DigestUpdate(sha.get(), buf, static_cast<std::size_t>(r));
@@ -152,13 +149,13 @@ Result<FileDigest> digest_file(const std::string& path, const EVP_MD* record_md)
 
 Result<std::string> read_small_file(const std::string& path, std::size_t max) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (fd.get() < 0) return io_error(path, "cannot open");
+  if (fd.get() < 0) return io_error(k_wheel_io, "cannot open '" + path + "'", path);
   std::string out;
   char buf[1 << 16];
   while (true) {
     const ssize_t r = ::read(fd.get(), buf, sizeof buf);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return io_error(path, "cannot read");
+    if (r < 0) return io_error(k_wheel_io, "cannot read '" + path + "'", path);
     if (r == 0) break;
     out.append(buf, static_cast<std::size_t>(r));
     if (out.size() > max) {
@@ -170,15 +167,15 @@ Result<std::string> read_small_file(const std::string& path, std::size_t max) {
 
 Status write_file(const std::string& path, std::string_view content, std::uint32_t mode) {
   Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (fd.get() < 0) return io_error(path, "cannot create");
+  if (fd.get() < 0) return io_error(k_wheel_io, "cannot create '" + path + "'", path);
   std::size_t done = 0;
   while (done < content.size()) {
     const ssize_t w = ::write(fd.get(), content.data() + done, content.size() - done);
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return io_error(path, "cannot write");
+    if (w < 0) return io_error(k_wheel_io, "cannot write '" + path + "'", path);
     done += static_cast<std::size_t>(w);
   }
-  if (::fchmod(fd.get(), mode) != 0) return io_error(path, "cannot set the mode of");
+  if (::fchmod(fd.get(), mode) != 0) return io_error(k_wheel_io, "cannot set the mode of '" + path + "'", path);
   return ok_status();
 }
 
@@ -302,7 +299,7 @@ class BeneathRoot {
       long fd = syscall(SYS_openat2, m_root_fd, prefix.c_str(), &how, sizeof how);
       if (fd < 0 && errno == ENOENT) {
         if (!create) return Fd(-1);
-        if (::mkdirat(current.get(), name.c_str(), k_exec_mode) != 0 && errno != EEXIST) return io_error(m_root + "/" + prefix, "cannot create directory");
+        if (::mkdirat(current.get(), name.c_str(), k_exec_mode) != 0 && errno != EEXIST) return io_error(k_wheel_io, "cannot create directory '" + m_root + "/" + prefix + "'", m_root + "/" + prefix);
         ::fchmodat(current.get(), name.c_str(), k_exec_mode, 0);  // the umask must not decide the image's modes
         fd = syscall(SYS_openat2, m_root_fd, prefix.c_str(), &how, sizeof how);
       }
@@ -314,7 +311,7 @@ class BeneathRoot {
         if (errno == ENOSYS) {
           return make_error(ErrorKind::environment, "wheel.kernel", "the kernel lacks openat2 (Linux >= 5.6 needed)", m_root, "");
         }
-        return io_error(m_root + "/" + prefix, "cannot open directory");
+        return io_error(k_wheel_io, "cannot open directory '" + m_root + "/" + prefix + "'", m_root + "/" + prefix);
       }
       current = Fd(static_cast<int>(fd));
       if (slash == std::string::npos) return current;
@@ -330,18 +327,18 @@ class BeneathRoot {
 /// Copies a staged file into `dir_fd` under `name` by way of a temporary name (the cross-device fallback).
 Status copy_into(const std::string& src, int dir_fd, const std::string& name, std::uint32_t mode, const std::string& shown) {
   Fd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (in.get() < 0) return io_error(src, "cannot open");
+  if (in.get() < 0) return io_error(k_wheel_io, "cannot open '" + src + "'", src);
   auto out = AtomicFile::create_in(dir_fd, name, static_cast<mode_t>(mode), Durability::scratch);
-  if (!out) return io_error(shown, "cannot create");
+  if (!out) return io_error(k_wheel_io, "cannot create '" + shown + "'", shown);
   char buf[1 << 16];
   while (true) {
     const ssize_t r = ::read(in.get(), buf, sizeof buf);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return io_error(src, "cannot read");
+    if (r < 0) return io_error(k_wheel_io, "cannot read '" + src + "'", src);
     if (r == 0) break;
-    if (!out->write(std::string_view(buf, static_cast<std::size_t>(r)))) return io_error(shown, "cannot write");
+    if (!out->write(std::string_view(buf, static_cast<std::size_t>(r)))) return io_error(k_wheel_io, "cannot write '" + shown + "'", shown);
   }
-  if (!out->commit()) return io_error(shown, "cannot move into place");
+  if (!out->commit()) return io_error(k_wheel_io, "cannot move into place '" + shown + "'", shown);
   return ok_status();
 }
 
@@ -607,7 +604,7 @@ Result<ImageRoot> open_image_root(const std::string& image_root) {
   if (abs_ec || image_root.empty()) return make_error(ErrorKind::usage, "wheel.bad_scheme", "image root '" + image_root + "' is not a usable path", "", "");
   if (!root_path.has_filename() && root_path.has_parent_path() && root_path != root_path.root_path()) root_path = root_path.parent_path();
   Fd root_fd(::open(root_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (root_fd.get() < 0) return io_error(image_root, "cannot open the image directory");
+  if (root_fd.get() < 0) return io_error(k_wheel_io, "cannot open the image directory '" + image_root + "'", image_root);
   return ImageRoot{std::move(root_path), std::move(root_fd)};
 }
 
@@ -616,7 +613,7 @@ Result<std::string> make_staging_dir(const fs::path& root_path) {
   fs::path parent = root_path.parent_path();
   if (parent.empty()) parent = ".";
   std::string tmpl = (parent / ".gpuenv-wheel-XXXXXX").string();
-  if (::mkdtemp(tmpl.data()) == nullptr) return io_error(parent.string(), "cannot create a staging directory in");
+  if (::mkdtemp(tmpl.data()) == nullptr) return io_error(k_wheel_io, "cannot create a staging directory in '" + parent.string() + "'", parent.string());
   return tmpl;
 }
 
@@ -885,7 +882,7 @@ Result<std::vector<RecordRow>> stage_files(const std::vector<Planned>& plan, con
     fs::create_directories(fs::path(staged).parent_path(), ec);
     if (ec) {
       errno = ec.value();
-      return io_error(staged, "cannot create the directory for");
+      return io_error(k_wheel_io, "cannot create the directory for '" + staged + "'", staged);
     }
     auto content = staged_content(p, unpacked, interpreter);
     if (!content) return std::move(content).error();
@@ -897,8 +894,8 @@ Result<std::vector<RecordRow>> stage_files(const std::vector<Planned>& plan, con
       row.size = std::to_string((*content)->size());
     } else {
       const std::string src = unpacked + "/" + p.src;
-      if (::rename(src.c_str(), staged.c_str()) != 0) return io_error(staged, "cannot stage");
-      if (::chmod(staged.c_str(), p.mode) != 0) return io_error(staged, "cannot set the mode of");
+      if (::rename(src.c_str(), staged.c_str()) != 0) return io_error(k_wheel_io, "cannot stage '" + staged + "'", staged);
+      if (::chmod(staged.c_str(), p.mode) != 0) return io_error(k_wheel_io, "cannot set the mode of '" + staged + "'", staged);
       const FileDigest& d = digests.at(p.src);
       row.hash = "sha256=" + d.sha256_b64;
       row.size = std::to_string(d.size);
@@ -944,7 +941,7 @@ Result<std::vector<std::string>> move_into_image(BeneathRoot& beneath, const std
     if (!d) return std::move(d).error();
     const std::string staged = tree + "/" + p.dest;
     if (::renameat(AT_FDCWD, staged.c_str(), d->get(), name.c_str()) != 0) {
-      if (errno != EXDEV) return io_error(root + "/" + p.dest, "cannot move into place");
+      if (errno != EXDEV) return io_error(k_wheel_io, "cannot move into place '" + root + "/" + p.dest + "'", root + "/" + p.dest);
       if (auto st = copy_into(staged, d->get(), name, p.mode, root + "/" + p.dest); !st) return std::move(st).error();
     }
     moved.push_back(p.dest);
@@ -968,7 +965,7 @@ Result<InstalledWheel> install_unguarded(std::string_view wheel_bytes, const std
   const StagingDir staging(std::move(*staging_path));
   const std::string unpacked = staging.path() + "/wheel";
   const std::string tree = staging.path() + "/tree";
-  if (::mkdir(unpacked.c_str(), 0700) != 0 || ::mkdir(tree.c_str(), 0700) != 0) return io_error(staging.path(), "cannot populate");
+  if (::mkdir(unpacked.c_str(), 0700) != 0 || ::mkdir(tree.c_str(), 0700) != 0) return io_error(k_wheel_io, "cannot populate '" + staging.path() + "'", staging.path());
 
   auto entries = extract_archive(wheel_bytes, origin, unpacked, ExtractOptions{});
   if (!entries) return std::move(std::move(entries).error().while_("unpacking wheel " + origin));

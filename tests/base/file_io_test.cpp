@@ -217,3 +217,78 @@ TEST_F(Io, ATreeIsRemovedByRenamingItFirst) {
   for (const auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().filename().string().rfind(".removing-", 0), std::string::npos) << e.path();
   EXPECT_FALSE(gpuenv::remove_tree_renamed(tree.string()));  // gone already
 }
+
+namespace {
+
+constexpr gpuenv::IoArea k_test_io{"test.io", "a test hint"};
+
+/// A staged tree beside TARGET holding one file, FILE, with TEXT.
+fs::path stage(const fs::path& dir, const std::string& name, const std::string& text) {
+  const fs::path staged = dir / name;
+  fs::create_directories(staged / "sub");
+  std::ofstream(staged / "sub" / "file") << text;
+  return staged;
+}
+
+TEST_F(Io, ACommittedDirectoryTakesTheTargetsNameAndItsStagedNameIsGone) {
+  for (const auto durability : {gpuenv::Durability::synced, gpuenv::Durability::scratch}) {
+    const fs::path target = dir / (durability == gpuenv::Durability::synced ? "synced" : "scratch");
+    const fs::path staged = stage(dir, ".staged", "new");
+    auto r = gpuenv::commit_directory(staged.string(), target.string(), durability, k_test_io, "cannot commit");
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_EQ(*r, gpuenv::DirCommit::placed);
+    EXPECT_EQ(read(target / "sub" / "file"), "new");
+    EXPECT_FALSE(fs::exists(staged));
+  }
+}
+
+TEST_F(Io, ACommittedDirectoryReplacesAnEmptyTargetDirectory) {
+  const fs::path target = dir / "out";
+  fs::create_directories(target);
+  const fs::path staged = stage(dir, ".out.new", "new");
+  auto r = gpuenv::commit_directory(staged.string(), target.string(), gpuenv::Durability::synced, k_test_io, "cannot commit");
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(*r, gpuenv::DirCommit::placed);
+  EXPECT_EQ(read(target / "sub" / "file"), "new");
+  EXPECT_EQ(entries(), 1);
+}
+
+TEST_F(Io, AnotherWritersCommittedDirectoryStaysAndTheStagedOneIsRemoved) {
+  const fs::path target = stage(dir, "out", "theirs");
+  const fs::path staged = stage(dir, ".out.new", "ours");
+  auto r = gpuenv::commit_directory(staged.string(), target.string(), gpuenv::Durability::synced, k_test_io, "cannot commit");
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(*r, gpuenv::DirCommit::already_there);
+  EXPECT_EQ(read(target / "sub" / "file"), "theirs");
+  EXPECT_FALSE(fs::exists(staged));
+  EXPECT_EQ(entries(), 1);
+}
+
+TEST_F(Io, AFailedDirectoryCommitLeavesNoTemporaryAndNamesTheTarget) {
+  const fs::path target = dir / "a-file";
+  std::ofstream(target) << "not a directory";
+  const fs::path staged = stage(dir, ".a-file.new", "ours");
+  auto r = gpuenv::commit_directory(staged.string(), target.string(), gpuenv::Durability::synced, k_test_io, "cannot commit the tree");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, "test.io");
+  EXPECT_EQ(r.error().kind, gpuenv::ErrorKind::environment);
+  EXPECT_EQ(r.error().where, target.string());
+  EXPECT_EQ(r.error().message, "cannot commit the tree: Not a directory");
+  EXPECT_EQ(r.error().hint, "a test hint");
+  EXPECT_FALSE(fs::exists(staged));
+  EXPECT_EQ(read(target), "not a directory");
+  EXPECT_EQ(entries(), 1);
+}
+
+TEST(IoError, SaysWhatFailedWithTheSystemsReasonUnderTheAreasIdAndHint) {
+  const gpuenv::Error e = gpuenv::io_error(k_test_io, "cannot open", "/some/where", ENOENT);
+  EXPECT_EQ(e.kind, gpuenv::ErrorKind::environment);
+  EXPECT_EQ(e.id, "test.io");
+  EXPECT_EQ(e.message, "cannot open: No such file or directory");
+  EXPECT_EQ(e.where, "/some/where");
+  EXPECT_EQ(e.hint, "a test hint");
+  errno = EACCES;
+  EXPECT_EQ(gpuenv::io_error(k_test_io, "cannot write", "x").message, "cannot write: Permission denied");
+}
+
+}  // namespace

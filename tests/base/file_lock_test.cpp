@@ -1,0 +1,205 @@
+#include "base/file_lock.hpp"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "fakes/temp_dir.hpp"
+
+namespace {
+
+using gpuenv::FileLock;
+using gpuenv::LockMode;
+using gpuenv::LockOptions;
+
+LockOptions options(LockMode mode, std::chrono::milliseconds patience) {
+  LockOptions o;
+  o.mode = mode;
+  o.patience = patience;
+  o.what = "the test's lock";
+  o.io = {"test.io", "a test hint"};
+  o.locked_id = "test.locked";
+  return o;
+}
+
+/// A child process that holds PATH's lock until the object is destroyed.
+class HoldingChild {
+ public:
+  HoldingChild(const std::string& path, LockMode mode) {
+    int ready[2], release[2];
+    if (::pipe(ready) != 0 || ::pipe(release) != 0) throw std::runtime_error("pipe");
+    m_pid = ::fork();
+    if (m_pid == 0) {
+      ::close(ready[0]);
+      ::close(release[1]);
+      auto lock = FileLock::acquire(path, options(mode, std::chrono::milliseconds(0)));
+      const char c = lock.ok() ? '1' : '0';
+      (void)!::write(ready[1], &c, 1);
+      char x = 0;
+      (void)!::read(release[0], &x, 1);  // returns when the parent closes its end
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    ::close(release[0]);
+    m_release = release[1];
+    char c = 0;
+    m_holds = ::read(ready[0], &c, 1) == 1 && c == '1';
+    ::close(ready[0]);
+  }
+  ~HoldingChild() {
+    ::close(m_release);
+    int status = 0;
+    ::waitpid(m_pid, &status, 0);
+  }
+  HoldingChild(const HoldingChild&) = delete;
+  HoldingChild& operator=(const HoldingChild&) = delete;
+  [[nodiscard]] pid_t pid() const { return m_pid; }
+  [[nodiscard]] bool holds() const { return m_holds; }
+
+ private:
+  pid_t m_pid = -1;
+  int m_release = -1;
+  bool m_holds = false;
+};
+
+class Lock : public ::testing::Test {
+ protected:
+  gpuenv::testing::TempDir m_dir{"gpuenv-lock"};
+  const std::string path = (m_dir.path() / "lock").string();
+
+  /// PATH locked in MODE, tried once unless PATIENCE says otherwise.
+  [[nodiscard]] gpuenv::Result<FileLock> take(LockMode mode, std::chrono::milliseconds patience = std::chrono::milliseconds(0)) const {
+    return FileLock::acquire(path, options(mode, patience));
+  }
+};
+
+TEST_F(Lock, SharedHoldersHoldItTogether) {
+  auto first = take(LockMode::shared);
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  auto second = take(LockMode::shared);
+  EXPECT_TRUE(second.ok()) << second.error().to_string();
+}
+
+TEST_F(Lock, ExclusiveIsRefusedWhileASharedHolderHoldsIt) {
+  auto shared = take(LockMode::shared);
+  ASSERT_TRUE(shared.ok()) << shared.error().to_string();
+  auto exclusive = take(LockMode::exclusive);
+  ASSERT_FALSE(exclusive.ok());
+  EXPECT_EQ(exclusive.error().id, "test.locked");
+  EXPECT_NE(exclusive.error().message.find("it was busy"), std::string::npos) << exclusive.error().message;
+}
+
+TEST_F(Lock, SharedIsRefusedWhileAnExclusiveHolderHoldsIt) {
+  auto exclusive = take(LockMode::exclusive);
+  ASSERT_TRUE(exclusive.ok()) << exclusive.error().to_string();
+  auto shared = take(LockMode::shared);
+  ASSERT_FALSE(shared.ok());
+  EXPECT_EQ(shared.error().id, "test.locked");
+}
+
+TEST_F(Lock, IsReleasedWhenDestroyed) {
+  {
+    auto held = take(LockMode::exclusive);
+    ASSERT_TRUE(held.ok()) << held.error().to_string();
+  }
+  auto again = take(LockMode::exclusive);
+  EXPECT_TRUE(again.ok()) << again.error().to_string();
+}
+
+TEST_F(Lock, TimesOutNamingWhatIsLockedAndTheHoldingProcess) {
+  HoldingChild child(path, LockMode::exclusive);
+  ASSERT_TRUE(child.holds());
+  const auto start = std::chrono::steady_clock::now();
+  auto lock = take(LockMode::exclusive, std::chrono::milliseconds(150));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(lock.ok());
+  EXPECT_GE(waited, std::chrono::milliseconds(150));
+  const gpuenv::Error& e = lock.error();
+  EXPECT_EQ(e.id, "test.locked");
+  EXPECT_EQ(e.kind, gpuenv::ErrorKind::environment);
+  EXPECT_EQ(e.where, path);
+  EXPECT_NE(e.message.find("the test's lock is locked"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("held by pid " + std::to_string(child.pid())), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("gave up after 150 ms"), std::string::npos) << e.message;
+  EXPECT_EQ(e.hint, "wait for the holder to finish");
+}
+
+TEST_F(Lock, NamesThisProcessAsHolderAndSaysSoWhenNoneIsVisible) {
+  auto held = take(LockMode::exclusive);
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  EXPECT_EQ(gpuenv::flock_holders(held->fd()), std::vector<long>{static_cast<long>(::getpid())});
+  EXPECT_NE(gpuenv::describe_holders(held->fd()).find("held by pid " + std::to_string(::getpid())), std::string::npos);
+
+  const std::string unlocked = (m_dir.path() / "unlocked").string();
+  gpuenv::UniqueFd plain(::open(unlocked.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  ASSERT_GE(plain.get(), 0);
+  EXPECT_TRUE(gpuenv::flock_holders(plain.get()).empty());
+  EXPECT_NE(gpuenv::describe_holders(plain.get()).find("no holder is visible from here"), std::string::npos);
+}
+
+TEST_F(Lock, AnUnopenableLockFileIsAnIoErrorNamingWhatIsLocked) {
+  const std::string missing = (m_dir.path() / "missing" / "lock").string();
+  auto lock = FileLock::acquire(missing, options(LockMode::exclusive, std::chrono::milliseconds(0)));
+  ASSERT_FALSE(lock.ok());
+  EXPECT_EQ(lock.error().id, "test.io");
+  EXPECT_EQ(lock.error().where, missing);
+  EXPECT_EQ(lock.error().message, "cannot open the lock of the test's lock: No such file or directory");
+  EXPECT_EQ(lock.error().hint, "a test hint");
+}
+
+extern "C" void note_signal(int) {}
+
+/// Takes PATH in MODE with PATIENCE while another thread holds it exclusively (its own open file, so it conflicts
+/// with this thread's) for 200 ms; with INTERRUPT, SIGUSR1 (installed without SA_RESTART, so a blocked flock
+/// returns EINTR) reaches this thread every 10 ms meanwhile.
+gpuenv::Result<FileLock> take_from_a_holder(const std::string& path, LockMode mode, std::chrono::milliseconds patience, bool interrupt) {
+  std::atomic<bool> holding{false}, stop{false};
+  std::thread holder([&] {
+    auto lock = FileLock::acquire(path, options(LockMode::exclusive, std::chrono::milliseconds(0)));
+    holding = true;
+    if (lock.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  while (!holding) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  struct sigaction sa {};
+  sa.sa_handler = note_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGUSR1, &sa, nullptr);
+  const pthread_t self = ::pthread_self();
+  std::thread signals([&] {
+    while (interrupt && !stop) {
+      ::pthread_kill(self, SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  auto lock = FileLock::acquire(path, options(mode, patience));
+  stop = true;
+  signals.join();
+  holder.join();
+  return lock;
+}
+
+TEST_F(Lock, WaitsForAHolderThatReleasesWithinThePatience) {
+  auto lock = take_from_a_holder(path, LockMode::exclusive, std::chrono::seconds(20), false);
+  EXPECT_TRUE(lock.ok()) << lock.error().to_string();
+}
+
+TEST_F(Lock, AWaitForeverSurvivesSignalsUntilTheHolderReleases) {
+  auto lock = take_from_a_holder(path, LockMode::exclusive, LockOptions::k_forever, true);
+  EXPECT_TRUE(lock.ok()) << lock.error().to_string();
+}
+
+TEST_F(Lock, ABoundedWaitSurvivesSignals) {
+  auto lock = take_from_a_holder(path, LockMode::shared, std::chrono::seconds(20), true);
+  EXPECT_TRUE(lock.ok()) << lock.error().to_string();
+}
+
+}  // namespace
