@@ -174,7 +174,8 @@ Result<std::unique_ptr<AttestSetup>> AttestSetup::open(const AttestOptions& o, S
   if (!o.rim_dir.empty()) stores.push_back(attest::make_directory_rim_store(o.rim_dir));
   const std::string service = !o.rim_service.empty() ? o.rim_service : env_or(services, "GPUENV_RIM_SERVICE_URL");
   if (!service.empty()) {
-    setup->network_ = o.offline ? make_offline_fetcher() : (services.make_fetcher ? services.make_fetcher(services.net) : nullptr);
+    GPUENV_TRY(network, open_fetcher(services, o.offline));
+    setup->network_ = std::move(network);
     if (!setup->network_) return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher configured", "", "");
     const std::string cache = cache_root(services);
     GPUENV_TRY(blobs, open_blob_store(services, cache));
@@ -274,9 +275,8 @@ Result<AttestedDevice> judge_live_evidence(const validate::CcEvidence& evidence,
 }
 
 validate::AttestFunction attest_function(AttestSetup& setup, const Services& services) {
-  std::function<std::int64_t()> clock = services.clock;
-  return [&setup, clock](const validate::CcEvidence& evidence, const std::string& nonce, const validate::DriverState& driver) -> Result<validate::AttestationVerdict> {
-    const std::int64_t now = clock ? clock() : static_cast<std::int64_t>(std::time(nullptr));
+  return [&setup, &services](const validate::CcEvidence& evidence, const std::string& nonce, const validate::DriverState& driver) -> Result<validate::AttestationVerdict> {
+    const std::int64_t now = now_seconds(services);  // the injected clock
     GPUENV_TRY(device, judge_live_evidence(evidence, nonce, driver, setup, now));
     validate::AttestationVerdict v;
     v.pass = device.verdict.pass;

@@ -89,7 +89,7 @@ Result<AttestResult> attest_gpus(const AttestRequest& rq, Services& services);
 Result<AttestedDevice> judge_live_evidence(const validate::CcEvidence& evidence, const std::string& nonce, const validate::DriverState& driver,
                                            AttestSetup& setup, std::int64_t now);
 
-/// The verifier of validate's cc_attestation check over SETUP (which must outlive it).
+/// The verifier of validate's cc_attestation check over SETUP, judging at the services' clock (both must outlive it).
 validate::AttestFunction attest_function(AttestSetup& setup, const Services& services);
 
 /// The RIM service as a RimStore: GET BASE/v1/rim/<id> through FETCHER, the answer's sha256 checked.

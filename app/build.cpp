@@ -203,7 +203,7 @@ Result<VmBuilt::Driver> add_vm_driver(const images::BuildRequest& image, const L
 Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::ImageFormat format, const std::string& output, Services& services) {
   const std::string cache = cache_root(services);
   GPUENV_TRY(store, open_blob_store(services, cache));
-  auto network = rq.lock.offline ? make_offline_fetcher() : (services.make_fetcher ? services.make_fetcher(services.net) : nullptr);
+  GPUENV_TRY(network, open_fetcher(services, rq.lock.offline));
   auto runner = services.make_runner ? services.make_runner() : nullptr;
   if (!network || !runner) return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher or process runner configured", {}, "");
   sweep_abandoned_work_dirs(cache);
@@ -255,7 +255,7 @@ Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::
 Result<images::BuildResult> assemble(const BuildRequest& rq, LockToBuild& l, const std::string& layout_dir, const std::string& tag, Services& services) {
   const std::string cache = cache_root(services);
   GPUENV_TRY(store, open_blob_store(services, cache));
-  auto network = rq.lock.offline ? make_offline_fetcher() : (services.make_fetcher ? services.make_fetcher(services.net) : nullptr);
+  GPUENV_TRY(network, open_fetcher(services, rq.lock.offline));
   if (!network) return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher configured", {}, "");
   // Work directories of builds that were killed (SIGKILL, a power cut) are removed first; this one is locked while
   // the build runs and removed when it ends.
@@ -338,8 +338,9 @@ LayoutTarget layout_target(const std::string& output) {
 /// and this one, the same image, is dropped).
 Status place_layout(const LayoutTarget& t, const std::string& output) {
   if (!t.staged) return ok_status();
-  // Synced: the layout is what the user keeps; its blobs and index were each synced as written, so this makes the
-  // new name survive a power cut at little cost.
+  // Synced: the layout is what the user keeps, and its new name must survive a power cut. Its blobs and index were
+  // each synced as written, so the file system's sync (syncfs) finds little of ours to write; it does wait for
+  // whatever else is dirty on that file system.
   constexpr IoArea k_layout_output_io{"build.io", "check permissions of the output's directory"};
   GPUENV_CHECK(commit_directory(t.dir, output, Durability::synced, k_layout_output_io, "cannot move the finished layout into place"));
   return ok_status();

@@ -83,11 +83,7 @@ Result<std::unique_ptr<AptPinning>> apt_pinning(const LockRequest& rq, Fetcher& 
 /// A VM image's driver is the one it carries: its module package's version is the fleet's driver, and the spec is
 /// resolved again against it, so that every rule holds for it (CUDA's minor-version compatibility, each GPU's
 /// minimum driver, confidential computing). Returns the module source.
-Result<packages::DriverSource> take_packaged_driver(const LockRequest& rq, PreparedResolution& p, const packages::PinImageRequest& req,
-                                                    const packages::AptUniverse& universe) {
-  if (rq.resolve.driver)
-    return make_error(ErrorKind::usage, "cli.driver_with_vm_driver", "--driver does not apply: this VM image's driver is the one vm.driver builds into it", "--driver",
-                      "leave out --driver; the lock takes the driver version from vm.driver's module package");
+Result<packages::DriverSource> take_packaged_driver(PreparedResolution& p, const packages::PinImageRequest& req, const packages::AptUniverse& universe) {
   auto source = packages::find_driver_source(req, universe);
   if (!source) {
     Error e = std::move(source).error();
@@ -119,8 +115,12 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
   PreparedResolution& p = *made.prepared;
   const bool packaged_driver = p.spec.vm && p.spec.vm->driver;  // resolved again below, against the packaged driver
   if (!p.resolution.ok && !packaged_driver) return made;
+  // A usage error before any repository is fetched or verified (and whatever the network or the cache holds).
+  if (packaged_driver && rq.resolve.driver)
+    return make_error(ErrorKind::usage, "cli.driver_with_vm_driver", "--driver does not apply: this VM image's driver is the one vm.driver builds into it", "--driver",
+                      "leave out --driver; the lock takes the driver version from vm.driver's module package");
   auto runner = services.make_runner ? services.make_runner() : nullptr;
-  auto network = rq.offline ? make_offline_fetcher() : (services.make_fetcher ? services.make_fetcher(services.net) : nullptr);
+  GPUENV_TRY(network, open_fetcher(services, rq.offline));
   if (!runner || !network) {
     return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher or process runner configured", {}, "");
   }
@@ -137,7 +137,7 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
   }
   std::optional<packages::DriverSource> driver;
   if (p.spec.vm && p.spec.vm->driver) {
-    GPUENV_TRY(found, take_packaged_driver(rq, p, req, *universe));
+    GPUENV_TRY(found, take_packaged_driver(p, req, *universe));
     driver = std::move(found);
     if (!p.resolution.ok) return made;
   }

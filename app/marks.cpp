@@ -47,7 +47,7 @@ Result<FileLock> lock_marks(const std::string& path) {
   fs::create_directories(fs::path(path).parent_path(), ec);
   LockOptions o;
   o.patience = std::chrono::seconds(60);
-  o.what = "the marks of this image";
+  o.what = "the mark writers' lock of this image";
   o.io = {"mark.io", "check the cache directory (GPUENV_CACHE_DIR)"};
   o.locked_id = "mark.locked";
   o.locked_hint = "wait for the other gpuenv marking this image to finish, or find the process that holds the lock (fuser " + path + ")";

@@ -35,6 +35,12 @@ Result<std::unique_ptr<BlobStore>> open_blob_store(const Services& services, con
   return services.make_blob_store(root);
 }
 
+Result<std::unique_ptr<Fetcher>> open_fetcher(const Services& services, bool offline) {
+  if (offline) return make_offline_fetcher();
+  if (!services.make_fetcher) return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher configured", {}, "");
+  return services.make_fetcher(services.net);
+}
+
 Result<std::unique_ptr<HttpClient>> open_http_client(const Services& services, const std::string& ca_bundle) {
   if (!services.make_http_client) return make_error(ErrorKind::internal, "cli.no_adapters", "no HTTP client configured", {}, "");
   HttpOptions options;

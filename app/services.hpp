@@ -69,6 +69,11 @@ std::string cache_root(const Services& services);
 /// The blob store of the cache at ROOT (services.make_blob_store). Errors: `cli.no_adapters` when none is configured.
 Result<std::unique_ptr<BlobStore>> open_blob_store(const Services& services, const std::string& root);
 
+/// The fetcher of a command: the services' network adapter under the command's limits, or with OFFLINE the one that
+/// refuses every request (make_offline_fetcher: only the cache answers). Errors: `cli.no_adapters` when none is
+/// configured.
+Result<std::unique_ptr<Fetcher>> open_fetcher(const Services& services, bool offline);
+
 /// An HTTP client for registries (services.make_http_client), under the command's network limits, trusting
 /// CA_BUNDLE as an extra CA (GPUENV_CA_BUNDLE when empty). Errors: `cli.no_adapters` when none is configured.
 Result<std::unique_ptr<HttpClient>> open_http_client(const Services& services, const std::string& ca_bundle = {});

@@ -270,6 +270,11 @@ bool remove_tree_renamed(const std::string& dir) {
   return true;
 }
 
+StagedDirectory::~StagedDirectory() {
+  std::error_code ec;
+  std::filesystem::remove_all(m_path, ec);  // best effort: a leftover is a temporary the next writer of the same tree replaces
+}
+
 Result<DirCommit> commit_directory(const std::string& staged, const std::string& target, Durability durability, const IoArea& area,
                                    const std::string& what) {
   std::error_code ec;

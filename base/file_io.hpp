@@ -107,6 +107,20 @@ std::size_t remove_dead_temporaries(int dir_fd, const std::string& name);
 /// removing what exited writers of PATH left.
 std::string temporary_beside(const std::string& path);
 
+/// A tree being staged for commit_directory at PATH: removed with all it holds when this goes out of scope, so a
+/// writer that fails half-way leaves nothing behind (once committed, PATH no longer exists and nothing is removed).
+class StagedDirectory {
+ public:
+  explicit StagedDirectory(std::string path) : m_path(std::move(path)) {}
+  ~StagedDirectory();
+  StagedDirectory(const StagedDirectory&) = delete;
+  StagedDirectory& operator=(const StagedDirectory&) = delete;
+  [[nodiscard]] const std::string& path() const { return m_path; }
+
+ private:
+  std::string m_path;
+};
+
 /// How commit_directory ended.
 enum class DirCommit {
   placed,         ///< the staged tree has the target's name now

@@ -93,12 +93,17 @@ class DirBlobStore final : public BlobStore {
       }
       done += static_cast<std::size_t>(w);
     }
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    const int synced = ::fsync(fd) == 0 ? 0 : errno;
+    const int closed = ::close(fd) == 0 ? 0 : errno;  // closed whether or not fsync failed
+    if (synced != 0 || closed != 0) {
       ::unlink(tmp->c_str());
-      return io_error(k_cache_io, "cannot flush", *tmp);
+      return io_error(k_cache_io, "cannot flush", *tmp, synced != 0 ? synced : closed);
     }
     auto sha = sha256_of_file(*tmp);
-    if (!sha) return std::move(sha).error();
+    if (!sha) {
+      ::unlink(tmp->c_str());
+      return std::move(sha).error();
+    }
     auto placed = install(*tmp, *sha);
     if (!placed) return std::move(placed).error();
     return *sha;
@@ -165,7 +170,14 @@ class DirBlobStore final : public BlobStore {
     return ok_status();
   }
 
+  /// Moves FILE (a temporary of this store's) into the cache as SHA; FILE is gone afterwards, placed or not.
   Result<std::string> install(const std::string& file, const Digest& sha) {
+    auto placed = place(file, sha);
+    if (!placed) ::unlink(file.c_str());
+    return placed;
+  }
+
+  Result<std::string> place(const std::string& file, const Digest& sha) {
     if (auto st = ensure_dirs(); !st) return std::move(st).error();
     GPUENV_TRY(lock, lock_cache(m_root, LockMode::shared));
     const std::string dest = blob_path(sha);
@@ -177,11 +189,7 @@ class DirBlobStore final : public BlobStore {
       ::close(fd);
     }
     ::chmod(file.c_str(), 0644);
-    if (::rename(file.c_str(), dest.c_str()) != 0) {  // same content either way if another process won
-      Error e = io_error(k_cache_io, "cannot move into the cache", dest);
-      ::unlink(file.c_str());
-      return e;
-    }
+    if (::rename(file.c_str(), dest.c_str()) != 0) return io_error(k_cache_io, "cannot move into the cache", dest);  // same content either way if another process won
     return dest;
   }
 

@@ -223,6 +223,7 @@ Status keep_driver(const BuiltDriver& driver, const std::string& drivers_dir, co
   const fs::path staging = fs::path(drivers_dir) / (".staging-" + key + "-" + std::to_string(::getpid()));
   std::error_code ec;
   fs::remove_all(staging, ec);
+  const StagedDirectory staged(staging.string());  // gone whatever happens below
   fs::create_directories(staging, ec);
   if (ec) return make_error(ErrorKind::environment, "build.io", "cannot create " + staging.string() + ": " + ec.message(), drivers_dir, "check the cache directory");
   std::string manifest(k_manifest_head);

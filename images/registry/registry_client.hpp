@@ -115,6 +115,8 @@ struct BlobSource {
 
   /// BYTES (hashed here), which must outlive the upload.
   static BlobSource of(std::string_view bytes);
+  /// A temporary string would be gone before the upload: refused at compile time.
+  static BlobSource of(std::string&& bytes) = delete;
   /// The file at PATH, whose SIZE bytes have DIGEST; the registry checks the digest of what it receives.
   static BlobSource file(std::string path, const Digest& digest, std::uint64_t size);
 };

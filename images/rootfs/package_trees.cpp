@@ -213,22 +213,19 @@ Result<PackageTree> PackageTreeStore::get(const std::string& inputs, const std::
   }
   const std::string staged = m_staging + "/tree-" + key;
   fs::remove_all(staged, ec);
+  const StagedDirectory staging(staged);  // gone whatever happens below
   fs::create_directories(staged + "/root", ec);
   fs::create_directories(m_dir, ec);
   if (ec) return io_error(k_tree_io, "cannot create the package tree directory", staged);
-  auto record = install(staged + "/root");
-  if (!record) {
-    fs::remove_all(staged, ec);
-    return std::move(record).error();
-  }
+  GPUENV_TRY(record, install(staged + "/root"));
   for (const auto& e : fs::recursive_directory_iterator(staged + "/root", ec)) {
     if (!e.is_symlink(ec) && e.is_regular_file(ec)) {
-      ++record->regular_files;
-      record->regular_bytes += e.file_size(ec);
+      ++record.regular_files;
+      record.regular_bytes += e.file_size(ec);
     }
   }
   if (ec) return io_error(k_tree_io, "cannot read the unpacked package", staged);
-  if (auto st = write_file_atomic(staged + "/record.json", render_tree_record(*record), 0644, Durability::scratch); !st) return std::move(st).error();
+  if (auto st = write_file_atomic(staged + "/record.json", render_tree_record(record), 0644, Durability::scratch); !st) return std::move(st).error();
   // Synced: the files' data reaches the disk before the tree is named, so a power cut never leaves a named, empty
   // tree that later builds would link from. Another build that committed the same tree first keeps its own.
   GPUENV_CHECK(commit_directory(staged, dir, Durability::synced, k_tree_io, "cannot commit the package tree"));

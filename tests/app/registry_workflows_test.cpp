@@ -17,10 +17,12 @@
 #include "app/validate_and_mark.hpp"
 #include "base/cache/blob_store.hpp"
 #include "fakes/fake_fetcher.hpp"
+#include "fakes/fake_gpu_backend.hpp"
 #include "fakes/files.hpp"
 #include "fakes/memory_registry.hpp"
 #include "fakes/temp_dir.hpp"
 #include "marks/keys.hpp"
+#include "validate/report.hpp"
 #include "validate/replay/replay_backend.hpp"
 
 namespace {
@@ -46,10 +48,26 @@ class AppRegistry : public ::testing::Test {
       return std::make_unique<MemoryRegistry::Client>(m_registry);
     };
     m_services.make_blob_store = [](const std::string& root) { return gpuenv::make_dir_blob_store(root); };
+    // "replay:FILE" is a recording; anything else is "this machine": one H200 behind the GpuBackend double, named as
+    // the real backend is, so that a passing run may be marked.
     m_services.make_gpu_backend = [](const std::string& choice, const std::optional<gpuenv::validate::ImageLibraries>&)
         -> gpuenv::Result<std::unique_ptr<gpuenv::validate::GpuBackend>> {
-      if (choice.rfind("replay:", 0) != 0) return gpuenv::make_error(gpuenv::ErrorKind::environment, "test.no_gpu", "no GPU in this test", choice, "");
-      return gpuenv::validate::load_replay_backend_file(choice.substr(7));
+      if (choice.rfind("replay:", 0) == 0) return gpuenv::validate::load_replay_backend_file(choice.substr(7));
+      auto gpu = std::make_unique<gpuenv::testing::FakeGpuBackend>();
+      gpu->backend_name = "nvml+cuda";
+      gpu->driver_state.loaded = true;
+      gpu->driver_state.version = "550.90.07";
+      gpu->driver_state.cuda_driver_version = 12040;
+      gpu->driver_state.cc_state = "off";
+      gpuenv::validate::GpuInfo h200;
+      h200.uuid = "GPU-00000000";
+      h200.name = "NVIDIA H200";
+      h200.pci_bus_id = "00000000:10:00.0";
+      h200.pci_device_id = 0x2335;
+      h200.cc_major = 9;
+      h200.memory_total_bytes = 141ull << 30;
+      gpu->inventory.push_back(h200);
+      return std::unique_ptr<gpuenv::validate::GpuBackend>(std::move(gpu));
     };
     m_services.clock = [] { return k_now; };
     const auto keys = gpuenv::marks::generate_key_pair((m_dir.path() / "keys").string(), false);
@@ -184,7 +202,7 @@ TEST_F(AppRegistry, ValidateAndMarkReturnsTheReportBytesTheRecordNamesAndVerifyC
   EXPECT_EQ(refused->mark_error->id, "mark.replay");
   EXPECT_FALSE(refused->mark);
   EXPECT_FALSE(m_registry.manifest("app/marked", "sha256-" + pushed->image.manifest.digest.hex() + ".att"));
-  EXPECT_EQ(refused->report_bytes, gpuenv::validate::report_bytes(refused->report));
+  EXPECT_EQ(refused->report_bytes, gpuenv::validate::report_json(refused->report).dump(2) + "\n");  // what --json prints
   EXPECT_NE(refused->report_bytes.find("\"started_at\": \"2026-12-01T12:00:00Z\""), std::string::npos) << refused->report_bytes;
 
   // The same report, marked through app::mark with replay allowed: the record names these very bytes.
@@ -213,6 +231,31 @@ TEST_F(AppRegistry, ValidateAndMarkReturnsTheReportBytesTheRecordNamesAndVerifyC
   auto not_for_it = gpuenv::app::verify(other_gpu, m_services);
   ASSERT_TRUE(not_for_it.ok()) << not_for_it.error().to_string();
   EXPECT_FALSE(not_for_it->ok());
+}
+
+TEST_F(AppRegistry, APassingRunOnTheGpuIsMarkedInOneCallAndTheRecordNamesTheReturnedReport) {
+  auto pushed = push("app/passed");
+  ASSERT_TRUE(pushed.ok()) << pushed.error().to_string();
+  const std::string image = "docker://" + k_host + "/app/passed:1";
+  auto rq = validate_request((m_dir.path() / "img").string());
+  rq.validate.backend = "real";
+  rq.mark = true;
+  rq.mark_image = image;
+  auto done = gpuenv::app::validate_and_mark(rq, m_services);
+  ASSERT_TRUE(done.ok()) << done.error().to_string();
+  ASSERT_EQ(done->exit_code, 0) << done->report_bytes;
+  ASSERT_FALSE(done->mark_error) << done->mark_error->to_string();
+  ASSERT_TRUE(done->mark);
+  EXPECT_EQ(done->mark->image.str(), pushed->image.manifest.digest.str());
+  EXPECT_EQ(done->mark->predicate.backend, "nvml+cuda");
+  EXPECT_EQ(done->mark->predicate.report_sha256, gpuenv::Digest::of(done->report_bytes).hex());
+  EXPECT_EQ(done->mark->predicate.time_verified, k_now);
+  auto verify = verify_request(image);
+  verify.allow_replay = false;  // a record of the GPU itself
+  auto verified = gpuenv::app::verify(verify, m_services);
+  ASSERT_TRUE(verified.ok()) << verified.error().to_string();
+  EXPECT_TRUE(verified->ok());
+  EXPECT_GT(m_clients, 0);  // every registry request went through the services' HTTP client
 }
 
 TEST_F(AppRegistry, ValidateAndMarkWithoutAnImageIsAUsageErrorAndAFailedRunIsNeverMarked) {

@@ -237,7 +237,7 @@ TEST_F(CliLock, AVmDriverIsTheFleetsDriverAndItsBuildIsPinnedApart) {
   std::vector<std::string> built;
   for (const auto& p : j["build_packages"]) built.push_back(p["name"].get<std::string>());
   EXPECT_NE(std::find(built.begin(), built.end(), "nvidia-kernel-dkms"), built.end());
-  // The lock reads back the same (parse_lock(render_lock) == lock_of): a second lock is the same bytes.
+  // A second lock of the same inputs is the same bytes.
   ASSERT_EQ(lock({"-o", (dir / "vm2.lock").string()}, (dir / "cache").string()), 0);
   EXPECT_EQ(text, read_all(dir / "vm2.lock"));
 }
@@ -246,12 +246,12 @@ TEST_F(CliLock, AVmDriverIsTheFleetsDriverAndItsBuildIsPinnedApart) {
 // unsatisfiable, exit 3, no lock. --driver cannot override the image's own driver (exit 2), and a module the
 // repositories lack is named with the components to check.
 TEST_F(CliLock, APackagedDriverThatCannotRunTheGpusIsUnsatisfiable) {
-  auto run = [&](const std::vector<std::string>& args, std::string& out) {
+  auto run = [&](const std::vector<std::string>& args, std::string& out, const std::string& cache = "cache") {
     std::ostringstream o, e;
     gpuenv::cli::Context ctx;
     ctx.out = &o;
     ctx.err = &e;
-    ctx.env = {{"GPUENV_CACHE_DIR", (dir / "cache").string()}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}};
+    ctx.env = {{"GPUENV_CACHE_DIR", (dir / cache).string()}, {"HOME", dir.string()}, {"GPUENV_CONFIG", (dir / "no-config.yaml").string()}};
     ctx.make_runner = [] { return gpuenv::make_process_runner(); };
     ctx.make_fetcher = [](const gpuenv::NetLimits& limits) {
       gpuenv::FetchOptions options;
@@ -270,6 +270,9 @@ TEST_F(CliLock, APackagedDriverThatCannotRunTheGpusIsUnsatisfiable) {
   EXPECT_FALSE(fs::exists(dir / "h200.lock"));
   const std::string h100 = vm_spec(*server, dir, "h100", "H100", "distro");
   EXPECT_EQ(run({"lock", h100, "--driver", "550.54.15", "-o", (dir / "d.lock").string(), "--host-root", dir.string()}, out), 2) << out;
+  EXPECT_NE(out.find("cli.driver_with_vm_driver"), std::string::npos) << out;
+  // The usage error comes before any repository is read: offline, from an empty cache, it is still exit 2.
+  EXPECT_EQ(run({"lock", h100, "--driver", "550.54.15", "--offline", "--host-root", dir.string()}, out, "empty-cache-driver"), 2) << out;
   EXPECT_NE(out.find("cli.driver_with_vm_driver"), std::string::npos) << out;
   const std::string tesla = vm_spec(*server, dir, "tesla", "H100", "{module: nvidia-tesla-535-kernel-dkms, packages: [firmware-nvidia-gsp]}");
   EXPECT_EQ(run({"lock", tesla, "-o", (dir / "t.lock").string(), "--host-root", dir.string()}, out), 3) << out;
