@@ -5,12 +5,15 @@
 // flock has no timed wait, so a bounded wait polls (a try every 25 ms) until its patience runs out; an unbounded
 // one blocks in the kernel. Both retry a call a signal interrupted. When the patience runs out the error names the
 // holders the kernel reports in /proc/locks for the lock file's device and inode, with their command names: those
-// are the processes of this machine visible in this PID namespace. A holder on another machine sharing the
-// directory (NFS) or in another PID namespace cannot be seen, and the error says so instead of guessing.
+// are the processes of this machine visible in this PID namespace. /proc/locks names the superblock's device, which
+// is not fstat's st_dev on a btrfs subvolume or overlayfs, so when no holder matches both the inode alone is
+// matched. A holder on another machine sharing the directory (NFS) or in another PID namespace cannot be seen, and
+// the error says so instead of guessing.
 #include <sys/types.h>
 
 #include <chrono>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/error.hpp"
@@ -33,6 +36,8 @@ struct LockOptions {
   std::string locked_id = "io.locked";    ///< the error id when the patience ran out
   std::string locked_hint;                ///< its hint; empty: "wait for the holder to finish"
   mode_t create_mode = 0644;              ///< the lock file's mode when acquire creates it
+  bool describe = true;                   ///< name the holders in the LOCKED_ID error (reads /proc); false where the
+                                          ///< caller discards that error (a sweep trying each lock once)
 };
 
 /// A held flock; released when destroyed.
@@ -66,6 +71,12 @@ class FileLock {
 /// The PIDs that /proc/locks lists as holding a flock on the file open as FD (waiters left out), sorted; empty
 /// when there are none that this PID namespace can see, or /proc/locks cannot be read.
 std::vector<long> flock_holders(int fd);
+
+/// The PIDs that PROC_LOCKS (the text of /proc/locks) lists as holding a flock on inode INODE of the device
+/// MAJOR:MINOR (waiters left out), sorted and unique. When none matches the device and inode, those matching the
+/// inode alone (the device /proc/locks names is the superblock's, not st_dev on btrfs subvolumes or overlayfs).
+/// Malformed lines are skipped.
+std::vector<long> flock_holders_in(std::string_view proc_locks, unsigned major, unsigned minor, unsigned long long inode);
 
 /// "pid 4242 (gpuenv)" for each holder of the file open as FD, joined with ", "; or a sentence saying that no
 /// holder is visible from here and why that can be (another machine sharing the directory, another PID namespace).

@@ -1,5 +1,5 @@
 #include <CLI/CLI.hpp>
-#include <ctime>
+#include <chrono>
 #include <sstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -9,6 +9,7 @@
 #include "cli/commands.hpp"
 #include "base/cache/blob_store.hpp"
 #include "base/cache/work_dir.hpp"
+#include "base/time.hpp"
 
 namespace gpuenv::cli {
 namespace {
@@ -23,13 +24,9 @@ std::string cache_size_text(std::uint64_t bytes) {
   return o.str();
 }
 
+/// A blob's last use, spelled as every time gpuenv writes (base/time.hpp).
 std::string iso(std::chrono::system_clock::time_point t) {
-  const std::time_t tt = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return format_rfc3339_utc(std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count());
 }
 
 }  // namespace

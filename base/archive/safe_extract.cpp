@@ -28,10 +28,11 @@ Error unsafe(const std::string& origin, const std::string& path, const std::stri
 Error limit(const std::string& origin, const std::string& why) {
   return make_error(ErrorKind::environment, "archive.limit", why, origin, "the archive is larger than gpuenv allows (a decompression bomb?)");
 }
-Error io(const std::string& origin, const std::string& path, const std::string& what) {
-  return make_error(ErrorKind::environment, "archive.io", what + " '" + path + "': " + std::strerror(errno), origin,
-                    "check free disk space and permissions of the target directory");
-}
+constexpr IoArea k_extract_io{"archive.io", "check free disk space and permissions of the target directory"};
+constexpr IoArea k_write_beneath_io{"archive.io", "check free disk space and permissions"};
+
+/// The message of a failed call on PATH: "WHAT 'PATH'" (io_error adds ": strerror").
+std::string on_path(const std::string& what, const std::string& path) { return what + " '" + path + "'"; }
 
 using Fd = UniqueFd;
 
@@ -54,14 +55,14 @@ Result<Fd> open_dir_beneath(int root_fd, const std::string& rel, const std::stri
       auto parent = open_dir_beneath(root_fd, parent_end == std::string::npos ? std::string() : prefix.substr(0, parent_end), origin, entry);
       if (!parent) return std::move(parent).error();
       const std::string name = parent_end == std::string::npos ? prefix : prefix.substr(parent_end + 1);
-      if (::mkdirat(parent->get(), name.c_str(), 0755) != 0 && errno != EEXIST) return io(origin, prefix, "cannot create directory");
+      if (::mkdirat(parent->get(), name.c_str(), 0755) != 0 && errno != EEXIST) return io_error(k_extract_io, on_path("cannot create directory", prefix), origin);
       fd = syscall(SYS_openat2, root_fd, prefix.c_str(), &how, sizeof how);
     }
     if (fd < 0) {
       if (errno == EXDEV || errno == ELOOP) return unsafe(origin, entry, "'" + prefix + "' is a symlink leading outside the root");
       if (errno == ENOTDIR) return unsafe(origin, entry, "'" + prefix + "' is not a directory");
       if (errno == ENOSYS) return make_error(ErrorKind::environment, "archive.kernel", "the kernel lacks openat2 (Linux >= 5.6 needed)", origin, "");
-      return io(origin, prefix, "cannot open directory");
+      return io_error(k_extract_io, on_path("cannot open directory", prefix), origin);
     }
     if (slash == std::string::npos) return Fd(static_cast<int>(fd));
     ::close(static_cast<int>(fd));
@@ -132,7 +133,7 @@ Status write_entry(Reader& r, archive* a, archive_entry* e, int root_fd) {
     if (::fstatat(tparent->get(), tname.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
       return unsafe(r.origin, path, "hard link to '" + **target + "', which is not a file extracted earlier");
     if (!remove_existing(pfd, name) || ::linkat(tparent->get(), tname.c_str(), pfd, name.c_str(), 0) != 0)
-      return io(r.origin, path, "cannot create hard link");
+      return io_error(k_extract_io, on_path("cannot create hard link", path), r.origin);
     out.type = ExtractedEntry::Type::hardlink;
     out.link_target = **target;
     r.entries.push_back(std::move(out));
@@ -141,7 +142,7 @@ Status write_entry(Reader& r, archive* a, archive_entry* e, int root_fd) {
 
   switch (archive_entry_filetype(e)) {
     case AE_IFDIR: {
-      if (::mkdirat(pfd, name.c_str(), 0755) != 0 && errno != EEXIST) return io(r.origin, path, "cannot create directory");
+      if (::mkdirat(pfd, name.c_str(), 0755) != 0 && errno != EEXIST) return io_error(k_extract_io, on_path("cannot create directory", path), r.origin);
       auto dir = open_dir_beneath(root_fd, path, r.origin, path);  // refuses a symlink standing where a directory goes out
       if (!dir) return std::move(dir).error();
       ::fchmod(dir->get(), out.mode);
@@ -152,7 +153,7 @@ Status write_entry(Reader& r, archive* a, archive_entry* e, int root_fd) {
       const char* target = archive_entry_symlink(e);
       if (!target || !*target) return unsafe(r.origin, path, "symlink without a target");
       if (!remove_existing(pfd, name)) return unsafe(r.origin, path, "a directory stands where the symlink goes");
-      if (::symlinkat(target, pfd, name.c_str()) != 0) return io(r.origin, path, "cannot create symlink");
+      if (::symlinkat(target, pfd, name.c_str()) != 0) return io_error(k_extract_io, on_path("cannot create symlink", path), r.origin);
       out.type = ExtractedEntry::Type::symlink;
       out.link_target = target;
       break;
@@ -163,7 +164,7 @@ Status write_entry(Reader& r, archive* a, archive_entry* e, int root_fd) {
         return limit(r.origin, "entry '" + path + "' is " + std::to_string(declared) + " bytes");
       if (!remove_existing(pfd, name)) return unsafe(r.origin, path, "a directory stands where the file goes");
       Fd fd(::openat(pfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-      if (fd.get() < 0) return io(r.origin, path, "cannot create file");
+      if (fd.get() < 0) return io_error(k_extract_io, on_path("cannot create file", path), r.origin);
       char buf[1 << 16];
       std::uint64_t size = 0;
       while (true) {
@@ -183,7 +184,7 @@ Status write_entry(Reader& r, archive* a, archive_entry* e, int root_fd) {
         while (done < static_cast<std::size_t>(n)) {
           const ssize_t w = ::write(fd.get(), buf + done, static_cast<std::size_t>(n) - done);
           if (w < 0 && errno == EINTR) continue;
-          if (w < 0) return io(r.origin, path, "cannot write");
+          if (w < 0) return io_error(k_extract_io, on_path("cannot write", path), r.origin);
           done += static_cast<std::size_t>(w);
         }
       }
@@ -198,7 +199,7 @@ Status write_entry(Reader& r, archive* a, archive_entry* e, int root_fd) {
       if (!r.o.allow_devices) return unsafe(r.origin, path, "device node or FIFO");
       const mode_t kind = archive_entry_filetype(e) == AE_IFCHR ? S_IFCHR : archive_entry_filetype(e) == AE_IFBLK ? S_IFBLK : S_IFIFO;
       if (!remove_existing(pfd, name) || ::mknodat(pfd, name.c_str(), kind | out.mode, archive_entry_rdev(e)) != 0)
-        return io(r.origin, path, "cannot create device node");
+        return io_error(k_extract_io, on_path("cannot create device node", path), r.origin);
       out.type = kind == S_IFIFO ? ExtractedEntry::Type::fifo : ExtractedEntry::Type::device;
       break;
     }
@@ -239,13 +240,14 @@ UniqueFd open_file_beneath(int root_fd, const std::string& rel) {
 }
 
 Status write_file_beneath(const std::string& root, const std::string& rel, std::string_view bytes, unsigned mode, const std::string& origin) {
-  auto io = [&](const std::string& what) {
-    return make_error(ErrorKind::environment, "archive.io", "cannot write " + rel + " in " + root + ": " + what, origin, "check free disk space and permissions");
+  const std::string what = "cannot write " + rel + " in " + root;
+  auto io = [&](const std::string& why) {
+    return make_error(ErrorKind::environment, k_write_beneath_io.id, what + ": " + why, origin, k_write_beneath_io.hint);
   };
   GPUENV_TRY(path, normalize_member_path(rel));
   if (!path) return unsafe(origin, rel, "not a file path");
   UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (root_fd.get() < 0) return io(std::strerror(errno));
+  if (root_fd.get() < 0) return io_error(k_write_beneath_io, what, origin);
   const auto slash = path->rfind('/');
   const std::string dir = slash == std::string::npos ? std::string() : path->substr(0, slash);
   const std::string name = slash == std::string::npos ? *path : path->substr(slash + 1);
@@ -292,7 +294,7 @@ Result<std::optional<std::string>> normalize_member_path(std::string_view p) {
 Result<std::vector<ExtractedEntry>> extract_archive(std::string_view bytes, const std::string& origin, const std::string& root,
                                                     const ExtractOptions& options) {
   Fd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (root_fd.get() < 0) return io(origin, root, "cannot open the target directory");
+  if (root_fd.get() < 0) return io_error(k_extract_io, on_path("cannot open the target directory", root), origin);
   ArchivePtr a = open_memory(bytes);
   Reader r{bytes, origin, root, options, 0, {}};
   while (true) {

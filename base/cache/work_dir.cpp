@@ -31,6 +31,13 @@ LockOptions work_dir_lock() {
   return o;
 }
 
+/// The sweep's: tried once per work directory, and a held lock's error is discarded, so nobody's /proc is read.
+LockOptions sweep_lock() {
+  LockOptions o = work_dir_lock();
+  o.describe = false;
+  return o;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<WorkDir>> WorkDir::create(const std::string& cache_root) {
@@ -105,7 +112,7 @@ std::size_t sweep_abandoned_work_dirs(const std::string& cache_root) {
       continue;
     }
     // Tried once: a held lock is a live command's, and any other failure leaves the directory alone too.
-    if (auto held = FileLock::lock(std::move(fd), lock.string(), work_dir_lock())) {
+    if (auto held = FileLock::lock(std::move(fd), lock.string(), sweep_lock())) {
       // Nobody held it: its command is gone. Removed while we hold the lock.
       fs::remove_all(dir, e);
       if (!e) ++removed;

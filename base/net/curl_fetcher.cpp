@@ -26,6 +26,9 @@
 namespace gpuenv {
 namespace {
 
+constexpr IoArea k_fetch_io{"fetch.io", "check free disk space and permissions"};
+constexpr IoArea k_part_create_io{"fetch.io", "check that the directory exists and is writable"};
+
 using Clock = std::chrono::steady_clock;
 
 
@@ -314,8 +317,7 @@ class CurlFetcher final : public Fetcher {
     t.offset = 0;
     t.fd = ::open(t.part().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (t.fd < 0) {
-      t.error = make_error(ErrorKind::environment, "fetch.io", "cannot create " + t.part() + ": " + std::strerror(errno), t.url,
-                           "check that the directory exists and is writable");
+      t.error = io_error(k_part_create_io, "cannot create " + t.part(), t.url);
       return false;
     }
     char buf[1 << 16];
@@ -327,8 +329,7 @@ class CurlFetcher final : public Fetcher {
     }
     if (t.no_ranges || (t.size && t.offset > *t.size)) {  // cannot resume, or stale leftovers: start over
       if (ftruncate(t.fd, 0) != 0) {
-        t.error = make_error(ErrorKind::environment, "fetch.io", "cannot truncate " + t.part() + ": " + std::strerror(errno), t.url,
-                             "check free disk space and permissions");
+        t.error = io_error(k_fetch_io, "cannot truncate " + t.part(), t.url);
         ::close(t.fd);
         t.fd = -1;
         return false;
@@ -462,8 +463,7 @@ class CurlFetcher final : public Fetcher {
     if (!t.dest.empty()) {
       if (::fsync(t.fd) != 0 || ::close(t.fd) != 0 || ::rename(t.part().c_str(), t.dest.c_str()) != 0) {
         t.fd = -1;
-        t.error = make_error(ErrorKind::environment, "fetch.io", "cannot store " + t.dest + ": " + std::strerror(errno), t.url,
-                             "check free disk space and permissions");
+        t.error = io_error(k_fetch_io, "cannot store " + t.dest, t.url);
         finish_failed(t);
         return;
       }
@@ -493,8 +493,7 @@ class CurlFetcher final : public Fetcher {
     if (const int err = t.write_errno.load(); err != 0) {
       if (t.fd >= 0) ::close(t.fd);
       t.fd = -1;
-      t.error = make_error(ErrorKind::environment, "fetch.io", "cannot write " + t.part() + ": " + std::strerror(err), t.url,
-                           "check free disk space and permissions");
+      t.error = io_error(k_fetch_io, "cannot write " + t.part(), t.url, err);
       finish_failed(t);
       return;
     }

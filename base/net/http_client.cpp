@@ -21,6 +21,8 @@ namespace gpuenv {
 namespace {
 
 constexpr std::size_t k_error_body_bytes = 64 * 1024;  // kept of a non-2xx answer to a download
+constexpr IoArea k_body_io{"http.io", "check that the file exists and is readable"};  // a request's body file
+constexpr IoArea k_download_io{"http.io", "check free disk space and permissions"};   // a download's file
 
 bool tls_problem(CURLcode c) {
   return c == CURLE_PEER_FAILED_VERIFICATION || c == CURLE_SSL_CACERT_BADFILE || c == CURLE_SSL_CERTPROBLEM ||
@@ -153,8 +155,7 @@ class CurlHttpClient final : public HttpClient {
     if (req.body_file) {
       in_fd = ::open(req.body_file->path.c_str(), O_RDONLY | O_CLOEXEC);
       if (in_fd < 0) {
-        return make_error(ErrorKind::environment, "http.io", "cannot read " + req.body_file->path + ": " + std::strerror(errno), where,
-                          "check that the file exists and is readable");
+        return io_error(k_body_io, "cannot read " + req.body_file->path, where);
       }
     }
     struct CloseIn {
@@ -180,8 +181,7 @@ class CurlHttpClient final : public HttpClient {
       if (!req.download_to.empty()) {
         a.out_fd = ::open(req.download_to.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (a.out_fd < 0) {
-          return make_error(ErrorKind::environment, "http.io", "cannot create " + req.download_to + ": " + std::strerror(errno), where,
-                            "check free disk space and permissions");
+          return io_error(k_download_io, "cannot create " + req.download_to, where);
         }
       }
       char errbuf[CURL_ERROR_SIZE] = {};
@@ -193,8 +193,7 @@ class CurlHttpClient final : public HttpClient {
       }
       resp.body_sha256 = a.hash.finish();
       if (a.write_errno != 0) {
-        return make_error(ErrorKind::environment, "http.io", "cannot write " + req.download_to + ": " + std::strerror(a.write_errno), where,
-                          "check free disk space and permissions");
+        return io_error(k_download_io, "cannot write " + req.download_to, where, a.write_errno);
       }
       if (a.too_large) {
         return make_error(ErrorKind::environment, "http.too_large",

@@ -13,6 +13,10 @@
 namespace gpuenv {
 namespace {
 
+constexpr IoArea k_pipe_io{"process.pipe", ""};
+constexpr IoArea k_fork_io{"process.fork", ""};
+constexpr IoArea k_exec_io{"process.not_found", "install the program (see scripts/deps.sh)"};
+
 class ProcessRunner final : public CommandRunner {
  public:
   explicit ProcessRunner(std::size_t max_output) : m_max_output(max_output) {}
@@ -20,11 +24,11 @@ class ProcessRunner final : public CommandRunner {
     if (argv.empty()) return make_error(ErrorKind::internal, "process.empty", "no command given", {}, "");
     int in[2], out[2], err[2], exec_err[2];
     if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC) || pipe2(exec_err, O_CLOEXEC)) {
-      return make_error(ErrorKind::environment, "process.pipe", std::string("pipe failed: ") + std::strerror(errno), argv[0], "");
+      return io_error(k_pipe_io, "pipe failed", argv[0]);
     }
     const pid_t parent = getpid();
     const pid_t pid = fork();
-    if (pid < 0) return make_error(ErrorKind::environment, "process.fork", std::string("fork failed: ") + std::strerror(errno), argv[0], "");
+    if (pid < 0) return io_error(k_fork_io, "fork failed", argv[0]);
     if (pid == 0) {
       setpgid(0, 0);
       // A child outlives no gpuenv: killed with it (a qemu-img blocked on a FIFO stayed after SIGKILL of gpuenv).
@@ -113,8 +117,7 @@ class ProcessRunner final : public CommandRunner {
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     if (exec_failed) {
-      return make_error(ErrorKind::environment, "process.not_found", "cannot run '" + argv[0] + "': " + std::strerror(exec_errno), argv[0],
-                        "install the program (see scripts/deps.sh)");
+      return io_error(k_exec_io, "cannot run '" + argv[0] + "'", argv[0], exec_errno);
     }
     if (timed_out) {
       return make_error(ErrorKind::environment, "process.timeout", "'" + argv[0] + "' did not finish within " + std::to_string(timeout.count()) + " ms",

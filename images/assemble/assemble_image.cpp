@@ -253,7 +253,7 @@ Status create_root(Assembly& a) {
   std::error_code ec;
   fs::remove_all(a.root, ec);
   fs::create_directories(a.root, ec);
-  if (ec) return io_error(k_build_io, "cannot create the root filesystem directory", a.root);
+  if (ec) return io_error(k_build_io, "cannot create the root filesystem directory", a.root, ec.value());
   return ok_status();
 }
 

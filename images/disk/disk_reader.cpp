@@ -19,6 +19,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr IoArea k_disk_path_io{"disk.io", "check the path"};  // the disk named on the command line
+constexpr IoArea k_raw_disk_io{"disk.io", ""};                 // its raw form in the work directory
+
 constexpr const char* k_lock_in_root = "/usr/share/gpuenv/gpuenv.lock";
 constexpr std::uint64_t k_max_virtual_size = std::uint64_t{16} << 40;  // ext4's largest file with 4 KiB blocks
 constexpr std::uint64_t k_max_unpack_ratio = 400;                      // as for archives (base/archive/safe_extract.hpp)
@@ -106,7 +109,7 @@ Result<DiskSummary> read_disk(const std::string& path, const std::string& work_d
   out.path = path;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
-    return make_error(ErrorKind::environment, "disk.io", std::string("cannot read the disk: ") + std::strerror(errno), path, "check the path");
+    return io_error(k_disk_path_io, "cannot read the disk", path);
   out.file_size = static_cast<std::uint64_t>(st.st_size);
   out.allocated = static_cast<std::uint64_t>(st.st_blocks) * 512;
   std::string raw = path;
@@ -135,7 +138,7 @@ Result<DiskSummary> read_disk(const std::string& path, const std::string& work_d
                         "is it a qcow2 file? qemu-img check tells");
   }
   struct stat rst {};
-  if (::stat(raw.c_str(), &rst) != 0) return make_error(ErrorKind::environment, "disk.io", std::string("cannot read the disk: ") + std::strerror(errno), raw, "");
+  if (::stat(raw.c_str(), &rst) != 0) return io_error(k_raw_disk_io, "cannot read the disk", raw);
   out.disk_size = static_cast<std::uint64_t>(rst.st_size);
   GPUENV_TRY(layout, read_gpt(head_of(raw, 34 * k_sector), out.disk_size));
   out.layout = std::move(layout);

@@ -167,10 +167,13 @@ Result<ElfInfo> parse_elf(std::string_view bytes, std::string_view origin) {
       bytes.size(), origin);
 }
 
+/// The `elf.io` error of a file that cannot be read (no hint: the path says it all).
+constexpr IoArea k_elf_io{"elf.io", ""};
+
 Result<ElfInfo> parse_elf_fd(int fd, std::string_view origin) {
   const off_t size = ::lseek(fd, 0, SEEK_END);
   if (size < 0)
-    return make_error(ErrorKind::environment, "elf.io", std::string("cannot read: ") + std::strerror(errno), std::string(origin), "");
+    return io_error(k_elf_io, "cannot read", std::string(origin));
   return parse_elf(
       [fd](std::uint64_t offset, std::size_t length, char* out) {
         std::size_t done = 0;

@@ -28,6 +28,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+/// The `rootfs.io` error of opening the image tree (no hint: the path says it all).
+constexpr IoArea k_tree_open_io{"rootfs.io", ""};
+
 /// NAME in the directory DIR_FD (WHERE names it in errors), written whole or not at all.
 Status write_in(int dir_fd, const std::string& where, const std::string& name, const std::string& text) {
   auto fail = [&](const Error& e) {
@@ -117,7 +120,7 @@ Status write_dpkg_database(const std::string& root, const std::vector<InstalledD
   // Every file is written and read beneath the root: a package (or base image) that makes var/lib/dpkg or its
   // info directory a symlink out of the tree gets an error, never writes on the host.
   UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (root_fd.get() < 0) return make_error(ErrorKind::environment, "rootfs.io", std::string("cannot open the image tree: ") + std::strerror(errno), root, "");
+  if (root_fd.get() < 0) return io_error(k_tree_open_io, "cannot open the image tree", root);
   GPUENV_TRY(dpkg_dir, open_directory_beneath(root_fd.get(), "var/lib/dpkg", root));
   GPUENV_TRY(info_dir, open_directory_beneath(root_fd.get(), "var/lib/dpkg/info", root));
   const std::string info = root + "/var/lib/dpkg/info";

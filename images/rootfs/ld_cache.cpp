@@ -23,6 +23,10 @@
 namespace gpuenv::images {
 namespace {
 
+constexpr IoArea k_conf_open_io{"ldcache.conf", "check the image's /etc/ld.so.conf and the files it includes"};
+constexpr IoArea k_conf_read_io{"ldcache.conf", ""};
+constexpr IoArea k_root_io{"ldcache.io", ""};
+constexpr IoArea k_cache_write_io{"ldcache.io", "check free disk space and that the image's /etc is a directory inside it"};
 constexpr int k_max_include_depth = 16;
 constexpr std::size_t k_max_conf_bytes = 1u << 20;
 constexpr std::uint16_t k_et_dyn = 3;
@@ -102,15 +106,14 @@ std::vector<std::string> glob_in_root(int root_fd, const std::string& pattern) {
 Result<std::string> read_in_root(int root_fd, const std::string& path) {
   UniqueFd fd(open_in_root(root_fd, path, O_RDONLY));
   if (fd.get() < 0) {
-    return make_error(ErrorKind::environment, "ldcache.conf", std::string("cannot read: ") + std::strerror(errno), path,
-                      "check the image's /etc/ld.so.conf and the files it includes");
+    return io_error(k_conf_open_io, "cannot read", path);
   }
   std::string text;
   char buf[8192];
   while (true) {
     const ssize_t r = ::read(fd.get(), buf, sizeof buf);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return make_error(ErrorKind::environment, "ldcache.conf", std::string("cannot read: ") + std::strerror(errno), path, "");
+    if (r < 0) return io_error(k_conf_read_io, "cannot read", path);
     if (r == 0) break;
     text.append(buf, static_cast<std::size_t>(r));
     if (text.size() > k_max_conf_bytes) return make_error(ErrorKind::environment, "ldcache.conf", "configuration file larger than 1 MiB", path, "");
@@ -242,7 +245,7 @@ void put64(std::string& out, std::uint64_t v, bool little) {
 
 Result<UniqueFd> open_root(const std::string& root) {
   UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return make_error(ErrorKind::environment, "ldcache.io", std::string("cannot open the image root: ") + std::strerror(errno), root, "");
+  if (fd.get() < 0) return io_error(k_root_io, "cannot open the image root", root);
   return fd;
 }
 
@@ -334,20 +337,17 @@ Result<LdCache> write_ld_cache(const std::string& root, const LdCacheOptions& op
   const std::string bytes = render_ld_cache(*cache, options);
   auto root_fd = open_root(root);
   if (!root_fd) return std::move(root_fd).error();
-  auto io = [&](const std::string& what) {
-    return make_error(ErrorKind::environment, "ldcache.io", what + ": " + std::strerror(errno), root + "/etc/ld.so.cache",
-                      "check free disk space and that the image's /etc is a directory inside it");
-  };
+  const std::string where = root + "/etc/ld.so.cache";
   UniqueFd etc(open_in_root(root_fd->get(), "/etc", O_RDONLY | O_DIRECTORY));
   if (etc.get() < 0) {
-    if (errno != ENOENT || ::mkdirat(root_fd->get(), "etc", 0755) != 0) return io("cannot open etc/");
+    if (errno != ENOENT || ::mkdirat(root_fd->get(), "etc", 0755) != 0) return io_error(k_cache_write_io, "cannot open etc/", where);
     etc = UniqueFd(open_in_root(root_fd->get(), "/etc", O_RDONLY | O_DIRECTORY));
-    if (etc.get() < 0) return io("cannot open etc/");
+    if (etc.get() < 0) return io_error(k_cache_write_io, "cannot open etc/", where);
   }
   auto out = AtomicFile::create_in(etc.get(), "ld.so.cache", 0644);
-  if (!out) return io("cannot create");
-  if (!out->write(bytes)) return io("cannot write");
-  if (!out->commit()) return io("cannot store");
+  if (!out) return io_error(k_cache_write_io, "cannot create", where);
+  if (!out->write(bytes)) return io_error(k_cache_write_io, "cannot write", where);
+  if (!out->commit()) return io_error(k_cache_write_io, "cannot store", where);
   return cache;
 }
 

@@ -72,7 +72,7 @@ struct Linker {
   Status remove_below(int dst, const std::string& name, const std::string& where) {
     std::error_code ec;
     fs::remove_all(fs::path("/proc/self/fd") / std::to_string(dst) / name, ec);
-    if (ec) return io_error(k_tree_io, "cannot apply a whiteout to", where);
+    if (ec) return io_error(k_tree_io, "cannot apply a whiteout to", where, ec.value());
     return ok_status();
   }
 
@@ -215,8 +215,8 @@ Result<PackageTree> PackageTreeStore::get(const std::string& inputs, const std::
   fs::remove_all(staged, ec);
   const StagedDirectory staging(staged);  // gone whatever happens below
   fs::create_directories(staged + "/root", ec);
-  fs::create_directories(m_dir, ec);
-  if (ec) return io_error(k_tree_io, "cannot create the package tree directory", staged);
+  if (!ec) fs::create_directories(m_dir, ec);  // the first failure is the one reported
+  if (ec) return io_error(k_tree_io, "cannot create the package tree directory", staged, ec.value());
   GPUENV_TRY(record, install(staged + "/root"));
   for (const auto& e : fs::recursive_directory_iterator(staged + "/root", ec)) {
     if (!e.is_symlink(ec) && e.is_regular_file(ec)) {
@@ -224,7 +224,7 @@ Result<PackageTree> PackageTreeStore::get(const std::string& inputs, const std::
       record.regular_bytes += e.file_size(ec);
     }
   }
-  if (ec) return io_error(k_tree_io, "cannot read the unpacked package", staged);
+  if (ec) return io_error(k_tree_io, "cannot read the unpacked package", staged, ec.value());
   if (auto st = write_file_atomic(staged + "/record.json", render_tree_record(record), 0644, Durability::scratch); !st) return std::move(st).error();
   // Synced: the files' data reaches the disk before the tree is named, so a power cut never leaves a named, empty
   // tree that later builds would link from. Another build that committed the same tree first keeps its own.

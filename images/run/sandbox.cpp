@@ -24,7 +24,9 @@ Error no_sandbox(const std::string& what) {
   return make_error(ErrorKind::environment, "run.no_sandbox", what, "", "install bubblewrap (Debian package bubblewrap)");
 }
 
-Error spawn_failed() { return make_error(ErrorKind::environment, "run.spawn", std::string("cannot fork: ") + std::strerror(errno), "", ""); }
+constexpr IoArea k_spawn_io{"run.spawn", ""};
+
+Error spawn_failed() { return io_error(k_spawn_io, "cannot fork", ""); }
 
 int wait_for(pid_t pid) {
   int status = 0;

@@ -26,6 +26,8 @@ namespace {
 
 /// The `run.io` errors of placing an unpacked root (no hint: the message says it all).
 constexpr IoArea k_unpack_io{"run.io", ""};
+/// The `run.io` error of making the unpack cache private to its owner.
+constexpr IoArea k_private_io{"run.io", "check that you own the cache directory (GPUENV_CACHE_DIR)"};
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -33,6 +35,8 @@ using nlohmann::json;
 Error bad_image(const std::string& what, const std::string& where) {
   return make_error(ErrorKind::environment, "run.bad_image", what, where, "rebuild the image with `gpuenv build`");
 }
+/// The `run.bad_image` errors of a layer that cannot be opened or mapped.
+constexpr IoArea k_layer_io{"run.bad_image", "rebuild the image with `gpuenv build`"};
 
 /// blobs/sha256/<hex> of LAYOUT: a Digest's hex is always 64 hex digits, so the path stays inside the layout.
 std::string blob(const std::string& layout, const Digest& digest) { return layout + "/blobs/sha256/" + digest.hex(); }
@@ -42,7 +46,7 @@ std::string blob(const std::string& layout, const Digest& digest) { return layou
 Result<std::vector<ExtractedEntry>> extract_verified(const std::string& path, const Descriptor& layer, const std::string& root) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   struct stat st {};
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return bad_image(std::string("cannot open a layer: ") + std::strerror(errno), path);
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return io_error(k_layer_io, "cannot open a layer", path);
   if (!S_ISREG(st.st_mode)) return bad_image("a layer blob is not a regular file", path);
   if (static_cast<std::uint64_t>(st.st_size) != layer.size) {
     return bad_image("the layer is " + std::to_string(st.st_size) + " bytes; its descriptor says " + std::to_string(layer.size), path);
@@ -52,7 +56,7 @@ Result<std::vector<ExtractedEntry>> extract_verified(const std::string& path, co
     return std::vector<ExtractedEntry>{};
   }
   void* p = ::mmap(nullptr, static_cast<std::size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd.get(), 0);
-  if (p == MAP_FAILED) return bad_image(std::string("cannot map a layer: ") + std::strerror(errno), path);
+  if (p == MAP_FAILED) return io_error(k_layer_io, "cannot map a layer", path);
   const std::string_view bytes(static_cast<const char*>(p), static_cast<std::size_t>(st.st_size));
   if (Digest::of(bytes) != layer.digest) {
     ::munmap(p, bytes.size());
@@ -166,8 +170,7 @@ Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::str
   // their snapshots (the directory is tightened when an older gpuenv made it 0755).
   fs::create_directories(cache_dir, ec);
   if (::chmod(cache_dir.c_str(), 0700) != 0) {
-    return make_error(ErrorKind::environment, "run.io", std::string("cannot make the unpacked images private: ") + std::strerror(errno), cache_dir,
-                      "check that you own the cache directory (GPUENV_CACHE_DIR)");
+    return io_error(k_private_io, "cannot make the unpacked images private", cache_dir);
   }
   if (fs::is_directory(out.rootfs, ec)) {
     out.reused = true;

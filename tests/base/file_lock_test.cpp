@@ -158,21 +158,42 @@ TEST_F(Lock, AnUnopenableLockFileIsAnIoErrorNamingWhatIsLocked) {
 
 extern "C" void note_signal(int) {}
 
+/// How long take_from_a_holder's holder keeps the lock.
+constexpr auto k_hold = std::chrono::milliseconds(200);
+
+/// What take_from_a_holder saw.
+struct Contended {
+  gpuenv::Result<FileLock> lock;
+  bool holder_held = false;           ///< the holder got the lock before the waiter tried
+  bool after_release = false;         ///< the waiter got it only once the holder had begun to release it
+  std::chrono::nanoseconds waited{};  ///< how long the waiter's acquire took
+};
+
 /// Takes PATH in MODE with PATIENCE while another thread holds it exclusively (its own open file, so it conflicts
-/// with this thread's) for 200 ms; with INTERRUPT, SIGUSR1 (installed without SA_RESTART, so a blocked flock
-/// returns EINTR) reaches this thread every 10 ms meanwhile.
-gpuenv::Result<FileLock> take_from_a_holder(const std::string& path, LockMode mode, std::chrono::milliseconds patience, bool interrupt) {
-  std::atomic<bool> holding{false}, stop{false};
+/// with this thread's) for k_hold; with INTERRUPT, SIGUSR1 (installed without SA_RESTART, so a blocked flock
+/// returns EINTR) reaches this thread every 10 ms meanwhile. The signal's former action is restored.
+Contended take_from_a_holder(const std::string& path, LockMode mode, std::chrono::milliseconds patience, bool interrupt) {
+  std::atomic<bool> holding{false}, holder_done{false}, releasing{false}, stop{false};
   std::thread holder([&] {
     auto lock = FileLock::acquire(path, options(LockMode::exclusive, std::chrono::milliseconds(0)));
-    holding = true;
-    if (lock.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  });
-  while (!holding) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  struct sigaction sa {};
+    if (lock.ok()) {
+      holding = true;
+      std::this_thread::sleep_for(k_hold);
+      releasing = true;  // set while still held: a waiter that holds the lock afterwards must see it
+    }
+    holder_done = true;
+  });  // the lock is released when the lambda's `lock` is destroyed, after `releasing`
+  while (!holding && !holder_done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  Contended out{gpuenv::make_error(gpuenv::ErrorKind::internal, "test.not_tried", "the holder could not lock", path, "")};
+  out.holder_held = holding;
+  if (!out.holder_held) {
+    holder.join();
+    return out;
+  }
+  struct sigaction sa {}, old {};
   sa.sa_handler = note_signal;
   sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGUSR1, &sa, nullptr);
+  if (interrupt) ::sigaction(SIGUSR1, &sa, &old);
   const pthread_t self = ::pthread_self();
   std::thread signals([&] {
     while (interrupt && !stop) {
@@ -180,26 +201,83 @@ gpuenv::Result<FileLock> take_from_a_holder(const std::string& path, LockMode mo
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   });
-  auto lock = FileLock::acquire(path, options(mode, patience));
+  const auto start = std::chrono::steady_clock::now();
+  out.lock = FileLock::acquire(path, options(mode, patience));
+  out.waited = std::chrono::steady_clock::now() - start;
+  out.after_release = releasing;
   stop = true;
   signals.join();
+  if (interrupt) ::sigaction(SIGUSR1, &old, nullptr);
   holder.join();
-  return lock;
+  return out;
+}
+
+/// The waiter held the lock only after the holder let it go, having waited about the holder's time for it.
+void expect_waited_for_the_holder(const Contended& c) {
+  ASSERT_TRUE(c.holder_held);
+  ASSERT_TRUE(c.lock.ok()) << c.lock.error().to_string();
+  EXPECT_TRUE(c.after_release);
+  EXPECT_GE(c.waited, k_hold - std::chrono::milliseconds(50));  // the holder slept k_hold after the waiter saw it hold
 }
 
 TEST_F(Lock, WaitsForAHolderThatReleasesWithinThePatience) {
-  auto lock = take_from_a_holder(path, LockMode::exclusive, std::chrono::seconds(20), false);
-  EXPECT_TRUE(lock.ok()) << lock.error().to_string();
+  expect_waited_for_the_holder(take_from_a_holder(path, LockMode::exclusive, std::chrono::seconds(20), false));
 }
 
 TEST_F(Lock, AWaitForeverSurvivesSignalsUntilTheHolderReleases) {
-  auto lock = take_from_a_holder(path, LockMode::exclusive, LockOptions::k_forever, true);
-  EXPECT_TRUE(lock.ok()) << lock.error().to_string();
+  expect_waited_for_the_holder(take_from_a_holder(path, LockMode::exclusive, LockOptions::k_forever, true));
 }
 
-TEST_F(Lock, ABoundedWaitSurvivesSignals) {
-  auto lock = take_from_a_holder(path, LockMode::shared, std::chrono::seconds(20), true);
-  EXPECT_TRUE(lock.ok()) << lock.error().to_string();
+// A bounded wait polls with LOCK_NB, which never blocks and so never returns EINTR: what signals interrupt here are
+// the sleeps between its tries, and the wait must neither give up early nor take the lock before the holder leaves.
+TEST_F(Lock, ABoundedWaitKeepsPollingThroughSignalsUntilTheHolderReleases) {
+  expect_waited_for_the_holder(take_from_a_holder(path, LockMode::shared, std::chrono::seconds(20), true));
+}
+
+TEST_F(Lock, ATryOnceWithoutDescriptionSaysOnlyThatItIsLocked) {
+  auto held = take(LockMode::exclusive);
+  ASSERT_TRUE(held.ok()) << held.error().to_string();
+  LockOptions o = options(LockMode::exclusive, std::chrono::milliseconds(0));
+  o.describe = false;
+  auto again = FileLock::acquire(path, o);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().id, "test.locked");
+  EXPECT_EQ(again.error().message, "the test's lock is locked; it was busy");
+}
+
+TEST(ProcLocks, HoldersOfTheDeviceAndInodeLeavingOutWaitersAndOtherLocks) {
+  const std::string text =
+      "1: FLOCK  ADVISORY  WRITE 7849 fe:00:10953026 0 EOF\n"
+      "1: -> FLOCK  ADVISORY  WRITE 7850 fe:00:10953026 0 EOF\n"
+      "2: POSIX  ADVISORY  WRITE 7851 fe:00:10953026 0 EOF\n"
+      "3: FLOCK  ADVISORY  READ 7700 fe:00:10953026 0 EOF\n"
+      "4: FLOCK  ADVISORY  READ 7700 fe:00:10953026 0 EOF\n"
+      "5: FLOCK  ADVISORY  WRITE 9999 fe:00:42 0 EOF\n"
+      "6: FLOCK  ADVISORY  WRITE 8888 00:2d:10953026 0 EOF\n";
+  EXPECT_EQ(gpuenv::flock_holders_in(text, 0xfe, 0, 10953026), (std::vector<long>{7700, 7849}));
+}
+
+TEST(ProcLocks, FallsBackToTheInodeAloneWhenNoLineNamesTheDevice) {
+  // btrfs subvolumes and overlayfs: fstat's st_dev (here 0:52) is not the superblock's device /proc/locks names.
+  const std::string text =
+      "1: FLOCK  ADVISORY  WRITE 4242 00:2d:777 0 EOF\n"
+      "2: FLOCK  ADVISORY  WRITE 4343 00:2d:778 0 EOF\n";
+  EXPECT_EQ(gpuenv::flock_holders_in(text, 0, 0x52, 777), std::vector<long>{4242});
+  EXPECT_TRUE(gpuenv::flock_holders_in(text, 0, 0x52, 779).empty());
+}
+
+TEST(ProcLocks, SkipsMalformedLines) {
+  const std::string text =
+      "\n"
+      "garbage\n"
+      "1: FLOCK\n"
+      "2: FLOCK  ADVISORY  WRITE notapid fe:00:5 0 EOF\n"
+      "3: FLOCK  ADVISORY  WRITE -4 fe:00:5 0 EOF\n"
+      "4: FLOCK  ADVISORY  WRITE 12 fe:00 0 EOF\n"
+      "5: FLOCK  ADVISORY  WRITE 13 fe:zz:5 0 EOF\n"
+      "6: FLOCK  ADVISORY  WRITE 14 fe:00:5x 0 EOF\n"
+      "7: FLOCK  ADVISORY  WRITE 15 fe:00:5 0 EOF";  // the last line, unterminated, still counts
+  EXPECT_EQ(gpuenv::flock_holders_in(text, 0xfe, 0, 5), std::vector<long>{15});
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "fakes/fake_probe.hpp"
 #include "base/cache/blob_store.hpp"
 #include "base/cache/work_dir.hpp"
+#include "base/time.hpp"
 
 namespace {
 
@@ -245,6 +246,7 @@ TEST_F(Cli, CacheLsDuPrune) {
   ASSERT_EQ(ls.code, 0) << ls.err;
   EXPECT_EQ(ls.j()["blobs"], 1);
   EXPECT_EQ(ls.j()["entries"][0]["bytes"], 5);
+  EXPECT_TRUE(gpuenv::parse_rfc3339_utc(ls.j()["entries"][0]["last_used"].get<std::string>())) << ls.out;  // "2026-01-02T03:04:05Z"
   auto du = run({"cache", "du"}, std::nullopt, env);
   EXPECT_NE(du.out.find("1 blobs, 5 B"), std::string::npos) << du.out;
   EXPECT_EQ(run({"cache", "prune"}, std::nullopt, env).code, 0);

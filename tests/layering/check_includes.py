@@ -20,11 +20,15 @@ ALLOWED = {
     "cli": {"base", "resolver", "recipes", "packages", "images", "validate", "attest", "marks", "app"},
     "tools": {"base", "resolver"},
 }
-# folder -> {allowed folder: the only parts of it the folder may include}: marks/ keeps its records beside images in
-# layouts, archives and registries, and needs only images/oci and images/registry (the gpuenv_oci library), never the
-# image builder.
+# folder or sub-folder -> {allowed folder: the only parts of it the files under it may include}: marks/ keeps its
+# records beside images in layouts, archives and registries, and needs only images/oci and images/registry (the
+# gpuenv_oci library), never the image builder; and that library itself stays apart from the rest of images/ (its
+# own folder included: a rule keyed by a sub-folder applies to includes of the folder it lies in).
+GPUENV_OCI = {"images": {"oci", "registry"}}
 ONLY_PARTS = {
-    "marks": {"images": {"oci", "registry"}},
+    "marks": GPUENV_OCI,
+    "images/oci": GPUENV_OCI,
+    "images/registry": GPUENV_OCI,
 }
 FOLDERS = set(ALLOWED)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -41,6 +45,10 @@ def breaches(root):
                 if not name.endswith(SOURCES):
                     continue
                 path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+                keys = [k for k in ONLY_PARTS if rel.startswith(k + "/")]
+                key = max(keys, key=len) if keys else folder  # the innermost rule names the breach
+                rules = ONLY_PARTS.get(key, {})
                 with open(path, encoding="utf-8", errors="replace") as f:
                     for number, line in enumerate(f, 1):
                         m = INCLUDE.match(line)
@@ -48,11 +56,11 @@ def breaches(root):
                             continue
                         parts = m.group(1).split("/")
                         first = parts[0]
-                        if first not in FOLDERS or first == folder:
+                        only = rules.get(first)
+                        if first not in FOLDERS or (first == folder and only is None):
                             continue
-                        only = ONLY_PARTS.get(folder, {}).get(first)
-                        if first not in allowed or (only is not None and (len(parts) < 3 or parts[1] not in only)):
-                            out.append(f'{os.path.relpath(path, root)}:{number}: {folder}/ may not include "{m.group(1)}"')
+                        if (first != folder and first not in allowed) or (only is not None and (len(parts) < 3 or parts[1] not in only)):
+                            out.append(f'{rel}:{number}: {key}/ may not include "{m.group(1)}"')
     return out
 
 

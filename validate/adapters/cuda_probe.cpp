@@ -17,6 +17,8 @@ namespace {
 
 using CUresult = int;
 using CUdevice = int;
+/// The `detect.libcuda` errors of starting the probe process (no hint: the library's path is where).
+constexpr IoArea k_probe_io{"detect.libcuda", ""};
 constexpr int k_attr_cc_major = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 constexpr int k_attr_cc_minor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 constexpr int k_attr_pci_device = 34; // CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID (slot on the bus, not the product id)
@@ -75,12 +77,13 @@ class CudaDriverProbe final : public HostProbe {
 
   Result<std::optional<resolver::HostFacts>> probe() override {
     int fds[2];
-    if (pipe(fds) != 0) return env_error("pipe failed: " + std::string(std::strerror(errno)));
+    if (pipe(fds) != 0) return io_error(k_probe_io, "pipe failed", m_library);
     const pid_t pid = fork();
     if (pid < 0) {
+      const int err = errno;  // before close() can change it
       close(fds[0]);
       close(fds[1]);
-      return env_error("fork failed: " + std::string(std::strerror(errno)));
+      return io_error(k_probe_io, "fork failed", m_library, err);
     }
     if (pid == 0) {
       close(fds[0]);
