@@ -277,18 +277,13 @@ StagedDirectory::~StagedDirectory() {
 
 Result<DirCommit> commit_directory(const std::string& staged, const std::string& target, Durability durability, const IoArea& area,
                                    const std::string& what) {
-  std::error_code ec;
+  const StagedDirectory gone_at_return(staged);  // whatever happens: once renamed, nothing is left to remove
   if (durability == Durability::synced) {
     const UniqueFd fd(::open(staged.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (fd.get() < 0 || ::syncfs(fd.get()) != 0) {
-      Error e = io_error(area, "cannot sync", staged);
-      std::filesystem::remove_all(staged, ec);
-      return e;
-    }
+    if (fd.get() < 0 || ::syncfs(fd.get()) != 0) return io_error(area, "cannot sync", staged);
   }
   if (::rename(staged.c_str(), target.c_str()) != 0) {
     const int err = errno;
-    std::filesystem::remove_all(staged, ec);
     if (err == EEXIST || err == ENOTEMPTY) return DirCommit::already_there;
     return io_error(area, what, target, err);
   }

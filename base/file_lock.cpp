@@ -26,16 +26,9 @@ std::string patience_text(std::chrono::milliseconds patience) {
   return std::to_string(patience.count()) + " ms";
 }
 
-/// flock with LOCK_NB, retried when a signal interrupts it: 0, or the errno that stopped it.
-int try_flock(int fd, int how) {
-  while (::flock(fd, how | LOCK_NB) != 0) {
-    if (errno != EINTR) return errno;
-  }
-  return 0;
-}
-
-/// flock that blocks until it holds the lock, retried when a signal interrupts it: 0, or the errno that stopped it.
-int blocking_flock(int fd, int how) {
+/// flock(FD, HOW), retried when a signal interrupts it: 0, or the errno that stopped it (EWOULDBLOCK for a busy
+/// lock when HOW has LOCK_NB).
+int flock_retrying(int fd, int how) {
   while (::flock(fd, how) != 0) {
     if (errno != EINTR) return errno;
   }
@@ -156,12 +149,12 @@ Result<FileLock> FileLock::acquire(const std::string& path, const LockOptions& o
 Result<FileLock> FileLock::lock(UniqueFd fd, const std::string& path, const LockOptions& options) {
   const int how = options.mode == LockMode::shared ? LOCK_SH : LOCK_EX;
   if (options.patience == LockOptions::k_forever) {
-    if (const int err = blocking_flock(fd.get(), how); err != 0) return io_error(options.io, "cannot lock " + options.what, path, err);
+    if (const int err = flock_retrying(fd.get(), how); err != 0) return io_error(options.io, "cannot lock " + options.what, path, err);
     return FileLock(std::move(fd), path);
   }
   const auto until = std::chrono::steady_clock::now() + options.patience;
   for (;;) {
-    const int err = try_flock(fd.get(), how);
+    const int err = flock_retrying(fd.get(), how | LOCK_NB);
     if (err == 0) return FileLock(std::move(fd), path);
     if (err != EWOULDBLOCK) return io_error(options.io, "cannot lock " + options.what, path, err);
     if (std::chrono::steady_clock::now() >= until) break;

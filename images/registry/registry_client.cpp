@@ -929,29 +929,38 @@ Result<bool> RegistryClient::has_referrers_api(const ImageReference& ref, const 
   return s.response_error(*resp, "cannot ask for the referrers of " + digest.str(), req);
 }
 
-Result<RemoteManifest> RegistryClient::fetch_image_manifest(const ImageReference& ref, const PullOptions& options) {
-  Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
-  auto m = get_image_manifest(s, m_o, ref, options, "reading the manifest of", nullptr);
+namespace {
+
+/// REF's image manifest (get_image_manifest) and its blobs, config first: a manifest that names none is refused.
+Result<std::pair<FetchedManifest, std::vector<Descriptor>>> image_manifest_and_blobs(Session& s, const RegistryOptions& o, const ImageReference& ref,
+                                                                                    const PullOptions& options, Digest* index_digest) {
+  auto m = get_image_manifest(s, o, ref, options, "reading the manifest of", index_digest);
   if (!m) return std::move(m).error();
   auto blobs = manifest_blobs(json::parse(m->bytes, nullptr, false), ref.to_string());
   if (!blobs) return std::move(blobs).error();
-  return RemoteManifest{std::move(m->bytes), std::move(m->media_type), m->digest};
+  return std::make_pair(std::move(*m), std::move(*blobs));
+}
+
+}  // namespace
+
+Result<RemoteManifest> RegistryClient::fetch_image_manifest(const ImageReference& ref, const PullOptions& options) {
+  Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
+  GPUENV_TRY(found, image_manifest_and_blobs(s, m_o, ref, options, nullptr));
+  return RemoteManifest{std::move(found.first.bytes), std::move(found.first.media_type), found.first.digest};
 }
 
 Result<RemoteImage> RegistryClient::fetch_manifest_and_config(const ImageReference& ref, const PullOptions& options) {
   Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
   RemoteImage out;
-  auto m = get_image_manifest(s, m_o, ref, options, "reading the manifest of", &out.index_digest);
-  if (!m) return std::move(m).error();
-  auto blobs = manifest_blobs(json::parse(m->bytes, nullptr, false), ref.to_string());
-  if (!blobs) return std::move(blobs).error();
-  out.config_descriptor = blobs->front();
+  GPUENV_TRY(found, image_manifest_and_blobs(s, m_o, ref, options, &out.index_digest));
+  auto& [m, blobs] = found;
+  out.config_descriptor = blobs.front();
   auto config = get_small_blob(s, out.config_descriptor, std::uint64_t{16} << 20);
   if (!config) return std::move(config).error().while_("reading the config of " + ref.to_string());
   out.config = std::move(*config);
-  out.manifest = std::move(m->bytes);
-  out.manifest_digest = m->digest;
-  out.media_type = m->media_type;
+  out.manifest = std::move(m.bytes);
+  out.manifest_digest = m.digest;
+  out.media_type = m.media_type;
   return out;
 }
 

@@ -89,21 +89,15 @@ TEST_F(Lock, SharedHoldersHoldItTogether) {
   EXPECT_TRUE(second.ok()) << second.error().to_string();
 }
 
-TEST_F(Lock, ExclusiveIsRefusedWhileASharedHolderHoldsIt) {
-  auto shared = take(LockMode::shared);
-  ASSERT_TRUE(shared.ok()) << shared.error().to_string();
-  auto exclusive = take(LockMode::exclusive);
-  ASSERT_FALSE(exclusive.ok());
-  EXPECT_EQ(exclusive.error().id, "test.locked");
-  EXPECT_NE(exclusive.error().message.find("it was busy"), std::string::npos) << exclusive.error().message;
-}
-
-TEST_F(Lock, SharedIsRefusedWhileAnExclusiveHolderHoldsIt) {
-  auto exclusive = take(LockMode::exclusive);
-  ASSERT_TRUE(exclusive.ok()) << exclusive.error().to_string();
-  auto shared = take(LockMode::shared);
-  ASSERT_FALSE(shared.ok());
-  EXPECT_EQ(shared.error().id, "test.locked");
+TEST_F(Lock, ExclusiveIsRefusedUnderASharedHolderAndSharedUnderAnExclusiveOne) {
+  for (const auto& [held, asked] : {std::pair{LockMode::shared, LockMode::exclusive}, std::pair{LockMode::exclusive, LockMode::shared}}) {
+    auto holder = take(held);
+    ASSERT_TRUE(holder.ok()) << holder.error().to_string();
+    auto refused = take(asked);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().id, "test.locked");
+    EXPECT_NE(refused.error().message.find("it was busy"), std::string::npos) << refused.error().message;
+  }
 }
 
 TEST_F(Lock, IsReleasedWhenDestroyed) {
