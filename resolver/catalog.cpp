@@ -9,6 +9,7 @@
 #include "base/digest.hpp"
 #include "base/yaml_guard.hpp"
 #include "base/yaml_reader.hpp"
+#include "resolver/platform.hpp"
 
 namespace gpuenv::resolver {
 namespace {
@@ -256,6 +257,7 @@ void load_gpus(Reader& r, const YAML::Node& root, Catalog& c) {
     m.confidential = r.boolean(g, "confidential", false);
     m.confidential_driver_min = r.opt_version(g, "confidential_driver_min");
     m.sources = r.sources(g);
+    m.host_arch = r.str(g, "host_arch", false);
     c.gpus.push_back(std::move(m));
   }
 }
@@ -540,6 +542,8 @@ std::vector<std::string> check_catalog(const Catalog& c) {
   for (const auto& g : c.gpus) {
     if (!gpu_names.insert(normalize_gpu_name(g.name)).second) problems.push_back("gpu " + g.name + " listed twice");
     if (g.nvml_names.empty()) problems.push_back("gpu " + g.name + ": no nvml_names");
+    if (!g.host_arch.empty() && !platform_of_debian_arch(g.host_arch))
+      problems.push_back("gpu " + g.name + ": host_arch '" + g.host_arch + "' is not a Debian architecture gpuenv builds (amd64, arm64)");
     for (const auto* list : {&g.nvml_names, &g.former_nvml_names})
       for (const auto& n : *list) {
         const GpuModel* owner = c.gpu(n);

@@ -105,6 +105,9 @@ struct GpuModel {
   bool confidential = false;
   std::optional<Version> confidential_driver_min;
   std::vector<SourceRef> sources;
+  /// The Debian architecture of the host CPU every product of this model comes with ("arm64": Grace), or ""
+  /// when the GPU goes into hosts of any architecture. Sets a spec's default image.platforms.
+  std::string host_arch;
   friend bool operator==(const GpuModel&, const GpuModel&) = default;
 };
 

@@ -187,7 +187,7 @@ std::string encode_catalog(const Catalog& c) {
   for (const auto& g : c.gpus) {
     w.line("GP", esc(g.name), strings(g.aliases), std::to_string(g.sm), strings(g.pci_device_ids), ver(g.driver_min),
            std::string(g.datacenter ? "1" : "0"), std::string(g.confidential ? "1" : "0"), ver(g.confidential_driver_min), strings(g.nvml_names),
-           strings(g.former_nvml_names));
+           strings(g.former_nvml_names), esc(g.host_arch));
     w.sources(g.sources);
   }
   for (const auto& d : c.distros) {
@@ -260,7 +260,7 @@ Result<Catalog> decode_catalog(std::string_view bytes) {
       release->variants.push_back(FrameworkVariant{f.text(1), f.version(2), f.opt_version(3), f.int_list(4), f.int_list(5), f.opt_version(6)});
     } else if (tag == "GP") {
       c.gpus.push_back(GpuModel{f.text(1), f.string_list(2), f.string_list(9), f.string_list(10), f.integer(3), f.string_list(4), f.opt_version(5),
-                                f.flag(6), f.flag(7), f.opt_version(8), {}});
+                                f.flag(6), f.flag(7), f.opt_version(8), {}, f.text(11)});
       last_sources = &c.gpus.back().sources;
     } else if (tag == "DS") {
       Distro d;

@@ -43,11 +43,14 @@ const char* confidential_name(Confidential c) {
 
 namespace {
 
-void render_packages(std::ostringstream& o, const std::string& key, const std::vector<LockedPackage>& packages) {
+/// PLATFORMS: written per package when the lock has several.
+void render_packages(std::ostringstream& o, const std::string& key, const std::vector<LockedPackage>& packages, bool platforms) {
   o << key << ":" << (packages.empty() ? " []\n" : "\n");
   for (const auto& p : packages) {
     o << "  - {name: " << q(p.name) << ", version: " << q(p.version) << ", kind: " << q(std::string(to_string(p.kind))) << ", architecture: " << q(p.architecture)
-      << ", size: " << p.size << ",\n     sha256: " << q(p.sha256.hex()) << ",\n     url: " << q(p.url) << ",\n     source: " << q(p.source) << "}\n";
+      << ", size: " << p.size << ",\n     sha256: " << q(p.sha256.hex()) << ",\n     url: " << q(p.url) << ",\n     source: " << q(p.source);
+    if (platforms) o << ",\n     platform: " << q(p.platform.str());
+    o << "}\n";
   }
 }
 
@@ -77,6 +80,11 @@ std::string render_lock(const Lock& lock) {
   o << "base: " << q(lock.base) << "\n";
   if (!lock.base_image.empty()) o << "base_image: " << q(lock.base_image) << "\n";
   if (lock.base_variant != "required") o << "base_variant: " << q(lock.base_variant) << "\n";
+  if (lock.platforms != std::vector<Platform>{Platform()}) {
+    std::vector<std::string> names;
+    for (const auto& p : lock.platforms) names.push_back(p.str());
+    o << "platforms: " << quoted_list(names) << "\n";
+  }
   auto nullable = [](const std::string& v) { return v.empty() ? std::string("null") : q(v); };
   o << "cuda: " << nullable(lock.cuda) << "\n";
   o << "cudnn: " << nullable(lock.cudnn) << "\n";
@@ -96,8 +104,9 @@ std::string render_lock(const Lock& lock) {
   if (!lock.packages.empty())  // what the spec asked for by name (the user's layer of an image)
     o << "requests:\n  apt: " << quoted_list(lock.requested_apt) << "\n  pip: " << quoted_list(lock.requested_pip) << "\n";
   if (lock.vm) render_vm(o, *lock.vm);
-  render_packages(o, "packages", lock.packages);
-  if (!lock.build_packages.empty()) render_packages(o, "build_packages", lock.build_packages);
+  const bool several = lock.platforms.size() > 1;
+  render_packages(o, "packages", lock.packages, several);
+  if (!lock.build_packages.empty()) render_packages(o, "build_packages", lock.build_packages, several);
   return o.str();
 }
 
@@ -135,9 +144,19 @@ Lock lock_of(const Spec& spec, const Resolution& r, const LockInputs& in, const 
     lock.requested_pip = spec.pip_packages;
   }
   lock.vm = spec.vm;
+  if (!r.platforms.empty()) lock.platforms = r.platforms;
   lock.packages = packages;
   lock.build_packages = build_packages;
   return lock;
+}
+
+Lock lock_for_platform(const Lock& lock, const Platform& platform) {
+  Lock out = lock;
+  out.platforms = {platform};
+  out.packages.clear();
+  for (const auto& p : lock.packages)
+    if (p.platform == platform) out.packages.push_back(p);
+  return out;
 }
 
 }  // namespace gpuenv::resolver
@@ -199,7 +218,7 @@ bool is_package_name(std::string_view s, PackageKind kind) {
 bool is_package_version(std::string_view s) { return !s.empty() && is_package_word(s, ".+~:_!-"); }
 
 /// One entry of `packages`: every field present, a known kind, a sha256 and a byte count.
-Result<LockedPackage> read_package(const LockReader& r, const YAML::Node& p) {
+Result<LockedPackage> read_package(const LockReader& r, const YAML::Node& p, const std::vector<Platform>& platforms) {
   if (!p.IsMap()) return r.error(p, "bad_value", "each package must be a mapping");
   GPUENV_TRY(name, r.str(p, "name"));
   GPUENV_TRY(version, r.str(p, "version"));
@@ -221,7 +240,15 @@ Result<LockedPackage> read_package(const LockReader& r, const YAML::Node& p) {
   if (!digest) return r.error(p["sha256"], "bad_value", "package '" + name + "' has a sha256 that is not 64 lowercase hex digits");
   if (size.empty() || size.size() > 15 || !std::all_of(size.begin(), size.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return r.error(p["size"], "bad_value", "package '" + name + "' has a size that is not a byte count");
-  return LockedPackage{name, version, *parsed_kind, arch, url, std::move(*digest), source, std::stoull(size)};
+  Platform platform = platforms.front();
+  if (platforms.size() > 1 || p["platform"].IsDefined()) {
+    GPUENV_TRY(named, r.str(p, "platform"));
+    auto parsed = parse_platform(named);
+    if (!parsed || std::find(platforms.begin(), platforms.end(), *parsed) == platforms.end())
+      return r.error(p["platform"], "bad_value", "package '" + name + "' is for platform '" + named + "', which the lock's platforms do not list");
+    platform = *parsed;
+  }
+  return LockedPackage{name, version, *parsed_kind, arch, url, std::move(*digest), source, std::stoull(size), platform};
 }
 
 /// `vm:`: kernel, disk_size (bytes), cloud_init and cmdline, all present.
@@ -300,6 +327,18 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
         return r.error(root["base_variant"], "bad_value", "base_variant '" + variant + "' is not one of " + join(k_base_variants, ", "));
       lock.base_variant = variant;
     }
+    if (root["platforms"].IsDefined()) {
+      GPUENV_TRY(names, r.list(root, "platforms"));
+      lock.platforms.clear();
+      for (const auto& name : names) {
+        auto p = parse_platform(name);
+        if (!p) return r.error(root["platforms"], "bad_value", "platforms: " + p.error().message);
+        if (!lock.platforms.empty() && !(lock.platforms.back() < *p))
+          return r.error(root["platforms"], "bad_value", "platforms are not each once in gpuenv's order (" + known_platforms() + ")");
+        lock.platforms.push_back(*p);
+      }
+      if (lock.platforms.empty()) return r.error(root["platforms"], "bad_value", "platforms is empty");
+    }
     lock.cuda = cuda;
     lock.cudnn = cudnn;
     lock.python = python;
@@ -348,7 +387,7 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
       if (pk.IsDefined() && !pk.IsNull() && !pk.IsSequence()) return r.error(pk, "bad_value", "'" + std::string(key) + "' must be a list");
       if (!pk.IsSequence()) continue;
       for (const auto& p : pk) {
-        GPUENV_TRY(lp, read_package(r, p));
+        GPUENV_TRY(lp, read_package(r, p, lock.platforms));
         (std::string(key) == "packages" ? lock.packages : lock.build_packages).push_back(std::move(lp));
       }
     }

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "base/digest.hpp"
+#include "resolver/platform.hpp"
 #include "resolver/solver.hpp"
 #include "resolver/spec.hpp"
 
@@ -35,6 +36,7 @@ struct LockedPackage {
   Digest sha256;
   std::string source;
   std::uint64_t size = 0;
+  Platform platform;  ///< the image platform it is for (`platform:`, written when the lock has several)
   bool operator==(const LockedPackage&) const = default;
 };
 
@@ -45,6 +47,9 @@ struct Lock {
   std::string base;             ///< "debian:12"
   std::string base_image;       ///< "docker://host/repo:tag@sha256:..." or "oci:PATH@sha256:..."; "" when built from packages
   std::string base_variant = "required";  ///< the spec's base.variant: "required" or "slim" (`base_variant:`, written when not required)
+  /// The image's platforms, each once, in k_platform_facts' order (`platforms:`, written unless it is linux/amd64
+  /// alone: a lock without the key, as every lock before platforms were, is linux/amd64's).
+  std::vector<Platform> platforms = {Platform()};
   std::string cuda, cudnn, python;  ///< "" when null
   std::string driver_min;
   bool forward_compat = false;
@@ -73,6 +78,10 @@ struct Lock {
 /// source), never installed in the image (`build_packages:`, written when not empty).
 Lock lock_of(const Spec& spec, const Resolution& resolution, const LockInputs& inputs, const std::vector<LockedPackage>& packages = {},
              const std::vector<LockedPackage>& build_packages = {});
+
+/// LOCK narrowed to one of its platforms: `platforms` is {PLATFORM} and `packages` that platform's only (what one
+/// image of a multi-platform build is built from).
+Lock lock_for_platform(const Lock& lock, const Platform& platform);
 
 /// The one writer of lock text (YAML). Same lock, same bytes: no time stamps, no host paths, fixed key order.
 std::string render_lock(const Lock& lock);

@@ -678,6 +678,24 @@ Result<std::vector<GpuTarget>> gpu_targets(const Catalog& catalog, const std::ve
   return out;
 }
 
+std::vector<Platform> image_platforms(const Spec& spec, const std::vector<GpuTarget>& gpus, const Platform& native, std::string& origin) {
+  if (!spec.platforms.empty()) {
+    origin = "spec";
+    return spec.platforms;
+  }
+  std::vector<Platform> out;
+  bool other = gpus.empty();
+  for (const auto& g : gpus) {
+    const auto host = g.model != nullptr ? platform_of_debian_arch(g.model->host_arch) : std::nullopt;
+    if (!host) other = true;
+    else if (std::find(out.begin(), out.end(), *host) == out.end()) out.push_back(*host);
+  }
+  origin = out.empty() ? "host" : "gpu";
+  if (other && std::find(out.begin(), out.end(), native) == out.end()) out.push_back(native);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 Result<Resolution> resolve(const Catalog& catalog, const ResolveRequest& request) {
   const Spec& spec = *request.spec;
   const Distro* distro = catalog.distro(spec.base_distro, spec.base_release);
@@ -716,6 +734,7 @@ Result<Resolution> resolve(const Catalog& catalog, const ResolveRequest& request
   }
   Solver solver(widened ? *widened : catalog, request, *distro);
   Resolution out = solver.run();
+  out.platforms = image_platforms(spec, request.gpus, native_platform(), out.platform_origin);
   if (out.ok) out.notes.insert(out.notes.end(), notes.begin(), notes.end());
   return out;
 }

@@ -88,10 +88,18 @@ struct Resolution {
   std::vector<std::string> gpu_models;
   std::string gpu_origin;
   std::vector<ChosenFramework> frameworks;
+  /// The image's platforms (image_platforms), and why: "spec", "gpu" (the GPUs' hosts), "host" (this machine).
+  std::vector<Platform> platforms;
+  std::string platform_origin;
   std::vector<std::string> notes;
   std::vector<Violation> conflicts;
   std::vector<std::string> suggestions;
 };
+
+/// The platforms an image is built for: the spec's image.platforms, else linux/arm64 for GPU models whose host
+/// is a Grace CPU (GpuModel::host_arch) together with NATIVE when another GPU (or none) is named, else NATIVE.
+/// Sets ORIGIN to "spec", "gpu" or "host".
+std::vector<Platform> image_platforms(const Spec& spec, const std::vector<GpuTarget>& gpus, const Platform& native, std::string& origin);
 
 /// Resolves a request. Fails (ErrorKind::spec) only for input the catalog cannot interpret, such as an
 /// unknown base distribution; an impossible combination is a Resolution with ok == false.

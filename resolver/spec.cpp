@@ -21,7 +21,7 @@ const std::vector<std::string> k_pip_source_keys = {"index_url", "extra_index_ur
 const std::vector<std::string> k_frameworks = {"torch", "tensorflow", "jax"};
 const std::vector<std::string> k_gpu_keys = {"models", "archs", "driver", "confidential"};
 const std::vector<std::string> k_package_keys = {"apt", "pip"};
-const std::vector<std::string> k_image_keys = {"format", "tag"};
+const std::vector<std::string> k_image_keys = {"format", "tag", "platforms"};
 const std::vector<std::string> k_vm_keys = {"kernel", "disk_size", "cloud_init", "cmdline", "driver"};
 constexpr std::size_t k_max_user_cmdline = 1024;  // of the kernel's 2,048 (see vm.cmdline below)
 const std::vector<std::string> k_vm_driver_keys = {"module", "packages"};
@@ -364,9 +364,31 @@ Status read_packages(const YamlReader& w, [[maybe_unused]] const std::string& k,
   return ok_status();
 }
 
+/// `image.platforms: [linux/amd64, linux/arm64]`: each once, kept in k_platform_facts' order (the order of an index).
+Status read_platforms(const YamlReader& w, const YAML::Node& value, Spec& spec) {
+  GPUENV_TRY(list, w.string_list(value, "image.platforms", true));
+  if (list.empty()) return w.error(value, "bad_value", "image.platforms is empty", "name one or more of " + known_platforms() + ", or remove the key (default: the GPUs' hosts, else this machine's)");
+  std::vector<Platform> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    auto p = parse_platform(list[i]);
+    const YAML::Node item = value.IsSequence() ? value[i] : value;
+    if (!p) return w.error(item, "bad_platform", p.error().message, p.error().hint);
+    if (std::find(out.begin(), out.end(), *p) != out.end())
+      return w.error(item, "duplicate", "image.platforms names " + p->str() + " twice", "name each platform once");
+    out.push_back(*p);
+  }
+  std::sort(out.begin(), out.end());
+  spec.platforms = std::move(out);
+  return ok_status();
+}
+
 Status read_image(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
   GPUENV_TRY(im, w.map(value, "image", k_image_keys));
   for (const auto& [ikey, ival] : im) {
+    if (ikey.Scalar() == "platforms") {
+      GPUENV_CHECK(read_platforms(w, ival, spec));
+      continue;
+    }
     GPUENV_TRY(s, w.scalar(ival, "image." + ikey.Scalar()));
     if (ikey.Scalar() == "format") {
       const auto format = parse_image_format(s);
@@ -489,6 +511,12 @@ Status check_vm(const YamlReader& w, const YAML::Node& root, Spec& spec) {
   if (spec.vm && spec.vm->driver && spec.gpu.driver)
     return w.error(root["gpu"], "contradictory", "gpu.driver and vm.driver both given: a VM image's driver is the one vm.driver builds into it",
                    "remove gpu.driver; the lock takes the driver version from vm.driver's module package");
+  if (spec.vm && spec.platforms.size() > 1)
+    return w.error(image["platforms"], "contradictory", "a VM disk is for one platform, and image.platforms names " + platform_list(spec.platforms),
+                   "name one platform for a VM disk (build one disk per platform from two specs)");
+  if (spec.image_format == ImageFormat::docker_archive && spec.platforms.size() > 1)
+    return w.error(image["platforms"], "contradictory", "docker-archive holds one image, and image.platforms names " + platform_list(spec.platforms),
+                   "use image.format oci-dir or oci-archive for a multi-platform image (an OCI index), or name one platform");
   if (spec.vm && !spec.base_image.empty())
     return w.error(root["base"], "contradictory", "a VM disk is built from packages, not from the base image " + spec.base_image,
                    "write base: debian:12 (the VM's kernel, systemd and boot loader come from its packages)");

@@ -9,6 +9,7 @@
 
 #include "base/error.hpp"
 #include "base/text.hpp"
+#include "resolver/platform.hpp"
 #include "resolver/version.hpp"
 
 namespace gpuenv::resolver {
@@ -138,6 +139,9 @@ struct Spec {
   std::vector<std::string> apt_packages, pip_packages;
   ImageFormat image_format = ImageFormat::oci_dir;
   std::string image_tag;
+  /// `image.platforms`, in k_platform_facts' order, each once; empty: not given (resolver::image_platforms
+  /// chooses: linux/arm64 for Grace GPUs, else this machine's platform).
+  std::vector<Platform> platforms;
   /// Set for a VM disk (image.format raw or qcow2, or a `vm:` section).
   std::optional<VmRequest> vm;
   std::string validate_level = "standard";
