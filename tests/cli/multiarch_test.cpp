@@ -14,6 +14,7 @@
 
 #include "base/digest.hpp"
 #include "base/net/curl_fetcher.hpp"
+#include "fakes/docker_registry.hpp"
 #include "cli/context.hpp"
 #include "fakes/files.hpp"
 #include "fakes/loopback_server.hpp"
@@ -216,6 +217,31 @@ TEST_F(CliMultiPlatform, TheArm64ImageRunsThroughQemuUser) {
   EXPECT_NE(bad.find("rc=2"), std::string::npos) << bad;
   const std::string none = shell_output("PATH=/nonexistent " + run + "--platform linux/arm64 " + layout.string() + " -- hello-arch 2>&1; echo rc=$?");
   EXPECT_NE(none.find("[run.no_emulator]"), std::string::npos) << none;
+}
+
+TEST_F(CliMultiPlatform, APushWritesBothManifestsThenTheIndex) {
+  gpuenv::testing::DockerRegistry registry(gpuenv::testing::DockerRegistry::Setup::plain);
+  if (!registry.skip_reason().empty()) GTEST_SKIP() << registry.skip_reason();
+  const std::string ref = registry.host() + "/ml/two:1";
+  std::string out, err;
+  ASSERT_EQ(gpuenv({"build", spec("push", "[linux/amd64, linux/arm64]"), "-o", (dir / "push").string(), "--push", ref, "--plain-http", "--json"},
+                   (dir / "cache-push").string(), &out, &err),
+            0)
+      << err << out;
+  const auto result = nlohmann::json::parse(out);
+  EXPECT_EQ(result["push"]["digest"], result["digest"]);
+  if (!run_shell("command -v skopeo >/dev/null")) GTEST_SKIP() << "skopeo is not installed: the registry's copy is not read back";
+  const std::string raw = shell_output("skopeo inspect --raw --tls-verify=false docker://" + ref);
+  EXPECT_EQ("sha256:" + gpuenv::sha256_hex(raw), result["digest"].get<std::string>());
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::string arch = i == 0 ? "amd64" : "arm64";
+    const auto inspected = nlohmann::json::parse(
+        shell_output("skopeo --override-arch " + arch + " --override-os linux inspect --tls-verify=false docker://" + ref), nullptr, false);
+    EXPECT_EQ(inspected.value("Architecture", std::string()), arch);
+    const std::string manifest = result["platforms"][i]["digest"].get<std::string>();
+    const std::string by_digest = shell_output("skopeo inspect --raw --tls-verify=false docker://" + registry.host() + "/ml/two@" + manifest);
+    EXPECT_EQ("sha256:" + gpuenv::sha256_hex(by_digest), manifest) << arch;
+  }
 }
 
 }  // namespace multiarch_test
