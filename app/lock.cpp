@@ -32,7 +32,9 @@ std::vector<std::string> default_keyrings(const std::string& root) {
 }
 
 /// torch's variants other than its default live on torch's own wheel index: without one configured (an extra
-/// index URL with {variant}), only what the Python package index serves can be locked, so resolve again so.
+/// index URL with {variant}), only what the Python package index serves can be locked, so resolve again so. When
+/// none of those fits, the resolution becomes that unsatisfiable one (its conflicts and suggestions say why), as
+/// pinning the other variant from the Python package index could only fail, and with a message that hides the reason.
 void narrow_to_default_variants(const packages::SourceSet& sources, PreparedResolution& p) {
   const bool variant_index = std::any_of(sources.pip.extra_index_urls.begin(), sources.pip.extra_index_urls.end(),
                                          [](const auto& e) { return e.url.find("{variant}") != std::string::npos; });
@@ -51,6 +53,7 @@ void narrow_to_default_variants(const packages::SourceSet& sources, PreparedReso
   } else {
     // Say why (a driver, an architecture, linux/arm64's CPU-only wheels: docs/resolver.md rule 9).
     const std::string why = again && !again->conflicts.empty() ? ": " + again->conflicts.front().message : std::string();
+    if (again) p.resolution = std::move(*again);
     p.resolution.notes.push_back(wanted + " is served by torch's own wheel index, and none is configured "
                                  "(sources.pip.extra_index_urls with {variant}); no variant the Python package index serves fits" + why);
   }
@@ -155,7 +158,10 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
       driver = std::move(found);
       if (!p.resolution.ok) return made;
     }
-    if (&platform == &platforms.front()) narrow_to_default_variants(sources, p);
+    if (&platform == &platforms.front()) {
+      narrow_to_default_variants(sources, p);
+      if (!p.resolution.ok) return made;
+    }
     auto pins = packages::pin_image(req, *universe, pinning->apt);
     if (!pins) {
       Error e = std::move(pins).error();

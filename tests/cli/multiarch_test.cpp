@@ -244,5 +244,25 @@ TEST_F(CliMultiPlatform, APushWritesBothManifestsThenTheIndex) {
   }
 }
 
+TEST_F(CliMultiPlatform, ALockWhoseOnlyFittingTorchVariantNeedsTorchsOwnIndexSaysWhyAndPinsNothing) {
+  // On the synthetic catalog torch 2.10.0's default variant (cu128) is CPU-only on aarch64 on the Python package
+  // index, and cu126 is not recorded there (it comes from torch's own index): the resolution picks cu126, and without
+  // a variant index only the default could be pinned. The lock is unsatisfiable with rule 9's reason and the
+  // suggestion, not a wheel.no_match for torch==2.10.0+cu126 on the Python package index.
+  const std::string path = (dir / ("torch-210-" + std::to_string(server->port()) + ".yaml")).string();
+  std::ofstream(path) << "name: torch-210\nbase: {distro: 'debian:12', variant: slim}\npython: '3.11'\nframeworks: {torch: '2.10'}\n"
+                      << "gpu: {models: [GH200, H100]}\nimage: {platforms: [linux/amd64, linux/arm64]}\nsources:\n  apt:\n    - {uri: '"
+                      << server->url("debian") << "', suite: bookworm, components: [main], signed_by: '" << (dir / "repo.gpg").string()
+                      << "'}\n  pip: {index_url: '" << server->url("simple") << "'}\n";
+  const std::string lock_path = (dir / "torch-210.lock").string();
+  std::string out, err;
+  EXPECT_EQ(gpuenv({"--catalog", GPUENV_SOURCE_DIR "/tests/data/arm64_catalog", "lock", path, "-o", lock_path}, (dir / "cache-210").string(), &out, &err), 3)
+      << err << out;
+  EXPECT_NE(out.find("torch 2.10.0's Linux aarch64 wheels on the Python package index are CPU-only"), std::string::npos) << out;
+  EXPECT_NE(out.find("torch 2.10.0+cu126 is served by torch's own wheel index, and none is configured"), std::string::npos) << out;
+  EXPECT_EQ(err.find("wheel.no_match"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(lock_path));
+}
+
 }  // namespace multiarch_test
 }  // namespace
