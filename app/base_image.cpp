@@ -102,7 +102,7 @@ Status fetch_registry_image(const std::string& reference, bool offline, Services
     GPUENV_TRY(http, open_http_client(services));
     images::RegistryClient client(*http, ro);
     services.step("pulling " + use.what + " " + ref->to_string());
-    auto pulled = client.pull(*ref, out.layout_dir);
+    auto pulled = client.pull(*ref, out.layout_dir, images::PullOptions{use.platform});
     if (!pulled) {
       Error e = std::move(pulled).error();
       e.while_("pulling " + use.what + " " + ref->to_string());
@@ -176,7 +176,7 @@ Result<BaseImage> prepare_base_image(const std::string& reference, bool offline,
   BaseImage out;
   const std::string cache = cache_root(services);
   if (reference.rfind("docker://", 0) == 0) {
-    GPUENV_CHECK(fetch_registry_image(reference, offline, services, RegistryImageUse{"base", "the base image"}, out));
+    GPUENV_CHECK(fetch_registry_image(reference, offline, services, RegistryImageUse{"base", "the base image", false, resolver::Platform()}, out));
   } else if (reference.rfind("oci:", 0) == 0) {
     GPUENV_CHECK(locate_layout_image(reference, out));
   } else {

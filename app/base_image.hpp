@@ -29,6 +29,7 @@ struct RegistryImageUse {
   std::string id_prefix;  ///< "base" (base.offline, base.digest_mismatch) or "run"
   std::string what;       ///< "the base image", "the image"
   bool plain_http = false;  ///< speak plain HTTP to its registry (also when GPUENV_INSECURE_REGISTRIES lists it)
+  resolver::Platform platform;  ///< the image taken from an index of platforms
 };
 
 /// REFERENCE (docker://REF, or REF) into the cache's layout for its repository: pulled, every blob and the

@@ -112,6 +112,7 @@ images::BuildRequest assembly_request(const BuildRequest& rq, const LockToBuild&
                                       BlobStore& store, const std::string& cache, const Services& services) {
   images::BuildRequest a;
   a.lock = &l.lock;
+  a.platform = l.lock.platforms.front();
   a.lock_text = l.text;
   a.work_dir = work_dir;
   a.source_date_epoch = epoch;
@@ -283,8 +284,46 @@ Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::
   return out;
 }
 
-/// Assembles LOCK into LAYOUT_DIR (in a locked work directory of the cache, removed afterwards).
-Result<images::BuildResult> assemble(const BuildRequest& rq, LockToBuild& l, const std::string& layout_dir, const std::string& tag, Services& services) {
+/// A multi-platform lock's images, one per platform (each from the lock narrowed to it, in the one layout), then
+/// the OCI index that names them: the result's manifest is the index, its notes and lock digest the images'.
+Result<images::BuildResult> assemble_platforms(images::BuildRequest& a, const LockToBuild& l, const std::string& layout_dir, const std::string& tag,
+                                               std::vector<PlatformBuilt>& per_platform, Services& services) {
+  std::vector<images::PlatformImage> entries;
+  images::BuildResult out;
+  out.unchanged = true;
+  for (const auto& platform : l.lock.platforms) {
+    const resolver::Lock narrowed = resolver::lock_for_platform(l.lock, platform);
+    a.lock = &narrowed;
+    a.platform = platform;
+    a.write_index = false;
+    services.step("building the " + platform.str() + " image");
+    auto built = images::assemble_image(a);
+    if (!built) {
+      Error e = std::move(built).error();
+      e.while_("building " + l.lock.spec_name + " for " + platform.str());
+      return e;
+    }
+    entries.push_back({platform, built->manifest});
+    out.lock_sha256 = built->lock_sha256;
+    out.unchanged = out.unchanged && built->unchanged;
+    for (const auto& n : built->notes) out.notes.push_back(platform.str() + ": " + n);
+    per_platform.push_back({platform, std::move(*built)});
+  }
+  a.lock = &l.lock;
+  auto index = images::write_platform_index(layout_dir, entries, tag);
+  if (!index) {
+    Error e = std::move(index).error();
+    e.while_("writing the index of " + l.lock.spec_name);
+    return e;
+  }
+  out.manifest = *index;
+  return out;
+}
+
+/// Assembles LOCK into LAYOUT_DIR (in a locked work directory of the cache, removed afterwards); a multi-platform
+/// lock's images go to PER_PLATFORM and the result is their index.
+Result<images::BuildResult> assemble(const BuildRequest& rq, LockToBuild& l, const std::string& layout_dir, const std::string& tag,
+                                     std::vector<PlatformBuilt>& per_platform, Services& services) {
   const std::string cache = cache_root(services);
   GPUENV_TRY(store, open_blob_store(services, cache));
   GPUENV_TRY(network, open_fetcher(services, rq.lock.offline));
@@ -309,13 +348,17 @@ Result<images::BuildResult> assemble(const BuildRequest& rq, LockToBuild& l, con
     a.base_layout_dir = l.base->layout_dir;
     a.base_manifest_digest = l.base->manifest_digest;
   }
-  auto built = images::assemble_image(a);
-  if (!built) {
-    Error e = std::move(built).error();
-    e.while_("building " + l.lock.spec_name);
-    return e;
+  if (l.lock.platforms.size() == 1) {
+    a.platform = l.lock.platforms.front();
+    auto built = images::assemble_image(a);
+    if (!built) {
+      Error e = std::move(built).error();
+      e.while_("building " + l.lock.spec_name);
+      return e;
+    }
+    return built;
   }
-  return built;
+  return assemble_platforms(a, l, layout_dir, tag, per_platform, services);
 }
 
 }  // namespace
@@ -440,7 +483,7 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
   const LayoutTarget target = archive ? LayoutTarget{cache + "/images/" + l.lock.spec_name, false} : layout_target(out.output);
   const std::string layout_dir = archive ? target.dir : out.output;
   out.tag = ref_name(rq.tag.empty() ? l.spec_tag : rq.tag);
-  auto image = assemble(rq, l, target.dir, out.tag, services);
+  auto image = assemble(rq, l, target.dir, out.tag, out.platforms, services);
   if (!image) {
     if (target.staged) fs::remove_all(target.dir, ec);
     return std::move(image).error();

@@ -3,6 +3,7 @@
 // (images::assemble_image), write it as a layout or an archive, and push it when asked.
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,19 +47,36 @@ struct VmBuilt {
   std::optional<Driver> driver;
 };
 
+/// One platform's image of a multi-platform build.
+struct PlatformBuilt {
+  resolver::Platform platform;
+  images::BuildResult image;
+};
+
 struct Built {
   /// Set when the argument was a spec that no combination satisfies; nothing was built then.
   std::unique_ptr<PreparedResolution> unsatisfied;
   std::string output;  ///< where the image was written
   std::string tag;     ///< the layout's ref.name
   resolver::ImageFormat format = resolver::ImageFormat::oci_dir;  ///< what was written to output
-  images::BuildResult image;   ///< an OCI image's; empty for a VM disk
+  images::BuildResult image;   ///< an OCI image's (for several platforms: their index, without layers); empty for a VM disk
+  std::vector<PlatformBuilt> platforms;  ///< a multi-platform build's images, in the index's order; empty otherwise
   std::optional<VmBuilt> vm;     ///< set for a VM disk (format raw or qcow2)
   std::optional<images::PushStats> pushed;
   [[nodiscard]] std::uint64_t size() const {
     std::uint64_t total = 0;
-    for (const auto& l : image.layers) total += l.blob.size;
+    std::set<std::string> seen;  // a layer two platforms share counts once
+    for (const auto* im : built_images())
+      for (const auto& l : im->layers)
+        if (seen.insert(l.blob.digest.str()).second) total += l.blob.size;
     return total;
+  }
+  /// The images built: the one image, or each platform's.
+  [[nodiscard]] std::vector<const images::BuildResult*> built_images() const {
+    std::vector<const images::BuildResult*> out;
+    if (platforms.empty()) out.push_back(&image);
+    for (const auto& p : platforms) out.push_back(&p.image);
+    return out;
   }
 };
 

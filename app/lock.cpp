@@ -127,33 +127,47 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
   GPUENV_TRY(sources, gather_sources(services, &p.spec.sources, rq.resolve.spec_path, rq.host_root, runner.get()));
   GPUENV_TRY(pinning, apt_pinning(rq, *network, *runner, services));
   const resolver::Distro* distro = p.catalog.catalog.distro(p.spec.base_distro, p.spec.base_release);
-  packages::PinImageRequest req{&p.spec, &p.resolution, distro, &sources, p.base ? p.base->dpkg_status : std::string()};
-  // One apt universe for every pin of the lock: each repository is fetched and verified once.
-  auto universe = packages::open_apt_universe(req, pinning->apt);
-  if (!universe) {
-    Error e = std::move(universe).error();
-    e.while_("pinning the packages of " + p.spec.name);
-    return e;
+  const std::vector<resolver::Platform> platforms = p.resolution.platforms.empty() ? std::vector<resolver::Platform>{resolver::Platform()} : p.resolution.platforms;
+  if (p.spec.vm && platforms.size() > 1)
+    return make_error(ErrorKind::spec, "vm.platforms", "a VM disk is for one platform, and this spec's GPUs are in hosts of " + resolver::platform_list(platforms),
+                      p.spec.where("image"), "name the disk's platform in image.platforms (one disk per platform)");
+  if (!p.spec.base_image.empty() && platforms != std::vector<resolver::Platform>{resolver::Platform()})
+    return make_error(ErrorKind::spec, "spec.base_image_platform", "a base image is taken for linux/amd64 only, and this image is for " + resolver::platform_list(platforms),
+                      p.spec.where("base"), "build from packages (base: debian:12) for other platforms, or set image.platforms: [linux/amd64]");
+  std::vector<resolver::LockedPackage> locked, build_packages;
+  for (const resolver::Platform& platform : platforms) {
+    // Each platform's packages from its architecture's indexes (InRelease and Packages come through the cache,
+    // so a second platform fetches only its own Packages files).
+    pinning->apt.architectures = {std::string(platform.debian_arch())};
+    packages::PinImageRequest req{&p.spec, &p.resolution, distro, &sources, p.base ? p.base->dpkg_status : std::string(), platform};
+    const std::string what = p.spec.name + (platforms.size() > 1 ? " for " + platform.str() : std::string());
+    auto universe = packages::open_apt_universe(req, pinning->apt);
+    if (!universe) {
+      Error e = std::move(universe).error();
+      e.while_("pinning the packages of " + what);
+      return e;
+    }
+    std::optional<packages::DriverSource> driver;
+    if (p.spec.vm && p.spec.vm->driver) {
+      GPUENV_TRY(found, take_packaged_driver(p, req, *universe));
+      driver = std::move(found);
+      if (!p.resolution.ok) return made;
+    }
+    if (&platform == &platforms.front()) narrow_to_default_variants(sources, p);
+    auto pins = packages::pin_image(req, *universe, pinning->apt);
+    if (!pins) {
+      Error e = std::move(pins).error();
+      e.while_("pinning the packages of " + what);
+      return e;
+    }
+    if (driver) {
+      GPUENV_TRY(build, pin_driver_build(pins->packages, *driver, *universe));
+      for (auto& b : build) b.platform = platform;
+      build_packages = std::move(build);
+    }
+    locked.insert(locked.end(), pins->packages.begin(), pins->packages.end());
+    made.wheel_requirements = pins->requirements;
   }
-  std::optional<packages::DriverSource> driver;
-  if (p.spec.vm && p.spec.vm->driver) {
-    GPUENV_TRY(found, take_packaged_driver(p, req, *universe));
-    driver = std::move(found);
-    if (!p.resolution.ok) return made;
-  }
-  narrow_to_default_variants(sources, p);
-  auto pins = packages::pin_image(req, *universe, pinning->apt);
-  if (!pins) {
-    Error e = std::move(pins).error();
-    e.while_("pinning the packages of " + p.spec.name);
-    return e;
-  }
-  std::vector<resolver::LockedPackage> build_packages;
-  if (driver) {
-    GPUENV_TRY(build, pin_driver_build(pins->packages, *driver, *universe));
-    build_packages = std::move(build);
-  }
-  const std::vector<resolver::LockedPackage>& locked = pins->packages;  // pinned packages are the lock's records
   for (const auto& x : locked) {
     (x.kind == resolver::PackageKind::deb ? made.debs : made.wheels) += 1;
     made.bytes += x.size;
@@ -162,7 +176,6 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
   made.lock = resolver::lock_of(p.spec, p.resolution, inputs, locked, build_packages);
   GPUENV_TRY(text, resolver::render_checked_lock(made.lock));
   made.text = std::move(text);
-  made.wheel_requirements = pins->requirements;
   if (!rq.output.empty()) {
     if (auto st = write_file_atomic(rq.output, made.text); !st) {
       Error e = st.error();

@@ -8,10 +8,11 @@
 namespace gpuenv::app {
 
 bool keep_environment_variable(const std::string& name) {
-  // Only what gpuenv uses: its own variables, the cache and config locations, pip's index configuration.
+  // Only what gpuenv uses: its own variables, the cache and config locations, pip's index configuration, PATH
+  // (where `run` finds a user-mode emulator).
   for (const char* p : {"GPUENV_", "PIP_", "XDG_"})
     if (name.rfind(p, 0) == 0) return true;
-  for (const char* n : {"HOME", "VIRTUAL_ENV", "SOURCE_DATE_EPOCH", "TMPDIR", "DOCKER_CONFIG"})
+  for (const char* n : {"HOME", "VIRTUAL_ENV", "SOURCE_DATE_EPOCH", "TMPDIR", "DOCKER_CONFIG", "PATH"})
     if (name == n) return true;
   return validate::is_gpu_environment_variable(name);
 }

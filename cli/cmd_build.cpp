@@ -109,6 +109,18 @@ void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const 
     layers.push_back({{"name", l.name}, {"digest", l.blob.digest.str()}, {"size", l.blob.size}, {"diff_id", l.diff_id},
                       {"uncompressed_size", l.uncompressed_size}, {"entries", l.entries}, {"reused", l.reused}, {"packages", l.packages}});
   j["layers"] = layers;
+  if (!b.platforms.empty()) {
+    auto platforms = nlohmann::ordered_json::array();
+    for (const auto& p : b.platforms) {
+      auto player = nlohmann::ordered_json::array();
+      for (const auto& l : p.image.layers)
+        player.push_back({{"name", l.name}, {"digest", l.blob.digest.str()}, {"size", l.blob.size}, {"diff_id", l.diff_id},
+                          {"uncompressed_size", l.uncompressed_size}, {"entries", l.entries}, {"reused", l.reused}, {"packages", l.packages}});
+      platforms.push_back({{"platform", p.platform.str()}, {"digest", p.image.manifest.digest.str()}, {"config", p.image.config.digest.str()},
+                           {"unchanged", p.image.unchanged}, {"layers", std::move(player)}});
+    }
+    j["platforms"] = std::move(platforms);
+  }
   j["size"] = b.size();
   j["notes"] = built.notes;
   if (b.pushed) {
@@ -133,10 +145,17 @@ void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const 
 void print_text(const BuildOptions& o, const app::Built& b, Context& ctx) {
   const images::BuildResult& built = b.image;
   if (built.unchanged) *ctx.out << "unchanged: " << b.output << " already holds this image\n";
-  for (const auto& l : built.layers) {
-    *ctx.out << "  layer " << std::left << std::setw(10) << l.name << std::right << std::setw(11) << human(l.blob.size);
-    if (!built.unchanged) *ctx.out << " (" << human(l.uncompressed_size) << " unpacked, " << l.packages.size() << " packages" << (l.reused ? ", reused" : "") << ")";
-    *ctx.out << "\n";
+  auto print_layers = [&](const images::BuildResult& im) {
+    for (const auto& l : im.layers) {
+      *ctx.out << "  layer " << std::left << std::setw(10) << l.name << std::right << std::setw(11) << human(l.blob.size);
+      if (!im.unchanged) *ctx.out << " (" << human(l.uncompressed_size) << " unpacked, " << l.packages.size() << " packages" << (l.reused ? ", reused" : "") << ")";
+      *ctx.out << "\n";
+    }
+  };
+  print_layers(built);
+  for (const auto& p : b.platforms) {
+    *ctx.out << p.platform.str() << " " << p.image.manifest.digest.str() << "\n";
+    print_layers(p.image);
   }
   for (const auto& n : built.notes) *ctx.out << "note: " << n << "\n";
   *ctx.out << "wrote " << b.output << " (" << human(b.size()) << ")\n";

@@ -175,6 +175,8 @@ struct RunOptions {
   bool no_gpu = false;
   bool plain_http = false;
   std::vector<std::string> binds;    ///< HOST:DEST, bound read-only
+  std::string platform;              ///< --platform: "" for this machine's
+  std::string emulator;              ///< --emulator PATH
 };
 /// Returns the command's exit status (128 + signal when killed), or a gpuenv exit code when it cannot start.
 int cmd_run(const RunOptions& options, Context& ctx);

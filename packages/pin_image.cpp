@@ -194,7 +194,8 @@ Result<ImagePins> pin_image(const PinImageRequest& req, const AptUniverse& unive
       w.environment.python_full_version = py.truncated(3).str();  // the catalog records x.y; the patch level reads as 0
       w.environment.os_name = "posix";
       w.environment.sys_platform = "linux";
-      w.environment.platform_machine = "x86_64";
+      w.platform.arch = std::string(req.platform.machine());
+      w.environment.platform_machine = std::string(req.platform.machine());
       w.environment.platform_system = "Linux";
       w.environment.implementation_name = "cpython";
       w.environment.implementation_version = w.environment.python_full_version;
@@ -225,6 +226,7 @@ Result<ImagePins> pin_image(const PinImageRequest& req, const AptUniverse& unive
       }
     }
   }
+  for (auto& p : out.packages) p.platform = req.platform;
   return out;
 }
 

@@ -43,6 +43,9 @@ struct PinImageRequest {
   const resolver::Distro* distro = nullptr;          ///< the base, from the catalog
   const SourceSet* sources = nullptr;
   std::string base_dpkg_status;  ///< a base image's /var/lib/dpkg/status; "" when the root is built from packages
+  /// The image platform pinned for: its Debian architecture's packages (the AptFetchContext's architectures must
+  /// be {its debian_arch()}), its wheels (tags and platform_machine); every pin carries it.
+  resolver::Platform platform;
 };
 
 struct ImagePins {

@@ -56,7 +56,7 @@ struct BaseImage {
 };
 
 ImageParameters image_parameters(const BuildRequest& rq) {
-  return {rq.generator, rq.source_date_epoch, rq.architecture, rq.gzip_level, rq.compression, rq.zstd_level, rq.allow_missing};
+  return {rq.generator, rq.source_date_epoch, std::string(rq.platform.debian_arch()), rq.gzip_level, rq.compression, rq.zstd_level, rq.allow_missing};
 }
 
 /// The lock's packages as they reach the cache. A thread downloads what the cache lacks while the root is
@@ -211,8 +211,17 @@ std::optional<BuildResult> previous_build(OciLayout& layout, const std::string& 
   if (!in) return std::nullopt;
   const json index = json::parse(in, nullptr, false);
   if (index.is_discarded() || !index.contains("manifests") || !index["manifests"].is_array()) return std::nullopt;
-  for (const auto& m : index["manifests"])
+  for (const auto& m : index["manifests"]) {
     if (auto r = previous_image(layout, m, key)) return r;
+    // A multi-platform build's index: its platforms' manifests.
+    auto listed = parse_descriptor(m, layout.dir());
+    if (!listed || listed->media_type != media_type::k_index || !layout.has_blob(listed->digest)) continue;
+    std::ifstream nested_in(layout.blob_path(listed->digest), std::ios::binary);
+    const json nested = json::parse(nested_in, nullptr, false);
+    if (nested.is_discarded() || !nested.contains("manifests") || !nested["manifests"].is_array()) continue;
+    for (const auto& inner : nested["manifests"])
+      if (auto r = previous_image(layout, inner, key)) return r;
+  }
   return std::nullopt;
 }
 
@@ -382,7 +391,7 @@ Status configure_loader(Assembly& a) {
   if (auto conf = wheel_cuda_loader_config(wheel_cuda_library_dirs(a.wheel_files, a.site_packages)))
     if (auto st = write_file_beneath(a.root, conf->path, conf->text, 0644, "the image tree " + a.root); !st) return st;
   LdCacheOptions lo;
-  lo.multiarch_triplet = multiarch_triplet(a.rq.architecture);
+  lo.multiarch_triplet = std::string(a.rq.platform.triplet());
   lo.generator = "gpuenv";
   std::error_code ec;
   if (!fs::exists(a.root + "/etc", ec) && a.lock.packages.empty()) return ok_status();
@@ -457,7 +466,7 @@ std::string optional_plugin_note(const std::string& lib, const std::vector<std::
 Status check_needed_libraries(Assembly& a) {
   std::vector<std::pair<std::string, std::string>> cached;
   for (const auto& e : a.ld.entries) cached.emplace_back(e.key, e.path);
-  const std::string tri = multiarch_triplet(a.rq.architecture);
+  const std::string tri(a.rq.platform.triplet());
   LoaderModel loader(a.root, std::move(cached), {"/lib/" + tri, "/usr/lib/" + tri, "/lib", "/usr/lib"});
   std::vector<std::string> objects;
   for (const auto& n : a.nodes) {
@@ -561,12 +570,13 @@ Result<BuildResult> write_image_documents(Assembly& a, ImageLayers layers) {
   const ImageConfigPlan plan = plan_image_config(a.lock, a.lock_sha256, a.rq.source_date_epoch, base ? &*base : nullptr);
   json settings = {{"Env", plan.env}, {"Labels", plan.labels}};
   if (!plan.cmd.empty()) settings["Cmd"] = plan.cmd;  // a slim base without Python names none
-  const json config = {{"created", created},
-                       {"architecture", oci_architecture(a.rq.architecture)},
-                       {"os", "linux"},
-                       {"config", std::move(settings)},
-                       {"rootfs", {{"type", "layers"}, {"diff_ids", layers.diff_ids}}},
-                       {"history", layers.history}};
+  json config = {{"created", created},
+                 {"architecture", std::string(a.rq.platform.oci_architecture())},
+                 {"os", std::string(a.rq.platform.os())},
+                 {"config", std::move(settings)},
+                 {"rootfs", {{"type", "layers"}, {"diff_ids", layers.diff_ids}}},
+                 {"history", layers.history}};
+  if (!a.rq.platform.oci_variant().empty()) config["variant"] = std::string(a.rq.platform.oci_variant());
   auto config_d = a.layout().put_bytes(config.dump(), media_type::k_config);
   if (!config_d) return std::move(config_d).error();
   const json manifest = {{"schemaVersion", 2},
@@ -576,9 +586,12 @@ Result<BuildResult> write_image_documents(Assembly& a, ImageLayers layers) {
                          {"annotations", {{"org.opencontainers.image.created", created}, {"dev.gpuenv.build.key", a.reuse_key}}}};
   auto manifest_d = a.layout().put_bytes(manifest.dump(), media_type::k_manifest);
   if (!manifest_d) return std::move(manifest_d).error();
-  if (auto st = assembly::write_file(a.layout().dir() + "/sbom.spdx.json", a.sbom); !st) return std::move(st).error();
-  if (auto st = write_index(a.layout(), *manifest_d, a.rq.tag); !st) return std::move(st).error();
-  (void)a.layout().collect_garbage();
+  const std::string sbom_name = a.rq.write_index ? "sbom.spdx.json" : "sbom." + a.rq.platform.file_tag() + ".spdx.json";
+  if (auto st = assembly::write_file(a.layout().dir() + "/" + sbom_name, a.sbom); !st) return std::move(st).error();
+  if (a.rq.write_index) {
+    if (auto st = write_index(a.layout(), *manifest_d, a.rq.tag); !st) return std::move(st).error();
+    (void)a.layout().collect_garbage();
+  }
   BuildResult result;
   result.manifest = *manifest_d;
   result.config = *config_d;
@@ -632,6 +645,21 @@ Result<BuiltRoot> assemble_root(const BuildRequest& rq) {
   return out;
 }
 
+Result<Descriptor> write_platform_index(const std::string& layout_dir, const std::vector<PlatformImage>& images, const std::string& tag) {
+  GPUENV_TRY(layout, OciLayout::open(layout_dir));
+  json manifests = json::array();
+  for (const auto& im : images) {
+    json platform = {{"architecture", std::string(im.platform.oci_architecture())}, {"os", std::string(im.platform.os())}};
+    if (!im.platform.oci_variant().empty()) platform["variant"] = std::string(im.platform.oci_variant());
+    manifests.push_back({{"mediaType", im.manifest.media_type}, {"digest", im.manifest.digest.str()}, {"size", im.manifest.size}, {"platform", std::move(platform)}});
+  }
+  const json index = {{"schemaVersion", 2}, {"mediaType", media_type::k_index}, {"manifests", std::move(manifests)}};
+  GPUENV_TRY(index_d, layout.put_bytes(index.dump(), media_type::k_index));
+  GPUENV_CHECK(write_index(layout, index_d, tag));
+  (void)layout.collect_garbage();
+  return index_d;
+}
+
 Result<BuildResult> assemble_image(const BuildRequest& rq) {
   auto layout = OciLayout::open(rq.output_dir);
   if (!layout) return std::move(layout).error();
@@ -640,7 +668,8 @@ Result<BuildResult> assemble_image(const BuildRequest& rq) {
   Assembly a(rq, std::move(*layout));
   if (auto prev = previous_build(a.layout(), a.reuse_key)) {
     prev->lock_sha256 = a.lock_sha256;
-    if (auto st = write_index(a.layout(), prev->manifest, rq.tag); !st) return std::move(st).error();  // the tag may have changed
+    if (rq.write_index)
+      if (auto st = write_index(a.layout(), prev->manifest, rq.tag); !st) return std::move(st).error();  // the tag may have changed
     return *prev;
   }
   for (Step step : k_tree_steps)

@@ -46,7 +46,10 @@ struct BuildRequest {
   std::string work_dir;              ///< a fresh directory for the root filesystem (removed by the caller)
   std::string tag;                   ///< org.opencontainers.image.ref.name in index.json; "" for none
   std::int64_t source_date_epoch = 0;  ///< every mtime and the config's `created`
-  std::string architecture = "amd64";  ///< Debian architecture of the image
+  resolver::Platform platform;       ///< the image's platform (the lock's, narrowed by resolver::lock_for_platform)
+  /// false: one image of a multi-platform build: its blobs go into the layout, and index.json, the layout's garbage
+  /// collection and sbom.spdx.json are left to write_platform_index (the SBOM is written as sbom.<platform>.spdx.json).
+  bool write_index = true;
   unsigned threads = 0;              ///< compression threads; 0: all cores
   int gzip_level = 6;
   Compression compression = Compression::gzip;  ///< gzip at gzip_level, or zstd at zstd_level (tar+zstd layers)
@@ -101,6 +104,17 @@ struct BuiltRoot {
   std::string sbom;                        ///< the SPDX document also written into the tree
   std::vector<std::string> notes;
 };
+
+/// One image of a multi-platform build.
+struct PlatformImage {
+  resolver::Platform platform;
+  Descriptor manifest;
+};
+
+/// Writes the OCI image index of a multi-platform build into LAYOUT: a blob listing each platform's manifest with
+/// its `platform` (os, architecture, variant), named by index.json as TAG (marks of this very index kept, as for
+/// one image), then drops the blobs nothing names any more. Same images, same bytes. Returns the index.
+Result<Descriptor> write_platform_index(const std::string& layout_dir, const std::vector<PlatformImage>& images, const std::string& tag);
 
 /// Steps 2 to 4 only: the root tree of the request's lock, checked, and no layers. Errors: those of
 /// assemble_image's first steps; a base image is refused (`build.no_store`).

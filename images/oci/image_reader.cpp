@@ -65,7 +65,7 @@ Result<json> read_manifest(const BlobReader& read_blob, const std::string& diges
   return parse_object(text, "the manifest " + digest, where);
 }
 
-/// The image manifest named in an OCI index by `ref`, following a nested index to its linux/amd64 entry, and its config.
+/// The image manifest named in an OCI index by `ref`, following a nested index to this machine's platform's entry, and its config.
 Result<ImageSummary> from_oci_index(const json& index, const std::string& ref, const BlobReader& read_blob, const std::string& where,
                                     const std::string& index_where) {
   std::string names;
@@ -81,8 +81,8 @@ Result<ImageSummary> from_oci_index(const json& index, const std::string& ref, c
   GPUENV_TRY(manifest, read_manifest(read_blob, digest, where));
   if (manifest.contains("manifests")) {
     std::string seen;
-    const json* inner = linux_amd64_entry(manifest, seen);
-    if (inner == nullptr) return bad("the image index " + digest + " has no linux/amd64 image (it has: " + seen + ")", where);
+    const json* inner = platform_entry(manifest, resolver::native_platform(), seen);
+    if (inner == nullptr) return bad("the image index " + digest + " has no " + resolver::native_platform().str() + " image (it has: " + seen + ")", where);
     digest = str(*inner, "digest");
     GPUENV_TRY(inner_manifest, read_manifest(read_blob, digest, where));
     manifest = std::move(inner_manifest);

@@ -15,6 +15,7 @@
 
 #include "base/digest.hpp"
 #include "base/error.hpp"
+#include "resolver/platform.hpp"
 
 namespace gpuenv::images {
 
@@ -89,8 +90,9 @@ bool is_attachment_tag(std::string_view ref_name);
 /// nullptr when none does, or when REF is empty and there are several. `names` gets the entries' ref names for the caller's message ("(unnamed)" for none).
 /// The one rule by which layouts, archives and base images choose an image.
 const nlohmann::json* choose_index_entry(const nlohmann::json& index, const std::string& ref, std::string& names);
-/// The linux/amd64 entry of an index of platforms (as a pull takes it), or nullptr; `seen` gets the platforms
-/// it lists ("linux/arm64, ?/?").
-const nlohmann::json* linux_amd64_entry(const nlohmann::json& platforms, std::string& seen);
+/// The entry of an index of platforms for PLATFORM (its os, architecture and variant as resolver::platform_of
+/// reads them: arm64 without a variant is arm64/v8), or nullptr; `seen` gets the platforms it lists
+/// ("linux/arm64/v8, ?/?"). The one rule by which layouts, archives, inspect and the registry pick a platform.
+const nlohmann::json* platform_entry(const nlohmann::json& platforms, const resolver::Platform& platform, std::string& seen);
 
 }  // namespace gpuenv::images

@@ -66,7 +66,7 @@ class Reader {
 
 }  // namespace
 
-Result<LayoutImage> read_layout_image(const std::string& layout_dir, const std::string& ref, const LayoutErrors& errors) {
+Result<LayoutImage> read_layout_image(const std::string& layout_dir, const std::string& ref, const LayoutErrors& errors, const resolver::Platform& platform) {
   const Reader r(layout_dir, errors);
   const std::string index_path = layout_dir + "/index.json";
   struct stat st {};
@@ -79,13 +79,14 @@ Result<LayoutImage> read_layout_image(const std::string& layout_dir, const std::
   GPUENV_TRY(doc, r.document(entry.digest, "the manifest"));
   LayoutImage out;
   out.manifest_digest = entry.digest.str();
-  if (doc.second.contains("manifests")) {  // an index of platforms: its linux/amd64 image, as a pull would take it
+  if (doc.second.contains("manifests")) {  // an index of platforms: the platform's image, as a pull would take it
     std::string seen;
-    const json* inner = linux_amd64_entry(doc.second, seen);
-    if (inner == nullptr) return r.not_image("the image index " + entry.digest.str() + " has no linux/amd64 image (it has: " + seen + ")", r.blob(entry.digest));
-    GPUENV_TRY(platform, parse_descriptor(*inner, r.blob(entry.digest), r.descriptor_errors()));
-    GPUENV_TRY(inner_doc, r.document(platform.digest, "the manifest"));
-    out.manifest_digest = platform.digest.str();
+    const json* inner = platform_entry(doc.second, platform, seen);
+    if (inner == nullptr)
+      return r.not_image("the image index " + entry.digest.str() + " has no " + platform.str() + " image (it has: " + seen + ")", r.blob(entry.digest));
+    GPUENV_TRY(chosen, parse_descriptor(*inner, r.blob(entry.digest), r.descriptor_errors()));
+    GPUENV_TRY(inner_doc, r.document(chosen.digest, "the manifest"));
+    out.manifest_digest = chosen.digest.str();
     doc = std::move(inner_doc);
   }
   const std::string manifest_path = r.blob(*Digest::parse(out.manifest_digest));

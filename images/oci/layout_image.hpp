@@ -1,7 +1,7 @@
 #pragma once
 // The one reader of an image in an OCI layout, for `run`, `validate --image`, base images (`base: oci:` and
 // pulled bases) and `inspect`: index.json, the chosen entry, its manifest (through a nested index of platforms
-// to its linux/amd64 image), and its config, each document read whole (a regular file, at most 16 MiB: a FIFO or
+// to the image of the platform asked for, linux/amd64 unless said), and its config, each document read whole (a regular file, at most 16 MiB: a FIFO or
 // device is refused before it is read) and verified against the digest it was reached by before it is parsed.
 // Every descriptor goes through parse_descriptor, so no digest becomes a path unchecked. Layers are listed, not
 // read: whoever reads one checks its size and sha256 first (extract_image_layers does).
@@ -17,7 +17,7 @@ namespace gpuenv::images {
 
 /// One image of an OCI layout, every document verified.
 struct LayoutImage {
-  std::string manifest_digest;  ///< "sha256:<hex>" of the image manifest (inside a nested index: the linux/amd64 one)
+  std::string manifest_digest;  ///< "sha256:<hex>" of the image manifest (inside a nested index: the platform's)
   std::string manifest_text;    ///< as stored
   std::string config_text;      ///< as stored
   nlohmann::json manifest;      ///< parsed: an object with a config descriptor and a layers array
@@ -40,7 +40,8 @@ struct LayoutErrors {
 
 /// The image of `layout_dir` named `ref` (its org.opencontainers.image.ref.name), or the one whose manifest
 /// digest is `ref` ("sha256:..."), or its only image when `ref` is empty.
-Result<LayoutImage> read_layout_image(const std::string& layout_dir, const std::string& ref, const LayoutErrors& errors = {});
+Result<LayoutImage> read_layout_image(const std::string& layout_dir, const std::string& ref, const LayoutErrors& errors = {},
+                                      const resolver::Platform& platform = resolver::Platform());
 
 /// Manifests, configs and index.json are read whole; larger ones are not images gpuenv reads.
 inline constexpr std::uint64_t k_max_image_document_bytes = std::uint64_t{16} << 20;

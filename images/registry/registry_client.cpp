@@ -605,13 +605,6 @@ std::vector<Descriptor> other_index_entries(const OciLayout& layout, const std::
   return out;
 }
 
-std::string platform_text(const json& p) {
-  if (!p.is_object()) return "(no platform)";
-  std::string out = string_field(p, "os", "?") + "/" + string_field(p, "architecture", "?");
-  if (p.contains("variant") && p["variant"].is_string()) out += "/" + p["variant"].get<std::string>();
-  return out;
-}
-
 /// `ref`'s image manifest: the one it names, or the one for the platform of `options` from the index it names
 /// (whose digest goes to *index_digest). `doing` ("pulling") starts the context of errors.
 Result<FetchedManifest> get_image_manifest(Session& s, const RegistryOptions& o, const ImageReference& ref, const PullOptions& options,
@@ -622,19 +615,9 @@ Result<FetchedManifest> get_image_manifest(Session& s, const RegistryOptions& o,
     if (index_digest) *index_digest = m->digest;
     const auto j = json::parse(m->bytes, nullptr, false);
     std::string chosen, seen;
-    if (j.contains("manifests") && j["manifests"].is_array()) {
-      for (const auto& e : j["manifests"]) {
-        const json p = e.is_object() && e.contains("platform") ? e["platform"] : json();
-        seen += (seen.empty() ? "" : ", ") + platform_text(p);
-        if (!p.is_object() || string_field(p, "os") != options.os || string_field(p, "architecture") != options.architecture) continue;
-        if (!options.variant.empty() && string_field(p, "variant") != options.variant) continue;
-        if (e.contains("digest") && e["digest"].is_string()) {
-          chosen = e["digest"].get<std::string>();
-          break;
-        }
-      }
-    }
-    const std::string wanted = options.os + "/" + options.architecture + (options.variant.empty() ? "" : "/" + options.variant);
+    const json* entry = platform_entry(j, options.platform, seen);
+    if (entry != nullptr && entry->contains("digest") && (*entry)["digest"].is_string()) chosen = (*entry)["digest"].get<std::string>();
+    const std::string wanted = options.platform.str();
     if (chosen.empty()) {
       return make_error(ErrorKind::environment, "registry.not_found", "no image for platform " + wanted + " in " + ref.to_string() + " (it has: " + seen + ")",
                         ref.to_string(), "choose one of the platforms the image is built for");

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "images/oci/layout.hpp"
+#include "resolver/platform.hpp"
 #include "base/net/http_client.hpp"
 #include "base/base64.hpp"
 #include "base/digest.hpp"
@@ -133,9 +134,7 @@ struct BlobPut {
 
 /// Which image to pull out of a multi-platform index.
 struct PullOptions {
-  std::string os = "linux";
-  std::string architecture = "amd64";
-  std::string variant;  ///< empty: any
+  resolver::Platform platform;  ///< chosen from an index by images::platform_entry
 };
 
 /// What a pull did.

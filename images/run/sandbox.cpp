@@ -139,7 +139,7 @@ bool have_bwrap() {
   return false;
 }
 
-Result<UnpackedImage> unpack_layout_argument(const std::string& image, const std::string& cache_dir) {
+Result<UnpackedImage> unpack_layout_argument(const std::string& image, const std::string& cache_dir, const resolver::Platform& platform) {
   std::string layout = image, ref;
   if (!fs::is_directory(layout)) {
     const auto colon = image.rfind(':');
@@ -151,7 +151,49 @@ Result<UnpackedImage> unpack_layout_argument(const std::string& image, const std
                         "give the directory `gpuenv build` wrote (gpuenv-out/NAME), optionally as DIR:REF");
     }
   }
-  return unpack_image(layout, ref, cache_dir);
+  return unpack_image(layout, ref, cache_dir, platform);
+}
+
+std::optional<std::string> program_in_image(const std::string& rootfs, const std::vector<std::string>& env, const std::string& command) {
+  if (command.find('/') != std::string::npos) return command;
+  std::string path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  for (const auto& e : env)
+    if (e.rfind("PATH=", 0) == 0) path = e.substr(5);
+  std::size_t at = 0;
+  while (at <= path.size()) {
+    const std::size_t colon = std::min(path.find(':', at), path.size());
+    const std::string dir = path.substr(at, colon - at);
+    at = colon + 1;
+    if (dir.empty() || dir.front() != '/' || dir.find("..") != std::string::npos) continue;
+    struct stat st {};
+    // lstat of the last component only: a link there is the image's own, resolved inside the sandbox.
+    if (::lstat((rootfs + dir + "/" + command).c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) return dir + "/" + command;
+  }
+  return std::nullopt;
+}
+
+Result<std::string> find_emulator(const resolver::Platform& platform, const std::string& explicit_path, const std::string& path_variable) {
+  const std::string name(platform.facts().qemu_user);
+  auto usable = [](const std::string& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+  };
+  if (!explicit_path.empty()) {
+    if (!usable(explicit_path))
+      return make_error(ErrorKind::usage, "run.bad_emulator", "the emulator " + explicit_path + " is not an executable file", "--emulator",
+                        "name a static user-mode emulator for " + platform.str() + ", e.g. /usr/bin/" + name);
+    return fs::absolute(explicit_path).string();
+  }
+  std::size_t at = 0;
+  while (at <= path_variable.size()) {
+    const std::size_t colon = std::min(path_variable.find(':', at), path_variable.size());
+    const std::string dir = path_variable.substr(at, colon - at);
+    at = colon + 1;
+    if (!dir.empty() && usable(dir + "/" + name)) return fs::absolute(dir + "/" + name).string();
+  }
+  return make_error(ErrorKind::environment, "run.no_emulator", "the image is for " + platform.str() + " and this host is " + resolver::native_platform().str() +
+                    ", and no " + name + " is on PATH", "--platform",
+                    "install qemu-user-static (Debian: apt-get install qemu-user-static) or name the emulator with --emulator PATH");
 }
 
 SandboxRequest image_sandbox(const UnpackedImage& image, std::vector<std::string> command, bool gpu) {

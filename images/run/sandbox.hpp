@@ -3,6 +3,7 @@
 // missing), with the host's NVIDIA device nodes and driver libraries bound in when asked. Interactively for
 // `gpuenv run`, with output captured and a timeout for the image checks of `gpuenv validate --image`.
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,7 +26,17 @@ bool have_bwrap();
 
 /// An image argument of `gpuenv run` and `gpuenv validate --image` (a layout DIR, or DIR:REF) unpacked into
 /// `cache_dir` (once per digest). Errors: `run.no_image` (no such directory), and those of unpack_image.
-Result<UnpackedImage> unpack_layout_argument(const std::string& image, const std::string& cache_dir);
+Result<UnpackedImage> unpack_layout_argument(const std::string& image, const std::string& cache_dir, const resolver::Platform& platform = resolver::native_platform());
+
+/// The program COMMAND names, as a path in the unpacked tree ROOTFS: itself when it holds a '/', else the first
+/// directory of the PATH in ENV (the image's) that holds it; std::nullopt when none does. An emulator does not
+/// search PATH, so a program it starts is named by its path.
+std::optional<std::string> program_in_image(const std::string& rootfs, const std::vector<std::string>& env, const std::string& command);
+
+/// The static user-mode emulator for PLATFORM on this host: EXPLICIT when given (it must be an executable file),
+/// else PLATFORM's qemu-user program (qemu-aarch64-static) on PATH_VARIABLE. Errors: `run.no_emulator` (none, with
+/// what to install or name), `run.bad_emulator`.
+Result<std::string> find_emulator(const resolver::Platform& platform, const std::string& explicit_path, const std::string& path_variable);
 
 /// The sandbox that runs `command` (empty: the image's own) in `image` with the image's environment and working
 /// directory, and, with `gpu`, the host's NVIDIA device nodes and driver libraries bound in.

@@ -147,11 +147,19 @@ Status link_image_layers(const std::string& layout_dir, const LayoutImage& image
 
 }  // namespace
 
-Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::string& ref, const std::string& cache_dir) {
-  auto image = read_layout_image(layout_dir, ref);
+Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::string& ref, const std::string& cache_dir, const resolver::Platform& platform) {
+  auto image = read_layout_image(layout_dir, ref, {}, platform);
   if (!image) return std::move(image).error();
   UnpackedImage out;
   out.manifest_digest = image->manifest_digest;
+  {
+    const std::string os = image->config.value("os", ""), arch = image->config.value("architecture", ""), variant = image->config.value("variant", "");
+    const auto named = resolver::platform_of(os, arch, variant);
+    if (!named)
+      return make_error(ErrorKind::usage, "run.bad_image", "the image is for " + os + "/" + arch + (variant.empty() ? "" : "/" + variant) + ", which gpuenv does not run",
+                        layout_dir, "run an image for " + resolver::known_platforms());
+    out.platform = *named;
+  }
   const json c = field_of_type(image->config, "config", json::value_t::object);
   auto strings = [&](const char* key, std::vector<std::string>& into) {
     if (!c.is_object() || !c.contains(key) || !c[key].is_array()) return;
@@ -240,7 +248,9 @@ std::vector<std::string> bwrap_arguments(const SandboxRequest& r) {
     a.insert(a.end(), {"--setenv", key, value});
   }
   if (!ld_set && !r.driver_libraries.empty()) a.insert(a.end(), {"--setenv", "LD_LIBRARY_PATH", "/run/gpuenv/driver"});
+  if (!r.emulator.empty()) a.insert(a.end(), {"--ro-bind", r.emulator, k_emulator_path});
   a.insert(a.end(), {"--chdir", r.working_dir.empty() ? "/" : r.working_dir, "--"});
+  if (!r.emulator.empty()) a.push_back(k_emulator_path);
   a.insert(a.end(), r.command.begin(), r.command.end());
   return a;
 }

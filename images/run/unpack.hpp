@@ -17,6 +17,7 @@ struct UnpackedImage {
   std::vector<std::string> command;   ///< the config's Entrypoint followed by Cmd
   std::string working_dir = "/";
   bool reused = false;                ///< it was already unpacked
+  resolver::Platform platform;        ///< what its config says it is (os, architecture, variant)
 };
 
 /// Extracts the layers of `image` (blobs of `layout_dir`), in order, into the existing directory `root`, with
@@ -31,7 +32,10 @@ Status extract_image_layers(const std::string& layout_dir, const LayoutImage& im
 /// interrupted unpack is redone. Errors: `run.no_image` (no such ref, or several manifests and no ref),
 /// `run.bad_image` (unreadable manifest or config, a layer media type other than tar/tar+gzip), and those of
 /// extraction.
-Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::string& ref, const std::string& cache_dir);
+/// From an index of platforms, PLATFORM's image is taken (images::platform_entry); an image whose config names a
+/// platform gpuenv does not build is `run.bad_image`.
+Result<UnpackedImage> unpack_image(const std::string& layout_dir, const std::string& ref, const std::string& cache_dir,
+                                   const resolver::Platform& platform = resolver::native_platform());
 
 struct SandboxRequest {
   std::string rootfs;
@@ -41,7 +45,13 @@ struct SandboxRequest {
   std::vector<std::string> devices;             ///< host device nodes to bind (/dev/nvidia0, /dev/nvidiactl, ...)
   std::vector<std::pair<std::string, std::string>> driver_libraries;  ///< host path -> name under /run/gpuenv/driver
   std::vector<std::pair<std::string, std::string>> binds;  ///< host path -> absolute path inside, read-only (`run --bind`)
+  /// A static user-mode emulator on the host (qemu-aarch64-static) for an image of another architecture: bound
+  /// read-only at k_emulator_path and run with the command (whose program must then be a path in the image).
+  std::string emulator;
 };
+
+/// Where the sandbox finds SandboxRequest::emulator.
+inline constexpr const char* k_emulator_path = "/run/gpuenv/emulator";
 
 /// Parses a `--bind HOST:DEST` argument: HOST must exist (made absolute), DEST must be an absolute path
 /// inside the image without `..`, not `/` and not under /proc, /dev or /run/gpuenv. Errors (ErrorKind::usage):

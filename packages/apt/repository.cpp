@@ -1,5 +1,7 @@
 #include "packages/apt/repository.hpp"
 
+#include <algorithm>
+
 #include <fstream>
 
 #include "packages/apt/release_signature.hpp"
@@ -94,7 +96,10 @@ Result<RepositoryIndexes> fetch_repository(const AptSource& s, AptFetchContext& 
   }
 
   std::vector<std::string> components = s.is_flat() ? std::vector<std::string>{""} : s.components;
-  std::vector<std::string> archs = s.architectures.empty() ? ctx.architectures : s.architectures;
+  // A source's arch= / Architectures: narrows what is read (as apt does): only the wanted architectures it lists.
+  std::vector<std::string> archs;
+  for (const auto& a : ctx.architectures)
+    if (s.architectures.empty() || std::find(s.architectures.begin(), s.architectures.end(), a) != s.architectures.end()) archs.push_back(a);
   std::vector<CacheRequest> requests;
   for (const auto& c : components) {
     for (const auto& a : archs) {
