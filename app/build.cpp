@@ -244,7 +244,6 @@ Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::
   out.lock_sha256 = sha256_hex(l.text);
   const images::disk::DiskIds ids = images::disk::disk_ids(out.lock_sha256);
   images::BuildRequest a = assembly_request(rq, l, work_dir->path(), epoch, *network, *store, cache, services);
-  a.architecture = std::string(platform.debian_arch());
   a.add_files = [&](const std::string& root) -> Status {
     images::disk::VmRootInputs in{ids, l.lock.spec_name, gpuenv_binary, std::string(recipes::preflight_unit()), l.lock.vm->cloud_init, {}, epoch, platform};
     if (l.lock.vm->driver) {
