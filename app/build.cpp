@@ -194,6 +194,7 @@ Result<VmBuilt::Driver> add_vm_driver(const images::BuildRequest& image, const L
   GPUENV_CHECK(images::disk::install_driver_modules(*built, root));
   GPUENV_TRY(links, images::disk::link_driver_alternatives(root, vm_platform(l.lock)));
   images::LdCacheOptions lo;
+  lo.platform = l.lock.platforms.front();
   lo.generator = "gpuenv";
   lo.multiarch_triplet = std::string(vm_platform(l.lock).triplet());
   if (auto cache = images::write_ld_cache(root, lo); !cache) return std::move(cache).error();

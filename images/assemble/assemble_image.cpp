@@ -391,7 +391,7 @@ Status configure_loader(Assembly& a) {
   if (auto conf = wheel_cuda_loader_config(wheel_cuda_library_dirs(a.wheel_files, a.site_packages)))
     if (auto st = write_file_beneath(a.root, conf->path, conf->text, 0644, "the image tree " + a.root); !st) return st;
   LdCacheOptions lo;
-  lo.multiarch_triplet = std::string(a.rq.platform.triplet());
+  lo.platform = a.rq.platform;
   lo.generator = "gpuenv";
   std::error_code ec;
   if (!fs::exists(a.root + "/etc", ec) && a.lock.packages.empty()) return ok_status();

@@ -70,15 +70,6 @@ std::string reuse_key(std::string_view lock_text, const ImageParameters& p) {
                     allowed);
 }
 
-std::string oci_architecture(const std::string& arch) { return arch == "ppc64el" ? "ppc64le" : arch; }
-
-std::string multiarch_triplet(const std::string& arch) {
-  static const std::map<std::string, std::string> k = {{"amd64", "x86_64-linux-gnu"}, {"arm64", "aarch64-linux-gnu"},
-                                                       {"ppc64el", "powerpc64le-linux-gnu"}, {"s390x", "s390x-linux-gnu"}};
-  auto it = k.find(arch);
-  return it == k.end() ? arch + "-linux-gnu" : it->second;
-}
-
 ImageConfigPlan plan_image_config(const resolver::Lock& lock, const std::string& lock_sha256, std::int64_t epoch, const BaseImageConfig* base) {
   ImageConfigPlan plan;
   plan.env = gpuenv_env(lock);

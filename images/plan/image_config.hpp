@@ -33,12 +33,6 @@ struct ImageParameters {
 /// hex sha256 over the lock's bytes and the parameters.
 std::string reuse_key(std::string_view lock_text, const ImageParameters& parameters);
 
-/// The OCI architecture of a Debian one ("ppc64el" -> "ppc64le"; the others are spelt alike).
-std::string oci_architecture(const std::string& debian_architecture);
-
-/// The multiarch triplet of a Debian architecture ("amd64" -> "x86_64-linux-gnu").
-std::string multiarch_triplet(const std::string& debian_architecture);
-
 /// What a base image's config brings that the image's config keeps.
 struct BaseImageConfig {
   std::vector<std::string> env;               ///< "NAME=value", in the base's order

@@ -123,7 +123,7 @@ Result<std::string> read_in_root(int root_fd, const std::string& path) {
 
 class Scanner {
  public:
-  Scanner(int root_fd, LdCache& out) : m_root_fd(root_fd), m_out(out) {}
+  Scanner(int root_fd, const resolver::Platform& platform, LdCache& out) : m_root_fd(root_fd), m_platform(platform), m_out(out) {}
 
   Status parse_conf(const std::string& path, int depth) {
     if (depth > k_max_include_depth) {
@@ -214,6 +214,11 @@ class Scanner {
         m_out.notes.push_back(shown + ": skipped: ELF machine " + std::to_string(elf->machine) + " has no ld.so.cache type");
         continue;
       }
+      constexpr std::uint16_t k_em_386 = 3;
+      if (elf->machine != m_platform.facts().elf_machine && !(m_platform.is_amd64() && elf->machine == k_em_386)) {
+        m_out.notes.push_back(shown + ": skipped: ELF machine " + std::to_string(elf->machine) + " is not " + m_platform.str() + "'s");
+        continue;
+      }
       std::string key = elf->soname.empty() ? name : elf->soname;
       if (is_link && name != key) {
         // A development link ("libz.so" -> the library whose SONAME is "libz.so.1") keeps its name.
@@ -231,6 +236,7 @@ class Scanner {
   }
 
   int m_root_fd;
+  resolver::Platform m_platform;
   LdCache& m_out;
   std::vector<std::string> m_dirs;
   std::set<std::pair<dev_t, ino_t>> m_seen;
@@ -278,10 +284,11 @@ Result<LdCache> scan_ld_cache(const std::string& root, const LdCacheOptions& opt
   auto root_fd = open_root(root);
   if (!root_fd) return std::move(root_fd).error();
   LdCache out;
-  Scanner scanner(root_fd->get(), out);
+  Scanner scanner(root_fd->get(), options.platform, out);
   if (exists_in_root(root_fd->get(), "/etc/ld.so.conf"))
     if (auto st = scanner.parse_conf("/etc/ld.so.conf", 0); !st) return std::move(st).error();
-  for (const std::string& dir : {"/lib/" + options.multiarch_triplet, "/usr/lib/" + options.multiarch_triplet, std::string("/lib"), std::string("/usr/lib")})
+  const std::string triplet(options.platform.triplet());
+  for (const std::string& dir : {"/lib/" + triplet, "/usr/lib/" + triplet, std::string("/lib"), std::string("/usr/lib")})
     scanner.add_dir(dir);
   scanner.scan_all();
   return out;

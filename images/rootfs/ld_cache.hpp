@@ -17,6 +17,7 @@
 //   points to. Of several files with one key in a directory, a real file beats a link, then the greater name.
 // - The value is DIRECTORY/KEY. Entries are sorted as ld.so's binary search needs (glibc's _dl_cache_libcmp,
 //   descending), the greater ABI flags first among equal keys, then in directory order.
+// - Only the platform's own libraries are listed (LdCacheOptions::platform); others are skipped with a note.
 // - glibc-hwcaps subdirectories are not scanned (no Debian or NVIDIA package ships them today).
 // The file is the "glibc-ld.so.cache1.1" format with a generator extension, the same bytes for the same tree.
 #include <cstdint>
@@ -24,11 +25,15 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "resolver/platform.hpp"
 
 namespace gpuenv::images {
 
 struct LdCacheOptions {
-  std::string multiarch_triplet = "x86_64-linux-gnu";  ///< names the system directories
+  /// The image's platform: its triplet names the system directories, and only its libraries are listed (an amd64
+  /// cache also keeps i386 ones), as that platform's ldconfig does: an x86-64 ldconfig skips the AArch64 libraries
+  /// of a multiarch root (checked against glibc 2.36's on Debian 12 with libc6:arm64 installed).
+  resolver::Platform platform = resolver::native_platform();
   bool little_endian = true;                            ///< the image's byte order
   std::string generator = "gpuenv";                     ///< recorded in the cache's generator extension
 };

@@ -455,7 +455,7 @@ TEST_F(PlainRegistry, PullsByDigestAndChoosesThePlatformFromAnIndex) {
   EXPECT_EQ(pushed->manifests, 3);
   EXPECT_EQ(pushed->digest, top.digest);
 
-  const auto pulled = client.pull(target, dst / "arm", {"linux", "arm64", ""});
+  const auto pulled = client.pull(target, dst / "arm", PullOptions{resolver::Platform::arm64()});
   ASSERT_TRUE(pulled.ok()) << pulled.error().to_string();
   EXPECT_EQ(pulled->manifest.digest, arm.manifest.digest);
   EXPECT_EQ(pulled->index_digest, top.digest);  // what a reference pinned by the index's digest is checked against
@@ -470,7 +470,16 @@ TEST_F(PlainRegistry, PullsByDigestAndChoosesThePlatformFromAnIndex) {
   EXPECT_EQ(by_index->manifest.digest, amd.manifest.digest);
   EXPECT_EQ(by_index->index_digest, top.digest);
 
-  const auto no_platform = client.pull(target, dst / "none", {"linux", "s390x", ""});
+  // An index without the platform asked for (linux/amd64 here) names what it has.
+  const nlohmann::json arm_only = {{"schemaVersion", 2}, {"mediaType", media_type::k_index}, {"manifests", {platform(arm.manifest, "arm64")}}};
+  Descriptor arm_top = *layout->put_bytes(arm_only.dump(), media_type::k_index);
+  arm_top.annotations["org.opencontainers.image.ref.name"] = "arm-only";
+  ASSERT_TRUE(layout->write_index({top, arm_top}).ok());
+  const auto arm_target = parse_ref(s_registry->host() + "/gpuenv/multi:arm-only");
+  PushOptions arm_push;
+  arm_push.ref_name = "arm-only";
+  ASSERT_TRUE(client.push(src.path(), arm_target, arm_push).ok());
+  const auto no_platform = client.pull(arm_target, dst / "none", PullOptions{resolver::Platform::amd64()});
   ASSERT_FALSE(no_platform.ok());
   EXPECT_EQ(no_platform.error().id, "registry.not_found");
   EXPECT_NE(no_platform.error().message.find("linux/arm64"), std::string::npos);
