@@ -196,7 +196,6 @@ Result<VmBuilt::Driver> add_vm_driver(const images::BuildRequest& image, const L
   images::LdCacheOptions lo;
   lo.platform = l.lock.platforms.front();
   lo.generator = "gpuenv";
-  lo.multiarch_triplet = std::string(vm_platform(l.lock).triplet());
   if (auto cache = images::write_ld_cache(root, lo); !cache) return std::move(cache).error();
   std::error_code ec;
   fs::remove_all(image.work_dir + "/driver", ec);  // the headers and the compiler: gigabytes the disk step need not wait beside
