@@ -124,7 +124,7 @@ Result<VmDisk> build_vm_disk(const VmDiskRequest& rq, CommandRunner& runner) {
   fs::create_directories(esp_dir, ec);
   if (ec) return make_error(ErrorKind::environment, "disk.io", "cannot make " + esp_dir.string() + ": " + ec.message(), rq.work_dir, "check the work directory");
   const std::string initrd = (esp_dir / "initrd.img").string();
-  GPUENV_TRY(initrd_size, write_initramfs(plan, rq.root, rq.platform == resolver::native_platform() ? initramfs_init_program() : std::string_view(), rq.epoch, initrd));
+  GPUENV_TRY(initrd_size, write_initramfs(plan, rq.root, initramfs_init_program_for(rq.platform.debian_arch()), rq.epoch, initrd));
   out.initramfs = std::move(plan);
   out.initramfs_size = initrd_size;
   const std::string entry = "title gpuenv\nversion " + kernel.version + "\nlinux /gpuenv/vmlinuz-" + kernel.version + "\ninitrd /gpuenv/initrd.img-" +

@@ -58,11 +58,11 @@ rc=0
 [ ! -e "$out/refused.qcow2" ] || fail "a refused build left a disk"
 
 start=$(date +%s%N)
-"$gpuenv" build "$out/vm.lock" -o "$out/a/disk.qcow2" --vm-gpuenv "$arm_gpuenv" > "$out/build.log" || { cat "$out/build.log"; fail "the arm64 disk did not build"; }
+"$gpuenv" build "$out/vm.lock" --format qcow2 -o "$out/a/disk.qcow2" --vm-gpuenv "$arm_gpuenv" > "$out/build.log" || { cat "$out/build.log"; fail "the arm64 disk did not build"; }
 build_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 cat "$out/build.log"
-grep -q '(linux/arm64)' "$out/build.log" || fail "the build does not say linux/arm64"
-(umask 077; cd "$out" && TZ=Pacific/Auckland GPUENV_CACHE_DIR="$out/cache-b" "$gpuenv" build vm.lock -o elsewhere/b.qcow2 --vm-gpuenv "$arm_gpuenv" --threads 1 >/dev/null)
+grep -q '(linux/arm64)' "$out/build.log" && grep -q '^wrote .*(qcow2, ' "$out/build.log" || fail "the build does not say linux/arm64 and qcow2"
+(umask 077; cd "$out" && TZ=Pacific/Auckland GPUENV_CACHE_DIR="$out/cache-b" "$gpuenv" build vm.lock --format qcow2 -o elsewhere/b.qcow2 --vm-gpuenv "$arm_gpuenv" --threads 1 >/dev/null)
 [ "$(sha256sum < "$out/a/disk.qcow2")" = "$(sha256sum < "$out/elsewhere/b.qcow2")" ] || fail "two builds of one arm64 lock differ"
 rm -rf "$out/elsewhere" "$out/cache-b"
 
