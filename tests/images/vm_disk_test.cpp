@@ -768,9 +768,13 @@ TEST(VmBoot, AnArm64DiskBootsUnderAavmf) {
     const std::string& log = logs[i];
     EXPECT_EQ(statuses[i], 0) << "qemu did not power off by itself (124: timed out)\n" << tail_of(log);
     EXPECT_NE(log.find("gpuenv-init: root PARTUUID=" + disk->ids.root_partition.str() + " is /dev/"), std::string::npos) << tail_of(log);
-    EXPECT_NE(log.find("gpuenv-vm-test: init ran; cmdline: root=PARTUUID=" + disk->ids.root_partition.str() + " rootfstype=ext4 ro panic=-1 gpuenv.test=1"),
-              std::string::npos)
-        << tail_of(log);
+    // systemd-boot's initrd= comes first, then the entry's options: no console= of gpuenv's.
+    const auto ran = log.find("gpuenv-vm-test: init ran; cmdline: initrd=");
+    ASSERT_NE(ran, std::string::npos) << tail_of(log);
+    const std::string cmdline = log.substr(ran, log.find_first_of("\r\n", ran) - ran);
+    EXPECT_NE(cmdline.find(" root=PARTUUID=" + disk->ids.root_partition.str() + " rootfstype=ext4 ro panic=-1 gpuenv.test=1"), std::string::npos) << cmdline;
+    EXPECT_EQ(cmdline.find("console="), std::string::npos) << cmdline;
+    EXPECT_NE(log.find("printk: console [ttyAMA0] enabled"), std::string::npos) << "the serial console is not the firmware's PL011\n" << tail_of(log);
     EXPECT_NE(log.find("reboot: Power down"), std::string::npos) << tail_of(log);
     std::printf("arm64 vm disk (cloud kernel): build %.1f s, initramfs %llu KiB (%zu modules), boot over %s to power-off under TCG (virt, cortex-a57) %.1f s\n", build_s,
                 static_cast<unsigned long long>(disk->initramfs_size >> 10), disk->initramfs.modules.size(), controllers[i], seconds[i]);
