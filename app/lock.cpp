@@ -49,8 +49,10 @@ void narrow_to_default_variants(const packages::SourceSet& sources, PreparedReso
     p.resolution.notes.push_back("no wheel index for framework variants is configured, so only the variants the Python package index serves were "
                                  "considered; " + wanted + " would need one (sources.pip.extra_index_urls with {variant}, docs/cli.md)");
   } else {
+    // Say why (a driver, an architecture, linux/arm64's CPU-only wheels: docs/resolver.md rule 9).
+    const std::string why = again && !again->conflicts.empty() ? ": " + again->conflicts.front().message : std::string();
     p.resolution.notes.push_back(wanted + " is served by torch's own wheel index, and none is configured "
-                                 "(sources.pip.extra_index_urls with {variant}); no variant the Python package index serves fits");
+                                 "(sources.pip.extra_index_urls with {variant}); no variant the Python package index serves fits" + why);
   }
 }
 

@@ -39,6 +39,7 @@ ordered_json to_json(const ImageSummary& img) {
   j["digest"] = img.digest;
   j["created"] = img.created;
   j["architecture"] = img.architecture;
+  if (!img.index_platforms.empty()) j["index_platforms"] = img.index_platforms;
   j["labels"] = ordered_json::object();
   for (const auto& [k, v] : img.labels) j["labels"][k] = v;
   j["env"] = img.env;
@@ -58,6 +59,11 @@ void render_text(const ImageSummary& a, bool all, std::ostream& out) {
   for (const auto& l : a.layers) total += l.size;
   out << safe_text(a.where) << "  " << safe_text(a.digest) << "\n  " << safe_text(a.architecture, 60) << ", created " << safe_text(a.created, 60) << ", " << inspect_size_text(total) << " in " << a.layers.size()
       << " layers\n";
+  if (!a.index_platforms.empty()) {
+    out << "  one of an index of platforms:";
+    for (const auto& p : a.index_platforms) out << " " << safe_text(p, 60);
+    out << " (this machine's is shown)\n";
+  }
   for (const auto& [k, v] : a.labels) out << "  label " << safe_text(k, 200) << "=" << safe_text(v, 400) << "\n";
   for (const auto& l : a.layers) {
     std::uint64_t bytes = 0;

@@ -86,6 +86,13 @@ class Reader {
     return value_of(m_r.string_list(v, key, /*accept_single=*/false), std::vector<std::string>{});
   }
 
+  /// A list of text under KEY, or std::nullopt when KEY is absent or null (an empty list is a recorded value).
+  std::optional<std::vector<std::string>> opt_strings(const YAML::Node& n, const char* key) {
+    YAML::Node v = field(n, key, false);
+    if (absent(v)) return std::nullopt;
+    return value_of(m_r.string_list(v, key, /*accept_single=*/false), std::vector<std::string>{});
+  }
+
   std::vector<Version> versions(const YAML::Node& n, const char* key) {
     std::vector<Version> out;
     for (const auto& s : strings(n, key, true)) {
@@ -234,8 +241,11 @@ void load_framework(Reader& r, const YAML::Node& root, Catalog& c) {
       fv.sm = r.ints(v, "sm", false);
       fv.ptx = r.ints(v, "ptx", false);
       fv.driver_min = r.opt_version(v, "driver_min");
+      fv.aarch64_sm = r.ints(v, "aarch64_sm", false);
+      fv.aarch64_ptx = r.ints(v, "aarch64_ptx", false);
       fr.variants.push_back(std::move(fv));
     }
+    fr.aarch64_cuda = r.opt_strings(rel, "aarch64_cuda");
     fr.sources = r.sources(rel);
     releases.push_back(std::move(fr));
   }
@@ -297,6 +307,11 @@ const FrameworkVariant* FrameworkRelease::variant(std::string_view n) const {
   for (const auto& v : variants)
     if (v.name == n) return &v;
   return nullptr;
+}
+
+std::optional<bool> FrameworkRelease::cuda_on_aarch64(std::string_view n) const {
+  if (!aarch64_cuda) return std::nullopt;
+  return std::find(aarch64_cuda->begin(), aarch64_cuda->end(), n) != aarch64_cuda->end();
 }
 
 const CudaMajor* Catalog::major(int m) const {
@@ -535,6 +550,16 @@ std::vector<std::string> check_catalog(const Catalog& c) {
         if (!names.insert(v.name).second) problems.push_back(id + ": variant " + v.name + " twice");
         if (!toolkit_known(v.cuda)) problems.push_back(id + " " + v.name + ": CUDA " + v.cuda.str() + " is not in cuda.yaml");
         if (!sorted_unique(v.sm) || !sorted_unique(v.ptx)) problems.push_back(id + " " + v.name + ": sm/ptx unsorted");
+        if (!sorted_unique(v.aarch64_sm) || !sorted_unique(v.aarch64_ptx)) problems.push_back(id + " " + v.name + ": aarch64_sm/aarch64_ptx unsorted");
+        if ((!v.aarch64_sm.empty() || !v.aarch64_ptx.empty()) && r.cuda_on_aarch64(v.name) != true)
+          problems.push_back(id + " " + v.name + ": aarch64_sm/aarch64_ptx recorded, but aarch64_cuda does not list the variant");
+      }
+      if (r.aarch64_cuda) {
+        std::set<std::string> listed;
+        for (const auto& n : *r.aarch64_cuda) {
+          if (!r.variant(n)) problems.push_back(id + ": aarch64_cuda names '" + n + "', which is not one of its variants");
+          if (!listed.insert(n).second) problems.push_back(id + ": aarch64_cuda names '" + n + "' twice");
+        }
       }
     }
   }

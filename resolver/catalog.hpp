@@ -75,6 +75,9 @@ struct FrameworkVariant {
   std::optional<Version> cudnn;   ///< bundled (torch), tested (TensorFlow) or minimum (JAX)
   std::vector<int> sm, ptx;       ///< machine code and PTX compiled in; both empty = not stated
   std::optional<Version> driver_min;  ///< when the framework states its own floor
+  /// Machine code and PTX of the variant's Linux aarch64 build (its sm/ptx are the x86_64 build's); both empty = not
+  /// recorded. Recorded only for a variant the release's aarch64_cuda lists.
+  std::vector<int> aarch64_sm, aarch64_ptx;
   friend bool operator==(const FrameworkVariant&, const FrameworkVariant&) = default;
 };
 
@@ -85,8 +88,15 @@ struct FrameworkRelease {
   std::string default_variant;
   std::optional<Version> glibc_min;
   std::vector<FrameworkVariant> variants;
+  /// The variants whose Linux aarch64 wheels on the Python package index (its default variant, what a plain pip
+  /// install gets there) are CUDA builds: empty when every aarch64 wheel the index serves for the release is
+  /// CPU-only (or there is none); std::nullopt when not recorded (unknown). Says nothing of torch's own wheel index.
+  std::optional<std::vector<std::string>> aarch64_cuda;
   std::vector<SourceRef> sources;
   [[nodiscard]] const FrameworkVariant* variant(std::string_view name) const;
+  /// Whether the Python package index serves VARIANT with CUDA for Linux aarch64: true or false where aarch64_cuda
+  /// is recorded, std::nullopt where it is not.
+  [[nodiscard]] std::optional<bool> cuda_on_aarch64(std::string_view variant) const;
   friend bool operator==(const FrameworkRelease&, const FrameworkRelease&) = default;
 };
 

@@ -178,9 +178,10 @@ std::string encode_catalog(const Catalog& c) {
   }
   for (const auto& [name, releases] : c.frameworks) {
     for (const auto& r : releases) {
-      w.line("FR", esc(name), r.version.str(), r.python_min.str(), r.python_max.str(), esc(r.default_variant), ver(r.glibc_min));
+      w.line("FR", esc(name), r.version.str(), r.python_min.str(), r.python_max.str(), esc(r.default_variant), ver(r.glibc_min),
+             std::string(r.aarch64_cuda ? "1" : "0"), strings(r.aarch64_cuda ? *r.aarch64_cuda : std::vector<std::string>{}));
       for (const auto& v : r.variants)
-        w.line("FV", esc(v.name), v.cuda.str(), ver(v.cudnn), ints(v.sm), ints(v.ptx), ver(v.driver_min));
+        w.line("FV", esc(v.name), v.cuda.str(), ver(v.cudnn), ints(v.sm), ints(v.ptx), ver(v.driver_min), ints(v.aarch64_sm), ints(v.aarch64_ptx));
       w.sources(r.sources);
     }
   }
@@ -251,13 +252,16 @@ Result<Catalog> decode_catalog(std::string_view bytes) {
       r.python_max = f.version(4);
       r.default_variant = f.text(5);
       r.glibc_min = f.opt_version(6);
+      if (f.flag(7)) r.aarch64_cuda = f.string_list(8);
+      else if (f.text(8) != "") f.fail("aarch64 variants without their flag");
       auto& list = c.frameworks[r.framework];
       list.push_back(std::move(r));
       release = &list.back();
       last_sources = &release->sources;
     } else if (tag == "FV") {
       if (!release) return bad("line " + std::to_string(number) + ": variant without a release");
-      release->variants.push_back(FrameworkVariant{f.text(1), f.version(2), f.opt_version(3), f.int_list(4), f.int_list(5), f.opt_version(6)});
+      release->variants.push_back(
+          FrameworkVariant{f.text(1), f.version(2), f.opt_version(3), f.int_list(4), f.int_list(5), f.opt_version(6), f.int_list(7), f.int_list(8)});
     } else if (tag == "GP") {
       c.gpus.push_back(GpuModel{f.text(1), f.string_list(2), f.string_list(9), f.string_list(10), f.integer(3), f.string_list(4), f.opt_version(5),
                                 f.flag(6), f.flag(7), f.opt_version(8), {}, f.text(11)});

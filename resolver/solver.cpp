@@ -91,8 +91,9 @@ std::string arch_list(const std::vector<int>& sm) {
 
 class Solver {
  public:
-  Solver(const Catalog& catalog, const ResolveRequest& request, const Distro& distro)
-      : m_catalog(catalog), m_req(request), m_spec(*request.spec), m_distro(distro) {
+  Solver(const Catalog& catalog, const ResolveRequest& request, const Distro& distro, const std::vector<Platform>& platforms)
+      : m_catalog(catalog), m_req(request), m_spec(*request.spec), m_distro(distro),
+        m_arm64(std::find(platforms.begin(), platforms.end(), Platform::arm64()) != platforms.end()) {
     if (request.driver) m_driver = request.driver->lower_bound();
   }
 
@@ -283,6 +284,7 @@ class Solver {
         violate(c, Rule::glibc, [&] { return std::string(p.release->framework + " " + p.release->version.str() + " wheels need glibc >= " +
                                                  p.release->glibc_min->str() + "; " + m_spec.base() + " has " + m_distro.glibc->str()); });
     }
+    check_aarch64(c);
     // cuDNN build for this CUDA.
     if (cf && cf->has_build == false) {
       violate(c, Rule::cudnn_cuda, [&] { return std::string("cuDNN " + c.cudnn->str() + " has no build for CUDA " + std::to_string(t->version.major())); });
@@ -305,24 +307,9 @@ class Solver {
                                                       " supports " + arch_range(*cf->sm) + "; " + g.name + " is " + arch_name(g.sm)); });
       }
       for (const auto& p : c.picks) {
-        const auto& v = *p.variant;
-        if (v.sm.empty() && v.ptx.empty()) continue;
-        if (covered_by_sass(v.sm, g.sm)) continue;
-        const int ptx = usable_ptx(v.ptx, g.sm);
-        if (ptx == 0) {
-          violate(c, Rule::arch_framework, [&] { return std::string(label(p) + " has machine code for " + arch_list(v.sm) +
-                                                            (v.ptx.empty() ? " and no PTX" : " and PTX for " + arch_list(v.ptx)) +
-                                                            "; it cannot run on " + g.name + " (" + arch_name(g.sm) + ")"); });
-          continue;
-        }
-        // PTX JIT needs a driver at least as new as the toolkit that emitted the PTX.
-        Version need;
-        for (const auto* tk : m_catalog.toolkits_of(v.cuda)) need = std::max(need, tk->driver_min);
-        if (need > ptx_floor) {
-          ptx_floor = need;
-          if (m_explain) ptx_why = label(p) + " has no machine code for " + g.name + " (" + arch_name(g.sm) + "); JIT of its compute_" +
-                    std::to_string(ptx) + " PTX needs the CUDA " + cuda_xy(v.cuda) + " driver";
-        }
+        framework_arch(c, g, p, p.variant->sm, p.variant->ptx, false, ptx_floor, ptx_why);
+        if (m_arm64 && p.release->cuda_on_aarch64(p.variant->name) == true && !from_variant_index(p))
+          framework_arch(c, g, p, p.variant->aarch64_sm, p.variant->aarch64_ptx, true, ptx_floor, ptx_why);
       }
     }
     // Driver floor.
@@ -361,6 +348,73 @@ class Solver {
     push_version(c.score, t ? t->version : Version{});
     push_version(c.score, c.cudnn ? *c.cudnn : Version{});
     push_version(c.score, c.python ? *c.python : Version{});
+  }
+
+  /// Whether GPU G runs pick P's build with machine code SM and PTX (the variant's recorded build, or with AARCH64 its
+  /// Linux aarch64 build); JIT of PTX raises PTX_FLOOR. A build whose architectures are not recorded is not checked.
+  void framework_arch(Candidate& c, const GpuTarget& g, const Pick& p, const std::vector<int>& sm, const std::vector<int>& ptx_list, bool aarch64,
+                      Version& ptx_floor, std::string& ptx_why) const {
+    if (sm.empty() && ptx_list.empty()) return;
+    if (covered_by_sass(sm, g.sm)) return;
+    auto build = [&] { return label(p) + (aarch64 ? "'s Linux aarch64 build" : ""); };
+    const int ptx = usable_ptx(ptx_list, g.sm);
+    if (ptx == 0) {
+      violate(c, Rule::arch_framework, [&] { return std::string(build() + " has machine code for " + arch_list(sm) +
+                                                        (ptx_list.empty() ? " and no PTX" : " and PTX for " + arch_list(ptx_list)) +
+                                                        "; it cannot run on " + g.name + " (" + arch_name(g.sm) + ")" +
+                                                        (aarch64 ? " in the linux/arm64 image" : "")); });
+      return;
+    }
+    // PTX JIT needs a driver at least as new as the toolkit that emitted the PTX.
+    Version need;
+    for (const auto* tk : m_catalog.toolkits_of(p.variant->cuda)) need = std::max(need, tk->driver_min);
+    if (need > ptx_floor) {
+      ptx_floor = need;
+      if (m_explain) ptx_why = build() + " has no machine code for " + g.name + " (" + arch_name(g.sm) + "); JIT of its compute_" +
+                std::to_string(ptx) + " PTX needs the CUDA " + cuda_xy(p.variant->cuda) + " driver";
+    }
+  }
+
+  /// torch's variants other than its default come from torch's own wheel index (app/lock.cpp), which the catalog's
+  /// aarch64 facts do not describe.
+  static bool from_variant_index(const Pick& p) { return p.release->framework == "torch" && p.variant->name != p.release->default_variant; }
+
+  /// Rule 9 (docs/resolver.md): with linux/arm64 among the image's platforms, each framework's Linux aarch64 wheels on the
+  /// Python package index must be a CUDA build of the chosen variant. Facts the catalog does not record are not the
+  /// ground of a refusal: the resolution's notes say what was not checked.
+  void check_aarch64(Candidate& c) const {
+    if (!m_arm64 || !c.toolkit) return;  // no CUDA asked for: a CPU-only image is what the spec wants
+    for (const auto& p : c.picks) {
+      const FrameworkRelease& r = *p.release;
+      if (from_variant_index(p)) {
+        note(c, [&] { return label(p) + " comes from torch's own wheel index, whose Linux aarch64 wheels the catalog does not record: "
+                             "the linux/arm64 image was not checked for them"; });
+        continue;
+      }
+      const std::optional<bool> cuda = r.cuda_on_aarch64(p.variant->name);
+      if (!cuda) {
+        note(c, [&] { return r.framework + " " + r.version.str() + ": the catalog does not record whether its Linux aarch64 wheels on the "
+                             "Python package index carry CUDA; the linux/arm64 image was not checked for it"; });
+      } else if (!*cuda) {
+        violate(c, Rule::platform_framework, [&] { return aarch64_refusal(r, *p.variant); });
+      } else if (p.variant->aarch64_sm.empty() && p.variant->aarch64_ptx.empty() && !m_req.gpus.empty()) {
+        note(c, [&] { return label(p) + ": the catalog does not record the architectures of its Linux aarch64 build; the GPUs were checked "
+                             "against its recorded build only"; });
+      }
+    }
+  }
+
+  /// "torch 2.10.0's Linux aarch64 wheels on the Python package index are CPU-only ...; the first later torch release ... is 2.11.0".
+  std::string aarch64_refusal(const FrameworkRelease& r, const FrameworkVariant& v) const {
+    const std::string id = r.framework + " " + r.version.str();
+    std::string msg = r.aarch64_cuda->empty()
+                          ? id + "'s Linux aarch64 wheels on the Python package index are CPU-only, so the linux/arm64 image would have no CUDA"
+                          : id + "+" + v.name + " has no CUDA build for Linux aarch64 on the Python package index (there: " + join(*r.aarch64_cuda, ", ") + ")";
+    const FrameworkRelease* next = nullptr;
+    for (const auto& other : m_catalog.frameworks.at(r.framework))
+      if (other.version > r.version && other.aarch64_cuda && !other.aarch64_cuda->empty() && (!next || other.version < next->version)) next = &other;
+    if (next) return msg + "; the first later " + r.framework + " release with CUDA on aarch64 there is " + next->version.str();
+    return msg + "; no later " + r.framework + " release in the catalog has CUDA on aarch64 there";
   }
 
   static std::string arch_range(const std::vector<int>& sm) {
@@ -629,6 +683,7 @@ class Solver {
   const ResolveRequest& m_req;
   const Spec& m_spec;
   const Distro& m_distro;
+  bool m_arm64 = false;  ///< linux/arm64 is among the image's platforms
   std::optional<Version> m_driver;
   std::vector<std::pair<std::pair<Version, int>, std::unique_ptr<CudnnFacts>>> m_cudnn_facts;  // stable addresses
   std::vector<Candidate> m_candidates;
@@ -656,6 +711,7 @@ std::string_view rule_name(Rule rule) {
     case Rule::confidential: return "confidential";
     case Rule::glibc: return "glibc";
     case Rule::cudnn_conflict: return "cudnn_conflict";
+    case Rule::platform_framework: return "platform_framework";
   }
   return "unknown";
 }
@@ -727,14 +783,22 @@ Result<Resolution> resolve(const Catalog& catalog, const ResolveRequest& request
     auto& list = widened->frameworks[req.name];
     FrameworkRelease copy = *near;
     copy.version = *want;
+    // Which wheels the index serves for aarch64 changes from one patch release to the next (jax 0.4.38 has no
+    // aarch64 plugin where 0.4.34 and 0.5.0 have one): not taken from the neighbour.
+    copy.aarch64_cuda.reset();
+    for (auto& v : copy.variants) v.aarch64_sm.clear(), v.aarch64_ptx.clear();
     list.push_back(std::move(copy));
     std::sort(list.begin(), list.end(), [](const FrameworkRelease& a, const FrameworkRelease& b) { return a.version < b.version; });
     notes.push_back(req.name + " " + want->str() + " is not in the catalog; the facts recorded for " + req.name + " " + near->version.str() +
                     " (the same " + want->truncated(2).str() + " series) were applied to it");
   }
-  Solver solver(widened ? *widened : catalog, request, *distro);
+  // The platforms first: the solver's rules depend on them (rule 9), and image_platforms alone decides them.
+  std::string platform_origin;
+  std::vector<Platform> platforms = image_platforms(spec, request.gpus, request.host_platform.value_or(native_platform()), platform_origin);
+  Solver solver(widened ? *widened : catalog, request, *distro, platforms);
   Resolution out = solver.run();
-  out.platforms = image_platforms(spec, request.gpus, native_platform(), out.platform_origin);
+  out.platforms = std::move(platforms);
+  out.platform_origin = std::move(platform_origin);
   if (out.ok) out.notes.insert(out.notes.end(), notes.begin(), notes.end());
   return out;
 }

@@ -33,6 +33,8 @@ struct ResolveRequest {
   /// Only the framework variants the Python package index itself serves: torch's default variant (its other
   /// variants live on torch's own wheel index). Set when no variant index is configured.
   bool default_variants_only = false;
+  /// This machine's platform, image_platforms' fallback; unset: native_platform() (tests set it).
+  std::optional<Platform> host_platform;
 };
 
 /// Rules a combination can break. Names are stable (they appear in JSON output).
@@ -40,6 +42,7 @@ enum class Rule {
   framework_version, cuda_constraint, cudnn_constraint, python_constraint, python_framework, arch_cuda,
   arch_cudnn, arch_framework, cudnn_cuda, driver, gpu_driver, confidential, glibc,
   cudnn_conflict,  ///< two frameworks in one image need different cuDNN releases
+  platform_framework,  ///< linux/arm64 is a platform and the framework's aarch64 wheels on the index are CPU-only
 };
 std::string_view rule_name(Rule rule);
 

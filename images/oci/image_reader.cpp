@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "base/text.hpp"
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
 #include "images/oci/layout_image.hpp"
@@ -79,10 +80,10 @@ Result<ImageSummary> from_oci_index(const json& index, const std::string& ref, c
   }
   std::string digest = str(*chosen, "digest");
   GPUENV_TRY(manifest, read_manifest(read_blob, digest, where));
+  std::vector<std::string> seen;
   if (manifest.contains("manifests")) {
-    std::string seen;
     const json* inner = platform_entry(manifest, resolver::native_platform(), seen);
-    if (inner == nullptr) return bad("the image index " + digest + " has no " + resolver::native_platform().str() + " image (it has: " + seen + ")", where);
+    if (inner == nullptr) return bad("the image index " + digest + " has no " + resolver::native_platform().str() + " image (it has: " + join(seen, ", ") + ")", where);
     digest = str(*inner, "digest");
     GPUENV_TRY(inner_manifest, read_manifest(read_blob, digest, where));
     manifest = std::move(inner_manifest);
@@ -90,7 +91,9 @@ Result<ImageSummary> from_oci_index(const json& index, const std::string& ref, c
   const std::string config_digest = manifest.contains("config") ? str(manifest["config"], "digest") : "";
   GPUENV_TRY(config_text, read_blob(config_digest));
   GPUENV_TRY(config, parse_object(config_text, "the config " + config_digest, where));
-  return summary_from_manifest(manifest, config, where, digest);
+  GPUENV_TRY(summary, summary_from_manifest(manifest, config, where, digest));
+  summary.index_platforms = std::move(seen);
+  return summary;
 }
 
 /// A layout through the one layout reader (every document verified), with inspect's errors.
@@ -102,8 +105,10 @@ Result<ImageSummary> load_layout(const std::string& dir, const std::string& ref,
   errors.not_image_hint = k_forms;
   errors.damaged = "inspect.damaged_image";
   errors.damaged_hint = "the image is incomplete or damaged; copy, pull or build it again";
-  GPUENV_TRY(image, read_layout_image(dir, ref, errors));
-  return summary_from_manifest(image.manifest, image.config, where, image.manifest_digest);
+  GPUENV_TRY(image, read_layout_image(dir, ref, errors, resolver::native_platform()));
+  GPUENV_TRY(summary, summary_from_manifest(image.manifest, image.config, where, image.manifest_digest));
+  summary.index_platforms = std::move(image.index_platforms);
+  return summary;
 }
 
 // ---- archives ----

@@ -39,6 +39,9 @@ struct ImageSummary {
   std::map<std::string, std::string> labels;  ///< the config's string Labels
   nlohmann::json env = nlohmann::json::array();  ///< the config's Env array as stored
   std::vector<LayerSummary> layers;
+  /// When the image was taken from an index of platforms: every platform it lists ("linux/amd64", "linux/arm64/v8");
+  /// the image shown is this machine's platform's.
+  std::vector<std::string> index_platforms;
 };
 
 /// How a docker:// reference is read; set by the caller, which owns the network and the environment (app/inspect:

@@ -68,14 +68,14 @@ const nlohmann::json* choose_index_entry(const nlohmann::json& index, const std:
   return ref.empty() && images > 1 ? nullptr : chosen;
 }
 
-const nlohmann::json* platform_entry(const nlohmann::json& platforms, const resolver::Platform& platform, std::string& seen) {
+const nlohmann::json* platform_entry(const nlohmann::json& platforms, const resolver::Platform& platform, std::vector<std::string>& seen) {
   seen.clear();
   if (!platforms.is_object() || !platforms.contains("manifests") || !platforms["manifests"].is_array()) return nullptr;
   const nlohmann::json* inner = nullptr;
   for (const auto& m : platforms["manifests"]) {
     const nlohmann::json p = m.is_object() && m.contains("platform") && m["platform"].is_object() ? m["platform"] : nlohmann::json::object();
     const std::string os = string_at(p, "os", "?"), arch = string_at(p, "architecture", "?"), variant = string_at(p, "variant", "");
-    seen += (seen.empty() ? "" : ", ") + os + "/" + arch + (variant.empty() ? "" : "/" + variant);
+    seen.push_back(os + "/" + arch + (variant.empty() ? "" : "/" + variant));
     if (inner == nullptr && resolver::platform_of(os, arch, variant) == platform) inner = &m;
   }
   return inner;

@@ -92,7 +92,7 @@ bool is_attachment_tag(std::string_view ref_name);
 const nlohmann::json* choose_index_entry(const nlohmann::json& index, const std::string& ref, std::string& names);
 /// The entry of an index of platforms for PLATFORM (its os, architecture and variant as resolver::platform_of
 /// reads them: arm64 without a variant is arm64/v8), or nullptr; `seen` gets the platforms it lists
-/// ("linux/arm64/v8, ?/?"). The one rule by which layouts, archives, inspect and the registry pick a platform.
-const nlohmann::json* platform_entry(const nlohmann::json& platforms, const resolver::Platform& platform, std::string& seen);
+/// ("linux/arm64/v8", "?/?"). The one rule by which layouts, archives, inspect and the registry pick a platform.
+const nlohmann::json* platform_entry(const nlohmann::json& platforms, const resolver::Platform& platform, std::vector<std::string>& seen);
 
 }  // namespace gpuenv::images

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include "base/text.hpp"
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
 
@@ -80,10 +81,10 @@ Result<LayoutImage> read_layout_image(const std::string& layout_dir, const std::
   LayoutImage out;
   out.manifest_digest = entry.digest.str();
   if (doc.second.contains("manifests")) {  // an index of platforms: the platform's image, as a pull would take it
-    std::string seen;
-    const json* inner = platform_entry(doc.second, platform, seen);
+    const json* inner = platform_entry(doc.second, platform, out.index_platforms);
     if (inner == nullptr)
-      return r.not_image("the image index " + entry.digest.str() + " has no " + platform.str() + " image (it has: " + seen + ")", r.blob(entry.digest));
+      return r.not_image("the image index " + entry.digest.str() + " has no " + platform.str() + " image (it has: " + join(out.index_platforms, ", ") + ")",
+                         r.blob(entry.digest));
     GPUENV_TRY(chosen, parse_descriptor(*inner, r.blob(entry.digest), r.descriptor_errors()));
     GPUENV_TRY(inner_doc, r.document(chosen.digest, "the manifest"));
     out.manifest_digest = chosen.digest.str();

@@ -24,6 +24,7 @@ struct LayoutImage {
   nlohmann::json config;        ///< parsed: an object
   Descriptor config_descriptor;
   std::vector<Descriptor> layers;  ///< in order, each descriptor checked
+  std::vector<std::string> index_platforms;  ///< the platforms of the index it was chosen from ("linux/amd64"); empty for none
 };
 
 /// Which errors the caller's command reports: `no_image` (usage: no such ref, several images and no ref),

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/text.hpp"
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
 #include "base/json_field.hpp"
@@ -614,12 +615,13 @@ Result<FetchedManifest> get_image_manifest(Session& s, const RegistryOptions& o,
   if (is_index_type(m->media_type)) {
     if (index_digest) *index_digest = m->digest;
     const auto j = json::parse(m->bytes, nullptr, false);
-    std::string chosen, seen;
+    std::string chosen;
+    std::vector<std::string> seen;
     const json* entry = platform_entry(j, options.platform, seen);
     if (entry != nullptr && entry->contains("digest") && (*entry)["digest"].is_string()) chosen = (*entry)["digest"].get<std::string>();
     const std::string wanted = options.platform.str();
     if (chosen.empty()) {
-      return make_error(ErrorKind::environment, "registry.not_found", "no image for platform " + wanted + " in " + ref.to_string() + " (it has: " + seen + ")",
+      return make_error(ErrorKind::environment, "registry.not_found", "no image for platform " + wanted + " in " + ref.to_string() + " (it has: " + join(seen, ", ") + ")",
                         ref.to_string(), "choose one of the platforms the image is built for");
     }
     if (!valid_digest(chosen)) return make_error(ErrorKind::environment, "registry.manifest", "unsupported digest '" + chosen + "'", ref.to_string(), "");

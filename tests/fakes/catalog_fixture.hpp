@@ -51,6 +51,13 @@ inline const resolver::Catalog& mini_catalog() {
   return loaded;
 }
 
+/// The synthetic catalog of tests/data/arm64_catalog (the linux/arm64 rules: a Grace GPU, torch releases whose
+/// aarch64 wheels are CPU-only, CUDA builds, or not recorded).
+inline const resolver::Catalog& arm64_catalog() {
+  static const resolver::Catalog loaded = load_or_fail(GPUENV_SOURCE_DIR "/tests/data/arm64_catalog");
+  return loaded;
+}
+
 inline resolver::Spec spec_of(const std::string& yaml) {
   auto s = resolver::parse_spec(yaml, "test.yaml");
   EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().to_string());

@@ -20,7 +20,13 @@ Compared, per framework:
   - jax: each variant `cudaNN` is served as jax-cudaNN-plugin at the release's version, and no plugin the catalog
     does not list is served;
   - torch (with GPUENV_TORCH_INDEX): the `+cuXXX` local versions each variant index serves against the catalog's
-    variants; the default variant is the plain index's wheel and need not be on its variant index.
+    variants; the default variant is the plain index's wheel and need not be on its variant index;
+  - Linux aarch64 (`aarch64_cuda`, docs/catalog.md): every release records it; torch: the Requires-Dist of one of the
+    release's Linux aarch64 wheels (its PEP 658 metadata file) names CUDA wheels that apply on aarch64 (no
+    `platform_machine == "x86_64"` marker) exactly when the catalog lists a variant; jax: each variant's
+    jax-cudaNN-plugin has a Linux aarch64 wheel exactly when the catalog lists the variant. TensorFlow's aarch64
+    wheels tell a CUDA build only inside the wheel (build_info.py), so only that the release records it is checked.
+    Metadata is a proxy for what the wheel holds: the catalog's records were read from the wheels themselves.
 
 A difference is acknowledged by a bullet "- `KEY` reason" under the heading
 "## Known differences from the package indexes" in docs/catalog.md.
@@ -34,6 +40,7 @@ import concurrent.futures
 import configparser
 import gzip
 import html.parser
+import io
 import json
 import os
 import re
@@ -44,6 +51,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 import zlib
 from pathlib import Path
 
@@ -170,6 +178,10 @@ def is_linux_x86_64(platform):
     return platform.endswith("_x86_64") and (platform.startswith("manylinux") or platform == "linux_x86_64")
 
 
+def is_linux_aarch64(platform):
+    return platform.endswith("_aarch64") and (platform.startswith("manylinux") or platform == "linux_aarch64")
+
+
 _CP_RE = re.compile(r"^cp(\d)(\d+)$")
 
 
@@ -186,14 +198,17 @@ class Release:
         self.abi3_from = None    # oldest CPython an abi3 Linux x86_64 wheel supports
         self.any_py = False      # a Linux x86_64 wheel for any Python 3 (py3-none)
         self.locals = set()      # local version labels (torch variant indexes: cu126)
+        self.aarch64 = []        # (url, has PEP 658 metadata) of each Linux aarch64 wheel that is not yanked
 
-    def add(self, tags, yanked, local):
+    def add(self, tags, yanked, local, url=None, metadata=False):
         self.files += 1
         self.yanked += 1 if yanked else 0
         if local:
             self.locals.add(local)
         if not tags:
             return
+        if not yanked and any(is_linux_aarch64(plat) for _, _, plat in tags):
+            self.aarch64.append((url, metadata))
         for py, abi, plat in tags:
             if not is_linux_x86_64(plat):
                 continue
@@ -225,7 +240,7 @@ class Project:
         self.by_public = {}      # Version.key (public part) -> Release
         self.by_local = {}       # (Version.key, local) -> Release
 
-    def add_file(self, filename, yanked):
+    def add_file(self, filename, yanked, url=None, metadata=False):
         parsed = parse_filename(filename, self.name)
         if parsed is None:
             return
@@ -233,7 +248,7 @@ class Project:
         if version.pre:
             return
         rel = self.by_public.setdefault(version.key, Release(version))
-        rel.add(tags, yanked, version.local)
+        rel.add(tags, yanked, version.local, url, metadata)
         if version.local:
             self.by_local.setdefault((version.key, version.local), Release(version)).add(tags, yanked, version.local)
 
@@ -336,7 +351,8 @@ class _Anchors(html.parser.HTMLParser):
         href = attrs.get("href") or ""
         name = urllib.parse.unquote(urllib.parse.urlsplit(href).path.rsplit("/", 1)[-1])
         if name:
-            self.files.append((name, "data-yanked" in attrs))
+            metadata = any(k in attrs for k in ("data-core-metadata", "data-dist-info-metadata"))
+            self.files.append((name, "data-yanked" in attrs, href.split("#", 1)[0], metadata))
 
 
 class Client:
@@ -351,9 +367,10 @@ class Client:
         proxy = config.get("proxy")
         self.proxies = {"http": proxy, "https": proxy} if proxy else None
 
-    def _open(self, url):
+    def _open(self, url, extra_headers=None):
         parts = urllib.parse.urlsplit(url)
         headers = {"Accept": ACCEPT, "Accept-Encoding": "gzip, deflate", "User-Agent": "gpuenv-catalog-diff"}
+        headers.update(extra_headers or {})
         if parts.username or parts.password:
             cred = f"{urllib.parse.unquote(parts.username or '')}:{urllib.parse.unquote(parts.password or '')}"
             headers["Authorization"] = "Basic " + base64.b64encode(cred.encode()).decode()
@@ -399,20 +416,97 @@ class Client:
         if got is None:
             project.found = False
             return project
-        body, ctype, _ = got
+        body, ctype, final = got
         if "json" in ctype.lower():
             try:
                 data = json.loads(body)
-                files = [(f["filename"], bool(f.get("yanked"))) for f in data["files"]]
+                files = [(f["filename"], bool(f.get("yanked")), f.get("url", ""),
+                          bool(f.get("core-metadata") or f.get("data-dist-info-metadata") or f.get("dist-info-metadata")))
+                         for f in data["files"]]
             except (ValueError, KeyError, TypeError) as e:
                 raise FetchError(f"{redact(url)}: unreadable JSON simple page ({e})")
         else:
             parser = _Anchors()
             parser.feed(body.decode("utf-8", "replace"))
             files = parser.files
-        for filename, yanked in files:
-            project.add_file(filename, yanked)
+        for filename, yanked, href, metadata in files:
+            project.add_file(filename, yanked, urllib.parse.urljoin(final, href) if href else None, metadata)
         return project
+
+    def get_range(self, url, first, last=None):
+        """(bytes, total size) of bytes FIRST..LAST of URL (FIRST < 0: the last -FIRST bytes). Raises FetchError,
+        also when the server answers without honouring the range."""
+        spec = f"bytes={first}" if first < 0 else f"bytes={first}-{'' if last is None else last}"
+        last_error = None
+        for attempt in range(ATTEMPTS):
+            if attempt:
+                time.sleep(2 * attempt)
+            try:
+                with self._open(url, {"Range": spec, "Accept-Encoding": "identity"}) as resp:
+                    total = re.match(r"bytes \d+-\d+/(\d+)", resp.headers.get("Content-Range") or "")
+                    if resp.status != 206 or not total:
+                        raise FetchError(f"{redact(url)}: the server does not answer range requests")
+                    return resp.read(), int(total.group(1))
+            except urllib.error.HTTPError as e:
+                last_error = f"HTTP {e.code} {e.reason}"
+                if e.code < 500 and e.code != 429:
+                    break
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                last_error = f"{type(e).__name__}: {e}"
+        raise FetchError(f"{redact(url)}: {last_error}")
+
+    def requires_dist(self, wheel_url, has_metadata):
+        """The Requires-Dist lines of a wheel: its PEP 658 metadata file, else its *.dist-info/METADATA read through
+        range requests (the zip's central directory and that one member, not the whole wheel)."""
+        if has_metadata:
+            got = self.get(wheel_url + ".metadata")
+            text = got[0].decode("utf-8", "replace") if got else ""
+        else:
+            tail, size = self.get_range(wheel_url, -(1 << 16))
+            with zipfile.ZipFile(_RangeReader(self, wheel_url, size, tail)) as wheel:
+                names = [n for n in wheel.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+                if not names:
+                    raise FetchError(f"{redact(wheel_url)}: no *.dist-info/METADATA in the wheel")
+                text = wheel.read(names[0]).decode("utf-8", "replace")
+        return [line.split(":", 1)[1].strip() for line in text.splitlines() if line.lower().startswith("requires-dist:")]
+
+
+class _RangeReader(io.RawIOBase):
+    """A seekable read-only file over range requests, its last bytes (TAIL) already fetched."""
+
+    def __init__(self, client, url, size, tail):
+        super().__init__()
+        self.client, self.url, self.size, self.pos = client, url, size, 0
+        self.tail_start, self.tail = size - len(tail), tail
+
+    def seekable(self):
+        return True
+
+    def readable(self):
+        return True
+
+    def tell(self):
+        return self.pos
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        self.pos = offset if whence == io.SEEK_SET else (self.pos + offset if whence == io.SEEK_CUR else self.size + offset)
+        return self.pos
+
+    def read(self, n=-1):
+        end = self.size if n is None or n < 0 else min(self.size, self.pos + n)
+        if end <= self.pos:
+            return b""
+        if self.pos >= self.tail_start:
+            data = self.tail[self.pos - self.tail_start: end - self.tail_start]
+        else:
+            data, _ = self.client.get_range(self.url, self.pos, end - 1)
+        self.pos += len(data)
+        return data
+
+    def readinto(self, buffer):
+        data = self.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -431,6 +525,7 @@ def load_catalog(root, framework):
             "py_max": parse_py(rec["python"]["max"]),
             "default": str(rec.get("default_variant", "")),
             "variants": [str(v["name"]) for v in rec.get("variants") or []],
+            "aarch64": None if rec.get("aarch64_cuda") is None else [str(n) for n in rec["aarch64_cuda"]],
         })
     return releases
 
@@ -509,6 +604,68 @@ def describe_py(release, newest):
     if release.py_ft:
         text += " (+free-threaded " + " ".join(py_tag(v) + "t" for v in sorted(release.py_ft)) + ")"
     return text
+
+
+def cuda_on_aarch64(requires):
+    """Whether Requires-Dist lines name CUDA wheels (nvidia-*, cuda-toolkit) that pip installs on Linux aarch64."""
+    for req in requires:
+        name, _, marker = req.partition(";")
+        name = _dist_norm(re.split(r"[\s\[(<>=!~]", name.strip(), 1)[0])
+        if not (name.startswith("nvidia_") or name == "cuda_toolkit"):
+            continue
+        m = marker.replace("'", '"')
+        if "extra ==" in m or re.search(r'platform_machine\s*==\s*"x86_64"', m):
+            continue
+        return True
+    return False
+
+
+def compare_aarch64(framework, catalog, projects, report, requires_dist):
+    """The catalog's `aarch64_cuda` against what the index serves for Linux aarch64 (see the module's docstring)."""
+    report.checked_kinds.add("aarch64")
+    main = projects[framework]
+    for rel in catalog:
+        v = rel["version"]
+        label = f"{framework} {v.public}"
+        if rel["aarch64"] is None:
+            report.diff(f"{label} aarch64 not-recorded", f"catalog release {rel['text']} has no aarch64_cuda")
+            continue
+        if framework == "jax":
+            for name in rel["variants"]:
+                plugin = projects.get(f"jax-{name}-plugin")
+                prel = plugin.get(v) if plugin else None
+                served, listed = bool(prel and prel.aarch64), name in rel["aarch64"]
+                if listed and not served:
+                    report.diff(f"{label} variant {name} aarch64 not-served",
+                                f"aarch64_cuda lists {name}; the index serves no jax-{name}-plugin {rel['text']} Linux aarch64 wheel")
+                elif served and not listed:
+                    report.diff(f"{label} variant {name} aarch64 not-in-catalog",
+                                f"the index serves jax-{name}-plugin {rel['text']} for Linux aarch64; aarch64_cuda does not list {name}")
+        elif framework == "torch":
+            release = main.get(v)
+            wheels = [w for w in (release.aarch64 if release else []) if w[0]]
+            if not wheels:
+                if rel["aarch64"]:
+                    report.diff(f"{label} aarch64 not-served", f"aarch64_cuda lists {', '.join(rel['aarch64'])}; the index "
+                                f"serves no Linux aarch64 wheel of torch {rel['text']}")
+                else:
+                    report.info.append(f"{label}: the index serves no Linux aarch64 wheel")
+                continue
+            try:
+                requires = requires_dist(*wheels[0])
+            except (FetchError, zipfile.BadZipFile) as e:
+                report.diff(f"{label} aarch64 unreadable", str(e))
+                continue
+            cuda = cuda_on_aarch64(requires or [])
+            if cuda and not rel["aarch64"]:
+                report.diff(f"{label} aarch64 cuda", "a Linux aarch64 wheel's Requires-Dist names CUDA wheels for aarch64; "
+                            "aarch64_cuda is [] (CPU-only)")
+            elif rel["aarch64"] and not cuda:
+                report.diff(f"{label} aarch64 cpu-only", f"aarch64_cuda lists {', '.join(rel['aarch64'])}; a Linux aarch64 "
+                            "wheel's Requires-Dist names no CUDA wheel for aarch64")
+    if framework == "tensorflow":
+        report.info.append("aarch64: recorded for every release; whether a wheel is a CUDA build shows only inside it "
+                           "(build_info.py), so the values are not compared")
 
 
 def compare(framework, catalog, projects, report, torch_variants):
@@ -723,6 +880,7 @@ def main():
         if fw == "torch" and torch_variants is not None and tv is None:
             report.info.append("torch variants: not compared (a variant index could not be fetched)")
         compare(fw, catalogs[fw], projects, report, tv)
+        compare_aarch64(fw, catalogs[fw], projects, report, client.requires_dist)
         reports.append(report)
 
     unacked, seen = [], set()
@@ -761,8 +919,9 @@ def main():
         parts = key.split()
         fw = parts[0] if parts else ""
         kind = "series" if len(parts) > 1 and parts[1] == "series" else \
-            ("variant" if "variant" in parts and "python" not in parts else
-             ("python" if "python" in parts else "release"))
+            ("aarch64" if "aarch64" in parts else
+             ("variant" if "variant" in parts and "python" not in parts else
+              ("python" if "python" in parts else "release")))
         if key not in seen and kind in checked.get(fw, set()):
             stale.append(key)
     print()

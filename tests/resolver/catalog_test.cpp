@@ -160,7 +160,7 @@ TEST(CatalogCodec, RoundTripsAndRejectsDamage) {
 // the words it adds, or all of them.
 TEST(GpuProducts, EveryModelsNamesMapToItsNvmlProducts) {
   const Catalog& c = gpuenv::testing::catalog();
-  ASSERT_EQ(c.gpus.size(), 21u);
+  ASSERT_EQ(c.gpus.size(), 22u);
   for (const GpuModel& m : c.gpus) {
     SCOPED_TRACE(m.name);
     ASSERT_FALSE(m.nvml_names.empty());
@@ -205,6 +205,9 @@ TEST(GpuProducts, EveryModelsNamesMapToItsNvmlProducts) {
   EXPECT_EQ(gb200.products, V{"NVIDIA GB200"});
   EXPECT_EQ(gb200.spellings, (V{"HGX GB200", "NVIDIA HGX GB200"}));
   EXPECT_EQ(gpu_products(c, "GH200 120GB").spellings, V{"NVIDIA GH200 120GB"});
+  // The DGX Spark's GPU: its system's name is an alias of the one product.
+  EXPECT_EQ(products("GB10"), V{"NVIDIA GB10"});
+  EXPECT_EQ(products("DGX Spark"), V{"NVIDIA GB10"});
   // A name the catalog does not know stands for itself (a newer GPU is still compared exactly).
   const GpuProducts unknown = gpu_products(c, "NVIDIA Z9000");
   EXPECT_EQ(unknown.model, nullptr);

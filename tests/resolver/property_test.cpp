@@ -56,6 +56,7 @@ struct Checker {
       if (spec.python_given && !spec.python.matches(*r.python)) return "python constraint";
     }
     Version floor = c.major(static_cast<int>(r.cuda->major()))->minor_compat_driver_min;
+    const bool arm64 = std::find(r.platforms.begin(), r.platforms.end(), Platform::arm64()) != r.platforms.end();
     Version hard;  // parts forward compatibility cannot lift
     if (r.frameworks.size() != spec.frameworks.size()) return "framework count";
     for (std::size_t i = 0; i < r.frameworks.size(); ++i) {
@@ -73,15 +74,26 @@ struct Checker {
       if (r.python->truncated(2) < rel->python_min.truncated(2) || r.python->truncated(2) > rel->python_max.truncated(2))
         return "python outside framework range";
       if (v->driver_min) floor = std::max(floor, *v->driver_min);
+      // Rule 9: a linux/arm64 image gets the index's aarch64 wheel, which must be a CUDA build of the variant (torch's
+      // other variants come from its own wheel index, which the catalog does not describe).
+      const bool from_index = f.name != "torch" || f.is_default;
+      const bool aarch64_build = arm64 && from_index && rel->aarch64_cuda;
+      if (aarch64_build && std::find(rel->aarch64_cuda->begin(), rel->aarch64_cuda->end(), f.variant) == rel->aarch64_cuda->end())
+        return "linux/arm64 image with no CUDA build of " + f.name + " " + f.version.str() + " for aarch64";
       for (const auto& g : gpus) {
-        if (v->sm.empty() && v->ptx.empty()) continue;
-        if (covers(v->sm, g.sm)) continue;
-        int ptx = 0;
-        for (int p : v->ptx)
-          if (p <= g.sm) ptx = std::max(ptx, p);
-        if (!ptx) return "variant cannot run on " + g.name;
-        for (const auto& t : c.toolkits)
-          if (t.version.has_prefix(v->cuda.truncated(2))) floor = std::max(floor, t.driver_min);
+        for (const auto* lists : {&v->sm, &v->aarch64_sm}) {
+          const auto& sm = *lists;
+          const auto& ptx_list = lists == &v->sm ? v->ptx : v->aarch64_ptx;
+          if (lists == &v->aarch64_sm && !aarch64_build) continue;
+          if (sm.empty() && ptx_list.empty()) continue;
+          if (covers(sm, g.sm)) continue;
+          int ptx = 0;
+          for (int p : ptx_list)
+            if (p <= g.sm) ptx = std::max(ptx, p);
+          if (!ptx) return std::string(lists == &v->sm ? "variant" : "the variant's aarch64 build") + " cannot run on " + g.name;
+          for (const auto& t : c.toolkits)
+            if (t.version.has_prefix(v->cuda.truncated(2))) floor = std::max(floor, t.driver_min);
+        }
       }
     }
     for (const auto& g : gpus) {
@@ -176,6 +188,7 @@ void run_property(const Catalog& c, unsigned seed, int rounds) {
   EXPECT_GT(unsat, rounds / 20);
 }
 
+TEST(ResolverProperty, EveryResolutionOfTheArm64CatalogSatisfiesEveryRule) { run_property(gpuenv::testing::arm64_catalog(), 11, 300); }
 TEST(ResolverProperty, EveryResolutionOfTheRealCatalogSatisfiesEveryRule) { run_property(gpuenv::testing::catalog(), 20261130, 600); }
 
 TEST(ResolverProperty, EveryResolutionOfTheMiniCatalogSatisfiesEveryRule) { run_property(gpuenv::testing::mini_catalog(), 7, 400); }

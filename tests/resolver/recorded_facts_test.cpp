@@ -137,3 +137,74 @@ TEST(RecordedFacts, DefaultVariantsOnlyWhenNoVariantIndexIsConfigured) {
 }
 
 }  // namespace
+
+namespace {
+
+using gpuenv::resolver::Platform;
+
+/// Resolves YAML on the real catalog as `gpuenv lock` does without a variant index, on a linux/amd64 machine.
+gpuenv::resolver::Resolution resolve_index_only(const std::string& yaml) {
+  const auto spec = gpuenv::testing::spec_of(yaml);
+  gpuenv::resolver::ResolveRequest req;
+  req.spec = &spec;
+  req.gpus = *gpuenv::resolver::gpu_targets(gpuenv::testing::catalog(), spec.gpu.models, spec.gpu.archs, "t");
+  req.default_variants_only = true;
+  req.host_platform = Platform::amd64();
+  auto r = gpuenv::resolver::resolve(gpuenv::testing::catalog(), req);
+  EXPECT_TRUE(r.ok());
+  return r.ok() ? std::move(*r) : gpuenv::resolver::Resolution{};
+}
+
+// Every framework release records what the Python package index serves for Linux aarch64 (docs/catalog.md).
+TEST(RecordedFacts, EveryFrameworkReleaseRecordsItsAarch64Wheels) {
+  for (const auto& [name, releases] : gpuenv::testing::catalog().frameworks)
+    for (const auto& r : releases) EXPECT_TRUE(r.aarch64_cuda.has_value()) << name << " " << r.version.str();
+  for (const char* grace : {"GH200", "GB200", "GB300", "GB10"}) {
+    const auto* g = gpuenv::testing::catalog().gpu(grace);
+    ASSERT_NE(g, nullptr) << grace;
+    EXPECT_EQ(g->host_arch, "arm64") << grace;
+  }
+  EXPECT_EQ(gpuenv::testing::catalog().gpu("GB10")->sm, 121);
+  EXPECT_EQ(gpuenv::testing::catalog().gpu("H100")->host_arch, "");
+}
+
+// torch's aarch64 wheels on the Python package index are CPU-only up to 2.10 and CUDA builds from 2.11.
+TEST(RecordedFacts, GraceGpusGetATorchWhoseAarch64WheelsCarryCuda) {
+  const auto refused = resolve_index_only("frameworks: {torch: '2.10'}\ngpu: {models: [GH200]}\n");
+  ASSERT_FALSE(refused.ok);
+  ASSERT_FALSE(refused.conflicts.empty());
+  EXPECT_EQ(refused.conflicts.front().rule, gpuenv::resolver::Rule::platform_framework);
+  EXPECT_EQ(refused.conflicts.front().message,
+            "torch 2.10.0's Linux aarch64 wheels on the Python package index are CPU-only, so the linux/arm64 image would have no CUDA; "
+            "the first later torch release with CUDA on aarch64 there is 2.11.0");
+  for (const char* grace : {"GH200", "GB200", "GB300", "GB10"}) {
+    const auto any = resolve_index_only(std::string("frameworks: {torch: '2.*'}\ngpu: {models: [") + grace + "]}\n");
+    ASSERT_TRUE(any.ok) << grace << "\n" << gpuenv::testing::conflicts_text(any);
+    EXPECT_EQ(any.platforms, std::vector<Platform>{Platform::arm64()}) << grace;
+    EXPECT_GE(any.frameworks.at(0).version, *gpuenv::resolver::Version::parse("2.11")) << grace;
+    EXPECT_TRUE(any.frameworks.at(0).is_default) << grace;
+  }
+  const auto hopper = resolve_index_only("frameworks: {torch: '2.10'}\ngpu: {models: [H100]}\n");
+  ASSERT_TRUE(hopper.ok) << gpuenv::testing::conflicts_text(hopper);
+  EXPECT_EQ(hopper.frameworks.at(0).version.str(), "2.10.0");
+}
+
+// TensorFlow's aarch64 wheels on the index are CPU-only builds in every recorded release; JAX's CUDA plugins have
+// aarch64 wheels except in 0.4.22, 0.4.26 and 0.4.38.
+TEST(RecordedFacts, TensorflowAndJaxOnAGraceGpu) {
+  const auto tf = resolve_index_only("frameworks: {tensorflow: latest}\ngpu: {models: [GH200]}\n");
+  ASSERT_FALSE(tf.ok);
+  EXPECT_NE(gpuenv::testing::conflicts_text(tf).find("no later tensorflow release in the catalog has CUDA on aarch64 there"), std::string::npos)
+      << gpuenv::testing::conflicts_text(tf);
+  const auto old_jax = resolve_index_only("frameworks: {jax: '==0.4.38'}\ngpu: {models: [GH200]}\n");
+  ASSERT_FALSE(old_jax.ok);
+  EXPECT_NE(gpuenv::testing::conflicts_text(old_jax).find("jax 0.4.38's Linux aarch64 wheels on the Python package index are CPU-only, so the "
+                                                          "linux/arm64 image would have no CUDA; the first later jax release with CUDA on "
+                                                          "aarch64 there is 0.5.0"),
+            std::string::npos)
+      << gpuenv::testing::conflicts_text(old_jax);
+  const auto jax = resolve_index_only("frameworks: {jax: latest}\ngpu: {models: [GB10]}\n");
+  ASSERT_TRUE(jax.ok) << gpuenv::testing::conflicts_text(jax);
+}
+
+}  // namespace
