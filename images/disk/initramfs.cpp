@@ -14,8 +14,11 @@
 #include "base/text.hpp"
 #include "images/oci/parallel_gzip.hpp"
 
-extern const unsigned char gpuenv_initramfs_init[];  // the embedded init (images/CMakeLists.txt)
-extern const std::size_t gpuenv_initramfs_init_size;
+// The embedded inits (images/CMakeLists.txt), one per architecture; size 0 where this build has none.
+extern const unsigned char gpuenv_initramfs_init_amd64[];
+extern const std::size_t gpuenv_initramfs_init_amd64_size;
+extern const unsigned char gpuenv_initramfs_init_arm64[];
+extern const std::size_t gpuenv_initramfs_init_arm64_size;
 
 namespace gpuenv::images::disk {
 namespace {
@@ -347,6 +350,20 @@ Result<std::uint64_t> write_initramfs(const InitramfsPlan& plan, const std::stri
   return static_cast<std::uint64_t>(gz.size());
 }
 
-std::string_view initramfs_init_program() { return std::string_view(reinterpret_cast<const char*>(gpuenv_initramfs_init), gpuenv_initramfs_init_size); }
+std::string_view initramfs_init_program_for(std::string_view debian_arch) {
+  if (debian_arch == "amd64") return {reinterpret_cast<const char*>(gpuenv_initramfs_init_amd64), gpuenv_initramfs_init_amd64_size};
+  if (debian_arch == "arm64") return {reinterpret_cast<const char*>(gpuenv_initramfs_init_arm64), gpuenv_initramfs_init_arm64_size};
+  return {};
+}
+
+std::string_view initramfs_init_program() {
+#if defined(__x86_64__)
+  return initramfs_init_program_for("amd64");
+#elif defined(__aarch64__)
+  return initramfs_init_program_for("arm64");
+#else
+  return {};
+#endif
+}
 
 }  // namespace gpuenv::images::disk

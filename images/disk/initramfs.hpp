@@ -63,7 +63,12 @@ Result<std::string> newc_archive(std::vector<CpioEntry> entries, std::int64_t ep
 Result<std::uint64_t> write_initramfs(const InitramfsPlan& plan, const std::string& root, std::string_view init_program, std::int64_t epoch,
                                       const std::string& out);
 
-/// gpuenv's init program (a static executable for the architecture gpuenv was built for).
+/// gpuenv's init program for the Debian architecture DEBIAN_ARCH ("amd64", "arm64"): a static executable, or ""
+/// when this build has none for it (no cross compiler for that architecture when it was configured) or the name is
+/// not one of those.
+std::string_view initramfs_init_program_for(std::string_view debian_arch);
+
+/// gpuenv's init program for the architecture gpuenv was built for ("" on one other than amd64 and arm64).
 std::string_view initramfs_init_program();
 
 }  // namespace gpuenv::images::disk

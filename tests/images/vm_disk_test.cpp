@@ -171,7 +171,9 @@ TEST(Initramfs, IsASortedNewcCpioThatGnuCpioReadsAndTheSameBytesTwice) {
   const fs::path root = module_tree(dir.path() / "root");
   auto plan = plan_initramfs(root.string(), "6.1.0-1-test");
   ASSERT_TRUE(plan) << plan.error().message;
-  const std::string init = std::string(initramfs_init_program());
+  // The disk is an x86-64 one, whatever gpuenv was built for (an arm64 build embeds an x86-64 init too).
+  const std::string init = std::string(initramfs_init_program_for("amd64"));
+  if (init.empty()) GTEST_SKIP() << "this build has no x86-64 initramfs init (no x86-64 compiler when it was configured)";
   ASSERT_GT(init.size(), 4096u);
   EXPECT_EQ(init.substr(0, 4), "\x7f" "ELF");
   auto a = write_initramfs(*plan, root.string(), init, 1700000000, (dir.path() / "a.img").string());
