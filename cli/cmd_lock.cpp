@@ -29,9 +29,9 @@ int cmd_lock(const LockOptions& o, Context& ctx) {
     j["schema"] = "gpuenv-lock-result-v1";
     j["lock"] = {{"path", o.output}, {"sha256", sha256_hex(made->text)}};
     auto list = nlohmann::ordered_json::array();
-    for (const auto& x : made->lock.packages)
+    for (const auto& x : made->lock.packages)  // a multi-platform lock names a package once per platform: "platform" tells them apart
       list.push_back({{"name", x.name}, {"version", x.version}, {"kind", resolver::to_string(x.kind)}, {"architecture", x.architecture}, {"size", x.size},
-                      {"sha256", x.sha256.hex()}, {"url", x.url}, {"source", x.source}});
+                      {"sha256", x.sha256.hex()}, {"url", x.url}, {"source", x.source}, {"platform", x.platform.str()}});
     j["packages"] = list;
     if (!made->lock.build_packages.empty()) {  // a VM driver's build (docs/vm.md, "The driver")
       auto build = nlohmann::ordered_json::array();

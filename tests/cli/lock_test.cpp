@@ -180,7 +180,10 @@ TEST_F(CliLock, PinsDebsAndWheelsDeterministicallyAndOffline) {
   ASSERT_EQ(lock({"-o", (dir / "a.lock").string(), "--json"}, cache, &json), 0);
   const auto j = nlohmann::json::parse(json);
   std::vector<std::string> names;
-  for (const auto& p : j["packages"]) names.push_back(p["kind"].get<std::string>() + ":" + p["name"].get<std::string>());
+  for (const auto& p : j["packages"]) {
+    names.push_back(p["kind"].get<std::string>() + ":" + p["name"].get<std::string>());
+    EXPECT_EQ(p["platform"], "linux/amd64") << p["name"];  // the one platform of a lock that names none
+  }
   EXPECT_EQ(names, (std::vector<std::string>{"deb:base-files", "deb:curl", "deb:libpython3.11", "deb:python3", "wheel:numpy", "wheel:torch"}));
   EXPECT_EQ(j["wheel_requirements"], nlohmann::json::array({"torch==2.5.1"}));
   ASSERT_EQ(lock({"-o", (dir / "b.lock").string()}, cache), 0);
