@@ -126,6 +126,9 @@ images::BuildRequest assembly_request(const BuildRequest& rq, const LockToBuild&
   return a;
 }
 
+/// A VM lock's platform: its one platform (a lock without platforms is linux/amd64's).
+resolver::Platform vm_platform(const resolver::Lock& lock) { return lock.platforms.empty() ? resolver::Platform() : lock.platforms.front(); }
+
 /// The NVIDIA module of a VM image (vm.driver, docs/vm.md "The driver"): a build root from the lock's build_packages
 /// (in WORK_DIR/driver, never part of the image), the module built there in bubblewrap for ROOT's kernel, then
 /// installed into ROOT with the links the driver's alternatives would make and the loader cache written again.
@@ -189,7 +192,7 @@ Result<VmBuilt::Driver> add_vm_driver(const images::BuildRequest& image, const L
     built = std::move(fresh);
   }
   GPUENV_CHECK(images::disk::install_driver_modules(*built, root));
-  GPUENV_TRY(links, images::disk::link_driver_alternatives(root));
+  GPUENV_TRY(links, images::disk::link_driver_alternatives(root, vm_platform(l.lock)));
   images::LdCacheOptions lo;
   lo.platform = l.lock.platforms.front();
   lo.generator = "gpuenv";
@@ -201,8 +204,34 @@ Result<VmBuilt::Driver> add_vm_driver(const images::BuildRequest& image, const L
   return VmBuilt::Driver{(core != mods.end() ? *core : mods.front()).dest_name, l.lock.vm->driver->version, reused};
 }
 
+/// The gpuenv a VM disk of PLATFORM gets: --vm-gpuenv, else this one when it is PLATFORM's program. Errors:
+/// `vm.gpuenv_binary` (none of PLATFORM's, with how to make and name one), check_vm_gpuenv's.
+Result<std::string> vm_gpuenv_for(const BuildRequest& rq, const resolver::Platform& platform) {
+  std::string path = rq.vm_gpuenv;
+  if (path.empty()) {
+    if (platform != resolver::native_platform())
+      return make_error(ErrorKind::usage, "vm.gpuenv_binary",
+                        "this disk is " + platform.str() + ", and this gpuenv is a " + resolver::native_platform().str() + " program: the disk's /usr/bin/gpuenv must be a " +
+                            platform.str() + " gpuenv",
+                        "--vm-gpuenv",
+                        "build gpuenv for " + platform.str() + (platform.is_arm64() ? " (scripts/build_arm64.sh makes build-arm64/cli/gpuenv)" : "") +
+                            " and name it with --vm-gpuenv PATH");
+    path = "/proc/self/exe";
+  }
+  GPUENV_CHECK(images::disk::check_vm_gpuenv(path, platform));
+  return path;
+}
+
 /// A VM disk from LOCK into OUTPUT (docs/vm.md): the root tree with the VM's own files, then the disk.
 Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::ImageFormat format, const std::string& output, Services& services) {
+  // A VM lock is for one platform; its boot loader, root partition, initramfs init and gpuenv are that platform's.
+  const resolver::Platform platform = vm_platform(l.lock);
+  GPUENV_TRY(gpuenv_binary, vm_gpuenv_for(rq, platform));
+  if (l.lock.vm->driver && platform != resolver::native_platform())
+    return make_error(ErrorKind::environment, "vm.driver_build",
+                      "vm.driver's module is compiled by the image's own compiler, a " + platform.str() + " program, which cannot run on this " +
+                          resolver::native_platform().str() + " machine",
+                      "vm.driver", "build this disk on a " + platform.str() + " machine, or leave out vm.driver");
   const std::string cache = cache_root(services);
   GPUENV_TRY(store, open_blob_store(services, cache));
   GPUENV_TRY(network, open_fetcher(services, rq.lock.offline));
@@ -216,7 +245,7 @@ Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::
   const images::disk::DiskIds ids = images::disk::disk_ids(out.lock_sha256);
   images::BuildRequest a = assembly_request(rq, l, work_dir->path(), epoch, *network, *store, cache, services);
   a.add_files = [&](const std::string& root) -> Status {
-    images::disk::VmRootInputs in{ids, l.lock.spec_name, "/proc/self/exe", std::string(recipes::preflight_unit()), l.lock.vm->cloud_init, {}, epoch};
+    images::disk::VmRootInputs in{ids, l.lock.spec_name, gpuenv_binary, std::string(recipes::preflight_unit()), l.lock.vm->cloud_init, {}, epoch, platform};
     if (l.lock.vm->driver) {
       GPUENV_TRY(driver, add_vm_driver(a, l, root, *runner, services));
       in.driver_module = driver.module;
@@ -240,6 +269,7 @@ Result<VmBuilt> build_vm_disk(const BuildRequest& rq, LockToBuild& l, resolver::
   d.seed = out.lock_sha256;
   d.epoch = epoch;
   d.cmdline = l.lock.vm->cmdline;
+  d.platform = platform;
   services.step("writing the " + std::string(resolver::to_string(format)) + " disk");
   auto disk = images::disk::build_vm_disk(d, *runner);
   if (!disk) {
@@ -405,8 +435,13 @@ Status build_vm(const BuildRequest& rq, LockToBuild& l, Built& out, Services& se
     const std::string layout_dir = cache_root(services) + "/images/" + l.lock.spec_name + ".containerdisk";
     fs::create_directories(cache_root(services) + "/images", ec);
     out.tag = ref_name(rq.tag.empty() ? (l.spec_tag.empty() ? rq.push : l.spec_tag) : rq.tag);
-    images::disk::ContainerDiskRequest cd{layout_dir, out.output, l.lock.spec_name + "." + std::string(resolver::to_string(out.format)), epoch, out.tag,
-                                          {{"dev.gpuenv.lock.sha256", out.vm->lock_sha256}, {"dev.gpuenv.vm.kernel", out.vm->disk.kernel.version}}};
+    images::disk::ContainerDiskRequest cd{layout_dir,
+                                          out.output,
+                                          l.lock.spec_name + "." + std::string(resolver::to_string(out.format)),
+                                          epoch,
+                                          out.tag,
+                                          {{"dev.gpuenv.lock.sha256", out.vm->lock_sha256}, {"dev.gpuenv.vm.kernel", out.vm->disk.kernel.version}},
+                                          out.vm->disk.platform};
     GPUENV_TRY(manifest, images::disk::write_container_disk(cd));
     out.vm->container_disk = manifest.digest.str();
     GPUENV_TRY(pushed, push(rq, layout_dir, out.tag, services));

@@ -27,6 +27,9 @@ struct BuildRequest {
   std::string push;         ///< registry reference to push to; "" for none
   bool plain_http = false;  ///< talk to the registry over http:// (a loopback test registry)
   std::string ca_bundle;    ///< extra CA for the registry's TLS
+  /// A VM disk's /usr/bin/gpuenv (--vm-gpuenv): a gpuenv built for the lock's platform. "": this gpuenv, which
+  /// must then be a program of that platform (a linux/arm64 disk built on an amd64 machine needs an arm64 one).
+  std::string vm_gpuenv;
 };
 
 /// A VM disk that was built (docs/vm.md).
@@ -79,7 +82,9 @@ struct Built {
 
 /// Builds. Errors: those of reading the argument, locking, the base image, assembling, archiving and pushing;
 /// `cli.output` (an archive or disk over a directory), `cli.source_date_epoch` (SOURCE_DATE_EPOCH not a number),
-/// `build.not_vm` (a VM format for a container's lock, or the other way round), and the VM disk's (`vm.*`, `disk.*`).
+/// `build.not_vm` (a VM format for a container's lock, or the other way round), and the VM disk's (`vm.*`, `disk.*`;
+/// `vm.gpuenv_binary`: no gpuenv of the disk's platform to put in it, `vm.driver_build`: vm.driver for a platform
+/// other than this machine's, whose compiler cannot run here).
 Result<Built> build(const BuildRequest& request, Services& services);
 
 /// The tag part of "registry/name:tag" (the OCI layout's ref.name); the whole text when it has no tag.

@@ -203,6 +203,9 @@ Result<std::unique_ptr<PreparedResolution>> resolve(const ResolveRequest& rq, Se
   GPUENV_CHECK(choose_driver(rq, out->spec, host, req));
   GPUENV_TRY(resolution, resolver::resolve(catalog, req));
   out->resolution = std::move(resolution);
+  // vm.kernel's default follows the platform (image.platforms, else the GPUs' hosts, else this machine's).
+  if (out->spec.vm && out->spec.vm->kernel.empty() && !out->resolution.platforms.empty())
+    out->spec.vm->kernel = resolver::default_vm_kernel(out->resolution.platforms.front());
   if (out->spec.vm && out->spec.vm->driver && !rq.driver)
     out->resolution.notes.push_back("vm.driver: the image's driver is the version of its module package (" + out->spec.vm->driver->module +
                                     "), which `gpuenv lock` looks up in the apt repositories and resolves again against");

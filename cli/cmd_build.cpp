@@ -34,6 +34,7 @@ app::BuildRequest build_request(const BuildOptions& o) {
   rq.push = o.push;
   rq.plain_http = o.plain_http;
   rq.ca_bundle = o.ca_bundle;
+  rq.vm_gpuenv = o.vm_gpuenv;
   return rq;
 }
 
@@ -53,7 +54,8 @@ void print_vm(const BuildOptions& o, const app::Built& b, bool json, Context& ct
                              {"lock_sha256", vm.lock_sha256},
                              {"size", vm.file_size},
                              {"vm",
-                              {{"kernel", d.kernel.version},
+                              {{"platform", d.platform.str()},
+                               {"kernel", d.kernel.version},
                                {"initramfs", {{"size", d.initramfs_size}, {"modules", d.initramfs.modules.size()}, {"ext4", images::disk::to_string(d.initramfs.ext4)}}},
                                {"disk_controllers", controllers},
                                {"cmdline", d.cmdline},
@@ -70,7 +72,7 @@ void print_vm(const BuildOptions& o, const app::Built& b, bool json, Context& ct
     *ctx.out << j.dump(2) << "\n";
     return;
   }
-  *ctx.out << "  kernel    " << d.kernel.version << ", initramfs " << human(d.initramfs_size) << " (" << d.initramfs.modules.size() << " modules)\n";
+  *ctx.out << "  kernel    " << d.kernel.version << " (" << d.platform.str() << "), initramfs " << human(d.initramfs_size) << " (" << d.initramfs.modules.size() << " modules)\n";
   // Each disk controller: built in, from the initramfs, or not in this kernel (and so not one this disk boots on).
   for (const auto support : {images::disk::Support::built_in, images::disk::Support::initramfs, images::disk::Support::absent}) {
     std::string names;
@@ -225,6 +227,8 @@ Command add_build_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_option("--push", o->push, "Push the image to this registry reference (host[:port]/repo[:tag])");
   sub->add_flag("--plain-http", o->plain_http, "Talk to the registry over plain HTTP (a loopback or test registry)");
   sub->add_option("--ca-bundle", o->ca_bundle, "Extra CA certificate file for the registry's TLS")->check(CLI::ExistingFile);
+  sub->add_option("--vm-gpuenv", o->vm_gpuenv, "A VM disk's /usr/bin/gpuenv: a gpuenv built for the disk's platform (default: this one)")
+      ->check(CLI::ExistingFile);
   sub->add_flag("--validate", o->validate, "Validate the built image on this machine's GPUs (gpuenv validate --image)");
   sub->add_option("--level", o->level, "The level of --validate: quick, standard (default) or long")->check(CLI::IsMember({"quick", "standard", "long"}));
   sub->add_flag("--mark", o->mark, "With --validate: mark the image good when it passed, in the registry of --push (else in the layout)");

@@ -127,7 +127,8 @@ void render_disk(const images::disk::DiskSummary& d, bool all, bool json, std::o
     if (d.lock)
       for (const auto& p : d.lock->packages) packages.push_back({{"name", p.name}, {"version", p.version}, {"kind", std::string(resolver::to_string(p.kind))}});
     ordered_json j{{"schema", "gpuenv-inspect-disk-v1"}, {"path", d.path},           {"format", d.format},          {"file_size", d.file_size},
-                   {"allocated", d.allocated},         {"disk_size", d.disk_size}, {"disk_guid", d.layout.disk.str()}, {"partitions", parts},
+                   {"allocated", d.allocated},         {"disk_size", d.disk_size}, {"disk_guid", d.layout.disk.str()},
+                   {"platform", d.platform ? ordered_json(d.platform->str()) : ordered_json(nullptr)}, {"partitions", parts},
                    {"spec", d.lock ? ordered_json(d.lock->spec_name) : ordered_json(nullptr)},
                    {"vm", d.lock && d.lock->vm ? ordered_json{{"kernel", d.lock->vm->kernel}, {"disk_size", d.lock->vm->disk_size}, {"cloud_init", d.lock->vm->cloud_init},
                                                               {"cmdline", d.lock->vm->cmdline},
@@ -142,7 +143,7 @@ void render_disk(const images::disk::DiskSummary& d, bool all, bool json, std::o
     return;
   }
   out << safe_text(d.path) << ": " << d.format << " disk, " << inspect_size_text(d.disk_size) << " (file " << inspect_size_text(d.file_size) << ", " << inspect_size_text(d.allocated) << " allocated)\n";
-  out << "  GPT " << d.layout.disk.str() << "\n";
+  out << "  GPT " << d.layout.disk.str() << (d.platform ? ", " + d.platform->str() : std::string()) << "\n";
   for (const auto& p : d.layout.partitions)
     out << "  partition " << std::left << std::setw(5) << safe_text(p.name, 72) << std::right << std::setw(11) << inspect_size_text(p.size()) << "  " << images::disk::partition_type_name(p.type)
         << "  " << p.unique.str() << "\n";

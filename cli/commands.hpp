@@ -150,6 +150,7 @@ struct BuildOptions {
   std::string push;         ///< registry reference to push to; "" for none
   bool plain_http = false;  ///< talk to the registry over http:// (a loopback test registry)
   std::string ca_bundle;    ///< extra CA for the registry's TLS
+  std::string vm_gpuenv;    ///< --vm-gpuenv: a VM disk's /usr/bin/gpuenv
   bool validate = false;    ///< validate the built image on this machine's GPUs (needs an oci-dir output)
   std::string level = "standard";  ///< the level of --validate
   bool mark = false;        ///< mark it good when the validation passed (in the registry when pushed)

@@ -145,6 +145,7 @@ Lock lock_of(const Spec& spec, const Resolution& r, const LockInputs& in, const 
   }
   lock.vm = spec.vm;
   if (!r.platforms.empty()) lock.platforms = r.platforms;
+  if (lock.vm && lock.vm->kernel.empty() && !lock.platforms.empty()) lock.vm->kernel = default_vm_kernel(lock.platforms.front());
   lock.packages = packages;
   lock.build_packages = build_packages;
   return lock;

@@ -514,6 +514,8 @@ Status check_vm(const YamlReader& w, const YAML::Node& root, Spec& spec) {
   if (spec.vm && spec.platforms.size() > 1)
     return w.error(image["platforms"], "contradictory", "a VM disk is for one platform, and image.platforms names " + platform_list(spec.platforms),
                    "name one platform for a VM disk (build one disk per platform from two specs)");
+  // The kernel follows the platform; without image.platforms, app::resolve sets it once the platform is chosen.
+  if (spec.vm && spec.vm->kernel.empty() && spec.platforms.size() == 1) spec.vm->kernel = default_vm_kernel(spec.platforms.front());
   if (spec.image_format == ImageFormat::docker_archive && spec.platforms.size() > 1)
     return w.error(image["platforms"], "contradictory", "docker-archive holds one image, and image.platforms names " + platform_list(spec.platforms),
                    "use image.format oci-dir or oci-archive for a multi-platform image (an OCI index), or name one platform");
@@ -559,6 +561,8 @@ Status read_validate(const YamlReader& w, [[maybe_unused]] const std::string& k,
 }
 
 }  // namespace
+
+std::string default_vm_kernel(const Platform& platform) { return "linux-image-cloud-" + std::string(platform.debian_arch()); }
 
 bool is_valid_image_name(std::string_view name) {
   static const std::regex name_re("^[a-z0-9][a-z0-9._-]{0,127}$");

@@ -107,13 +107,18 @@ inline const std::vector<std::string> k_distro_driver_packages = {"firmware-nvid
 
 /// The `vm:` section (docs/vm.md): what a VM disk image adds to the root.
 struct VmRequest {
-  std::string kernel = "linux-image-cloud-amd64";  ///< the kernel package
+  /// The kernel package; "" (not given) until the image's platform is known, then default_vm_kernel of it.
+  std::string kernel;
   std::uint64_t disk_size = 0;                     ///< the root partition in bytes; 0: what the tree needs
   bool cloud_init = false;                         ///< cloud-init: SSH keys and hostname from the cloud's metadata
   std::string cmdline;                             ///< appended to the kernel command line
   std::optional<VmDriver> driver;                  ///< the NVIDIA driver built into the image; none: no driver
   bool operator==(const VmRequest&) const = default;
 };
+
+/// vm.kernel's default: Debian's cloud kernel of PLATFORM's architecture (linux-image-cloud-amd64,
+/// linux-image-cloud-arm64).
+std::string default_vm_kernel(const Platform& platform);
 
 struct Spec {
   std::string path;  ///< file the spec came from (for messages)

@@ -90,6 +90,17 @@ for flavour in cloud-amd64 amd64; do
     if [ -n "$kernel" ]; then (cd "$vm_dir" && apt-get download -q "$kernel" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true); fi
   fi
 done
+# The arm64 boot test's (VmBoot.AnArm64DiskBootsUnderAavmf): Debian's arm64 cloud kernel and systemd-boot-efi's arm64
+# .deb, where arm64 is a dpkg architecture (scripts/deps.sh adds it); the test skips, saying why, without them.
+if dpkg --print-foreign-architectures | grep -qx arm64; then
+  if ! ls "$vm_dir" | grep -q "^linux-image-[0-9.]*-[0-9]*-cloud-arm64_.*_arm64\.deb$"; then
+    kernel=$(apt-cache depends "linux-image-cloud-arm64:arm64" 2>/dev/null | awk '/Depends:/ {print $2; exit}')
+    if [ -n "$kernel" ]; then (cd "$vm_dir" && apt-get download -q "$kernel" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true); fi
+  fi
+  if ! ls "$vm_dir" | grep -q '^systemd-boot-efi_.*_arm64\.deb$'; then
+    (cd "$vm_dir" && apt-get download -q systemd-boot-efi:arm64 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+  fi
+fi
 end "apt packages, test venv, the VM tests' kernels"
 
 # One build: configure and build it, then its tests, each a phase. NAME, DIR, what the build is (for the table), then

@@ -72,13 +72,14 @@ Result<Descriptor> write_container_disk(const ContainerDiskRequest& rq) {
   GPUENV_TRY(layer_d, layout.adopt_file(tmp, layer->first, layer->second, k_layer_tar));
   nlohmann::ordered_json labels = nlohmann::ordered_json::object();
   for (const auto& [k, v] : rq.labels) labels[k] = v;
-  const nlohmann::ordered_json config = {
-      {"created", format_rfc3339_utc(rq.epoch)},
-      {"architecture", "amd64"},
-      {"os", "linux"},
-      {"config", {{"Labels", labels}}},
-      {"rootfs", {{"type", "layers"}, {"diff_ids", {layer_d.digest.str()}}}},
-      {"history", {{{"created", format_rfc3339_utc(rq.epoch)}, {"created_by", "gpuenv: a VM disk as a KubeVirt containerDisk (/disk/" + rq.file_name + ")"}}}}};
+  nlohmann::ordered_json config = {{"created", format_rfc3339_utc(rq.epoch)}, {"architecture", std::string(rq.platform.oci_architecture())}};
+  // The platform of the node that runs the VM: KubeVirt's launcher pulls the image for its own (an arm64 disk boots
+  // on an arm64 node). amd64 has no variant, and its config stays as it was before platforms.
+  if (!rq.platform.oci_variant().empty()) config["variant"] = std::string(rq.platform.oci_variant());
+  config["os"] = "linux";
+  config["config"] = {{"Labels", labels}};
+  config["rootfs"] = {{"type", "layers"}, {"diff_ids", {layer_d.digest.str()}}};
+  config["history"] = {{{"created", format_rfc3339_utc(rq.epoch)}, {"created_by", "gpuenv: a VM disk as a KubeVirt containerDisk (/disk/" + rq.file_name + ")"}}};
   GPUENV_TRY(config_d, layout.put_bytes(config.dump(), media_type::k_config));
   const nlohmann::ordered_json manifest = {
       {"schemaVersion", 2},

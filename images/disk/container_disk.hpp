@@ -10,6 +10,7 @@
 
 #include "base/error.hpp"
 #include "images/oci/layout.hpp"
+#include "resolver/platform.hpp"
 
 namespace gpuenv::images::disk {
 
@@ -23,6 +24,7 @@ struct ContainerDiskRequest {
   std::int64_t epoch = 0;
   std::string tag;         ///< index.json's ref.name; "" for none
   std::map<std::string, std::string> labels;  ///< the config's labels
+  resolver::Platform platform;                ///< the disk's: the config's architecture (and variant)
 };
 
 /// Writes the image and returns its manifest's descriptor. Errors: `oci.*` (the layout), `disk.io`, `disk.path`

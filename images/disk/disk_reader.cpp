@@ -146,9 +146,12 @@ Result<DiskSummary> read_disk(const std::string& path, const std::string& work_d
   // "?offset=").
   const Partition* root = nullptr;
   for (const auto& p : out.layout.partitions)
-    if (p.type.str() == k_type_root_x86_64) root = &p;
+    if (const auto platform = root_partition_platform(p.type); platform && !root) {
+      root = &p;
+      out.platform = platform;
+    }
   if (!root) {
-    out.lock_problem = "the disk has no Linux root (x86-64) partition";
+    out.lock_problem = "the disk has no Linux root partition (of type x86-64 or ARM64)";
     return out;
   }
   const std::string image = raw + "?offset=" + std::to_string(root->offset());

@@ -11,6 +11,7 @@
 #include "base/process/command_runner.hpp"
 #include "images/disk/gpt.hpp"
 #include "resolver/lockfile.hpp"
+#include "resolver/platform.hpp"
 
 namespace gpuenv::images::disk {
 
@@ -25,6 +26,8 @@ struct DiskSummary {
   std::uint64_t allocated = 0;       ///< bytes it occupies (sparse raw, qcow2)
   std::uint64_t disk_size = 0;       ///< the disk's own size (a qcow2's virtual size)
   GptLayout layout;
+  /// The platform of its root partition's type (x86-64: linux/amd64, ARM64: linux/arm64); unset when it has none.
+  std::optional<resolver::Platform> platform;
   std::optional<resolver::Lock> lock;  ///< the lock gpuenv wrote into the root, when there is one
   std::string lock_problem;            ///< why it could not be read, when it could not
 };

@@ -220,9 +220,20 @@ Result<GptLayout> read_gpt(std::string_view head, std::uint64_t disk_size) {
   return out;
 }
 
+static_assert(std::string_view(k_type_root_x86_64) == resolver::k_platform_facts[0].gpt_root_type);
+static_assert(std::string_view(k_type_root_arm64) == resolver::k_platform_facts[1].gpt_root_type);
+
+Guid root_partition_type(const resolver::Platform& platform) { return *Guid::parse(platform.facts().gpt_root_type); }
+
+std::optional<resolver::Platform> root_partition_platform(const Guid& type) {
+  for (const auto p : {resolver::Platform::amd64(), resolver::Platform::arm64()})
+    if (type == root_partition_type(p)) return p;
+  return std::nullopt;
+}
+
 std::string partition_type_name(const Guid& type) {
   if (type.str() == k_type_esp) return "EFI system partition";
-  if (type.str() == k_type_root_x86_64) return "Linux root (x86-64)";
+  if (const auto p = root_partition_platform(type)) return std::string(p->facts().gpt_root_name);
   if (type.str() == "0fc63daf-8483-4772-8e79-3d69d8477de4") return "Linux filesystem";
   return type.str();
 }

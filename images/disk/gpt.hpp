@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "resolver/platform.hpp"
 
 namespace gpuenv::images::disk {
 
@@ -33,9 +34,17 @@ struct Guid {
 /// A version-4-shaped GUID drawn from SEED by sha256: the same seed, the same GUID (fixed UUIDs from the lock).
 Guid guid_from_seed(std::string_view seed);
 
-/// Partition types (UEFI 2.10 table 5.7; the Discoverable Partitions Specification for the x86-64 root).
+/// Partition types (UEFI 2.10 table 5.7; the Discoverable Partitions Specification for the roots, one per
+/// architecture: resolver::PlatformFacts::gpt_root_type).
 inline constexpr const char* k_type_esp = "c12a7328-f81f-11d2-ba4b-00a0c93ec93b";
 inline constexpr const char* k_type_root_x86_64 = "4f68bce3-e8cd-4db1-96e7-fbcaf984b709";
+inline constexpr const char* k_type_root_arm64 = "b921b045-1df0-41c3-af44-4c6f280d3fae";
+
+/// The root partition type of PLATFORM (its Discoverable Partitions Specification GUID).
+Guid root_partition_type(const resolver::Platform& platform);
+
+/// The platform whose root partition type TYPE is; std::nullopt for any other type.
+std::optional<resolver::Platform> root_partition_platform(const Guid& type);
 
 struct PartitionRequest {
   Guid type, unique;
@@ -75,7 +84,7 @@ GptBytes gpt_bytes(const GptLayout& layout);
 /// which field.
 Result<GptLayout> read_gpt(std::string_view head, std::uint64_t disk_size);
 
-/// "EFI system partition", "Linux root (x86-64)", or the type GUID's text.
+/// "EFI system partition", "Linux root (x86-64)", "Linux root (ARM64)", or the type GUID's text.
 std::string partition_type_name(const Guid& type);
 
 }  // namespace gpuenv::images::disk

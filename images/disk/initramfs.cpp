@@ -14,8 +14,11 @@
 #include "base/text.hpp"
 #include "images/oci/parallel_gzip.hpp"
 
-extern const unsigned char gpuenv_initramfs_init[];  // the embedded init (images/CMakeLists.txt)
-extern const std::size_t gpuenv_initramfs_init_size;
+// The embedded inits (images/CMakeLists.txt), one per architecture; size 0 where this build has none.
+extern const unsigned char gpuenv_initramfs_init_amd64[];
+extern const std::size_t gpuenv_initramfs_init_amd64_size;
+extern const unsigned char gpuenv_initramfs_init_arm64[];
+extern const std::size_t gpuenv_initramfs_init_arm64_size;
 
 namespace gpuenv::images::disk {
 namespace {
@@ -30,20 +33,37 @@ struct Controller {
   const char* name;
   std::vector<const char*> modules;
 };
-const std::vector<Controller>& controllers() {
+/// The controllers of PLATFORM's machines, in the order gpuenv reports them.
+const std::vector<Controller>& controllers(const resolver::Platform& platform) {
   // virtio over PCI (q35, KubeVirt, Google Cloud's virtio-scsi); SCSI and SATA disks need sd_mod; Hyper-V's storvsc
   // (Azure) needs its bus.
-  static const std::vector<Controller> all = {{"nvme", {"nvme"}},
-                                              {"virtio-blk", {"virtio_pci", "virtio_blk"}},
-                                              {"virtio-scsi", {"virtio_pci", "virtio_scsi", "sd_mod"}},
-                                              {"ahci", {"ahci", "sd_mod"}},
-                                              {"hyperv", {"hv_vmbus", "hv_storvsc", "sd_mod"}},
-                                              {"xen-blkfront", {"xen_blkfront"}}};
-  return all;
+  static const std::vector<Controller> amd64 = {{"nvme", {"nvme"}},
+                                                {"virtio-blk", {"virtio_pci", "virtio_blk"}},
+                                                {"virtio-scsi", {"virtio_pci", "virtio_scsi", "sd_mod"}},
+                                                {"ahci", {"ahci", "sd_mod"}},
+                                                {"hyperv", {"hv_vmbus", "hv_storvsc", "sd_mod"}},
+                                                {"xen-blkfront", {"xen_blkfront"}}};
+  // Arm's: the same over PCI (QEMU's and KubeVirt's virt machine, Graviton's NVMe, Azure's Hyper-V), and virtio over
+  // MMIO, the transport of Arm machines that describe their devices without PCI (QEMU's virtio-*-device).
+  static const std::vector<Controller> arm64 = {{"nvme", {"nvme"}},
+                                                {"virtio-blk", {"virtio_pci", "virtio_blk"}},
+                                                {"virtio-scsi", {"virtio_pci", "virtio_scsi", "sd_mod"}},
+                                                {"virtio-blk-mmio", {"virtio_mmio", "virtio_blk"}},
+                                                {"virtio-scsi-mmio", {"virtio_mmio", "virtio_scsi", "sd_mod"}},
+                                                {"ahci", {"ahci", "sd_mod"}},
+                                                {"hyperv", {"hv_vmbus", "hv_storvsc", "sd_mod"}},
+                                                {"xen-blkfront", {"xen_blkfront"}}};
+  return platform.is_arm64() ? arm64 : amd64;
 }
 
 Error plan_error(const std::string& what, const std::string& where, const std::string& hint) {
   return make_error(ErrorKind::spec, "vm.initramfs", what, where, hint);
+}
+
+/// "use a Debian kernel package (linux-image-cloud-amd64 or linux-image-amd64)", for PLATFORM's architecture.
+std::string debian_kernels_hint(const resolver::Platform& platform) {
+  const std::string arch(platform.debian_arch());
+  return "use a Debian kernel package (linux-image-cloud-" + arch + " or linux-image-" + arch + ")";
 }
 
 /// A module's name as the kernel knows it: the file name without .ko[.xz|.zst|.gz], '-' as '_'.
@@ -181,8 +201,9 @@ std::string_view to_string(Support s) {
   return "absent";
 }
 
-Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string& version) {
+Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string& version, const resolver::Platform& platform) {
   InitramfsPlan plan;
+  plan.platform = platform;
   plan.kernel_version = version;
   // Debian 12 merges /lib into /usr/lib: the tree holds usr/lib/modules and a lib -> usr/lib link. Whichever is
   // taken must stay inside the tree with its links resolved.
@@ -224,10 +245,9 @@ Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string&
   std::vector<std::string> wanted;
   plan.ext4 = support_of("ext4");
   if (plan.ext4 == Support::absent)
-    return plan_error("kernel " + version + " has no ext4, built in or as a module: it cannot mount the root", "vm.kernel",
-                      "use a Debian kernel package (linux-image-cloud-amd64 or linux-image-amd64)");
+    return plan_error("kernel " + version + " has no ext4, built in or as a module: it cannot mount the root", "vm.kernel", debian_kernels_hint(platform));
   if (plan.ext4 == Support::initramfs) wanted.push_back("ext4");
-  for (const auto& c : controllers()) {
+  for (const auto& c : controllers(platform)) {
     ControllerSupport s{c.name, Support::built_in, {}};
     for (const char* m : c.modules) {
       const Support one = support_of(m);
@@ -242,7 +262,7 @@ Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string&
   }
   if (std::none_of(plan.controllers.begin(), plan.controllers.end(), [](const ControllerSupport& s) { return s.support != Support::absent; }))
     return plan_error("kernel " + version + " drives none of the disk controllers gpuenv knows (NVMe, virtio-blk, virtio-scsi, AHCI, Hyper-V, Xen): it cannot find its root",
-                      "vm.kernel", "use a Debian kernel package (linux-image-cloud-amd64 or linux-image-amd64)");
+                      "vm.kernel", debian_kernels_hint(platform));
 
   // Load order: each module after what it needs (modules.dep) and its pre: soft dependencies (when they resolve to
   // a module file; one built in or absent needs nothing), each once.
@@ -306,12 +326,15 @@ Result<std::string> newc_archive(std::vector<CpioEntry> entries, std::int64_t ep
 }
 
 Result<std::uint64_t> write_initramfs(const InitramfsPlan& plan, const std::string& root, std::string_view init_program, std::int64_t epoch, const std::string& out) {
-  // The disk is an x86-64 one (systemd-bootx64.efi, the x86-64 root partition type): so must its init be.
-  constexpr unsigned k_em_x86_64 = 62;
+  // The disk is one of PLAN's platform (its boot loader, its root partition type, its kernel): so must its init be.
+  // e_machine is little-endian in the ELF files of both architectures.
+  const std::uint16_t want = plan.platform.facts().elf_machine;
   if (init_program.size() < 20 || init_program.substr(0, 4) != "\x7f" "ELF" ||
-      (static_cast<unsigned char>(init_program[18]) | static_cast<unsigned>(static_cast<unsigned char>(init_program[19])) << 8) != k_em_x86_64)
-    return make_error(ErrorKind::environment, "vm.initramfs", "gpuenv's initramfs init is not an x86-64 program, and this disk is an x86-64 one", "gpuenv",
-                      "build gpuenv for x86-64 to make x86-64 VM disks (other architectures' VM disks are not supported yet)");
+      (static_cast<unsigned char>(init_program[18]) | static_cast<unsigned>(static_cast<unsigned char>(init_program[19])) << 8) != want)
+    return make_error(ErrorKind::environment, "vm.initramfs",
+                      init_program.empty() ? "this gpuenv has no " + std::string(plan.platform.machine()) + " initramfs init, and this disk is a " + plan.platform.str() + " one"
+                                           : "gpuenv's initramfs init is not an " + std::string(plan.platform.machine()) + " program, and this disk is a " + plan.platform.str() + " one",
+                      "gpuenv", "use a gpuenv built with the " + std::string(plan.platform.triplet()) + "-g++ cross compiler installed (scripts/deps.sh), which embeds that init");
   std::error_code tree_ec;
   const fs::path tree = fs::weakly_canonical(root, tree_ec);
   std::vector<CpioEntry> entries;
@@ -347,6 +370,20 @@ Result<std::uint64_t> write_initramfs(const InitramfsPlan& plan, const std::stri
   return static_cast<std::uint64_t>(gz.size());
 }
 
-std::string_view initramfs_init_program() { return std::string_view(reinterpret_cast<const char*>(gpuenv_initramfs_init), gpuenv_initramfs_init_size); }
+std::string_view initramfs_init_program_for(std::string_view debian_arch) {
+  if (debian_arch == "amd64") return {reinterpret_cast<const char*>(gpuenv_initramfs_init_amd64), gpuenv_initramfs_init_amd64_size};
+  if (debian_arch == "arm64") return {reinterpret_cast<const char*>(gpuenv_initramfs_init_arm64), gpuenv_initramfs_init_arm64_size};
+  return {};
+}
+
+std::string_view initramfs_init_program() {
+#if defined(__x86_64__)
+  return initramfs_init_program_for("amd64");
+#elif defined(__aarch64__)
+  return initramfs_init_program_for("arm64");
+#else
+  return {};
+#endif
+}
 
 }  // namespace gpuenv::images::disk

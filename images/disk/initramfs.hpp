@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "resolver/platform.hpp"
 
 namespace gpuenv::images::disk {
 
@@ -27,12 +28,15 @@ enum class Support { built_in, initramfs, absent };
 std::string_view to_string(Support s);
 
 struct ControllerSupport {
-  std::string name;                  ///< "nvme", "virtio-blk", "virtio-scsi", "ahci", "hyperv", "xen-blkfront"
+  /// "nvme", "virtio-blk", "virtio-scsi", "ahci", "hyperv", "xen-blkfront"; for linux/arm64 also "virtio-blk-mmio" and
+  /// "virtio-scsi-mmio" (virtio over MMIO, which Arm machines without PCI use)
+  std::string name;
   Support support = Support::absent;
   std::vector<std::string> missing;  ///< the modules this kernel has neither built in nor as a file (absent only)
 };
 
 struct InitramfsPlan {
+  resolver::Platform platform;                   ///< the disk's: its init must be a program of that architecture
   std::string kernel_version;
   std::string modules_dir;                       ///< lib/modules/<version> in the tree, as read (usr/ merged or not)
   std::vector<std::string> modules;              ///< paths under modules_dir, in load order
@@ -40,11 +44,12 @@ struct InitramfsPlan {
   Support ext4 = Support::absent;
 };
 
-/// What the initramfs for KERNEL_VERSION in ROOT must hold, from the tree's modules.dep, modules.builtin,
-/// modules.softdep and modules.alias (depmod has run). Errors, all `vm.initramfs`: no modules.dep or
-/// modules.builtin, a module path leaving the module tree, a dependency cycle, ext4 neither built in nor a module,
-/// or no disk controller at all.
-Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string& kernel_version);
+/// What the initramfs for KERNEL_VERSION in ROOT, a tree of PLATFORM, must hold, from the tree's modules.dep,
+/// modules.builtin, modules.softdep and modules.alias (depmod has run); the controllers looked for are PLATFORM's.
+/// Errors, all `vm.initramfs`: no modules.dep or modules.builtin, a module path leaving the module tree, a dependency
+/// cycle, ext4 neither built in nor a module, or no disk controller at all.
+Result<InitramfsPlan> plan_initramfs(const std::string& root, const std::string& kernel_version,
+                                     const resolver::Platform& platform = resolver::Platform::amd64());
 
 /// One cpio member.
 struct CpioEntry {
@@ -59,11 +64,17 @@ struct CpioEntry {
 Result<std::string> newc_archive(std::vector<CpioEntry> entries, std::int64_t epoch);
 
 /// Writes the gzip'd initramfs of PLAN (modules read from ROOT, INIT_PROGRAM as /init) to OUT, replaced whole.
-/// Returns its size. Errors: `vm.initramfs` (a module cannot be read), `disk.io` (OUT cannot be written).
+/// Returns its size. Errors: `vm.initramfs` (INIT_PROGRAM is not an ELF program of PLAN's platform, or a module
+/// cannot be read), `disk.io` (OUT cannot be written).
 Result<std::uint64_t> write_initramfs(const InitramfsPlan& plan, const std::string& root, std::string_view init_program, std::int64_t epoch,
                                       const std::string& out);
 
-/// gpuenv's init program (a static executable for the architecture gpuenv was built for).
+/// gpuenv's init program for the Debian architecture DEBIAN_ARCH ("amd64", "arm64"): a static executable, or ""
+/// when this build has none for it (no cross compiler for that architecture when it was configured) or the name is
+/// not one of those.
+std::string_view initramfs_init_program_for(std::string_view debian_arch);
+
+/// gpuenv's init program for the architecture gpuenv was built for ("" on one other than amd64 and arm64).
 std::string_view initramfs_init_program();
 
 }  // namespace gpuenv::images::disk

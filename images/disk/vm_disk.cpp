@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -16,8 +17,27 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* k_boot_loader = "usr/lib/systemd/boot/efi/systemd-bootx64.efi";
 constexpr std::uint64_t k_mib = 1u << 20;
+
+/// systemd-boot for PLATFORM in the tree (systemd-boot-efi of that architecture): systemd-boot<suffix>.efi.
+std::string boot_loader_of(const resolver::Platform& platform) {
+  return "usr/lib/systemd/boot/efi/systemd-boot" + std::string(platform.facts().efi_suffix) + ".efi";
+}
+
+/// The removable-media path UEFI firmware boots without a boot entry (UEFI 2.10 section 3.5.1.1): BOOTX64.EFI,
+/// BOOTAA64.EFI.
+std::string removable_media_path(const resolver::Platform& platform) {
+  std::string suffix(platform.facts().efi_suffix);
+  for (auto& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return "EFI/BOOT/BOOT" + suffix + ".EFI";
+}
+
+/// The consoles gpuenv names on the command line. x86-64: the screen and the first serial port, the last named
+/// being /dev/console (where systemd and the verdict line write). Arm64: none; the kernel takes the serial console
+/// the firmware describes (ACPI's SPCR table, else the device tree's stdout-path): ttyAMA0 (a PL011) on QEMU's virt
+/// machine and Azure, ttyS0 (a 16550) on Graviton. Naming one there would make it /dev/console where it exists
+/// and, where it does not, leave /dev/console on the screen (the first console to register).
+std::string consoles_of(const resolver::Platform& platform) { return platform.is_amd64() ? " console=tty0 console=ttyS0,115200" : ""; }
 
 Error kernel_error(const std::string& id, const std::string& what, const std::string& where, const std::string& hint) {
   return make_error(ErrorKind::spec, id, what, where, hint);
@@ -81,20 +101,22 @@ Result<KernelFacts> find_kernel(const std::string& root) {
 
 Result<VmDisk> build_vm_disk(const VmDiskRequest& rq, CommandRunner& runner) {
   VmDisk out;
+  out.platform = rq.platform;
   GPUENV_TRY(kernel, find_kernel(rq.root));
   out.kernel = kernel;
-  GPUENV_TRY(plan, plan_initramfs(rq.root, kernel.version));
-  const fs::path loader = fs::path(rq.root) / k_boot_loader;
+  GPUENV_TRY(plan, plan_initramfs(rq.root, kernel.version, rq.platform));
+  const std::string loader_path = boot_loader_of(rq.platform);
+  const fs::path loader = fs::path(rq.root) / loader_path;
   std::error_code ec;
   if (!fs::is_regular_file(loader, ec))
-    return make_error(ErrorKind::spec, "vm.boot_loader", "the image has no systemd-boot (/" + std::string(k_boot_loader) + ")", "vm",
-                      "the VM plan adds systemd-boot-efi to the lock; a lock without it was not made for a VM image");
+    return make_error(ErrorKind::spec, "vm.boot_loader", "the image has no systemd-boot for " + rq.platform.str() + " (/" + loader_path + ")", "vm",
+                      "the VM plan adds systemd-boot-efi of the lock's architecture; a lock without it was not made for a VM image");
   if (rq.cmdline.find_first_of("\n\r") != std::string::npos)
     return make_error(ErrorKind::spec, "vm.cmdline", "the kernel command line holds a line break", "vm.cmdline", "write it on one line");
   out.ids = disk_ids(rq.seed);
   // PARTUUID: the partition's GUID, which gpuenv's init (always there: the initramfs is always written) finds in the
   // GPT of each disk, whichever controller it is on.
-  out.cmdline = "root=PARTUUID=" + out.ids.root_partition.str() + " rootfstype=ext4 ro console=tty0 console=ttyS0,115200";
+  out.cmdline = "root=PARTUUID=" + out.ids.root_partition.str() + " rootfstype=ext4 ro" + consoles_of(rq.platform);
   if (!rq.cmdline.empty()) out.cmdline += " " + rq.cmdline;
 
   // The ESP's files: written into the work directory first, then copied in by mcopy.
@@ -102,7 +124,7 @@ Result<VmDisk> build_vm_disk(const VmDiskRequest& rq, CommandRunner& runner) {
   fs::create_directories(esp_dir, ec);
   if (ec) return make_error(ErrorKind::environment, "disk.io", "cannot make " + esp_dir.string() + ": " + ec.message(), rq.work_dir, "check the work directory");
   const std::string initrd = (esp_dir / "initrd.img").string();
-  GPUENV_TRY(initrd_size, write_initramfs(plan, rq.root, initramfs_init_program(), rq.epoch, initrd));
+  GPUENV_TRY(initrd_size, write_initramfs(plan, rq.root, initramfs_init_program_for(rq.platform.debian_arch()), rq.epoch, initrd));
   out.initramfs = std::move(plan);
   out.initramfs_size = initrd_size;
   const std::string entry = "title gpuenv\nversion " + kernel.version + "\nlinux /gpuenv/vmlinuz-" + kernel.version + "\ninitrd /gpuenv/initrd.img-" +
@@ -111,8 +133,8 @@ Result<VmDisk> build_vm_disk(const VmDiskRequest& rq, CommandRunner& runner) {
   // No menu, no waiting, and no editing of the command line at the console (init=/bin/sh would be root).
   GPUENV_CHECK(write_file_atomic((esp_dir / "loader.conf").string(), "default gpuenv.conf\ntimeout 0\neditor no\n", 0644, Durability::scratch));
   FatRequest fat{(fs::path(rq.work_dir) / "esp.img").string(), rq.esp_size, out.ids.esp_volume_id, "ESP", rq.epoch,
-                 {{"EFI/BOOT/BOOTX64.EFI", loader.string()},
-                  {"EFI/systemd/systemd-bootx64.efi", loader.string()},
+                 {{removable_media_path(rq.platform), loader.string()},
+                  {"EFI/systemd/" + loader.filename().string(), loader.string()},
                   {"loader/loader.conf", (esp_dir / "loader.conf").string()},
                   {"loader/entries/gpuenv.conf", (esp_dir / "gpuenv.conf").string()},
                   {"gpuenv/vmlinuz-" + kernel.version, kernel.image},
@@ -126,7 +148,7 @@ Result<VmDisk> build_vm_disk(const VmDiskRequest& rq, CommandRunner& runner) {
   const std::string raw = rq.format == DiskFormat::raw ? rq.out : (fs::path(rq.work_dir) / "disk.raw").string();
   GPUENV_TRY(layout, write_raw_disk(raw, out.ids.disk,
                                     {{{*Guid::parse(k_type_esp), out.ids.esp_partition, "esp", rq.esp_size}, fat.out},
-                                     {{*Guid::parse(k_type_root_x86_64), out.ids.root_partition, "root", ext4.size}, ext4.out}}));
+                                     {{root_partition_type(rq.platform), out.ids.root_partition, "root", ext4.size}, ext4.out}}));
   out.layout = layout;
   out.raw_size = layout.size();
   struct stat st {};

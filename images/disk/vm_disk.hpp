@@ -2,8 +2,9 @@
 // A bootable UEFI disk from a finished root tree (docs/vm.md): the kernel the tree's packages installed
 // (/boot/vmlinuz-<version>), gpuenv's own initramfs for it (images/disk/initramfs.hpp: the disk controllers' and
 // ext4's modules the kernel has not built in, and an init that mounts the root by its PARTUUID) and systemd-boot
-// (/usr/lib/systemd/boot/efi/systemd-bootx64.efi, from systemd-boot-efi) go to a FAT32 EFI system partition with
-// a Boot Loader Specification entry; the tree becomes the ext4 root. The layout:
+// (/usr/lib/systemd/boot/efi/systemd-boot<x64|aa64>.efi, from systemd-boot-efi) go to a FAT32 EFI system partition
+// with a Boot Loader Specification entry; the tree becomes the ext4 root. The layout, for linux/amd64 (linux/arm64:
+// BOOTAA64.EFI, systemd-bootaa64.efi and the ARM64 root type):
 //
 //   GPT  1: "esp"  EFI system partition   EFI/BOOT/BOOTX64.EFI (the removable-media path: no NVRAM entry
 //                                         needed, which is what an imported cloud image has),
@@ -23,6 +24,7 @@
 #include "images/disk/filesystems.hpp"
 #include "images/disk/gpt.hpp"
 #include "images/disk/initramfs.hpp"
+#include "resolver/platform.hpp"
 
 namespace gpuenv::images::disk {
 
@@ -57,9 +59,11 @@ struct VmDiskRequest {
   std::string seed;                 ///< the lock's sha256
   std::int64_t epoch = 0;           ///< SOURCE_DATE_EPOCH
   std::string cmdline;              ///< appended to the kernel command line
+  resolver::Platform platform;      ///< the tree's: its boot loader, root partition type, initramfs init, consoles
 };
 
 struct VmDisk {
+  resolver::Platform platform;
   GptLayout layout;
   DiskIds ids;
   KernelFacts kernel;
@@ -70,8 +74,9 @@ struct VmDisk {
   std::uint64_t raw_allocated = 0;  ///< the bytes the sparse raw file occupies
 };
 
-/// Errors: those of find_kernel and plan_initramfs, `vm.boot_loader` (no systemd-boot in the tree), `vm.cmdline` (a command line
-/// with a newline), and make_fat's, make_ext4's and write_raw_disk's.
+/// Errors: those of find_kernel, plan_initramfs and write_initramfs (`vm.initramfs`: no init of the platform in this
+/// gpuenv), `vm.boot_loader` (no systemd-boot of the platform in the tree), `vm.cmdline` (a command line with a
+/// newline), and make_fat's, make_ext4's and write_raw_disk's.
 Result<VmDisk> build_vm_disk(const VmDiskRequest& request, CommandRunner& runner);
 
 }  // namespace gpuenv::images::disk

@@ -310,45 +310,49 @@ Status install_driver_modules(const BuiltDriver& driver, const std::string& root
 
 namespace {
 
-/// What nvidia-alternative's postinst links (update-alternatives --slave), by link and target.
+/// What nvidia-alternative's postinst links (update-alternatives --slave), by link and target. A link in the
+/// multiarch library directory is written without it (`in_lib_dir`): /usr/lib/<triplet>/ is the platform's.
 struct AlternativeLink {
+  bool in_lib_dir;
   const char* link;
   const char* target;
 };
 constexpr AlternativeLink k_driver_links[] = {
-    {"usr/lib/x86_64-linux-gnu/libcuda.so.1", "nvidia/current/libcuda.so.1"},
-    {"usr/lib/x86_64-linux-gnu/libcuda.so", "nvidia/current/libcuda.so"},
-    {"usr/lib/x86_64-linux-gnu/libcudadebugger.so.1", "nvidia/current/libcudadebugger.so.1"},
-    {"usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "nvidia/current/libnvidia-ml.so.1"},
-    {"usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.1", "nvidia/current/libnvidia-ptxjitcompiler.so.1"},
-    {"usr/lib/x86_64-linux-gnu/libnvidia-nvvm.so.4", "nvidia/current/libnvidia-nvvm.so.4"},
-    {"usr/lib/x86_64-linux-gnu/libnvidia-allocator.so.1", "nvidia/current/libnvidia-allocator.so.1"},
-    {"usr/lib/x86_64-linux-gnu/libnvidia-api.so.1", "nvidia/current/libnvidia-api.so.1"},
-    {"usr/lib/x86_64-linux-gnu/libnvidia-encode.so.1", "nvidia/current/libnvidia-encode.so.1"},
-    {"usr/lib/x86_64-linux-gnu/libnvidia-opticalflow.so.1", "nvidia/current/libnvidia-opticalflow.so.1"},
-    {"usr/lib/x86_64-linux-gnu/libnvcuvid.so.1", "nvidia/current/libnvcuvid.so.1"},
-    {"usr/bin/nvidia-smi", "/usr/lib/nvidia/current/nvidia-smi"},
-    {"usr/bin/nvidia-debugdump", "/usr/lib/nvidia/current/nvidia-debugdump"},
+    {true, "libcuda.so.1", "nvidia/current/libcuda.so.1"},
+    {true, "libcuda.so", "nvidia/current/libcuda.so"},
+    {true, "libcudadebugger.so.1", "nvidia/current/libcudadebugger.so.1"},
+    {true, "libnvidia-ml.so.1", "nvidia/current/libnvidia-ml.so.1"},
+    {true, "libnvidia-ptxjitcompiler.so.1", "nvidia/current/libnvidia-ptxjitcompiler.so.1"},
+    {true, "libnvidia-nvvm.so.4", "nvidia/current/libnvidia-nvvm.so.4"},
+    {true, "libnvidia-allocator.so.1", "nvidia/current/libnvidia-allocator.so.1"},
+    {true, "libnvidia-api.so.1", "nvidia/current/libnvidia-api.so.1"},
+    {true, "libnvidia-encode.so.1", "nvidia/current/libnvidia-encode.so.1"},
+    {true, "libnvidia-opticalflow.so.1", "nvidia/current/libnvidia-opticalflow.so.1"},
+    {true, "libnvcuvid.so.1", "nvidia/current/libnvcuvid.so.1"},
+    {false, "usr/bin/nvidia-smi", "/usr/lib/nvidia/current/nvidia-smi"},
+    {false, "usr/bin/nvidia-debugdump", "/usr/lib/nvidia/current/nvidia-debugdump"},
     // The module's configuration: glx-alternative-nvidia links /etc/modprobe.d to /etc/nvidia, which
     // nvidia-alternative links to the driver's own /etc/nvidia/current (nvidia-kernel-support).
-    {"etc/modprobe.d/nvidia.conf", "/etc/nvidia/current/nvidia-modprobe.conf"},
-    {"etc/modprobe.d/nvidia-blacklists-nouveau.conf", "/etc/nvidia/current/nvidia-blacklists-nouveau.conf"},
-    {"etc/modprobe.d/nvidia-options.conf", "/etc/nvidia/current/nvidia-options.conf"},
+    {false, "etc/modprobe.d/nvidia.conf", "/etc/nvidia/current/nvidia-modprobe.conf"},
+    {false, "etc/modprobe.d/nvidia-blacklists-nouveau.conf", "/etc/nvidia/current/nvidia-blacklists-nouveau.conf"},
+    {false, "etc/modprobe.d/nvidia-options.conf", "/etc/nvidia/current/nvidia-options.conf"},
 };
 
 }  // namespace
 
-Result<std::vector<std::string>> link_driver_alternatives(const std::string& root) {
+Result<std::vector<std::string>> link_driver_alternatives(const std::string& root, const resolver::Platform& platform) {
   std::vector<std::string> made;
   UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (root_fd.get() < 0) return io_error(k_driver_io, "cannot open the image tree", root);
+  const std::string lib_dir = "usr/lib/" + std::string(platform.triplet()) + "/";
   for (const auto& l : k_driver_links) {
-    const fs::path link(l.link);
+    const std::string link_path = l.in_lib_dir ? lib_dir + l.link : std::string(l.link);
+    const fs::path link(link_path);
     const std::string target = l.target[0] == '/' ? std::string(l.target + 1) : (link.parent_path() / l.target).string();
     // The target must be a file of the tree, read beneath the root (a link in it cannot lead outside).
     if (open_file_beneath(root_fd.get(), target).get() < 0) continue;
-    GPUENV_CHECK(symlink_beneath(root, l.link, l.target));
-    made.push_back(std::string("/") + l.link + " -> " + l.target);
+    GPUENV_CHECK(symlink_beneath(root, link_path, l.target));
+    made.push_back("/" + link_path + " -> " + l.target);
   }
   return made;
 }

@@ -23,6 +23,7 @@
 
 #include "base/error.hpp"
 #include "base/process/command_runner.hpp"
+#include "resolver/platform.hpp"
 
 namespace gpuenv::images::disk {
 
@@ -89,9 +90,9 @@ Status install_driver_modules(const BuiltDriver& driver, const std::string& root
 
 /// The links Debian's nvidia-alternative postinst makes through update-alternatives, made directly (link ->
 /// its target), for each target the tree holds: libnvidia-ml.so.1, libcuda.so.1 and the other libraries of
-/// /usr/lib/x86_64-linux-gnu/nvidia/current, nvidia-smi, and /etc/nvidia's module configuration, whose
+/// /usr/lib/<PLATFORM's triplet>/nvidia/current, nvidia-smi, and /etc/nvidia's module configuration, whose
 /// /etc/modprobe.d links nvidia-kernel-common ships. Returns the links made ("path -> target"). Errors: `build.io`.
-Result<std::vector<std::string>> link_driver_alternatives(const std::string& root);
+Result<std::vector<std::string>> link_driver_alternatives(const std::string& root, const resolver::Platform& platform = resolver::Platform::amd64());
 
 /// The unit that prints the driver module's modinfo on the console before the verdict (`gpuenv-driver (<host>):
 /// <module> version <v> vermagic <kernel> ...`), for MODULE ("nvidia-current").

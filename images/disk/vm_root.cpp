@@ -123,6 +123,26 @@ Status add_ssh_server(const std::string& root, std::int64_t epoch) {
   return enable_packaged(root, "ssh.service");
 }
 
+/// Whether BYTES (at least the ELF header of the program at PATH) are a program of PLATFORM's machine.
+Status check_gpuenv_program(std::string_view bytes, const std::string& path, const resolver::Platform& platform) {
+  const std::string want(platform.machine());
+  const std::string hint = platform == resolver::native_platform()
+                               ? "leave out --vm-gpuenv (the running gpuenv is a " + platform.str() + " program), or name a gpuenv built for " + platform.str()
+                               : "build gpuenv for " + platform.str() + (platform.is_arm64() ? " (scripts/build_arm64.sh makes build-arm64/cli/gpuenv)" : "") +
+                                     " and name it with --vm-gpuenv PATH";
+  if (bytes.size() < 20 || bytes.substr(0, 4) != "\x7f" "ELF")
+    return make_error(ErrorKind::usage, "vm.gpuenv_binary", path + " is not an ELF program; the disk's /usr/bin/gpuenv must be a " + want + " gpuenv", "--vm-gpuenv", hint);
+  // e_machine at byte 18, in the file's byte order (EI_DATA, byte 5: 1 little-endian, 2 big-endian).
+  const auto b18 = static_cast<unsigned char>(bytes[18]), b19 = static_cast<unsigned char>(bytes[19]);
+  const unsigned machine = bytes[5] == 2 ? (b18 << 8 | b19) : (b19 << 8 | b18);
+  if (machine == platform.facts().elf_machine) return ok_status();
+  std::string found = "ELF machine " + std::to_string(machine);
+  for (const auto& f : resolver::k_platform_facts)
+    if (f.elf_machine == machine) found = "an " + std::string(f.machine) + " program";
+  return make_error(ErrorKind::usage, "vm.gpuenv_binary", path + " is " + found + ", and this disk is " + platform.str() + ": its /usr/bin/gpuenv must be an " + want + " program",
+                    "--vm-gpuenv", hint);
+}
+
 }  // namespace
 
 Status symlink_beneath(const std::string& root, const std::string& rel, const std::string& target) {
@@ -159,6 +179,15 @@ WantedBy=multi-user.target
 )unit";
 }
 
+Status check_vm_gpuenv(const std::string& path, const resolver::Platform& platform) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return io_error(k_vm_root_io, "cannot open the gpuenv to put in the disk", path);
+  char head[64] = {};
+  const ssize_t n = ::pread(fd.get(), head, sizeof head, 0);
+  if (n < 0) return io_error(k_vm_root_io, "cannot read the gpuenv to put in the disk", path);
+  return check_gpuenv_program(std::string_view(head, static_cast<std::size_t>(n)), path, platform);
+}
+
 Status add_vm_files(const std::string& root, const VmRootInputs& in, CommandRunner& runner) {
   GPUENV_TRY(kernel, find_kernel(root));  // first: a tree that cannot boot gets nothing more
   GPUENV_CHECK(write(root, "etc/fstab", fstab(in.ids)));
@@ -178,6 +207,7 @@ Status add_vm_files(const std::string& root, const VmRootInputs& in, CommandRunn
 
   auto binary = read_file_limited(in.gpuenv_binary, std::size_t{512} << 20);
   if (!binary) return binary.error();
+  GPUENV_CHECK(check_gpuenv_program(*binary, in.gpuenv_binary, in.platform));
   GPUENV_CHECK(write(root, "usr/bin/gpuenv", *binary, 0755));
   GPUENV_CHECK(write(root, "etc/systemd/system/gpuenv-preflight.service", in.preflight_unit));
   GPUENV_CHECK(write(root, "etc/systemd/system/gpuenv-preflight.service.d/10-vm.conf", k_preflight_dropin));

@@ -19,6 +19,7 @@
 #include "base/error.hpp"
 #include "base/process/command_runner.hpp"
 #include "images/disk/vm_disk.hpp"
+#include "resolver/platform.hpp"
 
 namespace gpuenv::images::disk {
 
@@ -30,7 +31,13 @@ struct VmRootInputs {
   bool cloud_init = false;     ///< enable cloud-init's units and SSH (the lock pinned cloud-init and openssh-server)
   std::string driver_module;   ///< the image's NVIDIA module ("nvidia-current"): its modinfo goes to the console; "" for none
   std::int64_t epoch = 0;      ///< SOURCE_DATE_EPOCH: the date of a system user's shadow entry
+  resolver::Platform platform; ///< the disk's: gpuenv_binary must be a program of its architecture
 };
+
+/// Whether the program at PATH can be the gpuenv of a PLATFORM disk: an ELF file of PLATFORM's machine. Errors:
+/// `vm.gpuenv_binary` (usage: not ELF, or another architecture's, with the way to name the right one), `build.io`
+/// (it cannot be read).
+Status check_vm_gpuenv(const std::string& path, const resolver::Platform& platform);
 
 /// The symlink REL -> TARGET beneath ROOT (its directory made under write_file_beneath's rule), replacing what is
 /// there. Errors: `build.io`, `archive.unsafe` (a directory on the way leads out of ROOT).
@@ -39,7 +46,8 @@ Status symlink_beneath(const std::string& root, const std::string& rel, const st
 /// The unit that puts the verdict on the console.
 std::string console_unit();
 
-/// Errors: `build.io` (a file cannot be written, with errno's text), `vm.kernel` (find_kernel's), `vm.depmod`,
+/// Errors: `build.io` (a file cannot be written, with errno's text), `vm.gpuenv_binary` (check_vm_gpuenv's),
+/// `vm.kernel` (find_kernel's), `vm.depmod`,
 /// `vm.unit` (cloud-init or openssh-server asked for but not in the tree), `vm.users` (no /etc/passwd).
 Status add_vm_files(const std::string& root, const VmRootInputs& inputs, CommandRunner& runner);
 

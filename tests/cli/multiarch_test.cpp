@@ -19,6 +19,7 @@
 #include "fakes/files.hpp"
 #include "fakes/loopback_server.hpp"
 #include "fakes/scratch.hpp"
+#include "fakes/shell.hpp"
 #include "resolver/lockfile.hpp"
 
 namespace {
@@ -28,16 +29,7 @@ namespace fs = std::filesystem;
 
 bool run_shell(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
 
-std::string shell_output(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  ::pclose(p);
-  return out;
-}
+std::string shell_output(const std::string& cmd) { return gpuenv::testing::capture(cmd); }
 
 class CliMultiPlatform : public ::testing::Test {
  protected:

@@ -12,6 +12,7 @@
 #include "base/net/fetcher.hpp"
 #include "base/process/command_runner.hpp"
 #include "fakes/temp_dir.hpp"
+#include "resolver/platform.hpp"
 
 namespace {
 
@@ -80,6 +81,47 @@ TEST_F(VmBuild, ALockWithoutAKernelIsRefusedAndLeavesNothing) {
   const CmdResult d = gpuenv({"build", vm, "-o", (dir.path() / "adir").string(), "--json"}, dir.path() / "cache");
   EXPECT_EQ(d.code, 2);
   EXPECT_NE(d.out.find("\"id\": \"cli.output\""), std::string::npos) << d.out;
+}
+
+// A linux/arm64 disk built on this (amd64) machine needs an arm64 gpuenv inside: refused before anything is unpacked
+// without --vm-gpuenv and with an x86-64 one, each naming how to make and name one; an aarch64 one is taken (this lock
+// then fails for its missing kernel, as any). vm.driver is refused: its compiler, an arm64 program, cannot run here.
+TEST_F(VmBuild, AnArm64DiskNeedsAnArm64GpuenvAndNoDriverBuiltHere) {
+  if (gpuenv::resolver::native_platform() != gpuenv::resolver::Platform::amd64()) GTEST_SKIP() << "the refusals are an amd64 machine's";
+  std::string text = read(vm);
+  text.replace(text.find("base: \"debian:12\"\n"), 18, "base: \"debian:12\"\nplatforms: [\"linux/arm64\"]\n");
+  text.replace(text.find("linux-image-cloud-amd64"), 23, "linux-image-cloud-arm64");
+  const fs::path arm_lock = dir.path() / "arm.lock";
+  std::ofstream(arm_lock) << text;
+  const fs::path out = dir.path() / "out/disk.raw";
+  const CmdResult none = gpuenv({"build", arm_lock.string(), "-o", out.string(), "--json"}, dir.path() / "cache");
+  EXPECT_EQ(none.code, 2) << none.err;
+  EXPECT_NE(none.out.find("\"id\": \"vm.gpuenv_binary\""), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("this disk is linux/arm64, and this gpuenv is a linux/amd64 program"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("--vm-gpuenv"), std::string::npos) << none.out;
+  const CmdResult x86 = gpuenv({"build", arm_lock.string(), "-o", out.string(), "--vm-gpuenv", "/bin/true", "--json"}, dir.path() / "cache");
+  EXPECT_EQ(x86.code, 2) << x86.err;
+  EXPECT_NE(x86.out.find("/bin/true is an x86_64 program, and this disk is linux/arm64"), std::string::npos) << x86.out;
+  EXPECT_FALSE(fs::exists(out));
+  // An ELF header of machine 183 (AArch64) is all the check reads.
+  std::string header(64, '\0');
+  header.replace(0, 6, "\x7f" "ELF\x02\x01");
+  header[18] = static_cast<char>(183);
+  const fs::path arm = dir.path() / "gpuenv-arm64";
+  std::ofstream(arm, std::ios::binary) << header;
+  const CmdResult taken = gpuenv({"build", arm_lock.string(), "-o", out.string(), "--vm-gpuenv", arm.string(), "--json"}, dir.path() / "cache");
+  EXPECT_EQ(taken.code, 2) << taken.err;
+  EXPECT_NE(taken.out.find("\"id\": \"vm.kernel\""), std::string::npos) << taken.out;
+  std::string with_driver = text;
+  with_driver.replace(with_driver.find("  cmdline: \"\"\n"), 14,
+                      "  cmdline: \"\"\n  driver:\n    request: \"distro\"\n    module: \"nvidia-kernel-dkms\"\n    packages: []\n    version: \"535.1\"\n");
+  const fs::path driver_lock = dir.path() / "arm-driver.lock";
+  std::ofstream(driver_lock) << with_driver;
+  const CmdResult driver = gpuenv({"build", driver_lock.string(), "-o", out.string(), "--vm-gpuenv", arm.string(), "--json"}, dir.path() / "cache");
+  EXPECT_EQ(driver.code, 4) << driver.err << driver.out;
+  EXPECT_NE(driver.out.find("\"id\": \"vm.driver_build\""), std::string::npos) << driver.out;
+  EXPECT_NE(driver.out.find("cannot run on this linux/amd64 machine"), std::string::npos) << driver.out;
+  EXPECT_FALSE(fs::exists(out));
 }
 
 }  // namespace

@@ -52,6 +52,19 @@ TEST(Gpt, GuidsParsePrintAndGoToDiskMixedEndian) {
   EXPECT_NE(std::string("89ab").find(a.str()[19]), std::string::npos);  // RFC 4122 variant
 }
 
+// Each platform's root partition type (the Discoverable Partitions Specification), named and told apart.
+TEST(Gpt, EachPlatformHasItsRootPartitionType) {
+  using gpuenv::resolver::Platform;
+  EXPECT_EQ(root_partition_type(Platform::amd64()), guid(k_type_root_x86_64));
+  EXPECT_EQ(root_partition_type(Platform::arm64()).str(), "b921b045-1df0-41c3-af44-4c6f280d3fae");
+  EXPECT_EQ(root_partition_platform(guid(k_type_root_arm64)), Platform::arm64());
+  EXPECT_EQ(root_partition_platform(guid(k_type_root_x86_64)), Platform::amd64());
+  EXPECT_FALSE(root_partition_platform(guid(k_type_esp)));
+  EXPECT_EQ(partition_type_name(guid(k_type_root_x86_64)), "Linux root (x86-64)");
+  EXPECT_EQ(partition_type_name(guid(k_type_root_arm64)), "Linux root (ARM64)");
+  EXPECT_EQ(partition_type_name(guid("0fc63daf-8483-4772-8e79-3d69d8477de4")), "Linux filesystem");
+}
+
 TEST(Gpt, PlansAlignedPartitionsAndRefusesBadOnes) {
   const Guid disk = guid_from_seed("d");
   auto layout = plan_gpt(disk, {{guid(k_type_esp), guid_from_seed("e"), "esp", 64u << 20}, {guid(k_type_root_x86_64), guid_from_seed("r"), "root", (100u << 20) + 1}});
@@ -452,4 +465,24 @@ TEST(DiskTools, AContainerDiskHoldsTheDiskUnderDiskOwnedByQemu) {
       << listing;
   EXPECT_EQ(capture("tar -xOf " + sh_quote(blob) + " disk/gpu-node.qcow2 | sha256sum | cut -c1-64"), file_sha256(dir.path() / "d.qcow2") + "\n");
   EXPECT_EQ(write_container_disk({(dir.path() / "c").string(), (dir.path() / "d.qcow2").string(), "../x", 0, "", {}}).error().id, "disk.path");
+
+  // The config names the disk's platform, where KubeVirt's node pulls it: amd64 without a variant, as before there
+  // were platforms; arm64 with v8.
+  auto config_of = [&](const std::string& layout) {
+    const auto index = nlohmann::json::parse(read_all(fs::path(layout) / "index.json"));
+    const std::string manifest = index["manifests"][0]["digest"].get<std::string>().substr(7);
+    const auto m = nlohmann::json::parse(read_all(fs::path(layout) / "blobs/sha256" / manifest));
+    return nlohmann::json::parse(read_all(fs::path(layout) / "blobs/sha256" / m["config"]["digest"].get<std::string>().substr(7)));
+  };
+  const auto amd64 = config_of((dir.path() / "a").string());
+  EXPECT_EQ(amd64["architecture"], "amd64");
+  EXPECT_FALSE(amd64.contains("variant"));
+  ContainerDiskRequest arm{(dir.path() / "arm").string(), (dir.path() / "d.qcow2").string(), "gpu-node.qcow2", 1700000000, "1", {}, gpuenv::resolver::Platform::arm64()};
+  auto arm_d = write_container_disk(arm);
+  ASSERT_TRUE(arm_d) << arm_d.error().message;
+  EXPECT_NE(arm_d->digest.str(), first);
+  const auto arm64 = config_of(arm.layout_dir);
+  EXPECT_EQ(arm64["architecture"], "arm64");
+  EXPECT_EQ(arm64["variant"], "v8");
+  EXPECT_EQ(arm64["os"], "linux");
 }

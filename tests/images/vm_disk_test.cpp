@@ -171,7 +171,9 @@ TEST(Initramfs, IsASortedNewcCpioThatGnuCpioReadsAndTheSameBytesTwice) {
   const fs::path root = module_tree(dir.path() / "root");
   auto plan = plan_initramfs(root.string(), "6.1.0-1-test");
   ASSERT_TRUE(plan) << plan.error().message;
-  const std::string init = std::string(initramfs_init_program());
+  // The disk is an x86-64 one, whatever gpuenv was built for (an arm64 build embeds an x86-64 init too).
+  const std::string init = std::string(initramfs_init_program_for("amd64"));
+  if (init.empty()) GTEST_SKIP() << "this build has no x86-64 initramfs init (no x86-64 compiler when it was configured)";
   ASSERT_GT(init.size(), 4096u);
   EXPECT_EQ(init.substr(0, 4), "\x7f" "ELF");
   auto a = write_initramfs(*plan, root.string(), init, 1700000000, (dir.path() / "a.img").string());
@@ -214,6 +216,79 @@ TEST(Initramfs, IsASortedNewcCpioThatGnuCpioReadsAndTheSameBytesTwice) {
   // A member the archive cannot hold is refused.
   EXPECT_EQ(newc_archive({{"/etc", 040755, {}, 0, 0}}, 0).error().id, "vm.initramfs");
   EXPECT_EQ(newc_archive({{"etc", 040755, {}, 0, 0}, {"etc", 040755, {}, 0, 0}}, 0).error().id, "vm.initramfs");
+}
+
+// An arm64 disk: the controllers of Arm machines (virtio over MMIO besides PCI), and an init that must be an
+// aarch64 program: the x86-64 one is refused, naming what is missing.
+TEST(Initramfs, AnArm64DiskLooksForArmsControllersAndTakesAnAarch64Init) {
+  gpuenv::testing::TempDir dir("gpuenv-initramfs-arm64");
+  const fs::path root = module_tree(dir.path() / "root", "kernel/drivers/virtio/virtio_mmio.ko: kernel/drivers/virtio/virtio_ring.ko kernel/drivers/virtio/virtio.ko\n");
+  write_tree_file(root / "usr/lib/modules/6.1.0-1-test/kernel/drivers/virtio/virtio_mmio.ko", "module virtio_mmio");
+  auto plan = plan_initramfs(root.string(), "6.1.0-1-test", gpuenv::resolver::Platform::arm64());
+  ASSERT_TRUE(plan) << plan.error().message;
+  EXPECT_EQ(plan->platform, gpuenv::resolver::Platform::arm64());
+  std::vector<std::pair<std::string, Support>> got;
+  for (const auto& c : plan->controllers) got.emplace_back(c.name, c.support);
+  EXPECT_EQ(got, (std::vector<std::pair<std::string, Support>>{{"nvme", Support::built_in},
+                                                               {"virtio-blk", Support::initramfs},
+                                                               {"virtio-scsi", Support::absent},
+                                                               {"virtio-blk-mmio", Support::initramfs},
+                                                               {"virtio-scsi-mmio", Support::absent},
+                                                               {"ahci", Support::absent},
+                                                               {"hyperv", Support::absent},
+                                                               {"xen-blkfront", Support::initramfs}}));
+  EXPECT_LT(position(plan->modules, "kernel/drivers/virtio/virtio_mmio.ko"), plan->modules.size());
+  // The amd64 plan of the same tree is what it was: no MMIO controllers, and virtio_mmio not taken.
+  auto amd64 = plan_initramfs(root.string(), "6.1.0-1-test");
+  ASSERT_TRUE(amd64) << amd64.error().message;
+  EXPECT_EQ(amd64->controllers.size(), 6u);
+  EXPECT_EQ(position(amd64->modules, "kernel/drivers/virtio/virtio_mmio.ko"), amd64->modules.size());
+
+  const std::string x86 = std::string(initramfs_init_program_for("amd64"));
+  ASSERT_GT(x86.size(), 20u);
+  auto refused = write_initramfs(*plan, root.string(), x86, 0, (dir.path() / "x86.img").string());
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().id, "vm.initramfs");
+  EXPECT_NE(refused.error().message.find("not an aarch64 program, and this disk is a linux/arm64 one"), std::string::npos) << refused.error().message;
+  EXPECT_FALSE(fs::exists(dir.path() / "x86.img"));
+  auto none = write_initramfs(*plan, root.string(), {}, 0, (dir.path() / "none.img").string());
+  ASSERT_FALSE(none);
+  EXPECT_NE(none.error().message.find("this gpuenv has no aarch64 initramfs init"), std::string::npos) << none.error().message;
+  EXPECT_NE(none.error().hint.find("aarch64-linux-gnu-g++"), std::string::npos) << none.error().hint;
+  std::string arm = x86;  // the header is all write_initramfs reads of it
+  arm[18] = static_cast<char>(183);  // EM_AARCH64
+  arm[19] = 0;
+  auto taken = write_initramfs(*plan, root.string(), arm, 0, (dir.path() / "arm.img").string());
+  ASSERT_TRUE(taken) << taken.error().message;
+  EXPECT_EQ(capture("gzip -dc " + sh_quote(dir.path() / "arm.img") + " | cpio -i --to-stdout --quiet etc/gpuenv/initramfs-absent"),
+            "virtio-scsi, virtio-scsi-mmio, ahci, hyperv");
+}
+
+// The gpuenv a disk gets must be a program of the disk's platform: another's is refused, saying how to name one.
+TEST(VmRoot, TheGpuenvInsideIsAProgramOfTheDisksPlatform) {
+  gpuenv::testing::TempDir dir("gpuenv-vm-gpuenv");
+  const std::string x86 = std::string(initramfs_init_program_for("amd64"));  // a static x86-64 program at hand
+  write_tree_file(dir.path() / "x86", x86);
+  std::string arm = x86;
+  arm[18] = static_cast<char>(183);
+  arm[19] = 0;
+  write_tree_file(dir.path() / "arm", arm);
+  write_tree_file(dir.path() / "text", "#!/bin/sh\n");
+  using gpuenv::resolver::Platform;
+  EXPECT_TRUE(check_vm_gpuenv((dir.path() / "x86").string(), Platform::amd64()));
+  EXPECT_TRUE(check_vm_gpuenv((dir.path() / "arm").string(), Platform::arm64()));
+  auto wrong = check_vm_gpuenv((dir.path() / "x86").string(), Platform::arm64());
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().id, "vm.gpuenv_binary");
+  EXPECT_EQ(wrong.error().kind, ErrorKind::usage);
+  EXPECT_NE(wrong.error().message.find("is an x86_64 program, and this disk is linux/arm64"), std::string::npos) << wrong.error().message;
+  EXPECT_NE(wrong.error().hint.find("--vm-gpuenv"), std::string::npos) << wrong.error().hint;
+  EXPECT_NE(wrong.error().hint.find("scripts/build_arm64.sh"), std::string::npos) << wrong.error().hint;
+  EXPECT_EQ(check_vm_gpuenv((dir.path() / "arm").string(), Platform::amd64()).error().id, "vm.gpuenv_binary");
+  auto text = check_vm_gpuenv((dir.path() / "text").string(), Platform::amd64());
+  ASSERT_FALSE(text);
+  EXPECT_NE(text.error().message.find("is not an ELF program"), std::string::npos) << text.error().message;
+  EXPECT_EQ(check_vm_gpuenv((dir.path() / "missing").string(), Platform::amd64()).error().id, "build.io");
 }
 
 TEST(VmKernel, FstabNamesTheRootAndEspTheDiskWillHave) {
@@ -324,6 +399,34 @@ std::string kernel_deb(const std::string& flavour) {
   return "";
 }
 
+/// A .deb scripts/test.sh downloads whose file name starts with PREFIX ("systemd-boot-efi_") and ends with SUFFIX
+/// ("_arm64.deb"); "" when it is not there.
+std::string test_deb(const std::string& prefix, const std::string& suffix) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(GPUENV_TEST_VM_DIR, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) return e.path().string();
+  }
+  return "";
+}
+
+/// What differs in a test root per architecture: the firmware the boot needs, where systemd-boot comes from, the
+/// kernel's own crypto modules, the compiler of the static init and the console it writes to.
+struct TestArch {
+  const char* name;            ///< "amd64", "arm64"
+  const char* boot_loader;     ///< systemd-boot<suffix>.efi
+  const char* boot_loader_deb; ///< "": the host's (amd64); else systemd-boot-efi's .deb of that architecture
+  const char* crypto;          ///< the kernel's architecture-specific crypto modules (crc32c)
+  const char* cc;              ///< the static init's compiler
+  const char* console;         ///< where the init writes: x86's first serial port; on arm64 /dev/console, the one
+                               ///< the firmware's SPCR names (a PL011 on QEMU's virt machine)
+  std::vector<const char*> firmware;
+};
+const TestArch k_amd64{"amd64", "systemd-bootx64.efi", "", "arch/x86/crypto", "cc", "/dev/ttyS0",
+                       {"/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd"}};
+const TestArch k_arm64{"arm64", "systemd-bootaa64.efi", "arm64", "arch/arm64/crypto", "aarch64-linux-gnu-gcc", "/dev/console",
+                       {"/usr/share/AAVMF/AAVMF_CODE.fd", "/usr/share/AAVMF/AAVMF_VARS.fd"}};
+
 constexpr const char* k_init_c = R"(#include <fcntl.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -332,7 +435,7 @@ constexpr const char* k_init_c = R"(#include <fcntl.h>
 int main(void) {
   mount("devtmpfs", "/dev", "devtmpfs", 0, 0);
   mount("proc", "/proc", "proc", 0, 0);
-  int out = open("/dev/ttyS0", O_WRONLY | O_NOCTTY);
+  int out = open(CONSOLE, O_WRONLY | O_NOCTTY);
   char cmdline[1024] = {0};
   int in = open("/proc/cmdline", O_RDONLY);
   if (in >= 0) read(in, cmdline, sizeof cmdline - 1);
@@ -345,13 +448,16 @@ int main(void) {
 }
 )";
 
-/// A root from a kernel .deb: the kernel and its modules (depmod run, as the VM root's steps run it), the host's
+/// A root from a kernel .deb of ARCH: the kernel and its modules (depmod run, as the VM root's steps run it),
 /// systemd-boot, and a static init that prints its command line on the serial console and powers off. Fails the
 /// test (ADD_FAILURE) and returns "" when a step does not work.
-std::string boot_root(const std::string& deb, const fs::path& dir) {
-  for (const char* need : {"/usr/share/OVMF/OVMF_CODE_4M.fd", "/usr/share/OVMF/OVMF_VARS_4M.fd", "/usr/lib/systemd/boot/efi/systemd-bootx64.efi"})
-    if (!fs::exists(need)) {
-      ADD_FAILURE() << need << " is missing: scripts/deps.sh installs ovmf and systemd-boot-efi";
+std::string boot_root(const std::string& deb, const fs::path& dir, const TestArch& arch = k_amd64) {
+  std::vector<std::string> need(arch.firmware.begin(), arch.firmware.end());
+  const std::string host_loader = std::string("/usr/lib/systemd/boot/efi/") + arch.boot_loader;
+  if (!*arch.boot_loader_deb) need.push_back(host_loader);
+  for (const auto& n : need)
+    if (!fs::exists(n)) {
+      ADD_FAILURE() << n << " is missing: scripts/deps.sh installs " << (arch.name == std::string("arm64") ? "qemu-efi-aarch64" : "ovmf and systemd-boot-efi");
       return "";
     }
   const fs::path root = dir / "root";
@@ -366,17 +472,29 @@ std::string boot_root(const std::string& deb, const fs::path& dir) {
                                     " './lib/modules/*/kernel/drivers/block/*' './lib/modules/*/kernel/drivers/nvme/*' './lib/modules/*/kernel/drivers/virtio/*'"
                                     " './lib/modules/*/kernel/drivers/hv/*' './lib/modules/*/kernel/fs/*' './lib/modules/*/kernel/lib/*'"
                                     " './lib/modules/*/kernel/crypto/*'"
-                                    " './lib/modules/*/kernel/block/*' './lib/modules/*/kernel/arch/x86/crypto/*' 2>&1",
+                                    " './lib/modules/*/kernel/block/*' './lib/modules/*/kernel/" + std::string(arch.crypto) + "/*' 2>&1",
                                 &status);
   if (status != 0) {
     ADD_FAILURE() << "dpkg-deb --fsys-tarfile " << deb << " | tar -x: " << x;
     return "";
   }
   fs::create_directories(root / "usr/lib/systemd/boot/efi");
-  fs::copy_file("/usr/lib/systemd/boot/efi/systemd-bootx64.efi", root / "usr/lib/systemd/boot/efi/systemd-bootx64.efi");
+  if (*arch.boot_loader_deb) {
+    const std::string loader_deb = test_deb("systemd-boot-efi_", std::string("_") + arch.boot_loader_deb + ".deb");
+    const std::string y = capture("dpkg-deb --fsys-tarfile " + sh_quote(loader_deb) + " | tar -x -C " + sh_quote(root) + " ./usr/lib/systemd/boot/efi/" + arch.boot_loader + " 2>&1",
+                                  &status);
+    if (loader_deb.empty() || status != 0) {
+      ADD_FAILURE() << "systemd-boot-efi's " << arch.name << " .deb (" << loader_deb << "): " << y;
+      return "";
+    }
+  } else {
+    fs::copy_file(host_loader, root / "usr/lib/systemd/boot/efi" / arch.boot_loader);
+  }
   write_tree_file(dir / "init.c", k_init_c);
   for (const char* d : {"sbin", "dev", "proc"}) fs::create_directories(root / d);
-  const std::string cc = capture("cc -static -O2 -o " + sh_quote(root / "sbin/init") + " " + sh_quote(dir / "init.c") + " 2>&1", &status);
+  const std::string cc = capture(std::string(arch.cc) + " -static -O2 '-DCONSOLE=\"" + arch.console + "\"' -o " + sh_quote(root / "sbin/init") + " " +
+                                     sh_quote(dir / "init.c") + " 2>&1",
+                                 &status);
   if (status != 0) {
     ADD_FAILURE() << "a static init: " << cc;
     return "";
@@ -396,14 +514,15 @@ std::string boot_root(const std::string& deb, const fs::path& dir) {
 
 /// Boots DISK under QEMU with tests/vm/qemu_boot.sh, the disk on CONTROLLER; the serial console's text. STATUS is
 /// qemu_boot.sh's (0: powered off by itself), SECONDS the boot's.
-std::string boot(const fs::path& disk, const std::string& controller, const fs::path& work, int& status, double& seconds, int timeout_s = 240) {
+std::string boot(const fs::path& disk, const std::string& controller, const fs::path& work, int& status, double& seconds, int timeout_s = 240,
+                 const std::string& arch = "amd64") {
   const fs::path copy = work / ("boot-" + controller + ".raw");
   fs::remove(copy);
   capture("cp --sparse=always " + sh_quote(disk) + " " + sh_quote(copy));  // booting writes to the disk
   const fs::path console = work / ("console-" + controller + ".log");
   const auto t0 = std::chrono::steady_clock::now();
   const std::string out = capture(sh_quote(fs::path(GPUENV_SOURCE_DIR) / "tests/vm/qemu_boot.sh") + " --disk " + sh_quote(copy) + " --console " + sh_quote(console) +
-                                      " --controller " + controller + " --memory 512 --timeout " + std::to_string(timeout_s) + " 2>&1",
+                                      " --arch " + arch + " --controller " + controller + " --memory 512 --timeout " + std::to_string(timeout_s) + " 2>&1",
                                   &status);
   seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fs::remove(copy);
@@ -569,5 +688,97 @@ TEST(VmBoot, EveryControllerBootsAndOneTheKernelLacksIsNamedOnTheConsole) {
     }
     std::printf("vm disk (%s kernel, initramfs %llu KiB, %zu modules): over %s %s under TCG in %.1f s (two guests at a time)\n", c.kernel,
                 static_cast<unsigned long long>(disk.initramfs_size >> 10), disk.initramfs.modules.size(), c.controller, c.boots ? "boots to power-off" : "stops", c.seconds);
+  }
+}
+
+// An arm64 disk (Debian's arm64 cloud kernel, systemd-boot-efi's arm64 .deb, an aarch64 static init from the cross
+// compiler, gpuenv's aarch64 initramfs init) boots under qemu-system-aarch64's virt machine with AAVMF: BOOTAA64.EFI
+// on the removable-media path, the ARM64 root partition type, the kernel's serial console from the firmware (no
+// console= of gpuenv's). Over virtio-blk on PCI (a module: from the initramfs), virtio-blk over MMIO (the virt
+// machine's own transport, also from the initramfs) and NVMe (built in).
+TEST(VmBoot, AnArm64DiskBootsUnderAavmf) {
+  const std::string deb = kernel_deb("cloud-arm64");
+  if (deb.empty() || test_deb("systemd-boot-efi_", "_arm64.deb").empty())
+    GTEST_SKIP() << "no Debian arm64 cloud kernel and systemd-boot-efi arm64 .debs in " << GPUENV_TEST_VM_DIR
+                 << " (scripts/test.sh downloads them with apt-get download where arm64 is a dpkg architecture)";
+  if (initramfs_init_program_for("arm64").empty())
+    GTEST_SKIP() << "this gpuenv was built without an aarch64 initramfs init (no aarch64-linux-gnu-g++ that links static programs when it was configured)";
+  ASSERT_EQ(capture("command -v qemu-system-aarch64 aarch64-linux-gnu-gcc >/dev/null && echo yes"), "yes\n")
+      << "qemu-system-aarch64 or aarch64-linux-gnu-gcc is missing (scripts/deps.sh installs qemu-system-arm and gcc-aarch64-linux-gnu)";
+  gpuenv::testing::TempDir dir("gpuenv-vmboot-arm64");
+  const fs::path root = boot_root(deb, dir.path(), k_arm64);
+  ASSERT_FALSE(root.empty());
+  auto runner = make_process_runner();
+  VmDiskRequest rq;
+  rq.root = root.string();
+  rq.seed = "arm64-seed";
+  rq.epoch = 1700000000;
+  rq.cmdline = "panic=-1 gpuenv.test=1";
+  rq.work_dir = (dir.path() / "work").string();
+  rq.out = (dir.path() / "disk.raw").string();
+  rq.platform = gpuenv::resolver::Platform::arm64();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto disk = build_vm_disk(rq, *runner);
+  const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(disk) << disk.error().message;
+  EXPECT_EQ(disk->platform, gpuenv::resolver::Platform::arm64());
+  EXPECT_EQ(disk->cmdline, "root=PARTUUID=" + disk->ids.root_partition.str() + " rootfstype=ext4 ro panic=-1 gpuenv.test=1");
+  std::map<std::string, Support> got;
+  for (const auto& c : disk->initramfs.controllers) got[c.name] = c.support;
+  // Debian's arm64 cloud kernel: NVMe and ext4 built in, virtio (PCI and MMIO), Hyper-V and Xen as modules, no AHCI.
+  EXPECT_EQ(got, (std::map<std::string, Support>{{"nvme", Support::built_in},
+                                                  {"virtio-blk", Support::initramfs},
+                                                  {"virtio-scsi", Support::initramfs},
+                                                  {"virtio-blk-mmio", Support::initramfs},
+                                                  {"virtio-scsi-mmio", Support::initramfs},
+                                                  {"ahci", Support::absent},
+                                                  {"hyperv", Support::initramfs},
+                                                  {"xen-blkfront", Support::initramfs}}));
+  ASSERT_EQ(disk->layout.partitions.size(), 2u);
+  EXPECT_EQ(disk->layout.partitions[1].type.str(), "b921b045-1df0-41c3-af44-4c6f280d3fae");
+  // The ESP as mtools reads it: the arm64 loader on the removable-media path, and no x86 one.
+  const std::string esp = sh_quote(dir.path() / "disk.raw") + "@@" + std::to_string(disk->layout.partitions[0].offset());
+  int status = 0;
+  const std::string listing = capture("MTOOLSRC=/dev/null mdir -/ -b -i " + esp + " ::/EFI 2>&1", &status);
+  EXPECT_EQ(status, 0) << listing;
+  EXPECT_NE(listing.find("::/EFI/BOOT/BOOTAA64.EFI"), std::string::npos) << listing;
+  EXPECT_NE(listing.find("::/EFI/systemd/systemd-bootaa64.efi"), std::string::npos) << listing;
+  EXPECT_EQ(listing.find("X64"), std::string::npos) << listing;
+  // inspect's reader says which platform the disk is.
+  fs::create_directories(dir.path() / "read");
+  auto summary = read_disk(rq.out, (dir.path() / "read").string(), *runner);
+  ASSERT_TRUE(summary) << summary.error().message;
+  EXPECT_EQ(summary->platform, gpuenv::resolver::Platform::arm64());
+  EXPECT_EQ(partition_type_name(summary->layout.partitions[1].type), "Linux root (ARM64)");
+
+  const char* const controllers[] = {"virtio-blk", "virtio-blk-mmio", "nvme"};
+  std::string logs[3];
+  int statuses[3] = {0, 0, 0};
+  double seconds[3] = {0, 0, 0};
+  for (int i = 0; i < 3; i += 2) {  // two guests at a time on the two cores
+    std::vector<std::thread> pair;
+    for (int j = i; j < std::min(i + 2, 3); ++j)
+      pair.emplace_back([&, j] {
+        const fs::path work = dir.path() / controllers[j];
+        fs::create_directories(work);
+        logs[j] = boot(rq.out, controllers[j], work, statuses[j], seconds[j], 400, "arm64");
+      });
+    for (auto& t : pair) t.join();
+  }
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(controllers[i]);
+    const std::string& log = logs[i];
+    EXPECT_EQ(statuses[i], 0) << "qemu did not power off by itself (124: timed out)\n" << tail_of(log);
+    EXPECT_NE(log.find("gpuenv-init: root PARTUUID=" + disk->ids.root_partition.str() + " is /dev/"), std::string::npos) << tail_of(log);
+    // systemd-boot's initrd= comes first, then the entry's options: no console= of gpuenv's.
+    const auto ran = log.find("gpuenv-vm-test: init ran; cmdline: initrd=");
+    ASSERT_NE(ran, std::string::npos) << tail_of(log);
+    const std::string cmdline = log.substr(ran, log.find_first_of("\r\n", ran) - ran);
+    EXPECT_NE(cmdline.find(" root=PARTUUID=" + disk->ids.root_partition.str() + " rootfstype=ext4 ro panic=-1 gpuenv.test=1"), std::string::npos) << cmdline;
+    EXPECT_EQ(cmdline.find("console="), std::string::npos) << cmdline;
+    EXPECT_NE(log.find("printk: console [ttyAMA0] enabled"), std::string::npos) << "the serial console is not the firmware's PL011\n" << tail_of(log);
+    EXPECT_NE(log.find("reboot: Power down"), std::string::npos) << tail_of(log);
+    std::printf("arm64 vm disk (cloud kernel): build %.1f s, initramfs %llu KiB (%zu modules), boot over %s to power-off under TCG (virt, cortex-a57) %.1f s\n", build_s,
+                static_cast<unsigned long long>(disk->initramfs_size >> 10), disk->initramfs.modules.size(), controllers[i], seconds[i]);
   }
 }

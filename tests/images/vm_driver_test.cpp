@@ -222,6 +222,20 @@ TEST(DriverAlternatives, LinksWhatTheTreeHoldsAndNothingElse) {
   EXPECT_FALSE(fs::exists(fs::symlink_status(root / "etc/modprobe.d/nvidia-options.conf")));
 }
 
+// An arm64 disk's libraries are under /usr/lib/aarch64-linux-gnu: the links go there, not to the x86-64 directory.
+TEST(DriverAlternatives, LinksInThePlatformsLibraryDirectory) {
+  gpuenv::testing::TempDir dir("gpuenv-vmdriver-alt-arm64");
+  const fs::path root = dir.path() / "root";
+  write_tree_file(root / "usr/lib/aarch64-linux-gnu/nvidia/current/libnvidia-ml.so.1", "nvml");
+  write_tree_file(root / "usr/lib/aarch64-linux-gnu/nvidia/current/libcuda.so.1", "cuda");
+  auto made = link_driver_alternatives(root.string(), gpuenv::resolver::Platform::arm64());
+  ASSERT_TRUE(made) << made.error().message;
+  EXPECT_EQ(*made, (std::vector<std::string>{"/usr/lib/aarch64-linux-gnu/libcuda.so.1 -> nvidia/current/libcuda.so.1",
+                                             "/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.1 -> nvidia/current/libnvidia-ml.so.1"}));
+  EXPECT_EQ(read_all(root / "usr/lib/aarch64-linux-gnu/libnvidia-ml.so.1"), "nvml");
+  EXPECT_FALSE(fs::exists(fs::symlink_status(root / "usr/lib/x86_64-linux-gnu")));
+}
+
 TEST(DriverInfo, TheUnitPrintsTheModulesModinfoBeforeTheVerdict) {
   const std::string unit = driver_info_unit("nvidia-current");
   EXPECT_NE(unit.find("Before=gpuenv-console.service"), std::string::npos);

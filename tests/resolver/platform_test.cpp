@@ -100,15 +100,20 @@ LockedPackage package(const std::string& name, const std::string& arch, Platform
   return p;
 }
 
-TEST(LockPlatforms, AMultiPlatformLockReadsBackPackageByPackage) {
+/// The lock of a spec named NAME resolved for PLATFORMS (empty: none said) with PACKAGES.
+Lock lock_for(const std::string& name, const std::vector<Platform>& platforms, const std::vector<LockedPackage>& packages) {
   Spec spec;
-  spec.name = "two";
+  spec.name = name;
   Resolution r;
   r.ok = true;
   r.base = "debian:12";
-  r.platforms = {Platform::amd64(), Platform::arm64()};
-  const Lock lock = lock_of(spec, r, LockInputs{"s", "c", "gpuenv test"},
-                            {package("libc6", "amd64", Platform::amd64()), package("libc6", "arm64", Platform::arm64()), package("tzdata", "all", Platform::arm64())});
+  r.platforms = platforms;
+  return lock_of(spec, r, LockInputs{"s", "c", "gpuenv test"}, packages);
+}
+
+TEST(LockPlatforms, AMultiPlatformLockReadsBackPackageByPackage) {
+  const Lock lock = lock_for("two", {Platform::amd64(), Platform::arm64()},
+                             {package("libc6", "amd64", Platform::amd64()), package("libc6", "arm64", Platform::arm64()), package("tzdata", "all", Platform::arm64())});
   const std::string text = render_lock(lock);
   EXPECT_NE(text.find("platforms: [\"linux/amd64\", \"linux/arm64\"]\n"), std::string::npos) << text;
   EXPECT_NE(text.find("platform: \"linux/arm64\""), std::string::npos);
@@ -128,12 +133,7 @@ TEST(LockPlatforms, AMultiPlatformLockReadsBackPackageByPackage) {
 }
 
 TEST(LockPlatforms, ALockWithoutTheKeyIsLinuxAmd64sAndWritesNone) {
-  Spec spec;
-  spec.name = "old";
-  Resolution r;
-  r.ok = true;
-  r.base = "debian:12";
-  const Lock lock = lock_of(spec, r, LockInputs{"s", "c", "gpuenv test"}, {package("libc6", "amd64", Platform::amd64())});
+  const Lock lock = lock_for("old", {}, {package("libc6", "amd64", Platform::amd64())});
   const std::string text = render_lock(lock);
   EXPECT_EQ(text.find("platform"), std::string::npos) << text;
   auto back = parse_lock(text, "gpuenv.lock");
@@ -143,13 +143,7 @@ TEST(LockPlatforms, ALockWithoutTheKeyIsLinuxAmd64sAndWritesNone) {
 }
 
 TEST(LockPlatforms, DamagedPlatformsAreRefused) {
-  Spec spec;
-  spec.name = "two";
-  Resolution r;
-  r.ok = true;
-  r.base = "debian:12";
-  r.platforms = {Platform::amd64(), Platform::arm64()};
-  const std::string text = render_lock(lock_of(spec, r, LockInputs{"s", "c", "gpuenv test"}, {package("libc6", "arm64", Platform::arm64())}));
+  const std::string text = render_lock(lock_for("two", {Platform::amd64(), Platform::arm64()}, {package("libc6", "arm64", Platform::arm64())}));
   auto edit = [&](const std::string& from, const std::string& to) {
     std::string t = text;
     const auto at = t.find(from);

@@ -205,7 +205,7 @@ TEST(SpecParser, AVmDiskHasAVmSectionAndARawOrQcow2Format) {
   auto fmt = parse_spec("image: {format: qcow2}\n", "spec.yaml");
   ASSERT_TRUE(fmt.ok()) << fmt.error().to_string();
   ASSERT_TRUE(fmt->vm);
-  EXPECT_EQ(fmt->vm->kernel, "linux-image-cloud-amd64");
+  EXPECT_EQ(fmt->vm->kernel, "") << "the platform's cloud kernel, once the platform is chosen (app::resolve)";
   EXPECT_EQ(fmt->vm->disk_size, 0u);
   EXPECT_FALSE(fmt->vm->cloud_init);
   auto sec = parse_spec("vm: {kernel: linux-image-amd64, disk_size: 8G, cloud_init: true, cmdline: 'quiet'}\n", "spec.yaml");
@@ -225,6 +225,21 @@ TEST(SpecParser, AVmDiskHasAVmSectionAndARawOrQcow2Format) {
   const auto typo = error_of("vm: {kernal: linux-image-amd64}\n");
   EXPECT_NE(typo.hint.find("kernel"), std::string::npos) << typo.hint;
   EXPECT_NE(error_of("image: {format: qcow}\n").hint.find("qcow2"), std::string::npos);
+}
+
+// vm.kernel's default follows the platform: Debian's cloud kernel of its architecture; a named kernel stays.
+TEST(SpecParser, AVmDisksDefaultKernelIsTheCloudKernelOfItsPlatform) {
+  auto arm = parse_spec("image: {format: qcow2, platforms: [linux/arm64]}\n", "spec.yaml");
+  ASSERT_TRUE(arm.ok()) << arm.error().to_string();
+  EXPECT_EQ(arm->vm->kernel, "linux-image-cloud-arm64");
+  auto amd = parse_spec("image: {format: raw, platforms: [linux/amd64]}\n", "spec.yaml");
+  ASSERT_TRUE(amd.ok()) << amd.error().to_string();
+  EXPECT_EQ(amd->vm->kernel, "linux-image-cloud-amd64");
+  auto named = parse_spec("image: {format: raw, platforms: [linux/arm64]}\nvm: {kernel: linux-image-arm64}\n", "spec.yaml");
+  ASSERT_TRUE(named.ok()) << named.error().to_string();
+  EXPECT_EQ(named->vm->kernel, "linux-image-arm64");
+  EXPECT_EQ(gpuenv::resolver::default_vm_kernel(gpuenv::resolver::Platform::arm64()), "linux-image-cloud-arm64");
+  EXPECT_EQ(gpuenv::resolver::default_vm_kernel(gpuenv::resolver::Platform()), "linux-image-cloud-amd64");
 }
 
 // Issue 33, case 16: a command line with YAML escapes (\v \f \N \L) locked into a lock build refused as not UTF-8,
