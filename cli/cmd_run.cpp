@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "app/run.hpp"
+#include "base/safe_text.hpp"
 #include "cli/commands.hpp"
 
 namespace gpuenv::cli {
