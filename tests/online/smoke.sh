@@ -26,31 +26,12 @@ fail() { echo "smoke FAIL: $*"; exit 1; }
 t0=$(date +%s%N)
 step() { local now; now=$(date +%s%N); printf 'smoke: %-58s %6.1f s\n' "$1" "$(( (now - t0) / 1000000 ))e-3"; t0=$now; }
 
-# Reachability: the first apt repository gpuenv would use (its InRelease) and the Python index it would use.
-"$gpuenv" sources --json > "$out/sources.json" || fail "gpuenv sources failed"
-mapfile -t probes < <(python3 - "$out/sources.json" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-for s in j["apt"]["sources"]:
-    if s["used"] and s["type"] == "deb":
-        base = s["uri"].rstrip("/")
-        print(base + "/" + s["suite"].strip("/") + "/InRelease" if s["flat"] else base + "/dists/" + s["suite"] + "/InRelease")
-        break
-url = j["pip"]["index_url"]["url"]
-if url:
-    print(url.rstrip("/") + "/pip/")
-PY
-)
-[ "${#probes[@]}" -gt 0 ] || fail "gpuenv sources names no apt repository and no Python index"
-for url in "${probes[@]}"; do
-  code=0
-  curl -fsS -o /dev/null --max-time 30 --retry 2 "$url" 2>"$out/curl.err" || code=$?
-  if [ "$code" -ne 0 ]; then
-    echo "smoke skipped: $url cannot be reached (curl exit $code: $(tr -d '\n' < "$out/curl.err"))"
-    exit 77
-  fi
-done
-step "the mirrors answer (${#probes[@]} probed)"
+# Reachability: the first apt repository gpuenv would use (its InRelease) and the Python index it would use
+# (tests/online/reachable.sh, shared with the other online scripts; 77 and the reason when one does not answer).
+reach=0
+"$root/tests/online/reachable.sh" "$gpuenv" || reach=$?
+[ "$reach" -eq 0 ] || { [ "$reach" -eq 77 ] && exit 77; fail "the reachability probe failed"; }
+step "the mirrors answer"
 
 spec=$root/recipes/examples/hello-cuda.yaml
 GPUENV_CACHE_DIR=$out/cache-a "$gpuenv" lock "$spec" -o "$out/a.lock" > "$out/lock-a.log" 2>&1 || { tail -20 "$out/lock-a.log"; fail "lock (cache a)"; }
