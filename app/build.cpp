@@ -88,7 +88,8 @@ Status write_archive(const BuildRequest& rq, resolver::ImageFormat format, const
                                      repo_tag, output);
 }
 
-Result<images::PushStats> push(const BuildRequest& rq, const std::string& layout_dir, const std::string& tag, Services& services) {
+Result<images::PushStats> push(const BuildRequest& rq, const std::string& layout_dir, const std::string& tag, Services& services,
+                               const std::vector<Digest>& remote_blobs = {}, const std::string& mount_from = {}) {
   GPUENV_TRY(ref, images::parse_image_reference(rq.push));
   GPUENV_TRY(http, open_http_client(services, rq.ca_bundle));
   Status problem = ok_status();
@@ -97,6 +98,8 @@ Result<images::PushStats> push(const BuildRequest& rq, const std::string& layout
   images::RegistryClient client(*http, ro);
   images::PushOptions po;
   po.ref_name = tag;
+  po.remote_blobs.insert(remote_blobs.begin(), remote_blobs.end());
+  po.mount_from = mount_from;
   services.step("pushing to " + ref.to_string());
   auto st = client.push(layout_dir, ref, po);
   if (!st) {
@@ -322,7 +325,7 @@ Result<images::BuildResult> assemble_platforms(images::BuildRequest& a, const Lo
 /// Assembles LOCK into LAYOUT_DIR (in a locked work directory of the cache, removed afterwards); a multi-platform
 /// lock's images go to PER_PLATFORM and the result is their index.
 Result<images::BuildResult> assemble(const BuildRequest& rq, LockToBuild& l, const std::string& layout_dir, const std::string& tag,
-                                     std::vector<PlatformBuilt>& per_platform, Services& services) {
+                                     std::vector<PlatformBuilt>& per_platform, images::SharedCache* shared, Services& services) {
   const std::string cache = cache_root(services);
   GPUENV_TRY(store, open_blob_store(services, cache));
   GPUENV_TRY(network, open_fetcher(services, rq.lock.offline));
@@ -337,6 +340,7 @@ Result<images::BuildResult> assemble(const BuildRequest& rq, LockToBuild& l, con
   a.tag = tag;
   a.compression = rq.compression;
   a.layer_memo_dir = cache + "/layers";
+  a.shared_cache = shared;
   std::error_code ec;
   fs::create_directories(a.layer_memo_dir, ec);
   if (!l.lock.base_image.empty()) {
@@ -463,7 +467,11 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
                       l.lock.vm ? "this lock is a VM disk's (it has vm:), and --format " + std::string(resolver::to_string(out.format)) + " is a container image's"
                                 : "format " + std::string(resolver::to_string(out.format)) + " is a VM disk, and this lock is a container image's (it has no vm:)",
                       "--format", l.lock.vm ? "build it with --format raw or qcow2" : "set image.format: raw (or qcow2) in the spec and lock it again");
+  const std::string cache_ref = rq.cache.empty() ? env_or(services, "GPUENV_BUILD_CACHE") : rq.cache;
   if (l.lock.vm) {
+    if (!rq.cache.empty())  // GPUENV_BUILD_CACHE alone does not stop a VM disk: the variable is for a pipeline's every build
+      return make_error(ErrorKind::usage, "build.cache_vm", "--cache shares the layers of container images; a VM disk is built from its own cache", "--cache",
+                        "leave out --cache for this lock");
     GPUENV_CHECK(build_vm(rq, l, out, services));
     return out;
   }
@@ -482,7 +490,22 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
   const LayoutTarget target = archive ? LayoutTarget{cache + "/images/" + l.lock.spec_name, false} : layout_target(out.output);
   const std::string layout_dir = archive ? target.dir : out.output;
   out.tag = ref_name(rq.tag.empty() ? l.spec_tag : rq.tag);
-  auto image = assemble(rq, l, target.dir, out.tag, out.platforms, services);
+  std::unique_ptr<BuildCache> shared;
+  std::optional<images::ImageReference> push_ref;
+  if (!rq.push.empty()) {
+    GPUENV_TRY(parsed, images::parse_image_reference(rq.push));
+    push_ref = std::move(parsed);
+  }
+  if (!cache_ref.empty()) {
+    // Layers may stay in the registry only when the image goes to the cache's registry and is kept as a layout
+    // (an archive holds every blob).
+    const bool may_leave = push_ref && !archive && rq.cache_may_leave_layers;
+    BuildCacheRequest cr{cache_ref, rq.cache_key.empty() ? env_or(services, "GPUENV_BUILD_CACHE_KEY") : rq.cache_key, may_leave ? push_ref->registry : std::string(),
+                         rq.plain_http, rq.ca_bundle};
+    GPUENV_TRY(opened, BuildCache::open(cr, services));
+    shared = std::move(opened);
+  }
+  auto image = assemble(rq, l, target.dir, out.tag, out.platforms, shared.get(), services);
   if (!image) {
     if (target.staged) fs::remove_all(target.dir, ec);
     return std::move(image).error();
@@ -490,9 +513,16 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
   out.image = std::move(*image);
   GPUENV_CHECK(place_layout(target, out.output));
   if (archive) GPUENV_CHECK(write_archive(rq, out.format, layout_dir, l, out.image, out.output));
-  if (!rq.push.empty()) {
-    GPUENV_TRY(pushed, push(rq, layout_dir, out.tag, services));
+  std::vector<Digest> remote;
+  for (const auto* im : out.built_images())
+    for (const auto& d : im->remote_blobs()) remote.push_back(d);
+  if (push_ref) {
+    GPUENV_TRY(pushed, push(rq, layout_dir, out.tag, services, remote, shared ? shared->mount_source() : std::string()));
     out.pushed = pushed;
+  }
+  if (shared) {
+    shared->write(layout_dir, push_ref, services);
+    out.cache = shared->report();
   }
   return out;
 }

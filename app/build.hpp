@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "app/build_cache.hpp"
 #include "app/lock.hpp"
 #include "app/services.hpp"
 #include "images/assemble/assemble_image.hpp"
@@ -30,6 +31,12 @@ struct BuildRequest {
   /// A VM disk's /usr/bin/gpuenv (--vm-gpuenv): a gpuenv built for the lock's platform. "": this gpuenv, which
   /// must then be a program of that platform (a linux/arm64 disk built on an amd64 machine needs an arm64 one).
   std::string vm_gpuenv;
+  /// A build cache shared through a registry (--cache, docs/build.md): a tag; "" for none. Container images only.
+  std::string cache;
+  std::string cache_key;    ///< --cache-key: the cache's signing key (private: read and write; public: read only)
+  /// Layers taken from the cache may stay in the registry when the image is pushed to the cache's registry as a
+  /// layout (the layout then lacks them); false: every layer taken is downloaded (a build that runs its image).
+  bool cache_may_leave_layers = true;
 };
 
 /// A VM disk that was built (docs/vm.md).
@@ -63,6 +70,7 @@ struct Built {
   std::vector<PlatformBuilt> platforms;  ///< a multi-platform build's images, in the index's order; empty otherwise
   std::optional<VmBuilt> vm;     ///< set for a VM disk (format raw or qcow2)
   std::optional<images::PushStats> pushed;
+  std::optional<BuildCacheReport> cache;  ///< with --cache: what the shared cache gave and took
   [[nodiscard]] std::uint64_t size() const {
     std::uint64_t total = 0;
     std::set<std::string> seen;  // a layer two platforms share counts once
@@ -84,7 +92,7 @@ struct Built {
 /// `cli.output` (an archive or disk over a directory), `cli.source_date_epoch` (SOURCE_DATE_EPOCH not a number),
 /// `build.not_vm` (a VM format for a container's lock, or the other way round), and the VM disk's (`vm.*`, `disk.*`;
 /// `vm.gpuenv_binary`: no gpuenv of the disk's platform to put in it, `vm.driver_build`: vm.driver for a platform
-/// other than this machine's, whose compiler cannot run here).
+/// other than this machine's, whose compiler cannot run here), `build.cache_vm` (--cache for a VM disk), BuildCache::open's.
 Result<Built> build(const BuildRequest& request, Services& services);
 
 /// The tag part of "registry/name:tag" (the OCI layout's ref.name); the whole text when it has no tag.

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "app/build.hpp"
+#include "base/safe_text.hpp"
 #include "cli/commands.hpp"
 #include "cli/render.hpp"
 #include "validate/report.hpp"
@@ -35,6 +36,9 @@ app::BuildRequest build_request(const BuildOptions& o) {
   rq.plain_http = o.plain_http;
   rq.ca_bundle = o.ca_bundle;
   rq.vm_gpuenv = o.vm_gpuenv;
+  rq.cache = o.cache;
+  rq.cache_key = o.cache_key;
+  rq.cache_may_leave_layers = !o.validate;  // --validate runs the image from its layout: every layer must be there
   return rq;
 }
 
@@ -107,7 +111,8 @@ void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const 
   auto layers = nlohmann::ordered_json::array();
   for (const auto& l : built.layers)
     layers.push_back({{"name", l.name}, {"digest", l.blob.digest.str()}, {"size", l.blob.size}, {"diff_id", l.diff_id},
-                      {"uncompressed_size", l.uncompressed_size}, {"entries", l.entries}, {"reused", l.reused}, {"packages", l.packages}});
+                      {"uncompressed_size", l.uncompressed_size}, {"entries", l.entries}, {"reused", l.reused}, {"shared", l.shared}, {"remote", l.remote},
+                      {"packages", l.packages}});
   j["layers"] = layers;
   if (!b.platforms.empty()) {
     auto platforms = nlohmann::ordered_json::array();
@@ -127,6 +132,12 @@ void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const 
     j["push"] = {{"reference", o.push}, {"digest", b.pushed->digest.str()}, {"blobs_uploaded", b.pushed->blobs_uploaded}, {"blobs_present", b.pushed->blobs_present},
                  {"blobs_mounted", b.pushed->blobs_mounted}, {"bytes_uploaded", b.pushed->bytes_uploaded}};
   }
+  if (b.cache) {
+    const app::BuildCacheReport& c = *b.cache;
+    j["cache"] = {{"reference", c.ref},           {"read_only", c.read_only},         {"documents", c.documents},   {"refused", c.refused},
+                  {"images_taken", c.images_taken}, {"layers_taken", c.layers_taken}, {"layers_remote", c.layers_remote},
+                  {"images_written", c.images_written}, {"layers_written", c.layers_written}, {"written", c.written}, {"notes", safe_notes(c.notes)}};
+  }
   if (validation && !*validation) {
     const Error& e = validation->error();
     j["validation"] = {{"error", {{"id", e.id}, {"message", e.message}}}, {"exit_code", exit_code(e.kind)}};
@@ -142,13 +153,37 @@ void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const 
   *ctx.out << j.dump(2) << "\n";
 }
 
+/// NOTES made safe to print and to put in JSON (registry text may hold anything).
+std::vector<std::string> safe_notes(const std::vector<std::string>& notes) {
+  std::vector<std::string> out;
+  for (const auto& n : notes) out.push_back(safe_text(n));
+  return out;
+}
+
+/// What the build cache gave and took; its notes may carry registry text, made safe.
+void print_cache(const app::BuildCacheReport& c, const std::string& output, Context& ctx) {
+  for (const auto& n : c.notes) *ctx.out << "cache: " << safe_text(n) << "\n";
+  *ctx.out << "cache " << safe_text(c.ref) << ": " << c.documents << " signed documents";
+  if (c.refused) *ctx.out << " (" << c.refused << " refused)";
+  if (c.images_taken) *ctx.out << ", the whole image taken";
+  else *ctx.out << ", " << c.layers_taken << " layers taken";
+  if (!c.written.empty()) *ctx.out << ", wrote " << c.images_written << " images and " << c.layers_written << " layers";
+  else if (c.read_only) *ctx.out << ", read only (a public key)";
+  *ctx.out << "\n";
+  if (c.layers_remote)
+    *ctx.out << "  " << c.layers_remote << " layers stay in the registry: " << output << " lacks their blobs (pushing takes them from there; build without --push to have them)\n";
+}
+
 void print_text(const BuildOptions& o, const app::Built& b, Context& ctx) {
   const images::BuildResult& built = b.image;
   if (built.unchanged) *ctx.out << "unchanged: " << b.output << " already holds this image\n";
   auto print_layers = [&](const images::BuildResult& im) {
     for (const auto& l : im.layers) {
       *ctx.out << "  layer " << std::left << std::setw(10) << l.name << std::right << std::setw(11) << human(l.blob.size);
-      if (!im.unchanged) *ctx.out << " (" << human(l.uncompressed_size) << " unpacked, " << l.packages.size() << " packages" << (l.reused ? ", reused" : "") << ")";
+      if (l.shared && l.uncompressed_size == 0) *ctx.out << " (" << l.packages.size() << " packages, from the cache" << (l.remote ? ", left in the registry" : "") << ")";
+      else if (!im.unchanged)
+        *ctx.out << " (" << human(l.uncompressed_size) << " unpacked, " << l.packages.size() << " packages" << (l.shared ? ", from the cache" : l.reused ? ", reused" : "")
+                 << (l.remote ? ", left in the registry" : "") << ")";
       *ctx.out << "\n";
     }
   };
@@ -158,6 +193,7 @@ void print_text(const BuildOptions& o, const app::Built& b, Context& ctx) {
     print_layers(p.image);
   }
   for (const auto& n : built.notes) *ctx.out << "note: " << n << "\n";
+  if (b.cache) print_cache(*b.cache, b.output, ctx);
   *ctx.out << "wrote " << b.output << " (" << human(b.size()) << ")\n";
   if (b.pushed) *ctx.out << "pushed " << o.push << " (" << b.pushed->blobs_uploaded << " blobs uploaded, " << b.pushed->blobs_present << " already there)\n";
   *ctx.out << built.manifest.digest.str() << "\n";
@@ -226,6 +262,8 @@ Command add_build_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_option("--allow-missing-lib", o->allow_missing, "A shared library the DT_NEEDED check may find absent; repeatable");
   sub->add_option("--push", o->push, "Push the image to this registry reference (host[:port]/repo[:tag])");
   sub->add_flag("--plain-http", o->plain_http, "Talk to the registry over plain HTTP (a loopback or test registry)");
+  sub->add_option("--cache", o->cache, "A build cache shared through a registry (host/repo:tag; default: GPUENV_BUILD_CACHE): take the layers it holds, add what was built");
+  sub->add_option("--cache-key", o->cache_key, "The cache's key: private to read and write, public to read only (default: the file GPUENV_BUILD_CACHE_KEY names)");
   sub->add_option("--ca-bundle", o->ca_bundle, "Extra CA certificate file for the registry's TLS")->check(CLI::ExistingFile);
   sub->add_option("--vm-gpuenv", o->vm_gpuenv, "A VM disk's /usr/bin/gpuenv: a gpuenv built for the disk's platform (default: this one)")
       ->check(CLI::ExistingFile);

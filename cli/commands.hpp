@@ -151,6 +151,8 @@ struct BuildOptions {
   bool plain_http = false;  ///< talk to the registry over http:// (a loopback test registry)
   std::string ca_bundle;    ///< extra CA for the registry's TLS
   std::string vm_gpuenv;    ///< --vm-gpuenv: a VM disk's /usr/bin/gpuenv
+  std::string cache;        ///< --cache: the registry build cache ("" for GPUENV_BUILD_CACHE, if set)
+  std::string cache_key;    ///< --cache-key: its key ("" for GPUENV_BUILD_CACHE_KEY)
   bool validate = false;    ///< validate the built image on this machine's GPUs (needs an oci-dir output)
   std::string level = "standard";  ///< the level of --validate
   bool mark = false;        ///< mark it good when the validation passed (in the registry when pushed)

@@ -225,6 +225,127 @@ std::optional<BuildResult> previous_build(OciLayout& layout, const std::string& 
   return std::nullopt;
 }
 
+// ---- The shared cache --------------------------------------------------------------------------------------
+
+assembly::LayerCompression layer_compression(const BuildRequest& rq) {
+  assembly::LayerCompression c;
+  c.zstd = rq.compression == Compression::zstd;
+  c.gzip_level = rq.gzip_level;
+  c.zstd_level = rq.zstd_level;
+  c.threads = rq.threads;
+  c.memo_dir = rq.layer_memo_dir;
+  return c;
+}
+
+/// The SBOM's file beside the layout: sbom.spdx.json, or one per platform of a multi-platform build.
+std::string sbom_file_name(const BuildRequest& rq) { return rq.write_index ? "sbom.spdx.json" : "sbom." + rq.platform.file_tag() + ".spdx.json"; }
+
+/// The identity under which the shared cache knows this image: the reuse key and the compressor's implementation.
+std::string image_identity(const Assembly& a) { return "image\n" + a.reuse_key + "\n" + assembly::compressor_identity(layer_compression(a.rq)); }
+
+/// Why the shared cache's image is not this build's image, or "" when it is: its manifest must carry this build's
+/// key and name the entry's config and layers, and its config this platform and one diff_id per layer.
+std::string shared_image_mismatch(const Assembly& a, const SharedCache::Image& found, const json& manifest, const json& config) {
+  if (!manifest.is_object() || string_field(manifest, "mediaType") != media_type::k_manifest) return "its manifest is not an OCI image manifest";
+  if (string_field(field_of_type(manifest, "annotations", json::value_t::object), "dev.gpuenv.build.key") != a.reuse_key) return "its manifest was built from another lock or with other options";
+  auto config_d = parse_descriptor(manifest.contains("config") ? manifest["config"] : json(), "the cache's manifest");
+  if (!config_d || config_d->digest != found.entry.config.digest || config_d->size != found.entry.config.size) return "its manifest names another config";
+  const json layers = field_of_type(manifest, "layers", json::value_t::array);
+  if (layers.size() != found.entry.layers.size()) return "its manifest names other layers";
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    auto d = parse_descriptor(layers[i], "the cache's manifest");
+    const Descriptor& want = found.entry.layers[i];
+    if (!d || d->digest != want.digest || d->size != want.size || d->media_type != want.media_type) return "its manifest names other layers";
+  }
+  if (!config.is_object()) return "its config is not JSON";
+  const auto platform = resolver::platform_of(string_field(config, "os"), string_field(config, "architecture"), string_field(config, "variant"));
+  if (!platform || *platform != a.rq.platform) return "its config is for another platform";
+  const json ids = field_of_type(field_of_type(config, "rootfs", json::value_t::object), "diff_ids", json::value_t::array);
+  if (ids.size() != layers.size() || !std::all_of(ids.begin(), ids.end(), [](const json& id) { return id.is_string() && Digest::parse(id.get<std::string>()); }))
+    return "its config's diff_ids do not match its layers";
+  return {};
+}
+
+/// The "name version" of each package a layer entry's dev.gpuenv.packages annotation lists.
+std::vector<std::string> annotated_packages(const json& layer) {
+  std::vector<std::string> out;
+  if (!layer.contains("annotations") || !layer["annotations"].is_object()) return out;
+  const json held = json::parse(string_field(layer["annotations"], "dev.gpuenv.packages", "[]"), nullptr, false);
+  if (!held.is_array()) return out;
+  for (const auto& p : held)
+    if (p.is_array() && p.size() >= 2 && p[0].is_string() && p[1].is_string()) out.push_back(p[0].get<std::string>() + " " + p[1].get<std::string>());
+  return out;
+}
+
+/// The image of this build's identity from the shared cache, checked, written into the layout without a package
+/// fetched or a layer compressed: its manifest, config and SBOM, and each layer downloaded or left in the registry.
+std::optional<BuildResult> take_shared_image(Assembly& a) {
+  SharedCache* sc = a.rq.shared_cache;
+  if (!sc) return std::nullopt;
+  const std::string identity = image_identity(a);
+  auto found = sc->find_image(identity, a.rq.platform);
+  if (!found) return std::nullopt;
+  const json manifest = json::parse(found->manifest, nullptr, false);
+  const json config = json::parse(found->config, nullptr, false);
+  if (const std::string why = shared_image_mismatch(a, *found, manifest, config); !why.empty()) {
+    sc->note("refused the cache's image " + found->entry.manifest.digest.str() + " for this lock: " + why + "; building it");
+    return std::nullopt;
+  }
+  BuildResult r;
+  r.shared = true;
+  r.lock_sha256 = a.lock_sha256;
+  const json& layers = manifest["layers"];
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    BuiltLayer bl;
+    const Descriptor& d = found->entry.layers[i];
+    bl.blob = Descriptor{d.media_type, d.digest, d.size, {}};
+    bl.diff_id = config["rootfs"]["diff_ids"][i].get<std::string>();  // checked by shared_image_mismatch
+    bl.name = string_field(field_of_type(layers[i], "annotations", json::value_t::object), "dev.gpuenv.layer");
+    bl.packages = annotated_packages(layers[i]);
+    bl.reused = bl.shared = true;
+    if (!a.layout().has_blob(d.digest)) {
+      auto remote = sc->take_blob(d, a.layout());
+      if (!remote) {
+        sc->note("could not take layer " + d.digest.str() + " of the cache's image (" + remote.error().message + "); building the image");
+        return std::nullopt;
+      }
+      bl.remote = *remote;
+    }
+    r.layers.push_back(std::move(bl));
+  }
+  auto config_d = a.layout().put_bytes(found->config, media_type::k_config);
+  auto manifest_d = a.layout().put_bytes(found->manifest, media_type::k_manifest);
+  if (!config_d || !manifest_d || manifest_d->digest != found->entry.manifest.digest) {
+    sc->note("could not write the cache's image into " + a.layout().dir() + "; building it");
+    return std::nullopt;
+  }
+  r.config = *config_d;
+  r.manifest = *manifest_d;
+  if (auto st = assembly::write_file(a.layout().dir() + "/" + sbom_file_name(a.rq), found->sbom); !st) {
+    sc->note("could not write the cache's SBOM (" + st.error().message + "); building the image");
+    return std::nullopt;
+  }
+  if (a.rq.write_index) {
+    if (auto st = write_index(a.layout(), r.manifest, a.rq.tag); !st) {
+      sc->note("could not write index.json (" + st.error().message + "); building the image");
+      return std::nullopt;
+    }
+    (void)a.layout().collect_garbage();
+  }
+  return r;
+}
+
+/// Tells the shared cache what this build made.
+void tell_shared_cache(Assembly& a, const BuildResult& built) {
+  if (!a.rq.shared_cache) return;
+  CachedImage entry;
+  entry.platform = a.rq.platform;
+  entry.manifest = Descriptor{built.manifest.media_type, built.manifest.digest, built.manifest.size, {}};
+  entry.config = Descriptor{built.config.media_type, built.config.digest, built.config.size, {}};
+  for (const auto& l : built.layers) entry.layers.push_back(Descriptor{l.blob.media_type, l.blob.digest, l.blob.size, {}});
+  a.rq.shared_cache->made_image(image_identity(a), std::move(entry), a.sbom);
+}
+
 // ---- The root filesystem -----------------------------------------------------------------------------------
 
 /// Starts the downloads; the packages are unpacked as they arrive (PackageArrivals).
@@ -516,13 +637,38 @@ json gpuenv_layer_entry(const BuiltLayer& bl, const LayerPlan& plan, const resol
   return layer;
 }
 
+/// The layer from the shared cache for IDENTITY, when its entry's file list is this layer's and its blob can be had.
+std::optional<BuiltLayer> shared_layer(Assembly& a, const assembly::LayerStream& stream, const std::string& name, const std::string& identity) {
+  SharedCache* sc = a.rq.shared_cache;
+  auto found = sc->find_layer(identity, a.rq.platform);
+  if (!found) return std::nullopt;
+  const char* type = a.rq.compression == Compression::zstd ? media_type::k_layer_zstd : media_type::k_layer_gzip;
+  if (found->files != stream.files_digest() || found->blob.media_type != type) {
+    sc->note("refused the cache's " + name + " layer " + found->blob.digest.str() + ": its entry names another " +
+             (found->blob.media_type != type ? "compression" : "file list") + " than this build's " + name + " layer; writing it");
+    return std::nullopt;
+  }
+  auto size = stream.size();
+  if (!size) return std::nullopt;
+  auto remote = a.layout().has_blob(found->blob.digest) ? Result<bool>(false) : sc->take_blob(found->blob, a.layout());
+  if (!remote) {
+    sc->note("could not take the cache's " + name + " layer (" + remote.error().message + "); writing it");
+    return std::nullopt;
+  }
+  BuiltLayer bl;
+  bl.name = name;
+  bl.blob = Descriptor{found->blob.media_type, found->blob.digest, found->blob.size, {}};
+  bl.diff_id = found->diff_id.str();
+  bl.uncompressed_size = *size;
+  bl.entries = stream.entry_count();
+  bl.reused = true;
+  bl.shared = true;
+  bl.remote = *remote;
+  return bl;
+}
+
 Status add_gpuenv_layers(Assembly& a, const std::vector<LayerPlan>& plan, ImageLayers& out) {
-  assembly::LayerCompression c;
-  c.zstd = a.rq.compression == Compression::zstd;
-  c.gzip_level = a.rq.gzip_level;
-  c.zstd_level = a.rq.zstd_level;
-  c.threads = a.rq.threads;
-  c.memo_dir = a.rq.layer_memo_dir;
+  const assembly::LayerCompression c = layer_compression(a.rq);
   const assembly::ContentId content_id = [&](const Node& n) {
     auto it = a.linked.find({n.dev, n.ino});
     return it == a.linked.end() ? std::string() : it->second;
@@ -534,8 +680,15 @@ Status add_gpuenv_layers(Assembly& a, const std::vector<LayerPlan>& plan, ImageL
     assembly::LayerStream stream(a.root, std::move(nodes), a.owners, a.rq.source_date_epoch);
     auto key = stream.key(content_id);
     if (!key) return std::move(key).error();
-    auto bl = assembly::write_layer(a.layout(), stream, layer.name, c, a.root, *key);
+    const std::string identity = "layer\n" + *key + "\n" + assembly::compressor_identity(c);
+    assembly::OtherSource other;
+    if (a.rq.shared_cache) other = [&] { return shared_layer(a, stream, layer.name, identity); };
+    auto bl = assembly::write_layer(a.layout(), stream, layer.name, c, a.root, *key, other);
     if (!bl) return std::move(bl).error();
+    if (a.rq.shared_cache && !bl->shared) {
+      auto diff_id = Digest::parse(bl->diff_id);
+      if (diff_id) a.rq.shared_cache->made_layer(identity, CachedLayer{{}, a.rq.platform, layer.name, Descriptor{bl->blob.media_type, bl->blob.digest, bl->blob.size, {}}, *diff_id, stream.files_digest()});
+    }
     bl->packages = layer.packages;
     out.diff_ids.push_back(bl->diff_id);
     out.history.push_back({{"created", format_rfc3339_utc(a.rq.source_date_epoch)},
@@ -586,8 +739,7 @@ Result<BuildResult> write_image_documents(Assembly& a, ImageLayers layers) {
                          {"annotations", {{"org.opencontainers.image.created", created}, {"dev.gpuenv.build.key", a.reuse_key}}}};
   auto manifest_d = a.layout().put_bytes(manifest.dump(), media_type::k_manifest);
   if (!manifest_d) return std::move(manifest_d).error();
-  const std::string sbom_name = a.rq.write_index ? "sbom.spdx.json" : "sbom." + a.rq.platform.file_tag() + ".spdx.json";
-  if (auto st = assembly::write_file(a.layout().dir() + "/" + sbom_name, a.sbom); !st) return std::move(st).error();
+  if (auto st = assembly::write_file(a.layout().dir() + "/" + sbom_file_name(a.rq), a.sbom); !st) return std::move(st).error();
   if (a.rq.write_index) {
     if (auto st = write_index(a.layout(), *manifest_d, a.rq.tag); !st) return std::move(st).error();
     (void)a.layout().collect_garbage();
@@ -672,13 +824,16 @@ Result<BuildResult> assemble_image(const BuildRequest& rq) {
       if (auto st = write_index(a.layout(), prev->manifest, rq.tag); !st) return std::move(st).error();  // the tag may have changed
     return *prev;
   }
+  if (auto shared = take_shared_image(a)) return *shared;
   for (Step step : k_tree_steps)
     if (auto st = step(a); !st) return std::move(st).error();
   ImageLayers layers;
   if (a.base)
     if (auto st = add_base_layers(a, layers); !st) return std::move(st).error();
   if (auto st = add_gpuenv_layers(a, plan_layers(a.entries, a.lock), layers); !st) return std::move(st).error();
-  return write_image_documents(a, std::move(layers));
+  auto built = write_image_documents(a, std::move(layers));
+  if (built) tell_shared_cache(a, *built);
+  return built;
 }
 
 }  // namespace gpuenv::images

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,9 +36,40 @@
 #include "images/disk/filesystems.hpp"
 #include "images/oci/layout.hpp"
 #include "images/plan/image_config.hpp"
+#include "images/registry/build_cache.hpp"
 #include "resolver/lockfile.hpp"
 
 namespace gpuenv::images {
+
+/// A build cache other builds share (app/build_cache.hpp: a registry's, docs/build.md "A cache shared through the
+/// registry"): asked before the tree is assembled for an image of the same identity, and before a layer is
+/// compressed for a layer of the same identity; told what this build made. Identities are the build's own exact
+/// keys with the compressor's implementation (the adapter turns them into the cache's keys). The assembler checks
+/// every answer before it uses it: a manifest that names another build key, platform, config or layers, and a layer
+/// whose file list differs from this build's, are refused with a note, and the build goes on as if the cache had
+/// said nothing.
+class SharedCache {
+ public:
+  virtual ~SharedCache() = default;
+  /// An image another build made, its documents' bytes checked against the entry's digests by the adapter.
+  struct Image {
+    CachedImage entry;
+    std::string manifest, config, sbom;
+  };
+  /// The image of IDENTITY for PLATFORM, if the cache holds one.
+  virtual std::optional<Image> find_image(const std::string& identity, const resolver::Platform& platform) = 0;
+  /// The layer of IDENTITY for PLATFORM, if the cache holds one.
+  virtual std::optional<CachedLayer> find_layer(const std::string& identity, const resolver::Platform& platform) = 0;
+  /// Makes BLOB usable by the image in LAYOUT: downloaded into it (false) or left in the registry the image is
+  /// pushed to, which has it or can mount it (true). Errors: the registry's.
+  virtual Result<bool> take_blob(const Descriptor& blob, OciLayout& layout) = 0;
+  /// A layer this build wrote or took from its own cache, under IDENTITY (entry.key is left empty).
+  virtual void made_layer(const std::string& identity, CachedLayer entry) = 0;
+  /// The image this build made under IDENTITY (entry.key left empty) and its SBOM's text.
+  virtual void made_image(const std::string& identity, CachedImage entry, std::string sbom) = 0;
+  /// What the assembler refused or could not use, for the build's notes.
+  virtual void note(const std::string& text) = 0;
+};
 
 struct BuildRequest {
   const resolver::Lock* lock = nullptr;
@@ -70,6 +102,8 @@ struct BuildRequest {
   /// Adds the caller's own files to the tree (its path), after the packages and gpuenv's files and before the
   /// checks (a VM disk's units and gpuenv itself, images/disk/vm_root.hpp); may be empty.
   std::function<Status(const std::string& root)> add_files;
+  /// A cache shared with other builds (--cache); null for none.
+  SharedCache* shared_cache = nullptr;
 };
 
 struct BuiltLayer {
@@ -80,6 +114,8 @@ struct BuiltLayer {
   std::uint64_t entries = 0;
   std::vector<std::string> packages;  ///< "name version" of what it holds
   bool reused = false;                ///< its compressed blob came from an earlier build
+  bool shared = false;                ///< it came from the shared cache (another build's)
+  bool remote = false;                ///< left in the registry by the shared cache: the layout lacks its blob
 };
 
 struct BuildResult {
@@ -88,7 +124,15 @@ struct BuildResult {
   std::vector<BuiltLayer> layers;
   std::string lock_sha256;
   bool unchanged = false;  ///< the layout already held this exact image; nothing was rebuilt
+  bool shared = false;     ///< the whole image came from the shared cache: no package fetched, no layer written
   std::vector<std::string> notes;
+  /// Layers the shared cache left in the registry (BuiltLayer::remote): pushing needs them there or mountable.
+  [[nodiscard]] std::vector<Digest> remote_blobs() const {
+    std::vector<Digest> out;
+    for (const auto& l : layers)
+      if (l.remote) out.push_back(l.blob.digest);
+    return out;
+  }
 };
 
 /// Assembles the image the request's lock describes into `request.output_dir`. Errors: `build.*`

@@ -68,9 +68,7 @@ struct TarSummary {
 /// The memo file of a layer's input key and its compressor; "" when the memo is off.
 std::string key_memo_path(const LayerCompression& c, const std::string& key) {
   if (c.memo_dir.empty() || key.empty()) return {};
-  const std::string compressor = c.zstd ? zstd_implementation(LayerCompressor::zstd_options(c, 0))
-                                        : "gzip " + std::to_string(c.gzip_level) + " " + deflate_implementation();
-  return c.memo_dir + "/key-" + key + "-" + sha256_hex(compressor).substr(0, 16);
+  return c.memo_dir + "/key-" + key + "-" + sha256_hex(compressor_identity(c)).substr(0, 16);
 }
 
 Error discard(const std::string& tmp, Error e) {
@@ -140,6 +138,10 @@ Status copy_base_blob(OciLayout& layout, const std::string& base_layout_dir, con
 }
 
 }  // namespace
+
+std::string compressor_identity(const LayerCompression& c) {
+  return c.zstd ? zstd_implementation(LayerCompressor::zstd_options(c, 0)) : "gzip " + std::to_string(c.gzip_level) + " " + deflate_implementation();
+}
 
 TarEntry LayerStream::entry_of(const Node& n) const {
   TarEntry e;
@@ -260,6 +262,18 @@ Result<std::string> LayerStream::key(const ContentId& content_id) const {
   return h.finish();
 }
 
+Digest LayerStream::files_digest() const {
+  Sha256 h;
+  key_field(h, "gpuenv-layer-files-v1");
+  for (const TarEntry& e : entries()) {
+    key_field(h, e.path);
+    key_field(h, std::to_string(static_cast<int>(e.type)) + " " + std::to_string(e.mode) + " " + std::to_string(e.uid) + " " + std::to_string(e.gid) + " " +
+                     std::to_string(e.size));
+    key_field(h, e.link_target);
+  }
+  return h.finish_digest();
+}
+
 namespace {
 
 /// Where the cache keeps a layer blob it wrote, linked from the layouts that hold it (so that a layout's
@@ -310,10 +324,12 @@ std::optional<BuiltLayer> remembered_layer(OciLayout& layout, const LayerCompres
 }  // namespace
 
 Result<BuiltLayer> write_layer(OciLayout& layout, const LayerStream& stream, const std::string& name, const LayerCompression& c, const std::string& root,
-                               const std::string& key) {
+                               const std::string& key, const OtherSource& other) {
   const char* type = c.zstd ? media_type::k_layer_zstd : media_type::k_layer_gzip;
   const std::string kmemo = key_memo_path(c, key);
   if (auto bl = remembered_layer(layout, c, kmemo, name, type)) return *bl;
+  if (other)
+    if (auto bl = other()) return *bl;
   TarSummary tar;
   auto size = stream.size();
   if (!size) return std::move(size).error();

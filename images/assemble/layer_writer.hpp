@@ -3,6 +3,8 @@
 // tree in one pass (tar, compression and both digests into a temporary blob) unless a build wrote that key
 // before; a base image's layers are copied as they are.
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -28,6 +30,9 @@ class LayerStream {
   /// went away), the sink's and the tar writer's.
   Result<std::uint64_t> write(const ByteSink& sink) const { return emit(sink, true); }
 
+  /// The number of entries the tar holds.
+  [[nodiscard]] std::uint64_t entry_count() const { return m_nodes.size(); }
+
   /// The tar's length, from the entries alone (no file is read).
   Result<std::uint64_t> size() const;
 
@@ -35,6 +40,10 @@ class LayerStream {
   /// the mtime, and each file's content identity, or its bytes' sha256 where it has none). Equal keys mean
   /// equal tars, so a layer whose key was written before is taken as it is. Errors: `build.io`.
   Result<std::string> key(const ContentId& content_id) const;
+
+  /// The sha256 of the layer's entry list (each entry's path, type, mode, owner, size and link target, hard links
+  /// resolved; no file content): what a shared cache's layer entry must match (SharedCache).
+  [[nodiscard]] Digest files_digest() const;
 
  private:
   [[nodiscard]] TarEntry entry_of(const Node& n) const;
@@ -59,13 +68,20 @@ struct LayerCompression {
   std::string memo_dir;      ///< input key -> the layer's digests across builds; "" disables
 };
 
+/// The compressor's settings and implementation (libzstd's release, the deflate code): part of every key under
+/// which a compressed blob is found again.
+std::string compressor_identity(const LayerCompression& compression);
+
+/// A layer from somewhere other than this tree (the shared cache), asked for after the memo and before compressing.
+using OtherSource = std::function<std::optional<BuiltLayer>()>;
+
 /// Writes one of gpuenv's layers into the layout, or takes the one its input `key` (LayerStream::key) names:
-/// a key remembered in the memo with its blob in the layout is taken as it is, nothing read; otherwise the
-/// layer is written in one pass (tar, uncompressed digest, compression, compressed digest) and the key
-/// remembered. `root` is for messages. Errors: `build.unstable_tree` (the tree's length changed while it
-/// was read), `build.io`, compression's, the layout's.
+/// a key remembered in the memo with its blob in the layout is taken as it is, nothing read; else what OTHER
+/// (may be empty) gives; otherwise the layer is written in one pass (tar, uncompressed digest, compression,
+/// compressed digest) and the key remembered. `root` is for messages. Errors: `build.unstable_tree` (the tree's
+/// length changed while it was read), `build.io`, compression's, the layout's.
 Result<BuiltLayer> write_layer(OciLayout& layout, const LayerStream& stream, const std::string& name, const LayerCompression& compression,
-                               const std::string& root, const std::string& key);
+                               const std::string& root, const std::string& key, const OtherSource& other = {});
 
 /// Copies the layers of a base image (`manifest` and `config` parsed from its layout) into the layout, in order.
 /// Errors: `build.bad_base` (no diff_id per layer, a layer without a sha256 digest), `build.io`, the layout's.

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -34,6 +35,11 @@
 #include "resolver/lockfile.hpp"
 #include "base/net/curl_fetcher.hpp"
 #include "fakes/files.hpp"
+#include "base/base64.hpp"
+#include "base/net/http_client.hpp"
+#include "images/registry/build_cache.hpp"
+#include "marks/dsse.hpp"
+#include "marks/keys.hpp"
 
 namespace {
 
@@ -1011,6 +1017,242 @@ TEST_F(CliCuda, NoSourceWithTheResolvedReleaseIsExitThreeNamingWhatWasLookedFor)
   EXPECT_NE(err.find("cuda-toolkit[cudart,cublas]==12.8.1"), std::string::npos) << err;
   EXPECT_NE(err.find("nvidia-cudnn-cu12==9.17.0.*"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(fs::path(layout) / "index.json"));
+}
+
+}  // namespace
+
+// ---- The build cache shared through a registry (docs/build.md "A cache shared through the registry") ----------
+
+namespace {
+
+/// What a `--json` build said of its cache, its push and its layers.
+struct CacheBuild {
+  int code = -1;
+  nlohmann::json j;
+  std::string err;
+  [[nodiscard]] int cache(const char* field) const { return j.contains("cache") ? j["cache"].value(field, -1) : -1; }
+};
+
+/// The documents of the cache at REF, read with a plain-HTTP client; each one's payload when its envelope parses.
+std::vector<gpuenv::images::StoredDocument> cache_documents(const std::string& ref) {
+  gpuenv::HttpOptions ho;
+  auto http = gpuenv::make_curl_http_client(ho);
+  gpuenv::images::RegistryOptions ro;
+  ro.plain_http = true;
+  gpuenv::images::RegistryClient client(*http, ro);
+  gpuenv::images::RegistryBuildCache cache(client, *gpuenv::images::parse_image_reference(ref));
+  auto read = cache.read();
+  return read ? read->documents : std::vector<gpuenv::images::StoredDocument>{};
+}
+
+
+class CliBuildCache : public CliBuild {
+ protected:
+  void SetUp() override {
+    CliBuild::SetUp();
+    if (IsSkipped()) return;
+    registry = std::make_unique<Registry>(Registry::Setup::plain);
+    if (!registry->skip_reason().empty()) GTEST_SKIP() << registry->skip_reason();
+    keys = gpuenv::marks::generate_key_pair((m_tmp / "keys").string(), false).value();
+    other_keys = gpuenv::marks::generate_key_pair((m_tmp / "other-keys").string(), false).value();
+  }
+
+  /// A lock of the spec NAME (foo-tools, and PIP), made once.
+  std::string make_lock(const std::string& name, const std::string& pip) {
+    const std::string lock_path = (m_tmp / (name + ".lock")).string();
+    std::string err;
+    EXPECT_EQ(lock(spec(name, "foo-tools", "debian:12", pip), lock_path, (m_tmp / "lock-cache").string(), &err), 0) << err;
+    return lock_path;
+  }
+
+  /// `gpuenv build LOCK --json` by a runner with its own empty cache (RUNNER names it) and ARGS; counts what it fetched.
+  CacheBuild run(const std::string& runner, const std::string& lock_path, std::vector<std::string> args) {
+    CacheBuild r;
+    fetched = 0;
+    wrap_fetcher = [this](std::unique_ptr<gpuenv::Fetcher> inner) -> std::unique_ptr<gpuenv::Fetcher> {
+      return std::make_unique<CountingFetcher>(std::move(inner), &fetched);
+    };
+    args.insert(args.begin(), {lock_path, "-o", (m_tmp / ("out-" + runner)).string(), "--json", "--plain-http"});
+    std::string out;
+    r.code = build(args, (m_tmp / ("cache-" + runner)).string(), &out, &r.err);
+    wrap_fetcher = nullptr;
+    r.j = nlohmann::json::parse(out, nullptr, false);
+    return r;
+  }
+
+  [[nodiscard]] std::string ref(const std::string& path) const { return registry->host() + "/" + path; }
+
+  /// Counts the files a build asks its fetcher for.
+  class CountingFetcher final : public gpuenv::Fetcher {
+   public:
+    CountingFetcher(std::unique_ptr<gpuenv::Fetcher> inner, std::atomic<int>* count) : m_inner(std::move(inner)), m_count(count) {}
+    gpuenv::Result<std::string> get(const std::string& url, const std::string& accept) override {
+      ++*m_count;
+      return m_inner->get(url, accept);
+    }
+    gpuenv::Result<std::string> get_range(const std::string& url, std::uint64_t offset, std::uint64_t length) override {
+      ++*m_count;
+      return m_inner->get_range(url, offset, length);
+    }
+    std::vector<gpuenv::Result<gpuenv::FetchedFile>> fetch_all(const std::vector<gpuenv::FetchRequest>& requests) override { return fetch_each(requests, {}); }
+    std::vector<gpuenv::Result<gpuenv::FetchedFile>> fetch_each(const std::vector<gpuenv::FetchRequest>& requests, const FetchDone& done) override {
+      *m_count += static_cast<int>(requests.size());
+      return m_inner->fetch_each(requests, done);
+    }
+
+   private:
+    std::unique_ptr<gpuenv::Fetcher> m_inner;
+    std::atomic<int>* m_count;
+  };
+
+  std::unique_ptr<Registry> registry;
+  gpuenv::marks::KeyPairFiles keys, other_keys;
+  std::atomic<int> fetched{0};
+  gpuenv::testing::RegistryTempDir m_tmp;
+};
+
+// Runner A builds and pushes with the cache; runner B, with an empty cache of its own, builds the same lock and
+// pushes it to the same registry: the whole image comes from the cache (no package fetched, no layer written, no
+// layer downloaded: they stay in the registry), nothing is uploaded, and the digest is A's, which a cold build also
+// gives. Runner C, not pushing, downloads the layers into a complete layout.
+TEST_F(CliBuildCache, ASecondRunnerTakesTheWholeImageWithoutAPackageOrAnUpload) {
+  const std::string lock_path = make_lock("shared", "safetensors");
+  const std::string cache = ref("ml/cache:main");
+  const CacheBuild a = run("a", lock_path, {"--cache", cache, "--cache-key", keys.private_key, "--push", ref("ml/app:a")});
+  ASSERT_EQ(a.code, 0) << a.err << a.j.dump();
+  EXPECT_EQ(a.cache("images_written"), 1) << a.j.dump();
+  EXPECT_GE(a.cache("layers_written"), 4) << a.j.dump();
+  EXPECT_EQ(a.cache("images_taken"), 0);
+  EXPECT_GT(fetched.load(), 0);
+  const std::string digest = a.j["digest"];
+
+  const CacheBuild b = run("b", lock_path, {"--cache", cache, "--cache-key", keys.private_key, "--push", ref("ml/app:b")});
+  ASSERT_EQ(b.code, 0) << b.err << b.j.dump();
+  EXPECT_EQ(b.j["digest"], digest);
+  EXPECT_EQ(b.j["push"]["digest"], digest);
+  EXPECT_EQ(b.j["push"]["blobs_uploaded"], 0) << b.j.dump();
+  EXPECT_EQ(b.cache("images_taken"), 1) << b.j.dump();
+  EXPECT_EQ(b.cache("layers_remote"), static_cast<int>(a.j["layers"].size())) << "same registry: no layer downloaded";
+  EXPECT_EQ(b.cache("images_written"), 0) << "nothing new to write";
+  EXPECT_EQ(fetched.load(), 0) << "no package fetched";
+  EXPECT_FALSE(fs::exists(m_tmp / "cache-b" / "trees") && !fs::is_empty(m_tmp / "cache-b" / "trees")) << "nothing unpacked";
+  if (gpuenv::testing::have("skopeo")) {
+    // Every blob of B's image is in B's repository (mounted from the cache's or already there): skopeo copies it whole.
+    EXPECT_TRUE(sh("skopeo copy --quiet --src-tls-verify=false docker://" + ref("ml/app:b") + " oci:" + (m_tmp / "skopeo-b").string() + ":b >/dev/null 2>&1"));
+  }
+
+  const CacheBuild c = run("c", lock_path, {"--cache", cache, "--cache-key", keys.public_key});
+  ASSERT_EQ(c.code, 0) << c.err << c.j.dump();
+  EXPECT_EQ(c.j["digest"], digest);
+  EXPECT_EQ(c.cache("layers_remote"), 0);
+  EXPECT_TRUE(c.j["cache"]["read_only"].get<bool>());
+  EXPECT_EQ(layout_problem(m_tmp / "out-c"), "") << "a layout of every blob";
+  EXPECT_EQ(fetched.load(), 0);
+
+  const CacheBuild cold = run("cold", lock_path, {});
+  ASSERT_EQ(cold.code, 0) << cold.err;
+  EXPECT_EQ(cold.j["digest"], digest);
+  EXPECT_FALSE(cold.j.contains("cache"));
+}
+
+// With one pip package added, a fresh runner takes every layer the change left alone from the cache (their files
+// checked against its own tree) and uploads only the layers that changed, and the image is a cold build's.
+TEST_F(CliBuildCache, AnAddedPackageUploadsOnlyTheLayersThatChanged) {
+  const std::string first = make_lock("grow-a", "safetensors"), second = make_lock("grow-b", "safetensors, numpy");
+  const std::string cache = ref("ml/cache:grow");
+  const CacheBuild a = run("a", first, {"--cache", cache, "--cache-key", keys.private_key, "--push", ref("ml/grow:a")});
+  ASSERT_EQ(a.code, 0) << a.err << a.j.dump();
+  const CacheBuild b = run("b", second, {"--cache", cache, "--cache-key", keys.private_key, "--push", ref("ml/grow:b")});
+  ASSERT_EQ(b.code, 0) << b.err << b.j.dump();
+  const CacheBuild cold = run("cold", second, {});
+  ASSERT_EQ(cold.code, 0) << cold.err;
+  EXPECT_EQ(b.j["digest"], cold.j["digest"]);
+  EXPECT_EQ(b.cache("images_taken"), 0);
+  std::set<std::string> first_layers, changed;
+  for (const auto& l : a.j["layers"]) first_layers.insert(l["digest"].get<std::string>());
+  for (const auto& l : b.j["layers"])
+    if (!first_layers.count(l["digest"].get<std::string>())) changed.insert(l["name"].get<std::string>());
+  EXPECT_EQ(changed, (std::set<std::string>{"framework", "user", "metadata"})) << b.j.dump();
+  EXPECT_EQ(b.cache("layers_taken"), static_cast<int>(b.j["layers"].size() - changed.size())) << b.j.dump();
+  EXPECT_EQ(b.j["push"]["blobs_uploaded"], static_cast<int>(changed.size()) + 1) << "the changed layers and the config: " << b.j.dump();
+  EXPECT_EQ(b.cache("layers_written"), static_cast<int>(changed.size()));
+}
+
+// Trust: a document not signed by the cache key (signed by another, or not at all) is refused, and one signed by the
+// key whose image entry names another build's manifest is refused by the assembler's check; each build goes on cold,
+// says why, and gets the cold build's digest.
+TEST_F(CliBuildCache, APoisonedEntryIsRefusedAndTheBuildGoesOnCold) {
+  const std::string lock_a = make_lock("trust-a", "safetensors"), lock_b = make_lock("trust-b", "safetensors, numpy");
+  const std::string cache = ref("ml/cache:trust");
+  const CacheBuild a = run("a", lock_a, {"--cache", cache, "--cache-key", keys.private_key});
+  ASSERT_EQ(a.code, 0) << a.err << a.j.dump();
+  const CacheBuild other = run("b", lock_b, {"--cache", cache, "--cache-key", keys.private_key});
+  ASSERT_EQ(other.code, 0) << other.err << other.j.dump();
+  // The documents: newest first, B's then A's.
+  auto docs = cache_documents(cache);
+  ASSERT_EQ(docs.size(), 2u);
+  auto payload = [](const gpuenv::images::StoredDocument& d) {
+    auto e = gpuenv::marks::parse_envelope(d.envelope, d.where);
+    return gpuenv::images::parse_cache_document(e.value().payload, d.where).value();
+  };
+  const auto doc_b = payload(docs[0]), doc_a = payload(docs[1]);
+  ASSERT_EQ(doc_a.images.size(), 1u);
+  ASSERT_EQ(doc_b.images.size(), 1u);
+  // A's image key mapped to B's image: the poison.
+  gpuenv::images::CacheDocument poison;
+  poison.generator = doc_a.generator;
+  poison.images = doc_b.images;
+  poison.images[0].key = doc_a.images[0].key;
+  const std::string text = gpuenv::images::render_cache_document(poison);
+  gpuenv::HttpOptions ho;
+  auto http = gpuenv::make_curl_http_client(ho);
+  gpuenv::images::RegistryOptions ro;
+  ro.plain_http = true;
+  gpuenv::images::RegistryClient client(*http, ro);
+  gpuenv::images::RegistryBuildCache store(client, *gpuenv::images::parse_image_reference(cache));
+  auto write = [&](const std::string& envelope, const std::string& created) {
+    std::vector<gpuenv::images::CacheBlob> blobs;
+    for (const auto& d : poison.blobs()) blobs.push_back({d, gpuenv::images::BlobSource::remote(d.digest, d.size)});
+    ASSERT_TRUE(store.write(envelope, blobs, "", created)) << "writing the poisoned document";
+  };
+  const auto signed_by = [&](const std::string& key_path) {
+    auto key = gpuenv::marks::read_private_key(key_path);
+    return gpuenv::marks::sign_envelope(text, gpuenv::images::k_build_cache_payload_type, key.value()).value();
+  };
+  // 1. Signed by another key (someone who can write to the registry, not the cache's key holder).
+  write(signed_by(other_keys.private_key), "2100-01-01T00:00:00Z");
+  CacheBuild r = run("forged", lock_a, {"--cache", cache, "--cache-key", keys.public_key});
+  ASSERT_EQ(r.code, 0) << r.err << r.j.dump();
+  EXPECT_EQ(r.j["digest"], a.j["digest"]);
+  EXPECT_EQ(r.cache("refused"), 1) << r.j.dump();
+  EXPECT_NE(r.j["cache"]["notes"].dump().find("not signed by the cache key"), std::string::npos) << r.j.dump();
+  EXPECT_EQ(r.cache("images_taken"), 1) << "A's own document still serves A's lock";
+  // 2. Not signed at all.
+  write(R"({"payload":")" + gpuenv::base64_encode(text) + R"(","payloadType":")" + std::string(gpuenv::images::k_build_cache_payload_type) + R"(","signatures":[]})",
+        "2100-01-02T00:00:00Z");
+  r = run("unsigned", lock_a, {"--cache", cache, "--cache-key", keys.public_key});
+  ASSERT_EQ(r.code, 0) << r.err << r.j.dump();
+  EXPECT_EQ(r.cache("refused"), 2) << r.j.dump();
+  EXPECT_NE(r.j["cache"]["notes"].dump().find("not signed"), std::string::npos) << r.j.dump();
+  EXPECT_EQ(r.j["digest"], a.j["digest"]);
+  // 3. Signed by the cache key, the newest document: its entry for A's image names B's manifest. Refused by the check of
+  // the manifest's build key; A's lock is built cold and gets A's digest.
+  write(signed_by(keys.private_key), "2100-01-03T00:00:00Z");
+  r = run("poisoned", lock_a, {"--cache", cache, "--cache-key", keys.public_key});
+  ASSERT_EQ(r.code, 0) << r.err << r.j.dump();
+  EXPECT_EQ(r.j["digest"], a.j["digest"]);
+  EXPECT_EQ(r.cache("images_taken"), 0) << r.j.dump();
+  EXPECT_NE(r.j["cache"]["notes"].dump().find("built from another lock"), std::string::npos) << r.j.dump();
+  EXPECT_GT(fetched.load(), 0) << "built cold";
+}
+
+// Without a key the cache is not used: a clear usage error before anything is built. A VM lock refuses --cache.
+TEST_F(CliBuildCache, ACacheNeedsAKey) {
+  const std::string lock_path = make_lock("nokey", "safetensors");
+  const CacheBuild r = run("nokey", lock_path, {"--cache", ref("ml/cache:x")});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--cache-key"), std::string::npos) << r.err;
+  EXPECT_EQ(fetched.load(), 0);
 }
 
 }  // namespace
