@@ -85,14 +85,21 @@ struct BuildCacheLimits {
   std::size_t max_image_layers = 127;
 };
 
-/// The document as canonical JSON (sorted keys, no spaces): same document, same bytes.
+/// The document as canonical JSON (sorted keys, no spaces, entries in the document's order, descriptors without
+/// annotations): same document, same bytes.
 std::string render_cache_document(const CacheDocument& document);
 
 /// Reads a document rendered by render_cache_document. Strict: the schema must be k_build_cache_schema, keys
 /// 64 lowercase hex, platforms ones resolver::parse_platform reads, descriptors sha256 with sizes, media types
 /// of layers tar+gzip or tar+zstd, counts within LIMITS, no unknown field. Error `cache.bad_document`
-/// (ErrorKind::environment) at WHERE, naming the first thing wrong; `cache.schema` for another schema.
+/// (ErrorKind::environment) at WHERE, naming the first thing wrong; `cache.schema` for another schema. Bounded
+/// before parsing: a text over LIMITS.max_document_bytes, or nested deeper than any document, is refused unread.
 Result<CacheDocument> parse_cache_document(std::string_view json_text, const std::string& where, const BuildCacheLimits& limits = {});
+
+/// The root manifest's bytes: an OCI image manifest of artifactType k_build_cache_root_type whose config and one
+/// layer are the OCI empty descriptor; the same bytes for every cache, so every cache tag of one repository shares
+/// one root and one list of documents.
+std::string build_cache_root_manifest();
 
 /// A document as read from the registry, not yet checked: the envelope's bytes and where it came from.
 struct StoredDocument {
@@ -130,8 +137,9 @@ class RegistryBuildCache {
   RegistryBuildCache(RegistryClient& client, ImageReference ref, BuildCacheLimits limits = {});
 
   /// The cache's documents, newest first, bounded by the limits. No root under the tag is an empty read, not
-  /// an error. A referrer that is not a cache document, or whose manifest or envelope is malformed or over the
-  /// limits, is skipped with a note (the build goes on without it). Errors: the registry's (unreachable, auth).
+  /// an error. A referrer that is not a cache document, or whose manifest or envelope is malformed, gone or over
+  /// the limits (sizes checked before downloading), is skipped with a note (the build goes on without it). Errors:
+  /// the registry's (unreachable, auth), and `cache.not_a_cache` (ErrorKind::usage) when the tag names another manifest.
   Result<CacheRead> read();
 
   /// Adds one document: the root is put when missing (same bytes every time), every blob of BLOBS is made
@@ -140,7 +148,10 @@ class RegistryBuildCache {
   /// `cache.blob_missing`), then the document's manifest (ENVELOPE as its first layer, BLOBS after it, the root
   /// as its subject, CREATED as org.opencontainers.image.created), then, without the referrers API, the fallback
   /// index: read, extended, written, read back, and written again (at most 8 times, with a short random pause)
-  /// until it lists the document; `cache.write_lost` when it never does. Errors also the registry's.
+  /// until it lists the document, and read once more after a pause (a writer that read the index before our PUT
+  /// may write its own after our read-back); `cache.write_lost` when it never does. The index keeps the newest
+  /// 1024 documents. Errors also the registry's, `cache.not_a_cache` as read's, and `cache.bad_blob`
+  /// (ErrorKind::internal) for a CacheBlob whose source is not its descriptor's blob.
   Result<CacheWrite> write(const std::string& envelope, const std::vector<CacheBlob>& blobs, const std::string& mount_from, const std::string& created);
 
   /// Blob D of the cache's repository into LAYOUT (streamed, checked against its digest and size).

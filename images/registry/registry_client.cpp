@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -349,6 +350,17 @@ Result<int> upload_chunks(Session& s, const RegistryOptions& o, const BlobSource
   return chunks;
 }
 
+/// A remote blob (BlobSource::remote) that S's repository lacks and MOUNT_FROM (when given) could not lend.
+Error blob_missing_error(const Session& s, const BlobSource& source, const std::string& mount_from) {
+  const std::string repo = s.ref().registry + "/" + s.ref().repository;
+  return make_error(ErrorKind::environment, "registry.blob_missing",
+                    "blob " + source.digest.str() + " (" + std::to_string(source.size) + " bytes) is not on this machine and not in " + repo +
+                        (mount_from.empty() ? "" : ", and the registry could not mount it from " + mount_from),
+                    repo,
+                    "the blob was taken to be in the registry (a layer a build cache served); it was removed or lives in another "
+                    "registry: build again without the cache, or push to a repository of the registry that holds the cache");
+}
+
 /// The one blob upload (RegistryClient::put_blob says what it does), in S's repository.
 Result<BlobPut> upload_blob(Session& s, const RegistryOptions& o, const BlobSource& source, const std::string& mount_from) {
   const std::string digest = source.digest.str();
@@ -359,6 +371,7 @@ Result<BlobPut> upload_blob(Session& s, const RegistryOptions& o, const BlobSour
   if (!h) return std::move(h).error().while_("checking blob " + digest);
   if (h->status == 200) return BlobPut{BlobOutcome::present, 0, 0};
   if (h->status != 404) return s.response_error(*h, "cannot check blob " + digest, head);
+  if (source.remote_only && mount_from.empty()) return blob_missing_error(s, source, mount_from);
 
   HttpRequest post;
   post.method = "POST";
@@ -375,6 +388,13 @@ Result<BlobPut> upload_blob(Session& s, const RegistryOptions& o, const BlobSour
   auto location = p->header("location");
   if (!location) return s.response_error(*p, "the registry gave no upload location for " + digest, post);
   std::string upload = s.absolute(*location);
+  if (source.remote_only) {  // the registry declined the mount and opened an upload there are no bytes for
+    HttpRequest cancel;
+    cancel.method = "DELETE";
+    cancel.url = upload;
+    (void)s.send(cancel);  // an abandoned session expires anyway: its answer changes nothing
+    return blob_missing_error(s, source, mount_from);
+  }
 
   int chunks = 0;
   HttpRequest put;
@@ -465,11 +485,20 @@ class Pusher {
   Status push_layout_blob(const Descriptor& d) {
     const std::string path = m_layout.blob_path(d.digest);
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != d.size) {
+    const bool found = ::stat(path.c_str(), &st) == 0;
+    if (!found && errno == ENOENT && m_po.remote_blobs.count(d.digest) > 0) {
+      return count(upload_blob(m_s, m_o, BlobSource::remote(d.digest, d.size), m_po.mount_from));
+    }
+    if (!found || static_cast<std::uint64_t>(st.st_size) != d.size) {
       return make_error(ErrorKind::environment, "registry.layout", "blob " + d.digest.str() + " is missing or not " + std::to_string(d.size) + " bytes",
                         path, "the OCI layout is damaged; build it again");
     }
-    GPUENV_TRY(put, upload_blob(m_s, m_o, BlobSource::file(path, d.digest, d.size), m_po.mount_from));
+    return count(upload_blob(m_s, m_o, BlobSource::file(path, d.digest, d.size), m_po.mount_from));
+  }
+
+  /// Counts what PUT did to a blob.
+  Status count(Result<BlobPut> answer) {
+    GPUENV_TRY(put, std::move(answer));
     std::lock_guard lock(m_mu);
     switch (put.outcome) {
       case BlobOutcome::present: ++m_stats.blobs_present; break;
@@ -882,6 +911,14 @@ BlobSource BlobSource::of(std::string_view bytes) {
   return out;
 }
 
+BlobSource BlobSource::remote(const Digest& digest, std::uint64_t size) {
+  BlobSource out;
+  out.digest = digest;
+  out.size = size;
+  out.remote_only = true;
+  return out;
+}
+
 BlobSource BlobSource::file(std::string path, const Digest& digest, std::uint64_t size) {
   BlobSource out;
   out.digest = digest;
@@ -902,6 +939,11 @@ Result<RegistryClient::PutManifest> RegistryClient::put_manifest(const ImageRefe
 }
 
 Result<bool> RegistryClient::has_referrers_api(const ImageReference& ref, const Digest& digest) {
+  GPUENV_TRY(referrers, get_referrers(ref, digest));
+  return referrers.has_value();
+}
+
+Result<std::optional<RemoteManifest>> RegistryClient::get_referrers(const ImageReference& ref, const Digest& digest) {
   Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
   HttpRequest req;
   req.url = s.url("/referrers/" + digest.str());
@@ -909,10 +951,23 @@ Result<bool> RegistryClient::has_referrers_api(const ImageReference& ref, const 
   req.max_body = m_o.max_manifest_bytes;
   auto resp = s.send(req);
   if (!resp) return std::move(resp).error().while_("asking for the referrers of " + digest.str());
-  if (resp->status == 200) return content_type(*resp) == media_type::k_index;
-  if (resp->status == 404 || resp->status == 400) return false;  // no such API: the tag schema's fallback
-  return s.response_error(*resp, "cannot ask for the referrers of " + digest.str(), req);
+  if (resp->status == 404 || resp->status == 400) return std::optional<RemoteManifest>();  // no such API: the tag schema's fallback
+  if (resp->status != 200) return s.response_error(*resp, "cannot ask for the referrers of " + digest.str(), req);
+  if (content_type(*resp) != media_type::k_index) return std::optional<RemoteManifest>();  // a page, not the API
+  auto body_digest = Digest::from_hex(resp->body_sha256);  // the HttpClient hashed the body as it arrived
+  if (!body_digest) body_digest = Digest::of(resp->body);
+  return std::optional<RemoteManifest>(RemoteManifest{std::move(resp->body), media_type::k_index, *body_digest});
 }
+
+Status RegistryClient::fetch_blob(const ImageReference& ref, const Descriptor& d, OciLayout& layout) {
+  Session s(m_http, m_o, *m_auth, ref, {"repository:" + ref.repository + ":pull"});
+  PullStats stats;
+  std::mutex mu;
+  if (auto st = pull_blob(s, layout, d, stats, mu); !st) return std::move(st).error().while_("fetching a blob of " + ref.to_string());
+  return ok_status();
+}
+
+std::string referrers_fallback_tag(const Digest& digest) { return "sha256-" + digest.hex(); }
 
 namespace {
 

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,6 +95,10 @@ struct RegistryOptions {
 struct PushOptions {
   std::string ref_name;    ///< the index.json entry whose org.opencontainers.image.ref.name is this; empty: the only one
   std::string mount_from;  ///< a repository on the same registry to mount blobs from (empty: no mount attempt)
+  /// Blobs the layout lacks on purpose (a build served from the registry's build cache leaves its layers there):
+  /// one of these missing from the layout is pushed as BlobSource::remote, present in the target repository or
+  /// mounted from `mount_from`, else `registry.blob_missing`. A blob the layout holds is pushed as usual.
+  std::set<Digest> remote_blobs;
 };
 
 /// What a push did.
@@ -107,12 +112,14 @@ struct PushStats {
   Digest digest;           ///< of the top manifest, as the registry confirmed it
 };
 
-/// A blob to upload: its digest and size, and its bytes in memory or in a file, which is streamed and never read whole.
+/// A blob to upload: its digest and size, and its bytes in memory or in a file, which is streamed and never read
+/// whole; or a blob that is never uploaded (`remote_only`), which only a HEAD or a mount can put in place.
 struct BlobSource {
   Digest digest;           ///< what the upload's ?digest= names and the registry must confirm
   std::uint64_t size = 0;  ///< above RegistryOptions::chunk_threshold the blob goes up in chunks
   std::string_view bytes;  ///< the blob when `path` is empty; must outlive the upload
   std::string path;        ///< a file holding exactly the blob
+  bool remote_only = false;  ///< no bytes here: present in the repository or mounted, else `registry.blob_missing`
 
   /// BYTES (hashed here), which must outlive the upload.
   static BlobSource of(std::string_view bytes);
@@ -120,6 +127,9 @@ struct BlobSource {
   static BlobSource of(std::string&& bytes) = delete;
   /// The file at PATH, whose SIZE bytes have DIGEST; the registry checks the digest of what it receives.
   static BlobSource file(std::string path, const Digest& digest, std::uint64_t size);
+  /// A blob that lives only in the registry (DIGEST, SIZE bytes): put_blob finds it with a HEAD or mounts it, and
+  /// never uploads it.
+  static BlobSource remote(const Digest& digest, std::uint64_t size);
 };
 
 /// How a blob came to be in a repository.
@@ -165,6 +175,10 @@ struct RemoteManifest {
 
 struct RegistryAuthCache;
 
+/// "sha256-<hex>": the referrers tag schema's fallback tag of the manifest DIGEST (distribution-spec 1.1), under
+/// which clients of a registry without the referrers API keep the index of its referrers.
+std::string referrers_fallback_tag(const Digest& digest);
+
 /// Talks to registries through an HttpClient. Errors (ErrorKind::environment unless noted): `registry.auth`
 /// (401/403), `registry.not_found` (404), `registry.http` (other failures, with the registry's error codes),
 /// `registry.digest_mismatch`, `registry.truncated` (a blob shorter than its descriptor), `registry.media_type`,
@@ -202,10 +216,14 @@ class RegistryClient {
   /// Blob D of REF's repository in memory, checked against its size and digest; `registry.manifest` when it is
   /// larger than LIMIT.
   Result<std::string> get_blob(const ImageReference& ref, const Descriptor& d, std::uint64_t limit);
+  /// Blob D of REF's repository into LAYOUT (nothing when the layout has it): streamed to a temporary file of the
+  /// layout, checked against D's size and digest, then adopted under its digest. Errors as pull's.
+  Status fetch_blob(const ImageReference& ref, const Descriptor& d, OciLayout& layout);
   /// Puts blob SOURCE into REF's repository unless a HEAD finds it there: mounted from MOUNT_FROM (a repository
   /// of the same registry; empty: no attempt) when the registry agrees, else a POST and one PUT, or PATCH chunks
   /// of chunk_size and a PUT when the blob is larger than chunk_threshold. A Docker-Content-Digest naming another
-  /// digest is `registry.digest_mismatch`; other errors as the class says.
+  /// digest is `registry.digest_mismatch`; a remote source (BlobSource::remote) that is neither present nor
+  /// mountable is `registry.blob_missing`; other errors as the class says.
   Result<BlobPut> put_blob(const ImageReference& ref, const BlobSource& source, const std::string& mount_from = {});
   /// What a manifest PUT answered.
   struct PutManifest {
@@ -218,6 +236,11 @@ class RegistryClient {
   /// Whether REF's repository answers the referrers API for DIGEST (GET /v2/<name>/referrers/<digest>: 200 with
   /// an OCI index); false for a 404 or 400, which sends the caller to the tag schema's fallback index.
   Result<bool> has_referrers_api(const ImageReference& ref, const Digest& digest);
+  /// The referrers of DIGEST in REF's repository as the referrers API lists them (an OCI index, at most
+  /// max_manifest_bytes; only the first page when the registry pages the list); std::nullopt when the registry
+  /// has no referrers API (as has_referrers_api decides), which sends the caller to the fallback index
+  /// (referrers_fallback_tag). Errors as pull's.
+  Result<std::optional<RemoteManifest>> get_referrers(const ImageReference& ref, const Digest& digest);
 
  private:
   HttpClient& m_http;

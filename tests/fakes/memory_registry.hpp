@@ -1,12 +1,14 @@
 #pragma once
 // A registry in memory behind the HttpClient port: the distribution-spec calls gpuenv's registry client makes
 // (blob HEAD and GET, uploads by POST, PATCH and PUT ?digest=, cross-repository mounts, manifest PUT, GET and HEAD
-// by tag or digest) answered as Debian's docker-registry 2.8 answers them, without a referrers API. The double
+// by tag or digest) answered as Debian's docker-registry 2.8 answers them, without a referrers API unless
+// enable_referrers_api() asks for one (OCI 1.1: GET /referrers/<digest>, OCI-Subject on a manifest PUT). The double
 // of base/net/http_client's libcurl adapter for the app workflow tests (push, pull, inspect, mark, verify), which
 // the CLI tests run against a real docker-registry on 127.0.0.1.
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +35,12 @@ class MemoryRegistry {
   };
 
   explicit MemoryRegistry(std::string host) : m_host(std::move(host)) {}
+
+  /// From now on, answers the referrers API as an OCI 1.1 registry does.
+  void enable_referrers_api() {
+    std::lock_guard lock(m_mu);
+    m_referrers_api = true;
+  }
 
   /// Every request seen, as "METHOD path" (no scheme, host or query).
   std::vector<std::string> requests() const {
@@ -155,6 +163,7 @@ class MemoryRegistry {
       if (k == "/blobs/uploads/") return start_upload(request, repository, query);
       if (k == "/blobs/") return blob(request, repository, what);
       if (k == "/manifests/") return manifest_call(request, repository, what);
+      if (m_referrers_api && request.method == "GET") return referrers(repository, what);
       return error(404, "UNSUPPORTED");  // no referrers API: the client falls back to the tag schema
     }
     return error(404, "NAME_UNKNOWN");
@@ -213,6 +222,8 @@ class MemoryRegistry {
       repo.manifests[digest] = m;
       HttpResponse r = status(201);
       r.headers = {{"docker-content-digest", digest}, {"location", "/v2/" + repository + "/manifests/" + digest}};
+      const std::string subject = m_referrers_api ? subject_of(bytes) : std::string();
+      if (!subject.empty()) r.headers.emplace_back("oci-subject", subject);
       return r;
     }
     const auto it = repo.manifests.find(reference);
@@ -220,7 +231,31 @@ class MemoryRegistry {
     return content(request, it->second.bytes, it->second.media_type, Digest::of(it->second.bytes).str());
   }
 
+  static std::string subject_of(const std::string& manifest) {
+    const auto j = nlohmann::json::parse(manifest, nullptr, false);
+    if (!j.is_object() || !j.contains("subject") || !j["subject"].is_object()) return {};
+    return j["subject"].value("digest", std::string());
+  }
+
+  /// The referrers API's index of the manifests of REPOSITORY whose subject is DIGEST.
+  HttpResponse referrers(const std::string& repository, const std::string& digest) {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const auto& [reference, m] : m_repos[repository].manifests) {
+      if (reference.rfind("sha256:", 0) != 0 || subject_of(m.bytes) != digest) continue;
+      const auto j = nlohmann::json::parse(m.bytes);
+      nlohmann::json e = {{"mediaType", m.media_type}, {"digest", reference}, {"size", m.bytes.size()}};
+      if (j.contains("artifactType")) e["artifactType"] = j["artifactType"];
+      if (j.contains("annotations")) e["annotations"] = j["annotations"];
+      entries.push_back(e);
+    }
+    const std::string type = "application/vnd.oci.image.index.v1+json";
+    HttpResponse r = status(200, nlohmann::json{{"schemaVersion", 2}, {"mediaType", type}, {"manifests", entries}}.dump());
+    r.headers = {{"content-type", type}};
+    return r;
+  }
+
   std::string m_host;
+  bool m_referrers_api = false;
   mutable std::mutex m_mu;
   std::map<std::string, Repo> m_repos;
   std::map<std::string, Upload> m_uploads;
