@@ -513,6 +513,7 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
   out.image = std::move(*image);
   GPUENV_CHECK(place_layout(target, out.output));
   if (archive) GPUENV_CHECK(write_archive(rq, out.format, layout_dir, l, out.image, out.output));
+  if (shared) shared->tally(out.built_images());
   std::vector<Digest> remote;
   for (const auto* im : out.built_images())
     for (const auto& d : im->remote_blobs()) remote.push_back(d);

@@ -147,8 +147,6 @@ std::optional<BuildCache::Image> BuildCache::find_image(const std::string& ident
   out.manifest = std::move(*manifest);
   out.config = std::move(*config);
   out.sbom = std::move(*sbom);
-  ++m_report.images_taken;
-  m_report.layers_taken += static_cast<int>(out.entry.layers.size());
   return out;
 }
 
@@ -156,7 +154,6 @@ std::optional<images::CachedLayer> BuildCache::find_layer(const std::string& ide
   if (!m_readable) return std::nullopt;
   const auto it = m_layers.find(cache_key(identity));
   if (it == m_layers.end() || it->second.platform != platform) return std::nullopt;
-  ++m_report.layers_taken;
   return it->second;
 }
 
@@ -167,7 +164,6 @@ Result<bool> BuildCache::take_blob(const images::Descriptor& blob, images::OciLa
     if (!present)
       return make_error(ErrorKind::environment, "cache.blob_missing", "the cache names blob " + blob.digest.str() + ", which its repository lacks", m_cache->ref().to_string(),
                         "nothing to do: the layer is built instead");
-    ++m_report.layers_remote;
     return true;
   }
   GPUENV_CHECK(m_cache->fetch_blob(blob, layout));
@@ -193,6 +189,16 @@ void BuildCache::made_image(const std::string& identity, images::CachedImage ent
 }
 
 void BuildCache::note(const std::string& text) { m_report.notes.push_back(text); }
+
+void BuildCache::tally(const std::vector<const images::BuildResult*>& built) {
+  for (const auto* im : built) {
+    m_report.images_taken += im->shared ? 1 : 0;
+    for (const auto& l : im->layers) {
+      m_report.layers_taken += l.shared ? 1 : 0;
+      m_report.layers_remote += l.remote ? 1 : 0;
+    }
+  }
+}
 
 std::string BuildCache::mount_source() const { return m_lazy && m_cache ? m_cache->ref().repository : std::string(); }
 

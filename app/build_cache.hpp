@@ -73,6 +73,9 @@ class BuildCache final : public images::SharedCache {
   void made_image(const std::string& identity, images::CachedImage entry, std::string sbom) override;
   void note(const std::string& text) override;
 
+  /// Counts what the assembler took from the cache (what it was offered and refused is not counted).
+  void tally(const std::vector<const images::BuildResult*>& built);
+
   /// The repository to mount remote layers from when pushing (the cache's, on the push's registry), else "".
   [[nodiscard]] std::string mount_source() const;
 

@@ -22,6 +22,13 @@ std::string human(std::uint64_t bytes) {
   return o.str();
 }
 
+/// NOTES made safe to print and to put in JSON (registry text may hold anything).
+std::vector<std::string> safe_notes(const std::vector<std::string>& notes) {
+  std::vector<std::string> out;
+  for (const auto& n : notes) out.push_back(safe_text(n));
+  return out;
+}
+
 app::BuildRequest build_request(const BuildOptions& o) {
   app::BuildRequest rq;
   rq.lock = lock_request(o.lock);
@@ -151,13 +158,6 @@ void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const 
     }
   }
   *ctx.out << j.dump(2) << "\n";
-}
-
-/// NOTES made safe to print and to put in JSON (registry text may hold anything).
-std::vector<std::string> safe_notes(const std::vector<std::string>& notes) {
-  std::vector<std::string> out;
-  for (const auto& n : notes) out.push_back(safe_text(n));
-  return out;
 }
 
 /// What the build cache gave and took; its notes may carry registry text, made safe.

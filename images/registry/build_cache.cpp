@@ -204,22 +204,23 @@ json descriptor_value(const Descriptor& d) { return json{{"mediaType", d.media_t
 
 Descriptor empty_descriptor() { return Descriptor{k_empty_type, Digest::of(k_empty_blob), k_empty_blob.size(), {}}; }
 
-std::string root_manifest_bytes() {
+std::string root_manifest_bytes(const std::string& name) {
   const json empty = descriptor_value(empty_descriptor());
   const json m = {{"schemaVersion", 2},
                   {"mediaType", media_type::k_manifest},
                   {"artifactType", std::string(k_build_cache_root_type)},
                   {"config", empty},
-                  {"layers", json::array({empty})}};
+                  {"layers", json::array({empty})},
+                  {"annotations", {{"dev.gpuenv.build-cache.name", name}}}};
   return m.dump();
 }
 
-Descriptor root_descriptor() {
-  const std::string bytes = root_manifest_bytes();
+Descriptor root_descriptor(const std::string& name) {
+  const std::string bytes = root_manifest_bytes(name);
   return Descriptor{media_type::k_manifest, Digest::of(bytes), bytes.size(), {}};
 }
 
-std::string document_manifest(const Descriptor& envelope, const std::vector<CacheBlob>& blobs, const std::string& created) {
+std::string document_manifest(const Descriptor& root, const Descriptor& envelope, const std::vector<CacheBlob>& blobs, const std::string& created) {
   json layers = json::array({descriptor_value(envelope)});
   for (const auto& b : blobs) layers.push_back(descriptor_value(b.descriptor));
   const json m = {{"schemaVersion", 2},
@@ -227,7 +228,7 @@ std::string document_manifest(const Descriptor& envelope, const std::vector<Cach
                   {"artifactType", std::string(k_build_cache_artifact_type)},
                   {"config", descriptor_value(empty_descriptor())},
                   {"layers", layers},
-                  {"subject", descriptor_value(root_descriptor())},
+                  {"subject", descriptor_value(root)},
                   {"annotations", {{k_created, created}}}};
   return m.dump();
 }
@@ -395,7 +396,7 @@ Result<CacheDocument> parse_cache_document(std::string_view json_text, const std
   return build_cache_detail::parse_document(json_text, where, limits);
 }
 
-std::string build_cache_root_manifest() { return build_cache_detail::root_manifest_bytes(); }
+std::string build_cache_root_manifest(const std::string& name) { return build_cache_detail::root_manifest_bytes(name); }
 
 // ---- the registry store ----
 
@@ -408,7 +409,7 @@ std::string repository_of(const ImageReference& ref) { return ref.registry + "/"
 
 /// The root under REF's tag (or digest): std::nullopt when there is none, an error when it is something else.
 Result<std::optional<Descriptor>> find_root(RegistryClient& client, const ImageReference& ref) {
-  const Descriptor root = root_descriptor();
+  const Descriptor root = root_descriptor(ref.manifest_reference());
   const std::string reference = ref.manifest_reference();
   GPUENV_TRY(found, client.get_manifest(ref, reference));
   if (!found) return std::optional<Descriptor>();
@@ -596,11 +597,11 @@ Result<CacheWrite> write_cache(RegistryClient& client, const ImageReference& ref
   const std::string empty(k_empty_blob);
   if (auto st = client.put_blob(ref, BlobSource::of(empty)); !st) return std::move(st).error().while_(doing);
   if (!*root) {
-    if (auto st = client.put_manifest(ref, ref.manifest_reference(), root_manifest_bytes(), media_type::k_manifest); !st) {
+    if (auto st = client.put_manifest(ref, ref.manifest_reference(), root_manifest_bytes(ref.manifest_reference()), media_type::k_manifest); !st) {
       return std::move(st).error().while_(doing);
     }
   }
-  const Descriptor root_d = root_descriptor();
+  const Descriptor root_d = root_descriptor(ref.manifest_reference());
   CacheWrite out;
   auto count = [&](const Result<BlobPut>& put) {
     switch (put->outcome) {
@@ -622,7 +623,7 @@ Result<CacheWrite> write_cache(RegistryClient& client, const ImageReference& ref
   }
   const Descriptor envelope_d{std::string(k_build_cache_envelope_type), Digest::of(envelope), envelope.size(), {}};
   if (auto st = client.put_blob(ref, BlobSource::of(envelope)); !st) return std::move(st).error().while_(doing);
-  const std::string manifest = document_manifest(envelope_d, blobs, created);
+  const std::string manifest = document_manifest(root_d, envelope_d, blobs, created);
   auto put = client.put_manifest(ref, Digest::of(manifest).str(), manifest, media_type::k_manifest);
   if (!put) return std::move(put).error().while_(doing);
   ++out.blobs.manifests;

@@ -97,9 +97,9 @@ std::string render_cache_document(const CacheDocument& document);
 Result<CacheDocument> parse_cache_document(std::string_view json_text, const std::string& where, const BuildCacheLimits& limits = {});
 
 /// The root manifest's bytes: an OCI image manifest of artifactType k_build_cache_root_type whose config and one
-/// layer are the OCI empty descriptor; the same bytes for every cache, so every cache tag of one repository shares
-/// one root and one list of documents.
-std::string build_cache_root_manifest();
+/// layer are the OCI empty descriptor, annotated with the cache's NAME (its tag): one root, and so one list of
+/// documents, per tag, and the same bytes whoever writes it first.
+std::string build_cache_root_manifest(const std::string& name);
 
 /// A document as read from the registry, not yet checked: the envelope's bytes and where it came from.
 struct StoredDocument {

@@ -1053,15 +1053,15 @@ class CliBuildCache : public CliBuild {
     if (IsSkipped()) return;
     registry = std::make_unique<Registry>(Registry::Setup::plain);
     if (!registry->skip_reason().empty()) GTEST_SKIP() << registry->skip_reason();
-    keys = gpuenv::marks::generate_key_pair((m_tmp / "keys").string(), false).value();
-    other_keys = gpuenv::marks::generate_key_pair((m_tmp / "other-keys").string(), false).value();
+    keys = gpuenv::marks::generate_key_pair((tmp() / "keys").string(), false).value();
+    other_keys = gpuenv::marks::generate_key_pair((tmp() / "other-keys").string(), false).value();
   }
 
   /// A lock of the spec NAME (foo-tools, and PIP), made once.
   std::string make_lock(const std::string& name, const std::string& pip) {
-    const std::string lock_path = (m_tmp / (name + ".lock")).string();
+    const std::string lock_path = (tmp() / (name + ".lock")).string();
     std::string err;
-    EXPECT_EQ(lock(spec(name, "foo-tools", "debian:12", pip), lock_path, (m_tmp / "lock-cache").string(), &err), 0) << err;
+    EXPECT_EQ(lock(spec(name, "foo-tools", "debian:12", pip), lock_path, (tmp() / "lock-cache").string(), &err), 0) << err;
     return lock_path;
   }
 
@@ -1072,9 +1072,9 @@ class CliBuildCache : public CliBuild {
     wrap_fetcher = [this](std::unique_ptr<gpuenv::Fetcher> inner) -> std::unique_ptr<gpuenv::Fetcher> {
       return std::make_unique<CountingFetcher>(std::move(inner), &fetched);
     };
-    args.insert(args.begin(), {lock_path, "-o", (m_tmp / ("out-" + runner)).string(), "--json", "--plain-http"});
+    args.insert(args.begin(), {lock_path, "-o", (tmp() / ("out-" + runner)).string(), "--json", "--plain-http"});
     std::string out;
-    r.code = build(args, (m_tmp / ("cache-" + runner)).string(), &out, &r.err);
+    r.code = build(args, (tmp() / ("cache-" + runner)).string(), &out, &r.err);
     wrap_fetcher = nullptr;
     r.j = nlohmann::json::parse(out, nullptr, false);
     return r;
@@ -1109,6 +1109,7 @@ class CliBuildCache : public CliBuild {
   gpuenv::marks::KeyPairFiles keys, other_keys;
   std::atomic<int> fetched{0};
   gpuenv::testing::RegistryTempDir m_tmp;
+  [[nodiscard]] fs::path tmp() const { return fs::path(m_tmp.path()); }
 };
 
 // Runner A builds and pushes with the cache; runner B, with an empty cache of its own, builds the same lock and
@@ -1135,10 +1136,10 @@ TEST_F(CliBuildCache, ASecondRunnerTakesTheWholeImageWithoutAPackageOrAnUpload) 
   EXPECT_EQ(b.cache("layers_remote"), static_cast<int>(a.j["layers"].size())) << "same registry: no layer downloaded";
   EXPECT_EQ(b.cache("images_written"), 0) << "nothing new to write";
   EXPECT_EQ(fetched.load(), 0) << "no package fetched";
-  EXPECT_FALSE(fs::exists(m_tmp / "cache-b" / "trees") && !fs::is_empty(m_tmp / "cache-b" / "trees")) << "nothing unpacked";
+  EXPECT_FALSE(fs::exists(tmp() / "cache-b" / "trees") && !fs::is_empty(tmp() / "cache-b" / "trees")) << "nothing unpacked";
   if (gpuenv::testing::have("skopeo")) {
     // Every blob of B's image is in B's repository (mounted from the cache's or already there): skopeo copies it whole.
-    EXPECT_TRUE(sh("skopeo copy --quiet --src-tls-verify=false docker://" + ref("ml/app:b") + " oci:" + (m_tmp / "skopeo-b").string() + ":b >/dev/null 2>&1"));
+    EXPECT_TRUE(sh("skopeo copy --quiet --src-tls-verify=false docker://" + ref("ml/app:b") + " oci:" + (tmp() / "skopeo-b").string() + ":b >/dev/null 2>&1"));
   }
 
   const CacheBuild c = run("c", lock_path, {"--cache", cache, "--cache-key", keys.public_key});
@@ -1146,7 +1147,7 @@ TEST_F(CliBuildCache, ASecondRunnerTakesTheWholeImageWithoutAPackageOrAnUpload) 
   EXPECT_EQ(c.j["digest"], digest);
   EXPECT_EQ(c.cache("layers_remote"), 0);
   EXPECT_TRUE(c.j["cache"]["read_only"].get<bool>());
-  EXPECT_EQ(layout_problem(m_tmp / "out-c"), "") << "a layout of every blob";
+  EXPECT_EQ(layout_problem(tmp() / "out-c"), "") << "a layout of every blob";
   EXPECT_EQ(fetched.load(), 0);
 
   const CacheBuild cold = run("cold", lock_path, {});
@@ -1188,16 +1189,19 @@ TEST_F(CliBuildCache, APoisonedEntryIsRefusedAndTheBuildGoesOnCold) {
   ASSERT_EQ(a.code, 0) << a.err << a.j.dump();
   const CacheBuild other = run("b", lock_b, {"--cache", cache, "--cache-key", keys.private_key});
   ASSERT_EQ(other.code, 0) << other.err << other.j.dump();
-  // The documents: newest first, B's then A's.
+  // The two documents (written within one second, so told apart by the image each names).
   auto docs = cache_documents(cache);
   ASSERT_EQ(docs.size(), 2u);
   auto payload = [](const gpuenv::images::StoredDocument& d) {
     auto e = gpuenv::marks::parse_envelope(d.envelope, d.where);
     return gpuenv::images::parse_cache_document(e.value().payload, d.where).value();
   };
-  const auto doc_b = payload(docs[0]), doc_a = payload(docs[1]);
+  auto doc_a = payload(docs[0]), doc_b = payload(docs[1]);
   ASSERT_EQ(doc_a.images.size(), 1u);
   ASSERT_EQ(doc_b.images.size(), 1u);
+  if (doc_a.images[0].manifest.digest.str() != a.j["digest"]) std::swap(doc_a, doc_b);
+  ASSERT_EQ(doc_a.images[0].manifest.digest.str(), a.j["digest"]);
+  ASSERT_EQ(doc_b.images[0].manifest.digest.str(), other.j["digest"]);
   // A's image key mapped to B's image: the poison.
   gpuenv::images::CacheDocument poison;
   poison.generator = doc_a.generator;

@@ -270,8 +270,8 @@ std::string created_at(int second) {
 }
 
 /// The descriptor of the cache's root.
-Descriptor root() {
-  const std::string bytes = build_cache_root_manifest();
+Descriptor root(const std::string& name = "main") {
+  const std::string bytes = build_cache_root_manifest(name);
   return Descriptor{media_type::k_manifest, Digest::of(bytes), bytes.size(), {}};
 }
 
@@ -360,7 +360,7 @@ TEST_F(BuildCacheRegistry, WrittenDocumentsAreReadBackNewestFirstAndTheirBlobsFe
   EXPECT_EQ(j["annotations"]["org.opencontainers.image.created"], created_at(1));
   const auto tagged = m_client.get_manifest(cache.ref(), "main");
   ASSERT_TRUE(tagged.ok() && tagged->has_value());
-  EXPECT_EQ((*tagged)->bytes, build_cache_root_manifest());
+  EXPECT_EQ((*tagged)->bytes, build_cache_root_manifest("main"));
 
   // A second document: newest first; the blobs already there are found by HEAD.
   const auto w2 = cache.write("second envelope", blobs.list, "", created_at(2));
