@@ -55,7 +55,7 @@ BuildCache::~BuildCache() = default;
 Result<std::unique_ptr<BuildCache>> BuildCache::open(const BuildCacheRequest& rq, Services& services) {
   if (rq.key_path.empty())
     return make_error(ErrorKind::usage, "build.cache_key", "--cache needs --cache-key: a cache's entries are taken only when signed with its key", "--cache",
-                      "make a key pair with `gpuenv key generate DIR` and give --cache-key DIR/gpuenv.key (a writer) or DIR/gpuenv.pub (a reader)");
+                      "make a key pair with `gpuenv key generate -o DIR` and give --cache-key DIR/gpuenv.key (a writer) or DIR/gpuenv.pub (a reader)");
   GPUENV_TRY(ref, images::parse_image_reference(rq.ref));
   if (!ref.digest.empty())
     return make_error(ErrorKind::usage, "registry.bad_reference", "a build cache is a tag, not a digest", rq.ref, "name it host/repository:tag");

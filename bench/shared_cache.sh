@@ -35,20 +35,24 @@ open(sys.argv[2], "w").write(b)
 PY
 "$gpuenv" lock "$work/a.yaml" -o "$work/a.lock" >/dev/null
 "$gpuenv" lock "$work/b.yaml" -o "$work/b.lock" >/dev/null
-"$gpuenv" key generate "$work/keys" >/dev/null
+"$gpuenv" key generate -o "$work/keys" >/dev/null
 cache=(--cache "$reg/ml/cache:main" --cache-key "$work/keys/gpuenv.key" --plain-http)
 runner() { GPUENV_CACHE_DIR=$work/cache-$1 "${@:2}"; }
 
 cold=$(seconds runner cold "$gpuenv" build "$work/a.lock" -o "$work/out-cold" --json); cp "$work/last.out" "$work/cold.json"
+echo "measured: cold $cold s" >&2
 grep -o 'url: "[^"]*\.whl"' "$work/a.lock" | sed 's/^url: "//; s/"$//' > "$work/wheels.txt"
 download=$(seconds sh -c "xargs -a '$work/wheels.txt' python3 -m pip download --no-deps --quiet -d '$work/pip'")
 rm -rf "$work/pip"
 zstd=$(seconds runner zstd "$gpuenv" build "$work/a.lock" -o "$work/out-zstd" --compression zstd --json)
 rm -rf "$work/cache-cold" "$work/cache-zstd" "$work/out-zstd"
+echo "measured: pip download $download s, zstd cold $zstd s" >&2
 a=$(seconds runner a "$gpuenv" build "$work/a.lock" -o "$work/out-a" "${cache[@]}" --push "$reg/ml/app:a" --json); cp "$work/last.out" "$work/a.json"
 rm -rf "$work/cache-a"
+echo "measured: runner A $a s" >&2
 b=$(seconds runner b "$gpuenv" build "$work/a.lock" -o "$work/out-b" "${cache[@]}" --push "$reg/ml/app:b" --json); cp "$work/last.out" "$work/b.json"
-packages_b=$(find "$work/cache-b/blobs" -type f 2>/dev/null | wc -l)
+packages_b=$( (find "$work/cache-b/blobs" -type f 2>/dev/null || true) | wc -l)
+echo "measured: runner B $b s, $packages_b packages in its cache" >&2
 added=$(seconds runner b2 "$gpuenv" build "$work/b.lock" -o "$work/out-b2" "${cache[@]}" --push "$reg/ml/app:b2" --json); cp "$work/last.out" "$work/b2.json"
 
 digest_cold=$(field "$work/cold.json" '["digest"]')
@@ -62,7 +66,7 @@ b = json.load(open(sys.argv[2]))
 print(" ".join(l["name"] for l in b["layers"] if l["digest"] not in a))
 PY
 )
-ratio() { echo "scale=3; $1 / $cold" | bc; }
+ratio() { printf '%.4f' "$(echo "$1 / $cold" | bc -l)"; }
 printf 'cold build (gzip)          %7.1f s   1.000\n' "$cold"
 printf 'pip download of the wheels %7.1f s   %s\n' "$download" "$(ratio "$download")"
 printf 'cold build, zstd           %7.1f s   %s   (%.2f x pip download)\n' "$zstd" "$(ratio "$zstd")" "$(echo "$zstd / $download" | bc -l)"

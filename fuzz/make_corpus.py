@@ -219,6 +219,15 @@ def main():
                              ("blobs/sha256/" + sha(config)[7:], config, 0o644),
                              ("blobs/sha256/" + sha(layer)[7:], layer, 0o644)])
     write("oci", "oci_archive", b"\x03" + oci_archive)
+    layer_d = {"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": sha(layer), "size": len(layer)}
+    cache_doc = {"schema": "gpuenv.build-cache/v1", "generator": "gpuenv 0.1.0",
+                 "images": [{"key": "a" * 64, "platform": "linux/amd64",
+                             "manifest": {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": sha(manifest), "size": len(manifest)},
+                             "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": sha(config), "size": len(config)},
+                             "sbom": {"mediaType": "application/spdx+json", "digest": sha(b"{}"), "size": 2}, "layers": [layer_d]}],
+                 "layers": [{"key": "b" * 64, "platform": "linux/arm64", "name": "base", "blob": layer_d,
+                             "diff_id": sha(b"tar"), "files": sha(b"files")}]}
+    write("oci", "build_cache", b"\x04" + json.dumps(cache_doc, sort_keys=True, separators=(",", ":")).encode())
     docker_manifest = json.dumps([{"Config": "config.json", "RepoTags": ["team/image:1.0"], "Layers": ["layer.tar"]}]).encode()
     write("oci", "docker_archive", b"\x03" + tar_bytes([("manifest.json", docker_manifest, 0o644), ("config.json", config, 0o644),
                                                         ("layer.tar", tar_bytes([("a", b"x", 0o644)]), 0o644)]))

@@ -1,7 +1,9 @@
 // libFuzzer target: the OCI readers (images/oci): descriptors (parse_descriptor, the one reader of an index's or
 // manifest's entries), an image manifest with its config (summary_from_manifest), and whole images as
 // read_image_summary reads them from disk: an OCI layout directory whose index.json is the input, or an image
-// archive (OCI or docker-archive tar) that is the input. Files are written only beneath the scratch directory.
+// archive (OCI or docker-archive tar) that is the input; and the build cache's document (parse_cache_document, which
+// must render back to bytes it reads again as the same document). Files are written only beneath the scratch
+// directory.
 //
 // Input: the first byte picks the reader; for summary_from_manifest the rest is the manifest JSON, a NUL, the
 // config JSON.
@@ -17,6 +19,7 @@
 #include "fuzz/fuzz_support.hpp"
 #include "images/oci/image_reader.hpp"
 #include "images/oci/layout.hpp"
+#include "images/registry/build_cache.hpp"
 
 namespace {
 
@@ -38,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const fuzzing::ScratchDir scratch;
   if (size == 0) return 0;
   const std::string_view text = fuzzing::as_text(data, size).substr(1);
-  switch (data[0] % 4) {
+  switch (data[0] % 5) {
     case 0: {
       const json j = json::parse(text, nullptr, false);
       auto d = images::parse_descriptor(j, "fuzz");
@@ -57,6 +60,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       write_file(dir + "/oci-layout", R"({"imageLayoutVersion":"1.0.0"})");
       write_file(dir + "/index.json", text);
       (void)images::read_image_summary(dir, no_registry());
+      break;
+    }
+    case 4: {
+      auto doc = images::parse_cache_document(text, "fuzz");
+      if (doc) {
+        const std::string rendered = images::render_cache_document(*doc);
+        auto again = images::parse_cache_document(rendered, "fuzz");
+        if (!again || images::render_cache_document(*again) != rendered) std::abort();
+      }
       break;
     }
     default: {

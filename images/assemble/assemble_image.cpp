@@ -335,15 +335,15 @@ std::optional<BuildResult> take_shared_image(Assembly& a) {
   return r;
 }
 
-/// Tells the shared cache what this build made.
-void tell_shared_cache(Assembly& a, const BuildResult& built) {
+/// Tells the shared cache what this build made (or found in its layout), with the image's SBOM.
+void tell_shared_cache(Assembly& a, const BuildResult& built, std::string sbom) {
   if (!a.rq.shared_cache) return;
   CachedImage entry;
   entry.platform = a.rq.platform;
   entry.manifest = Descriptor{built.manifest.media_type, built.manifest.digest, built.manifest.size, {}};
   entry.config = Descriptor{built.config.media_type, built.config.digest, built.config.size, {}};
   for (const auto& l : built.layers) entry.layers.push_back(Descriptor{l.blob.media_type, l.blob.digest, l.blob.size, {}});
-  a.rq.shared_cache->made_image(image_identity(a), std::move(entry), a.sbom);
+  a.rq.shared_cache->made_image(image_identity(a), std::move(entry), std::move(sbom));
 }
 
 // ---- The root filesystem -----------------------------------------------------------------------------------
@@ -822,6 +822,9 @@ Result<BuildResult> assemble_image(const BuildRequest& rq) {
     prev->lock_sha256 = a.lock_sha256;
     if (rq.write_index)
       if (auto st = write_index(a.layout(), prev->manifest, rq.tag); !st) return std::move(st).error();  // the tag may have changed
+    // An image built before, without the shared cache or for another one: the cache learns of it too.
+    if (rq.shared_cache)
+      if (auto sbom = read_file_limited(a.layout().dir() + "/" + sbom_file_name(rq), 256u << 20)) tell_shared_cache(a, *prev, std::move(*sbom));
     return *prev;
   }
   if (auto shared = take_shared_image(a)) return *shared;
@@ -832,7 +835,7 @@ Result<BuildResult> assemble_image(const BuildRequest& rq) {
     if (auto st = add_base_layers(a, layers); !st) return std::move(st).error();
   if (auto st = add_gpuenv_layers(a, plan_layers(a.entries, a.lock), layers); !st) return std::move(st).error();
   auto built = write_image_documents(a, std::move(layers));
-  if (built) tell_shared_cache(a, *built);
+  if (built) tell_shared_cache(a, *built, a.sbom);
   return built;
 }
 

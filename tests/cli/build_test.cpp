@@ -1250,6 +1250,24 @@ TEST_F(CliBuildCache, APoisonedEntryIsRefusedAndTheBuildGoesOnCold) {
   EXPECT_GT(fetched.load(), 0) << "built cold";
 }
 
+// An image a runner built before it used the cache (its layout already holds it) is written to the cache by the
+// next build with --cache, which changes nothing else; another runner then takes it whole.
+TEST_F(CliBuildCache, AnImageBuiltBeforeTheCacheIsWrittenToIt) {
+  const std::string lock_path = make_lock("before", "safetensors");
+  const std::string cache = ref("ml/cache:before");
+  const CacheBuild first = run("a", lock_path, {});
+  ASSERT_EQ(first.code, 0) << first.err;
+  const CacheBuild again = run("a", lock_path, {"--cache", cache, "--cache-key", keys.private_key});
+  ASSERT_EQ(again.code, 0) << again.err << again.j.dump();
+  EXPECT_TRUE(again.j["unchanged"].get<bool>());
+  EXPECT_EQ(again.cache("images_written"), 1) << again.j.dump();
+  const CacheBuild b = run("b", lock_path, {"--cache", cache, "--cache-key", keys.public_key});
+  ASSERT_EQ(b.code, 0) << b.err << b.j.dump();
+  EXPECT_EQ(b.cache("images_taken"), 1) << b.j.dump();
+  EXPECT_EQ(b.j["digest"], first.j["digest"]);
+  EXPECT_EQ(layout_problem(tmp() / "out-b"), "");
+}
+
 // Without a key the cache is not used: a clear usage error before anything is built. A VM lock refuses --cache.
 TEST_F(CliBuildCache, ACacheNeedsAKey) {
   const std::string lock_path = make_lock("nokey", "safetensors");
