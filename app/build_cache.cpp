@@ -173,17 +173,19 @@ Result<bool> BuildCache::take_blob(const images::Descriptor& blob, images::OciLa
 void BuildCache::made_layer(const std::string& identity, images::CachedLayer entry) {
   if (m_builder.empty()) return;
   entry.key = cache_key(identity);
-  if (m_layers.count(entry.key)) return;
-  m_layers.emplace(entry.key, entry);
+  // Written unless the cache holds this very layer: an entry of the same key naming another one was refused, and
+  // this build's, newer, takes its place for the next reader.
+  if (const auto it = m_layers.find(entry.key); it != m_layers.end() && it->second.blob.digest == entry.blob.digest && it->second.files == entry.files) return;
+  m_layers[entry.key] = entry;
   m_new.layers.push_back(std::move(entry));
 }
 
 void BuildCache::made_image(const std::string& identity, images::CachedImage entry, std::string sbom) {
   if (m_builder.empty()) return;
   entry.key = cache_key(identity);
-  if (m_images.count(entry.key)) return;
   entry.sbom = images::Descriptor{std::string(images::k_spdx_type), Digest::of(sbom), sbom.size(), {}};
-  m_images.emplace(entry.key, entry);
+  if (const auto it = m_images.find(entry.key); it != m_images.end() && it->second.manifest.digest == entry.manifest.digest) return;
+  m_images[entry.key] = entry;
   m_new.images.push_back(std::move(entry));
   m_sboms.push_back(std::move(sbom));
 }

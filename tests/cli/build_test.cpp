@@ -36,6 +36,7 @@
 #include "base/net/curl_fetcher.hpp"
 #include "fakes/files.hpp"
 #include "base/base64.hpp"
+#include "base/time.hpp"
 #include "base/net/http_client.hpp"
 #include "images/registry/build_cache.hpp"
 #include "marks/dsse.hpp"
@@ -1248,6 +1249,37 @@ TEST_F(CliBuildCache, APoisonedEntryIsRefusedAndTheBuildGoesOnCold) {
   EXPECT_EQ(r.cache("images_taken"), 0) << r.j.dump();
   EXPECT_NE(r.j["cache"]["notes"].dump().find("built from another lock"), std::string::npos) << r.j.dump();
   EXPECT_GT(fetched.load(), 0) << "built cold";
+  // 4. Signed by the cache key, a layer entry: A's user layer's key mapped to A's base layer. A lock whose image the
+  // cache lacks but whose layers are A's (another name: only its metadata layer differs) takes the other layers and
+  // refuses that one, whose file list is not the user layer's, and writes it.
+  ASSERT_GE(doc_a.layers.size(), 2u);
+  const auto find_layer = [&](const std::string& name) {
+    return *std::find_if(doc_a.layers.begin(), doc_a.layers.end(), [&](const auto& l) { return l.name == name; });
+  };
+  gpuenv::images::CachedLayer bad = find_layer("base");
+  bad.key = find_layer("user").key;
+  bad.name = "user";
+  poison = {};
+  poison.generator = doc_a.generator;
+  poison.layers = {bad};
+  const std::string layer_text = gpuenv::images::render_cache_document(poison);
+  // One second after A's document: newer than the entry it shadows, older than what the next build writes.
+  const auto a_created = gpuenv::parse_rfc3339_utc(docs[doc_a.images[0].manifest.digest.str() == payload(docs[0]).images[0].manifest.digest.str() ? 0 : 1].created);
+  ASSERT_TRUE(a_created.has_value());
+  write(gpuenv::marks::sign_envelope(layer_text, gpuenv::images::k_build_cache_payload_type, gpuenv::marks::read_private_key(keys.private_key).value()).value(),
+        gpuenv::format_rfc3339_utc(*a_created + 1));
+  const std::string lock_c = make_lock("trust-c", "safetensors");
+  r = run("layer-poisoned", lock_c, {"--cache", cache, "--cache-key", keys.private_key});  // a writer
+  ASSERT_EQ(r.code, 0) << r.err << r.j.dump();
+  EXPECT_NE(r.j["cache"]["notes"].dump().find("another file list"), std::string::npos) << r.j.dump();
+  EXPECT_EQ(r.cache("layers_taken"), static_cast<int>(r.j["layers"].size()) - 2) << "all but user and metadata: " << r.j.dump();
+  const CacheBuild cold_c = run("cold-c", lock_c, {});
+  ASSERT_EQ(cold_c.code, 0) << cold_c.err;
+  EXPECT_EQ(r.j["digest"], cold_c.j["digest"]);
+  // The refused entry's key got this build's layer, in a newer document: the next runner takes every layer.
+  const CacheBuild after = run("after-poison", make_lock("trust-d", "safetensors"), {"--cache", cache, "--cache-key", keys.public_key});
+  ASSERT_EQ(after.code, 0) << after.err << after.j.dump();
+  EXPECT_EQ(after.cache("layers_taken"), static_cast<int>(after.j["layers"].size()) - 1) << "all but metadata: " << after.j.dump();
 }
 
 // An image a runner built before it used the cache (its layout already holds it) is written to the cache by the
