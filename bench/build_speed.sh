@@ -23,26 +23,17 @@ command -v pigz >/dev/null || { echo "pigz missing (apt-get install pigz)" >&2; 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export GPUENV_CACHE_DIR=$work/cache
-# Seconds COMMAND takes; a failure stops the benchmark naming the command and its exit status (a crash leaves
-# stderr empty, and this runs inside $(...), where an exit alone would pass unnoticed).
-seconds() {
-  local s rc=0; s=$(date +%s.%N)
-  "$@" >/dev/null 2>"$work/last.err" || rc=$?
-  if [ "$rc" != 0 ]; then echo "bench: '$*' failed with exit status $rc" >&2; cat "$work/last.err" >&2; exit 1; fi
-  echo "$(date +%s.%N) - $s" | bc
-}
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 
 cp "$spec" "$work/a.yaml"
-python3 - "$work/a.yaml" "$work/b.yaml" "$extra" <<'PY'
+with_pip_package "$work/a.yaml" "$work/b.yaml" "$extra"
+python3 - "$work/a.yaml" "$work/slim.yaml" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
-b = re.sub(r'(\n\s*pip:\s*\[)', r'\g<1>"' + sys.argv[3] + '", ', text, count=1)
-if b == text:
-    sys.exit("the spec has no packages.pip list to add to")
-open(sys.argv[2], "w").write(b)
 m = re.search(r'^base:\s*([^\s#]+)', text, re.M)
 slim = "base: {distro: '%s', variant: slim}" % (m.group(1) if m else "debian:12")
-open(sys.argv[2].replace("b.yaml", "slim.yaml"), "w").write(re.sub(r'^base:.*$', slim, text, flags=re.M) if m else slim + "\n" + text)
+open(sys.argv[2], "w").write(re.sub(r'^base:.*$', slim, text, flags=re.M) if m else slim + "\n" + text)
 PY
 "$gpuenv" lock "$work/a.yaml" -o "$work/a.lock" >/dev/null
 "$gpuenv" lock "$work/b.yaml" -o "$work/b.lock" >/dev/null

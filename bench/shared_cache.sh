@@ -17,22 +17,11 @@ extra=${3:-pyyaml}
 # shellcheck source=bench/registry.sh
 . bench/registry.sh
 reg=127.0.0.1:$port
-seconds() {
-  local s rc=0; s=$(date +%s.%N)
-  "$@" >"$work/last.out" 2>"$work/last.err" || rc=$?
-  if [ "$rc" != 0 ]; then echo "bench: '$*' failed with exit status $rc" >&2; cat "$work/last.err" "$work/last.out" >&2; exit 1; fi
-  echo "$(date +%s.%N) - $s" | bc
-}
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 field() { python3 -c "import json,sys; j=json.load(open('$1')); print(eval('j' + sys.argv[1]))" "$2"; }
 cp "$spec" "$work/a.yaml"
-python3 - "$work/a.yaml" "$work/b.yaml" "$extra" <<'PY'
-import re, sys
-text = open(sys.argv[1]).read()
-b = re.sub(r'(\n\s*pip:\s*\[)', r'\g<1>"' + sys.argv[3] + '", ', text, count=1)
-if b == text:
-    sys.exit("the spec has no packages.pip list to add to")
-open(sys.argv[2], "w").write(b)
-PY
+with_pip_package "$work/a.yaml" "$work/b.yaml" "$extra"
 "$gpuenv" lock "$work/a.yaml" -o "$work/a.lock" >/dev/null
 "$gpuenv" lock "$work/b.yaml" -o "$work/b.lock" >/dev/null
 "$gpuenv" key generate -o "$work/keys" >/dev/null

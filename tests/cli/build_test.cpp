@@ -1034,17 +1034,24 @@ struct CacheBuild {
   [[nodiscard]] int cache(const char* field) const { return j.contains("cache") ? j["cache"].value(field, -1) : -1; }
 };
 
-/// The documents of the cache at REF, read with a plain-HTTP client; each one's payload when its envelope parses.
-std::vector<gpuenv::images::StoredDocument> cache_documents(const std::string& ref) {
-  gpuenv::HttpOptions ho;
-  auto http = gpuenv::make_curl_http_client(ho);
-  gpuenv::images::RegistryOptions ro;
-  ro.plain_http = true;
-  gpuenv::images::RegistryClient client(*http, ro);
-  gpuenv::images::RegistryBuildCache cache(client, *gpuenv::images::parse_image_reference(ref));
-  auto read = cache.read();
-  return read ? read->documents : std::vector<gpuenv::images::StoredDocument>{};
-}
+/// The cache at REF as a test reads and writes it directly: over plain HTTP, as any writer that can push could.
+struct DirectCache {
+  explicit DirectCache(const std::string& ref)
+      : http(gpuenv::make_curl_http_client(gpuenv::HttpOptions{})), client(*http, plain()), store(client, *gpuenv::images::parse_image_reference(ref)) {}
+  static gpuenv::images::RegistryOptions plain() {
+    gpuenv::images::RegistryOptions ro;
+    ro.plain_http = true;
+    return ro;
+  }
+  /// Its documents, newest first.
+  std::vector<gpuenv::images::StoredDocument> documents() {
+    auto read = store.read();
+    return read ? read->documents : std::vector<gpuenv::images::StoredDocument>{};
+  }
+  std::unique_ptr<gpuenv::HttpClient> http;
+  gpuenv::images::RegistryClient client;
+  gpuenv::images::RegistryBuildCache store;
+};
 
 
 class CliBuildCache : public CliBuild {
@@ -1191,7 +1198,8 @@ TEST_F(CliBuildCache, APoisonedEntryIsRefusedAndTheBuildGoesOnCold) {
   const CacheBuild other = run("b", lock_b, {"--cache", cache, "--cache-key", keys.private_key});
   ASSERT_EQ(other.code, 0) << other.err << other.j.dump();
   // The two documents (written within one second, so told apart by the image each names).
-  auto docs = cache_documents(cache);
+  DirectCache direct(cache);
+  auto docs = direct.documents();
   ASSERT_EQ(docs.size(), 2u);
   auto payload = [](const gpuenv::images::StoredDocument& d) {
     auto e = gpuenv::marks::parse_envelope(d.envelope, d.where);
@@ -1209,16 +1217,10 @@ TEST_F(CliBuildCache, APoisonedEntryIsRefusedAndTheBuildGoesOnCold) {
   poison.images = doc_b.images;
   poison.images[0].key = doc_a.images[0].key;
   const std::string text = gpuenv::images::render_cache_document(poison);
-  gpuenv::HttpOptions ho;
-  auto http = gpuenv::make_curl_http_client(ho);
-  gpuenv::images::RegistryOptions ro;
-  ro.plain_http = true;
-  gpuenv::images::RegistryClient client(*http, ro);
-  gpuenv::images::RegistryBuildCache store(client, *gpuenv::images::parse_image_reference(cache));
   auto write = [&](const std::string& envelope, const std::string& created) {
     std::vector<gpuenv::images::CacheBlob> blobs;
     for (const auto& d : poison.blobs()) blobs.push_back({d, gpuenv::images::BlobSource::remote(d.digest, d.size)});
-    ASSERT_TRUE(store.write(envelope, blobs, "", created)) << "writing the poisoned document";
+    ASSERT_TRUE(direct.store.write(envelope, blobs, "", created)) << "writing the poisoned document";
   };
   const auto signed_by = [&](const std::string& key_path) {
     auto key = gpuenv::marks::read_private_key(key_path);

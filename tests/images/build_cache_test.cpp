@@ -18,6 +18,7 @@
 
 #include "base/digest.hpp"
 #include "fakes/docker_registry.hpp"
+#include "fakes/registry_client_setup.hpp"
 #include "fakes/memory_registry.hpp"
 
 namespace gpuenv::images {
@@ -28,6 +29,9 @@ using testing::DockerRegistry;
 using testing::MemoryRegistry;
 using testing::read_file;
 using testing::RegistryTempDir;
+using testing::parse_ref;
+using testing::plain_http_options;
+using testing::quick_http;
 
 std::string hex_of(const std::string& seed) { return sha256_hex(seed); }
 
@@ -231,26 +235,6 @@ class Interposer final : public HttpClient {
   std::vector<std::string> m_seen;
 };
 
-HttpOptions quick_options() {
-  HttpOptions o;
-  o.max_attempts = 2;
-  o.backoff_base = std::chrono::milliseconds(20);
-  o.limits.connect_timeout = std::chrono::milliseconds(3000);
-  o.limits.rate_window = std::chrono::seconds(10);
-  return o;
-}
-
-RegistryOptions plain() {
-  RegistryOptions o;
-  o.plain_http = true;
-  return o;
-}
-
-ImageReference ref_of(const std::string& text) {
-  auto r = parse_image_reference(text);
-  EXPECT_TRUE(r.ok()) << text;
-  return r.ok() ? *r : ImageReference{};
-}
 
 /// Blobs a document names, kept alive for the upload.
 struct Blobs {
@@ -312,12 +296,12 @@ class BuildCacheRegistry : public ::testing::Test {
   void SetUp() override {
     if (!s_registry->skip_reason().empty()) GTEST_SKIP() << s_registry->skip_reason();
   }
-  [[nodiscard]] ImageReference ref(const std::string& repo_tag) const { return ref_of(s_registry->host() + "/" + repo_tag); }
+  [[nodiscard]] ImageReference ref(const std::string& repo_tag) const { return parse_ref(s_registry->host() + "/" + repo_tag); }
 
   static DockerRegistry* s_registry;
-  std::unique_ptr<HttpClient> m_curl = make_curl_http_client(quick_options());
+  std::unique_ptr<HttpClient> m_curl = make_curl_http_client(quick_http());
   Interposer m_http{*m_curl};
-  RegistryClient m_client{m_http, plain()};
+  RegistryClient m_client{m_http, plain_http_options()};
 };
 DockerRegistry* BuildCacheRegistry::s_registry = nullptr;
 
@@ -429,7 +413,7 @@ TEST_F(BuildCacheRegistry, ConcurrentWritersOnTheFallbackIndexLoseNoDocument) {
   std::vector<std::thread> writers;
   for (int w = 0; w < 2; ++w) {
     writers.emplace_back([&, w] {
-      RegistryClient client(*m_curl, plain());  // each writer its own client, as two builds have
+      RegistryClient client(*m_curl, plain_http_options());  // each writer its own client, as two builds have
       RegistryBuildCache cache(client, at);
       for (int i = 0; i < 5; ++i) {
         const auto put = cache.write("writer " + std::to_string(w) + " document " + std::to_string(i), {}, "", created_at(10 * i + w));
@@ -562,7 +546,7 @@ TEST_F(BuildCacheRegistry, ATagNamingAnotherManifestIsNotACacheAndAnUnreachableR
   ASSERT_TRUE(still.ok() && still->has_value());
   EXPECT_EQ((*still)->bytes, image);  // never overwritten
 
-  RegistryBuildCache nowhere(m_client, ref_of("127.0.0.1:" + std::to_string(testing::free_port()) + "/gpuenv/cache:main"));
+  RegistryBuildCache nowhere(m_client, parse_ref("127.0.0.1:" + std::to_string(testing::free_port()) + "/gpuenv/cache:main"));
   const auto down = nowhere.read();
   ASSERT_FALSE(down.ok());
   EXPECT_EQ(down.error().id.rfind("http.", 0), 0u) << down.error().to_string();
@@ -574,8 +558,8 @@ TEST(BuildCacheReferrersApi, DocumentsAreListedByTheRegistryAndNoIndexIsWritten)
   MemoryRegistry registry("registry.test:5000");
   registry.enable_referrers_api();
   MemoryRegistry::Client http(registry);
-  RegistryClient client(http, plain());
-  RegistryBuildCache cache(client, ref_of("registry.test:5000/team/cache:main"));
+  RegistryClient client(http, plain_http_options());
+  RegistryBuildCache cache(client, parse_ref("registry.test:5000/team/cache:main"));
   Blobs blobs;
   blobs.add("a layer");
   const auto w1 = cache.write("one", blobs.list, "", created_at(1));
@@ -606,8 +590,8 @@ TEST(BuildCacheReferrersApi, DocumentsAreListedByTheRegistryAndNoIndexIsWritten)
 TEST(BuildCacheReferrersApi, WithoutTheApiTheSameRegistryDoubleUsesTheFallbackIndex) {
   MemoryRegistry registry("registry.test:5000");
   MemoryRegistry::Client http(registry);
-  RegistryClient client(http, plain());
-  RegistryBuildCache cache(client, ref_of("registry.test:5000/team/cache:main"));
+  RegistryClient client(http, plain_http_options());
+  RegistryBuildCache cache(client, parse_ref("registry.test:5000/team/cache:main"));
   const auto w = cache.write("one", {}, "", created_at(1));
   ASSERT_TRUE(w.ok()) << w.error().to_string();
   EXPECT_FALSE(w->referrers_api);
@@ -637,8 +621,8 @@ TEST(BuildCacheFallbackIndex, AGoneDocumentIsSkippedAndDroppedWhenTheRegistryRef
     }
     return std::nullopt;
   };
-  RegistryClient client(http, plain());
-  RegistryBuildCache cache(client, ref_of("registry.test:5000/team/cache:main"));
+  RegistryClient client(http, plain_http_options());
+  RegistryBuildCache cache(client, parse_ref("registry.test:5000/team/cache:main"));
   ASSERT_TRUE(cache.write("one", {}, "", created_at(1)).ok());
   // A document deleted from the registry while the index still names it.
   const std::string tag = referrers_fallback_tag(root().digest);
@@ -646,7 +630,7 @@ TEST(BuildCacheFallbackIndex, AGoneDocumentIsSkippedAndDroppedWhenTheRegistryRef
   const std::string gone = Digest::of("a deleted document").str();
   index["manifests"].push_back({{"mediaType", media_type::k_manifest}, {"digest", gone}, {"size", 300},
                                 {"artifactType", k_build_cache_artifact_type}, {"annotations", {{"org.opencontainers.image.created", created_at(2)}}}});
-  RegistryClient direct(memory, plain());
+  RegistryClient direct(memory, plain_http_options());
   ASSERT_TRUE(direct.put_manifest(cache.ref(), tag, index.dump(), media_type::k_index).ok());
 
   const auto r = cache.read();

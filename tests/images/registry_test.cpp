@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "fakes/docker_registry.hpp"
+#include "fakes/registry_client_setup.hpp"
 #include "fakes/registry_fake.hpp"
 #include "fakes/loopback_server.hpp"
 #include "base/digest.hpp"
@@ -32,6 +33,9 @@ using testing::read_file;
 using testing::run;
 using testing::RegistryTempDir;
 using testing::write_file;
+using testing::parse_ref;
+using testing::plain_http_options;
+using testing::quick_http;
 
 
 int count(const std::string& haystack, const std::string& needle) {
@@ -85,28 +89,6 @@ TestImage make_image(const std::string& dir, std::vector<std::size_t> layer_size
   return img;
 }
 
-HttpOptions quick_http(const std::string& ca = {}) {
-  HttpOptions o;
-  o.ca_bundle = ca;
-  o.max_attempts = 3;
-  o.backoff_base = std::chrono::milliseconds(20);
-  o.limits.connect_timeout = std::chrono::milliseconds(3000);
-  o.limits.rate_window = std::chrono::seconds(10);
-  return o;
-}
-
-/// Options for a loopback registry that speaks plain HTTP.
-RegistryOptions plain_http_options() {
-  RegistryOptions o;
-  o.plain_http = true;
-  return o;
-}
-
-ImageReference parse_ref(const std::string& text) {
-  auto r = parse_image_reference(text);
-  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().to_string());
-  return r.ok() ? *r : ImageReference{};
-}
 
 void expect_same_blobs(const std::string& dir_a, const std::string& dir_b, const TestImage& img) {
   EXPECT_EQ(read_file(dir_a + "/blobs/sha256/" + img.manifest.digest.hex()), read_file(dir_b + "/blobs/sha256/" + img.manifest.digest.hex()));
