@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "marks/keys.hpp"
 #include "base/digest.hpp"
 #include "base/net/curl_fetcher.hpp"
 #include "fakes/docker_registry.hpp"
@@ -234,6 +235,34 @@ TEST_F(CliMultiPlatform, APushWritesBothManifestsThenTheIndex) {
     const std::string by_digest = shell_output("skopeo inspect --raw --tls-verify=false docker://" + registry.host() + "/ml/two@" + manifest);
     EXPECT_EQ("sha256:" + gpuenv::sha256_hex(by_digest), manifest) << arch;
   }
+}
+
+// The shared build cache keeps each platform's image apart: a second runner takes both images of a two-platform lock
+// from it, uploads nothing and pushes the index a cold build makes.
+TEST_F(CliMultiPlatform, ASecondRunnerTakesEachPlatformsImageFromTheSharedCache) {
+  gpuenv::testing::DockerRegistry registry(gpuenv::testing::DockerRegistry::Setup::plain);
+  if (!registry.skip_reason().empty()) GTEST_SKIP() << registry.skip_reason();
+  const auto keys = gpuenv::marks::generate_key_pair((dir / "cache-keys").string(), true);
+  ASSERT_TRUE(keys.ok());
+  const std::string lock = (dir / "shared.lock").string(), key = keys->private_key;
+  ASSERT_EQ(gpuenv({"lock", spec("shared", "[linux/amd64, linux/arm64]"), "-o", lock}, (dir / "cache-lock").string()), 0);
+  const std::vector<std::string> cache = {"--cache", registry.host() + "/ml/cache:multi", "--cache-key", key, "--plain-http", "--json"};
+  auto build = [&](const std::string& runner, const std::string& push) {
+    std::vector<std::string> args = {"build", lock, "-o", (dir / ("shared-" + runner)).string(), "--push", registry.host() + "/ml/multi:" + push};
+    args.insert(args.end(), cache.begin(), cache.end());
+    std::string out, err;
+    EXPECT_EQ(gpuenv(args, (dir / ("cache-shared-" + runner)).string(), &out, &err), 0) << err << out;
+    return nlohmann::json::parse(out, nullptr, false);
+  };
+  const auto a = build("a", "a");
+  ASSERT_TRUE(a.is_object());
+  EXPECT_EQ(a["cache"]["images_written"], 2) << a.dump();
+  const auto b = build("b", "b");
+  ASSERT_TRUE(b.is_object());
+  EXPECT_EQ(b["digest"], a["digest"]);
+  EXPECT_EQ(b["cache"]["images_taken"], 2) << b.dump();
+  EXPECT_EQ(b["push"]["blobs_uploaded"], 0) << b.dump();
+  EXPECT_FALSE(fs::exists(dir / "cache-shared-b" / "blobs")) << "no package fetched";
 }
 
 TEST_F(CliMultiPlatform, ALockWhoseOnlyFittingTorchVariantNeedsTorchsOwnIndexSaysWhyAndPinsNothing) {
