@@ -88,7 +88,8 @@ Status exact_fields(const json& j, std::initializer_list<const char*> fields, co
   if (!j.is_object()) return bad(where, path + " is not an object");
   for (const char* f : fields)
     if (!j.contains(f)) return bad(where, path + " lacks the field '" + f + "'");
-  for (const auto& [name, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& name = item.key();  // not a structured binding: clang 14 cannot capture one in a lambda
     if (std::find_if(fields.begin(), fields.end(), [&](const char* f) { return name == f; }) == fields.end()) {
       return bad(where, path + " has an unknown field '" + safe_text(name, 64) + "'");
     }
