@@ -454,6 +454,31 @@ Status build_vm(const BuildRequest& rq, LockToBuild& l, Built& out, Services& se
   return ok_status();
 }
 
+/// Pushes the built image. Layers the shared cache left in the registry are mounted from the cache's repository; a
+/// registry that will not mount them (some never do) gets them downloaded into the layout and the image pushed whole.
+Status push_image(const BuildRequest& rq, const std::string& layout_dir, const images::ImageReference& to, BuildCache* shared, Built& out,
+                  Services& services) {
+  std::vector<images::Descriptor> remote;
+  for (const auto* im : out.built_images())
+    for (const auto& layer : im->layers)
+      if (layer.remote) remote.push_back(layer.blob);
+  std::vector<Digest> remote_digests;
+  for (const auto& d : remote) remote_digests.push_back(d.digest);
+  auto pushed = push(rq, layout_dir, out.tag, services, remote_digests, shared ? shared->mount_source() : std::string());
+  if (!pushed && shared && !remote.empty() && pushed.error().id == "registry.blob_missing") {
+    shared->note("the registry would not mount the cache's layers into " + to.repository + " (" + pushed.error().message +
+                 "); downloading them and pushing again");
+    GPUENV_CHECK(shared->download(layout_dir, remote));
+    for (auto& layer : out.image.layers) layer.remote = false;
+    for (auto& p : out.platforms)
+      for (auto& layer : p.image.layers) layer.remote = false;
+    pushed = push(rq, layout_dir, out.tag, services);
+  }
+  if (!pushed) return std::move(pushed).error();
+  out.pushed = *pushed;
+  return ok_status();
+}
+
 Result<Built> build(const BuildRequest& rq, Services& services) {
   Built out;
   GPUENV_TRY(l, lock_to_build(rq, services));
@@ -514,13 +539,7 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
   GPUENV_CHECK(place_layout(target, out.output));
   if (archive) GPUENV_CHECK(write_archive(rq, out.format, layout_dir, l, out.image, out.output));
   if (shared) shared->tally(out.built_images());
-  std::vector<Digest> remote;
-  for (const auto* im : out.built_images())
-    for (const auto& d : im->remote_blobs()) remote.push_back(d);
-  if (push_ref) {
-    GPUENV_TRY(pushed, push(rq, layout_dir, out.tag, services, remote, shared ? shared->mount_source() : std::string()));
-    out.pushed = pushed;
-  }
+  if (push_ref) GPUENV_CHECK(push_image(rq, layout_dir, *push_ref, shared.get(), out, services));
   if (shared) {
     shared->write(layout_dir, push_ref, services);
     out.cache = shared->report();

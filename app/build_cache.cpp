@@ -192,6 +192,15 @@ void BuildCache::made_image(const std::string& identity, images::CachedImage ent
 
 void BuildCache::note(const std::string& text) { m_report.notes.push_back(text); }
 
+Status BuildCache::download(const std::string& layout_dir, const std::vector<images::Descriptor>& blobs) {
+  if (!m_cache) return make_error(ErrorKind::internal, "cache.not_open", "the build cache was never read", layout_dir, "report this as a gpuenv bug");
+  GPUENV_TRY(layout, images::OciLayout::open(layout_dir));
+  for (const auto& d : blobs)
+    if (!layout.has_blob(d.digest)) GPUENV_CHECK(m_cache->fetch_blob(d, layout));
+  m_report.layers_remote = 0;
+  return ok_status();
+}
+
 void BuildCache::tally(const std::vector<const images::BuildResult*>& built) {
   for (const auto* im : built) {
     m_report.images_taken += im->shared ? 1 : 0;

@@ -79,6 +79,10 @@ class BuildCache final : public images::SharedCache {
   /// The repository to mount remote layers from when pushing (the cache's, on the push's registry), else "".
   [[nodiscard]] std::string mount_source() const;
 
+  /// Downloads BLOBS (layers it left in the registry) from the cache's repository into the layout at LAYOUT_DIR,
+  /// each checked against its digest: for a registry that would not mount them where the image is pushed.
+  Status download(const std::string& layout_dir, const std::vector<images::Descriptor>& blobs);
+
   /// Writes one signed document of what the build made and the cache lacked (nothing when it lacks nothing or the
   /// key is public), its blobs from LAYOUT_DIR, or mounted from PUSHED_TO's repository when the image was just
   /// pushed there on the cache's registry. A failure is a note in the report.

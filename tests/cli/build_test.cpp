@@ -28,6 +28,7 @@
 #include "cli/context.hpp"
 #include "fakes/fake_fetcher.hpp"
 #include "fakes/memory_blob_store.hpp"
+#include "fakes/memory_registry.hpp"
 #include "fakes/docker_registry.hpp"
 #include "fakes/loopback_server.hpp"
 #include "fakes/scratch.hpp"
@@ -281,6 +282,7 @@ class CliBuild : public ::testing::Test {
       auto f = gpuenv::make_curl_fetcher(options);
       return wrap_fetcher ? wrap_fetcher(std::move(f)) : std::move(f);
     };
+    if (http_client) ctx.make_http_client = http_client;
     args.insert(args.begin(), "build");
     args.insert(args.end(), {"--host-root", dir.string()});
     const int code = gpuenv::cli::run(args, ctx);
@@ -294,6 +296,8 @@ class CliBuild : public ::testing::Test {
   std::unique_ptr<gpuenv::testing::LoopbackServer> server;
   /// Wraps the build's real fetcher (a test double around it), when set.
   std::function<std::unique_ptr<gpuenv::Fetcher>(std::unique_ptr<gpuenv::Fetcher>)> wrap_fetcher;
+  /// The build's registry client (a double), when set; else the real one.
+  std::function<std::unique_ptr<gpuenv::HttpClient>(const gpuenv::HttpOptions&)> http_client;
 };
 
 /// Around the real fetcher: of a batch of files it fetches the first, tells of it, then waits (up to 60 s) until
@@ -1300,6 +1304,32 @@ TEST_F(CliBuildCache, AnImageBuiltBeforeTheCacheIsWrittenToIt) {
   EXPECT_EQ(b.cache("images_taken"), 1) << b.j.dump();
   EXPECT_EQ(b.j["digest"], first.j["digest"]);
   EXPECT_EQ(layout_problem(tmp() / "out-b"), "");
+}
+
+// A registry that never mounts one repository's blobs into another (as some do not): the layers the cache left in the
+// registry are downloaded when the push finds them missing, and the image is pushed whole, with A's digest.
+TEST_F(CliBuildCache, ARegistryThatNeverMountsGetsTheTakenLayersPushedWhole) {
+  const std::string lock_path = make_lock("nomount", "safetensors");
+  gpuenv::testing::MemoryRegistry memory("registry.test:5000");
+  http_client = [&](const gpuenv::HttpOptions&) -> std::unique_ptr<gpuenv::HttpClient> { return std::make_unique<gpuenv::testing::MemoryRegistry::Client>(memory); };
+  const std::string cache = "registry.test:5000/ml/cache:main";
+  const CacheBuild a = run("a", lock_path, {"--cache", cache, "--cache-key", keys.private_key, "--push", "registry.test:5000/ml/app:a"});
+  ASSERT_EQ(a.code, 0) << a.err << a.j.dump();
+  memory.decline_mounts();
+  const CacheBuild b = run("b", lock_path, {"--cache", cache, "--cache-key", keys.private_key, "--push", "registry.test:5000/ml/other:b"});
+  http_client = nullptr;
+  ASSERT_EQ(b.code, 0) << b.err << b.j.dump();
+  EXPECT_EQ(b.j["digest"], a.j["digest"]);
+  EXPECT_EQ(b.j["push"]["digest"], a.j["digest"]);
+  EXPECT_EQ(b.cache("images_taken"), 1);
+  EXPECT_EQ(b.cache("layers_remote"), 0) << b.j.dump();
+  EXPECT_NE(b.j["cache"]["notes"].dump().find("would not mount"), std::string::npos) << b.j.dump();
+  // Every layer and the config went up (the first, refused push had sent some of them already), none mounted.
+  EXPECT_EQ(b.j["push"]["blobs_uploaded"].get<int>() + b.j["push"]["blobs_present"].get<int>(), static_cast<int>(b.j["layers"].size()) + 1) << b.j.dump();
+  EXPECT_EQ(b.j["push"]["blobs_mounted"], 0) << b.j.dump();
+  EXPECT_GE(b.j["push"]["blobs_uploaded"].get<int>(), 1) << b.j.dump();
+  EXPECT_EQ(layout_problem(tmp() / "out-b"), "");
+  EXPECT_EQ(fetched.load(), 0);
 }
 
 // Without a key the cache is not used: a clear usage error before anything is built. A VM lock refuses --cache.

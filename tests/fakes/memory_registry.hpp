@@ -36,6 +36,12 @@ class MemoryRegistry {
 
   explicit MemoryRegistry(std::string host) : m_host(std::move(host)) {}
 
+  /// Answers a cross-repository mount with an upload session, as registries that never mount do.
+  void decline_mounts() {
+    std::lock_guard lock(m_mu);
+    m_decline_mounts = true;
+  }
+
   /// From now on, answers the referrers API as an OCI 1.1 registry does.
   void enable_referrers_api() {
     std::lock_guard lock(m_mu);
@@ -179,7 +185,7 @@ class MemoryRegistry {
   HttpResponse start_upload(const HttpRequest& request, const std::string& repository, const std::string& query) {
     if (request.method != "POST") return error(405, "UNSUPPORTED");
     const std::string mount = query_value(query, "mount"), from = query_value(query, "from");
-    if (!mount.empty() && m_repos.count(from) && m_repos[from].blobs.count(mount)) {
+    if (!mount.empty() && !m_decline_mounts && m_repos.count(from) && m_repos[from].blobs.count(mount)) {
       m_repos[repository].blobs[mount] = m_repos[from].blobs[mount];
       HttpResponse r = status(201);
       r.headers = {{"docker-content-digest", mount}, {"location", "/v2/" + repository + "/blobs/" + mount}};
@@ -261,6 +267,7 @@ class MemoryRegistry {
   std::map<std::string, Upload> m_uploads;
   std::vector<std::string> m_requests;
   int m_next_upload = 0;
+  bool m_decline_mounts = false;
 };
 
 }  // namespace gpuenv::testing
