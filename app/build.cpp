@@ -454,6 +454,17 @@ Status build_vm(const BuildRequest& rq, LockToBuild& l, Built& out, Services& se
   return ok_status();
 }
 
+/// The build cache of --cache (or GPUENV_BUILD_CACHE), read; null without one. Layers may stay in the registry only
+/// when the image goes to the cache's registry as a layout (PUSHED_LAYOUT; an archive holds every blob).
+Result<std::unique_ptr<BuildCache>> open_shared_cache(const BuildRequest& rq, const std::string& cache_ref, const images::ImageReference* pushed_layout,
+                                                      Services& services) {
+  if (cache_ref.empty()) return std::unique_ptr<BuildCache>();
+  const bool may_leave = pushed_layout && rq.cache_may_leave_layers;
+  BuildCacheRequest cr{cache_ref, rq.cache_key.empty() ? env_or(services, "GPUENV_BUILD_CACHE_KEY") : rq.cache_key, may_leave ? pushed_layout->registry : std::string(),
+                       rq.plain_http, rq.ca_bundle};
+  return BuildCache::open(cr, services);
+}
+
 /// Pushes the built image. Layers the shared cache left in the registry are mounted from the cache's repository; a
 /// registry that will not mount them (some never do) gets them downloaded into the layout and the image pushed whole.
 Status push_image(const BuildRequest& rq, const std::string& layout_dir, const images::ImageReference& to, BuildCache* shared, Built& out,
@@ -515,21 +526,12 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
   const LayoutTarget target = archive ? LayoutTarget{cache + "/images/" + l.lock.spec_name, false} : layout_target(out.output);
   const std::string layout_dir = archive ? target.dir : out.output;
   out.tag = ref_name(rq.tag.empty() ? l.spec_tag : rq.tag);
-  std::unique_ptr<BuildCache> shared;
   std::optional<images::ImageReference> push_ref;
   if (!rq.push.empty()) {
     GPUENV_TRY(parsed, images::parse_image_reference(rq.push));
     push_ref = std::move(parsed);
   }
-  if (!cache_ref.empty()) {
-    // Layers may stay in the registry only when the image goes to the cache's registry and is kept as a layout
-    // (an archive holds every blob).
-    const bool may_leave = push_ref && !archive && rq.cache_may_leave_layers;
-    BuildCacheRequest cr{cache_ref, rq.cache_key.empty() ? env_or(services, "GPUENV_BUILD_CACHE_KEY") : rq.cache_key, may_leave ? push_ref->registry : std::string(),
-                         rq.plain_http, rq.ca_bundle};
-    GPUENV_TRY(opened, BuildCache::open(cr, services));
-    shared = std::move(opened);
-  }
+  GPUENV_TRY(shared, open_shared_cache(rq, cache_ref, push_ref && !archive ? &*push_ref : nullptr, services));
   auto image = assemble(rq, l, target.dir, out.tag, out.platforms, shared.get(), services);
   if (!image) {
     if (target.staged) fs::remove_all(target.dir, ec);

@@ -584,6 +584,27 @@ Status add_to_fallback_index(RegistryClient& client, const ImageReference& ref, 
                     repository_of(ref) + ":" + tag, "many builds are writing this cache at once; the document is stored but not listed: run the build again");
 }
 
+/// Makes every blob a document names present in REF's repository (HEAD, a mount from MOUNT_FROM, or an upload),
+/// counted into STATS; a remote blob that is neither present nor mountable is `cache.blob_missing`.
+Status put_named_blobs(RegistryClient& client, const ImageReference& ref, const std::vector<CacheBlob>& blobs, const std::string& mount_from, PushStats& stats) {
+  for (const auto& b : blobs) {
+    auto put = client.put_blob(ref, b.source, mount_from);
+    if (!put) {
+      Error e = std::move(put).error();
+      if (e.id == "registry.blob_missing") e.id = "cache.blob_missing";
+      return e;
+    }
+    switch (put->outcome) {
+      case BlobOutcome::present: ++stats.blobs_present; break;
+      case BlobOutcome::mounted: ++stats.blobs_mounted; break;
+      case BlobOutcome::uploaded: ++stats.blobs_uploaded; break;
+    }
+    stats.chunks += put->chunks;
+    stats.bytes_uploaded += put->bytes_uploaded;
+  }
+  return ok_status();
+}
+
 Result<CacheWrite> write_cache(RegistryClient& client, const ImageReference& ref, const std::string& envelope, const std::vector<CacheBlob>& blobs,
                               const std::string& mount_from, const std::string& created) {
   const std::string doing = "writing to the build cache " + ref.to_string();
@@ -604,24 +625,7 @@ Result<CacheWrite> write_cache(RegistryClient& client, const ImageReference& ref
   }
   const Descriptor root_d = root_descriptor(ref.manifest_reference());
   CacheWrite out;
-  auto count = [&](const Result<BlobPut>& put) {
-    switch (put->outcome) {
-      case BlobOutcome::present: ++out.blobs.blobs_present; break;
-      case BlobOutcome::mounted: ++out.blobs.blobs_mounted; break;
-      case BlobOutcome::uploaded: ++out.blobs.blobs_uploaded; break;
-    }
-    out.blobs.chunks += put->chunks;
-    out.blobs.bytes_uploaded += put->bytes_uploaded;
-  };
-  for (const auto& b : blobs) {
-    auto put = client.put_blob(ref, b.source, mount_from);
-    if (!put) {
-      Error e = std::move(put).error();
-      if (e.id == "registry.blob_missing") e.id = "cache.blob_missing";
-      return std::move(e.while_(doing));
-    }
-    count(put);
-  }
+  if (auto st = put_named_blobs(client, ref, blobs, mount_from, out.blobs); !st) return std::move(st).error().while_(doing);
   const Descriptor envelope_d{std::string(k_build_cache_envelope_type), Digest::of(envelope), envelope.size(), {}};
   if (auto st = client.put_blob(ref, BlobSource::of(envelope)); !st) return std::move(st).error().while_(doing);
   const std::string manifest = document_manifest(root_d, envelope_d, blobs, created);
