@@ -1,18 +1,13 @@
 #include "app/build_cache.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <mutex>
 #include <vector>
 
 #include "app/base_image.hpp"
 #include "app/resolve.hpp"
+#include "base/cache/blob_store.hpp"
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
 #include "base/time.hpp"
-#include "base/unique_fd.hpp"
 #include "marks/dsse.hpp"
 #include "marks/keys.hpp"
 
@@ -22,30 +17,18 @@ namespace build_cache {
 /// The sha256 of the running program, read once: part of every cache key, so that only the same gpuenv takes an
 /// entry. "" when it cannot be read (then nothing is shared: open refuses the cache).
 const std::string& program_sha256() {
-  static std::once_flag once;
-  static std::string sum;
-  std::call_once(once, [] {
-    UniqueFd fd(::open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) return;
-    Sha256 h;
-    std::vector<char> buf(1 << 20);
-    while (true) {
-      const ssize_t r = ::read(fd.get(), buf.data(), buf.size());
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return;
-      if (r == 0) break;
-      h.update(buf.data(), static_cast<std::size_t>(r));
-    }
-    sum = h.finish();
-  });
+  static const std::string sum = [] {
+    auto d = sha256_of_file("/proc/self/exe");
+    return d ? d->hex() : std::string();
+  }();
   return sum;
 }
 
 /// The cache key: a private key signs and verifies, a public key only verifies.
 Result<marks::Key> read_cache_key(const std::string& path) {
   GPUENV_TRY(text, read_file_limited(path, 64u << 10));
-  if (text.find("-----BEGIN PUBLIC KEY-----") != std::string::npos) return marks::read_public_key(path);
-  return marks::read_private_key(path);
+  if (text.find("-----BEGIN PUBLIC KEY-----") != std::string::npos) return marks::parse_public_key(text, path);
+  return marks::read_private_key(path);  // again: a private key's file is also checked for who may read it
 }
 
 }  // namespace build_cache
@@ -86,9 +69,9 @@ Result<std::unique_ptr<BuildCache>> BuildCache::open(const BuildCacheRequest& rq
   auto read = c->m_cache->read();
   if (!read) {
     c->note("cannot read the build cache " + ref.to_string() + " (" + read.error().message + "); building without it");
+    c->m_cache.reset();  // nor written: what refused the read (unreachable, not a cache) refuses the write
     return c;
   }
-  c->m_readable = true;
   c->take_documents(*read);
   return c;
 }
@@ -132,7 +115,7 @@ void BuildCache::take_documents(const images::CacheRead& read) {
 std::string BuildCache::cache_key(const std::string& identity) const { return sha256_hex("gpuenv-build-cache-key-v1\n" + m_builder + "\n" + identity); }
 
 std::optional<BuildCache::Image> BuildCache::find_image(const std::string& identity, const resolver::Platform& platform) {
-  if (!m_readable) return std::nullopt;
+  if (!m_cache) return std::nullopt;
   const auto it = m_images.find(cache_key(identity));
   if (it == m_images.end() || it->second.platform != platform) return std::nullopt;
   Image out;
@@ -151,7 +134,7 @@ std::optional<BuildCache::Image> BuildCache::find_image(const std::string& ident
 }
 
 std::optional<images::CachedLayer> BuildCache::find_layer(const std::string& identity, const resolver::Platform& platform) {
-  if (!m_readable) return std::nullopt;
+  if (!m_cache) return std::nullopt;
   const auto it = m_layers.find(cache_key(identity));
   if (it == m_layers.end() || it->second.platform != platform) return std::nullopt;
   return it->second;

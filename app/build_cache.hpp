@@ -16,7 +16,8 @@
 // can never be served an older writer's bytes.
 //
 // A cache that cannot be read (the registry unreachable, refused credentials) is a note, and the build goes on
-// cold; one that cannot be written afterwards is a note too: the image is built and pushed either way.
+// cold without trying to write it; one that cannot be written afterwards is a note too: the image is built and
+// pushed either way.
 #include <map>
 #include <memory>
 #include <optional>
@@ -97,12 +98,11 @@ class BuildCache final : public images::SharedCache {
 
   std::unique_ptr<HttpClient> m_http;
   std::unique_ptr<images::RegistryClient> m_client;
-  std::unique_ptr<images::RegistryBuildCache> m_cache;
+  std::unique_ptr<images::RegistryBuildCache> m_cache;  ///< null when the cache could not be read: then unused
   std::unique_ptr<marks::Key> m_key;
   std::string m_builder;         ///< the builder's identity (program sha256 and version)
   std::string m_generator;
   bool m_lazy = false;           ///< layers may stay in the registry
-  bool m_readable = false;       ///< the documents were read
   std::map<std::string, images::CachedImage> m_images;  ///< by cache key, the newest document's first
   std::map<std::string, images::CachedLayer> m_layers;
   images::CacheDocument m_new;   ///< what this build made that the cache lacks

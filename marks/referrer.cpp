@@ -2,7 +2,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/json_field.hpp"
 #include "marks/dsse.hpp"
 
 namespace gpuenv::marks {
@@ -18,8 +17,6 @@ std::string unhex(std::string_view hex) {
 }
 
 }  // namespace
-
-std::string referrers_tag(const Digest& image) { return "sha256-" + image.hex(); }
 
 Result<std::string> bundle_of(std::string_view envelope_json, const Key& key) {
   GPUENV_TRY(env, parse_envelope(envelope_json, "the record"));
@@ -44,24 +41,6 @@ std::string referrer_manifest(std::string_view bundle, const images::Descriptor&
       {"annotations",
        {{"dev.sigstore.bundle.content", "dsse-envelope"}, {"dev.sigstore.bundle.predicateType", std::string(predicate_type)}, {"org.opencontainers.image.created", created}}}};
   return manifest.dump();
-}
-
-std::string append_to_referrers_index(const std::optional<std::string>& existing, std::string_view manifest) {
-  ojson entries = ojson::array();
-  if (existing) {
-    const ojson old = ojson::parse(*existing, nullptr, false);
-    if (old.is_object() && old.contains("manifests") && old["manifests"].is_array()) entries = old["manifests"];
-  }
-  const Digest digest = Digest::of(manifest);
-  for (const auto& e : entries)
-    if (string_field(e, "digest") == digest.str()) return existing.value_or("");  // there already
-  const ojson m = ojson::parse(manifest);
-  ojson entry = {{"mediaType", images::media_type::k_manifest}, {"digest", digest.str()}, {"size", manifest.size()}};
-  if (m.contains("artifactType")) entry["artifactType"] = m["artifactType"];
-  if (m.contains("annotations")) entry["annotations"] = m["annotations"];
-  entries.push_back(std::move(entry));
-  const ojson index = {{"schemaVersion", 2}, {"mediaType", images::media_type::k_index}, {"manifests", entries}};
-  return index.dump();
 }
 
 }  // namespace gpuenv::marks

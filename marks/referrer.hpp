@@ -1,7 +1,8 @@
 #pragma once
 // The second home of a mark (`--referrers`): an OCI 1.1 referrer of the image holding a Sigstore bundle v0.3, as
 // cosign v3 writes attestations, with the referrers tag schema's fallback index `sha256-<hex>` for registries
-// without the referrers API (Debian's docker-registry 2.8 has none). Pure: the caller moves the bytes.
+// without the referrers API (Debian's docker-registry 2.8 has none; its tag and index are images/registry/referrers.hpp's).
+// Pure: the caller moves the bytes.
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,9 +18,6 @@ inline constexpr std::string_view k_bundle_media_type = "application/vnd.dev.sig
 inline constexpr std::string_view k_empty_media_type = "application/vnd.oci.empty.v1+json";
 inline constexpr std::string_view k_empty_blob = "{}";
 
-/// "sha256-<hex>": the referrers tag schema's fallback tag of IMAGE (distribution-spec 1.1).
-std::string referrers_tag(const Digest& image);
-
 /// The Sigstore bundle v0.3 of a signed envelope: the envelope as `dsseEnvelope` and the public key's hint
 /// (standard base64 of the sha256 of its PKIX DER bytes) as verification material. Error `mark.bad_envelope`.
 Result<std::string> bundle_of(std::string_view envelope_json, const Key& key);
@@ -28,8 +26,5 @@ Result<std::string> bundle_of(std::string_view envelope_json, const Key& key);
 /// the image's manifest, and cosign's annotations (content dsse-envelope, the predicate type, CREATED).
 std::string referrer_manifest(std::string_view bundle, const images::Descriptor& subject, std::string_view predicate_type, const std::string& created);
 
-/// The fallback index with one more referrer: EXISTING's entries (none when std::nullopt or not an index) and
-/// MANIFEST's descriptor with its artifactType and annotations copied, as the spec asks; one entry per digest.
-std::string append_to_referrers_index(const std::optional<std::string>& existing, std::string_view manifest);
 
 }  // namespace gpuenv::marks

@@ -12,6 +12,7 @@
 #include "images/oci/archive.hpp"
 #include "images/oci/image_reader.hpp"
 #include "images/oci/layout_image.hpp"
+#include "images/registry/referrers.hpp"
 #include "marks/referrer.hpp"
 
 namespace gpuenv::marks {
@@ -64,14 +65,14 @@ class IndexMarkStore : public MarkStore {
   }
 
   Result<std::string> write_referrer(const Digest& image, const std::string& manifest, const std::string& bundle) override {
-    const std::string tag = referrers_tag(image);
+    const std::string tag = images::referrers_fallback_tag(image);
     GPUENV_TRY(entries, index_entries());
     std::optional<std::string> existing;
     if (const auto e = entry(entries, tag)) {
       GPUENV_TRY(bytes, read_blob(*e, k_max_att_document_bytes));
       existing = std::move(bytes);
     }
-    const std::string index = append_to_referrers_index(existing, manifest);
+    const std::string index = images::referrers_index_with(existing, manifest);
     std::map<Digest, std::pair<std::string, std::string>> blobs;
     blobs[Digest::of(k_empty_blob)] = {std::string(k_empty_blob), std::string(k_empty_media_type)};
     blobs[Digest::of(bundle)] = {bundle, std::string(k_bundle_media_type)};
@@ -268,20 +269,12 @@ class RegistryMarkStore final : public MarkStore {
   Result<std::string> write_referrer(const Digest& image, const std::string& manifest, const std::string& bundle) override {
     GPUENV_CHECK(m_client.put_blob(m_ref, images::BlobSource::of(k_empty_blob)));
     GPUENV_CHECK(m_client.put_blob(m_ref, images::BlobSource::of(bundle)));
-    GPUENV_TRY(put, m_client.put_manifest(m_ref, Digest::of(manifest).str(), manifest, images::media_type::k_manifest));
+    // Without the referrers API the client keeps the index of referrers itself (distribution-spec 1.1, "Pushing
+    // Manifests with Subject"), read back against other writers (images/registry/referrers.hpp).
+    GPUENV_TRY(put, images::put_referrer(m_client, m_ref, image, manifest));
     const std::string repo = m_ref.registry + "/" + m_ref.repository;
-    if (!put.oci_subject.empty()) return repo + " (the referrers API)";
-    GPUENV_TRY(api, m_client.has_referrers_api(m_ref, image));
-    if (api) return repo + " (the referrers API)";
-    // The tag schema: the client keeps the index of referrers itself (distribution-spec 1.1, "Pushing Manifests
-    // with Subject"); registries ignore If-Match, so writers of one image are serialised by the caller's lock.
-    const std::string tag = referrers_tag(image);
-    GPUENV_TRY(existing, m_client.get_manifest(m_ref, tag));
-    std::optional<std::string> old;
-    if (existing) old = existing->bytes;
-    const std::string index = append_to_referrers_index(old, manifest);
-    if (!old || index != *old) GPUENV_CHECK(m_client.put_manifest(m_ref, tag, index, images::media_type::k_index));
-    return repo + ":" + tag + " (the fallback index)";
+    if (put.referrers_api) return repo + " (the referrers API)";
+    return repo + ":" + images::referrers_fallback_tag(image) + " (the fallback index)";
   }
 
   [[nodiscard]] std::string where(const Digest& image) const override {

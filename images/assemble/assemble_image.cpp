@@ -19,6 +19,7 @@
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
 #include "base/json_field.hpp"
+#include "base/safe_text.hpp"
 #include "images/assemble/layer_writer.hpp"
 #include "images/rootfs/package_trees.hpp"
 #include "images/assemble/root_tree.hpp"
@@ -273,7 +274,8 @@ std::vector<std::string> annotated_packages(const json& layer) {
   const json held = json::parse(string_field(layer["annotations"], "dev.gpuenv.packages", "[]"), nullptr, false);
   if (!held.is_array()) return out;
   for (const auto& p : held)
-    if (p.is_array() && p.size() >= 2 && p[0].is_string() && p[1].is_string()) out.push_back(p[0].get<std::string>() + " " + p[1].get<std::string>());
+    if (p.is_array() && p.size() >= 2 && p[0].is_string() && p[1].is_string())
+      out.push_back(safe_text(p[0].get<std::string>() + " " + p[1].get<std::string>(), 200));  // a registry's text, printed later
   return out;
 }
 
@@ -638,12 +640,13 @@ json gpuenv_layer_entry(const BuiltLayer& bl, const LayerPlan& plan, const resol
 }
 
 /// The layer from the shared cache for IDENTITY, when its entry's file list is this layer's and its blob can be had.
-std::optional<BuiltLayer> shared_layer(Assembly& a, const assembly::LayerStream& stream, const std::string& name, const std::string& identity) {
+std::optional<BuiltLayer> shared_layer(Assembly& a, const assembly::LayerStream& stream, const std::string& name, const std::string& identity,
+                                       const Digest& files) {
   SharedCache* sc = a.rq.shared_cache;
   auto found = sc->find_layer(identity, a.rq.platform);
   if (!found) return std::nullopt;
   const char* type = a.rq.compression == Compression::zstd ? media_type::k_layer_zstd : media_type::k_layer_gzip;
-  if (found->files != stream.files_digest() || found->blob.media_type != type) {
+  if (found->files != files || found->blob.media_type != type) {
     sc->note("refused the cache's " + name + " layer " + found->blob.digest.str() + ": its entry names another " +
              (found->blob.media_type != type ? "compression" : "file list") + " than this build's " + name + " layer; writing it");
     return std::nullopt;
@@ -682,13 +685,16 @@ Status add_gpuenv_layers(Assembly& a, const std::vector<LayerPlan>& plan, ImageL
     if (!key) return std::move(key).error();
     const std::string identity = "layer\n" + *key + "\n" + assembly::compressor_identity(c);
     assembly::OtherSource other;
-    if (a.rq.shared_cache) other = [&] { return shared_layer(a, stream, layer.name, identity); };
+    std::optional<Digest> files;  // the layer's file list, for the shared cache only
+    if (a.rq.shared_cache) {
+      files = stream.files_digest();
+      other = [&] { return shared_layer(a, stream, layer.name, identity, *files); };
+    }
     auto bl = assembly::write_layer(a.layout(), stream, layer.name, c, a.root, *key, other);
     if (!bl) return std::move(bl).error();
-    if (a.rq.shared_cache && !bl->shared) {
-      auto diff_id = Digest::parse(bl->diff_id);
-      if (diff_id) a.rq.shared_cache->made_layer(identity, CachedLayer{{}, a.rq.platform, layer.name, Descriptor{bl->blob.media_type, bl->blob.digest, bl->blob.size, {}}, *diff_id, stream.files_digest()});
-    }
+    if (files && !bl->shared)
+      if (auto diff_id = Digest::parse(bl->diff_id))
+        a.rq.shared_cache->made_layer(identity, CachedLayer{{}, a.rq.platform, layer.name, Descriptor{bl->blob.media_type, bl->blob.digest, bl->blob.size, {}}, *diff_id, *files});
     bl->packages = layer.packages;
     out.diff_ids.push_back(bl->diff_id);
     out.history.push_back({{"created", format_rfc3339_utc(a.rq.source_date_epoch)},

@@ -126,13 +126,6 @@ struct BuildResult {
   bool unchanged = false;  ///< the layout already held this exact image; nothing was rebuilt
   bool shared = false;     ///< the whole image came from the shared cache: no package fetched, no layer written
   std::vector<std::string> notes;
-  /// Layers the shared cache left in the registry (BuiltLayer::remote): pushing needs them there or mountable.
-  [[nodiscard]] std::vector<Digest> remote_blobs() const {
-    std::vector<Digest> out;
-    for (const auto& l : layers)
-      if (l.remote) out.push_back(l.blob.digest);
-    return out;
-  }
 };
 
 /// Assembles the image the request's lock describes into `request.output_dir`. Errors: `build.*`

@@ -1,17 +1,16 @@
 #include "images/registry/build_cache.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <initializer_list>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <set>
-#include <thread>
 #include <utility>
 
+#include "base/json_field.hpp"
 #include "base/safe_text.hpp"
+#include "images/registry/referrers.hpp"
 
 namespace gpuenv::images {
 
@@ -25,8 +24,6 @@ constexpr std::string_view k_empty_blob = "{}";
 constexpr const char* k_created = "org.opencontainers.image.created";
 /// Nesting of a valid document: the document, images, an image, its layers, a descriptor; a little more is allowed.
 constexpr int k_max_depth = 8;
-/// Fallback index writes (and read-backs) one write tries before it gives up.
-constexpr int k_max_index_writes = 8;
 /// Build cache documents the fallback index keeps; older ones are dropped from it by the next writer.
 constexpr std::size_t k_max_index_documents = 1024;
 constexpr std::size_t k_max_generator = 256;
@@ -234,70 +231,8 @@ std::string document_manifest(const Descriptor& root, const Descriptor& envelope
   return m.dump();
 }
 
-/// The entries of an index's manifests list; empty for anything that is not an OCI index.
-json index_entries(const std::optional<RemoteManifest>& index) {
-  if (!index) return json::array();
-  const json j = json::parse(index->bytes, nullptr, false);
-  if (!j.is_object() || !j.contains("manifests") || !j["manifests"].is_array()) return json::array();
-  return j["manifests"];
-}
-
-bool lists(const std::optional<RemoteManifest>& index, const Digest& manifest) {
-  const json entries = index_entries(index);
-  return std::any_of(entries.begin(), entries.end(), [&](const json& e) { return e.is_object() && e.value("digest", json()) == manifest.str(); });
-}
-
-std::string annotation(const json& j, const char* name) {
-  if (!j.is_object() || !j.contains("annotations") || !j["annotations"].is_object()) return {};
-  const json& a = j["annotations"];
-  return a.contains(name) && a[name].is_string() ? a[name].get<std::string>() : std::string();
-}
-
-std::string artifact_type(const json& j) {
-  return j.is_object() && j.contains("artifactType") && j["artifactType"].is_string() ? j["artifactType"].get<std::string>() : std::string();
-}
-
-std::string digest_text(const json& j) {
-  return j.is_object() && j.contains("digest") && j["digest"].is_string() ? j["digest"].get<std::string>() : std::string();
-}
-
-/// Newest first: a later created annotation, then the smaller digest.
-bool newer(const std::string& created_a, const std::string& digest_a, const std::string& created_b, const std::string& digest_b) {
-  if (created_a != created_b) return created_a > created_b;
-  return digest_a < digest_b;
-}
-
-/// The fallback index EXISTING with ENTRY added (once), every other entry kept but the oldest build cache
-/// documents beyond k_max_index_documents (never ENTRY).
-std::string extended_index(const std::optional<RemoteManifest>& existing, const json& entry) {
-  json kept = json::array();
-  for (const auto& e : index_entries(existing))
-    if (!(e.is_object() && digest_text(e) == digest_text(entry))) kept.push_back(e);
-  std::vector<std::size_t> documents;
-  for (std::size_t i = 0; i < kept.size(); ++i)
-    if (artifact_type(kept[i]) == k_build_cache_artifact_type) documents.push_back(i);
-  std::set<std::size_t> dropped;
-  if (documents.size() + 1 > k_max_index_documents) {
-    std::sort(documents.begin(), documents.end(), [&](std::size_t a, std::size_t b) {
-      return newer(annotation(kept[b], k_created), digest_text(kept[b]), annotation(kept[a], k_created), digest_text(kept[a]));
-    });  // oldest first
-    dropped.insert(documents.begin(), documents.begin() + static_cast<std::ptrdiff_t>(documents.size() + 1 - k_max_index_documents));
-  }
-  json entries = json::array();
-  for (std::size_t i = 0; i < kept.size(); ++i)
-    if (dropped.count(i) == 0) entries.push_back(kept[i]);
-  entries.push_back(entry);
-  const json index = {{"schemaVersion", 2}, {"mediaType", media_type::k_index}, {"manifests", entries}};
-  return index.dump();
-}
-
-/// Whether E, met while reading one referrer, is that referrer's fault (gone, altered, malformed, too large):
-/// skipped with a note. Anything else (unreachable, refused credentials, a failing registry) is the read's error.
-bool is_document_fault(const Error& e) {
-  static const std::set<std::string> faults = {"registry.not_found", "registry.digest_mismatch", "registry.truncated", "registry.manifest",
-                                               "registry.media_type", "http.too_large"};
-  return faults.count(e.id) > 0;
-}
+/// The org.opencontainers.image.created annotation of a manifest or an index entry; "" when it has none.
+std::string created_of(const json& j) { return string_field(field_of_type(j, "annotations", json::value_t::object), k_created); }
 
 std::string why(const Error& e) { return safe_text(e.message, 300); }
 
@@ -306,10 +241,6 @@ struct Candidate {
   Descriptor manifest;
   std::string created;
 };
-
-void pause(std::mt19937& rng, int min_ms, int max_ms) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(min_ms, max_ms)(rng)));
-}
 
 }  // namespace build_cache_detail
 
@@ -366,7 +297,7 @@ Result<CacheDocument> parse_document(std::string_view json_text, const std::stri
   GPUENV_CHECK(guard_text(json_text, where, limits));
   GPUENV_TRY(j, parse_strictly(json_text, where));
   if (!j.is_object()) return bad(where, "the document is not a JSON object");
-  const std::string schema = j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : std::string("(none)");
+  const std::string schema = string_field(j, "schema", "(none)");
   if (schema != k_build_cache_schema) {
     return make_error(ErrorKind::environment, "cache.schema", "the document's schema is '" + safe_text(schema, 80) + "', not " + std::string(k_build_cache_schema),
                       where, "a gpuenv of another version wrote this build cache; the build goes on without it (use a cache of its own for each version)");
@@ -433,7 +364,7 @@ std::vector<Candidate> candidates_of(const RemoteManifest& index, const std::str
   std::size_t other_types = 0, malformed = 0;
   std::string an_other_type;
   for (const auto& e : j["manifests"]) {
-    const std::string type = artifact_type(e);
+    const std::string type = string_field(e, "artifactType");
     if (type != k_build_cache_artifact_type) {
       if (other_types++ == 0) an_other_type = type.empty() ? "(none)" : type;
       continue;
@@ -443,7 +374,7 @@ std::vector<Candidate> candidates_of(const RemoteManifest& index, const std::str
       ++malformed;
       continue;
     }
-    out.push_back(Candidate{*d, annotation(e, k_created)});
+    out.push_back(Candidate{*d, created_of(e)});
   }
   if (other_types > 0) {
     notes.push_back("skipped " + std::to_string(other_types) + " referrer(s) of " + where + " of another type than " + std::string(k_build_cache_artifact_type) +
@@ -451,7 +382,7 @@ std::vector<Candidate> candidates_of(const RemoteManifest& index, const std::str
   }
   if (malformed > 0) notes.push_back("skipped " + std::to_string(malformed) + " malformed entr" + (malformed == 1 ? "y" : "ies") + " of " + where + "'s referrers");
   std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
-    return newer(a.created, a.manifest.digest.str(), b.created, b.manifest.digest.str());
+    return referrer_is_newer(a.created, a.manifest.digest.str(), b.created, b.manifest.digest.str());
   });
   return out;
 }
@@ -469,13 +400,13 @@ Result<std::optional<StoredDocument>> read_document(RegistryClient& client, cons
   }
   auto manifest = client.get_manifest(ref, c.manifest.digest.str());
   if (!manifest) {
-    if (is_document_fault(manifest.error())) return skip(why(manifest.error()));
+    if (is_referrer_fault(manifest.error())) return skip(why(manifest.error()));
     return std::move(manifest).error().while_("reading the build cache document " + where);
   }
   if (!*manifest) return skip("its manifest is gone from the registry");
   const json m = json::parse((*manifest)->bytes, nullptr, false);
-  if (artifact_type(m) != k_build_cache_artifact_type) return skip("its manifest's artifactType is '" + safe_text(artifact_type(m), 100) + "'");
-  if (!m.contains("subject") || digest_text(m["subject"]) != root.str()) return skip("its manifest's subject is not the build cache's root");
+  if (string_field(m, "artifactType") != k_build_cache_artifact_type) return skip("its manifest's artifactType is '" + safe_text(string_field(m, "artifactType"), 100) + "'");
+  if (!m.contains("subject") || string_field(m["subject"], "digest") != root.str()) return skip("its manifest's subject is not the build cache's root");
   if (!m.contains("layers") || !m["layers"].is_array() || m["layers"].empty()) return skip("its manifest has no layers");
   auto envelope = parse_descriptor(m["layers"][0], where);
   if (!envelope) return skip(why(envelope.error()));
@@ -485,10 +416,10 @@ Result<std::optional<StoredDocument>> read_document(RegistryClient& client, cons
   }
   auto bytes = client.get_blob(ref, *envelope, limits.max_document_bytes);
   if (!bytes) {
-    if (is_document_fault(bytes.error())) return skip(why(bytes.error()));
+    if (is_referrer_fault(bytes.error())) return skip(why(bytes.error()));
     return std::move(bytes).error().while_("reading the build cache document " + where);
   }
-  return std::optional<StoredDocument>(StoredDocument{c.manifest.digest, annotation(m, k_created), std::move(*bytes), where});
+  return std::optional<StoredDocument>(StoredDocument{c.manifest.digest, created_of(m), std::move(*bytes), where});
 }
 
 
@@ -521,67 +452,9 @@ Result<CacheRead> read_cache(RegistryClient& client, const ImageReference& ref, 
     if (doc) out.documents.push_back(std::move(*doc));
   }
   std::stable_sort(out.documents.begin(), out.documents.end(), [](const StoredDocument& a, const StoredDocument& b) {
-    return newer(a.created, a.manifest.str(), b.created, b.manifest.str());
+    return referrer_is_newer(a.created, a.manifest.str(), b.created, b.manifest.str());
   });
   return out;
-}
-
-/// EXISTING without the entries whose manifests are gone from REF's repository.
-Result<std::optional<RemoteManifest>> without_gone_entries(RegistryClient& client, const ImageReference& ref, const std::optional<RemoteManifest>& existing) {
-  json kept = json::array();
-  for (const auto& e : index_entries(existing)) {
-    const auto digest = Digest::parse(digest_text(e));
-    if (!digest) continue;
-    auto found = client.get_manifest(ref, digest->str());
-    if (!found && !is_document_fault(found.error())) return std::move(found).error();
-    if (found && *found) kept.push_back(e);
-  }
-  const json index = {{"schemaVersion", 2}, {"mediaType", media_type::k_index}, {"manifests", kept}};
-  const std::string bytes = index.dump();
-  return std::optional<RemoteManifest>(RemoteManifest{bytes, media_type::k_index, Digest::of(bytes)});
-}
-
-/// PUTs CURRENT with ENTRY added as the fallback index TAG. A registry that checks an index's manifests
-/// (docker-registry 2.8 answers MANIFEST_BLOB_UNKNOWN) refuses one that names a document deleted since: the
-/// entries of deleted documents are dropped and the PUT is tried once more, so one deletion cannot stop every
-/// later write.
-Status put_index(RegistryClient& client, const ImageReference& ref, const std::string& tag, const std::optional<RemoteManifest>& current, const json& entry) {
-  auto put = client.put_manifest(ref, tag, extended_index(current, entry), media_type::k_index);
-  if (put) return ok_status();
-  const std::string& said = put.error().message;
-  if (said.find("MANIFEST_BLOB_UNKNOWN") == std::string::npos && said.find("MANIFEST_UNKNOWN") == std::string::npos) return std::move(put).error();
-  GPUENV_TRY(kept, without_gone_entries(client, ref, current));
-  GPUENV_CHECK(client.put_manifest(ref, tag, extended_index(kept, entry), media_type::k_index));
-  return ok_status();
-}
-
-/// Adds the document manifest ENTRY to the root's fallback index (RegistryBuildCache::write says how), counting
-/// the index PUTs into OUT.
-Status add_to_fallback_index(RegistryClient& client, const ImageReference& ref, const Digest& root, const json& entry, CacheWrite& out) {
-  const std::string tag = referrers_fallback_tag(root);
-  std::mt19937 rng(std::random_device{}());
-  for (int attempt = 0; attempt < k_max_index_writes; ++attempt) {
-    if (attempt > 0) pause(rng, 10, 100);
-    const auto started = std::chrono::steady_clock::now();
-    GPUENV_TRY(current, client.get_manifest(ref, tag));
-    if (!lists(current, out.manifest)) {
-      GPUENV_CHECK(put_index(client, ref, tag, current, entry));
-      ++out.index_writes;
-      GPUENV_TRY(back, client.get_manifest(ref, tag));
-      if (!lists(back, out.manifest)) continue;  // a concurrent writer's index replaced ours
-    }
-    // A writer that read the index before our PUT may still write its own, without our entry: look again once a
-    // read-modify-write like ours has had time to finish.
-    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count();
-    const int wait = static_cast<int>(std::min<long long>(2000, 2 * took));
-    pause(rng, 50 + wait, 150 + wait);
-    GPUENV_TRY(again, client.get_manifest(ref, tag));
-    if (lists(again, out.manifest)) return ok_status();
-  }
-  return make_error(ErrorKind::environment, "cache.write_lost",
-                    "the fallback index " + repository_of(ref) + ":" + tag + " never kept the document " + out.manifest.str() + " (" +
-                        std::to_string(k_max_index_writes) + " tries)",
-                    repository_of(ref) + ":" + tag, "many builds are writing this cache at once; the document is stored but not listed: run the build again");
 }
 
 /// Makes every blob a document names present in REF's repository (HEAD, a mount from MOUNT_FROM, or an upload),
@@ -629,27 +502,16 @@ Result<CacheWrite> write_cache(RegistryClient& client, const ImageReference& ref
   const Descriptor envelope_d{std::string(k_build_cache_envelope_type), Digest::of(envelope), envelope.size(), {}};
   if (auto st = client.put_blob(ref, BlobSource::of(envelope)); !st) return std::move(st).error().while_(doing);
   const std::string manifest = document_manifest(root_d, envelope_d, blobs, created);
-  auto put = client.put_manifest(ref, Digest::of(manifest).str(), manifest, media_type::k_manifest);
-  if (!put) return std::move(put).error().while_(doing);
+  auto put = put_referrer(client, ref, root_d.digest, manifest, k_max_index_documents);
+  if (!put) {
+    Error e = std::move(put).error();
+    if (e.id == "registry.referrer_lost") e.id = "cache.write_lost";
+    return std::move(e.while_(doing));
+  }
   ++out.blobs.manifests;
-  out.manifest = put->digest;
-  out.blobs.digest = put->digest;
-  if (!put->oci_subject.empty()) {
-    out.referrers_api = true;
-    return out;
-  }
-  auto api = client.has_referrers_api(ref, root_d.digest);
-  if (!api) return std::move(api).error().while_(doing);
-  if (*api) {
-    out.referrers_api = true;
-    return out;
-  }
-  json entry = {{"mediaType", media_type::k_manifest},
-                {"digest", out.manifest.str()},
-                {"size", manifest.size()},
-                {"artifactType", std::string(k_build_cache_artifact_type)},
-                {"annotations", {{k_created, created}}}};
-  if (auto st = add_to_fallback_index(client, ref, root_d.digest, entry, out); !st) return std::move(st).error().while_(doing);
+  out.manifest = out.blobs.digest = put->manifest;
+  out.referrers_api = put->referrers_api;
+  out.index_writes = put->index_writes;
   return out;
 }
 

@@ -15,6 +15,7 @@
 #include "cli/context.hpp"
 #include "fakes/cli_in_process.hpp"
 #include "fakes/docker_registry.hpp"
+#include "fakes/registry_suite.hpp"
 #include "base/net/curl_fetcher.hpp"
 #include "images/registry/registry_client.hpp"
 
@@ -28,15 +29,11 @@ const std::string k_empty_lock_path = std::string(GPUENV_SOURCE_DIR) + "/tests/d
 
 using CliResult = gpuenv::testing::CliOutcome;
 
-class CliPush : public ::testing::Test {
+class CliPush : public gpuenv::testing::RegistrySuite<DockerRegistry::Setup::tls_basic> {
  protected:
-  static void SetUpTestSuite() { s_registry = new DockerRegistry(DockerRegistry::Setup::tls_basic); }
-  static void TearDownTestSuite() {
-    delete s_registry;
-    s_registry = nullptr;
-  }
   void SetUp() override {
-    if (!s_registry->skip_reason().empty()) GTEST_SKIP() << s_registry->skip_reason();
+    RegistrySuite::SetUp();
+    if (IsSkipped()) return;
     gpuenv::testing::write_file(m_dir / "empty.lock", gpuenv::testing::read_file(k_empty_lock_path));
     fs::create_directories(m_dir / "home");  // no ~/.docker/config.json there
   }
@@ -75,7 +72,6 @@ class CliPush : public ::testing::Test {
     }
   }
 
-  static inline DockerRegistry* s_registry = nullptr;
   gpuenv::testing::RegistryTempDir m_dir;
 };
 

@@ -19,6 +19,7 @@
 #include "base/digest.hpp"
 #include "fakes/docker_registry.hpp"
 #include "fakes/registry_client_setup.hpp"
+#include "fakes/registry_suite.hpp"
 #include "fakes/memory_registry.hpp"
 
 namespace gpuenv::images {
@@ -286,24 +287,14 @@ std::pair<Descriptor, Descriptor> one_layer_image(const std::string& dir, const 
   return {manifest, layer};
 }
 
-class BuildCacheRegistry : public ::testing::Test {
+class BuildCacheRegistry : public testing::RegistrySuite<DockerRegistry::Setup::plain> {
  protected:
-  static void SetUpTestSuite() { s_registry = new DockerRegistry(DockerRegistry::Setup::plain); }
-  static void TearDownTestSuite() {
-    delete s_registry;
-    s_registry = nullptr;
-  }
-  void SetUp() override {
-    if (!s_registry->skip_reason().empty()) GTEST_SKIP() << s_registry->skip_reason();
-  }
   [[nodiscard]] ImageReference ref(const std::string& repo_tag) const { return parse_ref(s_registry->host() + "/" + repo_tag); }
 
-  static DockerRegistry* s_registry;
   std::unique_ptr<HttpClient> m_curl = make_curl_http_client(quick_http());
   Interposer m_http{*m_curl};
   RegistryClient m_client{m_http, plain_http_options()};
 };
-DockerRegistry* BuildCacheRegistry::s_registry = nullptr;
 
 TEST_F(BuildCacheRegistry, WrittenDocumentsAreReadBackNewestFirstAndTheirBlobsFetched) {
   RegistryBuildCache cache(m_client, ref("gpuenv/cache-rw:main"));

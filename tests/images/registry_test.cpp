@@ -15,6 +15,7 @@
 
 #include "fakes/docker_registry.hpp"
 #include "fakes/registry_client_setup.hpp"
+#include "fakes/registry_suite.hpp"
 #include "fakes/registry_fake.hpp"
 #include "fakes/loopback_server.hpp"
 #include "base/digest.hpp"
@@ -321,22 +322,15 @@ TEST(CurlHttpClient, ConnectionFailureIsAnErrorWithoutCredentials) {
 
 // ---- the real docker-registry ----
 
-class PlainRegistry : public ::testing::Test {
+class PlainRegistry : public testing::RegistrySuite<DockerRegistry::Setup::plain> {
  protected:
-  static void SetUpTestSuite() { s_registry = new DockerRegistry(DockerRegistry::Setup::plain); }
-  static void TearDownTestSuite() {
-    delete s_registry;
-    s_registry = nullptr;
-  }
   void SetUp() override {
-    if (!s_registry->skip_reason().empty()) GTEST_SKIP() << s_registry->skip_reason();
+    RegistrySuite::SetUp();
     m_options.plain_http = true;
   }
-  static DockerRegistry* s_registry;
   std::unique_ptr<HttpClient> m_http = make_curl_http_client(quick_http());
   RegistryOptions m_options;
 };
-DockerRegistry* PlainRegistry::s_registry = nullptr;
 
 TEST_F(PlainRegistry, PushedImageIsWhatSkopeoSeesAndPullsBackIdentically) {
   RegistryTempDir src, dst;

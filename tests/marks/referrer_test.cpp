@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "images/registry/referrers.hpp"
 #include "marks/dsse.hpp"
 #include "marks/statement.hpp"
 
@@ -46,10 +47,10 @@ TEST(Referrer, TheBundleCarriesTheEnvelopeAndTheKeysHintAndTheManifestNamesItsSu
   EXPECT_EQ(m["layers"][0]["digest"], gpuenv::Digest::of(*bundle).str());
   EXPECT_EQ(m["subject"]["digest"], subject.digest.str());
   EXPECT_EQ(m["annotations"]["dev.sigstore.bundle.predicateType"], std::string(k_predicate_type));
-  EXPECT_EQ(referrers_tag(subject.digest), "sha256-" + subject.digest.hex());
+  EXPECT_EQ(gpuenv::images::referrers_fallback_tag(subject.digest), "sha256-" + subject.digest.hex());
 
-  const std::string one = append_to_referrers_index(std::nullopt, manifest);
-  const std::string again = append_to_referrers_index(one, manifest);
+  const std::string one = gpuenv::images::referrers_index_with(std::nullopt, manifest);
+  const std::string again = gpuenv::images::referrers_index_with(one, manifest);
   EXPECT_EQ(again, one) << "one entry per digest";
   const json i = json::parse(one);
   EXPECT_EQ(i["mediaType"], "application/vnd.oci.image.index.v1+json");
@@ -57,8 +58,8 @@ TEST(Referrer, TheBundleCarriesTheEnvelopeAndTheKeysHintAndTheManifestNamesItsSu
   EXPECT_EQ(i["manifests"][0]["artifactType"], "application/vnd.dev.sigstore.bundle.v0.3+json");
   EXPECT_EQ(i["manifests"][0]["annotations"]["dev.sigstore.bundle.content"], "dsse-envelope") << "annotations copied, as the spec asks";
   const std::string other = referrer_manifest(*bundle, subject, k_predicate_type, "2026-12-02T12:00:00Z");
-  EXPECT_EQ(json::parse(append_to_referrers_index(one, other))["manifests"].size(), 2u);
-  EXPECT_EQ(json::parse(append_to_referrers_index(std::string("not an index"), other))["manifests"].size(), 1u);
+  EXPECT_EQ(json::parse(gpuenv::images::referrers_index_with(one, other))["manifests"].size(), 2u);
+  EXPECT_EQ(json::parse(gpuenv::images::referrers_index_with(std::string("not an index"), other))["manifests"].size(), 1u);
 }
 
 }  // namespace

@@ -94,7 +94,7 @@ def pip_choice(out, platform, requirements, python, tags):
     for item in json.load(open(report))["install"]:
         info = item["download_info"].get("archive_info", {})
         sha = info.get("hashes", {}).get("sha256") or info.get("hash", "sha256=").split("=", 1)[1]
-        chosen[canonical(item["metadata"]["name"])] = (normal_version(item["metadata"]["version"]), sha,
+        chosen[canonical(item["metadata"]["name"])] = (normal_version(item["metadata"]["version"]), {sha},
                                                          item["download_info"]["url"].rsplit("/", 1)[-1])
     return chosen, None, took
 
@@ -130,38 +130,24 @@ def uv_choice(uv, out, build_dir, platform, requirements, python, glibc, indexes
     chosen = {}
     for p in tomllib.loads(result.read_text()).get("packages", []):
         wheels = {w.get("name", w.get("url", "").rsplit("/", 1)[-1]): w.get("hashes", {}).get("sha256") for w in p.get("wheels", [])}
-        chosen[canonical(p["name"])] = (normal_version(p["version"]), wheels)
+        chosen[canonical(p["name"])] = (normal_version(p["version"]), set(wheels.values()) - {None}, ", ".join(sorted(wheels)))
     return chosen, None, took
 
 
-def compare_pip(pinned, chosen):
-    """Lines saying where gpuenv's pins (name -> (version, sha256, filename)) and pip's differ."""
+def compare(tool, pinned, chosen):
+    """Lines saying where gpuenv's pins (name -> (version, sha256, filename)) and TOOL's choices (name -> (version,
+    the sha256s of the wheels it would take, their names)) differ; an empty set of sha256s is not compared."""
     out = []
     for name in sorted(set(pinned) | set(chosen)):
         a, b = pinned.get(name), chosen.get(name)
         if a is None:
-            out.append(f"pip chose {name} {b[0]} ({b[2]}); gpuenv pinned no {name}")
+            out.append(f"{tool} chose {name} {b[0]} ({b[2]}); gpuenv pinned no {name}")
         elif b is None:
-            out.append(f"gpuenv pinned {name} {a[0]} ({a[2]}); pip chose no {name}")
+            out.append(f"gpuenv pinned {name} {a[0]} ({a[2]}); {tool} chose no {name}")
         elif a[0] != b[0]:
-            out.append(f"{name}: gpuenv {a[0]} ({a[2]}), pip {b[0]} ({b[2]})")
-        elif a[1] != b[1]:
-            out.append(f"{name} {a[0]}: gpuenv's wheel {a[2]} (sha256 {a[1][:16]}...), pip's {b[2]} (sha256 {b[1][:16]}...)")
-    return out
-
-
-def compare_uv(pinned, chosen):
-    out = []
-    for name in sorted(set(pinned) | set(chosen)):
-        a, b = pinned.get(name), chosen.get(name)
-        if a is None:
-            out.append(f"uv chose {name} {b[0]}; gpuenv pinned no {name}")
-        elif b is None:
-            out.append(f"gpuenv pinned {name} {a[0]} ({a[2]}); uv chose no {name}")
-        elif a[0] != b[0]:
-            out.append(f"{name}: gpuenv {a[0]} ({a[2]}), uv {b[0]}")
-        elif b[1] and a[1] not in b[1].values():
-            out.append(f"{name} {a[0]}: gpuenv's wheel {a[2]} is not among uv's: {', '.join(sorted(b[1]))}")
+            out.append(f"{name}: gpuenv {a[0]} ({a[2]}), {tool} {b[0]} ({b[2]})")
+        elif b[1] and a[1] not in b[1]:
+            out.append(f"{name} {a[0]}: gpuenv's wheel {a[2]} (sha256 {a[1][:16]}...) is not {tool}'s: {b[2]}")
     return out
 
 
@@ -204,12 +190,12 @@ def main(argv):
             print(f"pip_agreement: {platform}: gpuenv pinned {len(pinned)} wheels; glibc {glibc[0]}.{glibc[1]} (libc6 {libc[0]}), "
                   f"{len(tags)} platform tags ({tags[0]} ... {tags[-1]})")
             chosen, problem, took = pip_choice(out, platform, lock["wheel_requirements"], python, tags)
-            pip_lines = [problem] if problem else compare_pip(pinned, chosen)
+            pip_lines = [problem] if problem else compare("pip", pinned, chosen)
             broken = {"pip": bool(problem), "uv": False}
             uv_lines = []
             if uv:
                 uv_chosen, problem, uv_took = uv_choice(uv, out, build_dir, platform, lock["wheel_requirements"], python, glibc, indexes)
-                uv_lines = [problem] if problem else compare_uv(pinned, uv_chosen)
+                uv_lines = [problem] if problem else compare("uv", pinned, uv_chosen)
                 broken["uv"] = bool(problem)
             for tool, lines, t in (("pip", pip_lines, took), ("uv", uv_lines, uv_took if uv else 0)):
                 if tool == "uv" and not uv:
