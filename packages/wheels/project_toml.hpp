@@ -1,0 +1,37 @@
+#pragma once
+// The TOML project files (packages/wheels/project_file.hpp): pyproject.toml, uv.lock and PEP 751 pylock.toml,
+// parsed with toml++ into a ProjectFile. Internal to packages/wheels/project_file.cpp, which dispatches on the
+// format and bounds the input's size before these are called.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/error.hpp"
+#include "packages/wheels/project_file.hpp"
+
+namespace gpuenv::packages {
+
+/// PEP 621 `[project] dependencies`, the selection's `[project.optional-dependencies]` (self-references such as
+/// "proj[cuda]" expanded) and PEP 735 `[dependency-groups]` (with `{include-group = ...}`); uv's
+/// `[[tool.uv.index]]` (the `default = true` one replaces the index, the others come after it). Ranges are kept:
+/// the resolver resolves them. `hashes_required` stays false.
+Result<ProjectFile> parse_pyproject(std::string_view text, const std::string& path, const ProjectSelection& selection, const ProjectLimits& limits);
+
+/// uv.lock: `[[package]]` with name, version, source (registry URL; a git, path, directory, url or editable source
+/// other than the project's own root is refused with `project.url_requirement`), wheels (url, hash, size),
+/// dependencies, optional-dependencies and dev-dependencies; the root is the package whose source is
+/// `{ editable = "." }` or `{ virtual = "." }`. `requirements` holds one `name==version` per locked package (with
+/// its wheels and their hashes), `roots` the root's dependencies plus the selection's extras and groups.
+/// `hashes_required` is true.
+Result<ProjectFile> parse_uv_lock(std::string_view text, const std::string& path, const ProjectSelection& selection, const ProjectLimits& limits);
+
+/// PEP 751 pylock.toml (lock-version 1.x): `[[packages]]` with name, version, marker, index, wheels (url or path,
+/// hashes); the `extras`, `dependency-groups` and `default-groups` of the file decide, with the selection, the
+/// value of the markers' `extras` and `dependency_groups`. `requirements` holds one `name==version` per package
+/// with its marker. `hashes_required` is true.
+Result<ProjectFile> parse_pylock(std::string_view text, const std::string& path, const ProjectSelection& selection, const ProjectLimits& limits);
+
+/// A uv.lock's packages reachable from FILE.roots under ENV (markers evaluated, extras followed), as requirements.
+Result<std::vector<ProjectRequirement>> lock_graph_requirements(const ProjectFile& file, const Environment& env);
+
+}  // namespace gpuenv::packages
