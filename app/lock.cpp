@@ -59,6 +59,20 @@ void narrow_to_default_variants(const packages::SourceSet& sources, PreparedReso
   }
 }
 
+/// The indexes a project file names, in the place of the configured ones (pip reads a requirements file's
+/// --index-url so), unless the spec's own sources.pip says where wheels come from: the spec > the project file > the
+/// user's configuration > the host's.
+void take_project_indexes(const packages::ProjectFile& project, bool spec_names_pip, packages::SourceSet& sources) {
+  if (spec_names_pip || (project.index_url.empty() && project.extra_index_urls.empty())) return;
+  if (!project.index_url.empty()) sources.pip.index_url = {project.index_url, project.path};
+  for (const auto& url : project.extra_index_urls) {
+    const bool known = url == sources.pip.index_url.url ||
+                       std::any_of(sources.pip.extra_index_urls.begin(), sources.pip.extra_index_urls.end(), [&](const auto& e) { return e.url == url; });
+    if (!known) sources.pip.extra_index_urls.push_back({url, project.path});
+  }
+  sources.pip_origin = project.path;
+}
+
 /// The cache-backed apt context the pins of one lock share (so that --offline can answer from the cache alone).
 struct AptPinning {
   std::unique_ptr<BlobStore> store;
@@ -130,6 +144,7 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
     return make_error(ErrorKind::internal, "cli.no_adapters", "no fetcher or process runner configured", {}, "");
   }
   GPUENV_TRY(sources, gather_sources(services, &p.spec.sources, rq.resolve.spec_path, rq.host_root, runner.get()));
+  if (p.project) take_project_indexes(*p.project, p.spec.sources.pip_given, sources);
   GPUENV_TRY(pinning, apt_pinning(rq, *network, *runner, services));
   const resolver::Distro* distro = p.catalog.catalog.distro(p.spec.base_distro, p.spec.base_release);
   const std::vector<resolver::Platform> platforms = p.resolution.platforms.empty() ? std::vector<resolver::Platform>{resolver::Platform()} : p.resolution.platforms;
@@ -144,7 +159,8 @@ Result<MadeLock> lock(const LockRequest& rq, Services& services) {
     // Each platform's packages from its architecture's indexes (InRelease and Packages come through the cache,
     // so a second platform fetches only its own Packages files).
     pinning->apt.architectures = {std::string(platform.debian_arch())};
-    packages::PinImageRequest req{&p.spec, &p.resolution, distro, &sources, p.base ? p.base->dpkg_status : std::string(), platform};
+    packages::PinImageRequest req{&p.spec, &p.resolution, distro, &sources, p.base ? p.base->dpkg_status : std::string(), platform,
+                                  p.project ? &*p.project : nullptr};
     const std::string what = p.spec.name + (platforms.size() > 1 ? " for " + platform.str() : std::string());
     auto universe = packages::open_apt_universe(req, pinning->apt);
     if (!universe) {

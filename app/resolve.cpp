@@ -1,7 +1,11 @@
 #include "app/resolve.hpp"
 
+#include <algorithm>
+#include <filesystem>
+
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
+#include "base/text.hpp"
 #include "base/yaml_guard.hpp"
 #include "resolver/lockfile.hpp"
 
@@ -12,15 +16,19 @@
 namespace gpuenv::app {
 namespace {
 
+const std::string k_project_spec_name = "project";
+
 /// Reads and parses the spec; a base image is prepared, since the distribution comes from the image itself.
 Status read_spec(const ResolveRequest& rq, Services& services, PreparedResolution& out) {
-  if (rq.spec_text && rq.spec_text->size() <= resolver::k_spec_max_bytes) {
+  if (rq.spec_path.empty() && rq.project) {  // `lock --from FILE` alone: the smallest spec
+    out.spec_text = "schema: gpuenv-spec-v1\nname: " + k_project_spec_name + "\n";
+  } else if (rq.spec_text && rq.spec_text->size() <= resolver::k_spec_max_bytes) {
     out.spec_text = *rq.spec_text;
   } else {  // not read yet, or too large: the file's own read says so, as for any spec
     GPUENV_TRY(text, read_yaml_file(rq.spec_path, resolver::k_spec_max_bytes));
     out.spec_text = std::move(text);
   }
-  GPUENV_TRY(parsed, resolver::parse_spec(out.spec_text, rq.spec_path));
+  GPUENV_TRY(parsed, resolver::parse_spec(out.spec_text, rq.spec_path.empty() ? std::string("(the spec of --from)") : rq.spec_path));
   out.spec = std::move(parsed);
   resolver::Spec& spec = out.spec;
   if (spec.base_image.empty()) return ok_status();
@@ -117,6 +125,109 @@ Status choose_driver(const ResolveRequest& rq, const resolver::Spec& spec, LazyH
   return ok_status();
 }
 
+/// The frameworks as a spec orders them (resolver/spec.cpp); others after, by name.
+int framework_rank(const std::string& name) {
+  static const std::vector<std::string> order = {"torch", "tensorflow", "jax"};
+  return static_cast<int>(std::find(order.begin(), order.end(), name) - order.begin());
+}
+
+/// A framework the project pins with == becomes the spec's framework at that version (and, for its local label, that
+/// variant; without one, the variant the Python package index serves), so that every rule of the catalog applies to
+/// it. A spec that asks another version of it is refused.
+Status take_project_frameworks(const resolver::Catalog& catalog, PreparedResolution& out) {
+  resolver::Spec& spec = out.spec;
+  for (const auto& [name, releases] : catalog.frameworks) {
+    const auto pin = packages::project_pin(*out.project, name);
+    if (!pin) continue;
+    const std::string where = out.project->path;
+    const std::string base = pin->substr(0, pin->find('+'));
+    const std::string local = pin->find('+') == std::string::npos ? std::string() : pin->substr(pin->find('+') + 1);
+    auto version = resolver::Version::parse(base);
+    auto exact = resolver::Constraint::parse("==" + base);
+    if (!version || !exact) {
+      return make_error(ErrorKind::spec, "project.framework_version", out.project->path + " pins " + name + "==" + *pin + ", which is not a release version gpuenv reads",
+                        where, "pin a release of " + name + " (gpuenv matrix " + name + " lists them)");
+    }
+    std::string variant = local;
+    if (variant.empty()) {
+      for (const auto& r : releases)
+        if (r.version == *version) variant = r.default_variant;
+    }
+    auto it = std::find_if(spec.frameworks.begin(), spec.frameworks.end(), [&](const resolver::FrameworkRequest& f) { return f.name == name; });
+    if (it != spec.frameworks.end() && !it->version.matches(*version)) {
+      return make_error(ErrorKind::unsatisfiable, "project.framework_conflict",
+                        "the spec asks " + name + " " + it->version.str() + " and " + out.project->path + " pins " + name + "==" + *pin, spec.where("frameworks"),
+                        "leave " + name + " out of the spec's frameworks (the project's pin is taken), or pin a version the spec allows");
+    }
+    if (it == spec.frameworks.end()) {
+      spec.frameworks.push_back({});
+      it = std::prev(spec.frameworks.end());
+      it->name = name;
+      it->pos = spec.python_project ? spec.python_project->pos : resolver::SourcePos{};
+    }
+    it->version = *exact;
+    it->variant = (name == "torch") ? variant : local;
+    it->pinned_by = out.project->path + " (" + name + "==" + *pin + ")";
+  }
+  std::stable_sort(spec.frameworks.begin(), spec.frameworks.end(),
+                   [](const resolver::FrameworkRequest& a, const resolver::FrameworkRequest& b) { return framework_rank(a.name) < framework_rank(b.name); });
+  return ok_status();
+}
+
+/// Reads the project file of `--from` or packages.python_project (relative to the spec's directory).
+Status read_project(const ResolveRequest& rq, const resolver::Catalog& catalog, PreparedResolution& out) {
+  if (rq.project) out.spec.python_project = rq.project;
+  if (!out.spec.python_project) return ok_status();
+  const resolver::PythonProjectRequest& pr = *out.spec.python_project;
+  std::filesystem::path path(pr.file);
+  if (!rq.project && path.is_relative() && !rq.spec_path.empty()) path = std::filesystem::path(rq.spec_path).parent_path() / path;
+  auto project = packages::read_project_file(path.string(), packages::ProjectSelection{pr.extras, pr.groups});
+  if (!project) {
+    Error e = std::move(project).error();
+    if (e.where.empty()) e.where = out.spec.where("packages");
+    e.while_("reading the project file " + path.string());
+    return e;
+  }
+  out.project = std::move(*project);
+  return take_project_frameworks(catalog, out);
+}
+
+/// When a framework pinned by the project breaks a rule, the nearest releases (below and above) that would fit,
+/// found by resolving again with each.
+void suggest_project_pins(const resolver::Catalog& catalog, PreparedResolution& out, const resolver::ResolveRequest& req) {
+  if (out.resolution.ok) return;
+  for (std::size_t i = 0; i < out.spec.frameworks.size(); ++i) {
+    const resolver::FrameworkRequest pinned = out.spec.frameworks[i];
+    if (pinned.pinned_by.empty()) continue;
+    auto releases = catalog.frameworks.find(pinned.name);
+    if (releases == catalog.frameworks.end()) continue;
+    std::vector<std::pair<resolver::Version, std::string>> fits;
+    for (const auto& r : releases->second) {
+      resolver::Spec trial = out.spec;
+      trial.frameworks[i].version = *resolver::Constraint::parse("==" + r.version.str());
+      trial.frameworks[i].variant = pinned.name == "torch" ? r.default_variant : std::string();
+      resolver::ResolveRequest again = req;
+      again.spec = &trial;
+      auto res = resolver::resolve(catalog, again);
+      if (res && res->ok) fits.emplace_back(r.version, pinned.name + "==" + r.version.str());
+    }
+    const auto asked = pinned.version.lower_bound();
+    if (fits.empty() || !asked) {
+      out.resolution.suggestions.push_back(pinned.pinned_by + ": no release of " + pinned.name + " the catalog records fits the rest of this spec");
+      continue;
+    }
+    // Up to two below and two above the pinned release, nearest first on each side.
+    std::vector<std::string> below, above;
+    for (auto it = fits.rbegin(); it != fits.rend(); ++it)
+      if (it->first < *asked && below.size() < 2) below.insert(below.begin(), it->second);
+    for (const auto& f : fits)
+      if (*asked < f.first && above.size() < 2) above.push_back(f.second);
+    below.insert(below.end(), above.begin(), above.end());
+    out.resolution.suggestions.push_back("the project pins " + pinned.pinned_by.substr(pinned.pinned_by.find('(') + 1, pinned.pinned_by.size() - pinned.pinned_by.find('(') - 2) +
+                                         " (" + out.project->path + "); the nearest pins that fit: " + join(below, ", "));
+  }
+}
+
 }  // namespace
 
 Result<resolver::HostFacts> host_facts(const Services& services, const resolver::Catalog& catalog) {
@@ -196,6 +307,7 @@ Result<std::unique_ptr<PreparedResolution>> resolve(const ResolveRequest& rq, Se
   out->catalog = std::move(loaded);
   const resolver::Catalog& catalog = out->catalog.catalog;
   GPUENV_CHECK(read_spec(rq, services, *out));
+  GPUENV_CHECK(read_project(rq, catalog, *out));
   resolver::ResolveRequest req;
   req.spec = &out->spec;
   LazyHost host(services, catalog);
@@ -203,6 +315,7 @@ Result<std::unique_ptr<PreparedResolution>> resolve(const ResolveRequest& rq, Se
   GPUENV_CHECK(choose_driver(rq, out->spec, host, req));
   GPUENV_TRY(resolution, resolver::resolve(catalog, req));
   out->resolution = std::move(resolution);
+  if (out->project) suggest_project_pins(catalog, *out, req);
   // vm.kernel's default follows the platform (image.platforms, else the GPUs' hosts, else this machine's).
   if (out->spec.vm && out->spec.vm->kernel.empty() && !out->resolution.platforms.empty())
     out->spec.vm->kernel = resolver::default_vm_kernel(out->resolution.platforms.front());

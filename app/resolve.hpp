@@ -9,6 +9,7 @@
 #include "app/base_image.hpp"
 #include "app/catalog.hpp"
 #include "app/services.hpp"
+#include "packages/wheels/project_file.hpp"
 #include "resolver/lockfile.hpp"
 #include "resolver/solver.hpp"
 #include "resolver/spec.hpp"
@@ -25,6 +26,10 @@ struct ResolveRequest {
   /// The spec's bytes when the caller has read spec_path already (app::build tells a spec from a lock by them), so
   /// that the file is read once; unset: read from spec_path.
   std::optional<std::string> spec_text;
+  /// `lock --from FILE --extra E --group G`: the project file to read instead of the spec's packages.python_project,
+  /// its path as given (relative to the working directory). With no spec_path, the spec is the smallest one (a name),
+  /// and the project, the flags and the host say the rest.
+  std::optional<resolver::PythonProjectRequest> project;
 };
 
 /// A spec read, checked and resolved. Held by pointer (resolver::ResolveRequest points into it).
@@ -34,6 +39,8 @@ struct PreparedResolution {
   resolver::Spec spec;
   resolver::Resolution resolution;  ///< resolution.ok == false: no combination fits (the workflow still succeeds)
   std::optional<BaseImage> base;    ///< when the spec names a base image
+  /// The project file (packages.python_project or --from), read; its frameworks are in spec.frameworks.
+  std::optional<packages::ProjectFile> project;
   resolver::ResolveRequest request; ///< what was resolved (request.spec points at spec)
 };
 

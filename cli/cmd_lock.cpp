@@ -20,6 +20,7 @@ int report_unsatisfied(const app::PreparedResolution& p, bool json, Context& ctx
 }
 
 int cmd_lock(const LockOptions& o, Context& ctx) {
+  if (auto bad = check_project_options(o.resolve)) return report_error(*bad, o.resolve.json, ctx);
   auto made = app::lock(lock_request(o), ctx);
   if (!made) return report_error(made.error(), o.resolve.json, ctx);
   const app::PreparedResolution& p = *made->prepared;
@@ -60,7 +61,8 @@ int cmd_lock(const LockOptions& o, Context& ctx) {
 Command add_lock_command(CLI::App& app, const GlobalOptions& g) {
   auto o = std::make_shared<LockOptions>();
   auto* sub = app.add_subcommand("lock", "Resolve a spec and pin every Debian package and wheel (url, size, sha256) into a lock");
-  sub->add_option("spec", o->resolve.spec_path, "Spec file (gpuenv-spec-v1 YAML)")->required();
+  auto* spec = sub->add_option("spec", o->resolve.spec_path, "Spec file (gpuenv-spec-v1 YAML)")->required();
+  add_project_options(sub, o->resolve, spec);
   sub->add_option("-o,--output", o->output, "Lock file to write (default gpuenv.lock)");
   sub->add_option("--driver", o->resolve.driver, "The fleet's driver version (overrides the spec and the host)");
   sub->add_option("--gpu", o->resolve.gpus, "GPU model or architecture; repeatable");

@@ -29,6 +29,7 @@
 
 namespace CLI {
 class App;
+class Option;
 }  // namespace CLI
 
 namespace gpuenv::cli {
@@ -75,7 +76,13 @@ struct ResolveOptions {
   bool json = false;
   std::string catalog_dir;
   bool offline = false;  ///< a base image comes from the cache only
+  std::string project_from;  ///< --from: a project file (requirements, pylock.toml, uv.lock, pyproject.toml, environment.yml)
+  std::vector<std::string> project_extras, project_groups;  ///< --extra, --group
 };
+/// --from FILE, --extra, --group on SUB (resolve, lock); the spec becomes optional when --from is given.
+void add_project_options(CLI::App* sub, ResolveOptions& o, CLI::Option* spec);
+/// The usage error of --extra/--group without --from, or of neither a spec nor --from; nullopt when the options agree.
+std::optional<Error> check_project_options(const ResolveOptions& o);
 int cmd_resolve(const ResolveOptions& options, Context& ctx);
 /// The app:: request of resolve's options.
 app::ResolveRequest resolve_request(const ResolveOptions& options);

@@ -14,6 +14,74 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
+/// The target's tags and marker values: the resolution's Python, the distribution's glibc, the platform's machine.
+void set_wheel_target(WheelResolveRequest& w, const resolver::Resolution& res, const resolver::Distro& distro, const resolver::Platform& platform) {
+  const auto& py = *res.python;
+  w.platform.python_major = static_cast<int>(py.major());
+  w.platform.python_minor = static_cast<int>(py.minor());
+  if (distro.glibc) {
+    w.platform.glibc_major = static_cast<int>(distro.glibc->major());
+    w.platform.glibc_minor = static_cast<int>(distro.glibc->minor());
+  }
+  w.environment.python_version = py.truncated(2).str();
+  w.environment.python_full_version = py.truncated(3).str();  // the catalog records x.y; the patch level reads as 0
+  w.environment.os_name = "posix";
+  w.environment.sys_platform = "linux";
+  w.platform.arch = std::string(platform.machine());
+  w.environment.platform_machine = std::string(platform.machine());
+  w.environment.platform_system = "Linux";
+  w.environment.implementation_name = "cpython";
+  w.environment.implementation_version = w.environment.python_full_version;
+  w.environment.platform_python_implementation = "CPython";
+}
+
+/// The project file's requirements for W's target, with their hashes and constraints (pip's hash-checking mode
+/// when the file has hashes or is a lock).
+Status add_project(const ProjectFile& project, WheelResolveRequest& w) {
+  GPUENV_TRY(reqs, project_requirements(project, w.environment));
+  w.hashes_origin = project.path;
+  w.require_hashes = project.hashes_required;
+  for (const auto& r : reqs) {
+    w.requirements.push_back(r.requirement);
+    w.requirement_origins.resize(w.requirements.size() - 1, "the spec");
+    w.requirement_origins.push_back(r.where);
+    if (!r.hashes.empty()) {
+      auto& allowed = w.allowed_hashes[r.name];
+      for (const auto& h : r.hashes)
+        if (std::find(allowed.begin(), allowed.end(), h) == allowed.end()) allowed.push_back(h);
+    }
+  }
+  for (const auto& c : project.constraints) {
+    if (c.marker) {
+      Environment e = w.environment;
+      auto applies = c.marker->evaluate(e);
+      if (!applies || !*applies) continue;
+    }
+    auto parsed = parse_requirement(c.requirement);
+    if (!parsed) continue;  // read_project_file parsed it once already
+    auto& limit = w.version_constraints[c.name];
+    if (!parsed->specifier_text.empty()) limit += (limit.empty() ? "" : ",") + parsed->specifier.str();
+    if (!c.hashes.empty()) {
+      auto& allowed = w.allowed_hashes[c.name];
+      allowed.insert(allowed.end(), c.hashes.begin(), c.hashes.end());
+    }
+  }
+  return ok_status();
+}
+
+PinnedPackage pinned_wheel(const PinnedWheel& p) {
+  PinnedPackage pin;
+  pin.name = p.name;
+  pin.version = p.version;
+  pin.kind = PackageKind::wheel;
+  pin.url = p.url;
+  pin.size = p.size;
+  pin.sha256 = p.sha256;
+  pin.source = p.index;
+  pin.architecture = p.filename.size() > 4 ? p.filename.substr(p.filename.rfind('-') + 1, p.filename.size() - 4 - p.filename.rfind('-') - 1) : "";
+  return pin;
+}
+
 }  // namespace
 
 std::vector<std::string> framework_requirements(const resolver::Resolution& r) {
@@ -126,7 +194,7 @@ Result<ImagePins> pin_image(const PinImageRequest& req, const AptUniverse& unive
   ImagePins out;
 
   AptPinRequest a;
-  const bool wants_python = res.python && (!res.frameworks.empty() || !spec.pip_packages.empty() || spec.python_given);
+  const bool wants_python = res.python && (!res.frameworks.empty() || !spec.pip_packages.empty() || spec.python_given || req.project);
   if (wants_python) a.packages.push_back("python3");
   for (const auto& p : spec.apt_packages) a.packages.push_back(p);
   if (spec.vm)
@@ -173,33 +241,24 @@ Result<ImagePins> pin_image(const PinImageRequest& req, const AptUniverse& unive
   }
   if (wants_python || !cuda_wheels.empty()) {
     WheelResolveRequest w;
-    w.requirements = framework_requirements(res);
-    for (const auto& r : cuda_wheels) w.requirements.push_back(r);
-    for (const auto& p : spec.pip_packages) w.requirements.push_back(p);
-    out.requirements = w.requirements;
     w.indexes = wheel_indexes(req.sources->pip, res);
     if (w.indexes.empty()) {
       return make_error(ErrorKind::usage, "wheel.no_index", "no Python package index is configured", "sources",
                         "set sources.pip.index_url in the spec or configure pip (PIP_INDEX_URL, pip.conf)");
     }
+    set_wheel_target(w, res, *req.distro, req.platform);
+    w.requirements = framework_requirements(res);
+    if (req.project) {
+      // A framework the project pins comes as the project says (its extras, its hashes), not as gpuenv would ask.
+      std::erase_if(w.requirements, [&](const std::string& r) {
+        return project_pin(*req.project, canonicalize_name(r.substr(0, r.find_first_of("[=")))).has_value();
+      });
+    }
+    for (const auto& r : cuda_wheels) w.requirements.push_back(r);
+    for (const auto& p : spec.pip_packages) w.requirements.push_back(p);
+    if (req.project) GPUENV_CHECK(add_project(*req.project, w));
+    out.requirements = w.requirements;
     if (!w.requirements.empty()) {
-      const auto& py = *res.python;
-      w.platform.python_major = static_cast<int>(py.major());
-      w.platform.python_minor = static_cast<int>(py.minor());
-      if (req.distro->glibc) {
-        w.platform.glibc_major = static_cast<int>(req.distro->glibc->major());
-        w.platform.glibc_minor = static_cast<int>(req.distro->glibc->minor());
-      }
-      w.environment.python_version = py.truncated(2).str();
-      w.environment.python_full_version = py.truncated(3).str();  // the catalog records x.y; the patch level reads as 0
-      w.environment.os_name = "posix";
-      w.environment.sys_platform = "linux";
-      w.platform.arch = std::string(req.platform.machine());
-      w.environment.platform_machine = std::string(req.platform.machine());
-      w.environment.platform_system = "Linux";
-      w.environment.implementation_name = "cpython";
-      w.environment.implementation_version = w.environment.python_full_version;
-      w.environment.platform_python_implementation = "CPython";
       w.cache = apt.cache;
       auto wheels = resolve_wheels(*apt.fetcher, w);
       if (!wheels && !cuda_wheels.empty() && wheels.error().kind == ErrorKind::unsatisfiable) {
@@ -212,18 +271,7 @@ Result<ImagePins> pin_image(const PinImageRequest& req, const AptUniverse& unive
       }
       if (!wheels) return std::move(wheels).error();
       for (const auto& d : wheels->decisions) out.decisions.push_back(d);
-      for (const auto& p : wheels->wheels) {
-        PinnedPackage pin;
-        pin.name = p.name;
-        pin.version = p.version;
-        pin.kind = PackageKind::wheel;
-        pin.url = p.url;
-        pin.size = p.size;
-        pin.sha256 = p.sha256;
-        pin.source = p.index;
-        pin.architecture = p.filename.size() > 4 ? p.filename.substr(p.filename.rfind('-') + 1, p.filename.size() - 4 - p.filename.rfind('-') - 1) : "";
-        out.packages.push_back(std::move(pin));
-      }
+      for (const auto& p : wheels->wheels) out.packages.push_back(pinned_wheel(p));
     }
   }
   for (auto& p : out.packages) p.platform = req.platform;

@@ -6,6 +6,7 @@
 
 #include "packages/apt/pin.hpp"
 #include "packages/sources.hpp"
+#include "packages/wheels/project_file.hpp"
 #include "packages/wheels/wheel_resolver.hpp"
 #include "resolver/catalog.hpp"
 #include "resolver/solver.hpp"
@@ -46,6 +47,8 @@ struct PinImageRequest {
   /// The image platform pinned for: its Debian architecture's packages (the AptFetchContext's architectures must
   /// be {its debian_arch()}), its wheels (tags and platform_machine); every pin carries it.
   resolver::Platform platform;
+  /// The spec's packages.python_project, read (app::resolve); null when it names none.
+  const ProjectFile* project = nullptr;
 };
 
 struct ImagePins {

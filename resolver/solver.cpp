@@ -165,6 +165,7 @@ class Solver {
     for (const auto& release : it->second) {
       for (const auto& variant : release.variants) {
         if (m_req.default_variants_only && release.framework == "torch" && variant.name != release.default_variant) continue;
+        if (!req.variant.empty() && variant.name != req.variant) continue;
         // Frameworks in one image share one CUDA major.
         bool same_major = true;
         for (const auto& p : picks) same_major = same_major && p.variant->cuda.major() == variant.cuda.major();

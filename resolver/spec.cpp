@@ -20,7 +20,8 @@ const std::vector<std::string> k_apt_source_keys = {"uri", "suite", "components"
 const std::vector<std::string> k_pip_source_keys = {"index_url", "extra_index_urls"};
 const std::vector<std::string> k_frameworks = {"torch", "tensorflow", "jax"};
 const std::vector<std::string> k_gpu_keys = {"models", "archs", "driver", "confidential"};
-const std::vector<std::string> k_package_keys = {"apt", "pip"};
+const std::vector<std::string> k_package_keys = {"apt", "pip", "python_project"};
+const std::vector<std::string> k_python_project_keys = {"file", "extras", "groups"};
 const std::vector<std::string> k_image_keys = {"format", "tag", "platforms"};
 const std::vector<std::string> k_vm_keys = {"kernel", "disk_size", "cloud_init", "cmdline", "driver"};
 constexpr std::size_t k_max_user_cmdline = 1024;  // of the kernel's 2,048 (see vm.cmdline below)
@@ -347,9 +348,39 @@ bool is_apt_request(const std::string& s) {
   return std::regex_match(s, apt_re);
 }
 
+/// `python_project: FILE` or `python_project: {file: FILE, extras: [...], groups: [...]}`.
+Status read_python_project(const YamlReader& w, const YAML::Node& value, Spec& spec) {
+  PythonProjectRequest r;
+  r.pos = {value.Mark().line + 1, value.Mark().column + 1};
+  if (value.IsScalar()) {
+    GPUENV_TRY(file, w.scalar(value, "packages.python_project"));
+    r.file = std::move(file);
+  } else {
+    GPUENV_TRY(entries, w.map(value, "packages.python_project", k_python_project_keys));
+    for (const auto& [key, val] : entries) {
+      if (key.Scalar() == "file") {
+        GPUENV_TRY(file, w.scalar(val, "packages.python_project.file"));
+        r.file = std::move(file);
+      } else {
+        GPUENV_TRY(list, w.string_list(val, "packages.python_project." + key.Scalar(), true));
+        (key.Scalar() == "extras" ? r.extras : r.groups) = std::move(list);
+      }
+    }
+    if (r.file.empty()) return w.error(value, "missing", "packages.python_project has no file", "write python_project: {file: requirements.txt}");
+  }
+  if (r.file.find('\0') != std::string::npos || r.file.find("://") != std::string::npos)
+    return w.error(value, "bad_value", "packages.python_project must be a file's path, not '" + r.file + "'", "name a file beside the spec, e.g. requirements.txt");
+  spec.python_project = std::move(r);
+  return ok_status();
+}
+
 Status read_packages(const YamlReader& w, [[maybe_unused]] const std::string& k, const YAML::Node& value, Spec& spec) {
   GPUENV_TRY(p, w.map(value, "packages", k_package_keys));
   for (const auto& [pkey, pval] : p) {
+    if (pkey.Scalar() == "python_project") {
+      GPUENV_CHECK(read_python_project(w, pval, spec));
+      continue;
+    }
     GPUENV_TRY(list, w.string_list(pval, "packages." + pkey.Scalar(), true));
     if (pkey.Scalar() == "apt") {
       for (const auto& name : list)

@@ -49,6 +49,20 @@ struct FrameworkRequest {
   std::string name;  ///< torch | tensorflow | jax
   Constraint version;
   SourcePos pos;
+  /// Only this variant of the release ("cu118"); "" any. Set for a framework a project file pins (the PyPI wheel:
+  /// the release's default variant; `torch==2.5.1+cu118`: cu118).
+  std::string variant;
+  /// Where the pin was read when a project file pins the framework ("requirements.txt:3"); "" from the spec.
+  std::string pinned_by;
+};
+
+/// `packages.python_project`: the project's own dependency file (a requirements file, pylock.toml, uv.lock,
+/// pyproject.toml or environment.yml), as written (relative to the spec's directory), with the extras and dependency
+/// groups wanted (docs/spec.md "A project file").
+struct PythonProjectRequest {
+  std::string file;
+  std::vector<std::string> extras, groups;
+  SourcePos pos;
 };
 
 struct GpuRequest {
@@ -142,6 +156,7 @@ struct Spec {
   std::vector<FrameworkRequest> frameworks;  ///< in the order torch, tensorflow, jax
   GpuRequest gpu;
   std::vector<std::string> apt_packages, pip_packages;
+  std::optional<PythonProjectRequest> python_project;
   ImageFormat image_format = ImageFormat::oci_dir;
   std::string image_tag;
   /// `image.platforms`, in k_platform_facts' order, each once; empty: not given (resolver::image_platforms

@@ -192,6 +192,8 @@ struct VersionEntry {
   bool has_wheel_file = false;   ///< any wheel at all, compatible or not
   bool tag_mismatch = false;     ///< a wheel whose tags the target does not support
   std::string python_excluded;   ///< Requires-Python of a compatible wheel that excludes the target
+  bool hash_excluded = false;    ///< a compatible wheel whose sha256 is none the project file lists
+  bool constraint_excluded = false;  ///< outside the constraints files' range
 };
 
 /// A project's page on the first index that has it.
@@ -371,11 +373,33 @@ Result<const ProjectPage*> Resolver::page(const std::string& name) {
         continue;
       }
     }
+    if (auto allowed = m_request.allowed_hashes.find(name); allowed != m_request.allowed_hashes.end() &&
+                                                           std::find(allowed->second.begin(), allowed->second.end(), f.sha256) == allowed->second.end()) {
+      entry.hash_excluded = true;
+      continue;
+    }
     WheelChoice choice{std::move(f), *rank, std::move(*wheel)};
     auto& slot = choice.file.yanked ? entry.yanked_wheel : entry.wheel;
     if (!slot || better(choice, *slot)) slot = std::move(choice);
   }
-  for (auto& [version, entry] : by_version) result.versions.push_back(std::move(entry));
+  std::optional<Pep440SpecifierSet> limit;
+  if (auto c = m_request.version_constraints.find(name); c != m_request.version_constraints.end()) {
+    auto parsed = Pep440SpecifierSet::parse(c->second);
+    if (!parsed) {
+      Error e = std::move(parsed).error();
+      e.while_("reading the constraint on " + name);
+      return e;
+    }
+    limit = std::move(*parsed);
+  }
+  for (auto& [version, entry] : by_version) {
+    if (limit && !limit->contains(version, true)) {
+      entry.constraint_excluded = true;
+      entry.wheel.reset();
+      entry.yanked_wheel.reset();
+    }
+    result.versions.push_back(std::move(entry));
+  }
   return &m_pages.emplace(name, std::move(result)).first->second;
 }
 
@@ -674,6 +698,12 @@ Note Resolver::explain_single(const std::string& name, const ProjectPage& page, 
       why = "yanked (pin it with == to use it anyway)";
     } else if (!e->python_excluded.empty()) {
       why = "requires Python " + e->python_excluded + ", the target has " + m_python.str();
+    } else if (e->constraint_excluded) {
+      why = "outside the constraint " + m_request.version_constraints.at(name) + " of " +
+            (m_request.hashes_origin.empty() ? std::string("the project file") : m_request.hashes_origin);
+    } else if (e->hash_excluded) {
+      why = "no wheel for " + target_text() + " whose sha256 is one " + (m_request.hashes_origin.empty() ? std::string("the project file") : m_request.hashes_origin) +
+            " lists for it (the index serves other bytes than the file was made from)";
     } else if (e->tag_mismatch) {
       why = "no wheel for " + target_text();
     } else {
@@ -805,7 +835,9 @@ void Resolver::set_python() {
 /// Adds the spec's requirements whose markers hold for the target to `state`; fails on a requirement that
 /// does not parse, names a URL, or has a marker that cannot be evaluated.
 Status Resolver::add_requirements(State& state) {
-  for (const auto& text : m_request.requirements) {
+  for (std::size_t i = 0; i < m_request.requirements.size(); ++i) {
+    const std::string& text = m_request.requirements[i];
+    const std::string requirer = i < m_request.requirement_origins.size() ? m_request.requirement_origins[i] : std::string("the spec");
     auto req = parse_requirement(text);
     if (!req) {
       Error e = std::move(req).error();
@@ -831,7 +863,7 @@ Status Resolver::add_requirements(State& state) {
         continue;
       }
     }
-    auto step = add_constraint(state, Constraint{*req, requirement_text(*req), "the spec", {}});
+    auto step = add_constraint(state, Constraint{*req, requirement_text(*req), requirer, {}});
     if (!step) return std::move(step).error();
   }
   return ok_status();
@@ -882,6 +914,12 @@ Result<std::optional<Resolver::Pick>> Resolver::pick(const State& state) {
   std::optional<Pick> out;
   for (const auto& [name, ps] : state) {
     if (ps.chosen || ps.constraints.empty()) continue;
+    if (m_request.require_hashes && m_request.allowed_hashes.count(name) == 0) {
+      const std::string origin = m_request.hashes_origin.empty() ? std::string("the project file") : m_request.hashes_origin;
+      return make_error(ErrorKind::spec, "wheel.hash_required",
+                        name + " (required by " + ps.constraints.front().requirer + ") is not in " + origin + ", which pins every package with its hashes",
+                        origin, "lock the project again so that it lists " + name + " (uv lock, pip-compile --generate-hashes), or add it with its hashes");
+    }
     auto pg = page(name);
     if (!pg) return std::move(pg).error();
     auto candidates = matching(**pg, ps.constraints);

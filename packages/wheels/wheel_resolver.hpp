@@ -23,6 +23,7 @@
 // backjumping), so the same inputs always give the same pins.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,11 +38,24 @@ namespace gpuenv::packages {
 /// What to resolve and for which interpreter and platform.
 struct WheelResolveRequest {
   std::vector<std::string> requirements;  ///< PEP 508 strings, e.g. "torch==2.5.1", "numpy<2.2"
+  /// Who asks for each requirement, index for index ("requirements.txt:3"); missing entries read "the spec".
+  std::vector<std::string> requirement_origins;
   std::vector<std::string> indexes;       ///< simple-index URLs in priority order; the first that has a project wins
   Environment environment;                ///< marker values of the target (extra is ignored: set per requirement)
   TargetPlatform platform;                ///< the tags the target supports
   bool allow_prereleases = false;         ///< pip's --pre
   std::size_t max_steps = 20000;          ///< candidate versions tried before giving up ("wheel.too_complex")
+  /// The sha256 hashes a project file lists, by canonical project name: a file whose sha256 (as the index gives it)
+  /// is not among its project's is never chosen, as pip's and uv's hash checking filter candidates.
+  std::map<std::string, std::vector<Digest>> allowed_hashes;
+  /// pip's hash-checking mode (a project file with hashes, or a lock): every project chosen, dependencies included,
+  /// must have an entry in allowed_hashes; one without fails with `wheel.hash_required`.
+  bool require_hashes = false;
+  /// Constraints (pip's -c files), by canonical project name: versions outside them are never candidates; they add
+  /// no project. PEP 440 specifier text ("<2,>=1.26").
+  std::map<std::string, std::string> version_constraints;
+  /// Where allowed_hashes and version_constraints come from ("requirements.txt"), for messages.
+  std::string hashes_origin;
   /// When set, a wheel whose index offers no metadata file is downloaded into this cache (it is needed for
   /// the build anyway) and read from there; without it the wheel is fetched into memory (size-limited).
   BlobStore* cache = nullptr;
