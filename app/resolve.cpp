@@ -28,7 +28,7 @@ Status read_spec(const ResolveRequest& rq, Services& services, PreparedResolutio
     GPUENV_TRY(text, read_yaml_file(rq.spec_path, resolver::k_spec_max_bytes));
     out.spec_text = std::move(text);
   }
-  GPUENV_TRY(parsed, resolver::parse_spec(out.spec_text, rq.spec_path.empty() ? std::string("(the spec of --from)") : rq.spec_path));
+  GPUENV_TRY(parsed, resolver::parse_spec(out.spec_text, rq.spec_path.empty() && rq.project ? rq.project->file : rq.spec_path));
   out.spec = std::move(parsed);
   resolver::Spec& spec = out.spec;
   if (spec.base_image.empty()) return ok_status();
@@ -212,6 +212,10 @@ void suggest_project_pins(const resolver::Catalog& catalog, PreparedResolution& 
       if (res && res->ok) fits.emplace_back(r.version, pinned.name + "==" + r.version.str());
     }
     const auto asked = pinned.version.lower_bound();
+    // The same release as the Python package index builds it, when the pin names another variant (+cu118).
+    const resolver::FrameworkRelease* same = nullptr;
+    for (const auto& r : releases->second)
+      if (asked && r.version == *asked && pinned.variant != r.default_variant && pinned.name == "torch") same = &r;
     if (fits.empty() || !asked) {
       out.resolution.suggestions.push_back(pinned.pinned_by + ": no release of " + pinned.name + " the catalog records fits the rest of this spec");
       continue;
@@ -222,6 +226,8 @@ void suggest_project_pins(const resolver::Catalog& catalog, PreparedResolution& 
       if (it->first < *asked && below.size() < 2) below.insert(below.begin(), it->second);
     for (const auto& f : fits)
       if (*asked < f.first && above.size() < 2) above.push_back(f.second);
+    if (same && std::any_of(fits.begin(), fits.end(), [&](const auto& f) { return f.first == same->version; }))
+      below.push_back(pinned.name + "==" + same->version.str() + " (the " + same->default_variant + " build)");
     below.insert(below.end(), above.begin(), above.end());
     out.resolution.suggestions.push_back("the project pins " + pinned.pinned_by.substr(pinned.pinned_by.find('(') + 1, pinned.pinned_by.size() - pinned.pinned_by.find('(') - 2) +
                                          " (" + out.project->path + "); the nearest pins that fit: " + join(below, ", "));

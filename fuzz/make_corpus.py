@@ -370,6 +370,7 @@ def main():
     write("attest", "policy", b"\x07" + b"version: 1\nclaims:\n  fwid: required\n  driver_rim: ignored\nallow_mismatch: [7, 9]\n")
 
     disk()
+    project()
 
 
 def disk():
@@ -400,6 +401,35 @@ def disk():
                                              0, 0, 0, 4, 104))
     write("disk", "qcow2_map", b'[{ "start": 0, "length": 65536, "depth": 0, "present": true, "zero": false, "data": true, "compressed": true},\n'
                                b'{ "start": 65536, "length": 67043328, "depth": 0, "present": false, "zero": true, "data": false}]\n')
+
+
+def project():
+    """fuzz/project_fuzz.cpp: the first byte picks the format (0 requirements, 1 pylock.toml, 2 uv.lock, 3 pyproject.toml,
+    4 environment.yml; the high bit selects the extra "cuda" and the group "dev")."""
+    h = "sha256:" + "3ad2a3decf9aaba3d29c8f537ac4b243e36bef957511b4766cb0057d32b0be85"
+    write("project", "requirements", b"\x00" + ("--index-url https://idx.invalid/simple\n--extra-index-url https://x.invalid/simple\n"
+                                                 "torch==2.5.1+cu124 ; sys_platform == 'linux' \\\n    --hash=" + h + "\n"
+                                                 "numpy==2.1.3 ; python_version >= '3.10' --hash=" + h + "  # comment\n").encode())
+    write("project", "requirements-ranges", b"\x00requests[socks]>=2.31,<3\ntomli ; python_version < '3.11'\n-c constraints.txt\n")
+    write("project", "pylock", b"\x81" + ('lock-version = "1.0"\ncreated-by = "uv"\nrequires-python = ">=3.10"\nextras = ["cuda"]\n'
+                                          'dependency-groups = ["dev"]\ndefault-groups = []\n\n[[packages]]\nname = "numpy"\nversion = "2.1.3"\n'
+                                          'marker = "\'cuda\' in extras"\nindex = "https://idx.invalid/simple"\n'
+                                          'wheels = [{ url = "https://f.invalid/numpy-2.1.3-cp312-cp312-manylinux_2_17_x86_64.whl", '
+                                          'hashes = { sha256 = "' + h[7:] + '" } }]\n').encode())
+    write("project", "uv-lock", b"\x82" + ('version = 1\nrevision = 2\nrequires-python = ">=3.10"\n\n[[package]]\nname = "demo"\n'
+                                          'version = "0.1.0"\nsource = { editable = "." }\ndependencies = [{ name = "numpy", marker = "platform_machine == \'x86_64\'" }]\n\n'
+                                          '[package.optional-dependencies]\ncuda = [{ name = "pyyaml" }]\n\n'
+                                          '[[package]]\nname = "numpy"\nversion = "2.1.3"\nsource = { registry = "https://idx.invalid/simple" }\n'
+                                          'wheels = [{ url = "https://f.invalid/numpy-2.1.3-cp312-cp312-manylinux_2_17_x86_64.whl", hash = "' + h + '", size = 1 }]\n\n'
+                                          '[[package]]\nname = "pyyaml"\nversion = "6.0.2"\nsource = { registry = "https://idx.invalid/simple" }\n'
+                                          'wheels = [{ url = "https://f.invalid/PyYAML-6.0.2-cp312-cp312-manylinux_2_17_x86_64.whl", hash = "' + h + '", size = 1 }]\n').encode())
+    write("project", "pyproject", b"\x83" + ('[project]\nname = "demo"\nversion = "0.1"\nrequires-python = ">=3.10"\n'
+                                            'dependencies = ["numpy>=1.26", "torch==2.5.1 ; sys_platform == \'linux\'"]\n\n'
+                                            '[project.optional-dependencies]\ncuda = ["demo[serve]", "cupy-cuda12x"]\nserve = ["fastapi"]\n\n'
+                                            '[dependency-groups]\ndev = ["pytest", { include-group = "lint" }]\nlint = ["ruff"]\n\n'
+                                            '[[tool.uv.index]]\nurl = "https://idx.invalid/simple"\ndefault = true\n').encode())
+    write("project", "environment", b"\x04name: demo\nchannels: [conda-forge]\ndependencies:\n  - python=3.11\n  - pip\n  - pip:\n"
+                                     b"    - numpy==2.1.3\n    - --extra-index-url https://x.invalid/simple\n")
 
 
 if __name__ == "__main__":
