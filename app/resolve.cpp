@@ -290,7 +290,13 @@ Result<resolver::HostFacts> host_facts(const Services& services, const resolver:
 std::string generator() { return std::string("gpuenv ") + GPUENV_VERSION; }
 
 resolver::LockInputs lock_inputs(const PreparedResolution& p) {
-  return {sha256_hex(p.spec_text), p.catalog.sha256, generator(), p.base ? p.base->pinned : std::string()};
+  resolver::LockInputs in{sha256_hex(p.spec_text), p.catalog.sha256, generator(), p.base ? p.base->pinned : std::string(), {}, {}, {}};
+  if (p.project) {
+    in.project_file = p.spec.python_project ? p.spec.python_project->file : p.project->path;
+    in.project_format = std::string(packages::project_format_name(p.project->format));
+    in.project_sha256 = p.project->sha256.hex();
+  }
+  return in;
 }
 
 Result<Detected> detect(const std::string& catalog_dir, const Services& services) {

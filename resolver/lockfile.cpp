@@ -77,6 +77,8 @@ std::string render_lock(const Lock& lock) {
   o << "generator: " << q(lock.generator) << "\n";
   o << "spec:\n  name: " << q(lock.spec_name) << "\n  sha256: " << q(lock.spec_sha256) << "\n";
   o << "catalog:\n  sha256: " << q(lock.catalog_sha256) << "\n";
+  if (!lock.project_file.empty())
+    o << "project:\n  file: " << q(lock.project_file) << "\n  format: " << q(lock.project_format) << "\n  sha256: " << q(lock.project_sha256) << "\n";
   o << "base: " << q(lock.base) << "\n";
   if (!lock.base_image.empty()) o << "base_image: " << q(lock.base_image) << "\n";
   if (lock.base_variant != "required") o << "base_variant: " << q(lock.base_variant) << "\n";
@@ -125,6 +127,9 @@ Lock lock_of(const Spec& spec, const Resolution& r, const LockInputs& in, const 
   lock.spec_name = spec.name;
   lock.spec_sha256 = in.spec_sha256;
   lock.catalog_sha256 = in.catalog_sha256;
+  lock.project_file = in.project_file;
+  lock.project_format = in.project_format;
+  lock.project_sha256 = in.project_sha256;
   lock.base = r.base;
   lock.base_image = in.base_image;
   lock.base_variant = spec.base_variant;
@@ -310,6 +315,15 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
     if (root["catalog"].IsMap()) {
       GPUENV_TRY(cat, r.str(root["catalog"], "sha256"));
       lock.catalog_sha256 = cat;
+    }
+    if (root["project"].IsDefined()) {
+      if (!root["project"].IsMap()) return r.error(root["project"], "bad_value", "'project' must be a mapping of file, format and sha256");
+      GPUENV_TRY(file, r.str(root["project"], "file"));
+      GPUENV_TRY(format, r.str(root["project"], "format"));
+      GPUENV_TRY(sha, r.str(root["project"], "sha256"));
+      lock.project_file = file;
+      lock.project_format = format;
+      lock.project_sha256 = sha;
     }
     GPUENV_TRY(base, r.str(root, "base"));
     GPUENV_TRY(cuda, r.str(root, "cuda", true));

@@ -19,6 +19,9 @@ struct LockInputs {
   std::string catalog_sha256;
   std::string generator;  ///< "gpuenv 0.1.0"
   std::string base_image; ///< the spec's base image pinned by digest ("docker://host/repo:tag@sha256:..."); "" for none
+  /// The project file read (packages.python_project or --from): its path as named, its format, and the sha256 of its
+  /// bytes and its includes'; file "" for none.
+  std::string project_file, project_format, project_sha256;
 };
 
 /// What a pinned artifact is, and so how a build installs it.
@@ -44,6 +47,7 @@ struct LockedPackage {
 struct Lock {
   std::string generator;
   std::string spec_name, spec_sha256, catalog_sha256;
+  std::string project_file, project_format, project_sha256;  ///< `project:` (LockInputs), written when a project file was read
   std::string base;             ///< "debian:12"
   std::string base_image;       ///< "docker://host/repo:tag@sha256:..." or "oci:PATH@sha256:..."; "" when built from packages
   std::string base_variant = "required";  ///< the spec's base.variant: "required" or "slim" (`base_variant:`, written when not required)

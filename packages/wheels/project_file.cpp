@@ -34,6 +34,7 @@ struct Reader {
   fs::path project_dir;          ///< canonical; includes must stay beneath it
   std::vector<fs::path> chain;   ///< canonical paths of the files being read, outermost first
   int files = 0;
+  Sha256 digest;                 ///< of every file's bytes, in the order read
 };
 
 /// One logical line of a requirements file: continuation lines joined, the comment removed.
@@ -205,6 +206,7 @@ Status include(const std::string& target, const std::string& path, const std::st
     return e;
   }
   reader.chain.push_back(resolved);
+  reader.digest.update(bytes->data(), bytes->size());
   auto st = read_requirements_text(*bytes, resolved.string(), reader, out, constraints);
   reader.chain.pop_back();
   return st;
@@ -380,6 +382,7 @@ Result<ProjectFile> parse_with(std::string_view text, ProjectFormat format, cons
   }
   out.format = format;
   out.path = path;
+  if (reader.files == 0) reader.digest.update(text.data(), text.size());  // parse_project_text: the text is the whole input
   if (format == ProjectFormat::requirements || format == ProjectFormat::conda_environment) {
     if (!selection.extras.empty() || !selection.groups.empty()) {
       return project_error("project.unknown_extra", std::string(project_format_name(format)) + " files have no extras or dependency groups", path,
@@ -417,7 +420,9 @@ Result<ProjectFile> parse_project_text(std::string_view text, ProjectFormat form
   project_file_detail::Reader reader;
   reader.selection = &selection;
   reader.limits = &limits;
-  return project_file_detail::parse_with(text, format, path, selection, limits, reader);
+  GPUENV_TRY(file, project_file_detail::parse_with(text, format, path, selection, limits, reader));
+  file.sha256 = reader.digest.finish_digest();
+  return file;
 }
 
 Result<ProjectFile> read_project_file(const std::string& path, const ProjectSelection& selection, const ProjectLimits& limits, const std::string& project_dir) {
@@ -441,7 +446,10 @@ Result<ProjectFile> read_project_file(const std::string& path, const ProjectSele
   reader.project_dir = fs::weakly_canonical(project_dir.empty() ? canonical.parent_path() : fs::path(project_dir), ec);
   reader.chain.push_back(canonical);
   reader.files = 1;
-  return project_file_detail::parse_with(*bytes, project_format_of(path), path, selection, limits, reader);
+  reader.digest.update(bytes->data(), bytes->size());
+  GPUENV_TRY(file, project_file_detail::parse_with(*bytes, project_format_of(path), path, selection, limits, reader));
+  file.sha256 = reader.digest.finish_digest();
+  return file;
 }
 
 Result<std::vector<ProjectRequirement>> project_requirements(const ProjectFile& file, const Environment& env) {

@@ -73,6 +73,8 @@ struct ProjectFile {
   /// pip's hash-checking mode: some requirement carries --hash (requirements), or the file is a lock. Every wheel
   /// the image gets, dependencies included, must then be one the file lists with a matching hash.
   bool hashes_required = false;
+  /// sha256 of the bytes of the file and of every file it includes, in the order read (the lock's `project.sha256`).
+  Digest sha256;
   /// The names of extras and groups the file defines (for "unknown extra" messages).
   std::vector<std::string> extras, groups;
   /// A lock with a graph (uv.lock): the project's own dependencies, its selected extras' and groups', from which
