@@ -31,7 +31,13 @@ Result<ProjectFile> parse_uv_lock(std::string_view text, const std::string& path
 /// with its marker. `hashes_required` is true.
 Result<ProjectFile> parse_pylock(std::string_view text, const std::string& path, const ProjectSelection& selection, const ProjectLimits& limits);
 
-/// A uv.lock's packages reachable from FILE.roots under ENV (markers evaluated, extras followed), as requirements.
+/// The packages of a lock (uv.lock, pylock.toml) that apply to ENV, as requirements with their markers evaluated
+/// (and removed): uv.lock's reachable from FILE.roots (extras followed, the versions of an edge told apart),
+/// pylock's whose marker holds. The selection's marker values come from FILE (marker_extras, marker_groups).
+/// Fails with `project.python` (ENV's Python outside requires-python), `project.environment` (none of pylock's
+/// environments holds), `project.marker` (a marker that cannot be evaluated), `project.url_requirement` (a reached
+/// package from git, a path or a URL), `project.sdist_only` (a reached package without wheels) and
+/// `project.ambiguous` (two versions of one name both apply).
 Result<std::vector<ProjectRequirement>> lock_graph_requirements(const ProjectFile& file, const Environment& env);
 
 }  // namespace gpuenv::packages
