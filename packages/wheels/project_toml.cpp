@@ -965,3 +965,305 @@ Result<ProjectFile> parse_uv_lock(std::string_view text, const std::string& path
 }
 
 }  // namespace gpuenv::packages
+
+// ---- pylock.toml ----
+namespace gpuenv::packages {
+namespace project_toml_detail {
+
+const toml::table k_no_hashes;
+
+// `hashes = { sha256 = "..." }`: sha256 only, and at least it.
+Result<Digest> read_pylock_hashes(const Doc& doc, const toml::table& file, const std::string& package) {
+  GPUENV_TRY(hashes, get_table(doc, file, "hashes", "in a file of package " + quoted(package)));
+  std::optional<Digest> sha256;
+  if (hashes == nullptr) hashes = &k_no_hashes;
+  for (const auto& [algorithm, value] : *hashes) {
+    if (!value.is_string()) return type_error(doc, value, algorithm.str(), "in hashes", "a string of hex digits");
+    GPUENV_TRY(digest, parse_hash(doc, &value, algorithm.str(), value.as_string()->get(), package));
+    sha256 = digest;
+  }
+  if (!sha256) {
+    return make_error(ErrorKind::spec, "project.hash", "package " + quoted(package) + " has a file without a sha256 hash",
+                      where_of(doc, &file), "lock with a tool that records sha256 hashes");
+  }
+  return *sha256;
+}
+
+Status read_pylock_wheels(const Doc& doc, const toml::table& package, ProjectRequirement& req) {
+  const std::string context = "in package " + quoted(req.name);
+  GPUENV_TRY(wheels, get_tables(doc, package, "wheels", context));
+  for (const toml::table* wheel : wheels) {
+    GPUENV_TRY(url, get_string(doc, *wheel, "url", context));
+    GPUENV_TRY(path, get_string(doc, *wheel, "path", context));
+    GPUENV_TRY(name, get_string(doc, *wheel, "name", context));
+    if (!url && path && req.direct_source.empty()) req.direct_source = "path = " + *path;
+    if (!url && !path) return syntax_error(doc, wheel, "a wheel of " + quoted(req.name) + " has neither url nor path");
+    GPUENV_TRY(filename, wheel_filename(doc, wheel, name ? *name : url ? *url : *path, req.name));
+    GPUENV_TRY(digest, read_pylock_hashes(doc, *wheel, req.name));
+    req.hashes.push_back(digest);
+    req.wheels[filename] = digest;
+  }
+  GPUENV_TRY(sdist, get_table(doc, package, "sdist", context));
+  if (sdist != nullptr) GPUENV_CHECK(read_pylock_hashes(doc, *sdist, req.name));
+  return ok_status();
+}
+
+// vcs, directory and archive: a package not from an index, described for the refusal.
+Status read_pylock_direct(const Doc& doc, const toml::table& package, ProjectRequirement& req) {
+  for (const char* kind : {"vcs", "directory", "archive"}) {
+    GPUENV_TRY(table, get_table(doc, package, kind, "in package " + quoted(req.name)));
+    if (table == nullptr) continue;
+    GPUENV_TRY(url, get_string(doc, *table, "url", std::string("in ") + kind));
+    GPUENV_TRY(path, get_string(doc, *table, "path", std::string("in ") + kind));
+    if (!url && !path) return syntax_error(doc, table, std::string(kind) + " of " + quoted(req.name) + " has neither url nor path");
+    req.direct_source = std::string(kind) + " = " + (url ? *url : *path);
+  }
+  return ok_status();
+}
+
+Result<ProjectRequirement> read_pylock_package(const Doc& doc, const toml::table& package) {
+  ProjectRequirement req;
+  GPUENV_TRY(name, need_string(doc, package, "name", "a [[packages]]"));
+  req.name = canonicalize_name(name);
+  req.where = where_of(doc, &package);
+  const std::string context = "package " + quoted(name);
+  GPUENV_TRY(version, get_string(doc, package, "version", "in " + context));
+  req.requirement = req.name;
+  if (version) {
+    GPUENV_TRY(normalized, normalized_version(doc, package.get("version"), *version, name));
+    req.requirement += "==" + normalized;
+  }
+  GPUENV_TRY(marker, get_string(doc, package, "marker", "in " + context));
+  if (marker) {
+    GPUENV_TRY(parsed, parse_marker(doc, package.get("marker"), *marker, context));
+    req.marker = std::move(parsed);
+  }
+  GPUENV_TRY(python, get_string(doc, package, "requires-python", "in " + context));
+  if (python) GPUENV_CHECK(check_requires_python(doc, package.get("requires-python"), *python));
+  GPUENV_TRY(index, get_string(doc, package, "index", "in " + context));
+  req.index = index.value_or(std::string());
+  GPUENV_CHECK(read_pylock_direct(doc, package, req));
+  GPUENV_CHECK(read_pylock_wheels(doc, package, req));
+  if (!version && req.direct_source.empty()) return syntax_error(doc, &package, context + " has no version");
+  return req;
+}
+
+Status read_pylock_header(const Doc& doc, const toml::table& root, ProjectFile& file) {
+  GPUENV_TRY(version, need_string(doc, root, "lock-version", "pylock.toml"));
+  if (version != "1" && !version.starts_with("1.")) {
+    return syntax_error(doc, root.get("lock-version"), "lock-version " + quoted(version) + " is not 1.x, the one gpuenv reads");
+  }
+  GPUENV_TRY(environments, get_strings(doc, root, "environments", "in pylock.toml"));
+  for (const auto& environment : environments) {
+    GPUENV_TRY(marker, parse_marker(doc, environment.second, environment.first, "environments"));
+    file.environments.push_back(std::move(*marker));
+  }
+  GPUENV_TRY(python, get_string(doc, root, "requires-python", "in pylock.toml"));
+  if (python) {
+    GPUENV_CHECK(check_requires_python(doc, root.get("requires-python"), *python));
+    file.requires_python = *python;
+  }
+  return ok_status();
+}
+
+// extras, dependency-groups and default-groups against the selection: the sets the markers see.
+Status select_pylock(const Doc& doc, const toml::table& root, const ProjectSelection& selection, ProjectFile& file) {
+  GPUENV_TRY(extras, get_strings(doc, root, "extras", "in pylock.toml"));
+  GPUENV_TRY(groups, get_strings(doc, root, "dependency-groups", "in pylock.toml"));
+  GPUENV_TRY(defaults, get_strings(doc, root, "default-groups", "in pylock.toml"));
+  for (const auto& extra : extras) file.extras.push_back(canonicalize_name(extra.first));
+  for (const auto& group : groups) file.groups.push_back(canonicalize_name(group.first));
+  GPUENV_TRY(selected_extras, canonical_selection(doc, "the extra", selection.extras, file.extras));
+  GPUENV_TRY(selected_groups, canonical_selection(doc, "the dependency group", selection.groups, file.groups));
+  file.marker_extras = std::move(selected_extras);
+  file.marker_groups = std::move(selected_groups);
+  // PEP 751: without groups asked for, the default ones.
+  if (selection.groups.empty()) {
+    for (const auto& group : defaults) file.marker_groups.push_back(canonicalize_name(group.first));
+  }
+  return ok_status();
+}
+
+}  // namespace project_toml_detail
+
+Result<ProjectFile> parse_pylock(std::string_view text, const std::string& path, const ProjectSelection& selection,
+                                 const ProjectLimits& limits) {
+  using namespace project_toml_detail;
+  const Doc doc{path, ProjectFormat::pylock};
+  GPUENV_TRY(root, parse_document(text, doc));
+  ProjectFile file;
+  file.format = ProjectFormat::pylock;
+  file.path = path;
+  file.hashes_required = true;
+  GPUENV_CHECK(read_pylock_header(doc, root, file));
+  GPUENV_CHECK(select_pylock(doc, root, selection, file));
+  GPUENV_TRY(packages, get_tables(doc, root, "packages", "in pylock.toml"));
+  if (root.get("packages") == nullptr) return syntax_error(doc, nullptr, "pylock.toml has no [[packages]]");
+  GPUENV_CHECK(check_count(doc, packages.size(), limits));
+  for (const toml::table* package : packages) {
+    GPUENV_TRY(req, read_pylock_package(doc, *package));
+    file.requirements.push_back(std::move(req));
+  }
+  set_indexes(file);
+  return file;
+}
+
+// ---- choosing a lock's packages for one environment ----
+namespace project_toml_detail {
+
+Error marker_error(const ProjectFile& file, const ProjectRequirement* req, const Marker& marker, const Error& why) {
+  return make_error(ErrorKind::spec, "project.marker",
+                    (req ? "package " + quoted(req->name) + ": " : std::string()) + "the marker " + quoted(marker.str()) +
+                        " cannot be evaluated: " + why.message,
+                    req ? req->where : file.path, "lock the project again, with markers PEP 508 defines");
+}
+
+// A package the image would get: from an index, with wheels.
+Status check_installable(const ProjectFile& file, const ProjectRequirement& req) {
+  if (!req.direct_source.empty()) {
+    return make_error(ErrorKind::spec, "project.url_requirement",
+                      quoted(req.name) + " comes from " + quoted(req.direct_source) + ", not from an index",
+                      req.where.empty() ? file.path : req.where, k_url_hint);
+  }
+  if (req.wheels.empty()) {
+    return make_error(ErrorKind::spec, "project.sdist_only",
+                      quoted(req.requirement) + " is locked as a source distribution only: gpuenv installs wheels and "
+                          "never builds one",
+                      req.where.empty() ? file.path : req.where,
+                      "build the wheel and serve it from an index you control, then lock again");
+  }
+  return ok_status();
+}
+
+// The packages chosen, in the lock's order; two versions of one name are an error.
+Result<std::vector<ProjectRequirement>> take(const ProjectFile& file, const std::vector<bool>& chosen) {
+  std::vector<ProjectRequirement> out;
+  std::map<std::string, std::string> versions;
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    const ProjectRequirement& req = file.requirements[i];
+    if (!chosen[i] || is_walked_through(req.direct_source)) continue;
+    GPUENV_CHECK(check_installable(file, req));
+    auto [it, fresh] = versions.emplace(req.name, req.requirement);
+    if (!fresh) {
+      return make_error(ErrorKind::spec, "project.ambiguous",
+                        "both " + quoted(it->second) + " and " + quoted(req.requirement) + " apply to this environment",
+                        file.path, "lock the project again: one version of a package may apply to an environment");
+    }
+    out.push_back(req);
+    out.back().marker.reset();
+  }
+  return out;
+}
+
+// Breadth first from the roots; a (package, extra) is followed once.
+class UvWalk {
+ public:
+  UvWalk(const ProjectFile& file, const Environment& env) : m_file(file), m_env(env), m_by_name(packages_by_name(file)) {}
+
+  Result<std::vector<bool>> run() {
+    GPUENV_CHECK(follow(m_file.roots, nullptr));
+    for (std::size_t next = 0; next < m_queue.size(); ++next) {
+      const std::size_t index = m_queue[next].first;
+      const std::string extra = m_queue[next].second;
+      const ProjectRequirement& req = m_file.requirements[index];
+      if (extra.empty()) {
+        GPUENV_CHECK(follow(req.dependencies, &req));
+        continue;
+      }
+      auto it = req.optional_dependencies.find(extra);
+      if (it != req.optional_dependencies.end()) GPUENV_CHECK(follow(it->second, &req));
+    }
+    std::vector<bool> reached(m_file.requirements.size());
+    for (const auto& entry : m_seen) reached[entry.first] = true;
+    return reached;
+  }
+
+ private:
+  Status follow(const std::vector<LockEdge>& edges, const ProjectRequirement* from) {
+    for (const LockEdge& edge : edges) {
+      if (edge.marker) {
+        auto holds = edge.marker->evaluate(m_env);
+        if (!holds) return marker_error(m_file, from, *edge.marker, holds.error());
+        if (!*holds) continue;
+      }
+      GPUENV_TRY(target, edge_target(m_file, m_by_name, edge, from ? "package " + quoted(from->name) : "the project"));
+      activate(target, {});
+      for (const std::string& extra : edge.extras) activate(target, extra);
+    }
+    return ok_status();
+  }
+  void activate(std::size_t index, const std::string& extra) {
+    if (m_seen.emplace(index, extra).second) m_queue.emplace_back(index, extra);
+  }
+
+  const ProjectFile& m_file;
+  const Environment& m_env;
+  std::multimap<std::string, std::size_t> m_by_name;
+  std::set<std::pair<std::size_t, std::string>> m_seen;
+  std::vector<std::pair<std::size_t, std::string>> m_queue;
+};
+
+Result<std::vector<bool>> pylock_chosen(const ProjectFile& file, const Environment& env) {
+  bool any_environment = file.environments.empty();
+  for (const Marker& environment : file.environments) {
+    auto holds = environment.evaluate(env);
+    if (!holds) return marker_error(file, nullptr, environment, holds.error());
+    any_environment = any_environment || *holds;
+  }
+  if (!any_environment) {
+    std::string list;
+    for (const Marker& environment : file.environments) list += (list.empty() ? "" : "; ") + environment.str();
+    return make_error(ErrorKind::spec, "project.environment",
+                      "the lock is for other environments than this image's (" + list + ")", file.path,
+                      "lock the project for this image's platform and Python");
+  }
+  std::vector<bool> chosen(file.requirements.size());
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    const ProjectRequirement& req = file.requirements[i];
+    if (!req.marker) {
+      chosen[i] = true;
+      continue;
+    }
+    auto holds = req.marker->evaluate(env);
+    if (!holds) return marker_error(file, &req, *req.marker, holds.error());
+    chosen[i] = *holds;
+  }
+  return chosen;
+}
+
+}  // namespace project_toml_detail
+
+Status check_requires_python(const ProjectFile& file, const Environment& env) {
+  using namespace project_toml_detail;
+  const std::string& python = env.python_full_version.empty() ? env.python_version : env.python_full_version;
+  if (file.requires_python.empty() || python.empty()) return ok_status();
+  auto specifiers = Pep440SpecifierSet::parse(file.requires_python);
+  auto version = Pep440Version::parse(python);
+  if (!specifiers || !version || specifiers->contains(*version, true)) return ok_status();
+  return make_error(ErrorKind::spec, "project.python",
+                    "the image's Python " + quoted(python) + " is outside the project's requires-python " +
+                        quoted(file.requires_python),
+                    file.path, "choose a Python the project supports, or lock the project for this one");
+}
+
+Result<std::vector<ProjectRequirement>> lock_graph_requirements(const ProjectFile& file, const Environment& env) {
+  using namespace project_toml_detail;
+  GPUENV_CHECK(check_requires_python(file, env));
+  Environment lock_env = env;
+  lock_env.extra.clear();
+  if (file.format == ProjectFormat::uv_lock) {
+    lock_env.active_extras = file.marker_extras;
+    GPUENV_TRY(reached, UvWalk(file, lock_env).run());
+    return take(file, reached);
+  }
+  if (file.format != ProjectFormat::pylock) {
+    return make_error(ErrorKind::internal, "project.internal", "lock_graph_requirements takes a uv.lock or a pylock.toml",
+                      file.path);
+  }
+  lock_env.extras = file.marker_extras;
+  lock_env.dependency_groups = file.marker_groups;
+  GPUENV_TRY(chosen, pylock_chosen(file, lock_env));
+  return take(file, chosen);
+}
+
+}  // namespace gpuenv::packages

@@ -31,6 +31,10 @@ Result<ProjectFile> parse_uv_lock(std::string_view text, const std::string& path
 /// with its marker. `hashes_required` is true.
 Result<ProjectFile> parse_pylock(std::string_view text, const std::string& path, const ProjectSelection& selection, const ProjectLimits& limits);
 
+/// Whether ENV's Python (python_full_version, else python_version) is one FILE.requires_python admits; fails with
+/// `project.python` otherwise. Nothing to check when either is empty.
+Status check_requires_python(const ProjectFile& file, const Environment& env);
+
 /// The packages of a lock (uv.lock, pylock.toml) that apply to ENV, as requirements with their markers evaluated
 /// (and removed): uv.lock's reachable from FILE.roots (extras followed, the versions of an edge told apart),
 /// pylock's whose marker holds. The selection's marker values come from FILE (marker_extras, marker_groups).
