@@ -208,6 +208,14 @@ TEST(UvLock, TakesARegistryPackageWithHashedWheels) {
   ASSERT_TRUE(chosen.ok()) << chosen.error().to_string();
   ASSERT_EQ(chosen->size(), 1u);
   EXPECT_EQ((*chosen)[0].requirement, "dep==1.0");
+  // A local version's '+' escaped in the URL, as indexes write it: the file name has it back.
+  std::string text = uv_dep(R"({ registry = "http://127.0.0.1:1/simple" })", wheel_with("sha256:" + k_hex));
+  text.replace(text.find("dep-1.0-py3"), 11, "dep-1.0%2Bcu124-py3");
+  text.replace(text.find("version = \"1.0\"\nsource"), 15, "version = \"1.0+cu124\"");
+  auto local = uv_walk(text);
+  ASSERT_TRUE(local.ok()) << local.error().to_string();
+  EXPECT_EQ((*local)[0].requirement, "dep==1.0+cu124");
+  EXPECT_EQ((*local)[0].wheels.begin()->first, "dep-1.0+cu124-py3-none-any.whl");
 }
 
 TEST(UvLock, RefusesHashesThatAreNotSha256OrNot64HexDigits) {
