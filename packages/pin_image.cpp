@@ -36,8 +36,9 @@ void set_wheel_target(WheelResolveRequest& w, const resolver::Resolution& res, c
 }
 
 /// The project file's requirements for W's target, with their hashes and constraints (pip's hash-checking mode
-/// when the file has hashes or is a lock).
-Status add_project(const ProjectFile& project, WheelResolveRequest& w) {
+/// when the file has hashes or is a lock), and, with PROJECT_INDEXES (the spec names no pip sources of its own),
+/// the index the file names for each package.
+Status add_project(const ProjectFile& project, bool project_indexes, WheelResolveRequest& w) {
   GPUENV_TRY(reqs, project_requirements(project, w.environment));
   w.hashes_origin = project.path;
   w.require_hashes = project.hashes_required;
@@ -45,6 +46,7 @@ Status add_project(const ProjectFile& project, WheelResolveRequest& w) {
     w.requirements.push_back(r.requirement);
     w.requirement_origins.resize(w.requirements.size() - 1, "the spec");
     w.requirement_origins.push_back(r.where);
+    if (project_indexes && !r.index.empty()) w.project_indexes[r.name] = r.index;
     if (!r.hashes.empty()) {
       auto& allowed = w.allowed_hashes[r.name];
       for (const auto& h : r.hashes)
@@ -256,7 +258,7 @@ Result<ImagePins> pin_image(const PinImageRequest& req, const AptUniverse& unive
     }
     for (const auto& r : cuda_wheels) w.requirements.push_back(r);
     for (const auto& p : spec.pip_packages) w.requirements.push_back(p);
-    if (req.project) GPUENV_CHECK(add_project(*req.project, w));
+    if (req.project) GPUENV_CHECK(add_project(*req.project, !spec.sources.pip_given, w));
     out.requirements = w.requirements;
     if (!w.requirements.empty()) {
       w.cache = apt.cache;

@@ -2,6 +2,7 @@
 # Installs gpuenv's build and test dependencies from Debian 12's packages. Idempotent: installs only what is missing.
 set -euo pipefail
 packages=(build-essential cmake ninja-build lld cpio pkg-config libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libssl-dev libxml2-dev libcurl4-openssl-dev libarchive-dev zlib1g-dev libzstd-dev zstd
+          libtomlplusplus-dev
           gpgv gnupg debian-archive-keyring
           libgtest-dev libbenchmark-dev python3 python3-venv clang libclang-rt-14-dev
           skopeo umoci docker-registry bubblewrap curl openssl systemd prometheus python3-yaml

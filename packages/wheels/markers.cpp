@@ -1,6 +1,7 @@
 #include "packages/wheels/markers.hpp"
 
 #include <array>
+#include <optional>
 #include <utility>
 
 namespace gpuenv::packages {
@@ -12,12 +13,14 @@ bool is_marker_word(char c) { return is_marker_alnum(c) || c == '_' || static_ca
 char marker_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
 // Marker variables in the order of packaging's VARIABLE token alternatives.
-constexpr std::array<std::string_view, 18> k_variables = {
+// PEP 751 adds the sets `extras` and `dependency_groups`; `extra` must not match their prefix, which the word
+// boundary after each name already prevents.
+constexpr std::array<std::string_view, 20> k_variables = {
     "python_version",   "python_full_version", "os_name",          "os.name",
     "sys_platform",     "sys.platform",        "platform_release", "platform_system",
     "platform_version", "platform.version",    "platform_machine", "platform.machine",
     "platform_python_implementation", "platform.python_implementation", "python_implementation",
-    "implementation_name", "implementation_version", "extra"};
+    "implementation_name", "implementation_version", "extras", "dependency_groups", "extra"};
 
 // The tokenizer and recursive-descent parser of packaging._parser, one method per grammar rule.
 class Pep508Parser {
@@ -289,8 +292,43 @@ Result<bool> compare(const std::string& lhs, const std::string& op, const std::s
                     {}, "use ==, !=, <, <=, >, >= or in for values that are not versions");
 }
 
+std::string format_operand(const MarkerOperand& o);
+
+bool contains_name(const std::vector<std::string>& names, const std::string& name) {
+  const std::string wanted = canonicalize_name(name);
+  for (const std::string& n : names) {
+    if (canonicalize_name(n) == wanted) return true;
+  }
+  return false;
+}
+
+Error undefined_set_comparison(const MarkerNode& node) {
+  return make_error(ErrorKind::spec, "pep508.undefined_comparison",
+                    "marker comparison " + format_operand(node.lhs) + " " + node.op + " " + format_operand(node.rhs) +
+                        " is undefined: " + (node.lhs.is_variable ? node.lhs.text : node.rhs.text) + " is a set",
+                    {}, "write \"name\" in extras, or \"name\" not in dependency_groups (PEP 751)");
+}
+
+// A comparison with a set: PEP 751's `extras` and `dependency_groups`, or `extra` holding several values at once.
+std::optional<Result<bool>> evaluate_set_comparison(const MarkerNode& node, const Environment& env) {
+  const std::string& key = node.lhs.is_variable ? node.lhs.text : node.rhs.text;
+  const bool is_set = key == "extras" || key == "dependency_groups";
+  if (!is_set && !(key == "extra" && !env.active_extras.empty())) return std::nullopt;
+  if (node.lhs.is_variable && node.rhs.is_variable) return Result<bool>(undefined_set_comparison(node));
+  const std::string& literal = node.lhs.is_variable ? node.rhs.text : node.lhs.text;
+  if (is_set) {
+    if (node.lhs.is_variable || (node.op != "in" && node.op != "not in")) return Result<bool>(undefined_set_comparison(node));
+    const bool found = contains_name(key == "extras" ? env.extras : env.dependency_groups, literal);
+    return Result<bool>(node.op == "in" ? found : !found);
+  }
+  if (node.op != "==" && node.op != "!=") return Result<bool>(undefined_set_comparison(node));
+  const bool found = contains_name(env.active_extras, literal);
+  return Result<bool>(node.op == "==" ? found : !found);
+}
+
 Result<bool> evaluate_node(const MarkerNode& node, const Environment& env) {
   if (!node.is_list) {
+    if (auto set = evaluate_set_comparison(node, env)) return std::move(*set);
     // One side is a variable (parse guarantees it); the key decides whether extra normalization applies.
     const std::string& key = node.lhs.is_variable ? node.lhs.text : node.rhs.text;
     auto value = [&](const MarkerOperand& o) {

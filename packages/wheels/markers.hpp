@@ -28,6 +28,12 @@ struct Environment {
   std::string implementation_version;          ///< "3.11.4"
   std::string platform_python_implementation;  ///< "CPython"
   std::string extra;                           ///< the extra being resolved, "" for none
+  /// When not empty, `extra` holds all of these at once: `extra == "x"` is true when x is one of them and
+  /// `extra != "x"` when x is none of them (uv.lock's conflict markers, "extra-9-demo-proj-cpu"); `extra` itself is
+  /// then not used.
+  std::vector<std::string> active_extras;
+  std::vector<std::string> extras;             ///< PEP 751's `extras` marker variable: a set, for `in` / `not in`
+  std::vector<std::string> dependency_groups;  ///< PEP 751's `dependency_groups`: a set, for `in` / `not in`
 };
 
 /// One side of a marker comparison: an environment variable (normalized: `os.name` is `os_name`,
@@ -60,7 +66,9 @@ class Marker {
 
   /// Evaluates against `env`. Comparisons use PEP 440 when `op + rhs` is a valid specifier and the left side a
   /// valid version (pre-releases allowed), string comparison otherwise; `extra` values are compared after PEP 503
-  /// name normalization. Fails with `pep508.undefined_comparison` for ~= or === on non-versions.
+  /// name normalization. The sets `extras` and `dependency_groups` (PEP 751) take only `"name" in extras` and
+  /// `not in`, names normalized. Fails with `pep508.undefined_comparison` for ~= or === on non-versions and for
+  /// any other comparison with a set.
   [[nodiscard]] Result<bool> evaluate(const Environment& env) const;
   /// Normalized text, as str(Marker(...)): single spaces, double-quoted literals, parentheses around groups of
   /// two or more comparisons.

@@ -454,6 +454,7 @@ Result<ProjectFile> read_project_file(const std::string& path, const ProjectSele
 
 Result<std::vector<ProjectRequirement>> project_requirements(const ProjectFile& file, const Environment& env) {
   if (file.format == ProjectFormat::uv_lock || file.format == ProjectFormat::pylock) return lock_graph_requirements(file, env);
+  GPUENV_CHECK(check_requires_python(file, env));
   std::vector<ProjectRequirement> out;
   for (const auto& r : file.requirements) {
     if (r.marker) {

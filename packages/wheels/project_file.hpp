@@ -38,9 +38,11 @@ struct ProjectSelection {
   std::vector<std::string> groups;  ///< dependency groups (PEP 735 `[dependency-groups]`, uv's dev dependencies, pylock's)
 };
 
-/// An edge of a lock's dependency graph: NAME (canonical) with EXTRAS, when MARKER holds.
+/// An edge of a lock's dependency graph: NAME (canonical) with EXTRAS, when MARKER holds. VERSION (normalized)
+/// names which of the lock's versions of NAME is meant when it locks several (uv's forks); empty: the only one.
 struct LockEdge {
   std::string name;
+  std::string version;
   std::vector<std::string> extras;
   std::optional<Marker> marker;
 };
@@ -59,6 +61,13 @@ struct ProjectRequirement {
   /// A lock's graph (uv.lock): what this package depends on, and what each of its extras adds. Empty otherwise.
   std::vector<LockEdge> dependencies;
   std::map<std::string, std::vector<LockEdge>> optional_dependencies;
+  /// The index a lock took the package from (uv.lock's registry, pylock's `index`), or the index pyproject's
+  /// [tool.uv.sources] names for it. Empty: any configured index.
+  std::string index;
+  /// A uv.lock package that does not come from an index: its source as written ("git = https://...",
+  /// "path = ../x", "editable = .", "virtual = ."). The root and virtual members are walked through, never
+  /// returned; any other is refused when reached (`project.url_requirement`). Empty for index packages.
+  std::string direct_source;
 };
 
 struct ProjectFile {
@@ -80,6 +89,14 @@ struct ProjectFile {
   /// A lock with a graph (uv.lock): the project's own dependencies, its selected extras' and groups', from which
   /// project_requirements walks `requirements` (one per locked package and version). Empty otherwise.
   std::vector<LockEdge> roots;
+  /// The Python versions the project supports (`requires-python`), "" when the file does not say.
+  std::string requires_python;
+  /// pylock.toml's `environments`: the lock holds only where one of them does. Empty: everywhere.
+  std::vector<Marker> environments;
+  /// What the selection makes of the lock's markers (lock_graph_requirements puts them in the Environment):
+  /// pylock.toml's `extras` and `dependency_groups` (PEP 751); for uv.lock, marker_extras holds the values its
+  /// conflict markers give `extra` ("extra-9-demo-proj-cpu", "group-9-demo-proj-dev").
+  std::vector<std::string> marker_extras, marker_groups;
 };
 
 /// Bounds on what is read: a file over max_bytes, an include chain deeper than max_depth or more than max_files

@@ -312,7 +312,10 @@ Result<const ProjectPage*> Resolver::page(const std::string& name) {
   if (auto it = m_pages.find(name); it != m_pages.end()) return &it->second;
   ProjectPage result;
   std::vector<IndexFile> files;
-  for (const auto& index : m_request.indexes) {
+  const auto pinned_index = m_request.project_indexes.find(name);
+  const std::vector<std::string> indexes =
+      pinned_index == m_request.project_indexes.end() ? m_request.indexes : std::vector<std::string>{pinned_index->second};
+  for (const auto& index : indexes) {
     const std::string url = project_page_url(index, name);
     // PEP 691: ask for JSON (it carries sizes and upload times), accept HTML.
     auto body = m_fetcher.get(url, "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01");

@@ -38,6 +38,9 @@ namespace gpuenv::packages {
 /// What to resolve and for which interpreter and platform.
 struct WheelResolveRequest {
   std::vector<std::string> requirements;  ///< PEP 508 strings, e.g. "torch==2.5.1", "numpy<2.2"
+  /// The one index a project comes from, by canonical name (a lock's registry for it, [tool.uv.sources]): only that
+  /// index is asked for it, as uv pins a package to its index. Projects not named here use `indexes`.
+  std::map<std::string, std::string> project_indexes;
   /// Who asks for each requirement, index for index ("requirements.txt:3"); missing entries read "the spec".
   std::vector<std::string> requirement_origins;
   std::vector<std::string> indexes;       ///< simple-index URLs in priority order; the first that has a project wins

@@ -100,6 +100,49 @@ TEST(Marker, PrintsNormalizedText) {
   EXPECT_EQ(normalized("(os_name == 'a') and extra == 'X_y'"), R"(os_name == "a" and extra == "X_y")");
 }
 
+TEST(Marker, EvaluatesPep751ExtrasAndDependencyGroupsAsSets) {
+  Environment env = linux_311();
+  env.extras = {"CLI", "gpu_cuda"};
+  env.dependency_groups = {"dev"};
+  EXPECT_TRUE(eval(R"('cli' in extras)", env));
+  EXPECT_TRUE(eval(R"('gpu.cuda' in extras and 'dev' in dependency_groups)", env));
+  EXPECT_TRUE(eval(R"('docs' not in extras)", env));
+  EXPECT_FALSE(eval(R"('docs' in extras or 'test' in dependency_groups)", env));
+  EXPECT_TRUE(eval(R"('dev' in dependency_groups and python_version >= "3.11")", env));
+  // Empty sets: nothing is in them.
+  EXPECT_FALSE(eval(R"('cli' in extras)"));
+  EXPECT_TRUE(eval(R"('cli' not in extras)"));
+  // `extras` is not `extra`: the word boundary keeps them apart.
+  EXPECT_EQ(normalized("'a' in extras"), R"("a" in extras)");
+  EXPECT_EQ(normalized("extra == 'a'"), R"(extra == "a")");
+}
+
+TEST(Marker, RefusesOtherComparisonsWithASet) {
+  for (const char* marker : {R"(extras == "cli")", R"("cli" == extras)", R"(extras in "cli")",
+                             R"(dependency_groups >= "dev")"}) {
+    auto m = Marker::parse(marker);
+    ASSERT_TRUE(m.ok()) << marker;
+    auto r = m->evaluate(linux_311());
+    ASSERT_FALSE(r.ok()) << marker;
+    EXPECT_EQ(r.error().id, "pep508.undefined_comparison") << marker;
+  }
+}
+
+TEST(Marker, ActiveExtrasGiveExtraSeveralValuesAtOnce) {
+  // uv.lock's conflict markers: `extra` holds every selected extra and group, encoded.
+  Environment env = linux_311();
+  env.active_extras = {"extra-11-conflicting-new", "group-3-grp-dev"};
+  EXPECT_TRUE(eval("extra == 'extra-11-conflicting-new'", env));
+  EXPECT_TRUE(eval("extra == 'group-3-grp-dev'", env));
+  EXPECT_FALSE(eval("extra == 'extra-11-conflicting-old'", env));
+  EXPECT_TRUE(eval("extra != 'extra-11-conflicting-old'", env));
+  EXPECT_TRUE(eval("extra == 'extra-11-conflicting-new' or extra != 'extra-11-conflicting-old'", env));
+  // Without active extras, `extra` keeps its one value.
+  env.active_extras.clear();
+  EXPECT_TRUE(eval("extra != 'extra-11-conflicting-old'", env));
+  EXPECT_FALSE(eval("extra == 'extra-11-conflicting-new'", env));
+}
+
 TEST(Marker, RejectsMalformedExpressions) {
   for (const char* bad : {"os_name", R"(os_name = "a")", R"(os_name == "a" and)", R"((os_name == "a")",
                           R"(os_name == "a" garbage)", R"("a" == "b")", R"(os_name == "a\\b")", R"(os_name == "a)",
