@@ -179,9 +179,18 @@ Status read_project(const ResolveRequest& rq, const resolver::Catalog& catalog, 
   if (rq.project) out.spec.python_project = rq.project;
   if (!out.spec.python_project) return ok_status();
   const resolver::PythonProjectRequest& pr = *out.spec.python_project;
-  std::filesystem::path path(pr.file);
-  if (!rq.project && path.is_relative() && !rq.spec_path.empty()) path = std::filesystem::path(rq.spec_path).parent_path() / path;
-  auto project = packages::read_project_file(path.string(), packages::ProjectSelection{pr.extras, pr.groups});
+  namespace fs = std::filesystem;
+  fs::path path(pr.file);
+  // The project's directory, beneath which includes must stay: the spec's (with --from, the working directory) when
+  // the file is inside it, else the file's own.
+  const bool from_spec = !rq.project && !rq.spec_path.empty();
+  const fs::path base = from_spec ? fs::path(rq.spec_path).parent_path() : fs::path(".");
+  if (from_spec && path.is_relative()) path = base / path;
+  std::error_code ec;
+  const fs::path canonical_base = fs::weakly_canonical(base.empty() ? fs::path(".") : base, ec);
+  const auto inside = fs::weakly_canonical(path, ec).lexically_relative(canonical_base);
+  const std::string project_dir = !ec && !inside.empty() && *inside.begin() != ".." ? canonical_base.string() : std::string();
+  auto project = packages::read_project_file(path.string(), packages::ProjectSelection{pr.extras, pr.groups}, {}, project_dir);
   if (!project) {
     Error e = std::move(project).error();
     if (e.where.empty()) e.where = out.spec.where("packages");
