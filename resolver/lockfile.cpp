@@ -292,6 +292,19 @@ Result<VmRequest> read_vm(const LockReader& r, const YAML::Node& vm) {
   return v;
 }
 
+/// `project: {file, format, sha256}`, when the lock has one.
+Status read_project(const LockReader& r, const YAML::Node& root, Lock& lock) {
+  if (!root["project"].IsDefined()) return ok_status();
+  if (!root["project"].IsMap()) return r.error(root["project"], "bad_value", "'project' must be a mapping of file, format and sha256");
+  GPUENV_TRY(file, r.str(root["project"], "file"));
+  GPUENV_TRY(format, r.str(root["project"], "format"));
+  GPUENV_TRY(sha, r.str(root["project"], "sha256"));
+  lock.project_file = file;
+  lock.project_format = format;
+  lock.project_sha256 = sha;
+  return ok_status();
+}
+
 }  // namespace
 
 Result<Lock> parse_lock(std::string_view text, const std::string& path) {
@@ -316,15 +329,7 @@ Result<Lock> parse_lock(std::string_view text, const std::string& path) {
       GPUENV_TRY(cat, r.str(root["catalog"], "sha256"));
       lock.catalog_sha256 = cat;
     }
-    if (root["project"].IsDefined()) {
-      if (!root["project"].IsMap()) return r.error(root["project"], "bad_value", "'project' must be a mapping of file, format and sha256");
-      GPUENV_TRY(file, r.str(root["project"], "file"));
-      GPUENV_TRY(format, r.str(root["project"], "format"));
-      GPUENV_TRY(sha, r.str(root["project"], "sha256"));
-      lock.project_file = file;
-      lock.project_format = format;
-      lock.project_sha256 = sha;
-    }
+    if (auto st = read_project(r, root, lock); !st) return std::move(st).error();
     GPUENV_TRY(base, r.str(root, "base"));
     GPUENV_TRY(cuda, r.str(root, "cuda", true));
     GPUENV_TRY(cudnn, r.str(root, "cudnn", true));

@@ -268,6 +268,7 @@ class Resolver {
   Result<const ProjectPage*> page(const std::string& name);
   Result<const CoreMetadata*> metadata(const std::string& name, const VersionEntry& entry, const WheelChoice& wheel);
   std::vector<std::size_t> matching(const ProjectPage& page, const std::vector<Constraint>& constraints) const;
+  Result<std::optional<Pep440SpecifierSet>> constraint_of(const std::string& name) const;
   Step choose(State& state, const std::string& name, std::size_t index, int level);
   Step add_constraint(State& state, Constraint c);
   Step activate_extra(State& state, const std::string& name, const std::string& extra, const std::vector<int>& origins);
@@ -385,16 +386,7 @@ Result<const ProjectPage*> Resolver::page(const std::string& name) {
     auto& slot = choice.file.yanked ? entry.yanked_wheel : entry.wheel;
     if (!slot || better(choice, *slot)) slot = std::move(choice);
   }
-  std::optional<Pep440SpecifierSet> limit;
-  if (auto c = m_request.version_constraints.find(name); c != m_request.version_constraints.end()) {
-    auto parsed = Pep440SpecifierSet::parse(c->second);
-    if (!parsed) {
-      Error e = std::move(parsed).error();
-      e.while_("reading the constraint on " + name);
-      return e;
-    }
-    limit = std::move(*parsed);
-  }
+  GPUENV_TRY(limit, constraint_of(name));
   for (auto& [version, entry] : by_version) {
     if (limit && !limit->contains(version, true)) {
       entry.constraint_excluded = true;
@@ -404,6 +396,19 @@ Result<const ProjectPage*> Resolver::page(const std::string& name) {
     result.versions.push_back(std::move(entry));
   }
   return &m_pages.emplace(name, std::move(result)).first->second;
+}
+
+/// The constraints files' range for NAME (version_constraints), if any.
+Result<std::optional<Pep440SpecifierSet>> Resolver::constraint_of(const std::string& name) const {
+  auto c = m_request.version_constraints.find(name);
+  if (c == m_request.version_constraints.end()) return std::optional<Pep440SpecifierSet>();
+  auto parsed = Pep440SpecifierSet::parse(c->second);
+  if (!parsed) {
+    Error e = std::move(parsed).error();
+    e.while_("reading the constraint on " + name);
+    return e;
+  }
+  return std::optional<Pep440SpecifierSet>(std::move(*parsed));
 }
 
 Result<const CoreMetadata*> Resolver::metadata(const std::string& name, const VersionEntry& entry, const WheelChoice& wheel) {

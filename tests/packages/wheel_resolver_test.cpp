@@ -924,3 +924,71 @@ TEST(WheelResolver, RefusesMalformedAndUrlRequirements) {
 }
 
 }  // namespace
+
+// A project file's hashes, constraints and indexes (packages/wheels/project_file.hpp, through pin_image).
+namespace project_inputs {
+
+gpuenv::Digest digest_of(const Dist& d) { return *gpuenv::Digest::from_hex(fake_sha(d)); }
+
+TEST(WheelResolverProject, HashesChooseAmongTheFilesTheProjectListsAndRefuseOthers) {
+  FakeFetcher f;
+  const Dist best{"fast-2.0-cp311-cp311-manylinux_2_17_x86_64.whl"}, pure{"fast-2.0-py3-none-any.whl"};
+  publish_json(f, k_index, "fast", {best, pure});
+  auto r = request({"fast==2.0"});
+  r.allowed_hashes["fast"] = {digest_of(pure)};  // the file was made against the pure wheel only
+  r.hashes_origin = "requirements.txt";
+  const auto res = resolve_ok(f, r);
+  ASSERT_EQ(res.wheels.size(), 1U);
+  EXPECT_EQ(res.wheels[0].filename, pure.filename);
+  r.allowed_hashes["fast"] = {*gpuenv::Digest::from_hex(sha256_hex("other bytes"))};
+  auto bad = resolve_wheels(f, r);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().id, "wheel.no_match");
+  EXPECT_NE(bad.error().message.find("fast"), std::string::npos);
+  EXPECT_NE(bad.error().message.find("whose sha256 is one requirements.txt lists"), std::string::npos) << bad.error().message;
+}
+
+TEST(WheelResolverProject, HashModeRefusesADependencyTheFileDoesNotList) {
+  FakeFetcher f;
+  const Dist app{"app-1.0-py3-none-any.whl", {"dep>=1"}};
+  publish_json(f, k_index, "app", {app});
+  publish_json(f, k_index, "dep", {{"dep-1.0-py3-none-any.whl"}});
+  auto r = request({"app==1.0"});
+  r.requirement_origins = {"requirements.txt:1"};
+  r.allowed_hashes["app"] = {digest_of(app)};
+  r.require_hashes = true;
+  r.hashes_origin = "requirements.txt";
+  auto res = resolve_wheels(f, r);
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.error().id, "wheel.hash_required");
+  EXPECT_NE(res.error().message.find("dep (required by app 1.0)"), std::string::npos) << res.error().message;
+  r.allowed_hashes["dep"] = {digest_of({"dep-1.0-py3-none-any.whl"})};
+  EXPECT_EQ(pins(resolve_ok(f, r)), (Strings{"app==1.0", "dep==1.0"}));
+}
+
+TEST(WheelResolverProject, ConstraintsLimitVersionsAndAddNothing) {
+  FakeFetcher f;
+  publish_json(f, k_index, "app", {{"app-1.0-py3-none-any.whl", {"dep"}}});
+  publish_json(f, k_index, "dep", {{"dep-1.0-py3-none-any.whl"}, {"dep-2.0-py3-none-any.whl"}});
+  publish_json(f, k_index, "unused", {{"unused-1.0-py3-none-any.whl"}});
+  auto r = request({"app"});
+  r.version_constraints = {{"dep", "<2"}, {"unused", "==1.0"}};
+  EXPECT_EQ(pins(resolve_ok(f, r)), (Strings{"app==1.0", "dep==1.0"}));
+  r.version_constraints = {{"dep", ">3"}};
+  auto res = resolve_wheels(f, r);
+  ASSERT_FALSE(res.ok());
+  EXPECT_NE(res.error().message.find("outside the constraint >3"), std::string::npos) << res.error().message;
+}
+
+TEST(WheelResolverProject, APackagesOwnIndexIsTheOnlyOneAsked) {
+  FakeFetcher f;
+  publish_json(f, k_index, "torch", {{"torch-9.0-py3-none-any.whl"}});
+  publish_json(f, k_extra_index, "torch", {{"torch-2.0-py3-none-any.whl"}});
+  auto r = request({"torch"});
+  r.project_indexes["torch"] = k_extra_index;
+  const auto res = resolve_ok(f, r);
+  EXPECT_EQ(pins(res), Strings{"torch==2.0"});
+  EXPECT_EQ(std::count(f.requested.begin(), f.requested.end(), std::string(k_index) + "/torch/"), 0);
+}
+
+}  // namespace project_inputs
