@@ -136,7 +136,9 @@ int framework_rank(const std::string& name) {
 /// it. A spec that asks another version of it is refused.
 Status take_project_frameworks(const resolver::Catalog& catalog, PreparedResolution& out) {
   resolver::Spec& spec = out.spec;
-  for (const auto& [name, releases] : catalog.frameworks) {
+  for (const auto& entry : catalog.frameworks) {
+    const std::string& name = entry.first;
+    const auto& releases = entry.second;
     const auto pin = packages::project_pin(*out.project, name);
     if (!pin) continue;
     const std::string where = out.project->path;

@@ -7,49 +7,53 @@ FORMAT is any of requirements, environment.yml, pyproject.toml, uv.lock, pylock.
 
 The project is written by this script (PYPROJECT below): a pyproject.toml with ranges on pure-Python and binary
 dependencies (numpy, pyyaml, requests[socks], attrs), a marker on platform_machine (markupsafe on x86_64, pycparser
-on aarch64), one on the Python version (tomli below 3.12; numpy's newest release needs 3.12, so its version forks
-too), one for win32 (colorama: never on Linux), an extra `fast` (msgpack, ujson) and a dependency group `test`
-(pluggy, iniconfig). The real tools, installed with pip at pinned versions (TOOLS) into BUILD_DIR/online-venv-project,
-make the other files from it, on the index `gpuenv sources` names (uv is pointed at it; pip-compile is pip and reads
-pip's configuration, as gpuenv does):
+on aarch64), one on the Python version (tomli below 3.12; numpy's newest release needs 3.12, so uv.lock forks it),
+one for win32 (colorama: never on Linux), an extra `fast` (msgpack, ujson) and a dependency group `test` (pluggy,
+iniconfig): 10 to 15 wheels. The real tools, installed with pip at pinned versions (TOOLS) into
+BUILD_DIR/online-venv-project, make the other files from it, on the index `gpuenv sources` names (uv is pointed at
+it with --default-index; pip-compile is pip and reads pip's configuration, as gpuenv does):
 
-  - uv.lock: `uv lock` (universal); pylock.toml: `uv export --format pylock.toml --extra fast --group test` from that
-    lock (uv bakes the selection in: the file has no extras left, so gpuenv is given none for it);
+  - uv.lock: `uv lock` (universal). pylock.toml: `uv export --format pylock.toml --extra fast --group test` of it
+    (uv bakes the selection in: the file defines no extras, so gpuenv is given none for it).
   - per target, requirements.txt with hashes: `pip-compile --generate-hashes --extra fast --no-strip-extras` of
     pyproject.toml plus the group's lines (pip-tools has no --group) where the target is this machine's platform and
     Python (pip-compile resolves for the interpreter that runs it and has no option for another platform), else
     `uv pip compile --generate-hashes --python-version X.Y --python-platform ARCH-manylinux_2_G --only-binary :all:
-    --extra fast --group pyproject.toml:test pyproject.toml`;
-  - per target, environment.yml: `python=X.Y`, `pip` and a `pip:` section holding that requirements file's lines.
+    --extra fast --group pyproject.toml:test pyproject.toml` (G: the target's glibc, at most the newest uv knows).
+    Also, for every target, the universal `uv export --format requirements.txt` of uv.lock (markers and hashes).
+  - per target, environment.yml: `python=X.Y`, `pip` and a `pip:` list holding that requirements file's lines.
 
-Targets (TARGETS): linux/amd64 Python 3.11 (debian:12; no spec at all when this machine is x86_64, the default),
-linux/arm64 Python 3.11 (debian:12) and linux/arm64 Python 3.13 (debian:13, from the host's Debian mirror as
-`gpuenv sources` names it). For each format and target, `gpuenv lock [SPEC] --from FILE [--extra fast --group test]
---json` is run, and every wheel it pins (name, version, sha256) is compared with the oracle:
+Targets (TARGETS): linux/amd64 Python 3.11 (debian:12; no spec at all when this machine is x86_64: the default),
+linux/arm64 Python 3.11 (debian:12) and linux/arm64 Python 3.13 (debian:13, from the Debian mirror `gpuenv
+sources` names). For each format, target and selection, `gpuenv lock [SPEC] --from FILE [--extra fast --group test]
+--json` (and once per target a spec with `packages.python_project: {file: uv.lock, extras, groups}`) is run, and
+every wheel it pins for the target (name, version, sha256) is compared with the oracle's:
 
-  - requirements, environment.yml: the requirements file itself (the pins are the file's; its markers evaluated for
-    the target by this script with pip's vendored `packaging`, because pip judges markers for the interpreter that
-    runs it, not for --platform/--python-version), given to pip:
-    `pip install --dry-run --ignore-installed --report --no-deps --only-binary=:all: --python-version X.Y
-    --implementation cp --abi cpXY --platform TAG...` (pip_agreement_online.pip_choice; TAG the full tag list gpuenv
-    computes for the lock's glibc). The file carries --hash, so pip is in hash-checking mode and takes, for each pin,
-    the best wheel for the target among those whose sha256 the file lists: the same choice gpuenv must make.
-    --no-deps: the file is the whole closure, resolved for the target by its generator; pip is asked which file of
-    each pin the target gets, and its judging of the dependencies' markers for this machine cannot intrude.
-  - pyproject.toml: gpuenv resolves the ranges itself. The oracle is uv's answer for the target (`uv pip compile
-    --generate-hashes` of pyproject.toml with the extra and the group, as above, run with uv even where pip-compile
-    made the requirements file) for names and versions, then pip's report (as above) for those pins for each wheel's
-    sha256. uv is a full resolver that evaluates markers and Requires-Python for --python-version/--python-platform,
-    so the set and the versions are a correct resolution for the target; newest-first is what both choose.
-  - uv.lock, pylock.toml: `uv export --format requirements.txt --extra fast --group test --no-emit-project` of the same
-    uv.lock: every locked package the selection reaches, each with the marker under which uv says it is needed and the
-    sha256 of every file of its locked version; markers evaluated for the target, then pip's report as above.
-    Versions are fixed by the lock, so the oracle decides the set (uv's graph walk) and the wheel (pip's tags).
+  - The wheel of each pin: pip, the pinned one (the script runs itself again with the tools' venv Python, since
+    pip_agreement_online.pip_choice runs sys.executable's pip): `pip install --dry-run --ignore-installed --report
+    --no-deps --only-binary=:all: --python-version X.Y --implementation cp --abi cpXY --platform TAG... -r PINS`
+    (TAG: the full tag list gpuenv computes for the lock's glibc, pip_agreement_online.linux_platform_tags). PINS
+    carry --hash for every file of each version, so pip is in hash-checking mode and takes, for each pin, the best
+    wheel for the target's tags among the files the project lists: the choice gpuenv must make. PINS' markers are
+    evaluated for the target by this script (pip's vendored `packaging`, the target's python_version,
+    platform_machine, sys_platform linux), since pip judges markers for the interpreter that runs it, not for
+    --platform/--python-version; --no-deps for the same reason (PINS is already a whole closure for the target,
+    and pip would judge its dependencies' markers for this machine). pip's report must name exactly PINS.
+  - PINS, which names and versions, per format:
+    requirements, environment.yml: the requirements file itself (its pins are what gpuenv must keep).
+    pyproject.toml (gpuenv resolves the ranges with its own resolver): uv's answer for the target, `uv pip compile`
+    of pyproject.toml as above (with the extra and group, and without), run with uv even where pip-compile made the
+    requirements file. uv is a full resolver that applies markers and Requires-Python for --python-version and
+    --python-platform, and with ranges both take the newest versions that fit.
+    uv.lock, pylock.toml: `uv export --format requirements.txt [--extra fast --group test] --no-emit-project` of the
+    same uv.lock: every locked package the selection reaches, each with the marker under which uv's own graph walk
+    needs it and the sha256 of every file of its locked version.
 
-Also checked: the amd64 requirements file with the sha256 of the wheel gpuenv chose for pyyaml altered (each place the
-file lists it) makes `gpuenv lock` exit 3 (unsatisfiable, docs/cli.md) naming pyyaml.
+Also checked: the amd64 requirements file with the sha256 of the wheel gpuenv chose for pyyaml altered (wherever the
+file lists it) makes `gpuenv lock` exit 3 with wheel.no_match, naming pyyaml (docs/spec.md, "A project file").
 
-Prints a table per format and target (wheels compared, agreeing, differing) and every difference.
+Prints a table per format (each file/selection and target: wheels compared, agreeing, differing; the format's total)
+and every difference. Work files stay in BUILD_DIR/online-project-files.
 Exit status: 0 every wheel agrees, 1 a difference or a failure (each printed), 2 bad usage, 77 a mirror cannot be
 reached (skip).
 """
@@ -236,10 +240,14 @@ def gpuenv_run(gpuenv, args, log):
         return subprocess.run([gpuenv, *args], stdout=f, stderr=subprocess.STDOUT, timeout=1800).returncode
 
 
-def spec_for(target, out, debian_source):
-    spec = out / f"spec-{target.key}.yaml"
+def spec_for(target, out, debian_source, project=None):
+    """TARGET's spec in OUT; with PROJECT (file name beside the spec, extras, groups) as packages.python_project."""
+    spec = out / (f"spec-{target.key}.yaml" if not project else f"gpuenv-{target.key}.yaml")
     text = (f"schema: gpuenv-spec-v1\nname: oracle-{target.key.replace('.', '')}\nbase: {target.base}\n"
             f"python: \"{target.python}\"\nimage:\n  platforms: [{target.platform}]\n")
+    if project:
+        text += (f"packages:\n  python_project:\n    file: {project[0]}\n    extras: {json.dumps(project[1])}\n"
+                 f"    groups: {json.dumps(project[2])}\n")
     if target.suite != debian_source["suite"]:
         text += (f"sources:\n  apt:\n    - uri: {debian_source['uri']}\n      suite: {target.suite}\n"
                  f"      components: [main]\n")
@@ -397,7 +405,8 @@ def main(argv):
         plain = host[0] == "x86_64" and target.key == "amd64-py3.11"  # the default: no spec at all
         both = {"extras": EXTRAS, "groups": GROUPS}
         selected = " ".join(f"+{x}" for x in EXTRAS + GROUPS)
-        cases = [  # format, what is locked, the file, its selection, the oracle's pins
+        project_spec = spec_for(target, proj, debian, ("uv.lock", EXTRAS, GROUPS))
+        cases = [  # format, what is locked, the file (None: the spec names it), its selection, the oracle's pins
             ("requirements", made_by, requirements, {}, requirements),
             ("requirements", "uv export (markers)", out / "uv-export" / "requirements.txt", {}, out / "uv-export" / "requirements.txt"),
             ("environment.yml", made_by, tdir / "conda" / "environment.yml", {}, requirements),
@@ -405,6 +414,7 @@ def main(argv):
             ("pyproject.toml", "no extra/group", proj / "pyproject.toml", {}, uv_answer_plain),
             ("uv.lock", selected, proj / "uv.lock", both, out / "uv-export" / "requirements.txt"),
             ("uv.lock", "no extra/group", proj / "uv.lock", {}, out / "uv-export-plain" / "requirements.txt"),
+            ("uv.lock", "spec python_project", None, {}, out / "uv-export" / "requirements.txt"),
             ("pylock.toml", f"exported {selected}", proj / "pylock.toml", {}, out / "uv-export" / "requirements.txt"),
         ]
         for n, (fmt, what, project_file, selection, oracle_file) in enumerate(cases):
@@ -412,7 +422,8 @@ def main(argv):
                 continue
             tag = f"{n}-{fmt.replace('.', '-')}"
             try:
-                pinned, lock_glibc = gpuenv_lock(gpuenv, target, None if plain else spec, project_file, selection, tdir, tag)
+                this_spec = project_spec if project_file is None else None if plain else spec
+                pinned, lock_glibc = gpuenv_lock(gpuenv, target, this_spec, project_file, selection, tdir, tag)
                 if lock_glibc != glibc:
                     raise Failure(f"the lock's glibc {lock_glibc} is not the probe's {glibc}")
                 key = (str(oracle_file), target.key)
@@ -457,10 +468,10 @@ def main(argv):
             log = bad.parent / "gpuenv.log"
             rc = gpuenv_run(gpuenv, ["lock"] + ([] if plain else [str(spec)]) + ["--from", str(bad), "-o", str(bad.parent / "x.lock")], log)
             said = log.read_text(errors="replace")
-            if rc == 3 and re.search(rf"\b{victim}\b", said, re.I):
+            if rc == 3 and re.search(rf"\b{victim}\b", said, re.I) and "wheel.no_match" in said:
                 hash_row = f"ok: exit 3 naming {victim}: {said.strip().splitlines()[0][:160]}"
             else:
-                hash_row = f"FAILED: exit {rc} (want 3 naming {victim}):\n{log_tail(log)}"
+                hash_row = f"FAILED: exit {rc} (want 3, wheel.no_match, naming {victim}):\n{log_tail(log)}"
                 problems.append("hash check: " + hash_row)
 
     print("\nproject_files: gpuenv's wheels against the oracle (name, version, sha256)")
