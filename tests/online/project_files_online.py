@@ -452,7 +452,7 @@ def main(argv):
                 hash_check_source = (requirements, pinned, spec, plain, target)
 
     # One altered hash: the sha256 of the wheel gpuenv chose for pyyaml, replaced wherever the file lists it.
-    hash_row = "not run (no amd64 requirements lock)"
+    hash_row = "not run (needs the amd64 requirements lock: format requirements)"
     if hash_check_source:
         requirements, pinned, spec, plain, target = hash_check_source
         victim = next((n for n in ("pyyaml", "numpy") if n in pinned), None)
