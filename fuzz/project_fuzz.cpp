@@ -21,16 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   auto file = parse_project_text(text, format, "fuzz", selection, limits);
   if (!file.ok()) return 0;
-  Environment env;
-  env.python_version = "3.12";
-  env.python_full_version = "3.12.0";
-  env.os_name = "posix";
-  env.sys_platform = "linux";
-  env.platform_machine = "x86_64";
-  env.platform_system = "Linux";
-  env.implementation_name = "cpython";
-  env.implementation_version = "3.12.0";
-  env.platform_python_implementation = "CPython";
+  const Environment env = cpython_linux_environment("x86_64", "3.12");
   (void)project_requirements(*file, env);
   (void)project_pin(*file, "torch");
   return 0;

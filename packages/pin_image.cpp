@@ -23,16 +23,8 @@ void set_wheel_target(WheelResolveRequest& w, const resolver::Resolution& res, c
     w.platform.glibc_major = static_cast<int>(distro.glibc->major());
     w.platform.glibc_minor = static_cast<int>(distro.glibc->minor());
   }
-  w.environment.python_version = py.truncated(2).str();
-  w.environment.python_full_version = py.truncated(3).str();  // the catalog records x.y; the patch level reads as 0
-  w.environment.os_name = "posix";
-  w.environment.sys_platform = "linux";
   w.platform.arch = std::string(platform.machine());
-  w.environment.platform_machine = std::string(platform.machine());
-  w.environment.platform_system = "Linux";
-  w.environment.implementation_name = "cpython";
-  w.environment.implementation_version = w.environment.python_full_version;
-  w.environment.platform_python_implementation = "CPython";
+  w.environment = cpython_linux_environment(platform.machine(), py.truncated(2).str());  // x.y: the patch level reads as 0
 }
 
 /// The project file's requirements for W's target, with their hashes and constraints (pip's hash-checking mode

@@ -406,6 +406,20 @@ Status check_url(const std::string& url, std::string_view requirement) {
 
 }  // namespace
 
+Environment cpython_linux_environment(std::string_view machine, std::string_view python) {
+  Environment env;
+  env.python_version = std::string(python);
+  env.python_full_version = env.python_version + ".0";
+  env.os_name = "posix";
+  env.sys_platform = "linux";
+  env.platform_machine = std::string(machine);
+  env.platform_system = "Linux";
+  env.implementation_name = "cpython";
+  env.implementation_version = env.python_full_version;
+  env.platform_python_implementation = "CPython";
+  return env;
+}
+
 std::optional<std::string> marker_variable(const Environment& env, std::string_view name) {
   if (name == "python_version") return env.python_version;
   if (name == "python_full_version") return env.python_full_version;

@@ -93,6 +93,10 @@ struct Requirement {
 /// `pep508.syntax` (column and expectation in the message) or `pep508.url` (URL without scheme or host).
 Result<Requirement> parse_requirement(std::string_view text);
 
+/// The marker values of CPython PYTHON ("3.11": python_full_version "3.11.0") on Linux MACHINE ("x86_64"), as an
+/// image's interpreter reports them (platform_release and platform_version left empty: an image has no kernel).
+Environment cpython_linux_environment(std::string_view machine, std::string_view python);
+
 /// The value of the marker variable `name` ("python_version", "os_name", ...) in `env`, or nullopt if unknown.
 std::optional<std::string> marker_variable(const Environment& env, std::string_view name);
 

@@ -338,16 +338,7 @@ bool holds_on_some_linux(const std::optional<Marker>& marker) {
   if (!marker) return true;
   for (const char* machine : {"x86_64", "aarch64"}) {
     for (int minor = 8; minor <= 14; ++minor) {
-      Environment env;
-      env.python_version = "3." + std::to_string(minor);
-      env.python_full_version = env.python_version + ".0";
-      env.os_name = "posix";
-      env.sys_platform = "linux";
-      env.platform_machine = machine;
-      env.platform_system = "Linux";
-      env.implementation_name = "cpython";
-      env.implementation_version = env.python_full_version;
-      env.platform_python_implementation = "CPython";
+      const Environment env = cpython_linux_environment(machine, "3." + std::to_string(minor));
       auto v = marker->evaluate(env);
       if (v && *v) return true;
     }

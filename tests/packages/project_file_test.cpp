@@ -31,19 +31,7 @@ class ProjectDir : public ::testing::Test {
   fs::path dir;
 };
 
-Environment linux_env(const std::string& machine, const std::string& python) {
-  Environment e;
-  e.python_version = python;
-  e.python_full_version = python + ".0";
-  e.os_name = "posix";
-  e.sys_platform = "linux";
-  e.platform_machine = machine;
-  e.platform_system = "Linux";
-  e.implementation_name = "cpython";
-  e.implementation_version = e.python_full_version;
-  e.platform_python_implementation = "CPython";
-  return e;
-}
+Environment linux_env(const std::string& machine, const std::string& python) { return cpython_linux_environment(machine, python); }
 
 Result<ProjectFile> parse(const std::string& text, ProjectFormat format = ProjectFormat::requirements) {
   return parse_project_text(text, format, "requirements.txt", {});

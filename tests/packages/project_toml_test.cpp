@@ -34,19 +34,7 @@ std::string project_data(const std::string& relative) {
 }
 
 // CPython on Linux, as the image would report it.
-Environment linux_env(const std::string& python, const std::string& machine) {
-  Environment env;
-  env.python_version = python;
-  env.python_full_version = python + ".0";
-  env.os_name = "posix";
-  env.sys_platform = "linux";
-  env.platform_machine = machine;
-  env.platform_system = "Linux";
-  env.implementation_name = "cpython";
-  env.implementation_version = env.python_full_version;
-  env.platform_python_implementation = "CPython";
-  return env;
-}
+Environment linux_env(const std::string& python, const std::string& machine) { return gpuenv::packages::cpython_linux_environment(machine, python); }
 
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> out;
