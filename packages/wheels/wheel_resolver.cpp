@@ -41,6 +41,9 @@ const char* const k_hint_sdist_only =
     "gpuenv installs wheels only and does not build source distributions: pick a version that ships wheels for "
     "this target, or build the wheel yourself and serve it from your own index";
 const char* const k_hint_no_match = "choose a version that has a wheel for this Python and platform, or change the target";
+const char* const k_hint_hash_not_listed =
+    "the index serves other files than the project file was made from: find out why the bytes differ, then make the file again against this "
+    "index (uv lock, pip-compile --generate-hashes)";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Small helpers
@@ -719,7 +722,9 @@ Note Resolver::explain_single(const std::string& name, const ProjectPage& page, 
     }
     reasons.push_back(e->version.str() + ": " + why);
   }
-  return {"wheel.no_match", "no version of " + name + " in " + asked + " has a wheel gpuenv can use: " + join(reasons, "; ")};
+  // Every version the requirement allows lost its wheels to the project file's hashes: the file and the index disagree.
+  const bool by_hash = std::all_of(in_range.begin(), in_range.end(), [](const VersionEntry* e) { return e->hash_excluded && !e->wheel && !e->yanked_wheel; });
+  return {by_hash ? "wheel.hash_not_listed" : "wheel.no_match", "no version of " + name + " in " + asked + " has a wheel gpuenv can use: " + join(reasons, "; ")};
 }
 
 Conflict Resolver::explain_empty(const std::string& name, const ProjectPage& page, const std::vector<Constraint>& constraints) const {
@@ -775,7 +780,7 @@ Conflict Resolver::explain_empty(const std::string& name, const ProjectPage& pag
 Error Resolver::failure(std::vector<Note> notes) const {
   if (notes.empty()) notes.push_back({"wheel.conflict", "no combination of versions satisfies the requirements"});
   // The first note that is more than "this version was unusable" names the error.
-  auto lead = std::find_if(notes.begin(), notes.end(), [](const Note& n) { return n.id != "wheel.no_match"; });
+  auto lead = std::find_if(notes.begin(), notes.end(), [](const Note& n) { return n.id != "wheel.no_match" && n.id != "wheel.hash_not_listed"; });
   if (lead != notes.end()) std::rotate(notes.begin(), lead, lead + 1);
   std::vector<std::string> messages;
   for (const auto& n : notes) messages.push_back(n.message);
@@ -783,6 +788,7 @@ Error Resolver::failure(std::vector<Note> notes) const {
   const char* hint = id == "wheel.not_found"    ? k_hint_not_found
                      : id == "wheel.sdist_only" ? k_hint_sdist_only
                      : id == "wheel.no_match"   ? k_hint_no_match
+                     : id == "wheel.hash_not_listed" ? k_hint_hash_not_listed
                                                 : k_hint_conflict;
   return make_error(ErrorKind::unsatisfiable, id, join(messages, "; also: "), {}, hint);
 }

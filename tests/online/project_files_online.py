@@ -50,7 +50,7 @@ every wheel it pins for the target (name, version, sha256) is compared with the 
     needs it and the sha256 of every file of its locked version.
 
 Also checked: the amd64 requirements file with the sha256 of the wheel gpuenv chose for pyyaml altered (wherever the
-file lists it) makes `gpuenv lock` exit 3 with wheel.no_match, naming pyyaml (docs/spec.md, "A project file").
+file lists it) makes `gpuenv lock` exit 3 with wheel.hash_not_listed, naming pyyaml (docs/spec.md, "A project file").
 
 Prints a table per format (each file/selection and target: wheels compared, agreeing, differing; the format's total)
 and every difference. Work files stay in BUILD_DIR/online-project-files.
@@ -468,10 +468,10 @@ def main(argv):
             log = bad.parent / "gpuenv.log"
             rc = gpuenv_run(gpuenv, ["lock"] + ([] if plain else [str(spec)]) + ["--from", str(bad), "-o", str(bad.parent / "x.lock")], log)
             said = log.read_text(errors="replace")
-            if rc == 3 and re.search(rf"\b{victim}\b", said, re.I) and "wheel.no_match" in said:
+            if rc == 3 and re.search(rf"\b{victim}\b", said, re.I) and "wheel.hash_not_listed" in said:
                 hash_row = f"ok: exit 3 naming {victim}: {said.strip().splitlines()[0][:160]}"
             else:
-                hash_row = f"FAILED: exit {rc} (want 3, wheel.no_match, naming {victim}):\n{log_tail(log)}"
+                hash_row = f"FAILED: exit {rc} (want 3, wheel.hash_not_listed, naming {victim}):\n{log_tail(log)}"
                 problems.append("hash check: " + hash_row)
 
     print("\nproject_files: gpuenv's wheels against the oracle (name, version, sha256)")

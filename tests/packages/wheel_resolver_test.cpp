@@ -943,7 +943,8 @@ TEST(WheelResolverProject, HashesChooseAmongTheFilesTheProjectListsAndRefuseOthe
   r.allowed_hashes["fast"] = {*gpuenv::Digest::from_hex(sha256_hex("other bytes"))};
   auto bad = resolve_wheels(f, r);
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.error().id, "wheel.no_match");
+  EXPECT_EQ(bad.error().id, "wheel.hash_not_listed");
+  EXPECT_NE(bad.error().hint.find("make the file again"), std::string::npos);
   EXPECT_NE(bad.error().message.find("fast"), std::string::npos);
   EXPECT_NE(bad.error().message.find("whose sha256 is one requirements.txt lists"), std::string::npos) << bad.error().message;
 }
