@@ -29,7 +29,7 @@ for spec in "$root"/recipes/examples/*.yaml; do
     echo "FAIL: $name does not build"; tail -5 "$out/$name.log"; status=1; continue
   fi
   check=pass
-  for fw in torch tensorflow jax; do grep -q "^  $fw:" "$spec" && check="import $fw"; done
+  for fw in torch tensorflow jax vllm sglang; do grep -q "^  $fw:" "$spec" && check="import $fw"; done
   if grep -q '^python:\|^  pip:\|^frameworks:' "$spec" || [ "$check" != pass ]; then
     if ! "$gpuenv" run "$out/$name" --no-gpu -- python3 -c "$check" >>"$out/$name.log" 2>&1; then
       echo "FAIL: $name builds, but '$check' fails in it"; tail -5 "$out/$name.log"; status=1; continue
