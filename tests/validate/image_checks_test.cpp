@@ -301,27 +301,40 @@ TEST_F(ImageChecks, AnImportErrorFailsWithThePythonErrorText) {
   }
 }
 
+/// The report of an image that holds vllm beside the torch it pins (the probe runs once per fixture).
+json serving_report(const json& vllm) {
+  json r = good_report();
+  r["frameworks"]["vllm"] = vllm;
+  return r;
+}
+
 TEST_F(ImageChecks, AServingFrameworkIsJudgedOnItsImportAndVersionItsTorchOnEverything) {
   // vllm computes through the torch it pins: the lock lists both; vllm only has to import at the lock's version.
   inputs.lock_frameworks = {{"vllm", "0.33.0"}, {"torch", "2.5.1"}};
-  json r = good_report();
-  r["frameworks"]["vllm"] = {{"module", "vllm"}, {"imported", true}, {"error", nullptr}, {"timed_out", false},
-                             {"version", "0.33.0"}, {"import_only", true}};
-  image->reply(r);
+  image->reply(serving_report({{"module", "vllm"}, {"imported", true}, {"error", nullptr}, {"timed_out", false},
+                               {"version", "0.33.0"}, {"import_only", true}}));
   const GpuOutcome o = run("framework_smoke");
   EXPECT_EQ(o.status, CheckStatus::pass) << o.message;
+  EXPECT_TRUE(contains(o.message, "vllm 0.33.0 imports")) << o.message;
   EXPECT_EQ(run("cudnn_smoke").status, CheckStatus::pass);
-  r["frameworks"]["vllm"]["version"] = "0.32.0";
-  image->reply(r);
-  const GpuOutcome other = run("framework_smoke");
-  EXPECT_EQ(other.code, "image_framework_mismatch");
-  EXPECT_TRUE(contains(other.message, "vllm 0.32.0 in the image, but the lock has 0.33.0")) << other.message;
-  r["frameworks"]["vllm"] = {{"module", "vllm"}, {"imported", false}, {"timed_out", false},
-                             {"error", "ImportError: libcuda.so.1: cannot open shared object file"}};
-  image->reply(r);
-  const GpuOutcome failed = run("framework_smoke");
-  EXPECT_EQ(failed.code, "image_import_failed");
-  EXPECT_TRUE(contains(failed.message, "import vllm failed in the image: ImportError: libcuda.so.1")) << failed.message;
+}
+
+TEST_F(ImageChecks, AServingFrameworkOfAnotherVersionFails) {
+  inputs.lock_frameworks = {{"vllm", "0.33.0"}, {"torch", "2.5.1"}};
+  image->reply(serving_report({{"module", "vllm"}, {"imported", true}, {"error", nullptr}, {"timed_out", false},
+                               {"version", "0.32.0"}, {"import_only", true}}));
+  const GpuOutcome o = run("framework_smoke");
+  EXPECT_EQ(o.code, "image_framework_mismatch");
+  EXPECT_TRUE(contains(o.message, "vllm 0.32.0 in the image, but the lock has 0.33.0")) << o.message;
+}
+
+TEST_F(ImageChecks, AServingFrameworkThatDoesNotImportFailsWithTheError) {
+  inputs.lock_frameworks = {{"vllm", "0.33.0"}, {"torch", "2.5.1"}};
+  image->reply(serving_report({{"module", "vllm"}, {"imported", false}, {"timed_out", false},
+                               {"error", "ImportError: libcuda.so.1: cannot open shared object file"}}));
+  const GpuOutcome o = run("framework_smoke");
+  EXPECT_EQ(o.code, "image_import_failed");
+  EXPECT_TRUE(contains(o.message, "import vllm failed in the image: ImportError: libcuda.so.1")) << o.message;
 }
 
 TEST_F(ImageChecks, NoGpuVisibleInsideTheImageFailsWithWhatTheImageSees) {
