@@ -122,6 +122,7 @@ images::BuildRequest assembly_request(const BuildRequest& rq, const LockToBuild&
   a.threads = rq.threads;
   a.generator = generator();
   a.allow_missing = rq.allow_missing;
+  a.allow_record_mismatch = rq.allow_record_mismatch;
   a.fetcher = &network;
   a.cache = &store;
   a.package_tree_dir = cache + "/trees";

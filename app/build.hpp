@@ -24,6 +24,7 @@ struct BuildRequest {
   images::Compression compression = images::Compression::gzip;
   std::string tag;                   ///< "" for the spec's image.tag
   std::vector<std::string> allow_missing;
+  std::vector<std::string> allow_record_mismatch;  ///< wheels "name==version" installed though their RECORD disagrees
   unsigned threads = 0;
   std::string push;         ///< registry reference to push to; "" for none
   bool plain_http = false;  ///< talk to the registry over http:// (a loopback test registry)

@@ -38,6 +38,7 @@ app::BuildRequest build_request(const BuildOptions& o) {
   rq.compression = images::parse_compression(o.compression).value_or(images::Compression::gzip);
   rq.tag = o.tag;
   rq.allow_missing = o.allow_missing;
+  rq.allow_record_mismatch = o.allow_record_mismatch;
   rq.threads = o.threads;
   rq.push = o.push;
   rq.plain_http = o.plain_http;
@@ -260,6 +261,8 @@ Command add_build_command(CLI::App& app, const GlobalOptions& g) {
       ->check(CLI::IsMember({"gzip", "zstd"}));
   sub->add_option("--tag", o->tag, "Reference name recorded in the layout (default: the spec's image.tag)");
   sub->add_option("--allow-missing-lib", o->allow_missing, "A shared library the DT_NEEDED check may find absent; repeatable");
+  sub->add_option("--allow-record-mismatch", o->allow_record_mismatch,
+                  "A wheel NAME==VERSION of the lock to install although its RECORD gives other hashes or sizes for its files; repeatable");
   sub->add_option("--push", o->push, "Push the image to this registry reference (host[:port]/repo[:tag])");
   sub->add_flag("--plain-http", o->plain_http, "Talk to the registry over plain HTTP (a loopback or test registry)");
   sub->add_option("--cache", o->cache, "A build cache shared through a registry (host/repo:tag; default: GPUENV_BUILD_CACHE): take the layers it holds, add what was built");

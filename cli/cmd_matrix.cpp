@@ -17,8 +17,8 @@ int cmd_matrix(const MatrixOptions& o, Context& ctx) {
 Command add_matrix_command(CLI::App& app, const GlobalOptions& g) {
   auto o = std::make_shared<MatrixOptions>();
   auto* sub = app.add_subcommand("matrix", "List valid combinations (framework version, CUDA variant, cuDNN, driver, architectures)");
-  sub->add_option("framework", o->framework, "torch, tensorflow, jax or cuda (default: all)")
-      ->check(CLI::IsMember({"torch", "tensorflow", "jax", "cuda"}));
+  sub->add_option("framework", o->framework, "torch, tensorflow, jax, vllm, sglang or cuda (default: all)")
+      ->check(CLI::IsMember({"torch", "tensorflow", "jax", "vllm", "sglang", "cuda"}));
   sub->add_flag("--json", o->json, "Print a gpuenv-matrix-v1 JSON document");
   return {sub, [o, &g](Context& ctx) {
     (void)g;

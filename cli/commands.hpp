@@ -153,6 +153,7 @@ struct BuildOptions {
   std::string compression = "gzip";  ///< layer compression: gzip or zstd
   std::string tag;
   std::vector<std::string> allow_missing;
+  std::vector<std::string> allow_record_mismatch;
   unsigned threads = 0;
   std::string push;         ///< registry reference to push to; "" for none
   bool plain_http = false;  ///< talk to the registry over http:// (a loopback test registry)

@@ -1,7 +1,10 @@
 #include "cli/render.hpp"
 
+#include <algorithm>
 #include <iomanip>
 #include <sstream>
+
+#include "base/text.hpp"
 
 namespace gpuenv::cli {
 namespace {
@@ -57,6 +60,7 @@ json resolution_json(const resolver::Spec& spec, const resolver::Resolution& r) 
     fw[f.name] = {{"version", f.version.str()}, {"variant", f.variant},     {"cuda", f.cuda.str()},
                   {"cudnn", opt(f.cudnn)},      {"default_variant", f.is_default}, {"archs", archs(f.sm)},
                   {"ptx", archs(f.ptx)}};
+    if (!f.pinned_by.empty()) fw[f.name]["pinned_by"] = f.pinned_by;
   }
   j["frameworks"] = fw;
   j["gpu"] = {{"archs", archs(r.archs)}, {"models", r.gpu_models}, {"origin", r.gpu_origin}};
@@ -89,7 +93,8 @@ void print_resolution(std::ostream& out, const resolver::Spec& spec, const resol
   out << spec.name << " (" << spec.path << ")\n";
   row("base", r.base);
   for (const auto& f : r.frameworks)
-    row(f.name, f.version.str() + "+" + f.variant + (f.is_default ? " (default variant)" : ""));
+    row(f.name, f.version.str() + "+" + f.variant + (f.is_default ? " (default variant)" : "") +
+                    (f.pinned_by.empty() ? "" : " (pinned by " + f.pinned_by + ")"));
   row("cuda", r.cuda ? r.cuda->str() : "-");
   row("cudnn", r.cudnn ? r.cudnn->str() : "-");
   row("python", r.python ? r.python->str() : "-");
@@ -166,6 +171,8 @@ json matrix_json(const std::vector<resolver::MatrixRow>& rows) {
               {"cudnn", opt(r.cudnn)},    {"driver_min", r.driver_min.str()}, {"driver_native", r.driver_native.str()},
               {"archs", archs(r.sm)},     {"ptx", archs(r.ptx)},        {"default_variant", r.is_default}};
     if (r.framework != "cuda") e["python"] = {{"min", r.python_min.str()}, {"max", r.python_max.str()}};
+    if (r.torch) e["torch"] = r.torch->str();
+    if (!r.pins_without_wheel.empty()) e["pins_without_wheel"] = r.pins_without_wheel;
     list.push_back(std::move(e));
   }
   j["rows"] = list;
@@ -181,9 +188,13 @@ void print_matrix(std::ostream& out, const std::vector<resolver::MatrixRow>& row
         << (r.variant.empty() ? "-" : r.variant + (r.is_default ? "*" : "")) << std::setw(8) << r.cuda.truncated(2).str() << std::setw(8)
         << (r.cudnn ? r.cudnn->str() : "-") << std::setw(11)
         << (r.framework == "cuda" ? "-" : r.python_min.str() + "-" + r.python_max.str()) << std::setw(11) << r.driver_min.str()
-        << std::setw(11) << r.driver_native.str() << arch_text(r.sm) << (r.ptx.empty() ? "" : " (" + arch_text(r.ptx) + ")") << "\n";
+        << std::setw(11) << r.driver_native.str() << arch_text(r.sm) << (r.ptx.empty() ? "" : " (" + arch_text(r.ptx) + ")")
+        << (r.torch ? "  torch==" + r.torch->str() : "")
+        << (r.pins_without_wheel.empty() ? "" : "  not installable, no wheel of: " + join(r.pins_without_wheel, ", ")) << "\n";
   }
   out << "* = the variant a plain `pip install` gets. driver>= uses minor-version compatibility; native>= is needed for PTX JIT.\n";
+  if (std::any_of(rows.begin(), rows.end(), [](const resolver::MatrixRow& r) { return r.torch.has_value(); }))
+    out << "torch== is the torch release a framework pins; its cuDNN and Python range are that torch's too.\n";
 }
 
 json error_json(const Error& e) {

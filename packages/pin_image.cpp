@@ -89,6 +89,9 @@ std::vector<std::string> framework_requirements(const resolver::Resolution& r) {
       out.push_back(std::string("tensorflow") + (and_cuda ? "[and-cuda]" : "") + "==" + f.version.str());
     } else if (f.name == "jax") {
       out.push_back("jax[" + f.variant + "]==" + f.version.str());
+    } else if (f.name == "vllm" || f.name == "sglang") {
+      // Serving frameworks on the Python package index: one CUDA build a release, which pins its torch (also listed).
+      out.push_back(f.name + "==" + f.version.str());
     }
   }
   return out;

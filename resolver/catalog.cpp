@@ -246,6 +246,9 @@ void load_framework(Reader& r, const YAML::Node& root, Catalog& c) {
       fr.variants.push_back(std::move(fv));
     }
     fr.aarch64_cuda = r.opt_strings(rel, "aarch64_cuda");
+    fr.torch = r.opt_version(rel, "torch");
+    fr.pins = r.strings(rel, "pins");
+    fr.pins_without_wheel = r.strings(rel, "pins_without_wheel");
     fr.sources = r.sources(rel);
     releases.push_back(std::move(fr));
   }
@@ -299,6 +302,43 @@ template <class T>
 void check_sources(const std::vector<T>& items, const std::string& what, std::vector<std::string>& problems) {
   for (std::size_t i = 0; i < items.size(); ++i)
     if (items[i].sources.empty()) problems.push_back(what + " item " + std::to_string(i + 1) + " has no source");
+}
+
+/// "name==version" with a name of letters, digits, '-', '_', '.' and a version without spaces.
+bool catalog_pin_well_formed(const std::string& pin) {
+  const auto eq = pin.find("==");
+  if (eq == std::string::npos || eq == 0 || eq + 2 >= pin.size()) return false;
+  const auto name_ok = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.'; };
+  const auto version_ok = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '+' || ch == '!'; };
+  return std::all_of(pin.begin(), pin.begin() + static_cast<std::ptrdiff_t>(eq), name_ok) &&
+         std::all_of(pin.begin() + static_cast<std::ptrdiff_t>(eq) + 2, pin.end(), version_ok);
+}
+
+/// A release that pins torch (vLLM, SGLang): the torch release is recorded, each variant has torch's variant of the same
+/// name and CUDA, and its pins are well formed (pins_without_wheel among them).
+void check_torch_pin(const Catalog& c, const FrameworkRelease& r, const std::string& id, std::vector<std::string>& problems) {
+  for (const auto& p : r.pins)
+    if (!catalog_pin_well_formed(p)) problems.push_back(id + ": pin '" + p + "' is not name==version");
+  for (const auto& p : r.pins_without_wheel)
+    if (std::find(r.pins.begin(), r.pins.end(), p) == r.pins.end()) problems.push_back(id + ": pins_without_wheel names '" + p + "', which pins does not list");
+  if (!r.torch) return;
+  if (r.framework == "torch") {
+    problems.push_back(id + ": torch cannot pin torch");
+    return;
+  }
+  const FrameworkRelease* torch = nullptr;
+  if (auto it = c.frameworks.find("torch"); it != c.frameworks.end())
+    for (const auto& t : it->second)
+      if (t.version == *r.torch) torch = &t;
+  if (!torch) {
+    problems.push_back(id + ": it pins torch " + r.torch->str() + ", which torch.yaml does not record");
+    return;
+  }
+  for (const auto& v : r.variants) {
+    const FrameworkVariant* tv = torch->variant(v.name);
+    if (!tv) problems.push_back(id + " " + v.name + ": torch " + r.torch->str() + " has no variant " + v.name);
+    else if (tv->cuda != v.cuda) problems.push_back(id + " " + v.name + ": CUDA " + v.cuda.str() + ", torch " + r.torch->str() + "+" + v.name + " has " + tv->cuda.str());
+  }
 }
 
 }  // namespace
@@ -554,6 +594,7 @@ std::vector<std::string> check_catalog(const Catalog& c) {
         if ((!v.aarch64_sm.empty() || !v.aarch64_ptx.empty()) && r.cuda_on_aarch64(v.name) != true)
           problems.push_back(id + " " + v.name + ": aarch64_sm/aarch64_ptx recorded, but aarch64_cuda does not list the variant");
       }
+      check_torch_pin(c, r, id, problems);
       if (r.aarch64_cuda) {
         std::set<std::string> listed;
         for (const auto& n : *r.aarch64_cuda) {

@@ -82,12 +82,20 @@ struct FrameworkVariant {
 };
 
 struct FrameworkRelease {
-  std::string framework;  ///< torch | tensorflow | jax
+  std::string framework;  ///< torch | tensorflow | jax | vllm | sglang
   Version version;
   Version python_min, python_max;
   std::string default_variant;
   std::optional<Version> glibc_min;
   std::vector<FrameworkVariant> variants;
+  /// The torch release its wheels pin (Requires-Dist torch==X: vLLM, SGLang); each variant runs on torch's variant of
+  /// the same name. std::nullopt for a framework that pins no torch.
+  std::optional<Version> torch;
+  /// Other exact pins of its Requires-Dist worth knowing ("torchvision==0.29.0"), as read; checked online.
+  std::vector<std::string> pins;
+  /// Those of `pins` for which the Python package index served no wheel when the catalog recorded it (none at all, or a
+  /// source distribution only): the release cannot be installed from the index with wheels.
+  std::vector<std::string> pins_without_wheel;
   /// The variants whose Linux aarch64 wheels on the Python package index (its default variant, what a plain pip
   /// install gets there) are CUDA builds: empty when every aarch64 wheel the index serves for the release is
   /// CPU-only (or there is none); std::nullopt when not recorded (unknown). Says nothing of torch's own wheel index.

@@ -179,7 +179,8 @@ std::string encode_catalog(const Catalog& c) {
   for (const auto& [name, releases] : c.frameworks) {
     for (const auto& r : releases) {
       w.line("FR", esc(name), r.version.str(), r.python_min.str(), r.python_max.str(), esc(r.default_variant), ver(r.glibc_min),
-             std::string(r.aarch64_cuda ? "1" : "0"), strings(r.aarch64_cuda ? *r.aarch64_cuda : std::vector<std::string>{}));
+             std::string(r.aarch64_cuda ? "1" : "0"), strings(r.aarch64_cuda ? *r.aarch64_cuda : std::vector<std::string>{}), ver(r.torch),
+             strings(r.pins), strings(r.pins_without_wheel));
       for (const auto& v : r.variants)
         w.line("FV", esc(v.name), v.cuda.str(), ver(v.cudnn), ints(v.sm), ints(v.ptx), ver(v.driver_min), ints(v.aarch64_sm), ints(v.aarch64_ptx));
       w.sources(r.sources);
@@ -254,6 +255,9 @@ Result<Catalog> decode_catalog(std::string_view bytes) {
       r.glibc_min = f.opt_version(6);
       if (f.flag(7)) r.aarch64_cuda = f.string_list(8);
       else if (f.text(8) != "") f.fail("aarch64 variants without their flag");
+      r.torch = f.opt_version(9);
+      r.pins = f.string_list(10);
+      r.pins_without_wheel = f.string_list(11);
       auto& list = c.frameworks[r.framework];
       list.push_back(std::move(r));
       release = &list.back();

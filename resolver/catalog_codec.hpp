@@ -9,7 +9,7 @@
 
 namespace gpuenv::resolver {
 
-inline constexpr std::string_view k_catalog_codec_header = "gpuenv-catalog-bin-v3";
+inline constexpr std::string_view k_catalog_codec_header = "gpuenv-catalog-bin-v4";
 
 /// Encodes every fact and source of the catalog (line records, tab-separated fields, escaped text).
 std::string encode_catalog(const Catalog& catalog);

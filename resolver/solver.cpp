@@ -13,6 +13,7 @@ struct Pick {
   const FrameworkRequest* request = nullptr;
   const FrameworkRelease* release = nullptr;
   const FrameworkVariant* variant = nullptr;
+  const FrameworkRelease* pinned_by = nullptr;  ///< the release (vLLM, SGLang) whose torch pin brought this torch in
 };
 
 struct Candidate {
@@ -171,10 +172,33 @@ class Solver {
         for (const auto& p : picks) same_major = same_major && p.variant->cuda.major() == variant.cuda.major();
         if (!same_major) continue;
         picks.push_back(Pick{&req, &release, &variant});
+        // A framework that pins torch brings that torch, unless the spec (or another framework) already has one.
+        const bool needs_torch = release.torch && std::none_of(picks.begin(), picks.end(), [](const Pick& p) { return p.release->framework == "torch"; });
+        std::optional<Pick> torch = needs_torch ? pinned_torch(picks.back()) : std::nullopt;
+        if (needs_torch && !torch) {
+          picks.pop_back();
+          continue;
+        }
+        if (torch) picks.push_back(*torch);
         enumerate_picks(i + 1, picks);
+        if (torch) picks.pop_back();
         picks.pop_back();
       }
     }
+  }
+
+  /// The torch pick P's release pins: that torch release's variant of P's variant name. None when the catalog lacks it
+  /// (check_catalog refuses such a catalog) or when only the index's default variants may be used and it is not one.
+  std::optional<Pick> pinned_torch(const Pick& p) const {
+    const auto it = m_catalog.frameworks.find("torch");
+    if (it == m_catalog.frameworks.end()) return std::nullopt;
+    for (const auto& t : it->second) {
+      if (t.version != *p.release->torch) continue;
+      const FrameworkVariant* v = t.variant(p.variant->name);
+      if (!v || (m_req.default_variants_only && v->name != t.default_variant)) return std::nullopt;
+      return Pick{&m_any_torch, &t, v, p.release};
+    }
+    return std::nullopt;
   }
 
   void add_for_toolkit(const std::vector<Pick>& picks, const CudaToolkit& t) {
@@ -286,6 +310,7 @@ class Solver {
                                                  p.release->glibc_min->str() + "; " + m_spec.base() + " has " + m_distro.glibc->str()); });
     }
     check_aarch64(c);
+    check_pins(c);
     // cuDNN build for this CUDA.
     if (cf && cf->has_build == false) {
       violate(c, Rule::cudnn_cuda, [&] { return std::string("cuDNN " + c.cudnn->str() + " has no build for CUDA " + std::to_string(t->version.major())); });
@@ -374,6 +399,36 @@ class Solver {
       if (m_explain) ptx_why = build() + " has no machine code for " + g.name + " (" + arch_name(g.sm) + "); JIT of its compute_" +
                 std::to_string(ptx) + " PTX needs the CUDA " + cuda_xy(p.variant->cuda) + " driver";
     }
+  }
+
+  /// A framework that pins torch (vLLM, SGLang) runs on that torch only: the image's torch (the spec's, or the one another
+  /// framework pins) must be the release and variant it pins. A release that pins a package the Python package index
+  /// serves no wheel of cannot be installed from there.
+  void check_pins(Candidate& c) const {
+    const Pick* torch = nullptr;
+    for (const auto& p : c.picks)
+      if (p.release->framework == "torch") torch = &p;
+    for (const auto& p : c.picks) {
+      const FrameworkRelease& r = *p.release;
+      for (const auto& pin : r.pins_without_wheel)
+        violate(c, Rule::pin_without_wheel, [&] { return r.framework + " " + r.version.str() + " pins " + pin +
+                                                         ", of which the Python package index serves no wheel: it cannot be installed from there"; });
+      if (!r.torch || !torch || torch->pinned_by == &r) continue;
+      if (torch->release->version == *r.torch && torch->variant->name == p.variant->name) continue;
+      violate(c, Rule::framework_pin, [&] { return pin_conflict(p, *torch); });
+    }
+  }
+
+  /// Why TORCH is not the torch P pins: "vllm 0.34.0 pins torch==2.14.0 (its wheels' Requires-Dist); the spec asks for torch '2.9'".
+  static std::string pin_conflict(const Pick& p, const Pick& torch) {
+    const FrameworkRelease& r = *p.release;
+    const std::string pins = r.framework + " " + r.version.str() + " pins torch==" + r.torch->str() + " (its wheels' Requires-Dist)";
+    if (torch.release->version == *r.torch)
+      return label(p) + " is built against torch " + r.torch->str() + "+" + p.variant->name + "; the image's torch would be " + label(torch);
+    if (torch.pinned_by)
+      return pins + "; " + torch.pinned_by->framework + " " + torch.pinned_by->version.str() + " pins torch==" + torch.release->version.str() +
+             ", and one image holds one torch";
+    return pins + "; the spec asks for torch '" + torch.request->version.str() + "'";
   }
 
   /// torch's variants other than its default come from torch's own wheel index (app/lock.cpp), which the catalog's
@@ -543,7 +598,11 @@ class Solver {
     }
     for (const auto& p : c.picks) {
       out.frameworks.push_back(ChosenFramework{p.release->framework, p.release->version, p.variant->name, p.variant->cuda,
-                                               p.variant->cudnn, p.variant->name == p.release->default_variant, p.variant->sm, p.variant->ptx});
+                                               p.variant->cudnn, p.variant->name == p.release->default_variant, p.variant->sm, p.variant->ptx,
+                                               p.pinned_by ? p.pinned_by->framework + " " + p.pinned_by->version.str() : std::string()});
+      if (p.pinned_by)
+        out.notes.push_back(label(p) + " is the torch " + p.pinned_by->framework + " " + p.pinned_by->version.str() +
+                            " pins (torch==" + p.release->version.str() + " in its wheels' Requires-Dist); torch's rules apply to it as well");
       if (p.variant->sm.empty() && p.variant->ptx.empty())
         out.notes.push_back(label(p) + ": the catalog does not record its compiled architectures; they were not checked");
     }
@@ -578,9 +637,13 @@ class Solver {
     for (const auto& c : m_candidates)
       if (!breaks_spec(c)) requested.push_back(&c);
     std::set<std::string> seen;
+    const std::vector<Violation> pins = pin_conflicts();  // said once, for the spec's versions, not per combination
     auto add = [&](const Violation& v) {
+      if (!pins.empty() && v.rule == Rule::framework_pin) return;
       if (out.conflicts.size() < 8 && seen.insert(v.message).second) out.conflicts.push_back(v);
     };
+    for (const auto& v : pins)
+      if (seen.insert(v.message).second) out.conflicts.push_back(v);
     if (m_candidates.empty()) {
       add({Rule::framework_version, "the catalog has no combination for this spec"});
     } else if (requested.empty()) {
@@ -618,6 +681,54 @@ class Solver {
                                                                   " combinations match the spec's versions; none satisfies every rule"});
     }
     suggest(out);
+  }
+
+  /// Torch pins the spec's own versions rule out, said before anything else: "vllm '0.34' pins torch 2.14.0; the spec
+  /// asks for torch '2.9'", or two frameworks whose allowed releases pin no torch in common.
+  std::vector<Violation> pin_conflicts() const {
+    std::vector<Violation> out;
+    const FrameworkRequest* torch = nullptr;
+    for (const auto& req : m_spec.frameworks)
+      if (req.name == "torch") torch = &req;
+    std::vector<std::pair<const FrameworkRequest*, std::vector<Version>>> pinned;
+    for (const auto& req : m_spec.frameworks) {
+      const std::vector<Version> pins = torch_pins(req);
+      if (pins.empty()) continue;
+      const auto allowed = [&](const std::vector<Version>& vs, const Constraint& want) {
+        return std::any_of(vs.begin(), vs.end(), [&](const Version& v) { return want.matches(v); });
+      };
+      if (torch && !allowed(pins, torch->version))
+        out.push_back({Rule::framework_pin, req.name + " '" + req.version.str() + "' pins torch " + version_list(pins) +
+                                                "; the spec asks for torch '" + torch->version.str() + "'"});
+      for (const auto& other : pinned) {
+        const bool common = std::any_of(pins.begin(), pins.end(), [&](const Version& v) {
+          return std::find(other.second.begin(), other.second.end(), v) != other.second.end();
+        });
+        if (!common)
+          out.push_back({Rule::framework_pin, other.first->name + " '" + other.first->version.str() + "' pins torch " + version_list(other.second) +
+                                                  "; " + req.name + " '" + req.version.str() + "' pins torch " + version_list(pins) +
+                                                  "; one image holds one torch"});
+      }
+      pinned.emplace_back(&req, pins);
+    }
+    return out;
+  }
+
+  /// The torch releases pinned by the releases of REQ's framework that REQ allows (sorted, each once).
+  std::vector<Version> torch_pins(const FrameworkRequest& req) const {
+    std::vector<Version> out;
+    const auto it = m_catalog.frameworks.find(req.name);
+    if (it == m_catalog.frameworks.end()) return out;
+    for (const auto& r : it->second)
+      if (r.torch && req.version.matches(r.version) && std::find(out.begin(), out.end(), *r.torch) == out.end()) out.push_back(*r.torch);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  static std::string version_list(const std::vector<Version>& vs) {
+    std::vector<std::string> parts;
+    for (const auto& v : vs) parts.push_back(v.str());
+    return join(parts, " or ");
   }
 
   static std::size_t spec_violations(const Candidate& c) {
@@ -689,6 +800,7 @@ class Solver {
   std::vector<std::pair<std::pair<Version, int>, std::unique_ptr<CudnnFacts>>> m_cudnn_facts;  // stable addresses
   std::vector<Candidate> m_candidates;
   bool m_explain = false;
+  const FrameworkRequest m_any_torch{"torch", Constraint{}, {}, {}, {}};  ///< the request of a torch a framework pins
 };
 
 }  // namespace
@@ -713,6 +825,8 @@ std::string_view rule_name(Rule rule) {
     case Rule::glibc: return "glibc";
     case Rule::cudnn_conflict: return "cudnn_conflict";
     case Rule::platform_framework: return "platform_framework";
+    case Rule::framework_pin: return "framework_pin";
+    case Rule::pin_without_wheel: return "pin_without_wheel";
   }
   return "unknown";
 }
@@ -772,6 +886,9 @@ Result<Resolution> resolve(const Catalog& catalog, const ResolveRequest& request
     if (it == catalog.frameworks.end()) continue;
     const auto& releases = it->second;
     if (std::any_of(releases.begin(), releases.end(), [&](const FrameworkRelease& r) { return req.version.matches(r.version); })) continue;
+    // Each release of a framework that pins torch pins its own (sglang 0.5.21 and 0.5.22 pin different ones): no
+    // neighbour's facts are taken for a release the catalog lacks.
+    if (std::any_of(releases.begin(), releases.end(), [](const FrameworkRelease& r) { return r.torch.has_value(); })) continue;
     const auto want = req.version.lower_bound();
     if (!want || want->parts().size() < 3 || !req.version.matches(*want)) continue;
     const FrameworkRelease* near = nullptr;
@@ -804,12 +921,32 @@ Result<Resolution> resolve(const Catalog& catalog, const ResolveRequest& request
   return out;
 }
 
+namespace {
+
+/// A row of a framework that pins torch: the torch it pins, that torch's cuDNN, and the Python both support.
+void apply_pinned_torch(const Catalog& catalog, const FrameworkRelease& rel, const FrameworkVariant& v, MatrixRow& r) {
+  r.pins_without_wheel = rel.pins_without_wheel;
+  if (!rel.torch) return;
+  r.torch = rel.torch;
+  const auto it = catalog.frameworks.find("torch");
+  if (it == catalog.frameworks.end()) return;
+  for (const auto& t : it->second) {
+    const FrameworkVariant* tv = t.version == *rel.torch ? t.variant(v.name) : nullptr;
+    if (!tv) continue;
+    r.cudnn = tv->cudnn;
+    r.python_min = std::max(r.python_min, t.python_min);
+    r.python_max = std::min(r.python_max, t.python_max);
+  }
+}
+
+}  // namespace
+
 Result<std::vector<MatrixRow>> matrix(const Catalog& catalog, std::string_view framework) {
   std::vector<MatrixRow> rows;
   const bool all = framework.empty();
   if (!all && framework != "cuda" && !catalog.frameworks.count(std::string(framework))) {
     return make_error(ErrorKind::usage, "cli.unknown_framework", "unknown framework '" + std::string(framework) + "'", {},
-                      "use torch, tensorflow, jax or cuda");
+                      "use torch, tensorflow, jax, vllm, sglang or cuda");
   }
   if (all || framework == "cuda") {
     for (const auto& t : catalog.toolkits) {
@@ -841,6 +978,7 @@ Result<std::vector<MatrixRow>> matrix(const Catalog& catalog, std::string_view f
         r.is_default = v.name == rel.default_variant;
         r.sm = v.sm;
         r.ptx = v.ptx;
+        apply_pinned_torch(catalog, rel, v, r);
         for (const auto* t : tks) r.driver_native = std::max(r.driver_native, t->driver_min);
         const CudaMajor* m = catalog.major(static_cast<int>(v.cuda.major()));
         r.driver_min = m ? m->minor_compat_driver_min : r.driver_native;

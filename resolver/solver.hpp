@@ -43,6 +43,8 @@ enum class Rule {
   arch_cudnn, arch_framework, cudnn_cuda, driver, gpu_driver, confidential, glibc,
   cudnn_conflict,  ///< two frameworks in one image need different cuDNN releases
   platform_framework,  ///< linux/arm64 is a platform and the framework's aarch64 wheels on the index are CPU-only
+  framework_pin,       ///< a framework pins a torch release (vLLM, SGLang) and the image's torch is another
+  pin_without_wheel,   ///< a framework release pins a package the Python package index serves no wheel of
 };
 std::string_view rule_name(Rule rule);
 
@@ -67,6 +69,8 @@ struct ChosenFramework {
   std::optional<Version> cudnn;
   bool is_default = false;
   std::vector<int> sm, ptx;
+  /// "vllm 0.33.0" when this is the torch a framework pins and the spec did not name torch; empty otherwise.
+  std::string pinned_by;
 };
 
 /// The outcome. `ok == false` is a normal answer ("unsatisfiable") carrying conflicts and suggestions.
@@ -115,8 +119,10 @@ bool ptx_runs_on(int ptx, int gpu);
 
 /// One row of `gpuenv matrix`: a framework release and variant (or a bare toolkit) and what it needs.
 struct MatrixRow {
-  std::string framework;  ///< torch | tensorflow | jax | cuda
+  std::string framework;  ///< torch | tensorflow | jax | vllm | sglang | cuda
   Version version;
+  std::optional<Version> torch;  ///< the torch release a framework pins (vllm, sglang)
+  std::vector<std::string> pins_without_wheel;  ///< its pins the Python package index serves no wheel of (not installable)
   std::string variant;
   Version cuda;
   std::optional<Version> cudnn;

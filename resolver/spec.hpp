@@ -46,7 +46,7 @@ struct SourcePos {
 
 /// A framework request: `torch: "2.5.*"`.
 struct FrameworkRequest {
-  std::string name;  ///< torch | tensorflow | jax
+  std::string name;  ///< torch | tensorflow | jax | vllm | sglang
   Constraint version;
   SourcePos pos;
   /// Only this variant of the release ("cu118"); "" any. Set for a framework a project file pins (the PyPI wheel:

@@ -20,6 +20,7 @@
 #include "base/file_io.hpp"
 #include "base/json_field.hpp"
 #include "base/safe_text.hpp"
+#include "base/text.hpp"
 #include "images/assemble/layer_writer.hpp"
 #include "images/rootfs/package_trees.hpp"
 #include "images/assemble/root_tree.hpp"
@@ -31,6 +32,7 @@
 #include "images/rootfs/deb_rootfs.hpp"
 #include "images/rootfs/ld_cache.hpp"
 #include "images/run/unpack.hpp"
+#include "packages/wheels/markers.hpp"
 #include "packages/wheels/wheel_install.hpp"
 
 namespace gpuenv::images {
@@ -460,6 +462,11 @@ Status install_one_wheel(Assembly& a, std::size_t i, const packages::InstallSche
   s.headers = "usr/local/include/" + python + "/" + p.name;
   packages::WheelInstallOptions wo;
   wo.requested = layer_of(p, a.lock) == "user";
+  wo.accept_record_mismatch = std::any_of(a.rq.allow_record_mismatch.begin(), a.rq.allow_record_mismatch.end(), [&](const std::string& w) {
+    const auto eq = w.find("==");
+    return eq != std::string::npos && packages::canonicalize_name(w.substr(0, eq)) == packages::canonicalize_name(p.name) && w.substr(eq + 2) == p.version;
+  });
+  std::vector<std::string> mismatches;
   auto unpack = [&](const std::string& root) -> Result<packages::InstalledWheel> {
     GPUENV_TRY(file, package_file(a, i));
     auto m = assembly::Mapped::open(file);
@@ -470,6 +477,7 @@ Status install_one_wheel(Assembly& a, std::size_t i, const packages::InstallSche
       e.while_("installing " + p.name + " " + p.version);
       return e;
     }
+    mismatches = installed->record_mismatches;
     return installed;
   };
   // Everything the installed files depend on: the wheel, its file name, the scheme and REQUESTED.
@@ -480,6 +488,10 @@ Status install_one_wheel(Assembly& a, std::size_t i, const packages::InstallSche
     return TreeRecord{{}, std::move(installed.files)};
   });
   if (!tree) return std::move(tree).error();
+  if (wo.accept_record_mismatch)
+    a.notes.push_back(p.name + " " + p.version + " installed with --allow-record-mismatch" +
+                      (mismatches.empty() ? std::string(" (its files were taken from an earlier install in the cache)")
+                                          : ": its RECORD gives other hashes or sizes for " + join(mismatches, ", ")));
   GPUENV_CHECK(link_tree(*tree, a.root, filename, a.linked));
   for (const auto& f : tree->record.files) {
     a.owners[f] = Owner{static_cast<int>(i), false, 0, 0, 0};

@@ -88,6 +88,9 @@ struct BuildRequest {
   int zstd_level = 3;
   std::string generator = "gpuenv";  ///< "gpuenv 0.1.0": written into the SBOM and labels
   std::vector<std::string> allow_missing;  ///< sonames the DT_NEEDED check accepts as absent
+  /// Wheels ("name==version", the name as pip normalizes it or not) whose RECORD may give wrong hashes or sizes
+  /// (packages::WheelInstallOptions::accept_record_mismatch); each one the build uses is said in its notes.
+  std::vector<std::string> allow_record_mismatch;
   Fetcher* fetcher = nullptr;        ///< required; make_offline_fetcher() for --offline (the cache must hold every package)
   BlobStore* cache = nullptr;        ///< required
   std::string layer_memo_dir;        ///< remembers a layer's input key -> its blob across builds; "" disables

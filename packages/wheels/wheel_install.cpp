@@ -45,7 +45,8 @@ Error bad_wheel(const std::string& where, const std::string& message, const std:
 Error record_mismatch(const std::string& where, const std::string& message) {
   return make_error(ErrorKind::environment, "wheel.record_mismatch", message, where,
                     "the wheel's contents do not match its RECORD: it is damaged or was altered after it was built; "
-                    "download it again or rebuild it");
+                    "download it again or rebuild it. If the published wheel is so (the lock's sha256 still holds) and only "
+                    "hashes or sizes differ, `gpuenv build --allow-record-mismatch NAME==VERSION` installs it (docs/build.md)");
 }
 constexpr IoArea k_wheel_io{"wheel.io", "check free disk space and permissions of the image directory and its parent"};
 Error target_error(const std::string& where, const std::string& message) {
@@ -717,9 +718,10 @@ std::string issues_message(const std::vector<std::string>& issues) {
 
 /// Digests every archived file but the `unhashed` ones and compares it with its RECORD row; every listed file
 /// must be archived. Mismatches are collected into one `wheel.record_mismatch`; an unsupported hash algorithm
-/// or a read failure stops at once.
+/// or a read failure stops at once. With ACCEPTED, a hash or size that differs is not an issue: its path goes there.
 Result<Digests> verify_record(const ArchivedFiles& files, const std::map<std::string, RecordRow>& listed,
-                              const std::set<std::string>& unhashed, const std::string& unpacked, const std::string& record_origin) {
+                              const std::set<std::string>& unhashed, const std::string& unpacked, const std::string& record_origin,
+                              std::vector<std::string>* accepted) {
   std::vector<std::string> issues;
   Digests digests;
   for (const auto& [path, mode] : files) {
@@ -742,7 +744,9 @@ Result<Digests> verify_record(const ArchivedFiles& files, const std::map<std::st
     if (!d) return std::move(d).error();
     std::string expected = row.hash.substr(eq + 1);
     while (!expected.empty() && expected.back() == '=') expected.pop_back();
-    if (expected != d->record_b64) {
+    if (accepted && (expected != d->record_b64 || (!row.size.empty() && row.size != std::to_string(d->size)))) {
+      accepted->push_back(path);
+    } else if (expected != d->record_b64) {
       issues.push_back("'" + path + "' has " + algo + "=" + d->record_b64 + " but RECORD says " + row.hash);
     } else if (!row.size.empty() && row.size != std::to_string(d->size)) {
       issues.push_back("'" + path + "' is " + std::to_string(d->size) + " bytes but RECORD says " + row.size);
@@ -758,14 +762,14 @@ Result<Digests> verify_record(const ArchivedFiles& files, const std::map<std::st
 
 /// Reads RECORD at `record_path` and checks the archive against it (see verify_record).
 Result<Digests> check_record(const ArchivedFiles& files, const std::string& unpacked, const std::string& record_path,
-                             const std::set<std::string>& unhashed, const std::string& origin) {
+                             const std::set<std::string>& unhashed, const std::string& origin, std::vector<std::string>* accepted) {
   if (!files.count(record_path)) return bad_wheel(origin, "the wheel has no " + record_path);
   auto record_text = read_small_file(unpacked + "/" + record_path, k_max_record_bytes);
   if (!record_text) return std::move(record_text).error();
   const std::string record_origin = origin + " (" + record_path + ")";
   auto listed = listed_files(*record_text, record_origin);
   if (!listed) return std::move(listed).error();
-  return verify_record(files, *listed, unhashed, unpacked, record_origin);
+  return verify_record(files, *listed, unhashed, unpacked, record_origin, accepted);
 }
 
 /// The scripts of entry_points.txt, which decide the wrappers and which shipped scripts they replace; none
@@ -980,7 +984,8 @@ Result<InstalledWheel> install_unguarded(std::string_view wheel_bytes, const std
   // RECORD: every archived file listed with a matching hash and size, every listed file archived.
   const std::string record_path = dist->dir + "/RECORD";
   const std::set<std::string> unhashed = {record_path, record_path + ".jws", record_path + ".p7s"};
-  auto digests = check_record(*files, unpacked, record_path, unhashed, origin);
+  std::vector<std::string> accepted;
+  auto digests = check_record(*files, unpacked, record_path, unhashed, origin, options.accept_record_mismatch ? &accepted : nullptr);
   if (!digests) return std::move(digests).error();
   auto scripts = read_entry_points(*files, unpacked, dist->dir, origin);
   if (!scripts) return std::move(scripts).error();
@@ -1005,6 +1010,8 @@ Result<InstalledWheel> install_unguarded(std::string_view wheel_bytes, const std
   out.version = dist->version;
   out.dist_info = join(lib_dir, dist->dir);
   out.files = std::move(*moved);
+  std::sort(accepted.begin(), accepted.end());
+  out.record_mismatches = std::move(accepted);
   return out;
 }
 

@@ -27,6 +27,10 @@ struct InstallScheme {
 /// Choices pip takes from its command line rather than from the wheel.
 struct WheelInstallOptions {
   bool requested = false;  ///< write an empty .dist-info/REQUESTED (the user asked for this project by name)
+  /// Install a wheel whose RECORD gives other hashes or sizes for some of its files (PyNvVideoCodec 2.0.4's published wheels:
+  /// their RECORD's hashes for two libraries differ from the files); the installed RECORD gives the real ones and
+  /// InstalledWheel::record_mismatches names them. Files missing from RECORD or from the archive are still refused.
+  bool accept_record_mismatch = false;
 };
 
 /// What install_wheel put into the image.
@@ -35,6 +39,7 @@ struct InstalledWheel {
   std::string version;             ///< as spelled in the .dist-info directory
   std::string dist_info;           ///< the .dist-info path relative to the image root
   std::vector<std::string> files;  ///< every installed file, relative to the image root, sorted
+  std::vector<std::string> record_mismatches;  ///< archive paths whose RECORD hash or size was wrong (accept_record_mismatch)
 };
 
 /// The parts of a wheel file name `{name}-{version}(-{build})?-{python}-{abi}-{platform}.whl`.
@@ -100,7 +105,8 @@ std::string script_wrapper(const ScriptEntryPoint& entry, const std::string& int
 /// Fails with ErrorKind::environment: `wheel.bad_wheel` for a malformed wheel (file name, WHEEL, missing or
 /// several .dist-info, name or version differing from the file name, Wheel-Version other than 1.x, symlinks,
 /// unknown .data scheme keys, bad entry points, two files installing to one path), `wheel.record_mismatch` when
-/// archive and RECORD disagree (a file not listed, a listed file missing, a hash or size differing),
+/// archive and RECORD disagree (a file not listed, a listed file missing, a hash or size differing unless
+/// `options.accept_record_mismatch`),
 /// `archive.unsafe`/`archive.limit`/`archive.corrupt` from safe extraction (absolute paths, "..", bombs),
 /// `wheel.target` when the image has a directory, a non-directory or an escaping symlink where a file or a
 /// directory must go, and `wheel.io` for I/O failures. Every check runs before anything is moved into the image.

@@ -51,6 +51,12 @@ inline const resolver::Catalog& mini_catalog() {
   return loaded;
 }
 
+/// The synthetic catalog of tests/data/serving_catalog (frameworks that pin torch: vLLM, SGLang).
+inline const resolver::Catalog& serving_catalog() {
+  static const resolver::Catalog loaded = load_or_fail(GPUENV_SOURCE_DIR "/tests/data/serving_catalog");
+  return loaded;
+}
+
 /// The synthetic catalog of tests/data/arm64_catalog (the linux/arm64 rules: a Grace GPU, torch releases whose
 /// aarch64 wheels are CPU-only, CUDA builds, or not recorded).
 inline const resolver::Catalog& arm64_catalog() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Online check (ctest label `online`): compare the framework facts of the compatibility catalog
-(recipes/catalog/{torch,tensorflow,jax}.yaml) with what the package indexes serve.
+(recipes/catalog/{torch,tensorflow,jax,vllm,sglang}.yaml) with what the package indexes serve.
 
 Usage: catalog_diff.py [PROJECT_ROOT]
 
@@ -27,6 +27,12 @@ Compared, per framework:
     jax-cudaNN-plugin has a Linux aarch64 wheel exactly when the catalog lists the variant. TensorFlow's aarch64
     wheels tell a CUDA build only inside the wheel (build_info.py), so only that the release records it is checked.
     Metadata is a proxy for what the wheel holds: the catalog's records were read from the wheels themselves.
+  - frameworks that pin torch (vllm, sglang): no series rule (each release pins its own torch): an index release newer
+    than the catalog's newest is a difference, one between recorded releases is listed; the CPython range of an abi3
+    wheel is its tag's onwards within its Requires-Python; the Requires-Dist of one Linux x86_64 and one Linux aarch64
+    wheel pin the catalog's `torch` and every entry of `pins`; an aarch64 wheel is served exactly when `aarch64_cuda`
+    lists a variant; each pin has a wheel on the index (Linux x86_64, and aarch64 when recorded) exactly when
+    `pins_without_wheel` does not list it.
 
 A difference is acknowledged by a bullet "- `KEY` reason" under the heading
 "## Known differences from the package indexes" in docs/catalog.md.
@@ -65,7 +71,8 @@ SKIP = 77
 TIMEOUT_S = 30
 ATTEMPTS = 3
 ACK_HEADING = "## Known differences from the package indexes"
-FRAMEWORKS = ("torch", "tensorflow", "jax")
+FRAMEWORKS = ("torch", "tensorflow", "jax", "vllm", "sglang")
+PINNING = ("vllm", "sglang")  # frameworks whose releases pin torch (docs/catalog.md, "Frameworks that pin torch")
 ACCEPT = ("application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.1, "
           "text/html;q=0.01")
 
@@ -137,6 +144,26 @@ def parse_py(text):
     return (int(parts[0]), int(parts[1]))
 
 
+def requires_python_bounds(text):
+    """(oldest, newest) CPython minor a Requires-Python allows, each None when unbounded: '>=3.11,<3.15' -> ((3, 11), (3, 14))."""
+    lo = hi = None
+    for clause in (text or "").split(","):
+        m = re.match(r"^\s*(>=|>|<=|<|==|~=)\s*(\d+)\.(\d+)", clause)
+        if not m:
+            continue
+        op, v = m.group(1), (int(m.group(2)), int(m.group(3)))
+        if op in (">=", "~=", "=="):
+            lo = v if lo is None else max(lo, v)
+        if op == ">":
+            lo = (v[0], v[1] + 1) if lo is None else max(lo, (v[0], v[1] + 1))
+        if op in ("<=", "=="):
+            hi = v if hi is None else min(hi, v)
+        if op == "<":
+            below = (v[0], v[1] - 1) if v[1] > 0 else (v[0] - 1, 20)
+            hi = below if hi is None else min(hi, below)
+    return lo, hi
+
+
 def py_range(lo, hi):
     out = []
     for major in range(lo[0], hi[0] + 1):
@@ -199,16 +226,25 @@ class Release:
         self.any_py = False      # a Linux x86_64 wheel for any Python 3 (py3-none)
         self.locals = set()      # local version labels (torch variant indexes: cu126)
         self.aarch64 = []        # (url, has PEP 658 metadata) of each Linux aarch64 wheel that is not yanked
+        self.x86_64 = []         # the same for Linux x86_64 wheels
+        self.any_wheel = False   # a wheel for any platform (py3-none-any) that is not yanked
+        self.requires_python = ""  # Requires-Python of its wheels, as the index gives it (PEP 691/503)
 
-    def add(self, tags, yanked, local, url=None, metadata=False):
+    def add(self, tags, yanked, local, url=None, metadata=False, requires_python=""):
         self.files += 1
         self.yanked += 1 if yanked else 0
         if local:
             self.locals.add(local)
         if not tags:
             return
+        if requires_python and not yanked:
+            self.requires_python = requires_python
+        if not yanked and any(plat == "any" for _, _, plat in tags):
+            self.any_wheel = True
         if not yanked and any(is_linux_aarch64(plat) for _, _, plat in tags):
             self.aarch64.append((url, metadata))
+        if not yanked and any(is_linux_x86_64(plat) for _, _, plat in tags):
+            self.x86_64.append((url, metadata))
         for py, abi, plat in tags:
             if not is_linux_x86_64(plat):
                 continue
@@ -228,7 +264,11 @@ class Release:
     def python_versions(self, newest):
         versions = set(self.py)
         if self.abi3_from is not None:
-            versions.update(py_range(self.abi3_from, max(newest, self.abi3_from)))
+            # An abi3 wheel takes every CPython from its tag on, within its Requires-Python (vLLM: cp38-abi3, >=3.11,<3.15).
+            lo, hi = requires_python_bounds(self.requires_python)
+            first = max(self.abi3_from, lo) if lo else self.abi3_from
+            last = hi if hi else max(newest, first)
+            versions.update(py_range(first, last) if first <= last else [])
         return versions
 
 
@@ -239,16 +279,18 @@ class Project:
         self.found = True        # False: the index answered 404 for the project
         self.by_public = {}      # Version.key (public part) -> Release
         self.by_local = {}       # (Version.key, local) -> Release
+        self.pre = {}            # version text -> Release of a pre-release (an exact pin may name one: cuda-tile 1.6.0rc5)
 
-    def add_file(self, filename, yanked, url=None, metadata=False):
+    def add_file(self, filename, yanked, url=None, metadata=False, requires_python=""):
         parsed = parse_filename(filename, self.name)
         if parsed is None:
             return
         version, tags = parsed
         if version.pre:
+            self.pre.setdefault(version.text, Release(version)).add(tags, yanked, version.local, url, metadata, requires_python)
             return
         rel = self.by_public.setdefault(version.key, Release(version))
-        rel.add(tags, yanked, version.local, url, metadata)
+        rel.add(tags, yanked, version.local, url, metadata, requires_python)
         if version.local:
             self.by_local.setdefault((version.key, version.local), Release(version)).add(tags, yanked, version.local)
 
@@ -352,7 +394,8 @@ class _Anchors(html.parser.HTMLParser):
         name = urllib.parse.unquote(urllib.parse.urlsplit(href).path.rsplit("/", 1)[-1])
         if name:
             metadata = any(k in attrs for k in ("data-core-metadata", "data-dist-info-metadata"))
-            self.files.append((name, "data-yanked" in attrs, href.split("#", 1)[0], metadata))
+            self.files.append((name, "data-yanked" in attrs, href.split("#", 1)[0], metadata,
+                               attrs.get("data-requires-python") or ""))
 
 
 class Client:
@@ -421,7 +464,8 @@ class Client:
             try:
                 data = json.loads(body)
                 files = [(f["filename"], bool(f.get("yanked")), f.get("url", ""),
-                          bool(f.get("core-metadata") or f.get("data-dist-info-metadata") or f.get("dist-info-metadata")))
+                          bool(f.get("core-metadata") or f.get("data-dist-info-metadata") or f.get("dist-info-metadata")),
+                          f.get("requires-python") or "")
                          for f in data["files"]]
             except (ValueError, KeyError, TypeError) as e:
                 raise FetchError(f"{redact(url)}: unreadable JSON simple page ({e})")
@@ -429,8 +473,8 @@ class Client:
             parser = _Anchors()
             parser.feed(body.decode("utf-8", "replace"))
             files = parser.files
-        for filename, yanked, href, metadata in files:
-            project.add_file(filename, yanked, urllib.parse.urljoin(final, href) if href else None, metadata)
+        for filename, yanked, href, metadata, requires_python in files:
+            project.add_file(filename, yanked, urllib.parse.urljoin(final, href) if href else None, metadata, requires_python)
         return project
 
     def get_range(self, url, first, last=None):
@@ -526,6 +570,9 @@ def load_catalog(root, framework):
             "default": str(rec.get("default_variant", "")),
             "variants": [str(v["name"]) for v in rec.get("variants") or []],
             "aarch64": None if rec.get("aarch64_cuda") is None else [str(n) for n in rec["aarch64_cuda"]],
+            "torch": None if rec.get("torch") is None else str(rec["torch"]),
+            "pins": [str(p) for p in rec.get("pins") or []],
+            "pins_without_wheel": [str(p) for p in rec.get("pins_without_wheel") or []],
         })
     return releases
 
@@ -562,6 +609,7 @@ class Report:
         self.diffs = []          # (key, detail)
         self.covered = []        # index versions covered by the series rule
         self.older = []          # index versions below the catalog's oldest release
+        self.unrecorded = []     # index versions between recorded releases of a framework that pins torch
         self.matched = 0
         self.checked_kinds = set()
 
@@ -630,6 +678,8 @@ def compare_aarch64(framework, catalog, projects, report, requires_dist):
         if rel["aarch64"] is None:
             report.diff(f"{label} aarch64 not-recorded", f"catalog release {rel['text']} has no aarch64_cuda")
             continue
+        if framework in PINNING:
+            continue  # compare_pins: its aarch64 wheel and the torch it pins there
         if framework == "jax":
             for name in rel["variants"]:
                 plugin = projects.get(f"jax-{name}-plugin")
@@ -668,6 +718,94 @@ def compare_aarch64(framework, catalog, projects, report, requires_dist):
                            "(build_info.py), so the values are not compared")
 
 
+def pin_parts(pin):
+    """'flashinfer-python==0.7.3' -> ('flashinfer_python', '0.7.3')."""
+    name, _, version = pin.partition("==")
+    return _dist_norm(name.strip()), version.strip()
+
+
+def exact_pins(requires, machine):
+    """{name: version} of the Requires-Dist lines `name[extras]==version` that pip applies on Linux MACHINE (no extra,
+    no platform_machine marker that leaves MACHINE out)."""
+    out = {}
+    for req in requires:
+        spec, _, marker = req.partition(";")
+        m = marker.replace("'", '"')
+        if "extra ==" in m:
+            continue
+        named = re.findall(r'platform_machine\s*==\s*"([^"]+)"', m)
+        if (named and machine not in named) or re.search(r'platform_machine\s*!=\s*"%s"' % machine, m):
+            continue
+        pin = re.match(r"^\s*([A-Za-z0-9._-]+)\s*(?:\[[^\]]*\])?\s*\(?\s*==\s*([^\s,;)]+)\s*\)?\s*$", spec)
+        if pin:
+            out[_dist_norm(pin.group(1))] = pin.group(2)
+    return out
+
+
+def pin_project_names(catalogs):
+    """The projects the pins of the frameworks that pin torch name, as written in the catalog (fetched by main)."""
+    return sorted({pin.partition("==")[0] for fw in PINNING for rel in catalogs.get(fw, []) for pin in rel["pins"]})
+
+
+def wheel_served(project, version, machines):
+    """Whether PROJECT serves a wheel of VERSION (final or pre-release) for each Linux machine of MACHINES."""
+    want = parse_version(version)
+    if project is None or want is None:
+        return False
+    rel = project.get(want) if not want.pre else project.pre.get(want.text)
+    if rel is None:
+        return False
+    return all(rel.any_wheel or (rel.x86_64 if m == "x86_64" else rel.aarch64) for m in machines)
+
+
+def compare_pins(framework, catalog, projects, report, requires_dist):
+    """A framework that pins torch: the Requires-Dist of its Linux x86_64 and aarch64 wheels pin the catalog's torch and
+    `pins`; it serves an aarch64 wheel exactly when aarch64_cuda lists a variant; each pin has a wheel on the index
+    (for every machine the release is served for) exactly when pins_without_wheel does not list it."""
+    report.checked_kinds.update({"pin", "aarch64"})
+    main = projects[framework]
+    for rel in catalog:
+        label = f"{framework} {rel['version'].public}"
+        release = main.get(rel["version"])
+        if release is None:
+            continue  # compare(): not-served
+        machines = ["x86_64"] + (["aarch64"] if rel["aarch64"] else [])
+        for machine, wheels in (("x86_64", release.x86_64), ("aarch64", release.aarch64)):
+            wheels = [w for w in wheels if w[0]]
+            if machine == "aarch64" and bool(wheels) != bool(rel["aarch64"]):
+                report.diff(f"{label} aarch64 " + ("not-served" if rel["aarch64"] else "not-in-catalog"),
+                            f"aarch64_cuda is {rel['aarch64'] or '[]'}; the index serves "
+                            f"{'a' if wheels else 'no'} Linux aarch64 wheel of {framework} {rel['text']}")
+            if not wheels:
+                continue
+            try:
+                pins = exact_pins(requires_dist(*wheels[0]) or [], machine)
+            except (FetchError, zipfile.BadZipFile) as e:
+                report.diff(f"{label} {machine} unreadable", str(e))
+                continue
+            if pins.get("torch") != rel["torch"]:
+                report.diff(f"{label} {machine} torch pin", f"a Linux {machine} wheel's Requires-Dist pins torch=={pins.get('torch') or '(none)'}; "
+                            f"the catalog records torch {rel['torch']}")
+            for pin in rel["pins"]:
+                name, version = pin_parts(pin)
+                if pins.get(name) != version:
+                    report.diff(f"{label} {machine} pin {pin} not-in-metadata",
+                                f"a Linux {machine} wheel's Requires-Dist pins {name}=={pins.get(name) or '(nothing)'}")
+        for pin in rel["pins"]:
+            name, version = pin_parts(pin)
+            project = projects.get("pin:" + name)
+            if project is None:
+                report.diff(f"{label} pin {pin} unreadable", f"the index's page of {name} could not be fetched")
+                continue
+            served, listed = wheel_served(project, version, machines), pin in rel["pins_without_wheel"]
+            if not served and not listed:
+                report.diff(f"{label} pin {pin} no-wheel", f"the index serves no wheel of {pin} for Linux {' and '.join(machines)}; "
+                            "pins_without_wheel does not list it")
+            elif served and listed:
+                report.diff(f"{label} pin {pin} wheel-served", f"pins_without_wheel lists {pin}; the index now serves a wheel of it "
+                            f"for Linux {' and '.join(machines)}")
+
+
 def compare(framework, catalog, projects, report, torch_variants):
     main = projects[framework]
     report.checked_kinds.update({"release", "series", "python"})
@@ -686,9 +824,20 @@ def compare(framework, catalog, projects, report, torch_variants):
 
     # index -> catalog: series rule
     missing_series = {}
+    newest_cat = max(rel["version"].sort_key() for rel in catalog)
     for v in index_versions:
         if v.key in cat_keys:
             report.matched += 1
+        elif framework in PINNING:
+            # Each release pins its own torch, so no series rule: a release newer than the newest recorded one is a
+            # difference; one between recorded releases is not recorded (the resolver refuses it, naming the known ones).
+            if v.sort_key() < oldest:
+                report.older.append(v)
+            elif v.sort_key() > newest_cat:
+                report.diff(f"{framework} release {v.public} missing",
+                            f"the index serves {framework} {v.public}, newer than the catalog's newest release")
+            else:
+                report.unrecorded.append(v)
         elif v.series in cat_series:
             if v.sort_key() < oldest:
                 report.older.append(v)
@@ -815,7 +964,8 @@ def main():
         return 2
 
     client = Client(config)
-    names = ["torch", "tensorflow", "jax", "jaxlib"]
+    names = ["torch", "tensorflow", "jax", "jaxlib", "vllm", "sglang"]
+    pin_names = pin_project_names(catalogs)
     names += sorted({f"jax-{n}-plugin" for rel in catalogs["jax"] for n in rel["variants"]
                      if re.fullmatch(r"cuda\d+", n)})
     torch_variant_names = sorted({n for rel in catalogs["torch"] for n in rel["variants"]}, key=lambda n: (len(n), n))
@@ -825,6 +975,8 @@ def main():
     torch_variants = {} if template else None
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
         jobs = {pool.submit(client.project, index, n): ("index", n) for n in names}
+        for n in pin_names:
+            jobs[pool.submit(client.project, index, n)] = ("pin", n)
         if template:
             for n in torch_variant_names:
                 jobs[pool.submit(client.project, template.replace("{variant}", n), "torch")] = ("variant", n)
@@ -837,12 +989,14 @@ def main():
                 continue
             if kind == "index":
                 projects[n] = result
+            elif kind == "pin":
+                projects["pin:" + _dist_norm(n)] = result
             else:
                 torch_variants[n] = result
     elapsed = time.monotonic() - started
 
     print(f"package index: {redact(index)} ({origin}); CA bundle: {client.cafile or 'system default'}")
-    index_errors = [e for e in errors if e[0] == "index"]
+    index_errors = [e for e in errors if e[0] in ("index", "pin")]
     if index_errors and not projects:
         print("catalog_diff: SKIP: the package index is not reachable:")
         for _, n, msg in sorted(index_errors):
@@ -850,7 +1004,7 @@ def main():
         return SKIP
     incomplete = False
     for kind, n, msg in sorted(errors):
-        where = "package index" if kind == "index" else f"torch variant index {n}"
+        where = "package index" if kind in ("index", "pin") else f"torch variant index {n}"
         print(f"ERROR: {where}: {msg}")
         incomplete = True
     print(f"fetched {len(projects)} projects from the package index"
@@ -881,6 +1035,8 @@ def main():
             report.info.append("torch variants: not compared (a variant index could not be fetched)")
         compare(fw, catalogs[fw], projects, report, tv)
         compare_aarch64(fw, catalogs[fw], projects, report, client.requires_dist)
+        if fw in PINNING:
+            compare_pins(fw, catalogs[fw], projects, report, client.requires_dist)
         reports.append(report)
 
     unacked, seen = [], set()
@@ -898,6 +1054,9 @@ def main():
             print("  variants: build configurations, not separate index projects (not compared)")
         print(f"  index releases recorded in the catalog: {report.matched}")
         print(f"  covered by the series rule ({len(report.covered)}): {compact(report.covered) or '-'}")
+        if report.unrecorded:
+            print(f"  between recorded releases, not recorded (the resolver refuses them) ({len(report.unrecorded)}): "
+                  f"{' '.join(v.public for v in sorted(report.unrecorded, key=lambda v: v.sort_key()))}")
         if report.older:
             older = sorted(report.older, key=lambda v: v.sort_key())
             print(f"  older than the catalog's oldest release, not compared ({len(older)}): "
@@ -919,7 +1078,8 @@ def main():
         parts = key.split()
         fw = parts[0] if parts else ""
         kind = "series" if len(parts) > 1 and parts[1] == "series" else \
-            ("aarch64" if "aarch64" in parts else
+            ("pin" if "pin" in parts else
+             "aarch64" if "aarch64" in parts else
              ("variant" if "variant" in parts and "python" not in parts else
               ("python" if "python" in parts else "release")))
         if key not in seen and kind in checked.get(fw, set()):

@@ -185,4 +185,26 @@ TEST(PinRequirements, VariantsAndIndexes) {
   EXPECT_EQ(wheel_indexes(pip, r), (std::vector<std::string>{"http://torch.example/whl/cu118", "http://pypi.example/simple", "http://extra.example/simple"}));
 }
 
+TEST(PinRequirements, AServingFrameworkAndTheTorchItPins) {
+  // vllm 0.33.0 pins torch 2.14.0; the resolution lists both, and pip's resolution gets both pinned (torch's default
+  // variant, from the Python package index like vllm's own CUDA 13.0 wheel).
+  gpuenv::resolver::Resolution r;
+  gpuenv::resolver::ChosenFramework vllm;
+  vllm.name = "vllm";
+  vllm.version = *gpuenv::resolver::Version::parse("0.33.0");
+  vllm.variant = "cu130";
+  vllm.is_default = true;
+  gpuenv::resolver::ChosenFramework torch;
+  torch.name = "torch";
+  torch.version = *gpuenv::resolver::Version::parse("2.14.0");
+  torch.variant = "cu130";
+  torch.is_default = true;
+  torch.pinned_by = "vllm 0.33.0";
+  gpuenv::resolver::ChosenFramework sglang = vllm;
+  sglang.name = "sglang";
+  sglang.version = *gpuenv::resolver::Version::parse("0.5.23");
+  r.frameworks = {vllm, torch, sglang};
+  EXPECT_EQ(framework_requirements(r), (std::vector<std::string>{"vllm==0.33.0", "torch==2.14.0", "sglang==0.5.23"}));
+}
+
 }  // namespace

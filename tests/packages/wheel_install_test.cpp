@@ -259,6 +259,30 @@ TEST_F(WheelInstall, RefusesHashMismatch) {
   expect_refused(zip(all), "wheel.record_mismatch", k_wheel_name, "'demo/__init__.py' has sha256=");
 }
 
+TEST_F(WheelInstall, AcceptsARecordsWrongHashesOnlyWhenAskedAndWritesTheRealOnes) {
+  // PyNvVideoCodec 2.0.4's published wheels: RECORD written before two libraries were last changed.
+  auto members = good_members();
+  auto all = members;
+  all.push_back({k_dist_info + "/RECORD", record_for(members, k_dist_info)});
+  all[0].data = "def main():\n    return 1\n";  // same size, other bytes
+  const std::string bytes = zip(all);
+  WheelInstallOptions options;
+  options.accept_record_mismatch = true;
+  auto r = install_wheel(bytes, k_wheel_name, root.string(), debian_scheme(), options);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->record_mismatches, std::vector<std::string>{"demo/__init__.py"});
+  const std::string installed = slurp(root / "usr/local/lib/python3.11/dist-packages" / k_dist_info / "RECORD");
+  EXPECT_NE(installed.find("demo/__init__.py," + record_hash(all[0].data)), std::string::npos) << installed;
+  // A file RECORD does not list is refused all the same.
+  fs::remove_all(root);
+  fs::create_directories(root);
+  all.push_back({"demo/sneaky.py", "import os\n"});
+  auto sneaky = install_wheel(zip(all), k_wheel_name, root.string(), debian_scheme(), options);
+  ASSERT_FALSE(sneaky.ok());
+  EXPECT_EQ(sneaky.error().id, "wheel.record_mismatch");
+  EXPECT_NE(sneaky.error().message.find("'demo/sneaky.py' is in the archive but not in RECORD"), std::string::npos);
+}
+
 TEST_F(WheelInstall, RefusesSizeMismatch) {
   auto members = good_members();
   std::vector<RecordRow> rows;

@@ -30,7 +30,7 @@ TEST(Catalog, EmbeddedCatalogCoversWhatTheIssueAsksFor) {
   EXPECT_EQ(c.toolkits.front().version.major(), 11u);
   EXPECT_GE(c.toolkits.back().version.major(), 13u);
   for (int major : {11, 12, 13}) EXPECT_NE(c.major(major), nullptr) << major;
-  for (const char* fw : {"torch", "tensorflow", "jax"}) {
+  for (const char* fw : {"torch", "tensorflow", "jax", "vllm", "sglang"}) {
     ASSERT_TRUE(c.frameworks.count(fw)) << fw;
     EXPECT_FALSE(c.frameworks.at(fw).empty()) << fw;
   }

@@ -58,16 +58,23 @@ struct Checker {
     Version floor = c.major(static_cast<int>(r.cuda->major()))->minor_compat_driver_min;
     const bool arm64 = std::find(r.platforms.begin(), r.platforms.end(), Platform::arm64()) != r.platforms.end();
     Version hard;  // parts forward compatibility cannot lift
-    if (r.frameworks.size() != spec.frameworks.size()) return "framework count";
-    for (std::size_t i = 0; i < r.frameworks.size(); ++i) {
-      const auto& f = r.frameworks[i];
-      if (!spec.frameworks[i].version.matches(f.version)) return "framework constraint";
+    // The spec's frameworks, and the torch a framework pins (vLLM, SGLang) when the spec names none.
+    const auto pinned = std::count_if(r.frameworks.begin(), r.frameworks.end(), [](const ChosenFramework& f) { return !f.pinned_by.empty(); });
+    if (r.frameworks.size() != spec.frameworks.size() + static_cast<std::size_t>(pinned)) return "framework count";
+    for (const auto& f : r.frameworks) {
+      const auto req = std::find_if(spec.frameworks.begin(), spec.frameworks.end(), [&](const FrameworkRequest& q) { return q.name == f.name; });
+      if (req == spec.frameworks.end() ? f.pinned_by.empty() : !req->version.matches(f.version)) return "framework constraint";
       const FrameworkRelease* rel = nullptr;
       for (const auto& x : c.frameworks.at(f.name))
         if (x.version == f.version) rel = &x;
       if (!rel) return "framework release unknown";
       const FrameworkVariant* v = rel->variant(f.variant);
       if (!v) return "variant unknown";
+      if (!rel->pins_without_wheel.empty()) return "a release that pins a package without a wheel";
+      if (rel->torch) {
+        const auto torch = std::find_if(r.frameworks.begin(), r.frameworks.end(), [](const ChosenFramework& t) { return t.name == "torch"; });
+        if (torch == r.frameworks.end() || torch->version != *rel->torch || torch->variant != f.variant) return "torch is not the one " + f.name + " pins";
+      }
       if (f.name == "jax" ? !(r.cuda->major() == v->cuda.major() && *r.cuda >= v->cuda) : !r.cuda->has_prefix(v->cuda.truncated(2)))
         return "toolkit does not match the variant";
       if (!r.python) return "python missing";

@@ -148,6 +148,7 @@ gpuenv::resolver::Resolution resolve_index_only(const std::string& yaml) {
   gpuenv::resolver::ResolveRequest req;
   req.spec = &spec;
   req.gpus = *gpuenv::resolver::gpu_targets(gpuenv::testing::catalog(), spec.gpu.models, spec.gpu.archs, "t");
+  req.driver = spec.gpu.driver;
   req.default_variants_only = true;
   req.host_platform = Platform::amd64();
   auto r = gpuenv::resolver::resolve(gpuenv::testing::catalog(), req);
@@ -205,6 +206,53 @@ TEST(RecordedFacts, TensorflowAndJaxOnAGraceGpu) {
       << gpuenv::testing::conflicts_text(old_jax);
   const auto jax = resolve_index_only("frameworks: {jax: latest}\ngpu: {models: [GB10]}\n");
   ASSERT_TRUE(jax.ok) << gpuenv::testing::conflicts_text(jax);
+}
+
+// vLLM and SGLang pin their torch (recorded from their wheels on the index, 2026-12-06): the resolution carries that
+// torch, a GPU must be covered by the framework's kernels and its torch's, and vllm 0.34.0 (flashinfer-python==0.7.3)
+// and sglang 0.5.20 to 0.5.22 (cuda-tile==1.6.0rc5, a source distribution only) cannot be installed with wheels.
+TEST(RecordedFacts, ServingFrameworksBringTheTorchTheyPin) {
+  const auto vllm = resolve_index_only("frameworks: {vllm: latest}\ngpu: {models: [H100], driver: '580.95.05'}\n");
+  ASSERT_TRUE(vllm.ok) << gpuenv::testing::conflicts_text(vllm);
+  ASSERT_EQ(vllm.frameworks.size(), 2u);
+  EXPECT_EQ(vllm.frameworks[0].name + " " + vllm.frameworks[0].version.str(), "vllm 0.33.0");
+  EXPECT_EQ(vllm.frameworks[1].name + " " + vllm.frameworks[1].version.str() + "+" + vllm.frameworks[1].variant, "torch 2.14.0+cu130");
+  EXPECT_EQ(vllm.frameworks[1].pinned_by, "vllm 0.33.0");
+  EXPECT_EQ(vllm.cuda->truncated(2).str(), "13.0");
+  const auto newest = resolve_index_only("frameworks: {vllm: '0.34'}\ngpu: {models: [H100], driver: '580.95.05'}\n");
+  ASSERT_FALSE(newest.ok);
+  EXPECT_NE(gpuenv::testing::conflicts_text(newest).find("pin_without_wheel: vllm 0.34.0 pins flashinfer-python==0.7.3"), std::string::npos)
+      << gpuenv::testing::conflicts_text(newest);
+  const auto sglang = resolve_index_only("frameworks: {sglang: latest}\ngpu: {models: [H100], driver: '580.95.05'}\n");
+  ASSERT_TRUE(sglang.ok) << gpuenv::testing::conflicts_text(sglang);
+  EXPECT_EQ(sglang.frameworks[0].version.str(), "0.5.23");
+  EXPECT_EQ(sglang.frameworks[1].version.str(), "2.14.1");
+  const auto old_sglang = resolve_index_only("frameworks: {sglang: '0.5.21'}\ngpu: {models: [H100], driver: '580.95.05'}\n");
+  ASSERT_FALSE(old_sglang.ok);
+  EXPECT_NE(gpuenv::testing::conflicts_text(old_sglang).find("sglang 0.5.21 pins cuda-tile==1.6.0rc5"), std::string::npos);
+}
+
+TEST(RecordedFacts, ServingFrameworksKernelsAndDriver) {
+  // T4 (sm_75): vLLM's kernels and torch 2.14's cu130 build have sm_75; sglang-kernel starts at sm_80.
+  EXPECT_TRUE(resolve_index_only("frameworks: {vllm: latest}\ngpu: {models: [T4], driver: '580.95.05'}\n").ok);
+  const auto t4 = resolve_index_only("frameworks: {sglang: latest}\ngpu: {models: [T4], driver: '580.95.05'}\n");
+  ASSERT_FALSE(t4.ok);
+  EXPECT_NE(gpuenv::testing::conflicts_text(t4).find("arch_framework: sglang 0.5.23+cu130 has machine code for sm_80"), std::string::npos)
+      << gpuenv::testing::conflicts_text(t4);
+  // V100 (sm_70): CUDA 13 has no sm_70, nor do vLLM's kernels.
+  EXPECT_FALSE(resolve_index_only("frameworks: {vllm: latest}\ngpu: {models: [V100], driver: '580.95.05'}\n").ok);
+  // CUDA 13.0 needs the R580 driver; an RTX 4090 on R535 has no forward compatibility.
+  const auto old = resolve_index_only("frameworks: {vllm: '0.33'}\ngpu: {models: [RTX 4090], driver: '535.183.01'}\n");
+  ASSERT_FALSE(old.ok);
+  EXPECT_NE(gpuenv::testing::conflicts_text(old).find("suggest: upgrade the driver to >= 580 for vllm 0.33.0+cu130 with torch 2.14.0+cu130"),
+            std::string::npos)
+      << gpuenv::testing::conflicts_text(old);
+  // GB10 (sm_121, Grace): vLLM's aarch64 build has sm_120 machine code; sglang-kernel's has sm_121a.
+  for (const char* fw : {"vllm", "sglang"}) {
+    const auto gb10 = resolve_index_only(std::string("frameworks: {") + fw + ": latest}\ngpu: {models: [GB10], driver: '590.44.01'}\n");
+    ASSERT_TRUE(gb10.ok) << fw << "\n" << gpuenv::testing::conflicts_text(gb10);
+    EXPECT_EQ(gb10.platforms, std::vector<Platform>{Platform::arm64()}) << fw;
+  }
 }
 
 }  // namespace

@@ -301,6 +301,42 @@ TEST_F(ImageChecks, AnImportErrorFailsWithThePythonErrorText) {
   }
 }
 
+/// The report of an image that holds vllm beside the torch it pins (the probe runs once per fixture).
+json serving_report(const json& vllm) {
+  json r = good_report();
+  r["frameworks"]["vllm"] = vllm;
+  return r;
+}
+
+TEST_F(ImageChecks, AServingFrameworkIsJudgedOnItsImportAndVersionItsTorchOnEverything) {
+  // vllm computes through the torch it pins: the lock lists both; vllm only has to import at the lock's version.
+  inputs.lock_frameworks = {{"vllm", "0.33.0"}, {"torch", "2.5.1"}};
+  image->reply(serving_report({{"module", "vllm"}, {"imported", true}, {"error", nullptr}, {"timed_out", false},
+                               {"version", "0.33.0"}, {"import_only", true}}));
+  const GpuOutcome o = run("framework_smoke");
+  EXPECT_EQ(o.status, CheckStatus::pass) << o.message;
+  EXPECT_TRUE(contains(o.message, "vllm 0.33.0 imports")) << o.message;
+  EXPECT_EQ(run("cudnn_smoke").status, CheckStatus::pass);
+}
+
+TEST_F(ImageChecks, AServingFrameworkOfAnotherVersionFails) {
+  inputs.lock_frameworks = {{"vllm", "0.33.0"}, {"torch", "2.5.1"}};
+  image->reply(serving_report({{"module", "vllm"}, {"imported", true}, {"error", nullptr}, {"timed_out", false},
+                               {"version", "0.32.0"}, {"import_only", true}}));
+  const GpuOutcome o = run("framework_smoke");
+  EXPECT_EQ(o.code, "image_framework_mismatch");
+  EXPECT_TRUE(contains(o.message, "vllm 0.32.0 in the image, but the lock has 0.33.0")) << o.message;
+}
+
+TEST_F(ImageChecks, AServingFrameworkThatDoesNotImportFailsWithTheError) {
+  inputs.lock_frameworks = {{"vllm", "0.33.0"}, {"torch", "2.5.1"}};
+  image->reply(serving_report({{"module", "vllm"}, {"imported", false}, {"timed_out", false},
+                               {"error", "ImportError: libcuda.so.1: cannot open shared object file"}}));
+  const GpuOutcome o = run("framework_smoke");
+  EXPECT_EQ(o.code, "image_import_failed");
+  EXPECT_TRUE(contains(o.message, "import vllm failed in the image: ImportError: libcuda.so.1")) << o.message;
+}
+
 TEST_F(ImageChecks, NoGpuVisibleInsideTheImageFailsWithWhatTheImageSees) {
   json r = good_report();
   r["devices"] = json::array();
@@ -450,7 +486,7 @@ Python run_probe(const std::string& args) {
 TEST(ImageProbe, ReportsMissingFrameworksAndLibrariesAsJsonWithoutATraceback) {
   if (!have_python3()) GTEST_SKIP() << "no python3 on this machine";
   if (std::system("python3 -c 'import torch' >/dev/null 2>&1") == 0) GTEST_SKIP() << "torch is installed here";
-  const Python p = run_probe(R"({"cuda": "12.4", "cudnn": "9.1.0", "frameworks": ["torch", "mxnet"], "timeout_s": 40})");
+  const Python p = run_probe(R"({"cuda": "12.4", "cudnn": "9.1.0", "frameworks": ["torch", "mxnet", "vllm"], "timeout_s": 40})");
   EXPECT_EQ(p.status, 0) << p.err;
   EXPECT_FALSE(contains(p.err, "Traceback")) << p.err;
   const json r = json::parse(p.out, nullptr, false);
@@ -461,6 +497,10 @@ TEST(ImageProbe, ReportsMissingFrameworksAndLibrariesAsJsonWithoutATraceback) {
   EXPECT_EQ(torch["imported"], false);
   EXPECT_TRUE(contains(torch["error"].get<std::string>(), "No module named 'torch'")) << torch.dump();
   EXPECT_TRUE(contains(r["frameworks"]["mxnet"]["error"].get<std::string>(), "does not know the framework")) << r.dump(1);
+  if (std::system("python3 -c 'import vllm' >/dev/null 2>&1") != 0) {  // a serving framework is imported, no more
+    EXPECT_EQ(r["frameworks"]["vllm"]["imported"], false);
+    EXPECT_TRUE(contains(r["frameworks"]["vllm"]["error"].get<std::string>(), "No module named 'vllm'")) << r.dump(1);
+  }
   for (const char* lib : {"driver", "cudart", "cublas", "cudnn"}) {
     const json& entry = r["libraries"][lib];
     ASSERT_TRUE(entry.is_object()) << lib << ": " << r.dump(1);

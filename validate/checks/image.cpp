@@ -422,6 +422,27 @@ std::optional<double> judge_comparison(const std::string& name, const std::strin
   return relative;
 }
 
+/// vLLM and SGLang compute through the torch they pin, which the lock lists and the probe exercises on its own.
+bool is_serving_framework(const std::string& name) { return name == "vllm" || name == "sglang"; }
+
+/// A serving framework of the lock: it imports in the image at the lock's version (no GPU is needed for that).
+void judge_serving_import(const std::string& name, const std::string& lock_version, const json& report, Findings& f) {
+  const json& fw = member(member(report, "frameworks"), name.c_str());
+  if (!fw.is_object() || !flag(fw, "imported")) {
+    const std::string why = fw.is_object() ? text(fw, "error") : text(report, "error");
+    f.fail("import " + name + " failed in the image: " + (why.empty() ? std::string("no error reported") : why),
+           fw.is_object() && flag(fw, "timed_out") ? "image_timeout" : "image_import_failed");
+    return;
+  }
+  const std::string version = text(fw, "version");
+  if (!lock_version.empty() && release_of(version) != release_of(lock_version)) {
+    f.fail(name + " " + (version.empty() ? std::string("(no version)") : version) + " in the image, but the lock has " + lock_version,
+           "image_framework_mismatch");
+    return;
+  }
+  f.note(name + " " + version + " imports (it computes through the lock's torch, checked on its own)");
+}
+
 class FrameworkSmoke final : public ImageCheck {
  public:
   explicit FrameworkSmoke(std::shared_ptr<ProbeCache> probe)
@@ -441,6 +462,10 @@ class FrameworkSmoke final : public ImageCheck {
     const CheckInputs& in = context.inputs;
     Findings f;
     for (const auto& [name, lock_version] : in.lock_frameworks) {
+      if (is_serving_framework(name)) {
+        judge_serving_import(name, lock_version, report, f);
+        continue;
+      }
       const json* fw = usable_framework(name, report, f);
       if (!fw) continue;
       const std::string version = text(*fw, "version");
@@ -496,6 +521,7 @@ class CudnnSmoke final : public ImageCheck {
   [[nodiscard]] GpuOutcome judge(const CheckContext& context, const json& report) const override {
     Findings f;
     for (const auto& [name, lock_version] : context.inputs.lock_frameworks) {
+      if (is_serving_framework(name)) continue;  // its convolutions are its torch's, which the lock lists too
       const json* fw = usable_framework(name, report, f);
       if (!fw) continue;
       const json& conv = member(*fw, "conv");

@@ -379,7 +379,18 @@ def probe_jax(r, report):
     step(r, "conv", conv)
 
 
-FRAMEWORKS = {"torch": probe_torch, "pytorch": probe_torch, "tensorflow": probe_tensorflow, "jax": probe_jax}
+def probe_serving(r, report):
+    """vLLM and SGLang compute through the torch they pin (probed on its own): their import and version only."""
+    report("import")
+    import importlib
+    mod = importlib.import_module(r["module"])
+    r["imported"] = True
+    r["version"] = str(getattr(mod, "__version__", ""))
+    r["import_only"] = True
+
+
+FRAMEWORKS = {"torch": probe_torch, "pytorch": probe_torch, "tensorflow": probe_tensorflow, "jax": probe_jax,
+              "vllm": probe_serving, "sglang": probe_serving}
 
 
 def in_child(work, deadline):
