@@ -7,6 +7,9 @@
 namespace gpuenv::packages {
 namespace {
 
+constexpr int k_max_marker_depth = 32;  // nested parentheses in one marker (real markers use two or three)
+
+
 bool is_marker_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 // Python's \w on str also matches non-ASCII letters; every byte of a multi-byte UTF-8 sequence stands for one.
 bool is_marker_word(char c) { return is_marker_alnum(c) || c == '_' || static_cast<unsigned char>(c) >= 0x80; }
@@ -185,9 +188,13 @@ class Pep508Parser {
     Result<MarkerNode> node = MarkerNode{};
     if (peek('(')) {
       const std::size_t open = m_pos;
+      // A bound on nesting: the parser, the tree's evaluation, printing and destruction all recurse per level.
+      if (m_depth == k_max_marker_depth) return fail("at most " + std::to_string(k_max_marker_depth) + " nested parentheses");
       ++m_pos;
       consume_ws();
+      ++m_depth;
       node = marker();
+      --m_depth;
       if (!node.ok()) return node;
       consume_ws();
       if (!peek(')')) return fail("closing RIGHT_PARENTHESIS (opened at column " + std::to_string(open + 1) + ")");
@@ -271,6 +278,7 @@ class Pep508Parser {
 
   std::string_view m_s;
   std::size_t m_pos = 0;
+  int m_depth = 0;  ///< parentheses open around m_pos
 };
 
 Result<bool> compare(const std::string& lhs, const std::string& op, const std::string& rhs) {

@@ -229,3 +229,19 @@ TEST(CanonicalizeName, FollowsPep503) {
 }
 
 }  // namespace
+
+namespace {
+
+// A requirements file is untrusted: nesting is bounded (fuzz/project_fuzz.cpp overflowed the stack with thousands of
+// parentheses), and markers as deep as real ones still parse.
+TEST(Marker, NestingIsBounded) {
+  auto nest = [](int n) { return std::string(static_cast<std::size_t>(n), '(') + "os_name == \"posix\"" + std::string(static_cast<std::size_t>(n), ')'); };
+  EXPECT_TRUE(Marker::parse(nest(8)).ok());
+  auto deep = Marker::parse(nest(5000));
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.error().id, "pep508.syntax");
+  EXPECT_NE(deep.error().message.find("nested parentheses"), std::string::npos) << deep.error().message;
+  EXPECT_FALSE(parse_requirement("demo ; " + nest(5000)).ok());
+}
+
+}  // namespace
