@@ -266,8 +266,15 @@ try:
     p = slurm("srun", "-N1", "--comment", "gpuenv-image=oci:" + unmarked, "echo", "UNMARKED RAN")
     if p.returncode == 0 or "UNMARKED RAN" in p.stdout:
         failures.append(f"a job naming an unmarked image ran: {p.returncode} {p.stdout!r}")
-    jobs = slurm("scontrol", "show", "job", "--oneliner").stdout
-    refused = [line for line in jobs.splitlines() if "UNMARKED" not in line and "gpuenv-image=oci:" + unmarked in line]
+    # srun returns once the prolog has failed; slurmctld records the job COMPLETING until the node reports the prolog's
+    # end, then CANCELLED: read it until it is no longer COMPLETING (a loaded machine takes a moment).
+    deadline = time.monotonic() + 20
+    while True:
+        jobs = slurm("scontrol", "show", "job", "--oneliner").stdout
+        refused = [line for line in jobs.splitlines() if "UNMARKED" not in line and "gpuenv-image=oci:" + unmarked in line]
+        if not refused or "JobState=COMPLETING" not in refused[0] or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     if not refused or "JobState=CANCELLED" not in refused[0] or "AdminComment=gpuenv: image: oci:" + unmarked + " is not proven" not in refused[0]:
         failures.append(f"the refused job: {refused}")
     time.sleep(1)
