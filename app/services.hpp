@@ -16,6 +16,7 @@
 #include "base/process/command_runner.hpp"
 #include "validate/adapters/image_libraries.hpp"
 #include "validate/backend.hpp"
+#include "validate/data_files.hpp"
 #include "validate/host_probe.hpp"
 
 namespace gpuenv::app {
@@ -42,6 +43,8 @@ struct Services {
   NetLimits net;
   /// Opens the content-addressed cache under a cache root (the directory store in production).
   std::function<std::unique_ptr<BlobStore>(const std::string& root)> make_blob_store;
+  /// Builds the file-system port of validate's data_read check (POSIX calls in production).
+  std::function<std::shared_ptr<validate::DataFiles>()> make_data_files;
   /// The clock: seconds since the epoch (the system clock in production; tests set a fixed time).
   std::function<std::int64_t()> clock;
   /// Receives progress lines ("unpacking 121 .debs"); may be empty.

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "app/run.hpp"
+#include "base/byte_rate.hpp"
 #include "base/time.hpp"
 #include "base/digest.hpp"
 #include "base/file_io.hpp"
@@ -14,6 +15,7 @@
 #include "images/run/sandbox.hpp"
 #include "recipes/embedded.hpp"
 #include "resolver/lockfile.hpp"
+#include "resolver/spec.hpp"
 #include "validate/adapters/image_libraries.hpp"
 #include "validate/check.hpp"
 #include "validate/metrics.hpp"
@@ -55,6 +57,27 @@ void apply_lock(const resolver::Lock& lock, validate::CheckInputs& inputs) {
   for (const auto& f : lock.frameworks) inputs.lock_frameworks.emplace_back(f.name, f.version);
 }
 
+/// data_read's inputs: the path, the port, and the threshold (--data-min, else the spec's validate.data_read_min).
+Status prepare_data(const ValidateRequest& o, Services& ctx, validate::CheckInputs& inputs) {
+  if (o.data.empty() && !o.data_min.empty())
+    return make_error(ErrorKind::usage, "validate.data_min", "--data-min " + o.data_min + " given without --data", "--data-min",
+                      "name the directory or file to measure: --data /path/to/dataset --data-min " + o.data_min);
+  if (!o.data_min.empty()) {
+    GPUENV_TRY(rate, parse_byte_rate(o.data_min, "--data-min"));
+    inputs.data_read_min = rate;
+  } else if (!o.spec.empty()) {
+    GPUENV_TRY(text, read_yaml_file(o.spec, 1u << 20));
+    GPUENV_TRY(spec, resolver::parse_spec(text, o.spec));
+    inputs.data_read_min = spec.validate_data_read_min;
+  }
+  if (o.data.empty()) return ok_status();
+  inputs.data_path = o.data;
+  inputs.data_files = ctx.make_data_files ? ctx.make_data_files() : nullptr;
+  if (!inputs.data_files)
+    return make_error(ErrorKind::internal, "cli.no_adapters", "no file-system adapter configured for data_read", {}, "");
+  return ok_status();
+}
+
 struct Prepared {
   std::unique_ptr<validate::GpuBackend> backend;
   std::unique_ptr<validate::ThresholdTable> thresholds;
@@ -75,6 +98,7 @@ Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
     if (!list) return list.error();
     p.inputs.gpus = *list;
   }
+  GPUENV_CHECK(prepare_data(o, ctx, p.inputs));
   std::optional<images::UnpackedImage> image;
   if (!o.image.empty()) {
     auto unpacked = unpack_image_argument(o.image, ctx, o.plain_http);

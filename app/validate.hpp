@@ -29,6 +29,9 @@ struct ValidateRequest {
   AttestOptions attest;             ///< RIMs, policy and revocation of the cc_attestation check
   std::string metrics;              ///< write Prometheus metrics here (node_exporter's textfile format); "" for none
   bool plain_http = false;          ///< pull a docker:// --image over plain HTTP
+  std::string data;                 ///< --data: the directory or file data_read measures; "" = data_read skips
+  std::string data_min;             ///< --data-min "5GB/s": data_read's threshold (before the spec's)
+  std::string spec;                 ///< --spec: a spec whose validate.data_read_min judges data_read
 };
 
 struct Validation {
@@ -38,8 +41,9 @@ struct Validation {
   bool hung = false;
 };
 
-/// Validates. Errors: `validate.level`, `validate.gpus`, `validate.backend`, those of the lock, the image and the
-/// thresholds; a report with failures is a value, not an error.
+/// Validates. Errors: `validate.level`, `validate.gpus`, `validate.backend`, `validate.data_min` (--data-min without
+/// --data), `config.bad_rate`, those of the lock, the image, the spec and the thresholds; a report with failures is a
+/// value, not an error.
 Result<Validation> validate(const ValidateRequest& request, Services& services);
 
 struct PreflightRequest {

@@ -16,7 +16,8 @@ namespace gpuenv::cli {
 
 app::ValidateAndMarkRequest validate_and_mark_request(const ValidateOptions& o) {
   app::ValidateAndMarkRequest rq;
-  rq.validate = {o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig, o.attest, o.metrics, o.plain_http};
+  rq.validate = {o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig, o.attest, o.metrics, o.plain_http,
+                 o.data, o.data_min, o.spec};
   rq.mark = o.mark;
   rq.mark_image = o.mark_image;
   rq.key_path = o.key;
@@ -111,6 +112,10 @@ Command add_validate_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_option("--mark-image", o->mark_image, "Put the mark on this copy of the image instead (docker://host/repo:tag: the same digest, pushed)");
   sub->add_flag("--plain-http", o->plain_http, "Talk to the registry of --image and --mark-image over plain HTTP (a loopback or test registry)");
   sub->add_flag("--referrers", o->referrers, "Also store the mark as an OCI 1.1 referrer holding a Sigstore bundle v0.3");
+  sub->add_option("--data", o->data,
+                 "data_read: a directory (gpuenv writes a test file in a directory of its own there, then removes it) or a file (only read) to measure the sequential read rate of");
+  sub->add_option("--data-min", o->data_min, "data_read's threshold, e.g. 2GB/s or 1.5GiB/s (default: the --spec's validate.data_read_min; none: MEASURED)");
+  sub->add_option("--spec", o->spec, "A spec whose validate.data_read_min judges data_read")->check(CLI::ExistingFile);
   add_attest_options(sub, o->attest, "--attest-policy", false);
   return {sub, [o, &g](Context& ctx) {
     (void)g;

@@ -106,6 +106,9 @@ struct ValidateOptions {
   bool referrers = false;           ///< the mark also as an OCI 1.1 referrer
   app::AttestOptions attest;        ///< RIMs, policy and revocation of cc_attestation
   std::string metrics;              ///< --metrics FILE: Prometheus textfile
+  std::string data;                 ///< --data DIR|FILE: what data_read measures
+  std::string data_min;             ///< --data-min RATE: data_read's threshold
+  std::string spec;                 ///< --spec FILE: its validate.data_read_min
 };
 int cmd_validate(const ValidateOptions& options, Context& ctx);
 

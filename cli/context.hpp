@@ -23,6 +23,7 @@ struct Context : app::Services {
     make_blob_store = [](const std::string& root) { return make_dir_blob_store(root); };
     make_http_client = [](const HttpOptions& options) { return make_curl_http_client(options); };
     make_gpu_backend = cli::make_gpu_backend;
+    make_data_files = [] { return validate::make_posix_data_files(); };
     clock = [] { return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(); };
   }
   std::ostream* out = nullptr;

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <regex>
 
+#include "base/byte_rate.hpp"
 #include "base/text.hpp"
 #include "base/yaml_guard.hpp"
 #include "base/yaml_reader.hpp"
@@ -26,7 +27,7 @@ const std::vector<std::string> k_image_keys = {"format", "tag", "platforms"};
 const std::vector<std::string> k_vm_keys = {"kernel", "disk_size", "cloud_init", "cmdline", "driver"};
 constexpr std::size_t k_max_user_cmdline = 1024;  // of the kernel's 2,048 (see vm.cmdline below)
 const std::vector<std::string> k_vm_driver_keys = {"module", "packages"};
-const std::vector<std::string> k_validate_keys = {"level", "thresholds"};
+const std::vector<std::string> k_validate_keys = {"level", "thresholds", "data_read_min"};
 const std::vector<std::string> k_levels = {"quick", "standard", "long"};
 
 /// The spec's (and the user configuration's) accessors: ids "spec.*", exit 2.
@@ -573,6 +574,11 @@ Status read_validate(const YamlReader& w, [[maybe_unused]] const std::string& k,
         return w.error(vval, "bad_enum", "validate.level '" + s + "' is not known", hint);
       }
       spec.validate_level = s;
+    } else if (vkey.Scalar() == "data_read_min") {
+      GPUENV_TRY(s, w.scalar(vval, "validate.data_read_min"));
+      auto rate = parse_byte_rate(s, "validate.data_read_min");
+      if (!rate) return w.error(vval, "bad_rate", "validate.data_read_min: " + rate.error().message, rate.error().hint);
+      spec.validate_data_read_min = *rate;
     } else {
       GPUENV_TRY(th, w.map(vval, "validate.thresholds", {}));
       for (const auto& [tkey, tval] : th) {

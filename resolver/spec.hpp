@@ -166,6 +166,8 @@ struct Spec {
   std::optional<VmRequest> vm;
   std::string validate_level = "standard";
   std::map<std::string, double> validate_thresholds;
+  /// `validate.data_read_min` ("5GB/s"), in bytes per second: the data_read check's threshold (docs/validate.md).
+  std::optional<double> validate_data_read_min;
   SourcesRequest sources;
   std::map<std::string, SourcePos> positions;  ///< "cuda", "python", "base", ... to their position
 

@@ -14,6 +14,7 @@
 
 #include "base/error.hpp"
 #include "validate/backend.hpp"
+#include "validate/data_files.hpp"
 #include "validate/thresholds.hpp"
 
 namespace gpuenv::validate {
@@ -94,6 +95,14 @@ struct CheckInputs {
   std::string image;                      ///< the image as given (`DIR[:REF]`), for messages
   /// The attestation verifier for cc_attestation; empty = none wired (the check then skips, saying so).
   AttestFunction attest;
+  /// `--data`: the path the data_read check measures: a directory (gpuenv writes a file of its own in a directory it
+  /// makes there) or a file (only read). Empty: data_read skips.
+  std::string data_path;
+  /// The data_read threshold in bytes per second (`--data-min`, else the spec's validate.data_read_min); empty:
+  /// the rate is MEASURED, not judged.
+  std::optional<double> data_read_min;
+  /// The file-system port data_read reads through (shared: a check thread the watchdog abandoned keeps it alive).
+  std::shared_ptr<DataFiles> data_files;
 };
 
 /// Everything a check may use while it runs.
@@ -114,11 +123,14 @@ class Check {
  public:
   virtual ~Check() = default;
   [[nodiscard]] virtual std::string key() const = 0;
-  [[nodiscard]] virtual std::string category() const = 0;  ///< software | health | kernels | throughput | image
+  [[nodiscard]] virtual std::string category() const = 0;  ///< software | health | kernels | throughput | image | data
   [[nodiscard]] virtual std::string description() const = 0;
   /// Whether the check reads a GPU (skipped without GPUs and after a GPU hung). Software checks that read a
   /// GPU's state (persistence_mode, mig_state) override this.
   [[nodiscard]] virtual bool uses_gpu() const { return category() != "software"; }
+  /// Whether the check is about this machine's NVIDIA driver or GPUs at all. data_read is not: a run of only such
+  /// checks on a machine without a driver or GPU is a run like any other, not "could not run".
+  [[nodiscard]] virtual bool needs_nvidia() const { return true; }
   /// Whether the check belongs to `level` at all (a check outside the level is not listed in the report).
   [[nodiscard]] virtual bool runs_at(Level level) const = 0;
   /// The longest the check may take at `level` on `gpu_count` GPUs; the watchdog fails it with `hang` after that.

@@ -158,6 +158,26 @@ const std::vector<ErrorCode>& error_codes() {
       {"image_cudnn_unavailable", "the framework reports that cuDNN is unavailable or disabled",
        "the image lacks the cuDNN the framework was built for, or it does not load: see libraries_load, and rebuild "
        "the image from its lock"},
+
+      // data (data_read, --data)
+      {"data_read_slow", "the data path's sequential read rate is below the threshold (--data-min, validate.data_read_min)",
+       "check what else reads or writes there (iostat -x 1), the device's health (smartctl, nvme smart-log) or the "
+       "network file system's mount options and link; a cold network cache reads slower than a warm one"},
+      {"data_read_unjudged", "the data path's read rate was measured but no threshold judges it",
+       "give a threshold: --data-min 2GB/s, or validate: {data_read_min: 2GB/s} in the spec given with --spec"},
+      {"data_path_unusable", "the data path (--data) does not exist, cannot be read, is empty, or is neither a "
+       "directory nor a regular file",
+       "give an existing directory you may write to, or a regular file you may read (its size should be 1 GiB or more)"},
+      {"data_read_only", "the data directory is on a read-only file system, so gpuenv cannot write its test file there",
+       "give a file on it to read instead (--data FILE): gpuenv only reads the files you name"},
+      {"data_no_space", "the data directory's file system has too little free space (or quota) for the test file",
+       "free space, or give a file to read instead (--data FILE); gpuenv writes at most a tenth of the free space"},
+      {"data_io_error", "a read or write on the data path failed with an I/O error",
+       "read the message and the kernel log (dmesg) for the device or the network file system; rerun once, and "
+       "treat the storage as faulty if it repeats"},
+      {"data_mismatch", "the test file gpuenv wrote read back with other bytes than it wrote",
+       "the storage returned wrong data: check the kernel log (dmesg), the device's health and the file system; keep "
+       "training data off it until this is understood"},
   };
   return k_codes;
 }

@@ -17,7 +17,7 @@ struct ErrorCode {
 /// The entry for `code`, or null when the catalog has no such code.
 const ErrorCode* find_error_code(std::string_view code);
 
-/// Every code, in catalog order (grouped by category: run, software, health, kernels, throughput).
+/// Every code, in catalog order (grouped by category: run, software, health, kernels, throughput, image, data).
 const std::vector<ErrorCode>& error_codes();
 
 }  // namespace gpuenv::validate

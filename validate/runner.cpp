@@ -409,16 +409,21 @@ Result<Report> run_unguarded(GpuBackend& backend, const CheckInputs& inputs,
   report.level = inputs.level;
   report.started_at = options.started_at;
   const std::vector<GpuInfo> all_gpus = read_machine(backend, report);
-  std::string could_not_run_hint = mark_could_not_run(report, all_gpus);
+  const std::vector<Planned> plan = plan_checks(checks, inputs.level, options.filter);
+  std::string could_not_run_hint;
+  if (std::any_of(plan.begin(), plan.end(), [](const Planned& p) { return p.in_level && p.check->needs_nvidia(); })) {
+    could_not_run_hint = mark_could_not_run(report, all_gpus);
+  } else if (!report.driver.loaded || all_gpus.empty()) {
+    report.notes.push_back("no NVIDIA driver or GPU here; the checks run need none");
+  }
   report.could_not_run_hint = could_not_run_hint;
   std::vector<GpuInfo> selected;
-  if (!report.could_not_run) {
+  if (!report.could_not_run && report.driver.loaded && !all_gpus.empty()) {
     GPUENV_TRY(chosen, select_gpus(all_gpus, inputs.gpus));
     selected = std::move(chosen);
   }
   report.gpus = selected;
 
-  const std::vector<Planned> plan = plan_checks(checks, inputs.level, options.filter);
   prepare_backend(backend, plan, report);
 
   CheckSequence sequence(backend, inputs, options, now, report, std::move(selected), std::move(could_not_run_hint),

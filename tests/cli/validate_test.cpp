@@ -305,6 +305,44 @@ TEST(ValidateReport, AHostWithoutADriverCouldNotRunOnceWithItsHint) {
   EXPECT_LT(lines.size(), 20u) << text.out;
 }
 
+// data_read reads no GPU: alone on a host without a driver it is judged like any check, by --data-min or the spec.
+TEST(ValidateData, DataReadRunsWithoutADriverAndTakesItsThresholdFromTheFlagOrTheSpec) {
+  const fs::path dir = fs::temp_directory_path() / ("gpuenv-cli-data-read-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string replay = "faults/no_driver.yaml";
+  int code = -1;
+  auto pass = validate_json(replay, {"--level", "quick", "--check", "data_read", "--data", dir.string(), "--data-min", "1kB/s"}, &code);
+  EXPECT_EQ(code, 0) << pass.dump(2);
+  EXPECT_EQ(pass["status"], "pass");
+  EXPECT_EQ(pass["could_not_run"], false);
+  EXPECT_EQ(results(pass, "data_read", "pass"), (std::vector<std::string>{"-:"}));
+  auto measured = validate_json(replay, {"--level", "quick", "--check", "data_read", "--data", dir.string()}, &code);
+  EXPECT_EQ(code, 0);
+  EXPECT_EQ(results(measured, "data_read", "measured"), (std::vector<std::string>{"-:data_read_unjudged"}));
+  const fs::path spec = dir / "spec.yaml";
+  std::ofstream(spec) << "schema: gpuenv-spec-v1\nname: x\nbase: debian:12\nvalidate: {data_read_min: 900TB/s}\n";
+  auto slow = validate_json(replay, {"--level", "quick", "--check", "data_read", "--data", dir.string(), "--spec", spec.string()}, &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(results(slow, "data_read", "fail"), (std::vector<std::string>{"-:data_read_slow"}));
+  auto missing = validate_json(replay, {"--level", "quick", "--check", "data_read", "--data", (dir / "nope").string()}, &code);
+  EXPECT_EQ(code, 1);
+  EXPECT_EQ(results(missing, "data_read", "fail"), (std::vector<std::string>{"-:data_path_unusable"}));
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, (std::vector<std::string>{"spec.yaml"}));  // every directory of gpuenv's own was removed
+  fs::remove_all(dir);
+}
+
+TEST(ValidateData, BadRatesAndAThresholdWithoutDataAreUsageErrors) {
+  const std::string replay = "replay:" + k_data + "faults/no_driver.yaml";
+  const auto bits = gpuenv({"validate", "--backend", replay, "--data", "/tmp", "--data-min", "5Gb/s"});
+  EXPECT_EQ(bits.code, 2);
+  EXPECT_NE(bits.err.find("config.bad_rate"), std::string::npos) << bits.err;
+  const auto alone = gpuenv({"validate", "--backend", replay, "--data-min", "5GB/s"});
+  EXPECT_EQ(alone.code, 2);
+  EXPECT_NE(alone.err.find("without --data"), std::string::npos) << alone.err;
+}
+
 TEST(ValidateReport, EightGpusGetOneRowPerCheck) {
   const ValidateOutcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "h100x8.yaml"});
   EXPECT_EQ(r.code, 0);

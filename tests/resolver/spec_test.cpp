@@ -55,6 +55,26 @@ validate:
   EXPECT_DOUBLE_EQ(r->validate_thresholds.at("hbm_bandwidth"), 0.8);
 }
 
+TEST(SpecParser, ReadsTheDataReadThresholdAsBytesPerSecond) {
+  const std::string head = "schema: gpuenv-spec-v1\nname: x\nbase: debian:12\n";
+  auto r = parse_spec(head + "validate: {data_read_min: 5GB/s}\n", "spec.yaml");
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  ASSERT_TRUE(r->validate_data_read_min.has_value());
+  EXPECT_DOUBLE_EQ(*r->validate_data_read_min, 5e9);
+  auto gib = parse_spec(head + "validate:\n  level: quick\n  data_read_min: 1.5GiB/s\n", "spec.yaml");
+  ASSERT_TRUE(gib.ok()) << gib.error().to_string();
+  EXPECT_DOUBLE_EQ(*gib->validate_data_read_min, 1.5 * 1073741824.0);
+  auto none = parse_spec(head, "spec.yaml");
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->validate_data_read_min.has_value());
+  for (const char* bad : {"5", "5Gb/s", "0GB/s", "-1GB/s", "fast", "[5GB/s]"}) {
+    const auto e = error_of(head + "validate: {data_read_min: " + bad + "}\n");
+    EXPECT_NE(e.where.find("spec.yaml:4"), std::string::npos) << bad << ": " << e.to_string();
+    EXPECT_FALSE(e.hint.empty()) << bad;
+  }
+  EXPECT_NE(error_of(head + "validate: {data_read_min: 8Gb/s}\n").message.find("bits"), std::string::npos);
+}
+
 TEST(SpecParser, DefaultsForAMinimalSpec) {
   auto r = parse_spec("name: x\n", "s.yaml");
   ASSERT_TRUE(r.ok());

@@ -282,8 +282,8 @@ TEST(AllChecks, ListsEveryIssueCheckInCategoryOrder) {
                       "pcie_link", "pcie_replays", "clock_events", "temperature", "context_create",
                       "compute_correctness", "memtest", "gemm_consistency", "gemm_sustained", "hbm_bandwidth", "h2d_bandwidth",
                       "d2h_bandwidth", "gemm_tflops", "p2p_bandwidth", "nccl_allreduce", "libraries_load",
-                      "framework_smoke", "cudnn_smoke"}));
-  const std::vector<std::string> order{"software", "health", "kernels", "throughput", "image"};
+                      "framework_smoke", "cudnn_smoke", "data_read"}));
+  const std::vector<std::string> order{"software", "health", "kernels", "throughput", "image", "data"};
   std::size_t at = 0;
   for (const auto& cat : categories) {
     while (at < order.size() && order[at] != cat) ++at;
@@ -305,7 +305,7 @@ TEST(Levels, QuickIsTheBootPreflight) {
             (std::vector<std::string>{"driver_loaded", "driver_meets_lock", "nouveau_absent", "device_nodes",
                                       "persistence_mode", "fabric_manager", "mig_state", "cc_mode", "cc_attestation", "env_vars", "ecc_mode",
                                       "ecc_errors", "row_remap", "retired_pages", "pcie_replays", "context_create",
-                                      "compute_correctness", "memtest", "hbm_bandwidth"}));
+                                      "compute_correctness", "memtest", "hbm_bandwidth", "data_read"}));  // data_read: only with --data
 }
 
 TEST(Levels, StandardRunsEveryCheckButTheSustainedLoadAndLongRunsEveryCheck) {
@@ -316,11 +316,12 @@ TEST(Levels, StandardRunsEveryCheckButTheSustainedLoadAndLongRunsEveryCheck) {
 }
 
 // The sum of the deadlines of the checks that run at `level` on one GPU (p2p_bandwidth and nccl_allreduce need two;
-// the image checks run only with --image, and their time comes on top of the level's: image_checks_test.cpp).
+// the image checks run only with --image, and their time comes on top of the level's: image_checks_test.cpp; so
+// does data_read's, which runs only with --data: data_read_test.cpp).
 std::chrono::milliseconds total_deadline(Level level, std::size_t gpus = 1) {
   std::chrono::milliseconds sum{0};
   for (const auto& c : all_checks()) {
-    if (c->key() == "p2p_bandwidth" || c->key() == "nccl_allreduce" || c->category() == "image") continue;
+    if (c->key() == "p2p_bandwidth" || c->key() == "nccl_allreduce" || c->category() == "image" || c->category() == "data") continue;
     if (c->runs_at(level)) sum += c->deadline(level, gpus);
   }
   return sum;
@@ -403,7 +404,7 @@ void expect_all_pass(FakeGpuBackend& backend, CheckInputs& inputs, const std::se
     if (!c->runs_at(inputs.level)) continue;
     Ran ran = run_check(c->key(), backend, inputs);
     // cc_attestation is not applicable where confidential computing is off, as in every healthy inventory here.
-    const bool skip_ok = may_skip.count(c->key()) > 0 || c->category() == "image" || c->key() == "cc_attestation";
+    const bool skip_ok = may_skip.count(c->key()) > 0 || c->category() == "image" || c->category() == "data" || c->key() == "cc_attestation";
     if (ran.not_applicable) {
       EXPECT_TRUE(skip_ok) << c->key() << " not applicable: " << *ran.not_applicable;
       continue;

@@ -43,6 +43,8 @@
 //   libraries_load       image        -            100/100       190/190       (the first image check to run pays
 //   framework_smoke      image        -            100/100       190/190        for the shared probe: <= 90 s at
 //   cudnn_smoke          image        -            100/100       190/190        standard, 180 s at long)
+//   data_read            data         10/10        35/35         95/95         (only with --data; reads no GPU, and its
+//                                                                               time comes on top of the level's)
 #include "validate/check.hpp"
 #include "validate/checks/check_support.hpp"
 
@@ -51,7 +53,7 @@ namespace gpuenv::validate {
 std::vector<std::unique_ptr<Check>> all_checks() {
   std::vector<std::unique_ptr<Check>> out;
   for (auto factory : {&checks::software_checks, &checks::health_checks, &checks::kernel_checks,
-                       &checks::throughput_checks, &checks::image_checks}) {
+                       &checks::throughput_checks, &checks::image_checks, &checks::data_checks}) {
     for (auto& check : factory()) out.push_back(std::move(check));
   }
   return out;

@@ -33,7 +33,7 @@ struct Budget {
 /// What a built-in check is, without its behaviour. An empty budget means the check does not run at that level.
 struct CheckSpec {
   std::string key;
-  std::string category;  ///< software | health | kernels | throughput | image
+  std::string category;  ///< software | health | kernels | throughput | image | data
   std::string description;
   std::optional<Budget> quick, standard, long_;
   /// Visits GPUs at once (for_each_gpu_parallel): the per-unit budget then counts once, plus an eighth of it for
@@ -211,6 +211,8 @@ std::vector<std::unique_ptr<Check>> kernel_checks();
 std::vector<std::unique_ptr<Check>> throughput_checks();
 /// libraries_load, framework_smoke and cudnn_smoke: they share one run of the image probe (image.cpp).
 std::vector<std::unique_ptr<Check>> image_checks();
+/// data_read (data.cpp): the data path's read rate, with --data only; reads no GPU.
+std::vector<std::unique_ptr<Check>> data_checks();
 
 /// The Python script run inside the image by the image checks (image_probe.cpp): prints one
 /// gpuenv-image-probe-v1 JSON object and never raises.
