@@ -187,8 +187,10 @@ TEST_F(ImageChecks, RunAtStandardAndLongOnlyAndTouchTheGpu) {
   }
 }
 
+// Last of the checks that use a GPU: only checks that read none (data_read) come after them.
 TEST_F(ImageChecks, TheyAreRegisteredLastInAllChecks) {
-  const auto all = gpuenv::validate::all_checks();
+  auto all = gpuenv::validate::all_checks();
+  while (!all.empty() && !all.back()->uses_gpu()) all.pop_back();
   ASSERT_GE(all.size(), 3u);
   EXPECT_EQ(all[all.size() - 3]->key(), "libraries_load");
   EXPECT_EQ(all[all.size() - 2]->key(), "framework_smoke");
