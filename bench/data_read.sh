@@ -4,7 +4,8 @@
 # data_read --data FILE` (O_DIRECT, 8 MiB reads), `dd if=FILE iflag=direct bs=8M of=/dev/null`, and, when fio is
 # installed, `fio --rw=read --bs=8m --direct=1 --ioengine=psync --iodepth=1` (the same access pattern: one stream of
 # 8 MiB direct reads). Prints each run and the medians with ratios. Rates in GB/s (10^9 bytes a second), as dd and
-# fio's bw_bytes count them. Without fio its column says why it is empty; dd alone still answers.
+# fio's bw_bytes count them. Without fio its column says why it is empty; dd alone still answers. On a shared or
+# virtual disk the rates vary from run to run: take many runs and read the medians.
 # Usage: bench/data_read.sh [GPUENV] [DIR] [SIZE_GIB] [RUNS]
 #   (defaults: build/cli/gpuenv, build/bench-data-read (a directory on the disk to measure, not a tmpfs), 2, 5)
 set -euo pipefail
@@ -38,17 +39,18 @@ fio_rate() {
       --size="${size_gib}g" --output-format=json | jq -r '.jobs[0].read.bw_bytes / 1e9'
 }
 
-g=(); d=(); f=()
-printf '%-4s %12s %12s %12s\n' run "gpuenv GB/s" "dd GB/s" "fio GB/s"
+g=(); d=(); f=(); rd=()
+printf '%-4s %12s %12s %12s %14s\n' run "gpuenv GB/s" "dd GB/s" "fio GB/s" "gpuenv / dd"
 for i in $(seq 1 "$runs"); do
   if [ $((i % 2)) = 1 ]; then a=$(gpuenv_rate); b=$(dd_rate); else b=$(dd_rate); a=$(gpuenv_rate); fi
   c="-"; [ "$have_fio" = yes ] && c=$(printf "%.3f" "$(fio_rate)")
   g+=("$a"); d+=("$b"); [ "$c" != "-" ] && f+=("$c")
-  printf '%-4s %12.3f %12.3f %12s\n' "$i" "$a" "$b" "$c"
+  r=$(echo "scale=4; $a / $b" | bc); rd+=("$r")
+  printf '%-4s %12.3f %12.3f %12s %14.3f\n' "$i" "$a" "$b" "$c" "$r"
 done
 
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 mg=$(median "${g[@]}"); md=$(median "${d[@]}")
 printf 'median %10.3f %12.3f %12s\n' "$mg" "$md" "$([ ${#f[@]} -gt 0 ] && printf '%.3f' "$(median "${f[@]}")" || echo -)"
-echo "gpuenv / dd:  $(echo "scale=3; $mg / $md" | bc)"
+echo "gpuenv / dd:  $(echo "scale=3; $mg / $md" | bc) (medians); $(median "${rd[@]}") (median of the runs' ratios: each pair ran back to back)"
 if [ ${#f[@]} -gt 0 ]; then echo "gpuenv / fio: $(echo "scale=3; $mg / $(median "${f[@]}")" | bc)"; else echo "fio: $have_fio"; fi
