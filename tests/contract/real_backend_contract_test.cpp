@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -451,6 +452,83 @@ TEST(RealBackend, OpenHandsTheFactoryTheBusIdNumaNodeAndAHealthReader) {
   ASSERT_TRUE(h->row_remap.has_value());
   EXPECT_TRUE(h->row_remap->pending);
   EXPECT_EQ(h->pcie_link->current_width, 8);
+}
+
+TEST(RealBackend, EnumeratesMigDevicesThroughNvmlsMigHandlesReadOnly) {
+  HostTree tree;
+  const std::string calls = tree.path("calls.log"), mig_calls = tree.path("mig.log");
+  ScopedEnv log("FAKE_NVML_CALL_LOG", calls);
+  ScopedEnv mig_log("FAKE_NVML_MIG_LOG", mig_calls);
+  ScopedEnv on("FAKE_NVML_MIG", "1");
+  auto backend = make_real_backend(tree.options());
+  auto devices = backend->mig_devices(0);
+  ASSERT_TRUE(devices.ok()) << devices.error().to_string();
+  ASSERT_EQ(devices->size(), 2u) << "slots 0 and 2 hold devices; slot 1 answers NOT_FOUND and is skipped";
+  const auto& a = (*devices)[0];
+  EXPECT_EQ(a.uuid, "MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee");
+  EXPECT_EQ(a.parent, 0);
+  EXPECT_EQ(a.index, 0);
+  EXPECT_EQ(a.gpu_instance_id, 2);
+  EXPECT_EQ(a.compute_instance_id, 0);
+  EXPECT_EQ(a.profile, "3g.40gb") << "the profile from NVML's name \"... MIG 3g.40gb\"";
+  EXPECT_EQ(a.memory_bytes, 42681237504ull);
+  EXPECT_EQ(a.parent_memory_bytes, 85520809984ull);
+  EXPECT_EQ(a.sm_count, 60);
+  EXPECT_EQ(a.gpu_instance_slices, 3);
+  const auto& b = (*devices)[1];
+  EXPECT_EQ(b.index, 2);
+  EXPECT_EQ(b.profile, "1g.10gb");
+  EXPECT_EQ(b.gpu_instance_id, 9);
+  EXPECT_EQ(b.sm_count, 16);
+  auto none = backend->mig_devices(1);
+  ASSERT_TRUE(none.ok()) << none.error().to_string();
+  EXPECT_TRUE(none->empty()) << "GPU 1 has MIG off";
+  std::ifstream in(calls);
+  std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(written, "") << "reading the MIG layout changes nothing (no Create/Destroy/Set call)";
+  std::ifstream mig_in(mig_calls);
+  std::string read((std::istreambuf_iterator<char>(mig_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(read.find("nvmlDeviceGetMigDeviceHandleByIndex"), std::string::npos) << read;
+  EXPECT_NE(read.find("nvmlDeviceGetAttributes_v2"), std::string::npos) << read;
+}
+
+TEST(RealBackend, NoMigDevicesWithMigOffOrAnNvmlWithoutMig) {
+  HostTree tree;
+  auto off = make_real_backend(tree.options())->mig_devices(0);
+  ASSERT_TRUE(off.ok()) << off.error().to_string();
+  EXPECT_TRUE(off->empty()) << "MIG is off on GPU 0 unless FAKE_NVML_MIG=1";
+  ScopedEnv on("FAKE_NVML_MIG", "1");
+  auto old = make_real_backend(tree.options(FAKE_NVML_FULL_OLD_PATH))->mig_devices(0);
+  ASSERT_TRUE(old.ok()) << old.error().to_string();
+  EXPECT_TRUE(old->empty()) << "an NVML without nvmlDeviceGetMigDeviceHandleByIndex predates MIG";
+  auto unknown = make_real_backend(tree.options())->mig_devices(7);
+  EXPECT_FALSE(unknown.ok()) << "an unknown GPU is an error";
+}
+
+TEST(RealBackend, OpensOnlyTheMigDeviceCudaVisibleDevicesNames) {
+  HostTree tree;
+  ScopedEnv on("FAKE_NVML_MIG", "1");
+  auto options = tree.options();
+  std::string seen_bus_id;
+  options.session_factory = [&](SessionTarget target) -> Result<std::unique_ptr<GpuSession>> {
+    seen_bus_id = target.pci_bus_id;
+    return std::unique_ptr<GpuSession>(std::make_unique<ReaderSession>(std::move(target.health_reader)));
+  };
+  auto devices = make_real_backend(options)->mig_devices(0);
+  ASSERT_TRUE(devices.ok() && devices->size() == 2u);
+  auto unset = make_real_backend(options)->open_mig((*devices)[1]);
+  ASSERT_FALSE(unset.ok());
+  EXPECT_EQ(unset.error().id, "validate.mig_not_visible");
+  EXPECT_NE(unset.error().hint.find("CUDA_VISIBLE_DEVICES=MIG-12345678-9abc-def0-1234-56789abcdef0"), std::string::npos)
+      << unset.error().hint;
+  EXPECT_EQ(seen_bus_id, "") << "no session is made for an instance this process cannot reach";
+  options.cuda_visible_devices = " MIG-12345678-9abc-def0-1234-56789abcdef0 ,GPU-11111111-2222-3333-4444-555555555555";
+  auto named = make_real_backend(options)->open_mig((*devices)[1]);
+  ASSERT_TRUE(named.ok()) << named.error().to_string();
+  EXPECT_EQ(seen_bus_id, "00000000:19:00.0") << "CUDA enumerates the instance alone, under its GPU's address";
+  auto other = make_real_backend(options)->open_mig((*devices)[0]);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().id, "validate.mig_not_visible");
 }
 
 /// The real backend composed as the CLI composes it (cli/cmd_validate.cpp), over the CPU doubles of libcuda,

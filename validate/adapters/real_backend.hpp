@@ -48,6 +48,9 @@ struct RealBackendOptions {
   SessionFactory session_factory;                    ///< empty: open() fails ("built without the CUDA session")
   P2pMeasure p2p_measure;                            ///< empty: p2p_bandwidth is not measured (empty answer)
   NcclMeasure nccl_measure;                          ///< empty: nccl_allreduce is not measured (empty answer)
+  /// The process's CUDA_VISIBLE_DEVICES as the CLI read it: open_mig() opens the MIG device it names first (CUDA
+  /// then enumerates that instance alone); every other instance is `validate.mig_not_visible`.
+  std::string cuda_visible_devices;
 };
 
 /// The NVML + CUDA backend ("nvml+cuda"). Construction never fails; NVML is loaded on first use. p2p_bandwidth and
