@@ -202,8 +202,8 @@ class GpuBackend {
     return std::vector<MigDevice>{};
   }
   /// Creates a context on one MIG device (CUDA sees it as a device of its own, by its UUID). Errors as open(); the
-  /// id `validate.mig_not_visible` means this process cannot reach that instance (CUDA enumerates one MIG device
-  /// per process), which the checks report as SKIP with the way to reach it. The default refuses.
+  /// id `validate.mig_not_visible` means the backend cannot reach that instance (CUDA enumerates one MIG device per
+  /// process), which the checks report as SKIP with the way to reach it. The default refuses.
   virtual Result<std::unique_ptr<GpuSession>> open_mig(const MigDevice& device) {
     return make_error(ErrorKind::environment, "validate.mig_not_visible",
                       "the " + name() + " backend cannot open MIG device " + device.uuid, device.uuid,

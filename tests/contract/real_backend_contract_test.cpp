@@ -2,14 +2,17 @@
 // (tests/contract/fake_nvml_full.cpp, current and -DFAKE_NVML_OLD), the fake libcuda builds, and /proc, /dev and
 // /sys fixture trees in a temporary directory.
 #include <dlfcn.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -623,6 +626,51 @@ TEST(RealBackend, EveryGpuCheckRunsThroughTheRealAdaptersOnTheCpuDriver) {
       EXPECT_NE(r.status, gpuenv::validate::CheckStatus::skip) << key << ": " << r.message;
     }
   }
+}
+
+TEST(RealBackend, EveryMigInstanceRunsInAChildProcessThatSeesOnlyItsDevice) {
+  if (gpuenv::validate::embedded_validation_fatbin().size == 0) GTEST_SKIP() << "built without CUDA: no kernels";
+  ::unsetenv("CPU_CUDA_FAULTS");
+  ScopedEnv on("FAKE_NVML_MIG", "1");
+  HostTree tree;
+  auto options = cpu_driver_options(tree);
+  // The factory runs inside each child: it notes the CUDA_VISIBLE_DEVICES that child's CUDA starts with.
+  const std::string seen = tree.path("visible.log");
+  options.session_factory = [inner = options.session_factory, seen](SessionTarget target) {
+    if (std::FILE* f = std::fopen(seen.c_str(), "a")) {
+      const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+      std::fprintf(f, "%d %s\n", static_cast<int>(::getpid()), visible ? visible : "(unset)");
+      std::fclose(f);
+    }
+    return inner(std::move(target));
+  };
+  auto backend = make_real_backend(options);
+  gpuenv::validate::CheckInputs inputs;
+  inputs.level = gpuenv::validate::Level::quick;
+  inputs.gpus = {0};
+  gpuenv::validate::RunOptions run;
+  run.filter = {"kernels", "hbm_bandwidth"};
+  run.deadline_scale = 8;
+  auto report = gpuenv::validate::run_validation(*backend, inputs, gpuenv::validate::all_checks(), run);
+  ASSERT_TRUE(report.ok()) << report.error().to_string();
+  ASSERT_EQ(report->mig_devices.size(), 2u);
+  for (const auto& check : report->checks) {
+    ASSERT_EQ(check.results.size(), 2u) << check.key << ": one outcome per instance";
+    for (const auto& r : check.results) {
+      ASSERT_TRUE(r.mig.has_value()) << check.key;
+      // No thresholds are loaded here, so hbm_bandwidth's figure is MEASURED; every other check passes.
+      const auto want = check.key == "hbm_bandwidth" ? gpuenv::validate::CheckStatus::measured : gpuenv::validate::CheckStatus::pass;
+      EXPECT_EQ(r.status, want) << check.key << " " << r.mig->profile << ": " << r.message;
+    }
+  }
+  std::ifstream in(seen);
+  std::set<std::string> visible;
+  for (std::string pid, uuid; in >> pid >> uuid;) {
+    EXPECT_NE(pid, std::to_string(::getpid())) << "sessions on instances are made in child processes";
+    visible.insert(uuid);
+  }
+  EXPECT_EQ(visible, (std::set<std::string>{"MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "MIG-12345678-9abc-def0-1234-56789abcdef0"}))
+      << "each child's CUDA sees its own instance";
 }
 
 TEST(RealBackend, AMemtestBitFlipOnTheCpuDriverFailsOnlyMemtest) {

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "validate/adapters/mig_child.hpp"
 #include "validate/host_probe.hpp"
 
 namespace gpuenv::validate {
@@ -693,7 +695,13 @@ class RealBackend final : public GpuBackend {
     return read_health(**loaded, gpu);
   }
 
-  gpuenv::Status prepare() override { return cuda_ready(); }
+  // Before any check thread: the cuInit probe, then one child process per MIG device this process cannot reach
+  // itself (CUDA enumerates one MIG device per process), each with CUDA_VISIBLE_DEVICES naming its device.
+  gpuenv::Status prepare() override {
+    gpuenv::Status ready = cuda_ready();
+    if (ready && m_options.session_factory) start_mig_children();
+    return ready;
+  }
 
   // Reads the MIG layout through NVML's MIG handles; it never creates or destroys an instance.
   Result<std::vector<MigDevice>> mig_devices(int gpu) override {
@@ -729,12 +737,33 @@ class RealBackend final : public GpuBackend {
       out.push_back(read_mig_device(api, handle, gpu, static_cast<int>(i)));
       if (parent_known) out.back().parent_memory_bytes = parent_memory.total;
     }
+    std::lock_guard lock(m_mig_mutex);
+    for (const auto& d : out) {
+      const bool known = std::any_of(m_mig_seen.begin(), m_mig_seen.end(), [&](const MigDevice& s) { return s.uuid == d.uuid; });
+      if (!known && !d.uuid.empty()) m_mig_seen.push_back(d);
+    }
     return out;
   }
 
   // With CUDA_VISIBLE_DEVICES naming this MIG device, CUDA enumerates it alone, under its GPU's PCI address; any
   // other instance this process cannot reach (CUDA enumerates one MIG device per process).
   Result<std::unique_ptr<GpuSession>> open_mig(const MigDevice& device) override {
+    std::shared_ptr<MigChild> child;
+    {
+      std::lock_guard lock(m_mig_mutex);
+      if (auto it = m_mig_children.find(device.uuid); it != m_mig_children.end()) {
+        if (!it->second) return m_mig_child_errors.at(device.uuid);
+        child = it->second;
+      }
+    }
+    if (child) {
+      auto loaded = nvml();
+      if (!loaded) return std::move(loaded).error();
+      if (!*loaded) return no_driver(device.parent);
+      std::shared_ptr<Nvml> nv = *loaded;
+      const int gpu = device.parent;
+      return child->open([nv, gpu]() { return read_health(*nv, gpu); });
+    }
     if (first_visible_device(m_options.cuda_visible_devices) != device.uuid) {
       return make_error(ErrorKind::environment, "validate.mig_not_visible",
                         "CUDA in one process reaches one MIG device, the one CUDA_VISIBLE_DEVICES names" +
@@ -926,7 +955,51 @@ class RealBackend final : public GpuBackend {
                       "install or load the NVIDIA driver (nvidia-smi should list the GPUs)");
   }
 
+  // One child per MIG device that CUDA_VISIBLE_DEVICES does not name (the one it names is opened here), forked in
+  // prepare() while the process has one thread. A child that could not start is kept with its error.
+  void start_mig_children() {
+    std::vector<MigDevice> devices;
+    {
+      std::lock_guard lock(m_mig_mutex);
+      devices = m_mig_seen;
+    }
+    const std::string visible = first_visible_device(m_options.cuda_visible_devices);
+    for (const auto& d : devices) {
+      if (d.uuid == visible || m_mig_children.count(d.uuid)) continue;
+      auto bus_id = nvml_bus_id(d.parent);
+      Result<std::shared_ptr<MigChild>> child = bus_id ? start_child(d, *bus_id) : Result<std::shared_ptr<MigChild>>(bus_id.error());
+      std::lock_guard lock(m_mig_mutex);
+      if (child) {
+        m_mig_children[d.uuid] = *child;
+      } else {
+        m_mig_children[d.uuid] = nullptr;
+        m_mig_child_errors.emplace(d.uuid, child.error());
+      }
+    }
+  }
+
+  // The child's session: the factory's, on the GPU's PCI address, where CUDA shows the instance alone. Health is
+  // read by the parent, so the child's session has no reader.
+  Result<std::shared_ptr<MigChild>> start_child(const MigDevice& device, const std::string& bus_id) {
+    SessionTarget target;
+    target.pci_bus_id = bus_id;
+    target.numa_node = numa_node(fs::path(m_options.sys_root), bus_id);
+    const SessionFactory factory = m_options.session_factory;
+    return MigChild::start(device.uuid, [factory, target]() -> Result<std::unique_ptr<GpuSession>> {
+      try {
+        return factory(target);
+      } catch (const std::exception& ex) {
+        return make_error(ErrorKind::internal, "validate.cuda_session", std::string("creating the CUDA session threw: ") + ex.what(),
+                          target.pci_bus_id, "report this as a gpuenv bug");
+      }
+    });
+  }
+
   RealBackendOptions m_options;
+  std::mutex m_mig_mutex;
+  std::vector<MigDevice> m_mig_seen;                                 // every MIG device mig_devices() returned
+  std::map<std::string, std::shared_ptr<MigChild>> m_mig_children;   // uuid -> its child (null: it failed to start)
+  std::map<std::string, Error> m_mig_child_errors;                   // uuid -> why its child did not start
   std::mutex m_nvml_mutex;
   std::optional<Result<std::shared_ptr<Nvml>>> m_nvml;
   std::mutex m_cuda_mutex;
