@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdlib>
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
@@ -34,6 +35,8 @@ Result<std::unique_ptr<validate::GpuBackend>> make_gpu_backend(const std::string
     return std::move(*b);
   }
   validate::RealBackendOptions o;
+  // CUDA enumerates one MIG device per process, the one CUDA_VISIBLE_DEVICES names (the composition root reads it).
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) o.cuda_visible_devices = visible;
   o.session_factory = [image](validate::SessionTarget target) {
     validate::CudaSessionOptions so;
     so.fatbin = validate::embedded_validation_fatbin();

@@ -272,6 +272,7 @@ def main():
     write("validate", "thresholds", b"\x00" + fixture("recipes/gpus/thresholds.yaml"))
     write("validate", "replay_h200", b"\x01" + fixture("tests/data/validate/h200x1.yaml"))
     write("validate", "replay_l4", b"\x01" + fixture("tests/data/validate/l4x1.yaml"))
+    write("validate", "replay_mig_mixed", b"\x01" + fixture("tests/data/validate/h100_mig_mixed.yaml"))
     lib = {"loaded": True, "error": None}
     report = {"schema": "gpuenv-image-probe-v1", "python": "3.11.2", "error": None, "devices": ["/dev/nvidia0", "/dev/nvidiactl"],
               "libraries": {"error": None, "timed_out": False,

@@ -85,6 +85,21 @@ inline constexpr std::uint64_t k_clock_event_sw_thermal = 0x20;
 inline constexpr std::uint64_t k_clock_event_hw_thermal = 0x40;
 inline constexpr std::uint64_t k_clock_event_hw_power_brake = 0x80;
 
+/// One MIG device of a GPU with MIG on: a compute instance inside a GPU instance, as NVML enumerates it
+/// (nvmlDeviceGetMigDeviceHandleByIndex). gpuenv only reads the layout; it never creates or destroys instances.
+struct MigDevice {
+  std::string uuid;                  ///< "MIG-<8-4-4-4-12 hex>" (what CUDA_VISIBLE_DEVICES takes)
+  int parent = 0;                    ///< the GPU's index
+  int index = 0;                     ///< NVML's MIG device index on that GPU (0 .. nvmlDeviceGetMaxMigDeviceCount-1)
+  int gpu_instance_id = 0;           ///< nvmlDeviceGetGpuInstanceId
+  int compute_instance_id = 0;       ///< nvmlDeviceGetComputeInstanceId
+  std::string profile;               ///< "1g.10gb", "3g.40gb" (the name NVML gives after "MIG ")
+  std::uint64_t memory_bytes = 0;    ///< the instance's memory (nvmlDeviceGetMemoryInfo on the MIG handle)
+  std::uint64_t parent_memory_bytes = 0;  ///< the whole GPU's memory (the share of memory slices is taken from both)
+  int sm_count = 0;                  ///< multiprocessorCount (nvmlDeviceGetAttributes_v2); 0 unknown
+  int gpu_instance_slices = 0;       ///< gpuInstanceSliceCount: compute slices of its GPU instance (of 7)
+};
+
 /// One GPU as enumerated (NVML order = nvidia-smi order).
 struct GpuInfo {
   int index = 0;
@@ -96,6 +111,9 @@ struct GpuInfo {
   std::uint64_t memory_total_bytes = 0;
   int numa_node = -1;
   int nvlink_links_active = 0;   ///< active NVLink links; 0 when none or unknown
+  /// Set when this entry stands for one MIG device of the GPU (the runner makes one per instance for the checks
+  /// that run per instance; memory_total_bytes is then the instance's). Empty for a whole GPU.
+  std::optional<MigDevice> mig;
 };
 
 /// What a GPU memory test found.
@@ -177,6 +195,20 @@ class GpuBackend {
   virtual Result<GpuHealth> health(int gpu) = 0;
   /// Creates a context on `gpu` (the first cuInit is run in a child process with a timeout first).
   virtual Result<std::unique_ptr<GpuSession>> open(int gpu) = 0;
+  /// The MIG devices of `gpu` (NVML's MIG handles), in NVML's order; empty when MIG is off, no instance exists, or
+  /// the backend cannot tell. Read only. The default knows none.
+  virtual Result<std::vector<MigDevice>> mig_devices(int gpu) {
+    (void)gpu;
+    return std::vector<MigDevice>{};
+  }
+  /// Creates a context on one MIG device (CUDA sees it as a device of its own, by its UUID). Errors as open(); the
+  /// id `validate.mig_not_visible` means the backend cannot reach that instance (CUDA enumerates one MIG device per
+  /// process), which the checks report as SKIP with the way to reach it. The default refuses.
+  virtual Result<std::unique_ptr<GpuSession>> open_mig(const MigDevice& device) {
+    return make_error(ErrorKind::environment, "validate.mig_not_visible",
+                      "the " + name() + " backend cannot open MIG device " + device.uuid, device.uuid,
+                      "run gpuenv with CUDA_VISIBLE_DEVICES=" + device.uuid);
+  }
   /// Peer-to-peer copy bandwidth from `src` to `dst`, GB/s; empty when peer access is not possible.
   virtual Result<std::optional<Samples>> p2p_bandwidth(int src, int dst, int samples) = 0;
   /// NCCL all-reduce bus bandwidth across `gpus`, GB/s; empty when NCCL is not present.

@@ -52,4 +52,16 @@ bool is_gpu_environment_variable(const std::string& name) {
   return name == "NSIGHT_CUDA_DEBUGGER" || name == "COMPUTE_PROFILE" || name == "OPENCL_PROFILE";
 }
 
+std::string mig_label(const MigDevice& device) {
+  return "MIG " + (device.profile.empty() ? std::string("?") : device.profile) + " (GI " +
+         std::to_string(device.gpu_instance_id) + ", CI " + std::to_string(device.compute_instance_id) + ")";
+}
+
+std::string unit_label(const GpuOutcome& outcome) {
+  if (outcome.gpu < 0) return "host";
+  std::string out = "GPU " + std::to_string(outcome.gpu);
+  if (outcome.mig) out += " / " + mig_label(*outcome.mig);
+  return out;
+}
+
 }  // namespace gpuenv::validate

@@ -48,7 +48,19 @@ struct GpuOutcome {
   std::string code;             ///< stable error code from the catalog (error_codes.hpp) when WARN, FAIL or MEASURED
   std::string hint;             ///< what to do next, when WARN, FAIL, SKIP or MEASURED
   std::vector<Metric> metrics;
+  /// The MIG device the outcome is for (checks that run per instance); empty for a whole GPU or the host.
+  std::optional<MigDevice> mig = std::nullopt;
 };
+
+/// "GPU 0 / MIG 1g.10gb (GI 7, CI 0)" for an instance's outcome, "GPU 0" for a GPU's, "host" for gpu -1.
+std::string unit_label(const GpuOutcome& outcome);
+/// "MIG 1g.10gb (GI 7, CI 0)".
+std::string mig_label(const MigDevice& device);
+
+/// Where a GPU check runs when a GPU has MIG on (and instances): `physical` once per GPU (health counters and
+/// state, which NVML keeps per GPU), `instance` once per MIG device (work that fits in an instance), `whole_gpu`
+/// only on GPUs without MIG (copies and links of the whole board; SKIP on a GPU with MIG instances).
+enum class MigScope { physical, instance, whole_gpu };
 
 /// What a command run inside the image under validation did (CheckInputs::run_in_image).
 struct ImageRun {
@@ -131,6 +143,8 @@ class Check {
   /// Whether the check is about this machine's NVIDIA driver or GPUs at all. data_read is not: a run of only such
   /// checks on a machine without a driver or GPU is a run like any other, not "could not run".
   [[nodiscard]] virtual bool needs_nvidia() const { return true; }
+  /// How the check treats GPUs with MIG instances (MigScope). Physical unless the check says otherwise.
+  [[nodiscard]] virtual MigScope mig_scope() const { return MigScope::physical; }
   /// Whether the check belongs to `level` at all (a check outside the level is not listed in the report).
   [[nodiscard]] virtual bool runs_at(Level level) const = 0;
   /// The longest the check may take at `level` on `gpu_count` GPUs; the watchdog fails it with `hang` after that.

@@ -115,9 +115,22 @@ nlohmann::ordered_json gpu_json(const GpuInfo& g) {
   return j;
 }
 
+nlohmann::ordered_json mig_json(const MigDevice& d) {
+  nlohmann::ordered_json j;
+  j["uuid"] = valid_utf8(d.uuid);
+  j["gpu"] = d.parent;
+  j["gpu_instance_id"] = d.gpu_instance_id;
+  j["compute_instance_id"] = d.compute_instance_id;
+  j["profile"] = valid_utf8(d.profile);
+  j["memory_bytes"] = d.memory_bytes;
+  j["sm_count"] = d.sm_count;
+  return j;
+}
+
 nlohmann::ordered_json outcome_json(const GpuOutcome& o) {
   nlohmann::ordered_json j;
   j["gpu"] = o.gpu < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(o.gpu);
+  if (o.mig) j["mig"] = mig_json(*o.mig);
   j["status"] = to_string(o.status);
   j["message"] = valid_utf8(o.message);
   j["code"] = string_or_null(o.code);
@@ -148,7 +161,19 @@ Counts count_checks(const Report& r) {
   return c;
 }
 
-std::string gpu_label(int gpu) { return gpu < 0 ? std::string("-") : std::to_string(gpu); }
+// "-" for the host, "0" for a GPU, "0/GI 7" for a MIG device (with ".CI" when its CI is not 0).
+std::string gpu_label(const GpuOutcome& o) {
+  if (o.gpu < 0) return "-";
+  std::string out = std::to_string(o.gpu);
+  if (o.mig) {
+    out += "/GI " + std::to_string(o.mig->gpu_instance_id);
+    if (o.mig->compute_instance_id != 0) out += "." + std::to_string(o.mig->compute_instance_id);
+  }
+  return out;
+}
+
+// Whether the report lists several units (GPUs, or MIG devices): the grouped layout then.
+bool several_units(const Report& report) { return report.gpus.size() >= 2 || report.mig_devices.size() >= 2; }
 
 }  // namespace
 
@@ -210,6 +235,11 @@ nlohmann::ordered_json report_json(const Report& report) {
   auto gpus = nlohmann::ordered_json::array();
   for (const auto& g : report.gpus) gpus.push_back(gpu_json(g));
   j["gpus"] = std::move(gpus);
+  if (!report.mig_devices.empty()) {
+    auto mig = nlohmann::ordered_json::array();
+    for (const auto& d : report.mig_devices) mig.push_back(mig_json(d));
+    j["mig_devices"] = std::move(mig);
+  }
   j["image"] = report.image.empty() ? nlohmann::ordered_json(nullptr)
                                     : nlohmann::ordered_json{{"ref", valid_utf8(report.image)}, {"digest", string_or_null(report.image_digest)}};
   j["lock"] = report.lock_sha256.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json{{"sha256", report.lock_sha256}};
@@ -264,7 +294,9 @@ std::string report_junit(const Report& report) {
     const std::int64_t per_case_ms =
         check.results.empty() ? 0 : check.duration_ms / static_cast<std::int64_t>(check.results.size());
     for (const auto& o : check.results) {
-      const std::string name = o.gpu < 0 ? check.key : check.key + "[gpu" + std::to_string(o.gpu) + "]";
+      std::string name = o.gpu < 0 ? check.key : check.key + "[gpu" + std::to_string(o.gpu);
+      if (o.mig) name += "/mig-gi" + std::to_string(o.mig->gpu_instance_id) + "-ci" + std::to_string(o.mig->compute_instance_id);
+      if (o.gpu >= 0) name += "]";
       x += "    <testcase classname=\"gpuenv.validate." + xml_escape(check.category, true) + "\" name=\"" +
            xml_escape(name, true) + "\" time=\"" + seconds_text(per_case_ms, 3) + "\"";
       switch (o.status) {
@@ -349,6 +381,12 @@ std::string header_text(const Report& report, const Painter& paint) {
     std::snprintf(mem, sizeof mem, "%.1f GiB", static_cast<double>(g.memory_total_bytes) / (1024.0 * 1024 * 1024));
     out += "GPU " + std::to_string(g.index) + ": " + terminal_safe(g.name) + " (" + hex_device_id(g.pci_device_id) +
            ", " + terminal_safe(g.pci_bus_id) + ", " + mem + ")\n";
+    for (const auto& d : report.mig_devices) {
+      if (d.parent != g.index) continue;
+      std::snprintf(mem, sizeof mem, "%.2f GiB", static_cast<double>(d.memory_bytes) / (1024.0 * 1024 * 1024));
+      out += "  " + terminal_safe(mig_label(d)) + ": " + terminal_safe(d.uuid) + " (" + std::to_string(d.sm_count) +
+             " SMs, " + mem + ")\n";
+    }
   }
   if (report.could_not_run) {
     out += paint("could not run: " + terminal_safe(report.could_not_run_reason), "1;31") + "\n";
@@ -371,14 +409,17 @@ std::string single_gpu_rows(const Report& report, const Painter& paint) {
   std::size_t key_width = 5;  // "CHECK"
   for (const auto& c : report.checks) key_width = std::max(key_width, c.key.size());
   constexpr std::size_t k_status_width = 9;  // "MEASURED "
-  std::string out = pad("STATUS", k_status_width) + pad("CHECK", key_width + 2) + pad("GPU", 5) + "MESSAGE\n";
-  const std::string indent(k_status_width + key_width + 2 + 5, ' ');
+  std::size_t gpu_width = 5;  // "GPU" and a MIG device's "0/GI 13.1"
+  for (const auto& c : report.checks)
+    for (const auto& o : c.results) gpu_width = std::max(gpu_width, gpu_label(o).size() + 2);
+  std::string out = pad("STATUS", k_status_width) + pad("CHECK", key_width + 2) + pad("GPU", gpu_width) + "MESSAGE\n";
+  const std::string indent(k_status_width + key_width + 2 + gpu_width, ' ');
   for (const auto& check : report.checks) {
     if (skipped_for_could_not_run(report, check)) continue;
     for (const auto& o : check.results) {
       const std::string word = upper(to_string(o.status));
       out += paint(word, status_colour(o.status)) + std::string(k_status_width - word.size(), ' ');
-      out += pad(terminal_safe(check.key), key_width + 2) + pad(gpu_label(o.gpu), 5) + terminal_safe(o.message) + "\n";
+      out += pad(terminal_safe(check.key), key_width + 2) + pad(gpu_label(o), gpu_width) + terminal_safe(o.message) + "\n";
       if (const std::string hint = hint_text(o); !hint.empty()) out += indent + hint + "\n";
     }
   }
@@ -404,6 +445,34 @@ std::string gpu_ranges(std::vector<int> gpus) {
 
 namespace {
 
+// The units of some outcomes for a status column or a detail line: GPU ranges ("0-6"), and each GPU's MIG devices
+// by GPU instance ("0[GI 7-13]", "0[GI 1.0,1.1]" where a GPU instance holds several compute instances); empty for
+// host-wide outcomes alone.
+std::string unit_ranges(const std::vector<const GpuOutcome*>& outcomes) {
+  std::vector<int> whole;
+  std::map<int, std::vector<const MigDevice*>> instances;
+  for (const GpuOutcome* o : outcomes) {
+    if (o->gpu < 0) continue;
+    if (o->mig) instances[o->gpu].push_back(&*o->mig);
+    else whole.push_back(o->gpu);
+  }
+  std::string out = gpu_ranges(whole);
+  for (const auto& [gpu, devices] : instances) {
+    const bool one_ci = std::all_of(devices.begin(), devices.end(), [](const MigDevice* d) { return d->compute_instance_id == 0; });
+    std::string ids;
+    if (one_ci) {
+      std::vector<int> gis;
+      for (const MigDevice* d : devices) gis.push_back(d->gpu_instance_id);
+      ids = gpu_ranges(gis);
+    } else {
+      for (const MigDevice* d : devices)
+        ids += (ids.empty() ? "" : ",") + std::to_string(d->gpu_instance_id) + "." + std::to_string(d->compute_instance_id);
+    }
+    out += (out.empty() ? "" : ",") + std::to_string(gpu) + "[GI " + ids + "]";
+  }
+  return out;
+}
+
 // The statuses in the order a status column lists them.
 constexpr CheckStatus k_column_order[] = {CheckStatus::pass, CheckStatus::measured, CheckStatus::warn,
                                           CheckStatus::fail, CheckStatus::skip};
@@ -412,16 +481,16 @@ constexpr CheckStatus k_column_order[] = {CheckStatus::pass, CheckStatus::measur
 std::pair<std::string, std::string> status_column(const CheckReport& check, const Painter& paint) {
   std::string plain, painted;
   for (CheckStatus s : k_column_order) {
-    std::vector<int> gpus;
+    std::vector<const GpuOutcome*> units;
     bool host = false;
     for (const auto& o : check.results) {
       if (o.status != s) continue;
       if (o.gpu < 0) host = true;
-      else gpus.push_back(o.gpu);
+      else units.push_back(&o);
     }
-    if (!host && gpus.empty()) continue;
+    if (!host && units.empty()) continue;
     const std::string word = upper(to_string(s));
-    const std::string list = gpus.empty() ? std::string() : " " + gpu_ranges(gpus);
+    const std::string list = units.empty() ? std::string() : " " + unit_ranges(units);
     plain += (plain.empty() ? "" : ", ") + word + list;
     painted += (painted.empty() ? "" : ", ") + paint(word, status_colour(s)) + list;
   }
@@ -431,6 +500,10 @@ std::pair<std::string, std::string> status_column(const CheckReport& check, cons
 // An outcome's message with its own "GPU 3 (NVIDIA H100 ...)" at the start written as "the GPU", so that outcomes
 // that say the same thing of different GPUs read the same and are listed once.
 std::string shared_message(const GpuOutcome& o) {
+  if (o.mig) {
+    const std::string label = unit_label(o);
+    return o.message.rfind(label, 0) == 0 ? "the instance" + o.message.substr(label.size()) : o.message;
+  }
   const std::string own = "GPU " + std::to_string(o.gpu) + " (";
   if (o.gpu < 0 || o.message.rfind(own, 0) != 0) return o.message;
   int depth = 0;
@@ -457,7 +530,7 @@ std::string row_message(const CheckReport& check) {
   if (none_pass) return "per GPU below";
   if (check.category == "throughput") return "figures per GPU in the table below";
   const GpuOutcome& first = *passing.front();
-  return (first.gpu < 0 ? std::string() : "GPU " + std::to_string(first.gpu) + ": ") + terminal_safe(first.message);
+  return (first.gpu < 0 ? std::string() : terminal_safe(unit_label(first)) + ": ") + terminal_safe(first.message);
 }
 
 // Detail lines under a several-GPU row: the outcomes that are not a pass, those with the same status, message
@@ -465,7 +538,7 @@ std::string row_message(const CheckReport& check) {
 std::string detail_lines(const CheckReport& check, const std::string& indent, const Painter& paint) {
   struct Group {
     const GpuOutcome* first;
-    std::vector<int> gpus;
+    std::vector<const GpuOutcome*> gpus;
   };
   std::vector<Group> groups;
   for (const auto& o : check.results) {
@@ -475,18 +548,18 @@ std::string detail_lines(const CheckReport& check, const std::string& indent, co
              g.first->code == o.code && g.first->hint == o.hint;
     };
     auto it = std::find_if(groups.begin(), groups.end(), same);
-    if (it == groups.end()) groups.push_back({&o, {o.gpu}});
-    else it->gpus.push_back(o.gpu);
+    if (it == groups.end()) groups.push_back({&o, {&o}});
+    else it->gpus.push_back(&o);
   }
   // One group holding every outcome has the row's message already: only its hint is added. Each distinct hint is
   // written once, after the lines it belongs to.
   std::string out;
   std::vector<std::string> hints;
   for (const auto& g : groups) {
-    const bool host = g.gpus.size() == 1 && g.gpus.front() < 0;
+    const bool host = g.gpus.size() == 1 && g.gpus.front()->gpu < 0;
     if (!(groups.size() == 1 && g.gpus.size() == check.results.size())) {
       out += indent + paint(upper(to_string(g.first->status)), status_colour(g.first->status)) +
-             (host ? std::string() : " GPU " + gpu_ranges(g.gpus)) + ": " +
+             (host ? std::string() : " GPU " + unit_ranges(g.gpus)) + ": " +
              terminal_safe(g.gpus.size() > 1 ? shared_message(*g.first) : g.first->message) + "\n";
     }
     const std::string hint = hint_text(*g.first);
@@ -531,18 +604,44 @@ std::string figure_text(double v) {
   return buf;
 }
 
-const GpuOutcome* outcome_of(const Report& report, const std::string& key, int gpu) {
+// A row of the figures table: a GPU, or one MIG device of it.
+struct FigureRow {
+  int gpu = 0;
+  const MigDevice* mig = nullptr;
+  std::string label;  // "0", "0/GI 7"
+  std::string links;  // the GPU's active NVLink links; "-" for an instance
+};
+
+const GpuOutcome* outcome_of(const Report& report, const std::string& key, const FigureRow& row) {
   for (const auto& c : report.checks) {
     if (c.key != key) continue;
-    for (const auto& o : c.results)
-      if (o.gpu == gpu) return &o;
+    for (const auto& o : c.results) {
+      if (o.gpu != row.gpu) continue;
+      if (row.mig == nullptr ? !o.mig : (o.mig && o.mig->uuid == row.mig->uuid)) return &o;
+    }
   }
   return nullptr;
 }
 
-// The figure of `column` for `gpu` ("709.4", "55.3*" when no reference judged it), or "-" when not measured.
-std::string figure_cell(const Report& report, const FigureColumn& column, int gpu) {
-  const GpuOutcome* o = outcome_of(report, column.check, gpu);
+// The rows: each GPU, and under a GPU with MIG devices one row per device.
+std::vector<FigureRow> figure_rows(const Report& report) {
+  std::vector<FigureRow> rows;
+  for (const auto& g : report.gpus) {
+    rows.push_back({g.index, nullptr, std::to_string(g.index), std::to_string(g.nvlink_links_active)});
+    for (const auto& d : report.mig_devices) {
+      if (d.parent != g.index) continue;
+      GpuOutcome o;
+      o.gpu = d.parent;
+      o.mig = d;
+      rows.push_back({g.index, &d, gpu_label(o), "-"});
+    }
+  }
+  return rows;
+}
+
+// The figure of `column` for `row` ("709.4", "55.3*" when no reference judged it), or "-" when not measured.
+std::string figure_cell(const Report& report, const FigureColumn& column, const FigureRow& row) {
+  const GpuOutcome* o = outcome_of(report, column.check, row);
   if (o == nullptr) return "-";
   const bool peers = column.prefix == "to_gpu";
   std::optional<double> value;
@@ -570,14 +669,15 @@ std::string figures_table(const Report& report) {
   for (const char* dtype : {"bf16", "fp16", "tf32", "fp64"})
     columns.push_back({"gemm_tflops", std::string(dtype) + ".", "tflops", std::string(dtype) + " TFLOPS"});
   columns.push_back({"p2p_bandwidth", "to_gpu", "gbs", "P2P min GB/s"});
-  std::vector<std::vector<std::string>> cells;  // [column][gpu]
+  const std::vector<FigureRow> rows = figure_rows(report);
+  std::vector<std::vector<std::string>> cells;  // [column][row]
   std::vector<FigureColumn> shown;
   bool any_unjudged = false;
   for (const auto& column : columns) {
     std::vector<std::string> values;
     bool any = false;
-    for (const auto& g : report.gpus) {
-      values.push_back(figure_cell(report, column, g.index));
+    for (const auto& row : rows) {
+      values.push_back(figure_cell(report, column, row));
       any = any || values.back() != "-";
       any_unjudged = any_unjudged || values.back().back() == '*';
     }
@@ -587,13 +687,15 @@ std::string figures_table(const Report& report) {
   }
   if (shown.empty()) return {};
   std::string out = std::string("\nfigures per GPU (medians") + (any_unjudged ? "; * measured, not judged" : "") + "):\n";
-  out += pad("GPU", 5);
+  std::size_t label_width = 5;
+  for (const auto& row : rows) label_width = std::max(label_width, row.label.size() + 2);
+  out += pad("GPU", label_width);
   for (const auto& c : shown) out += pad(c.label, c.label.size() + 2);
   out += "NVLink links\n";
-  for (std::size_t g = 0; g < report.gpus.size(); ++g) {
-    out += pad(std::to_string(report.gpus[g].index), 5);
-    for (std::size_t c = 0; c < shown.size(); ++c) out += pad(cells[c][g], shown[c].label.size() + 2);
-    out += std::to_string(report.gpus[g].nvlink_links_active) + "\n";
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    out += pad(rows[r].label, label_width);
+    for (std::size_t c = 0; c < shown.size(); ++c) out += pad(cells[c][r], shown[c].label.size() + 2);
+    out += rows[r].links + "\n";
   }
   return out;
 }
@@ -603,14 +705,14 @@ std::string figures_table(const Report& report) {
 std::string report_text(const Report& report, bool colour) {
   const Painter paint{colour};
   std::string out = header_text(report, paint);
-  out += report.gpus.size() >= 2 ? grouped_rows(report, paint) : single_gpu_rows(report, paint);
+  out += several_units(report) ? grouped_rows(report, paint) : single_gpu_rows(report, paint);
   int not_run = 0;
   for (const auto& check : report.checks) not_run += skipped_for_could_not_run(report, check) ? 1 : 0;
   if (not_run > 0) {
     out += paint("SKIP", status_colour(CheckStatus::skip)) + " " + std::to_string(not_run) +
            " GPU checks: could not run (" + terminal_safe(report.could_not_run_reason) + ")\n";
   }
-  if (report.gpus.size() >= 2) out += figures_table(report);
+  if (several_units(report)) out += figures_table(report);
 
   const Counts c = count_checks(report);
   const std::string word = report.could_not_run ? std::string("COULD NOT RUN") : upper(to_string(report.status));

@@ -40,6 +40,7 @@ struct Report {
   std::vector<std::string> notes;    ///< backend errors met while gathering the inventory
   DriverState driver;
   std::vector<GpuInfo> gpus;         ///< the GPUs selected for the run
+  std::vector<MigDevice> mig_devices;  ///< the MIG devices of those GPUs (MIG on, instances made), in GPU order
   std::vector<CheckReport> checks;
   std::string image;                 ///< the image validated (--image as given); empty for the host alone
   std::string image_digest;          ///< its manifest digest "sha256:<hex>"; what a mark's subject names

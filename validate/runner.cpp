@@ -76,9 +76,9 @@ std::vector<GpuOutcome> outcomes_for(const std::vector<GpuInfo>& gpus, bool per_
                                      const std::string& message, const std::string& code, const std::string& hint) {
   std::vector<GpuOutcome> out;
   if (per_gpu && !gpus.empty()) {
-    for (const auto& g : gpus) out.push_back(GpuOutcome{g.index, status, message, code, hint, {}});
+    for (const auto& g : gpus) out.push_back(GpuOutcome{g.index, status, message, code, hint, {}, g.mig});
   } else {
-    out.push_back(GpuOutcome{-1, status, message, code, hint, {}});
+    out.push_back(GpuOutcome{-1, status, message, code, hint, {}, std::nullopt});
   }
   return out;
 }
@@ -133,11 +133,14 @@ Outcome run_guarded(const std::shared_ptr<Job>& job, std::chrono::milliseconds l
       return out;
     }
     for (const auto& g : job->gpus) {
-      auto it = std::find_if(told.begin(), told.end(), [&](const GpuOutcome& o) { return o.gpu == g.index; });
+      // A GPU, or one MIG device of it, by its UUID.
+      auto it = std::find_if(told.begin(), told.end(), [&](const GpuOutcome& o) {
+        return o.gpu == g.index && (o.mig ? o.mig->uuid : std::string()) == (g.mig ? g.mig->uuid : std::string());
+      });
       if (it != told.end()) {
         out.results.push_back(*it);
       } else {
-        out.results.push_back(GpuOutcome{g.index, CheckStatus::fail, message, k_code_hang, k_hang_hint, {}});
+        out.results.push_back(GpuOutcome{g.index, CheckStatus::fail, message, k_code_hang, k_hang_hint, {}, g.mig});
         out.hung_gpus.push_back(g.index);
       }
     }
@@ -240,6 +243,48 @@ Result<std::vector<GpuInfo>> select_gpus(const std::vector<GpuInfo>& all_gpus, c
   return selected;
 }
 
+// The MIG devices of each selected GPU (read only: gpuenv never changes a MIG layout), in GPU order. A GPU whose
+// devices cannot be read is checked as a whole, with a note.
+std::map<int, std::vector<MigDevice>> read_mig_devices(GpuBackend& backend, const std::vector<GpuInfo>& selected,
+                                                      Report& report) {
+  std::map<int, std::vector<MigDevice>> out;
+  for (const auto& g : selected) {
+    auto devices = backend.mig_devices(g.index);
+    if (!devices) {
+      report.notes.push_back("MIG devices of GPU " + std::to_string(g.index) + ": " + devices.error().message);
+      continue;
+    }
+    if (devices->empty()) continue;
+    for (auto& d : *devices) {
+      d.parent = g.index;
+      if (d.parent_memory_bytes == 0) d.parent_memory_bytes = g.memory_total_bytes;
+      report.mig_devices.push_back(d);
+    }
+    out.emplace(g.index, std::move(*devices));
+  }
+  return out;
+}
+
+// One entry per MIG device of a GPU with instances (the GPU's entry with `mig` set and the instance's memory),
+// the GPU itself otherwise.
+std::vector<GpuInfo> instance_units(const std::vector<GpuInfo>& gpus, const std::map<int, std::vector<MigDevice>>& mig) {
+  std::vector<GpuInfo> out;
+  for (const auto& g : gpus) {
+    auto it = mig.find(g.index);
+    if (it == mig.end()) {
+      out.push_back(g);
+      continue;
+    }
+    for (const auto& d : it->second) {
+      GpuInfo unit = g;
+      unit.mig = d;
+      if (d.memory_bytes > 0) unit.memory_total_bytes = d.memory_bytes;
+      out.push_back(std::move(unit));
+    }
+  }
+  return out;
+}
+
 // The checks to list, in order: those of the level the filter selects, plus those it names by key outside the level.
 std::vector<Planned> plan_checks(const std::vector<std::shared_ptr<Check>>& checks, Level level,
                                  const std::vector<std::string>& filter) {
@@ -280,9 +325,11 @@ std::chrono::milliseconds deadline_of(const Check& check, Level level, std::size
 class CheckSequence {
  public:
   CheckSequence(GpuBackend& backend, const CheckInputs& inputs, const RunOptions& options, const Clock& now,
-                Report& report, std::vector<GpuInfo> selected, std::string could_not_run_hint, int total)
+                Report& report, std::vector<GpuInfo> selected, std::map<int, std::vector<MigDevice>> mig,
+                std::string could_not_run_hint, int total)
       : m_backend(backend), m_inputs(inputs), m_options(options), m_now(now), m_report(report),
-        m_selected(std::move(selected)), m_could_not_run_hint(std::move(could_not_run_hint)), m_total(total) {
+        m_selected(std::move(selected)), m_mig(std::move(mig)), m_could_not_run_hint(std::move(could_not_run_hint)),
+        m_total(total) {
     m_job_inputs = inputs;
     m_job_inputs.gpus.clear();
     for (const auto& g : m_selected) m_job_inputs.gpus.push_back(g.index);
@@ -327,22 +374,52 @@ class CheckSequence {
     for (const auto& g : m_selected) {
       if (per_gpu && m_hung.count(g.index)) {
         hung_skips.push_back(GpuOutcome{g.index, CheckStatus::skip, "GPU hung in " + m_hung_in[g.index], "",
-                                        "fix the hang reported by " + m_hung_in[g.index] + " first", {}});
+                                        "fix the hang reported by " + m_hung_in[g.index] + " first", {}, std::nullopt});
       } else {
         usable.push_back(g);
       }
     }
+    // MIG: per instance, or not on GPUs with instances. Instances share their GPU's time (they run at once, each
+    // on its share), so the deadline counts the GPUs, not the instances.
+    const std::size_t deadline_units = usable.size();
+    if (per_gpu && !m_mig.empty()) usable = mig_units(*item.check, usable, hung_skips);
     std::vector<GpuOutcome> results;
-    if (!(per_gpu && usable.empty() && !hung_skips.empty())) results = run_job(item, per_gpu, key, usable);
+    if (!(per_gpu && usable.empty() && !hung_skips.empty()))
+      results = run_job(item, per_gpu, key, usable, deadline_units);
     results.insert(results.end(), hung_skips.begin(), hung_skips.end());
     std::stable_sort(results.begin(), results.end(),
                      [](const GpuOutcome& a, const GpuOutcome& b) { return a.gpu < b.gpu; });
     return results;
   }
 
-  // Asks the check whether it applies, then runs it under the watchdog on `usable`.
+  // The units a check runs on where GPUs have MIG instances (Check::mig_scope): the instances in place of their GPU,
+  // the GPUs as they are, or only the GPUs without instances (the others get a SKIP in `skips`).
+  std::vector<GpuInfo> mig_units(const Check& check, const std::vector<GpuInfo>& usable, std::vector<GpuOutcome>& skips) {
+    switch (check.mig_scope()) {
+      case MigScope::physical: return usable;
+      case MigScope::instance: return instance_units(usable, m_mig);
+      case MigScope::whole_gpu: break;
+    }
+    std::vector<GpuInfo> out;
+    for (const auto& g : usable) {
+      auto it = m_mig.find(g.index);
+      if (it == m_mig.end()) {
+        out.push_back(g);
+        continue;
+      }
+      skips.push_back(GpuOutcome{g.index, CheckStatus::skip,
+                                 "MIG is on with " + std::to_string(it->second.size()) +
+                                     " instance(s): this check needs the whole GPU, which CUDA cannot open while MIG "
+                                     "is on",
+                                 "", "run it on a GPU with MIG off (gpuenv never changes the MIG mode)", {}, std::nullopt});
+    }
+    return out;
+  }
+
+  // Asks the check whether it applies, then runs it under the watchdog on `usable`; the deadline is that for
+  // `deadline_units` GPUs.
   std::vector<GpuOutcome> run_job(const Planned& item, bool per_gpu, const std::string& key,
-                                  const std::vector<GpuInfo>& usable) {
+                                  const std::vector<GpuInfo>& usable, std::size_t deadline_units) {
     const Check& check = *item.check;
     auto job = std::make_shared<Job>();
     job->check = item.check;
@@ -362,7 +439,7 @@ class CheckSequence {
                           k_internal_hint);
     }
     if (reason) return outcomes_for(usable, per_gpu, CheckStatus::skip, *reason, "", "");
-    const auto limit = deadline_of(check, m_inputs.level, usable.size(), m_options.deadline_scale);
+    const auto limit = deadline_of(check, m_inputs.level, deadline_units, m_options.deadline_scale);
     job->deadline = SteadyClock::now() + limit;
     Outcome outcome = run_guarded(job, limit, per_gpu);
     if (outcome.hung && per_gpu) {
@@ -389,6 +466,7 @@ class CheckSequence {
   const Clock& m_now;
   Report& m_report;
   const std::vector<GpuInfo> m_selected;
+  const std::map<int, std::vector<MigDevice>> m_mig;  // GPU -> its MIG devices (GPUs with instances only)
   const std::string m_could_not_run_hint;
   const int m_total;
   CheckInputs m_job_inputs;  // inputs with the selected GPUs spelt out, copied into each job
@@ -423,11 +501,12 @@ Result<Report> run_unguarded(GpuBackend& backend, const CheckInputs& inputs,
     selected = std::move(chosen);
   }
   report.gpus = selected;
+  std::map<int, std::vector<MigDevice>> mig = read_mig_devices(backend, selected, report);
 
   prepare_backend(backend, plan, report);
 
-  CheckSequence sequence(backend, inputs, options, now, report, std::move(selected), std::move(could_not_run_hint),
-                         static_cast<int>(plan.size()));
+  CheckSequence sequence(backend, inputs, options, now, report, std::move(selected), std::move(mig),
+                         std::move(could_not_run_hint), static_cast<int>(plan.size()));
   for (const auto& item : plan) sequence.run(item);
 
   report.status = overall_status(report.checks);

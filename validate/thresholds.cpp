@@ -50,8 +50,9 @@ struct UnitInfo {
   double factor;
 };
 
-constexpr std::array<UnitInfo, 5> k_threshold_units = {{
+constexpr std::array<UnitInfo, 6> k_threshold_units = {{
     {"GB/s", "GB/s", 1},
+    {"SMs", "SMs", 1},  // sm_count only
     {"TB/s", "GB/s", 1000},
     {"MB/s", "GB/s", 0.001},
     {"TFLOPS", "TFLOPS", 1},
@@ -264,7 +265,8 @@ class Parser : private YamlReader {
 
   Result<GpuThresholds> gpu_entry(const YAML::Node& n) {
     GPUENV_TRY(entries, map(n, "gpus item",
-                            {"model", "pci_device_ids", "fail_fraction", "references", "dense_peaks", "nvlink_link"}));
+                            {"model", "pci_device_ids", "fail_fraction", "references", "dense_peaks", "nvlink_link",
+                             "sm_count"}));
     GpuThresholds gpu;
     bool have_ids = false;
     for (const auto& [key, value] : entries) {
@@ -295,6 +297,10 @@ class Parser : private YamlReader {
         constexpr MetricInfo k_link{"nvlink_link", "GB/s", 1, 500};  // one link, one direction
         GPUENV_TRY(link, reference(value, k_link));
         gpu.nvlink_link = std::move(link);
+      } else if (k == "sm_count") {
+        constexpr MetricInfo k_sms{"sm_count", "SMs", 1, 1000};  // the whole GPU's streaming multiprocessors
+        GPUENV_TRY(sms, reference(value, k_sms));
+        gpu.sm_count = std::move(sms);
       }
     }
     if (gpu.model.empty()) {
@@ -379,7 +385,7 @@ class Parser : private YamlReader {
     if (unit->canonical != metric.unit) {
       return error(*unit_node, "wrong_unit",
                    what + " is in " + std::string(unit->name) + ", a unit of " +
-                       (unit->canonical == "GB/s" ? "bandwidth" : "compute throughput") + "; " +
+                       (unit->canonical == "GB/s" ? "bandwidth" : unit->canonical == "SMs" ? "SM count" : "compute throughput") + "; " +
                        std::string(metric.key) + " is measured in " + std::string(metric.unit),
                    "accepted for " + std::string(metric.key) + ": " + units_of(metric.unit));
     }

@@ -59,6 +59,8 @@ struct GpuThresholds {
   std::optional<double> fail_fraction;          ///< overrides the table's default
   std::map<std::string, Reference> dense_peaks; ///< "gemm_tflops.bf16" -> the datasheet's dense peak
   std::optional<Reference> nvlink_link;         ///< one NVLink link's bandwidth per direction, GB/s
+  /// The whole GPU's SM count (unit "SMs"), which a MIG instance's GEMM reference is scaled by: instance SMs / this.
+  std::optional<Reference> sm_count;
 };
 
 /// All loaded references plus the default rule.

@@ -104,7 +104,8 @@ TEST(Validate, AHungGpuFailsAloneWhileTheOtherSevenAreChecked) {
 }
 
 TEST(Validate, HealthyRecordingsPassEveryInventory) {
-  for (const char* file : {"h100x8.yaml", "l4x1.yaml", "h200x1.yaml", "a100_mig.yaml"}) {
+  for (const char* file : {"h100x8.yaml", "l4x1.yaml", "h200x1.yaml", "a100_mig.yaml", "a100_mig_7x1g.yaml",
+                           "h100_mig_7x1g.yaml", "h100_mig_mixed.yaml"}) {
     int code = -1;
     const auto report = validate_json(file, {}, &code);
     EXPECT_EQ(code, 0) << file;
@@ -239,7 +240,8 @@ std::vector<std::string> unjudged_figures(const nlohmann::json& report) {
 }
 
 TEST(ValidateReport, AFigureNoReferenceJudgesIsMeasuredNeverPass) {
-  for (const char* file : {"h100x8.yaml", "l4x1.yaml", "h200x1.yaml", "a100_mig.yaml"}) {
+  for (const char* file : {"h100x8.yaml", "l4x1.yaml", "h200x1.yaml", "a100_mig.yaml", "a100_mig_7x1g.yaml",
+                           "h100_mig_7x1g.yaml", "h100_mig_mixed.yaml"}) {
     const auto report = validate_json(file, {});
     for (const auto& c : report["checks"])
       for (const auto& r : c["results"]) {
@@ -252,7 +254,8 @@ TEST(ValidateReport, AFigureNoReferenceJudgesIsMeasuredNeverPass) {
 TEST(ValidateReport, EveryThroughputFigureOfTheRecordedGpusIsJudged) {
   // The L4's FP64 rate is not on its datasheet, so that one figure stays measured (recipes/gpus/thresholds.yaml).
   const std::map<std::string, std::vector<std::string>> expected = {
-      {"h100x8.yaml", {}}, {"h200x1.yaml", {}}, {"a100_mig.yaml", {}}, {"l4x1.yaml", {"0:gemm_tflops:fp64.median_tflops"}}};
+      {"h100x8.yaml", {}}, {"h200x1.yaml", {}}, {"a100_mig.yaml", {}}, {"l4x1.yaml", {"0:gemm_tflops:fp64.median_tflops"}},
+      {"a100_mig_7x1g.yaml", {}}, {"h100_mig_7x1g.yaml", {}}, {"h100_mig_mixed.yaml", {}}};
   for (const auto& [file, unjudged] : expected) {
     const auto report = validate_json(file, {});
     EXPECT_EQ(unjudged_figures(report), unjudged) << file;

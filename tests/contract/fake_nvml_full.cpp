@@ -12,6 +12,9 @@
 //   FAKE_NVML_CALL_LOG   file to which every call of a Set*/Reset*/Clear* (state-changing) function is appended
 //   FAKE_NVML_FABRIC     completed (default) | in_progress | failed | unsupported: the GPUs' fabric registration
 //   FAKE_NVML_LOST_GPU   index of a GPU whose health getters answer NVML_ERROR_GPU_IS_LOST
+//   FAKE_NVML_MIG        1: GPU 0 has MIG on with two MIG devices in slots 0 and 2 of 7 (3g.40gb GI 2 CI 0, 1g.10gb
+//                        GI 9 CI 0; slot 1 empty); the MIG functions are absent from the FAKE_NVML_OLD build.
+//                        FAKE_NVML_MIG_LOG: file to which every MIG getter call is appended (read-only proof)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -75,6 +78,29 @@ struct FabricInfoV3 {
   unsigned char healthSummary;
 };
 struct TemperatureV1 { unsigned version; int sensorType; int temperature; };
+struct DeviceAttributes {  // nvmlDeviceAttributes_t
+  unsigned multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount, sharedJpegCount,
+      sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+};
+
+// MIG devices of GPU 0 (FAKE_NVML_MIG=1): NVML names them "<GPU name> MIG <profile>".
+struct MigDev {
+  const char* name;
+  const char* uuid;
+  unsigned gi, ci;
+  unsigned long long memory;
+  unsigned sms, gi_slices;
+};
+MigDev g_mig[2] = {
+    {"NVIDIA H100 80GB HBM3 MIG 3g.40gb", "MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", 2, 0, 42681237504ull, 60, 3},
+    {"NVIDIA H100 80GB HBM3 MIG 1g.10gb", "MIG-12345678-9abc-def0-1234-56789abcdef0", 9, 0, 10468982784ull, 16, 1},
+};
+MigDev* mig(void* d) {
+  for (auto& m : g_mig)
+    if (d == &m) return &m;
+  return nullptr;
+}
 
 Gpu* gpu(void* d) { return static_cast<Gpu*>(d); }
 
@@ -182,8 +208,14 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned i, void** d) {
   *d = &g_gpus[i];
   return k_success;
 }
-int nvmlDeviceGetName(void* d, char* out, unsigned len) { std::snprintf(out, len, "%s", gpu(d)->name); return k_success; }
-int nvmlDeviceGetUUID(void* d, char* out, unsigned len) { std::snprintf(out, len, "%s", gpu(d)->uuid); return k_success; }
+int nvmlDeviceGetName(void* d, char* out, unsigned len) {
+  std::snprintf(out, len, "%s", mig(d) ? mig(d)->name : gpu(d)->name);
+  return k_success;
+}
+int nvmlDeviceGetUUID(void* d, char* out, unsigned len) {
+  std::snprintf(out, len, "%s", mig(d) ? mig(d)->uuid : gpu(d)->uuid);
+  return k_success;
+}
 int nvmlDeviceGetPciInfo_v3(void* d, PciInfo* p) {
   std::memset(p, 0, sizeof *p);
   std::snprintf(p->busIdLegacy, sizeof p->busIdLegacy, "%s", gpu(d)->bus_id + 4);
@@ -195,7 +227,12 @@ int nvmlDeviceGetPciInfo_v3(void* d, PciInfo* p) {
   return k_success;
 }
 int nvmlDeviceGetCudaComputeCapability(void* d, int* ma, int* mi) { *ma = gpu(d)->cc_major; *mi = gpu(d)->cc_minor; return k_success; }
-int nvmlDeviceGetMemoryInfo(void* d, Memory* m) { m->total = gpu(d)->memory_total; m->free = m->total; m->used = 0; return k_success; }
+int nvmlDeviceGetMemoryInfo(void* d, Memory* m) {
+  m->total = mig(d) ? mig(d)->memory : gpu(d)->memory_total;
+  m->free = m->total;
+  m->used = 0;
+  return k_success;
+}
 int nvmlDeviceGetMinorNumber(void* d, unsigned* minor) { *minor = gpu(d)->minor_number; return k_success; }
 int nvmlDeviceGetNvLinkState(void* d, unsigned link, int* active) {
   if (link >= gpu(d)->nvlinks) return k_invalid_argument;
@@ -301,10 +338,60 @@ int nvmlDeviceGetEnforcedPowerLimit(void* d, unsigned* mw) { FAKE_HEALTH_GUARD(d
 int nvmlDeviceGetPersistenceMode(void* d, int* mode) { FAKE_HEALTH_GUARD(d); *mode = gpu(d)->persistence; return k_success; }
 int nvmlDeviceGetMigMode(void* d, unsigned* current, unsigned* pending) {
   FAKE_HEALTH_GUARD(d);
-  *current = gpu(d)->mig_current;
-  *pending = gpu(d)->mig_pending;
+  *current = gpu(d) == &g_gpus[0] && env_int("FAKE_NVML_MIG", 0) == 1 ? 1u : gpu(d)->mig_current;
+  *pending = gpu(d) == &g_gpus[0] && env_int("FAKE_NVML_MIG", 0) == 1 ? 1u : gpu(d)->mig_pending;
   return k_success;
 }
+
+#ifndef FAKE_NVML_OLD
+// MIG getters (Multi Instance GPU Management). Each call is logged to FAKE_NVML_MIG_LOG.
+constexpr int k_not_found = 6;
+bool mig_on(void* d) { return gpu(d) == &g_gpus[0] && env_int("FAKE_NVML_MIG", 0) == 1; }
+void log_mig(const char* function) {
+  const char* path = std::getenv("FAKE_NVML_MIG_LOG");
+  if (!path || !*path) return;
+  if (std::FILE* f = std::fopen(path, "a")) {
+    std::fprintf(f, "%s\n", function);
+    std::fclose(f);
+  }
+}
+int nvmlDeviceGetMaxMigDeviceCount(void* d, unsigned* count) {
+  log_mig("nvmlDeviceGetMaxMigDeviceCount");
+  if (mig(d)) return k_invalid_argument;
+  *count = mig_on(d) ? 7u : 0u;
+  return k_success;
+}
+int nvmlDeviceGetMigDeviceHandleByIndex(void* d, unsigned index, void** out) {
+  log_mig("nvmlDeviceGetMigDeviceHandleByIndex");
+  if (!mig_on(d) || index >= 7) return k_invalid_argument;
+  if (index == 0) *out = &g_mig[0];
+  else if (index == 2) *out = &g_mig[1];
+  else return k_not_found;
+  return k_success;
+}
+int nvmlDeviceGetGpuInstanceId(void* d, unsigned* id) {
+  log_mig("nvmlDeviceGetGpuInstanceId");
+  if (!mig(d)) return k_invalid_argument;
+  *id = mig(d)->gi;
+  return k_success;
+}
+int nvmlDeviceGetComputeInstanceId(void* d, unsigned* id) {
+  log_mig("nvmlDeviceGetComputeInstanceId");
+  if (!mig(d)) return k_invalid_argument;
+  *id = mig(d)->ci;
+  return k_success;
+}
+int nvmlDeviceGetAttributes_v2(void* d, DeviceAttributes* a) {
+  log_mig("nvmlDeviceGetAttributes_v2");
+  if (!mig(d)) return k_not_supported;  // NVML supports it on MIG device handles only
+  std::memset(a, 0, sizeof *a);
+  a->multiprocessorCount = mig(d)->sms;
+  a->gpuInstanceSliceCount = mig(d)->gi_slices;
+  a->computeInstanceSliceCount = mig(d)->gi_slices;
+  a->memorySizeMB = mig(d)->memory >> 20U;
+  return k_success;
+}
+#endif
 
 // State-changing functions. gpuenv must never call any of them; each call is recorded in FAKE_NVML_CALL_LOG.
 #define FAKE_NVML_WRITER(name, ...) \
@@ -337,6 +424,11 @@ FAKE_NVML_WRITER(nvmlDeviceClearFieldValues, void*, int, void*)
 FAKE_NVML_WRITER(nvmlDeviceModifyDrainState, void*, int)
 FAKE_NVML_WRITER(nvmlDeviceRemoveGpu_v2, void*, int, int)
 FAKE_NVML_WRITER(nvmlSystemSetConfComputeGpusReadyState, unsigned)
+FAKE_NVML_WRITER(nvmlDeviceCreateGpuInstance, void*, unsigned, void**)
+FAKE_NVML_WRITER(nvmlDeviceCreateGpuInstanceWithPlacement, void*, unsigned, const void*, void**)
+FAKE_NVML_WRITER(nvmlGpuInstanceDestroy, void*)
+FAKE_NVML_WRITER(nvmlGpuInstanceCreateComputeInstance, void*, unsigned, void**)
+FAKE_NVML_WRITER(nvmlComputeInstanceDestroy, void*)
 #undef FAKE_NVML_WRITER
 
 }  // extern "C"

@@ -2,13 +2,17 @@
 // (tests/contract/fake_nvml_full.cpp, current and -DFAKE_NVML_OLD), the fake libcuda builds, and /proc, /dev and
 // /sys fixture trees in a temporary directory.
 #include <dlfcn.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -453,6 +457,83 @@ TEST(RealBackend, OpenHandsTheFactoryTheBusIdNumaNodeAndAHealthReader) {
   EXPECT_EQ(h->pcie_link->current_width, 8);
 }
 
+TEST(RealBackend, EnumeratesMigDevicesThroughNvmlsMigHandlesReadOnly) {
+  HostTree tree;
+  const std::string calls = tree.path("calls.log"), mig_calls = tree.path("mig.log");
+  ScopedEnv log("FAKE_NVML_CALL_LOG", calls);
+  ScopedEnv mig_log("FAKE_NVML_MIG_LOG", mig_calls);
+  ScopedEnv on("FAKE_NVML_MIG", "1");
+  auto backend = make_real_backend(tree.options());
+  auto devices = backend->mig_devices(0);
+  ASSERT_TRUE(devices.ok()) << devices.error().to_string();
+  ASSERT_EQ(devices->size(), 2u) << "slots 0 and 2 hold devices; slot 1 answers NOT_FOUND and is skipped";
+  const auto& a = (*devices)[0];
+  EXPECT_EQ(a.uuid, "MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee");
+  EXPECT_EQ(a.parent, 0);
+  EXPECT_EQ(a.index, 0);
+  EXPECT_EQ(a.gpu_instance_id, 2);
+  EXPECT_EQ(a.compute_instance_id, 0);
+  EXPECT_EQ(a.profile, "3g.40gb") << "the profile from NVML's name \"... MIG 3g.40gb\"";
+  EXPECT_EQ(a.memory_bytes, 42681237504ull);
+  EXPECT_EQ(a.parent_memory_bytes, 85520809984ull);
+  EXPECT_EQ(a.sm_count, 60);
+  EXPECT_EQ(a.gpu_instance_slices, 3);
+  const auto& b = (*devices)[1];
+  EXPECT_EQ(b.index, 2);
+  EXPECT_EQ(b.profile, "1g.10gb");
+  EXPECT_EQ(b.gpu_instance_id, 9);
+  EXPECT_EQ(b.sm_count, 16);
+  auto none = backend->mig_devices(1);
+  ASSERT_TRUE(none.ok()) << none.error().to_string();
+  EXPECT_TRUE(none->empty()) << "GPU 1 has MIG off";
+  std::ifstream in(calls);
+  std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(written, "") << "reading the MIG layout changes nothing (no Create/Destroy/Set call)";
+  std::ifstream mig_in(mig_calls);
+  std::string read((std::istreambuf_iterator<char>(mig_in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(read.find("nvmlDeviceGetMigDeviceHandleByIndex"), std::string::npos) << read;
+  EXPECT_NE(read.find("nvmlDeviceGetAttributes_v2"), std::string::npos) << read;
+}
+
+TEST(RealBackend, NoMigDevicesWithMigOffOrAnNvmlWithoutMig) {
+  HostTree tree;
+  auto off = make_real_backend(tree.options())->mig_devices(0);
+  ASSERT_TRUE(off.ok()) << off.error().to_string();
+  EXPECT_TRUE(off->empty()) << "MIG is off on GPU 0 unless FAKE_NVML_MIG=1";
+  ScopedEnv on("FAKE_NVML_MIG", "1");
+  auto old = make_real_backend(tree.options(FAKE_NVML_FULL_OLD_PATH))->mig_devices(0);
+  ASSERT_TRUE(old.ok()) << old.error().to_string();
+  EXPECT_TRUE(old->empty()) << "an NVML without nvmlDeviceGetMigDeviceHandleByIndex predates MIG";
+  auto unknown = make_real_backend(tree.options())->mig_devices(7);
+  EXPECT_FALSE(unknown.ok()) << "an unknown GPU is an error";
+}
+
+TEST(RealBackend, OpensOnlyTheMigDeviceCudaVisibleDevicesNames) {
+  HostTree tree;
+  ScopedEnv on("FAKE_NVML_MIG", "1");
+  auto options = tree.options();
+  std::string seen_bus_id;
+  options.session_factory = [&](SessionTarget target) -> Result<std::unique_ptr<GpuSession>> {
+    seen_bus_id = target.pci_bus_id;
+    return std::unique_ptr<GpuSession>(std::make_unique<ReaderSession>(std::move(target.health_reader)));
+  };
+  auto devices = make_real_backend(options)->mig_devices(0);
+  ASSERT_TRUE(devices.ok() && devices->size() == 2u);
+  auto unset = make_real_backend(options)->open_mig((*devices)[1]);
+  ASSERT_FALSE(unset.ok());
+  EXPECT_EQ(unset.error().id, "validate.mig_not_visible");
+  EXPECT_NE(unset.error().hint.find("CUDA_VISIBLE_DEVICES=MIG-12345678-9abc-def0-1234-56789abcdef0"), std::string::npos)
+      << unset.error().hint;
+  EXPECT_EQ(seen_bus_id, "") << "no session is made for an instance this process cannot reach";
+  options.cuda_visible_devices = " MIG-12345678-9abc-def0-1234-56789abcdef0 ,GPU-11111111-2222-3333-4444-555555555555";
+  auto named = make_real_backend(options)->open_mig((*devices)[1]);
+  ASSERT_TRUE(named.ok()) << named.error().to_string();
+  EXPECT_EQ(seen_bus_id, "00000000:19:00.0") << "CUDA enumerates the instance alone, under its GPU's address";
+  auto other = make_real_backend(options)->open_mig((*devices)[0]);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().id, "validate.mig_not_visible");
+}
+
 /// The real backend composed as the CLI composes it (cli/cmd_validate.cpp), over the CPU doubles of libcuda,
 /// cuBLAS(Lt) and NCCL (tests/contract/cpu_*.cpp) and the fake NVML: every GPU check then runs through the real
 /// session, peer and NCCL adapters. GEMMs are small, since the CPU computes them.
@@ -545,6 +626,51 @@ TEST(RealBackend, EveryGpuCheckRunsThroughTheRealAdaptersOnTheCpuDriver) {
       EXPECT_NE(r.status, gpuenv::validate::CheckStatus::skip) << key << ": " << r.message;
     }
   }
+}
+
+TEST(RealBackend, EveryMigInstanceRunsInAChildProcessThatSeesOnlyItsDevice) {
+  if (gpuenv::validate::embedded_validation_fatbin().size == 0) GTEST_SKIP() << "built without CUDA: no kernels";
+  ::unsetenv("CPU_CUDA_FAULTS");
+  ScopedEnv on("FAKE_NVML_MIG", "1");
+  HostTree tree;
+  auto options = cpu_driver_options(tree);
+  // The factory runs inside each child: it notes the CUDA_VISIBLE_DEVICES that child's CUDA starts with.
+  const std::string seen = tree.path("visible.log");
+  options.session_factory = [inner = options.session_factory, seen](SessionTarget target) {
+    if (std::FILE* f = std::fopen(seen.c_str(), "a")) {
+      const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+      std::fprintf(f, "%d %s\n", static_cast<int>(::getpid()), visible ? visible : "(unset)");
+      std::fclose(f);
+    }
+    return inner(std::move(target));
+  };
+  auto backend = make_real_backend(options);
+  gpuenv::validate::CheckInputs inputs;
+  inputs.level = gpuenv::validate::Level::quick;
+  inputs.gpus = {0};
+  gpuenv::validate::RunOptions run;
+  run.filter = {"kernels", "hbm_bandwidth"};
+  run.deadline_scale = 8;
+  auto report = gpuenv::validate::run_validation(*backend, inputs, gpuenv::validate::all_checks(), run);
+  ASSERT_TRUE(report.ok()) << report.error().to_string();
+  ASSERT_EQ(report->mig_devices.size(), 2u);
+  for (const auto& check : report->checks) {
+    ASSERT_EQ(check.results.size(), 2u) << check.key << ": one outcome per instance";
+    for (const auto& r : check.results) {
+      ASSERT_TRUE(r.mig.has_value()) << check.key;
+      // No thresholds are loaded here, so hbm_bandwidth's figure is MEASURED; every other check passes.
+      const auto want = check.key == "hbm_bandwidth" ? gpuenv::validate::CheckStatus::measured : gpuenv::validate::CheckStatus::pass;
+      EXPECT_EQ(r.status, want) << check.key << " " << r.mig->profile << ": " << r.message;
+    }
+  }
+  std::ifstream in(seen);
+  std::set<std::string> visible;
+  for (std::string pid, uuid; in >> pid >> uuid;) {
+    EXPECT_NE(pid, std::to_string(::getpid())) << "sessions on instances are made in child processes";
+    visible.insert(uuid);
+  }
+  EXPECT_EQ(visible, (std::set<std::string>{"MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "MIG-12345678-9abc-def0-1234-56789abcdef0"}))
+      << "each child's CUDA sees its own instance";
 }
 
 TEST(RealBackend, AMemtestBitFlipOnTheCpuDriverFailsOnlyMemtest) {

@@ -2,7 +2,8 @@
 # The one script for a machine with an NVIDIA GPU (run it through the device tool, then give the machine back).
 # Runs the GPU contract tests, times `validate --level quick`, runs `validate --level standard --json`, runs the
 # long level's gemm_sustained for a minute, marks a small image good and verifies the mark, and cross-checks hbm_bandwidth against a PyTorch device-to-device copy
-# and bf16 gemm_tflops against torch.matmul on the same GPU, printing short tables. Writes what it measured under
+# and bf16 gemm_tflops against torch.matmul on the same GPU, printing short tables; where MIG is already on, runs the
+# quick level once per MIG instance (skipped, saying so, where it is not). Writes what it measured under
 # $OUT (when set) or build-gpu/out. Read-only on the GPU: no clocks, power, ECC, MIG or persistence change.
 #
 # gpuenv comes from .gpu-bundle.tar.gz when it is there (tests/gpu/bundle.sh makes it here; carry it), since the
@@ -122,4 +123,33 @@ python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); [print(" ", x["stat
 echo "validate --mark: exit $?"; tail -4 "$out/mark.err"
 "${gpuenv[@]}" verify "$out/marked" --key "$out/keys/gpuenv.pub" 2>&1 | tee "$out/verify.txt"
 "${gpuenv[@]}" resolve recipes/examples/torch-h100.yaml --gpu H200 --driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)" | tail -3
+# MIG, only where it is already on (gpuenv and this script never change the MIG mode or the layout): the quick level
+# on every instance from one run (a child process per instance), timed against the quick budget, then once per
+# instance with CUDA_VISIBLE_DEVICES naming it (opened in-process) for comparison; each bounded.
+mig_mode=$(nvidia-smi --query-gpu=mig.mode.current --format=csv,noheader -i 0 2>/dev/null | tr -d ' ')
+if [ "$mig_mode" = "Enabled" ]; then
+  nvidia-smi -L | tee "$out/mig_layout.txt"
+  start=$(date +%s%N)
+  timeout 120 "${gpuenv[@]}" validate --level quick --gpus 0 --json > "$out/mig_all.json" 2> "$out/mig_all.err"
+  echo "MIG: quick on every instance of GPU 0: exit $? in $(seconds_since "$start") s (target <= 15 s)"
+  n=0
+  for uuid in $(nvidia-smi -L | grep -o 'MIG-[0-9a-fA-F-]*' | head -7); do
+    n=$((n + 1))
+    start=$(date +%s%N)
+    CUDA_VISIBLE_DEVICES="$uuid" timeout 60 "${gpuenv[@]}" validate --level quick --gpus 0 --json > "$out/mig_$n.json" 2> "$out/mig_$n.err"
+    echo "MIG $uuid: quick exit $? in $(seconds_since "$start") s"
+  done
+  python3 - "$out"/mig_*.json <<'PY' | tee "$out/mig.txt"
+import json, sys
+for path in sys.argv[1:]:
+    try: r = json.load(open(path))
+    except Exception as e: print("%s: no report (%s)" % (path, e)); continue
+    print("%s: %s, %.1f s, %d MIG devices" % (path.rsplit("/", 1)[-1], r.get("status"), r.get("duration_ms", 0) / 1e3, len(r.get("mig_devices", []))))
+    for c in r["checks"]:
+        for x in c["results"]:
+            if x.get("mig"): print("  %-20s GI %-3s %-8s %s" % (c["key"], x["mig"]["gpu_instance_id"], x["status"], x["message"][:110]))
+PY
+else
+  echo "MIG: skipped (MIG mode on GPU 0 is '${mig_mode:-unknown}', not Enabled; gpuenv never changes it)" | tee "$out/mig.txt"
+fi
 echo "quick_rc=$quick_rc standard_rc=$standard_rc"

@@ -385,3 +385,83 @@ TEST(MeasuredFigure, KeepsOneDecimalFromOneUpAndThreeDigitsBelow) {
   EXPECT_EQ(gpuenv::validate::measured(0.00123456), "0.00123") << "a slow GEMM on a small GPU is not 0.0 TFLOPS";
   EXPECT_EQ(gpuenv::validate::measured(0.5), "0.5");
 }
+
+namespace {
+
+gpuenv::validate::MigDevice h100_instance(const std::string& profile, std::uint64_t memory_mib, int sms) {
+  gpuenv::validate::MigDevice d;
+  d.uuid = "MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+  d.profile = profile;
+  d.memory_bytes = memory_mib << 20U;
+  d.parent_memory_bytes = 81559ULL << 20U;  // an H100 SXM5 80GB as NVML reports it
+  d.sm_count = sms;
+  return d;
+}
+
+ThresholdTable table_with_sms() {
+  ThresholdTable t = table();
+  t.gpus.front().sm_count = gpuenv::validate::Reference{132, "SMs", "H100 datasheet: 132 SMs", ""};
+  return t;
+}
+
+}  // namespace
+
+TEST(MigScaling, MemorySlicesAreTheInstancesEighthsOfTheGpusMemory) {
+  using gpuenv::validate::mig_memory_slices;
+  EXPECT_EQ(mig_memory_slices(h100_instance("1g.10gb", 9984, 16)), 1);
+  EXPECT_EQ(mig_memory_slices(h100_instance("2g.20gb", 20224, 32)), 2);
+  EXPECT_EQ(mig_memory_slices(h100_instance("3g.40gb", 40704, 60)), 4);
+  EXPECT_EQ(mig_memory_slices(h100_instance("4g.40gb", 40704, 64)), 4);
+  EXPECT_EQ(mig_memory_slices(h100_instance("7g.80gb", 80896, 132)), 8);
+  auto unknown = h100_instance("1g.10gb", 9984, 16);
+  unknown.parent_memory_bytes = 0;
+  EXPECT_EQ(mig_memory_slices(unknown), 0);
+}
+
+TEST(MigScaling, AHealthySliceFailsTheWholeGpuReferenceButPassesItsScaledOne) {
+  const ThresholdTable t = table_with_sms();
+  const auto slice = h100_instance("1g.10gb", 9984, 16);
+  const auto healthy = gbs({372.0, 371.2, 373.5});  // about 1/8 of a healthy H100's HBM bandwidth
+  const auto whole = find_reference(&t, 0x2330, "hbm_bandwidth");
+  EXPECT_EQ(judge_samples("hbm_bandwidth", healthy, whole).status, CheckStatus::fail)
+      << "why scaling is needed: 372 GB/s is 12% of the whole GPU's 3000";
+  const ReferenceRule scaled = gpuenv::validate::mig_scaled_rule(whole, &t, 0x2330, slice, "hbm_bandwidth");
+  ASSERT_TRUE(scaled.reference);
+  EXPECT_DOUBLE_EQ(scaled.reference->value, 375.0);
+  EXPECT_NE(scaled.reference->basis.find("1/8 of H100 SXM5 80GB hbm_bandwidth 3000.0 GB/s: 1 of 8 memory slices"),
+            std::string::npos)
+      << scaled.reference->basis;
+  EXPECT_NE(scaled.reference->source.find("mig-user-guide"), std::string::npos) << scaled.reference->source;
+  const auto pass = judge_samples("hbm_bandwidth", healthy, scaled);
+  EXPECT_EQ(pass.status, CheckStatus::pass) << pass.message;
+  EXPECT_NE(pass.message.find("1 of 8 memory slices"), std::string::npos) << pass.message;
+  const auto degraded = judge_samples("hbm_bandwidth", gbs({201.0, 200.2, 199.5}), scaled);
+  EXPECT_EQ(degraded.status, CheckStatus::fail) << degraded.message;
+  EXPECT_EQ(degraded.code, "bandwidth_low");
+}
+
+TEST(MigScaling, GemmReferencesScaleBySmsAndNeedTheModelsSmCount) {
+  const ThresholdTable t = table_with_sms();
+  const auto slice = h100_instance("1g.10gb", 9984, 16);
+  const ReferenceRule scaled =
+      gpuenv::validate::mig_scaled_rule(find_reference(&t, 0x2330, "gemm_tflops.bf16"), &t, 0x2330, slice, "gemm_tflops.bf16");
+  ASSERT_TRUE(scaled.reference);
+  EXPECT_DOUBLE_EQ(scaled.reference->value, 700.0 * 16 / 132);
+  EXPECT_NE(scaled.reference->basis.find("16 of the GPU's 132 SMs"), std::string::npos) << scaled.reference->basis;
+  Samples healthy = gbs({86.0, 85.7, 86.3});
+  healthy.unit = "TFLOPS";
+  EXPECT_EQ(judge_samples("gemm_tflops.bf16", healthy, scaled).status, CheckStatus::pass);
+  Samples degraded = healthy;
+  degraded.values = {50.1, 49.8, 50.3};
+  EXPECT_EQ(judge_samples("gemm_tflops.bf16", degraded, scaled).status, CheckStatus::fail);
+
+  const ThresholdTable no_sms = table();
+  const ReferenceRule unscaled = gpuenv::validate::mig_scaled_rule(find_reference(&no_sms, 0x2330, "gemm_tflops.bf16"),
+                                                                   &no_sms, 0x2330, slice, "gemm_tflops.bf16");
+  EXPECT_FALSE(unscaled.reference) << "never judged against the whole GPU";
+  EXPECT_NE(unscaled.why_none.find("no sm_count"), std::string::npos) << unscaled.why_none;
+  EXPECT_EQ(judge_samples("gemm_tflops.bf16", healthy, unscaled).status, CheckStatus::measured);
+  const ReferenceRule other = gpuenv::validate::mig_scaled_rule(find_reference(&t, 0x2330, "hbm_bandwidth"), &t, 0x2330,
+                                                                slice, "h2d_bandwidth");
+  EXPECT_FALSE(other.reference);
+}

@@ -139,7 +139,7 @@ TEST(ReplayBackend, LoadsEveryRecordedInventory) {
 TEST(ReplayBackend, LoadsEveryFaultOverlay) {
   for (const char* file : {"ecc_uncorrectable.yaml", "row_remap_pending.yaml", "pcie_x8.yaml", "hbm_low.yaml",
                            "memtest_bitflip.yaml", "gemm_mismatch.yaml", "kernel_hang.yaml", "driver_old.yaml",
-                           "nouveau.yaml", "no_driver.yaml"}) {
+                           "nouveau.yaml", "no_driver.yaml", "mig_1g_hbm_low.yaml"}) {
     EXPECT_NE(load_file(std::string("faults/") + file), nullptr) << file;
   }
 }
@@ -569,4 +569,146 @@ TEST(ReplayBackend, AliasExpansionIsBounded) {
   EXPECT_EQ(large.id, "replay.too_large");
   EXPECT_EQ(large.message.find("aliases"), std::string::npos) << large.message;
   EXPECT_NE(large.message.find("more than 100000 values"), std::string::npos) << large.message;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// MIG devices (docs/replay.md, "MIG devices").
+
+namespace {
+
+// k_one_gpu with MIG on and two MIG devices, the second measured.
+std::string mig_text() {
+  std::string text = replace(k_one_gpu, "        mig_enabled: false", "        mig_enabled: true");
+  text = replace(text, "scenario:\n", R"(      mig_devices:
+        - {uuid: MIG-aaaaaaaa-0000-1111-2222-333333333333, gpu_instance_id: 1, compute_instance_id: 0, profile: 4g.71gb, memory_bytes: 74625056768, sm_count: 64, gpu_instance_slices: 4}
+        - {uuid: MIG-bbbbbbbb-0000-1111-2222-333333333333, gpu_instance_id: 5, compute_instance_id: 0, profile: 1g.18gb, memory_bytes: 17179869184, sm_count: 16, gpu_instance_slices: 1}
+scenario:
+)");
+  return text + R"(    - gpu: 0
+      mig: MIG-bbbbbbbb-0000-1111-2222-333333333333
+      compute_mismatches: 0
+      hbm_bandwidth: {values: [598.1, 597.4, 599.0], unit: GB/s, engine: gpuenv, data_verified: true}
+)";
+}
+
+}  // namespace
+
+TEST(ReplayBackend, LoadsTheMigRecordings) {
+  const std::map<std::string, std::vector<std::string>> expected = {
+      {"a100_mig_7x1g.yaml", std::vector<std::string>(7, "1g.10gb")},
+      {"h100_mig_7x1g.yaml", std::vector<std::string>(7, "1g.10gb")},
+      {"h100_mig_mixed.yaml", {"3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"}}};
+  for (const auto& [file, profiles] : expected) {
+    auto backend = load_file(file);
+    ASSERT_NE(backend, nullptr) << file;
+    auto devices = backend->mig_devices(0);
+    ASSERT_TRUE(devices.ok()) << file;
+    ASSERT_EQ(devices->size(), profiles.size()) << file;
+    for (std::size_t i = 0; i < profiles.size(); ++i) {
+      const auto& d = (*devices)[i];
+      EXPECT_EQ(d.profile, profiles[i]) << file;
+      EXPECT_EQ(d.parent, 0);
+      EXPECT_EQ(d.index, static_cast<int>(i));
+      EXPECT_GT(d.sm_count, 0);
+      EXPECT_GT(d.parent_memory_bytes, d.memory_bytes);
+      auto session = backend->open_mig(d);
+      ASSERT_TRUE(session.ok()) << file << ": " << session.error().to_string();
+      auto hbm = (*session)->hbm_bandwidth(3);
+      ASSERT_TRUE(hbm.ok()) << file << ": " << hbm.error().to_string();
+      EXPECT_EQ(hbm->values.size(), 3u);
+      auto memtest = (*session)->memtest(MemtestRequest{});
+      ASSERT_TRUE(memtest.ok()) << file;
+      EXPECT_LT(memtest->bytes_tested, d.memory_bytes) << "an instance tests its own memory";
+    }
+    auto whole = backend->open(0);
+    ASSERT_TRUE(whole.ok());
+    auto none = (*whole)->hbm_bandwidth(3);
+    ASSERT_FALSE(none.ok()) << file << ": the recordings measure the instances, not the whole GPU";
+    EXPECT_EQ(none.error().id, "replay.no_measurement");
+  }
+  auto plain = load_file("h100x8.yaml");
+  ASSERT_NE(plain, nullptr);
+  auto none = plain->mig_devices(3);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty()) << "MIG off: no devices";
+}
+
+TEST(ReplayBackend, InstanceMeasurementsAreTheirOwnAndMissingOnesAreErrors) {
+  auto backend = load_replay_backend(mig_text(), "mem.yaml");
+  ASSERT_TRUE(backend.ok()) << backend.error().to_string();
+  auto devices = (*backend)->mig_devices(0);
+  ASSERT_TRUE(devices.ok() && devices->size() == 2u);
+  EXPECT_EQ((*devices)[0].parent_memory_bytes, 150754820096ull);
+  auto second = (*backend)->open_mig((*devices)[1]);
+  ASSERT_TRUE(second.ok());
+  auto hbm = (*second)->hbm_bandwidth(3);
+  ASSERT_TRUE(hbm.ok());
+  EXPECT_DOUBLE_EQ(hbm->values[0], 598.1) << "the instance's figure, not the GPU's 4210.5";
+  auto first = (*backend)->open_mig((*devices)[0]);
+  ASSERT_TRUE(first.ok());
+  auto missing = (*first)->compute_mismatches();
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().id, "replay.no_measurement");
+  EXPECT_NE(missing.error().message.find("MIG-aaaaaaaa-0000-1111-2222-333333333333"), std::string::npos)
+      << missing.error().message;
+  gpuenv::validate::MigDevice stranger = (*devices)[0];
+  stranger.uuid = "MIG-cccccccc-0000-1111-2222-333333333333";
+  auto unknown = (*backend)->open_mig(stranger);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().id, "replay.no_mig");
+}
+
+TEST(ReplayBackend, RejectsMalformedMigRecordings) {
+  const std::string good = mig_text();
+  struct Case {
+    std::string from, to, says;
+  };
+  const std::vector<Case> cases = {
+      {"uuid: MIG-aaaaaaaa-0000", "uuid: GPU-aaaaaaaa-0000", "not a MIG device uuid"},
+      {"uuid: MIG-bbbbbbbb-0000-1111-2222-333333333333, gpu", "uuid: MIG-aaaaaaaa-0000-1111-2222-333333333333, gpu",
+       "appears twice"},
+      {"gpu_instance_id: 5,", "gpu_instance_id: 1,", "listed twice"},
+      {"memory_bytes: 17179869184", "memory_bytes: 160000000000", "not within the GPU's"},
+      {"profile: 1g.18gb", "profile: \"1g 18gb; rm\"", "not a MIG profile name"},
+      {"sm_count: 16", "sm_count: 0", "sm_count"},
+      {"gpu_instance_slices: 1}", "gpu_instance_slices: 1, placement: 3}", "placement"},
+      {"        mig_enabled: true", "        mig_enabled: false", "MIG is not enabled"},
+      {"      mig: MIG-bbbbbbbb-0000-1111-2222-333333333333", "      mig: MIG-dddddddd-0000-1111-2222-333333333333",
+       "is not a MIG device of GPU 0"},
+  };
+  for (const auto& c : cases) {
+    const auto e = load_error(replace(good, c.from, c.to));
+    EXPECT_TRUE(e.id == "replay.bad_value" || e.id == "replay.unknown_key" || e.id == "replay.wrong_type")
+        << c.to << ": " << e.id;
+    EXPECT_NE(e.to_string().find(c.says), std::string::npos) << c.to << ": " << e.to_string();
+    EXPECT_EQ(e.where.rfind("mem.yaml:", 0), 0u) << c.to << ": " << e.where;
+  }
+  const auto whole = load_error(good + "      h2d_bandwidth: {values: [55.1, 55.2, 55.3], unit: GB/s, engine: gpuenv, data_verified: true}\n");
+  EXPECT_NE(whole.message.find("measured on the whole GPU"), std::string::npos) << whole.to_string();
+  const auto twice = load_error(good + R"(    - gpu: 0
+      mig: MIG-bbbbbbbb-0000-1111-2222-333333333333
+      compute_mismatches: 0
+)");
+  EXPECT_NE(twice.message.find("listed twice"), std::string::npos) << twice.to_string();
+}
+
+TEST(ReplayBackend, AnOverlayChangesOneInstancesMeasurementOnly) {
+  auto base = load_file("h100_mig_7x1g.yaml");
+  auto overlay = load_file("faults/mig_1g_hbm_low.yaml");
+  ASSERT_NE(base, nullptr);
+  ASSERT_NE(overlay, nullptr);
+  auto devices = overlay->mig_devices(0);
+  ASSERT_TRUE(devices.ok() && devices->size() == 7u) << "the inventory comes from the extended file";
+  for (const auto& d : *devices) {
+    auto before = (*base->open_mig(d))->hbm_bandwidth(3);
+    auto after = (*overlay->open_mig(d))->hbm_bandwidth(3);
+    ASSERT_TRUE(before.ok() && after.ok()) << d.uuid;
+    if (d.gpu_instance_id == 10) {
+      EXPECT_LT(after->values[0], 250) << "the overlaid instance";
+    } else {
+      EXPECT_EQ(after->values, before->values) << "GI " << d.gpu_instance_id << " keeps its recorded figure";
+    }
+    auto gemm = (*overlay->open_mig(d))->compute_mismatches();
+    EXPECT_TRUE(gemm.ok()) << "the overlay merges into the instance's entry; the other fields stay";
+  }
 }

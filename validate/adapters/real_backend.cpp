@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "validate/adapters/mig_child.hpp"
 #include "validate/host_probe.hpp"
 
 namespace gpuenv::validate {
@@ -43,6 +45,7 @@ using NvmlEnableState = int;              // nvmlEnableState_t, l.884
 constexpr NvmlReturn k_nvml_success = 0;                           // NVML_SUCCESS
 constexpr NvmlReturn k_nvml_error_invalid_argument = 2;            // NVML_ERROR_INVALID_ARGUMENT
 constexpr NvmlReturn k_nvml_error_not_supported = 3;               // NVML_ERROR_NOT_SUPPORTED
+constexpr NvmlReturn k_nvml_error_not_found = 6;                   // NVML_ERROR_NOT_FOUND
 constexpr NvmlReturn k_nvml_error_insufficient_size = 7;           // NVML_ERROR_INSUFFICIENT_SIZE
 constexpr NvmlReturn k_nvml_error_driver_not_loaded = 9;           // NVML_ERROR_DRIVER_NOT_LOADED
 constexpr NvmlReturn k_nvml_error_gpu_is_lost = 15;                // NVML_ERROR_GPU_IS_LOST
@@ -74,6 +77,13 @@ struct NvmlPciInfo {  // nvmlPciInfo_t, l.196, as filled by nvmlDeviceGetPciInfo
 };
 struct NvmlMemory {  // nvmlMemory_t, l.255
   unsigned long long total, free, used;
+};
+// nvmlDeviceAttributes_t (nvmlDeviceGetAttributes_v2, which NVML supports on MIG device handles only):
+// https://docs.nvidia.com/deploy/nvml-api/api/structnvmlDeviceAttributes__t.html
+struct NvmlDeviceAttributes {
+  unsigned int multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount, sharedJpegCount,
+      sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
 };
 struct NvmlConfComputeSystemState {  // nvmlConfComputeSystemState_t, l.3693
   unsigned int environment, ccFeature, devToolsMode;
@@ -113,6 +123,7 @@ struct NvmlTemperatureV1 {  // nvmlTemperature_v1_t, l.5987 (nvmlDeviceGetTemper
 // Sizes nvml.h implies on LP64; a mismatch here would make NVML write past our structs.
 static_assert(sizeof(NvmlPciInfo) == 68);
 static_assert(sizeof(NvmlMemory) == 24);
+static_assert(sizeof(NvmlDeviceAttributes) == 40);
 static_assert(sizeof(NvmlConfComputeSystemState) == 12);
 static_assert(sizeof(NvmlConfComputeGpuAttestationReport) == 12 + 0x20 + 0x2000 + 0x1000);
 static_assert(sizeof(NvmlConfComputeGpuCertificate) == 8 + 0x1000 + 0x1400);
@@ -172,6 +183,12 @@ struct NvmlApi {
   NvmlReturn (*enforced_power_limit)(NvmlDevice, unsigned*) = nullptr;
   NvmlReturn (*persistence_mode)(NvmlDevice, NvmlEnableState*) = nullptr;
   NvmlReturn (*mig_mode)(NvmlDevice, unsigned*, unsigned*) = nullptr;
+  // The MIG devices of a GPU (Multi Instance GPU Management, https://docs.nvidia.com/deploy/nvml-api/api/group__nvmlMultiInstanceGPU.html).
+  NvmlReturn (*max_mig_device_count)(NvmlDevice, unsigned*) = nullptr;
+  NvmlReturn (*mig_device_handle_by_index)(NvmlDevice, unsigned, NvmlDevice*) = nullptr;
+  NvmlReturn (*gpu_instance_id)(NvmlDevice, unsigned*) = nullptr;
+  NvmlReturn (*compute_instance_id)(NvmlDevice, unsigned*) = nullptr;
+  NvmlReturn (*device_attributes)(NvmlDevice, NvmlDeviceAttributes*) = nullptr;
 };
 
 template <class F>
@@ -222,6 +239,11 @@ void bind_all(void* h, NvmlApi& a) {
   bind(h, a.enforced_power_limit, "nvmlDeviceGetEnforcedPowerLimit");
   bind(h, a.persistence_mode, "nvmlDeviceGetPersistenceMode");
   bind(h, a.mig_mode, "nvmlDeviceGetMigMode");
+  bind(h, a.max_mig_device_count, "nvmlDeviceGetMaxMigDeviceCount");
+  bind(h, a.mig_device_handle_by_index, "nvmlDeviceGetMigDeviceHandleByIndex");
+  bind(h, a.gpu_instance_id, "nvmlDeviceGetGpuInstanceId");
+  bind(h, a.compute_instance_id, "nvmlDeviceGetComputeInstanceId");
+  bind(h, a.device_attributes, "nvmlDeviceGetAttributes_v2");
 }
 
 /// A loaded and initialised NVML. Shared by the backend and the health readers handed to sessions, so a session
@@ -499,6 +521,47 @@ int numa_node(const fs::path& sys, const std::string& nvml_bus_id) {
 
 // ---- the backend ------------------------------------------------------------------------------------------------
 
+// The profile in a MIG device's NVML name ("NVIDIA A100-SXM4-80GB MIG 1g.10gb" -> "1g.10gb"), or the name.
+std::string mig_profile_of(const std::string& name) {
+  const auto at = name.rfind("MIG ");
+  if (at == std::string::npos) return name;
+  std::string profile = name.substr(at + 4);
+  if (const auto space = profile.find(' '); space != std::string::npos) profile.resize(space);
+  return profile;
+}
+
+// One MIG device's identity and share, read through its MIG handle; a value NVML does not give stays 0 or empty.
+MigDevice read_mig_device(const NvmlApi& api, NvmlDevice handle, int gpu, int index) {
+  MigDevice m;
+  m.parent = gpu;
+  m.index = index;
+  char text[k_nvml_text_buffer] = {};
+  if (api.uuid && api.uuid(handle, text, sizeof text) == k_nvml_success) m.uuid = text;
+  char name[k_nvml_text_buffer] = {};
+  if (api.name && api.name(handle, name, sizeof name) == k_nvml_success) m.profile = mig_profile_of(name);
+  unsigned id = 0;
+  if (api.gpu_instance_id && api.gpu_instance_id(handle, &id) == k_nvml_success) m.gpu_instance_id = static_cast<int>(id);
+  if (api.compute_instance_id && api.compute_instance_id(handle, &id) == k_nvml_success)
+    m.compute_instance_id = static_cast<int>(id);
+  NvmlMemory memory{};
+  if (api.memory_info && api.memory_info(handle, &memory) == k_nvml_success) m.memory_bytes = memory.total;
+  NvmlDeviceAttributes attributes{};
+  if (api.device_attributes && api.device_attributes(handle, &attributes) == k_nvml_success) {
+    m.sm_count = static_cast<int>(attributes.multiprocessorCount);
+    m.gpu_instance_slices = static_cast<int>(attributes.gpuInstanceSliceCount);
+    if (m.memory_bytes == 0) m.memory_bytes = attributes.memorySizeMB * 1024ULL * 1024ULL;
+  }
+  return m;
+}
+
+// The first entry of a CUDA_VISIBLE_DEVICES value, trimmed: the only MIG device CUDA enumerates.
+std::string first_visible_device(const std::string& value) {
+  std::string first = value.substr(0, value.find(','));
+  const auto begin = first.find_first_not_of(" \t");
+  if (begin == std::string::npos) return {};
+  return first.substr(begin, first.find_last_not_of(" \t") - begin + 1);
+}
+
 class RealBackend final : public GpuBackend {
  public:
   explicit RealBackend(RealBackendOptions options) : m_options(std::move(options)) {}
@@ -632,7 +695,86 @@ class RealBackend final : public GpuBackend {
     return read_health(**loaded, gpu);
   }
 
-  gpuenv::Status prepare() override { return cuda_ready(); }
+  // Before any check thread: the cuInit probe, then one child process per MIG device this process cannot reach
+  // itself (CUDA enumerates one MIG device per process), each with CUDA_VISIBLE_DEVICES naming its device.
+  gpuenv::Status prepare() override {
+    gpuenv::Status ready = cuda_ready();
+    if (ready && m_options.session_factory) start_mig_children();
+    return ready;
+  }
+
+  // Reads the MIG layout through NVML's MIG handles; it never creates or destroys an instance.
+  Result<std::vector<MigDevice>> mig_devices(int gpu) override {
+    auto loaded = nvml();
+    if (!loaded) return std::move(loaded).error();
+    std::vector<MigDevice> out;
+    if (!*loaded) return out;
+    const std::shared_ptr<Nvml>& nv = *loaded;
+    const NvmlApi& api = nv->api();
+    // An NVML without these functions predates MIG (R450): no GPU it drives has instances.
+    if (!api.mig_mode || !api.max_mig_device_count || !api.mig_device_handle_by_index) return out;
+    auto device = nv->device(gpu);
+    if (!device) return std::move(device).error();
+    unsigned current = 0, pending = 0;
+    if (api.mig_mode(*device, &current, &pending) != k_nvml_success || current != k_mig_enable) return out;
+    const std::string where = "GPU " + std::to_string(gpu);
+    unsigned slots = 0;
+    if (const NvmlReturn rc = api.max_mig_device_count(*device, &slots); rc != k_nvml_success) {
+      return make_error(ErrorKind::environment, "validate.nvml_mig", "nvmlDeviceGetMaxMigDeviceCount failed on " + where + ": " + nv->why(rc),
+                        nv->library(), "run nvidia-smi -L; check dmesg for Xid errors");
+    }
+    NvmlMemory parent_memory{};
+    const bool parent_known = api.memory_info && api.memory_info(*device, &parent_memory) == k_nvml_success;
+    for (unsigned i = 0; i < slots && i < 64; ++i) {
+      NvmlDevice handle = nullptr;
+      const NvmlReturn rc = api.mig_device_handle_by_index(*device, i, &handle);
+      if (rc == k_nvml_error_not_found || rc == k_nvml_error_invalid_argument) continue;  // an empty slot
+      if (rc != k_nvml_success) {
+        return make_error(ErrorKind::environment, "validate.nvml_mig",
+                          "nvmlDeviceGetMigDeviceHandleByIndex(" + std::to_string(i) + ") failed on " + where + ": " + nv->why(rc),
+                          nv->library(), "run nvidia-smi -L; check dmesg for Xid errors");
+      }
+      out.push_back(read_mig_device(api, handle, gpu, static_cast<int>(i)));
+      if (parent_known) out.back().parent_memory_bytes = parent_memory.total;
+    }
+    std::lock_guard lock(m_mig_mutex);
+    for (const auto& d : out) {
+      const bool known = std::any_of(m_mig_seen.begin(), m_mig_seen.end(), [&](const MigDevice& s) { return s.uuid == d.uuid; });
+      if (!known && !d.uuid.empty()) m_mig_seen.push_back(d);
+    }
+    return out;
+  }
+
+  // With CUDA_VISIBLE_DEVICES naming this MIG device, CUDA enumerates it alone, under its GPU's PCI address; any
+  // other instance this process cannot reach (CUDA enumerates one MIG device per process).
+  Result<std::unique_ptr<GpuSession>> open_mig(const MigDevice& device) override {
+    std::shared_ptr<MigChild> child;
+    {
+      std::lock_guard lock(m_mig_mutex);
+      if (auto it = m_mig_children.find(device.uuid); it != m_mig_children.end()) {
+        if (!it->second) return m_mig_child_errors.at(device.uuid);
+        child = it->second;
+      }
+    }
+    if (child) {
+      auto loaded = nvml();
+      if (!loaded) return std::move(loaded).error();
+      if (!*loaded) return no_driver(device.parent);
+      std::shared_ptr<Nvml> nv = *loaded;
+      const int gpu = device.parent;
+      return child->open([nv, gpu]() { return read_health(*nv, gpu); });
+    }
+    if (first_visible_device(m_options.cuda_visible_devices) != device.uuid) {
+      return make_error(ErrorKind::environment, "validate.mig_not_visible",
+                        "CUDA in one process reaches one MIG device, the one CUDA_VISIBLE_DEVICES names" +
+                            (m_options.cuda_visible_devices.empty() ? std::string(" (it is not set)")
+                                                                    : std::string(" (it names another)")),
+                        device.uuid,
+                        "check this instance with CUDA_VISIBLE_DEVICES=" + device.uuid + " gpuenv validate --gpus " +
+                            std::to_string(device.parent) + " (NVIDIA MIG user guide, CUDA Device Enumeration)");
+    }
+    return open(device.parent);
+  }
 
   Result<std::unique_ptr<GpuSession>> open(int gpu) override {
     const std::string where = "GPU " + std::to_string(gpu);
@@ -813,7 +955,51 @@ class RealBackend final : public GpuBackend {
                       "install or load the NVIDIA driver (nvidia-smi should list the GPUs)");
   }
 
+  // One child per MIG device that CUDA_VISIBLE_DEVICES does not name (the one it names is opened here), forked in
+  // prepare() while the process has one thread. A child that could not start is kept with its error.
+  void start_mig_children() {
+    std::vector<MigDevice> devices;
+    {
+      std::lock_guard lock(m_mig_mutex);
+      devices = m_mig_seen;
+    }
+    const std::string visible = first_visible_device(m_options.cuda_visible_devices);
+    for (const auto& d : devices) {
+      if (d.uuid == visible || m_mig_children.count(d.uuid)) continue;
+      auto bus_id = nvml_bus_id(d.parent);
+      Result<std::shared_ptr<MigChild>> child = bus_id ? start_child(d, *bus_id) : Result<std::shared_ptr<MigChild>>(bus_id.error());
+      std::lock_guard lock(m_mig_mutex);
+      if (child) {
+        m_mig_children[d.uuid] = *child;
+      } else {
+        m_mig_children[d.uuid] = nullptr;
+        m_mig_child_errors.emplace(d.uuid, child.error());
+      }
+    }
+  }
+
+  // The child's session: the factory's, on the GPU's PCI address, where CUDA shows the instance alone. Health is
+  // read by the parent, so the child's session has no reader.
+  Result<std::shared_ptr<MigChild>> start_child(const MigDevice& device, const std::string& bus_id) {
+    SessionTarget target;
+    target.pci_bus_id = bus_id;
+    target.numa_node = numa_node(fs::path(m_options.sys_root), bus_id);
+    const SessionFactory factory = m_options.session_factory;
+    return MigChild::start(device.uuid, [factory, target]() -> Result<std::unique_ptr<GpuSession>> {
+      try {
+        return factory(target);
+      } catch (const std::exception& ex) {
+        return make_error(ErrorKind::internal, "validate.cuda_session", std::string("creating the CUDA session threw: ") + ex.what(),
+                          target.pci_bus_id, "report this as a gpuenv bug");
+      }
+    });
+  }
+
   RealBackendOptions m_options;
+  std::mutex m_mig_mutex;
+  std::vector<MigDevice> m_mig_seen;                                 // every MIG device mig_devices() returned
+  std::map<std::string, std::shared_ptr<MigChild>> m_mig_children;   // uuid -> its child (null: it failed to start)
+  std::map<std::string, Error> m_mig_child_errors;                   // uuid -> why its child did not start
   std::mutex m_nvml_mutex;
   std::optional<Result<std::shared_ptr<Nvml>>> m_nvml;
   std::mutex m_cuda_mutex;

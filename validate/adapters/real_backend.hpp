@@ -48,11 +48,16 @@ struct RealBackendOptions {
   SessionFactory session_factory;                    ///< empty: open() fails ("built without the CUDA session")
   P2pMeasure p2p_measure;                            ///< empty: p2p_bandwidth is not measured (empty answer)
   NcclMeasure nccl_measure;                          ///< empty: nccl_allreduce is not measured (empty answer)
+  /// The process's CUDA_VISIBLE_DEVICES as the CLI read it: open_mig() opens the MIG device it names first in this
+  /// process (CUDA then enumerates that instance alone); every other instance through a child process that
+  /// prepare() forked for it (validate/adapters/mig_child.hpp), or, without one, `validate.mig_not_visible`.
+  std::string cuda_visible_devices;
 };
 
-/// The NVML + CUDA backend ("nvml+cuda"). Construction never fails; NVML is loaded on first use. p2p_bandwidth and
-/// nccl_allreduce map the GPU indices to NVML's PCI bus ids, run the child-process cuInit probe, then call the
-/// injected p2p_measure / nccl_measure (validate/adapters/multi_gpu.hpp in the CLI); without one they return an
+/// The NVML + CUDA backend ("nvml+cuda"). mig_devices() reads NVML's MIG handles; prepare() forks one child per MIG
+/// device it returned (except the one CUDA_VISIBLE_DEVICES names), which open_mig() then forwards sessions to.
+/// Construction never fails; NVML is loaded on first use. p2p_bandwidth and nccl_allreduce map the GPU indices to
+/// NVML's PCI bus ids, run the child-process cuInit probe, then call the injected p2p_measure / nccl_measure (validate/adapters/multi_gpu.hpp in the CLI); without one they return an
 /// empty optional, so those checks SKIP. They fail like open() for an unknown GPU or a driver that does not answer,
 /// and with `validate.multi_gpu` when the injected function throws.
 std::unique_ptr<GpuBackend> make_real_backend(const RealBackendOptions& options);

@@ -66,8 +66,20 @@ GpuOutcome out_of_time(int gpu) {
 
 std::string gpu_label(const GpuInfo& gpu) {
   std::string out = "GPU " + std::to_string(gpu.index);
+  if (gpu.mig) return out + " / " + mig_label(*gpu.mig);
   if (!gpu.name.empty()) out += " (" + gpu.name + ")";
   return out;
+}
+
+Result<std::unique_ptr<GpuSession>> open_session(GpuBackend& backend, const GpuInfo& gpu) {
+  if (gpu.mig) return backend.open_mig(*gpu.mig);
+  return backend.open(gpu.index);
+}
+
+GpuOutcome open_failed(const GpuInfo& gpu, const Error& error) {
+  if (gpu.mig && error.id == "validate.mig_not_visible")
+    return skipped(gpu.index, gpu_label(gpu) + ": " + error.message, error.hint);
+  return failed(gpu.index, "creating a context on " + gpu_label(gpu), error, "context_failed");
 }
 
 std::string pci_id_text(std::uint32_t pci_device_id) {

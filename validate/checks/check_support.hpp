@@ -76,8 +76,14 @@ GpuOutcome failed(int gpu, std::string_view what, const Error& error, std::strin
 /// FAIL `hang` for a GPU the check had no time left for.
 GpuOutcome out_of_time(int gpu);
 
-/// "GPU 3 (NVIDIA H100 80GB HBM3)".
+/// "GPU 3 (NVIDIA H100 80GB HBM3)"; for a MIG device "GPU 0 / MIG 1g.10gb (GI 7, CI 0)".
 std::string gpu_label(const GpuInfo& gpu);
+/// Opens a session on `gpu`: on its MIG device when the entry stands for one (GpuBackend::open_mig), else on the
+/// whole GPU (GpuBackend::open).
+Result<std::unique_ptr<GpuSession>> open_session(GpuBackend& backend, const GpuInfo& gpu);
+/// The outcome when open_session failed: SKIP with the backend's hint when the MIG device cannot be reached from
+/// this process (`validate.mig_not_visible`), else FAIL `context_failed`.
+GpuOutcome open_failed(const GpuInfo& gpu, const Error& error);
 /// "0x2330".
 std::string pci_id_text(std::uint32_t pci_device_id);
 /// Whether the check's deadline has passed (a check stops visiting GPUs then; the runner has already failed it).
@@ -149,6 +155,7 @@ std::vector<GpuOutcome> for_each_gpu(const CheckContext& context, Visit&& visit)
     } else {
       out.push_back(visit(gpu));
     }
+    out.back().mig = gpu.mig;
     tell(context, out.back());
   }
   return out;
@@ -199,6 +206,7 @@ std::vector<GpuOutcome> for_each_gpu_parallel(const CheckContext& context, Visit
     } catch (...) {
       out[i] = outcome(gpu.index, CheckStatus::fail, "the check threw", "internal");
     }
+    out[i].mig = gpu.mig;
     tell(context, out[i]);
   });
   return out;

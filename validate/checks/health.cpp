@@ -269,6 +269,8 @@ class PcieLinkCheck final : public SpecCheck {
       : SpecCheck({"pcie_link", "health",
                    "Under load, the PCIe link runs at its maximum width (fails) and generation (warns)", std::nullopt,
                    k_short_load, k_short_load, /*parallel=*/true}) {}
+  // Its load needs the whole GPU, which CUDA cannot open while MIG is on: SKIP on a GPU with MIG instances.
+  [[nodiscard]] MigScope mig_scope() const override { return MigScope::whole_gpu; }
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
@@ -306,6 +308,7 @@ class PcieReplays final : public SpecCheck {
       : SpecCheck({"pcie_replays", "health",
                    "PCIe replays stay low: cumulative count, and the rate under a host copy (DCGM's per-minute limit)",
                    k_idle_read, k_short_load, k_short_load}) {}
+  // Per GPU even with MIG on: the counter is the GPU's; where its load cannot run (MIG) the rate is left out, said so.
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
@@ -356,6 +359,8 @@ class ClockEvents final : public SpecCheck {
       : SpecCheck({"clock_events", "health",
                    "Under load, no hardware slowdown, thermal slowdown or power brake slows the clocks", std::nullopt,
                    k_standard_load, k_standard_load, /*parallel=*/true}) {}
+  // Its load needs the whole GPU, which CUDA cannot open while MIG is on: SKIP on a GPU with MIG instances.
+  [[nodiscard]] MigScope mig_scope() const override { return MigScope::whole_gpu; }
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
@@ -377,6 +382,8 @@ class Temperature final : public SpecCheck {
       : SpecCheck({"temperature", "health",
                    "Under load, the temperature stays more than 5 C below the slowdown threshold; power is reported",
                    std::nullopt, k_standard_load, k_standard_load, /*parallel=*/true}) {}
+  // Its load needs the whole GPU, which CUDA cannot open while MIG is on: SKIP on a GPU with MIG instances.
+  [[nodiscard]] MigScope mig_scope() const override { return MigScope::whole_gpu; }
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }

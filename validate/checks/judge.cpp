@@ -154,6 +154,55 @@ ReferenceRule nvlink_reference(const ThresholdTable* table, std::uint32_t pci_de
   return rule;
 }
 
+int mig_memory_slices(const MigDevice& device) {
+  if (device.memory_bytes == 0 || device.parent_memory_bytes == 0) return 0;
+  const double eighths = static_cast<double>(k_mig_memory_slices) * static_cast<double>(device.memory_bytes) /
+                         static_cast<double>(device.parent_memory_bytes);
+  return std::clamp(static_cast<int>(std::lround(eighths)), 1, k_mig_memory_slices);
+}
+
+ReferenceRule mig_scaled_rule(ReferenceRule rule, const ThresholdTable* table, std::uint32_t pci_device_id,
+                              const MigDevice& device, std::string_view metric) {
+  if (!rule.reference) return rule;
+  const Reference whole = *rule.reference;
+  const std::string whole_text = (rule.model.empty() ? std::string("the GPU") : rule.model) + " " +
+                                 std::string(metric) + " " + fixed(whole.value, 1) + " " + whole.unit +
+                                 (whole.basis.empty() ? std::string() : " (" + whole.basis + ")");
+  rule.reference.reset();
+  const std::string instance = "MIG " + device.profile;
+  if (metric == "hbm_bandwidth") {
+    const int slices = mig_memory_slices(device);
+    if (slices == 0) {
+      rule.why_none = instance + " reports no memory size to scale the whole-GPU reference by";
+      return rule;
+    }
+    const std::string share = std::to_string(slices) + "/" + std::to_string(k_mig_memory_slices);
+    rule.reference = Reference{whole.value * slices / k_mig_memory_slices, whole.unit,
+                               whole.source + "; scale: " + k_mig_memory_slices_source,
+                               share + " of " + whole_text + ": " + std::to_string(slices) + " of " +
+                                   std::to_string(k_mig_memory_slices) + " memory slices (MIG user guide)"};
+    return rule;
+  }
+  if (metric.rfind("gemm_tflops.", 0) == 0) {
+    const GpuThresholds* model = table ? table->find(pci_device_id) : nullptr;
+    if (model == nullptr || !model->sm_count || device.sm_count <= 0) {
+      rule.why_none = device.sm_count <= 0 ? instance + " reports no SM count to scale the whole-GPU reference by"
+                                           : "the thresholds give no sm_count for " + rule.model +
+                                                 " to scale the whole-GPU reference by";
+      return rule;
+    }
+    const double whole_sms = model->sm_count->value;
+    rule.reference = Reference{whole.value * device.sm_count / whole_sms, whole.unit,
+                               whole.source + "; scale: " + model->sm_count->source,
+                               std::to_string(device.sm_count) + "/" + fixed(whole_sms, 0) + " of " + whole_text +
+                                   ": " + std::to_string(device.sm_count) + " of the GPU's " + fixed(whole_sms, 0) +
+                                   " SMs"};
+    return rule;
+  }
+  rule.why_none = std::string(metric) + " has no scale for a MIG instance";
+  return rule;
+}
+
 std::string unit_suffix(std::string_view unit) {
   if (unit == "GB/s") return "gbs";
   if (unit == "TFLOPS") return "tflops";

@@ -83,6 +83,28 @@ ReferenceRule gemm_reference(const ThresholdTable* table, std::uint32_t pci_devi
 ReferenceRule nvlink_reference(const ThresholdTable* table, std::uint32_t pci_device_id, std::string_view metric,
                                int links, bool nvswitch);
 
+/// Memory slices of a GPU with MIG on: A100, H100 and H200 divide their memory into eight, and each MIG profile holds
+/// k of them ("Fraction of Memory" 1/8 ... 8/8 in the profile tables of NVIDIA's MIG user guide,
+/// https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html).
+inline constexpr int k_mig_memory_slices = 8;
+/// The source of k_mig_memory_slices, for reference sources.
+inline constexpr const char* k_mig_memory_slices_source =
+    "NVIDIA Multi-Instance GPU User Guide, Supported MIG Profiles "
+    "(https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html): 'Fraction of Memory' "
+    "of each A100/H100/H200 profile in eighths (1g.10gb 1/8, 2g.20gb 2/8, 3g.40gb 4/8, 4g.40gb 4/8, 7g.80gb 8/8)";
+
+/// The memory slices (of k_mig_memory_slices) an instance holds: its memory over the whole GPU's, in eighths,
+/// rounded (an instance reports a little less than its slices, 9.75 of 10 GiB); 0 when either size is unknown.
+int mig_memory_slices(const MigDevice& device);
+
+/// `rule` (for the whole GPU model) scaled to a MIG instance's share: hbm_bandwidth by its memory slices of 8,
+/// gemm_tflops.* by its SMs over the model's whole-GPU sm_count; the reference's basis says so with the source
+/// ("1/8 of H100 SXM5 80GB hbm_bandwidth 2540.0 GB/s: 1 of 8 memory slices"). Without what the scale needs (no
+/// memory sizes, no SM count for the instance or the model) or for another metric the reference is removed and
+/// why_none says why, so the figure is MEASURED rather than judged against the whole GPU.
+ReferenceRule mig_scaled_rule(ReferenceRule rule, const ThresholdTable* table, std::uint32_t pci_device_id,
+                              const MigDevice& device, std::string_view metric);
+
 /// The metric-name suffix for a unit: "GB/s" -> "gbs", "TFLOPS" -> "tflops", else the unit's letters and digits
 /// lowercased ("value" when none).
 std::string unit_suffix(std::string_view unit);

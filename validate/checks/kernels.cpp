@@ -30,15 +30,16 @@ class ContextCreate final : public SpecCheck {
   ContextCreate()
       : SpecCheck({"context_create", "kernels", "A CUDA context can be created on each GPU", k_context, k_context,
                    k_context, /*parallel=*/true}) {}
+  [[nodiscard]] MigScope mig_scope() const override { return MigScope::instance; }
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
   std::vector<GpuOutcome> run(CheckContext& context) override {
     return for_each_gpu_parallel(context, [&](const GpuInfo& gpu) {
       const auto start = std::chrono::steady_clock::now();
-      auto session = context.backend.open(gpu.index);
+      auto session = open_session(context.backend, gpu);
       const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      if (!session) return failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
+      if (!session) return open_failed(gpu, session.error());
       GpuOutcome out = outcome(gpu.index, CheckStatus::pass, "context created in " + fixed(ms, 0) + " ms");
       out.metrics = {{"open_ms", ms, "ms"}};
       return out;
@@ -52,13 +53,14 @@ class ComputeCorrectness final : public SpecCheck {
       : SpecCheck({"compute_correctness", "kernels",
                    "Integer and floating-point validation kernels match the host reference", k_compute, k_compute,
                    k_compute, /*parallel=*/true}) {}
+  [[nodiscard]] MigScope mig_scope() const override { return MigScope::instance; }
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
   std::vector<GpuOutcome> run(CheckContext& context) override {
     return for_each_gpu_parallel(context, [&](const GpuInfo& gpu) {
-      auto session = context.backend.open(gpu.index);
-      if (!session) return failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
+      auto session = open_session(context.backend, gpu);
+      if (!session) return open_failed(gpu, session.error());
       auto mismatches = (*session)->compute_mismatches();
       if (!mismatches) return failed(gpu.index, "running the validation kernels", mismatches.error());
       GpuOutcome out =
@@ -102,6 +104,7 @@ class Memtest final : public SpecCheck {
     const auto slack = static_cast<long long>(plan.overhead_ms) * static_cast<long long>(n - 1) / 4;
     return std::chrono::milliseconds(500 + plan.budget_ms + plan.overhead_ms + slack);
   }
+  [[nodiscard]] MigScope mig_scope() const override { return MigScope::instance; }
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
@@ -112,10 +115,11 @@ class Memtest final : public SpecCheck {
     request.fraction_of_free = plan.fraction_of_free;
     request.deadline_ms = plan.budget_ms;
     return for_each_gpu_parallel(context, [&](const GpuInfo& gpu) {
-      auto session = context.backend.open(gpu.index);
-      if (!session) return failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
+      auto session = open_session(context.backend, gpu);
+      if (!session) return open_failed(gpu, session.error());
       MemtestRequest r = request;
-      r.seed = 0x5eedULL + static_cast<std::uint64_t>(gpu.index);  // fixed per GPU: a rerun repeats the same test
+      // Fixed per GPU (and MIG device): a rerun repeats the same test.
+      r.seed = 0x5eedULL + static_cast<std::uint64_t>(gpu.index) * 64 + (gpu.mig ? static_cast<std::uint64_t>(gpu.mig->index) + 1 : 0);
       auto result = (*session)->memtest(r);
       if (!result) return failed(gpu.index, "running the memory test", result.error());
       return judge(gpu, *result, level, r);
@@ -167,14 +171,15 @@ class GemmConsistency final : public SpecCheck {
                    "Repeated GEMMs on the same inputs give bit-identical results (and match the host reference when "
                    "one is computed)",
                    std::nullopt, Budget{500, 10000}, Budget{500, 60000}, /*parallel=*/true}) {}
+  [[nodiscard]] MigScope mig_scope() const override { return MigScope::instance; }
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
   std::vector<GpuOutcome> run(CheckContext& context) override {
     const int repetitions = gemm_repetitions(context.inputs.level);
     return for_each_gpu_parallel(context, [&](const GpuInfo& gpu) {
-      auto session = context.backend.open(gpu.index);
-      if (!session) return failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
+      auto session = open_session(context.backend, gpu);
+      if (!session) return open_failed(gpu, session.error());
       auto result = (*session)->gemm_consistency(repetitions);
       if (!result) return failed(gpu.index, "running repeated GEMMs", result.error());
       return judge(gpu, *result);
@@ -232,6 +237,7 @@ class GemmSustained final : public SpecCheck {
                    "One minute of back-to-back bf16 GEMMs on every GPU at once, results verified every round: no "
                    "wrong result, no hardware or thermal slowdown, temperature below slowdown, throughput steady",
                    std::nullopt, std::nullopt, Budget{10000, k_sustained_ms + 10000}, /*parallel=*/true}) {}
+  [[nodiscard]] MigScope mig_scope() const override { return MigScope::instance; }
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
@@ -241,8 +247,8 @@ class GemmSustained final : public SpecCheck {
 
  private:
   static GpuOutcome burn(const CheckContext& context, const GpuInfo& gpu) {
-    auto session = context.backend.open(gpu.index);
-    if (!session) return failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
+    auto session = open_session(context.backend, gpu);
+    if (!session) return open_failed(gpu, session.error());
     GpuSession& s = **session;
     // Stop early enough to judge before the check's deadline.
     const auto start = std::chrono::steady_clock::now();

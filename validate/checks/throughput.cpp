@@ -124,8 +124,13 @@ GpuOutcome combine(int gpu, const std::vector<Part>& parts, const std::vector<st
 // It also names the node-rule group the GPU's figure is compared within ("" = all GPUs of the model).
 using RuleFor = std::function<ReferenceRule(CheckContext&, const GpuInfo&, const std::string& metric, std::string& group)>;
 
-ReferenceRule listed_rule(CheckContext& context, const GpuInfo& gpu, const std::string& metric, std::string&) {
-  return find_reference(context.inputs.thresholds, gpu.pci_device_id, metric);
+// The listed reference (hbm); for a MIG device scaled to its share, and compared by the node rule only with
+// instances of the same profile.
+ReferenceRule listed_rule(CheckContext& context, const GpuInfo& gpu, const std::string& metric, std::string& group) {
+  ReferenceRule rule = find_reference(context.inputs.thresholds, gpu.pci_device_id, metric);
+  if (!gpu.mig) return rule;
+  group = "mig " + gpu.mig->profile;
+  return mig_scaled_rule(std::move(rule), context.inputs.thresholds, gpu.pci_device_id, *gpu.mig, metric);
 }
 
 ReferenceRule host_device_rule(CheckContext& context, const GpuInfo& gpu, const std::string& metric,
@@ -142,8 +147,10 @@ ReferenceRule host_device_rule(CheckContext& context, const GpuInfo& gpu, const 
 class SessionMetricCheck final : public SpecCheck {
  public:
   using Measure = std::function<Result<Samples>(GpuSession&, int samples)>;
-  SessionMetricCheck(CheckSpec spec, std::string metric, Measure measure, RuleFor rule = listed_rule)
-      : SpecCheck(std::move(spec)), m_metric(std::move(metric)), m_measure(std::move(measure)), m_rule(std::move(rule)) {}
+  SessionMetricCheck(CheckSpec spec, std::string metric, Measure measure, RuleFor rule, MigScope scope)
+      : SpecCheck(std::move(spec)), m_metric(std::move(metric)), m_measure(std::move(measure)), m_rule(std::move(rule)),
+        m_scope(scope) {}
+  [[nodiscard]] MigScope mig_scope() const override { return m_scope; }
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
@@ -157,9 +164,9 @@ class SessionMetricCheck final : public SpecCheck {
         early[i] = out_of_time(gpu.index);
         return;
       }
-      auto session = context.backend.open(gpu.index);
+      auto session = open_session(context.backend, gpu);
       if (!session) {
-        early[i] = failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
+        early[i] = open_failed(gpu, session.error());
         return;
       }
       auto measured = m_measure(**session, samples);
@@ -176,8 +183,10 @@ class SessionMetricCheck final : public SpecCheck {
       for (auto& p : list) all.push_back(&p);
     apply_node_rule(all, node_tolerance(context));
     std::vector<GpuOutcome> out;
-    for (std::size_t i = 0; i < context.gpus.size(); ++i)
+    for (std::size_t i = 0; i < context.gpus.size(); ++i) {
       out.push_back(early[i] ? *early[i] : combine(context.gpus[i].index, parts[i], {}, "not measured"));
+      out.back().mig = context.gpus[i].mig;
+    }
     return out;
   }
 
@@ -185,6 +194,7 @@ class SessionMetricCheck final : public SpecCheck {
   std::string m_metric;
   Measure m_measure;
   RuleFor m_rule;
+  MigScope m_scope;
 };
 
 class GemmTflops final : public SpecCheck {
@@ -193,6 +203,7 @@ class GemmTflops final : public SpecCheck {
       : SpecCheck({"gemm_tflops", "throughput",
                    "Dense GEMM throughput for bf16, fp16, tf32 and fp64 (a type the GPU lacks is noted, not failed)",
                    std::nullopt, k_gemm_standard, k_gemm_long, /*parallel=*/true}) {}
+  [[nodiscard]] MigScope mig_scope() const override { return MigScope::instance; }
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     return needs_driver_and_gpus(c);
   }
@@ -208,9 +219,9 @@ class GemmTflops final : public SpecCheck {
         early[i] = out_of_time(gpu.index);
         return;
       }
-      auto session = context.backend.open(gpu.index);
+      auto session = open_session(context.backend, gpu);
       if (!session) {
-        early[i] = failed(gpu.index, "creating a context on " + gpu_label(gpu), session.error(), "context_failed");
+        early[i] = open_failed(gpu, session.error());
         return;
       }
       std::vector<std::string> unsupported;
@@ -225,11 +236,11 @@ class GemmTflops final : public SpecCheck {
         part.label = dtype;
         part.prefix = dtype + ".";
         part.pci = gpu.pci_device_id;
-        part.group = dtype;
-        part.judgement =
-            measured ? judge_samples(metric, **measured,
-                                     gemm_reference(context.inputs.thresholds, gpu.pci_device_id, metric), part.prefix)
-                     : error_judgement("measuring " + metric, measured.error());
+        part.group = gpu.mig ? dtype + " mig " + gpu.mig->profile : dtype;
+        ReferenceRule rule = gemm_reference(context.inputs.thresholds, gpu.pci_device_id, metric);
+        if (gpu.mig) rule = mig_scaled_rule(std::move(rule), context.inputs.thresholds, gpu.pci_device_id, *gpu.mig, metric);
+        part.judgement = measured ? judge_samples(metric, **measured, rule, part.prefix)
+                                  : error_judgement("measuring " + metric, measured.error());
         parts[i].push_back(std::move(part));
       }
       if (!unsupported.empty()) {
@@ -248,9 +259,11 @@ class GemmTflops final : public SpecCheck {
       for (auto& p : list) all.push_back(&p);
     apply_node_rule(all, node_tolerance(context));
     std::vector<GpuOutcome> out;
-    for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t i = 0; i < n; ++i) {
       out.push_back(early[i] ? *early[i]
                              : combine(context.gpus[i].index, parts[i], notes[i], "no GEMM type could be measured"));
+      out.back().mig = context.gpus[i].mig;
+    }
     return out;
   }
 };
@@ -261,6 +274,7 @@ class P2pBandwidth final : public SpecCheck {
       : SpecCheck({"p2p_bandwidth", "throughput",
                    "Peer-to-peer copy bandwidth between every ordered pair of GPUs; NVLink links are reported",
                    std::nullopt, Budget{500, 2000}, Budget{500, 4000}}) {}
+  [[nodiscard]] MigScope mig_scope() const override { return MigScope::whole_gpu; }
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     if (auto reason = needs_driver_and_gpus(c)) return reason;
     if (c.gpus.size() < 2) return std::string("needs two or more GPUs; " + std::to_string(c.gpus.size()) + " selected");
@@ -326,6 +340,7 @@ class NcclAllreduce final : public SpecCheck {
   NcclAllreduce()
       : SpecCheck({"nccl_allreduce", "throughput", "NCCL all-reduce bus bandwidth across the selected GPUs",
                    std::nullopt, Budget{10000, 1000}, Budget{20000, 2000}}) {}
+  [[nodiscard]] MigScope mig_scope() const override { return MigScope::whole_gpu; }
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     if (auto reason = needs_driver_and_gpus(c)) return reason;
     if (c.gpus.size() < 2) return std::string("needs two or more GPUs; " + std::to_string(c.gpus.size()) + " selected");
@@ -364,15 +379,18 @@ std::vector<std::unique_ptr<Check>> throughput_checks() {
   out.push_back(std::make_unique<SessionMetricCheck>(
       CheckSpec{"hbm_bandwidth", "throughput", "Device memory bandwidth (STREAM copy, bytes read plus written)",
                 k_bw_quick, k_bw_standard, k_bw_long, /*parallel=*/true},
-      "hbm_bandwidth", [](GpuSession& s, int samples) { return s.hbm_bandwidth(samples); }));
+      "hbm_bandwidth", [](GpuSession& s, int samples) { return s.hbm_bandwidth(samples); }, listed_rule,
+      MigScope::instance));
   out.push_back(std::make_unique<SessionMetricCheck>(
       CheckSpec{"h2d_bandwidth", "throughput", "Host-to-device copy-engine bandwidth from pinned memory on the GPU's NUMA node",
                 std::nullopt, k_bw_standard, k_bw_long},
-      "h2d_bandwidth", [](GpuSession& s, int samples) { return s.copy_bandwidth(true, samples); }, host_device_rule));
+      "h2d_bandwidth", [](GpuSession& s, int samples) { return s.copy_bandwidth(true, samples); }, host_device_rule,
+      MigScope::whole_gpu));
   out.push_back(std::make_unique<SessionMetricCheck>(
       CheckSpec{"d2h_bandwidth", "throughput", "Device-to-host copy-engine bandwidth to pinned memory on the GPU's NUMA node",
                 std::nullopt, k_bw_standard, k_bw_long},
-      "d2h_bandwidth", [](GpuSession& s, int samples) { return s.copy_bandwidth(false, samples); }, host_device_rule));
+      "d2h_bandwidth", [](GpuSession& s, int samples) { return s.copy_bandwidth(false, samples); }, host_device_rule,
+      MigScope::whole_gpu));
   out.push_back(std::make_unique<GemmTflops>());
   out.push_back(std::make_unique<P2pBandwidth>());
   out.push_back(std::make_unique<NcclAllreduce>());

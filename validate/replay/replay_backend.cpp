@@ -317,6 +317,9 @@ std::string identity(const Tree& item, const char* key, const std::string& list)
     fail(item.where, "replay.missing_field", "an entry of '" + list + "' has no '" + key + "'",
          std::string("give every entry its '") + key + ": N'");
   }
+  // An instance's measurements are their own entry: the GPU and the MIG device's uuid together identify it.
+  const Tree* mig = list == "scenario.measurements" ? item.find("mig") : nullptr;
+  if (mig != nullptr && mig->kind == Tree::Kind::scalar) return id->scalar + "/" + mig->scalar;
   return id->scalar;
 }
 
@@ -443,6 +446,7 @@ class Loader {
 struct GpuRecord {
   GpuInfo info;
   std::optional<GpuHealth> health, health_under_load;
+  std::vector<MigDevice> mig;  // its MIG devices, in NVML order
 };
 
 struct GpuMeasurements {
@@ -464,7 +468,7 @@ struct Recording {
   std::string origin;
   DriverState driver;
   std::vector<GpuRecord> gpus;
-  std::map<int, GpuMeasurements> measurements;
+  std::map<std::pair<int, std::string>, GpuMeasurements> measurements;  // (gpu, MIG uuid or "") -> what was measured
   bool has_p2p = false;
   std::map<std::pair<int, int>, std::optional<Samples>> p2p;  // empty when peer access is not possible
   bool has_nccl = false;
@@ -607,7 +611,8 @@ class RecordingParser {
 
   GpuRecord parse_gpu(const Tree& g) {
     expect_map(g, {"index", "uuid", "name", "pci_bus_id", "pci_device_id", "compute_capability",
-                   "memory_total_bytes", "numa_node", "nvlink_links_active", "health", "health_under_load"});
+                   "memory_total_bytes", "numa_node", "nvlink_links_active", "health", "health_under_load",
+                   "mig_devices"});
     GpuRecord r;
     GpuInfo& info = r.info;
     info.index = to_small_int(required(g, "index"), 0, 1023);
@@ -651,7 +656,71 @@ class RecordingParser {
     info.nvlink_links_active = to_small_int(required(g, "nvlink_links_active"), 0, 64);
     if (const Tree* h = g.find("health")) r.health = parse_health(*h);
     if (const Tree* h = g.find("health_under_load")) r.health_under_load = parse_health(*h);
+    if (const Tree* m = g.find("mig_devices")) r.mig = parse_mig_devices(*m, r);
     return r;
+  }
+
+  // inventory.gpus[].mig_devices: the MIG devices of a GPU with MIG on, in NVML order (docs/replay.md).
+  std::vector<MigDevice> parse_mig_devices(const Tree& list, const GpuRecord& gpu) {
+    std::vector<MigDevice> out;
+    if (gpu.health && gpu.health->mig_enabled != std::optional<bool>(true)) {
+      fail(list.where, "replay.bad_value", "GPU " + std::to_string(gpu.info.index) + " lists MIG devices but its health says MIG is not enabled",
+           "write mig_enabled: true in its health, or remove mig_devices");
+    }
+    std::set<std::pair<int, int>> ids;
+    for (const Tree& d : expect_list(list).children) {
+      expect_map(d, {"uuid", "gpu_instance_id", "compute_instance_id", "profile", "memory_bytes", "sm_count",
+                     "gpu_instance_slices"});
+      MigDevice m;
+      m.parent = gpu.info.index;
+      m.index = static_cast<int>(out.size());
+      const Tree& uuid = required(d, "uuid");
+      m.uuid = to_text(uuid);
+      if (!valid_mig_uuid(m.uuid)) {
+        fail(uuid.where, "replay.bad_value", "uuid '" + m.uuid + "' is not a MIG device uuid",
+             "write it as NVML does: MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (hexadecimal)");
+      }
+      if (!m_mig_uuids.insert(m.uuid).second) {
+        fail(uuid.where, "replay.bad_value", "MIG device uuid " + m.uuid + " appears twice", "give every MIG device its own uuid");
+      }
+      m.gpu_instance_id = to_small_int(required(d, "gpu_instance_id"), 0, 1023);
+      m.compute_instance_id = to_small_int(required(d, "compute_instance_id"), 0, 1023);
+      if (!ids.insert({m.gpu_instance_id, m.compute_instance_id}).second) {
+        fail(d.where, "replay.bad_value", "GPU instance " + std::to_string(m.gpu_instance_id) + ", compute instance " +
+                                              std::to_string(m.compute_instance_id) + " is listed twice",
+             "each MIG device has its own pair of GPU and compute instance ids");
+      }
+      const Tree& profile = required(d, "profile");
+      m.profile = to_text(profile);
+      if (!valid_mig_profile(m.profile)) {
+        fail(profile.where, "replay.bad_value", "profile '" + m.profile + "' is not a MIG profile name",
+             "write it as NVML names it after \"MIG \": 1g.10gb, 3g.40gb, 1c.3g.40gb, 1g.10gb+me");
+      }
+      const Tree& memory = required(d, "memory_bytes");
+      m.memory_bytes = to_u64(memory);
+      if (m.memory_bytes == 0 || m.memory_bytes > gpu.info.memory_total_bytes) {
+        fail(memory.where, "replay.bad_value", "memory_bytes " + std::to_string(m.memory_bytes) + " is not within the GPU's " +
+                                                   std::to_string(gpu.info.memory_total_bytes) + " bytes",
+             "write the instance's memory as NVML reports it on the MIG handle, in bytes");
+      }
+      m.parent_memory_bytes = gpu.info.memory_total_bytes;
+      m.sm_count = to_small_int(required(d, "sm_count"), 1, 1000);
+      m.gpu_instance_slices = to_small_int(required(d, "gpu_instance_slices"), 1, 8);
+      out.push_back(std::move(m));
+    }
+    return out;
+  }
+
+  static bool valid_mig_uuid(const std::string& s) {
+    return s.rfind("MIG-", 0) == 0 && valid_uuid("GPU-" + s.substr(4));
+  }
+
+  // "1g.10gb", "1c.3g.40gb", "1g.10gb+me": letters, digits, '.', '+', at most 32.
+  static bool valid_mig_profile(const std::string& s) {
+    return !s.empty() && s.size() <= 32 && s[0] >= '0' && s[0] <= '9' && s.find("g.") != std::string::npos &&
+           std::all_of(s.begin(), s.end(), [](char c) {
+             return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '.' || c == '+';
+           });
   }
 
   static bool valid_uuid(const std::string& s) {
@@ -770,15 +839,31 @@ class RecordingParser {
   }
 
   void parse_measurements(const Tree& m) {
-    expect_map(m, {"gpu", "compute_mismatches", "memtest", "gemm_consistency", "hbm_bandwidth", "h2d_bandwidth",
+    expect_map(m, {"gpu", "mig", "compute_mismatches", "memtest", "gemm_consistency", "hbm_bandwidth", "h2d_bandwidth",
                    "d2h_bandwidth", "gemm_tflops", "cc_evidence"});
     const Tree& gpu_node = required(m, "gpu");
     const int gpu = gpu_ref(gpu_node);
-    if (m_rec.measurements.count(gpu)) {
-      fail(gpu_node.where, "replay.bad_value", "measurements for GPU " + std::to_string(gpu) + " are listed twice",
+    std::string mig;
+    if (const Tree* mig_node = m.find("mig")) {
+      mig = to_text(*mig_node);
+      const auto& devices = m_rec.gpus[static_cast<std::size_t>(gpu)].mig;
+      if (std::none_of(devices.begin(), devices.end(), [&](const MigDevice& d) { return d.uuid == mig; })) {
+        fail(mig_node->where, "replay.bad_value", "'" + mig + "' is not a MIG device of GPU " + std::to_string(gpu),
+             "name a uuid from inventory.gpus[" + std::to_string(gpu) + "].mig_devices");
+      }
+      for (const char* whole : {"h2d_bandwidth", "d2h_bandwidth", "cc_evidence"}) {
+        if (const Tree* t = m.find(whole)) {
+          fail(t->where, "replay.bad_value", std::string(whole) + " is measured on the whole GPU, not in a MIG device",
+               "record it in the GPU's own entry (without mig)");
+        }
+      }
+    }
+    const std::string subject = "GPU " + std::to_string(gpu) + (mig.empty() ? std::string() : " MIG device " + mig);
+    if (m_rec.measurements.count({gpu, mig})) {
+      fail(gpu_node.where, "replay.bad_value", "measurements for " + subject + " are listed twice",
            "merge them into one entry");
     }
-    GpuMeasurements& out = m_rec.measurements[gpu];
+    GpuMeasurements& out = m_rec.measurements[{gpu, mig}];
     if (const Tree* t = m.find("compute_mismatches")) out.compute_mismatches = to_u64(*t);
     if (const Tree* t = m.find("memtest")) out.memtest = parse_memtest(*t);
     if (const Tree* t = m.find("gemm_consistency")) {
@@ -965,6 +1050,7 @@ class RecordingParser {
   }
 
   Recording m_rec;
+  std::set<std::string> m_mig_uuids;
 };
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -1012,8 +1098,8 @@ struct ReplayState {
                       rec.origin, "choose GPUs from the recorded inventory");
   }
 
-  const GpuMeasurements* measurements(int gpu) const {
-    auto it = rec.measurements.find(gpu);
+  const GpuMeasurements* measurements(int gpu, const std::string& mig) const {
+    auto it = rec.measurements.find({gpu, mig});
     return it == rec.measurements.end() ? nullptr : &it->second;
   }
 };
@@ -1022,43 +1108,44 @@ std::string gpu_name(int gpu) { return "GPU " + std::to_string(gpu); }
 
 class ReplaySession final : public GpuSession {
  public:
-  ReplaySession(std::shared_ptr<ReplayState> state, int gpu) : m_state(std::move(state)), m_gpu(gpu) {}
+  ReplaySession(std::shared_ptr<ReplayState> state, int gpu, std::string mig = {})
+      : m_state(std::move(state)), m_gpu(gpu), m_mig(std::move(mig)) {}
 
   Result<std::uint64_t> compute_mismatches() override {
     if (auto e = m_state->fault(m_gpu, "compute_mismatches")) return std::move(*e);
-    const auto* m = m_state->measurements(m_gpu);
+    const auto* m = m_state->measurements(m_gpu, m_mig);
     if (m == nullptr || !m->compute_mismatches) return missing("compute_mismatches");
     return *m->compute_mismatches;
   }
   Result<MemtestResult> memtest(const MemtestRequest&) override {
     if (auto e = m_state->fault(m_gpu, "memtest")) return std::move(*e);
-    const auto* m = m_state->measurements(m_gpu);
+    const auto* m = m_state->measurements(m_gpu, m_mig);
     if (m == nullptr || !m->memtest) return missing("memtest");
     return *m->memtest;
   }
   Result<ConsistencyResult> gemm_consistency(int) override {
     if (auto e = m_state->fault(m_gpu, "gemm_consistency")) return std::move(*e);
-    const auto* m = m_state->measurements(m_gpu);
+    const auto* m = m_state->measurements(m_gpu, m_mig);
     if (m == nullptr || !m->gemm_consistency) return missing("gemm_consistency");
     return *m->gemm_consistency;
   }
   Result<Samples> hbm_bandwidth(int) override {
     if (auto e = m_state->fault(m_gpu, "hbm_bandwidth")) return std::move(*e);
-    const auto* m = m_state->measurements(m_gpu);
+    const auto* m = m_state->measurements(m_gpu, m_mig);
     if (m == nullptr || !m->hbm_bandwidth) return missing("hbm_bandwidth");
     return *m->hbm_bandwidth;
   }
   Result<Samples> copy_bandwidth(bool to_device, int) override {
     const char* method = to_device ? "h2d_bandwidth" : "d2h_bandwidth";
     if (auto e = m_state->fault(m_gpu, method)) return std::move(*e);
-    const auto* m = m_state->measurements(m_gpu);
+    const auto* m = m_state->measurements(m_gpu, m_mig);
     const std::optional<Samples>* s = m == nullptr ? nullptr : (to_device ? &m->h2d_bandwidth : &m->d2h_bandwidth);
     if (s == nullptr || !*s) return missing(method);
     return **s;
   }
   Result<std::optional<Samples>> gemm_tflops(const std::string& dtype, int) override {
     if (auto e = m_state->fault(m_gpu, "gemm_tflops")) return std::move(*e);
-    const auto* m = m_state->measurements(m_gpu);
+    const auto* m = m_state->measurements(m_gpu, m_mig);
     if (m == nullptr || !m->has_gemm_tflops) return missing("gemm_tflops");
     auto it = m->gemm_tflops.find(dtype);
     if (it == m->gemm_tflops.end()) return missing("gemm_tflops." + dtype);
@@ -1072,10 +1159,13 @@ class ReplaySession final : public GpuSession {
   }
 
  private:
-  Error missing(const std::string& method) const { return m_state->no_measurement(method, gpu_name(m_gpu)); }
+  Error missing(const std::string& method) const {
+    return m_state->no_measurement(method, gpu_name(m_gpu) + (m_mig.empty() ? std::string() : " MIG device " + m_mig));
+  }
 
   std::shared_ptr<ReplayState> m_state;
   int m_gpu;
+  std::string m_mig;  // the MIG device's uuid; empty for the whole GPU
 };
 
 class ReplayBackend final : public GpuBackend {
@@ -1120,7 +1210,7 @@ class ReplayBackend final : public GpuBackend {
     const auto state = m_state;
     if (auto e = state->check_gpu(gpu)) return std::move(*e);
     if (auto e = state->fault(gpu, "cc_evidence")) return std::move(*e);
-    auto it = state->rec.measurements.find(gpu);
+    auto it = state->rec.measurements.find({gpu, std::string()});
     if (it == state->rec.measurements.end() || !it->second.cc_evidence) return state->no_measurement("cc_evidence", gpu_name(gpu));
     return std::optional<CcEvidence>(*it->second.cc_evidence);
   }
@@ -1131,6 +1221,23 @@ class ReplayBackend final : public GpuBackend {
     if (auto e = state->check_gpu(gpu)) return std::move(*e);
     if (auto e = state->fault(gpu, "open")) return std::move(*e);
     return std::unique_ptr<GpuSession>(std::make_unique<ReplaySession>(state, gpu));
+  }
+  Result<std::vector<MigDevice>> mig_devices(int gpu) override {
+    const auto state = m_state;
+    if (auto e = state->check_gpu(gpu)) return std::move(*e);
+    return state->rec.gpus[static_cast<std::size_t>(gpu)].mig;
+  }
+  // A recorded MIG device, by its uuid; the GPU's faults on `open` apply to its instances too.
+  Result<std::unique_ptr<GpuSession>> open_mig(const MigDevice& device) override {
+    const auto state = m_state;
+    if (auto e = state->check_gpu(device.parent)) return std::move(*e);
+    const auto& devices = state->rec.gpus[static_cast<std::size_t>(device.parent)].mig;
+    if (std::none_of(devices.begin(), devices.end(), [&](const MigDevice& d) { return d.uuid == device.uuid; })) {
+      return make_error(ErrorKind::usage, "replay.no_mig", "MIG device " + device.uuid + " is not recorded for " + gpu_name(device.parent),
+                        state->rec.origin, "choose MIG devices from inventory.gpus[].mig_devices");
+    }
+    if (auto e = state->fault(device.parent, "open")) return std::move(*e);
+    return std::unique_ptr<GpuSession>(std::make_unique<ReplaySession>(state, device.parent, device.uuid));
   }
   Result<std::optional<Samples>> p2p_bandwidth(int src, int dst, int) override {
     const auto state = m_state;
