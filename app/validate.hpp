@@ -12,6 +12,7 @@
 #include "app/services.hpp"
 #include "validate/adapters/image_libraries.hpp"
 #include "validate/backend.hpp"
+#include "validate/multinode/rendezvous.hpp"
 #include "validate/report.hpp"
 
 namespace gpuenv::app {
@@ -29,6 +30,10 @@ struct ValidateRequest {
   AttestOptions attest;             ///< RIMs, policy and revocation of the cc_attestation check
   std::string metrics;              ///< write Prometheus metrics here (node_exporter's textfile format); "" for none
   bool plain_http = false;          ///< pull a docker:// --image over plain HTTP
+  /// `--multi-node`: this rank's place in the run (the CLI fills it from Slurm's variables or --peers/--rank);
+  /// nccl_allreduce then runs across the nodes.
+  std::optional<validate::multinode::NodeConfig> multi_node;
+  std::string sysfs_root = "/sys";  ///< where the RDMA ports are read (fixture trees in tests)
 };
 
 struct Validation {

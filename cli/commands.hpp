@@ -11,6 +11,7 @@
 #include "app/base_image.hpp"
 #include "app/catalog.hpp"
 #include "app/lock.hpp"
+#include "cli/multi_node.hpp"
 #include "app/marks.hpp"
 #include "app/resolve.hpp"
 #include "app/run.hpp"
@@ -106,6 +107,7 @@ struct ValidateOptions {
   bool referrers = false;           ///< the mark also as an OCI 1.1 referrer
   app::AttestOptions attest;        ///< RIMs, policy and revocation of cc_attestation
   std::string metrics;              ///< --metrics FILE: Prometheus textfile
+  MultiNodeOptions multi_node;      ///< --multi-node and its flags
 };
 int cmd_validate(const ValidateOptions& options, Context& ctx);
 

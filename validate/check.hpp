@@ -14,6 +14,7 @@
 
 #include "base/error.hpp"
 #include "validate/backend.hpp"
+#include "validate/multinode/result.hpp"
 #include "validate/thresholds.hpp"
 
 namespace gpuenv::validate {
@@ -94,6 +95,9 @@ struct CheckInputs {
   std::string image;                      ///< the image as given (`DIR[:REF]`), for messages
   /// The attestation verifier for cc_attestation; empty = none wired (the check then skips, saying so).
   AttestFunction attest;
+  /// `--multi-node`: runs this rank's part of the all-reduce across nodes on the GPUs at these PCI bus ids with this
+  /// many samples (the CLI wires the rendezvous and NCCL). Empty = one node: nccl_allreduce runs across local GPUs.
+  std::function<Result<multinode::MultiNodeResult>(const std::vector<std::string>& bus_ids, int samples)> multi_node;
 };
 
 /// Everything a check may use while it runs.

@@ -154,6 +154,20 @@ ReferenceRule nvlink_reference(const ThresholdTable* table, std::uint32_t pci_de
   return rule;
 }
 
+ReferenceRule nic_reference(const ThresholdTable* table, double share_gbs, const std::string& basis) {
+  ReferenceRule rule;
+  if (table) rule.fail_fraction = table->fail_fraction;
+  if (share_gbs <= 0) {
+    rule.why_none = "no active RDMA port to judge it by (" + basis + ")";
+  } else if (!table || !table->derived.rdma_nic) {
+    rule.why_none = "the thresholds have no rdma_nic rule";
+  } else {
+    rule.reference = derived(share_gbs, "GB/s", *table->derived.rdma_nic, basis + " = " + fixed(share_gbs, 1) + " GB/s per rank",
+                             "the ports' rate from sysfs (/sys/class/infiniband/*/ports/*/rate)");
+  }
+  return rule;
+}
+
 std::string unit_suffix(std::string_view unit) {
   if (unit == "GB/s") return "gbs";
   if (unit == "TFLOPS") return "tflops";
