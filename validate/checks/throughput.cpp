@@ -409,6 +409,9 @@ class NcclAllreduce final : public SpecCheck {
                               " GPU(s), this is rank " + std::to_string(result.rank) +
                               (result.rank == 0 ? " (every rank's result)" : " (its own result; rank 0 reports all)");
     GpuOutcome out = outcome(-1, worst, scope + ": " + message, code);
+    if (code == "no_threshold")
+      out.hint = "the figure is reported, not judged: a node without an active RDMA port (InfiniBand or RoCE, see "
+                 "`ibstat`) has no link rate to judge it by, and the thresholds' rdma_nic rule gives the fraction";
     out.metrics = std::move(metrics);
     out.metrics.push_back({"nodes", static_cast<double>(result.world), "count"});
     return out;
