@@ -549,6 +549,7 @@ int end_remote(void* handle) {
   }
   remote->aborted = true;
   ::shutdown(remote->fd, SHUT_RDWR);
+  delete static_cast<char*>(handle);  // the handle's own byte; the work still queued holds the Remote itself
   return k_success;
 }
 
