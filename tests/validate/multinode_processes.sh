@@ -25,6 +25,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 143' TERM INT HUP  # ctest's timeout: the namespaces go too
 
 mkdir "$work/lib" "$work/sys"  # an empty sysfs: no RDMA port, whatever the test machine has
 ln -s "$nvml" "$work/lib/libnvidia-ml.so.1"
@@ -43,7 +44,9 @@ if [ "$mode" = netns ]; then
     echo "SKIP: cannot create a network namespace here: $(cat "$work/ns.err")"; exit 77
   fi
   ip netns add "$ns_b"
-  ip link add "$veth_a" type veth peer name "$veth_b"
+  if ! ip link add "$veth_a" type veth peer name "$veth_b" 2>"$work/veth.err"; then
+    echo "SKIP: cannot create a veth pair here: $(cat "$work/veth.err")"; exit 77
+  fi
   ip link set "$veth_a" netns "$ns_a"
   ip link set "$veth_b" netns "$ns_b"
   ip -n "$ns_a" addr add 10.77.0.1/24 dev "$veth_a"
