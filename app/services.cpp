@@ -14,6 +14,10 @@ bool keep_environment_variable(const std::string& name) {
     if (name.rfind(p, 0) == 0) return true;
   for (const char* n : {"HOME", "VIRTUAL_ENV", "SOURCE_DATE_EPOCH", "TMPDIR", "DOCKER_CONFIG", "PATH"})
     if (name == n) return true;
+  // validate --multi-node under srun: the rank, the task count, the nodes and the job and step (the run token).
+  for (const char* n : {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_JOB_ID",
+                        "SLURM_STEP_ID"})
+    if (name == n) return true;
   return validate::is_gpu_environment_variable(name);
 }
 

@@ -18,6 +18,7 @@
 #include "validate/backend.hpp"
 #include "validate/data_files.hpp"
 #include "validate/host_probe.hpp"
+#include "validate/multinode/rendezvous.hpp"
 
 namespace gpuenv::app {
 
@@ -38,6 +39,11 @@ struct Services {
   /// libraries of `validate --image`: the real backend's GEMMs and NCCL run through them.
   std::function<Result<std::unique_ptr<validate::GpuBackend>>(const std::string& choice, const std::optional<validate::ImageLibraries>& image)>
       make_gpu_backend;
+  /// `validate --multi-node`: NCCL's side of the all-reduce across nodes on the GPUs at BUS_IDS, SAMPLES samples
+  /// (libnccl through validate/adapters/multi_gpu in production, the image's NCCL with IMAGE; doubles in tests).
+  std::function<validate::multinode::NcclRanks(const std::vector<std::string>& bus_ids, int samples,
+                                               const std::optional<validate::ImageLibraries>& image)>
+      make_nccl_ranks;
   /// Timeouts, rate rule, deadlines, the command's network budget and where retries are announced; read from
   /// the environment by the composition root (net_limits_from_env), the defaults in tests.
   NetLimits net;

@@ -85,6 +85,7 @@ struct Prepared {
   std::string image_digest;  ///< the manifest digest of --image
   std::string lock_sha256;   ///< of the lock's bytes
   std::unique_ptr<AttestSetup> attest;  ///< what the cc_attestation check's verifier uses
+  std::chrono::milliseconds extra_deadline{0};  ///< --multi-node: added to nccl_allreduce's deadline
 };
 
 Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
@@ -155,6 +156,18 @@ Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
   GPUENV_TRY(attest, AttestSetup::open(o.attest, ctx));
   p.attest = std::move(attest);
   p.inputs.attest = attest_function(*p.attest, ctx);
+  if (o.multi_node) {
+    if (!ctx.make_nccl_ranks)
+      return make_error(ErrorKind::internal, "cli.no_adapters", "no multi-node NCCL configured", {}, "");
+    p.inputs.multi_node = [config = *o.multi_node, make = ctx.make_nccl_ranks, image_libraries,
+                           sysfs = o.sysfs_root](const std::vector<std::string>& bus_ids, int samples) {
+      const validate::multinode::NicSummary nics = validate::multinode::read_nics(sysfs);
+      return validate::multinode::run_rank(config, static_cast<int>(bus_ids.size()), nics,
+                                           make(bus_ids, samples, image_libraries));
+    };
+    // The rendezvous may wait its whole timeout (a peer waits for rank 0 twice that), then rank 0 for the results.
+    p.extra_deadline = 2 * o.multi_node->rendezvous_timeout + o.multi_node->result_timeout;
+  }
   auto backend = open_gpu_backend(o.backend, ctx, image_libraries);
   if (!backend) return backend.error();
   p.backend = std::move(*backend);
@@ -165,6 +178,7 @@ Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
 Result<validate::Report> run_checks(Prepared& p, const std::vector<std::string>& filter, Services& ctx, bool& hung) {
   validate::RunOptions ro;
   ro.filter = filter;
+  if (p.extra_deadline.count() > 0) ro.extra_deadline["nccl_allreduce"] = p.extra_deadline;
   ro.started_at = format_rfc3339_utc(now_seconds(ctx));  // the injected clock
   if (ctx.on_step) {
     ro.progress = [&](const std::string& key, validate::CheckStatus status, int done, int total) {

@@ -12,6 +12,7 @@
 #include "app/services.hpp"
 #include "validate/adapters/image_libraries.hpp"
 #include "validate/backend.hpp"
+#include "validate/multinode/rendezvous.hpp"
 #include "validate/report.hpp"
 
 namespace gpuenv::app {
@@ -32,6 +33,10 @@ struct ValidateRequest {
   std::string data;                 ///< --data: the directory or file data_read measures; "" = data_read skips
   std::string data_min;             ///< --data-min "5GB/s": data_read's threshold (before the spec's)
   std::string spec;                 ///< --spec: a spec whose validate.data_read_min judges data_read
+  /// `--multi-node`: this rank's place in the run (the CLI fills it from Slurm's variables or --peers/--rank);
+  /// nccl_allreduce then runs across the nodes.
+  std::optional<validate::multinode::NodeConfig> multi_node;
+  std::string sysfs_root = "/sys";  ///< where the RDMA ports are read (fixture trees in tests)
 };
 
 struct Validation {

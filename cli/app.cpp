@@ -63,6 +63,32 @@ Result<std::unique_ptr<validate::GpuBackend>> make_gpu_backend(const std::string
   return validate::make_real_backend(o);
 }
 
+validate::multinode::NcclRanks make_nccl_ranks(const std::vector<std::string>& bus_ids, int samples,
+                                               const std::optional<validate::ImageLibraries>& image) {
+  validate::MultiGpuOptions mo;
+  if (image && !image->nccl.empty()) mo.nccl_libraries = image->nccl;
+  validate::multinode::NcclRanks out;
+  out.unique_id = [mo]() -> Result<validate::multinode::UniqueId> {
+    auto id = validate::nccl_unique_id(mo);
+    if (!id) return std::move(id).error();
+    if (!*id)
+      return make_error(ErrorKind::environment, "nccl.missing", "no NCCL library loads on rank 0 (tried libnccl.so.2)",
+                        "libnccl", "install NCCL (libnccl2) on every node, or run with --image");
+    return **id;
+  };
+  out.measure = [mo, bus_ids, samples](const validate::multinode::UniqueId& id, int first_rank, int total_ranks,
+                                       std::uint64_t bytes, const validate::multinode::Watch& watch)
+      -> Result<std::optional<validate::Samples>> {
+    validate::NcclRankSpec spec{id, first_rank, total_ranks, bytes, watch};
+    auto measured = validate::measure_nccl_allreduce_ranks(mo, bus_ids, spec, samples);
+    if (measured && !*measured)
+      return make_error(ErrorKind::environment, "nccl.missing", "no NCCL library loads on this rank",
+                        "libnccl", "install NCCL (libnccl2) on every node, or run with --image");
+    return measured;
+  };
+  return out;
+}
+
 Context production_context(char** envp) {
   Context ctx;
   ctx.out = &std::cout;

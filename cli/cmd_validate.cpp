@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include <unistd.h>
+
 #include "app/validate.hpp"
 #include "app/validate_and_mark.hpp"
 #include "base/duration.hpp"
@@ -17,7 +19,7 @@ namespace gpuenv::cli {
 app::ValidateAndMarkRequest validate_and_mark_request(const ValidateOptions& o) {
   app::ValidateAndMarkRequest rq;
   rq.validate = {o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig, o.attest, o.metrics, o.plain_http,
-                 o.data, o.data_min, o.spec};
+                 o.data, o.data_min, o.spec, std::nullopt, "/sys"};
   rq.mark = o.mark;
   rq.mark_image = o.mark_image;
   rq.key_path = o.key;
@@ -27,7 +29,22 @@ app::ValidateAndMarkRequest validate_and_mark_request(const ValidateOptions& o) 
 }
 
 int cmd_validate(const ValidateOptions& o, Context& ctx) {
-  auto v = app::validate_and_mark(validate_and_mark_request(o), ctx);
+  app::ValidateAndMarkRequest rq = validate_and_mark_request(o);
+  const MultiNodeOptions& m = o.multi_node;
+  if (!m.enabled && (!m.peers.empty() || m.rank >= 0 || !m.run_token.empty() || m.port != 0))
+    return report_error(make_error(ErrorKind::usage, "validate.multi_node", "--peers, --rank, --run-token and --rendezvous-port need --multi-node",
+                                   "--multi-node", "add --multi-node"),
+                        o.json, ctx);
+  if (m.enabled) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    auto config = multi_node_config(m, ctx.env, host);
+    if (!config) return report_error(config.error(), o.json, ctx);
+    rq.validate.multi_node = std::move(*config);
+    // A container that mounts the host's sysfs elsewhere (as /host/sys) names it; the tests name a fixture tree.
+    if (auto it = ctx.env.find("GPUENV_SYSFS_ROOT"); it != ctx.env.end() && !it->second.empty()) rq.validate.sysfs_root = it->second;
+  }
+  auto v = app::validate_and_mark(rq, ctx);
   if (!v) return report_error(v.error(), o.json, ctx);
   ctx.exit_now = v->hung;  // an abandoned check thread may still be inside the driver: main() exits at once
   // With --json, stdout carries exactly the report (the bytes a mark's report digest names); the mark goes to stderr.
@@ -117,6 +134,15 @@ Command add_validate_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_option("--data-min", o->data_min, "data_read's threshold, e.g. 2GB/s or 1.5GiB/s (default: the --spec's validate.data_read_min; none: MEASURED)");
   sub->add_option("--spec", o->spec, "A spec whose validate.data_read_min judges data_read")->check(CLI::ExistingFile);
   add_attest_options(sub, o->attest, "--attest-policy", false);
+  // Across nodes (docs/validate.md "More than one node").
+  sub->add_flag("--multi-node", o->multi_node.enabled,
+                "nccl_allreduce across nodes: ranks from Slurm (srun -N2 --ntasks-per-node=1) or --peers/--rank; each rank drives all its selected GPUs");
+  sub->add_option("--peers", o->multi_node.peers, "With --multi-node outside Slurm: every rank's host in rank order, HOST[:PORT],HOST,... (the port on the first: where rank 0 listens)");
+  sub->add_option("--rank", o->multi_node.rank, "With --peers: this process's rank (0 listens; the others connect to it)");
+  sub->add_option("--run-token", o->multi_node.run_token, "With --multi-node: a text every rank of one run shares, so two runs on one port cannot cross (default: the Slurm job and step, or the --peers list)");
+  sub->add_option("--rendezvous-port", o->multi_node.port, "With --multi-node: rank 0's TCP port (default 29517)");
+  sub->add_option("--rendezvous-timeout", o->multi_node.timeout, "With --multi-node: how long rank 0 waits for every rank, and each rank for rank 0 (default 120s)");
+  sub->add_option("--nccl-buffer", o->multi_node.buffer, "With --multi-node: the all-reduce buffer per GPU (default 256MiB; every rank uses rank 0's)");
   return {sub, [o, &g](Context& ctx) {
     (void)g;
     return cmd_validate(*o, ctx);

@@ -11,6 +11,7 @@
 #include "app/base_image.hpp"
 #include "app/catalog.hpp"
 #include "app/lock.hpp"
+#include "cli/multi_node.hpp"
 #include "app/marks.hpp"
 #include "app/resolve.hpp"
 #include "app/run.hpp"
@@ -109,6 +110,7 @@ struct ValidateOptions {
   std::string data;                 ///< --data DIR|FILE: what data_read measures
   std::string data_min;             ///< --data-min RATE: data_read's threshold
   std::string spec;                 ///< --spec FILE: its validate.data_read_min
+  MultiNodeOptions multi_node;      ///< --multi-node and its flags
 };
 int cmd_validate(const ValidateOptions& options, Context& ctx);
 

@@ -15,6 +15,10 @@ namespace gpuenv::cli {
 /// The production GPU backends: replay:FILE, or NVML and CUDA (cli/app.cpp).
 Result<std::unique_ptr<validate::GpuBackend>> make_gpu_backend(const std::string& choice, const std::optional<validate::ImageLibraries>& image);
 
+/// The production multi-node NCCL (validate --multi-node): libnccl through validate/adapters/multi_gpu (cli/app.cpp).
+validate::multinode::NcclRanks make_nccl_ranks(const std::vector<std::string>& bus_ids, int samples,
+                                               const std::optional<validate::ImageLibraries>& image);
+
 /// The ports (app::Services: environment, probes, runner, fetcher) and the terminal. The adapters every command
 /// shares default to the production ones (the cache directory, libcurl, NVML and CUDA, the system clock); main()
 /// adds the environment, probes, runner and fetcher (production_context), a test its fakes.
@@ -24,6 +28,7 @@ struct Context : app::Services {
     make_http_client = [](const HttpOptions& options) { return make_curl_http_client(options); };
     make_gpu_backend = cli::make_gpu_backend;
     make_data_files = [] { return validate::make_posix_data_files(); };
+    make_nccl_ranks = cli::make_nccl_ranks;
     clock = [] { return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(); };
   }
   std::ostream* out = nullptr;

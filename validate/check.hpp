@@ -15,6 +15,7 @@
 #include "base/error.hpp"
 #include "validate/backend.hpp"
 #include "validate/data_files.hpp"
+#include "validate/multinode/result.hpp"
 #include "validate/thresholds.hpp"
 
 namespace gpuenv::validate {
@@ -115,6 +116,9 @@ struct CheckInputs {
   std::optional<double> data_read_min;
   /// The file-system port data_read reads through (shared: a check thread the watchdog abandoned keeps it alive).
   std::shared_ptr<DataFiles> data_files;
+  /// `--multi-node`: runs this rank's part of the all-reduce across nodes on the GPUs at these PCI bus ids with this
+  /// many samples (the CLI wires the rendezvous and NCCL). Empty = one node: nccl_allreduce runs across local GPUs.
+  std::function<Result<multinode::MultiNodeResult>(const std::vector<std::string>& bus_ids, int samples)> multi_node;
 };
 
 /// Everything a check may use while it runs.

@@ -155,6 +155,17 @@ const std::vector<ErrorCode>& error_codes() {
       {"image_conv_mismatch", "a cuDNN convolution through the image's framework differs from the CPU result",
        "rerun; if it repeats while the matmul and the kernel checks pass, the image's cuDNN is at fault: rebuild the "
        "image from its lock, else drain the node"},
+      // nccl_allreduce --multi-node
+      {"peer_missing", "a rank of the multi-node run never reached rank 0 (the message names each missing rank and host)",
+       "start gpuenv on every node of the job (srun -N<nodes> --ntasks-per-node=1), check that each node reaches rank "
+       "0's rendezvous port, and that every rank runs with the same run token"},
+      {"peer_lost", "a rank of the multi-node run died or stopped answering during the run (the message names it)",
+       "look at the named rank's node: its gpuenv output, `dmesg` (out of memory, Xid errors) and the Slurm step's "
+       "log; check the fabric with `ibstat`, then rerun"},
+      {"rendezvous_failed", "the ranks of the multi-node run could not meet (a port that cannot be used, a refused "
+       "hello, a peer speaking another protocol)",
+       "read the message; run the same gpuenv release on every node, give each run its own --rendezvous-port or "
+       "--run-token, and open the port between the nodes"},
       {"image_cudnn_unavailable", "the framework reports that cuDNN is unavailable or disabled",
        "the image lacks the cuDNN the framework was built for, or it does not load: see libraries_load, and rebuild "
        "the image from its lock"},

@@ -439,7 +439,9 @@ class CheckSequence {
                           k_internal_hint);
     }
     if (reason) return outcomes_for(usable, per_gpu, CheckStatus::skip, *reason, "", "");
-    const auto limit = deadline_of(check, m_inputs.level, deadline_units, m_options.deadline_scale);
+    auto limit = deadline_of(check, m_inputs.level, deadline_units, m_options.deadline_scale);
+    if (auto extra = m_options.extra_deadline.find(check.key()); extra != m_options.extra_deadline.end())
+      limit += extra->second;
     job->deadline = SteadyClock::now() + limit;
     Outcome outcome = run_guarded(job, limit, per_gpu);
     if (outcome.hung && per_gpu) {

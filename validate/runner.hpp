@@ -34,6 +34,9 @@ struct RunOptions {
   /// the real adapters on the CPU doubles of the NVIDIA libraries (tests/contract/cpu_*.cpp) give more, since a CPU
   /// on a busy test machine moves memory far slower than a GPU. The CLI never sets it.
   double deadline_scale = 1.0;
+  /// Time added to a check's deadline, by check key: `validate --multi-node` adds the rendezvous and the wait for the
+  /// other ranks to nccl_allreduce, which no GPU-sized budget covers.
+  std::map<std::string, std::chrono::milliseconds> extra_deadline;
   /// Copied into Report::started_at (the CLI formats the wall-clock time; the runner reads no wall clock).
   std::string started_at;
 };

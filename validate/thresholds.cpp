@@ -164,7 +164,7 @@ class Parser : private YamlReader {
   }
 
   Result<DerivedRules> derived_rules(const YAML::Node& n) const {
-    GPUENV_TRY(entries, map(n, "derived", {"host_device", "host_device_confidential", "gemm", "nvlink"}));
+    GPUENV_TRY(entries, map(n, "derived", {"host_device", "host_device_confidential", "gemm", "nvlink", "rdma_nic"}));
     DerivedRules out;
     for (const auto& [key, value] : entries) {
       const std::string k = key.Scalar();
@@ -184,7 +184,7 @@ class Parser : private YamlReader {
         GPUENV_TRY(rule, map(value, "derived." + k, {"fraction", "source"}));
         (void)rule;
         GPUENV_TRY(f, sourced_fraction(value, "derived." + k));
-        (k == "gemm" ? out.gemm : out.nvlink) = std::move(f);
+        (k == "gemm" ? out.gemm : k == "nvlink" ? out.nvlink : out.rdma_nic) = std::move(f);
       }
     }
     return out;

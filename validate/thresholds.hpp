@@ -49,6 +49,8 @@ struct DerivedRules {
   std::optional<SourcedFraction> gemm;
   /// p2p_bandwidth, nccl_allreduce: fraction x active NVLink links x the model's per-link rate per direction.
   std::optional<SourcedFraction> nvlink;
+  /// nccl_allreduce across nodes (--multi-node): fraction x the active RDMA ports' link rate per NCCL rank.
+  std::optional<SourcedFraction> rdma_nic;
 };
 
 /// The references of one GPU model.

@@ -7,8 +7,11 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
+#include <future>
 #include <set>
 #include <string>
 #include <thread>
@@ -567,6 +570,60 @@ TEST_F(CpuDriver, AHungAllReduceTimesOut) {
   auto samples = gpuenv::validate::measure_nccl_allreduce(o, {k_gpu0, k_gpu1}, 2);
   ASSERT_FALSE(samples.ok());
   EXPECT_EQ(samples.error().id, "cuda.timeout");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+// Across processes the CPU NCCL meets over TCP (ncclGetUniqueId + ncclCommInitRank); here two ranks of one run in
+// threads of this process, as two nodes would run them (validate/multinode drives them across processes).
+gpuenv::validate::NcclRankSpec rank_spec(const std::array<std::uint8_t, 128>& id, int rank,
+                                         std::function<gpuenv::Status()> watch = {}) {
+  return gpuenv::validate::NcclRankSpec{id, rank, 2, 16u << 20, std::move(watch)};
+}
+
+TEST_F(CpuDriver, NcclRanksOfOneRunAllReduceAcrossTheirCommunicators) {
+  ScopedEnv root("CPU_NCCL_ROOT_ADDR", "127.0.0.1");
+  auto id = gpuenv::validate::nccl_unique_id(multi_options());
+  ASSERT_TRUE(id.ok() && id->has_value());
+  auto other = std::async(std::launch::async, [&] {
+    return gpuenv::validate::measure_nccl_allreduce_ranks(multi_options(), {k_gpu1}, rank_spec(**id, 1), 3);
+  });
+  auto mine = gpuenv::validate::measure_nccl_allreduce_ranks(multi_options(), {k_gpu0}, rank_spec(**id, 0), 3);
+  auto theirs = other.get();
+  for (const auto* r : {&mine, &theirs}) {
+    ASSERT_TRUE(r->ok()) << r->error().id << ": " << r->error().message;
+    ASSERT_TRUE(r->value().has_value());
+    EXPECT_EQ(r->value()->values.size(), 3u);
+    EXPECT_TRUE(r->value()->data_verified);  // every element checked against the sum over both ranks
+  }
+}
+
+TEST_F(CpuDriver, AWrongSumAcrossRanksIsADataMismatch) {
+  ScopedEnv root("CPU_NCCL_ROOT_ADDR", "127.0.0.1");
+  ScopedEnv fault("CPU_NCCL_FAULTS", "corrupt");
+  auto id = gpuenv::validate::nccl_unique_id(multi_options());
+  ASSERT_TRUE(id.ok() && id->has_value());
+  auto other = std::async(std::launch::async, [&] {
+    return gpuenv::validate::measure_nccl_allreduce_ranks(multi_options(), {k_gpu1}, rank_spec(**id, 1), 2);
+  });
+  auto mine = gpuenv::validate::measure_nccl_allreduce_ranks(multi_options(), {k_gpu0}, rank_spec(**id, 0), 2);
+  auto theirs = other.get();
+  ASSERT_FALSE(theirs.ok());  // rank 1's result is the corrupted one
+  EXPECT_EQ(theirs.error().id, "validate.data_mismatch");
+}
+
+TEST_F(CpuDriver, TheWatchEndsARankWhosePeerNeverCame) {
+  ScopedEnv root("CPU_NCCL_ROOT_ADDR", "127.0.0.1");
+  auto id = gpuenv::validate::nccl_unique_id(multi_options());
+  ASSERT_TRUE(id.ok() && id->has_value());
+  const auto start = std::chrono::steady_clock::now();
+  auto watch = [start]() -> gpuenv::Status {
+    if (std::chrono::steady_clock::now() - start < 300ms) return gpuenv::ok_status();
+    return gpuenv::make_error(gpuenv::ErrorKind::environment, "multinode.peer_lost", "rank 1 (node02) died");
+  };
+  // Rank 1 never runs: rank 0's all-reduce waits for it until the watch says it is gone.
+  auto alone = gpuenv::validate::measure_nccl_allreduce_ranks(multi_options(), {k_gpu0}, rank_spec(**id, 0, watch), 2);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.error().id, "multinode.peer_lost");
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 }
 

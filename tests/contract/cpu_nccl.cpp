@@ -17,6 +17,19 @@
 //                   and every later all-reduce stalls at its first barrier until the clique is aborted, as a broken
 //                   peer would stall it (so a test sees the error on every poll, however fast the first round ran)
 //     init          ncclCommInitAll fails with ncclUnhandledCudaError (1)
+//     die           across processes: this process kills itself (SIGKILL) in its second all-reduce, after sending
+//                   half of its buffer, as a node that dies mid-run
+//   CPU_NCCL_ROOT_ADDR  the IPv4 address ncclGetUniqueId puts in the id (where the other processes reach this one);
+//                   default: the first non-loopback IPv4 address of an interface that is up, else 127.0.0.1
+//
+// Across processes (ncclGetUniqueId + ncclCommInitRank), the ranks meet over TCP: ncclGetUniqueId starts a root
+// thread listening on an ephemeral port, and the id carries its IPv4 address, port and a random nonce.
+// ncclCommInitRank connects to the root, says its rank, the rank count and the nonce, and returns (the clique is
+// complete when the root has every rank; all-reduces wait for that). Each all-reduce, on the rank's stream, sends
+// the rank's buffer to the root, which sums every rank's buffer in rank order and sends the sum back to each, so all
+// ranks get identical bits. A rank that dies closes its socket: the root then closes every rank's socket and each
+// survivor's ncclCommGetAsyncError says ncclRemoteError (6), with the stream's work returning unfinished. Every
+// socket wait is bounded (60 s), so no thread of the double blocks forever.
 //
 // cpunccl_allreduce_count() tells tests how many all-reduces were queued.
 #include <algorithm>
@@ -34,6 +47,22 @@
 #include <string_view>
 #include <unordered_set>
 #include <vector>
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
 
 #include "tests/contract/cpu_cuda_ext.h"
 
@@ -53,7 +82,7 @@ constexpr int k_version = 22703;            // 2.27.3
 constexpr std::size_t k_corrupt_index = 5;  // the element the `corrupt` fault changes
 
 struct Faults {
-  bool corrupt = false, hang = false, async_error = false, init = false;
+  bool corrupt = false, hang = false, async_error = false, init = false, die = false;
 };
 
 Faults faults() {
@@ -70,6 +99,7 @@ Faults faults() {
     if (name == "hang") f.hang = true;
     if (name == "async_error") f.async_error = true;
     if (name == "init") f.init = true;
+    if (name == "die") f.die = true;
   }
   return f;
 }
@@ -277,8 +307,263 @@ int guarded(F&& body) {
   }
 }
 
+// ---- across processes -------------------------------------------------------------------------------------------
+
+constexpr int k_socket_wait_ms = 60000;       // the longest any socket wait of the double lasts
+constexpr char k_id_magic[8] = {'C', 'P', 'U', 'N', 'C', 'C', 'L', '1'};
+constexpr std::size_t k_max_remote_ranks = 256;
+
+// Sends or receives exactly `bytes`, each wait bounded; false on EOF, error or timeout.
+bool exchange(int fd, void* data, std::size_t bytes, bool sending) {
+  auto* p = static_cast<char*>(data);
+  std::size_t done = 0;
+  while (done < bytes) {
+    pollfd pfd{fd, static_cast<short>(sending ? POLLOUT : POLLIN), 0};
+    if (::poll(&pfd, 1, k_socket_wait_ms) <= 0) return false;
+    const ssize_t n = sending ? ::send(fd, p + done, bytes - done, MSG_NOSIGNAL) : ::recv(fd, p + done, bytes - done, 0);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+struct RemoteHello {
+  std::uint64_t nonce = 0;
+  std::int32_t rank = 0, nranks = 0;
+};
+
+// The root: accepts every rank, then runs rounds until a rank leaves. Owns the listening socket and the ranks' sockets.
+void run_root(int listener, std::uint64_t nonce) {
+  std::vector<int> fds;
+  int nranks = 0;
+  auto close_all = [&] {
+    for (int fd : fds) {
+      if (fd >= 0) {
+        ::shutdown(fd, SHUT_RDWR);
+        ::close(fd);
+      }
+    }
+    ::close(listener);
+  };
+  while (nranks == 0 || static_cast<int>(std::count_if(fds.begin(), fds.end(), [](int f) { return f >= 0; })) < nranks) {
+    pollfd pfd{listener, POLLIN, 0};
+    if (::poll(&pfd, 1, k_socket_wait_ms) <= 0) return close_all();
+    const int fd = ::accept(listener, nullptr, nullptr);
+    if (fd < 0) continue;
+    RemoteHello h;
+    if (!exchange(fd, &h, sizeof h, false) || h.nonce != nonce || h.nranks < 1 ||
+        h.nranks > static_cast<int>(k_max_remote_ranks) || (nranks != 0 && h.nranks != nranks) || h.rank < 0 ||
+        h.rank >= h.nranks || (nranks != 0 && fds[static_cast<std::size_t>(h.rank)] >= 0)) {
+      ::close(fd);  // a stray or foreign connection
+      continue;
+    }
+    if (nranks == 0) {
+      nranks = h.nranks;
+      fds.assign(static_cast<std::size_t>(nranks), -1);
+    }
+    fds[static_cast<std::size_t>(h.rank)] = fd;
+  }
+  std::vector<float> sum, in;
+  for (;;) {
+    std::uint64_t count = 0;
+    for (int r = 0; r < nranks; ++r) {
+      std::uint64_t n = 0;
+      if (!exchange(fds[static_cast<std::size_t>(r)], &n, sizeof n, false) || (r > 0 && n != count) || n > (1ull << 32))
+        return close_all();  // a rank left (destroyed, aborted or dead) or disagrees: the clique is over
+      count = n;
+      (r == 0 ? sum : in).resize(count);
+      if (!exchange(fds[static_cast<std::size_t>(r)], (r == 0 ? sum : in).data(), count * 4, false)) return close_all();
+      if (r > 0)
+        for (std::uint64_t i = 0; i < count; ++i) sum[i] += in[i];
+    }
+    for (int r = 0; r < nranks; ++r)
+      if (!exchange(fds[static_cast<std::size_t>(r)], sum.data(), count * 4, true)) return close_all();
+  }
+}
+
+std::uint32_t root_address() {
+  if (const char* text = std::getenv("CPU_NCCL_ROOT_ADDR")) {
+    in_addr a{};
+    if (::inet_pton(AF_INET, text, &a) == 1) return a.s_addr;
+  }
+  ifaddrs* list = nullptr;
+  std::uint32_t out = htonl(INADDR_LOOPBACK);
+  if (::getifaddrs(&list) == 0) {
+    for (ifaddrs* i = list; i; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP))
+        continue;
+      out = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
+      break;
+    }
+    ::freeifaddrs(list);
+  }
+  return out;
+}
+
+int get_unique_id(char* id) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) return fail(k_system_error, "ncclGetUniqueId: socket failed");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof a;
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listener, 64) != 0 ||
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(listener);
+    return fail(k_system_error, std::string("ncclGetUniqueId: cannot listen: ") + std::strerror(errno));
+  }
+  const std::uint64_t nonce = std::random_device{}() * 0x100000001ull ^ std::random_device{}();
+  const std::uint32_t address = root_address();
+  std::memset(id, 0, 128);
+  std::memcpy(id, k_id_magic, 8);
+  std::memcpy(id + 8, &address, 4);
+  std::memcpy(id + 12, &a.sin_port, 2);
+  std::memcpy(id + 16, &nonce, 8);
+  std::thread(run_root, listener, nonce).detach();
+  return k_success;
+}
+
+// One rank's connection to the root.
+struct Remote {
+  int fd = -1;
+  int rank = 0, size = 0;
+  std::atomic<int> error{k_success};
+  std::atomic<bool> aborted{false};
+  std::atomic<std::uint64_t> issued{0};
+  ~Remote() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+std::mutex g_remote_mutex;
+auto& g_remotes = *new std::map<const void*, std::shared_ptr<Remote>>;  // live remote communicators
+
+std::shared_ptr<Remote> find_remote(const void* handle) {
+  std::lock_guard lock(g_remote_mutex);
+  auto it = g_remotes.find(handle);
+  return it == g_remotes.end() ? nullptr : it->second;
+}
+
+int init_rank(void** comm, int nranks, const char* id, int rank) {
+  if (!comm) return fail(k_invalid_argument, "ncclCommInitRank: comm is null");
+  if (nranks < 1 || nranks > static_cast<int>(k_max_remote_ranks) || rank < 0 || rank >= nranks)
+    return fail(k_invalid_argument, "ncclCommInitRank: rank " + std::to_string(rank) + " of " + std::to_string(nranks));
+  if (std::memcmp(id, k_id_magic, 8) != 0) return fail(k_invalid_argument, "ncclCommInitRank: not a CPU NCCL unique id");
+  if (faults().init) return fail(k_unhandled_cuda_error, "ncclCommInitRank: injected failure (CPU_NCCL_FAULTS=init)");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  std::memcpy(&a.sin_addr.s_addr, id + 8, 4);
+  std::memcpy(&a.sin_port, id + 12, 2);
+  RemoteHello h;
+  std::memcpy(&h.nonce, id + 16, 8);
+  h.rank = rank;
+  h.nranks = nranks;
+  auto remote = std::make_shared<Remote>();
+  remote->rank = rank;
+  remote->size = nranks;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(k_socket_wait_ms);
+  for (;;) {
+    remote->fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (remote->fd >= 0 && ::connect(remote->fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) break;
+    const int err = errno;
+    if (remote->fd >= 0) ::close(remote->fd);
+    remote->fd = -1;
+    if (std::chrono::steady_clock::now() > deadline)
+      return fail(k_system_error, std::string("ncclCommInitRank: cannot reach the root: ") + std::strerror(err));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const int one = 1;
+  (void)::setsockopt(remote->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (!exchange(remote->fd, &h, sizeof h, true)) return fail(k_system_error, "ncclCommInitRank: the root went away");
+  void* handle = new char(0);  // an address of its own, never reused while the process lives
+  {
+    std::lock_guard lock(g_remote_mutex);
+    g_remotes[handle] = remote;
+  }
+  *comm = handle;
+  return k_success;
+}
+
+struct RemoteWork {
+  std::shared_ptr<Remote> remote;
+  const float* send = nullptr;
+  float* recv = nullptr;
+  std::uint64_t count = 0, round = 0;
+  bool die = false, hang = false, corrupt = false;
+};
+
+void run_remote_work(void* arg) {
+  std::unique_ptr<RemoteWork> w(static_cast<RemoteWork*>(arg));
+  Remote& r = *w->remote;
+  if (r.error.load() != k_success || r.aborted.load()) return;
+  while (w->hang && !r.aborted.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::uint64_t n = w->count;
+  std::vector<float> sent(w->send, w->send + w->count);  // the input may alias the output
+  bool ok = exchange(r.fd, &n, sizeof n, true);
+  if (ok && w->die && w->round == 1) {
+    ok = exchange(r.fd, sent.data(), w->count * 2, true);  // half the bytes, then the node is gone
+    ::kill(::getpid(), SIGKILL);
+  }
+  ok = ok && exchange(r.fd, sent.data(), w->count * 4, true) && exchange(r.fd, w->recv, w->count * 4, false);
+  if (!ok) {
+    int expected = k_success;
+    r.error.compare_exchange_strong(expected, k_remote_error);
+    return;
+  }
+  if (w->corrupt && r.rank == std::min(1, r.size - 1) && w->count > 0) w->recv[std::min<std::uint64_t>(k_corrupt_index, w->count - 1)] += 1.0f;
+}
+
+int remote_allreduce(const std::shared_ptr<Remote>& remote, const void* send, void* recv, std::size_t count, void* stream) {
+  if (remote->aborted.load()) return fail(k_invalid_usage, "ncclAllReduce: the communicator was aborted");
+  const Faults f = faults();
+  auto work = std::make_unique<RemoteWork>();
+  work->remote = remote;
+  work->send = static_cast<const float*>(send);
+  work->recv = static_cast<float*>(recv);
+  work->count = count;
+  work->round = remote->issued.fetch_add(1);
+  work->die = f.die;
+  work->hang = f.hang;
+  work->corrupt = f.corrupt;
+  RemoteWork* raw = work.release();
+  if (const int rc = cpucuda_enqueue(stream, run_remote_work, raw); rc != 0) {
+    delete raw;
+    return fail(k_unhandled_cuda_error, "ncclAllReduce: queueing on the stream failed with CUDA error " + std::to_string(rc));
+  }
+  g_allreduce_count.fetch_add(1, std::memory_order_relaxed);
+  return k_success;
+}
+
+// Ends a remote communicator: its socket is shut down, so work blocked on it returns at once.
+int end_remote(void* handle) {
+  std::shared_ptr<Remote> remote;
+  {
+    std::lock_guard lock(g_remote_mutex);
+    auto it = g_remotes.find(handle);
+    if (it == g_remotes.end()) return -1;
+    remote = it->second;
+    g_remotes.erase(it);
+  }
+  remote->aborted = true;
+  ::shutdown(remote->fd, SHUT_RDWR);
+  delete static_cast<char*>(handle);  // the handle's own byte; the work still queued holds the Remote itself
+  return k_success;
+}
+
 int allreduce(const void* send, void* recv, std::size_t count, int datatype, int op, void* handle, void* stream) {
-  const CommRef comm = find_comm(handle);
+  const std::shared_ptr<Remote> remote = find_remote(handle);
+  const CommRef comm = remote ? CommRef{} : find_comm(handle);
+  if (remote && datatype == k_float32 && op == k_sum && count <= (1ull << 32)) {
+    const auto bytes = static_cast<unsigned long long>(count) * 4;
+    if (count > 0 && (!send || !cpucuda_is_device_memory(reinterpret_cast<std::uintptr_t>(send), bytes) || !recv ||
+                      !cpucuda_is_device_memory(reinterpret_cast<std::uintptr_t>(recv), bytes)))
+      return fail(k_invalid_argument, "ncclAllReduce: a buffer is not device memory of the right size");
+    if (!stream) return fail(k_invalid_usage, "ncclAllReduce: the CPU NCCL needs a stream across processes");
+    return remote_allreduce(remote, send, recv, count, stream);
+  }
   if (!comm.clique) return fail(k_invalid_argument, "ncclAllReduce: comm is not a live communicator");
   if (datatype != k_float32) {
     return fail(k_invalid_argument, "ncclAllReduce: datatype " + std::to_string(datatype) +
@@ -388,8 +673,23 @@ int ncclCommInitAll(void** comms, int ndev, const int* devlist) {
   });
 }
 
+int ncclGetUniqueId(char* id) {
+  if (!id) return fail(k_invalid_argument, "ncclGetUniqueId: uniqueId is null");
+  return guarded([&] { return get_unique_id(id); });
+}
+
+// ncclUniqueId is a 128-byte struct passed by value: the C ABI passes it as a copy the callee reads through memory.
+struct CpuNcclUniqueId {
+  char internal[128];
+};
+
+int ncclCommInitRank(void** comm, int nranks, CpuNcclUniqueId id, int rank) {
+  return guarded([&] { return init_rank(comm, nranks, id.internal, rank); });
+}
+
 int ncclCommDestroy(void* comm) {
   if (!comm) return k_success;  // as NCCL
+  if (end_remote(comm) == k_success) return k_success;
   Comm* c = take_comm(comm);
   if (!c) return fail(k_invalid_argument, "ncclCommDestroy: comm is not a live communicator");
   release(c, false);
@@ -398,6 +698,7 @@ int ncclCommDestroy(void* comm) {
 
 int ncclCommAbort(void* comm) {
   if (!comm) return k_success;  // as NCCL
+  if (end_remote(comm) == k_success) return k_success;
   Comm* c = take_comm(comm);
   if (!c) return fail(k_invalid_argument, "ncclCommAbort: comm is not a live communicator");
   release(c, true);
@@ -406,6 +707,10 @@ int ncclCommAbort(void* comm) {
 
 int ncclCommGetAsyncError(void* comm, int* state) {
   if (!state) return fail(k_invalid_argument, "ncclCommGetAsyncError: asyncError is null");
+  if (const auto remote = find_remote(comm)) {
+    *state = remote->error.load();
+    return k_success;
+  }
   const CommRef ref = find_comm(comm);
   if (!ref.clique) return fail(k_invalid_argument, "ncclCommGetAsyncError: comm is not a live communicator");
   std::lock_guard lock(ref.clique->mutex);

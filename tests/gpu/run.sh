@@ -115,6 +115,23 @@ PY
 timeout 150 "${gpuenv[@]}" validate --level long --check gemm_sustained --gpus 0 --json > "$out/sustained.json" 2> "$out/sustained.err"
 echo "gemm_sustained: exit $?"
 python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); [print(" ", x["status"], x.get("code",""), x["message"][:160], {m["name"]: round(m["value"],1) for m in x.get("metrics",[])}) for c in r["checks"] for x in c["results"]]' "$out/sustained.json" 2>&1 | tee "$out/sustained.txt"
+# validate --multi-node with the real NCCL (docs/validate.md "More than one node"): ncclGetUniqueId, ncclCommInitRank
+# in a group and the all-reduce, as one rank on 127.0.0.1 (GPU 0); with two GPUs, as two processes of one GPU each.
+# MEASURED unless the machine has active RDMA ports. Bounded: 120 s each.
+port=$(( 29600 + RANDOM % 200 ))
+timeout -s KILL 120 "${gpuenv[@]}" validate --check nccl_allreduce --gpus 0 --json --multi-node --peers "127.0.0.1:$port" --rank 0 \
+  > "$out/multinode1.json" 2> "$out/multinode1.err"
+echo "multi-node, one rank: exit $?"
+if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+  for r in 0 1; do
+    timeout -s KILL 120 "${gpuenv[@]}" validate --check nccl_allreduce --gpus "$r" --json --multi-node \
+      --peers "127.0.0.1:$((port + 1)),127.0.0.1" --rank "$r" > "$out/multinode2-rank$r.json" 2> "$out/multinode2-rank$r.err" &
+  done
+  wait
+fi
+for f in "$out"/multinode*.json; do
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); [print(" ", sys.argv[1].split("/")[-1], x["status"], x.get("code",""), x["message"][:240]) for c in r["checks"] for x in c["results"]]' "$f" 2>&1
+done | tee "$out/multinode.txt"
 # Marking for real (docs/mark.md): a small image validated at the quick level on this GPU, marked in its layout,
 # and verified with auto (this host's GPU, driver and CC mode).
 "${gpuenv[@]}" key generate -o "$out/keys" --force >/dev/null

@@ -1192,3 +1192,83 @@ TEST_F(Checks, ACheckPastItsDeadlineStopsAndFailsTheRemainingGpus) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// nccl_allreduce --multi-node (CheckInputs::multi_node): each rank judged against its NICs' rate, or MEASURED
+
+namespace {
+
+gpuenv::validate::multinode::RankReport multi_node_rank(int rank, double gbs, int active_400g_ports) {
+  gpuenv::validate::multinode::RankReport r;
+  r.rank = rank;
+  r.host = "node0" + std::to_string(rank + 1);
+  r.gpus = 8;
+  Samples s;
+  s.values = {gbs, gbs, gbs};
+  s.unit = "GB/s";
+  s.engine = "nccl";
+  s.data_verified = true;
+  r.samples = s;
+  for (int p = 0; p < active_400g_ports; ++p)
+    r.nics.ports.push_back({"mlx5_" + std::to_string(p), "1", 400, "400 Gb/sec (4X NDR)", true, "InfiniBand"});
+  return r;
+}
+
+TEST_F(Checks, MultiNodeAllReduceIsJudgedPerRankAgainstTheNics) {
+  h100x8(backend);
+  table.derived.rdma_nic = gpuenv::validate::SourcedFraction{0.8, "test"};
+  std::vector<std::string> seen;
+  inputs.multi_node = [&seen](const std::vector<std::string>& bus_ids, int samples) {
+    seen = bus_ids;
+    EXPECT_EQ(samples, 5);
+    return gpuenv::Result<gpuenv::validate::multinode::MultiNodeResult>(
+        gpuenv::validate::multinode::MultiNodeResult{0, 2, {multi_node_rank(0, 47, 8), multi_node_rank(1, 46, 8)}});
+  };
+  auto ran = run("nccl_allreduce");
+  ASSERT_FALSE(ran.not_applicable);
+  EXPECT_EQ(seen.size(), 8u);
+  EXPECT_EQ(ran.host().status, CheckStatus::pass) << ran.host().message;
+  EXPECT_NE(ran.host().message.find("rank 1 (node02)"), std::string::npos);
+
+  // Rank 1 at 25 GB/s: below 0.75 x (0.8 x 50 GB/s).
+  inputs.multi_node = [](const std::vector<std::string>&, int) {
+    return gpuenv::Result<gpuenv::validate::multinode::MultiNodeResult>(
+        gpuenv::validate::multinode::MultiNodeResult{0, 2, {multi_node_rank(0, 47, 8), multi_node_rank(1, 25, 8)}});
+  };
+  auto slow = run("nccl_allreduce");
+  EXPECT_EQ(slow.host().status, CheckStatus::fail);
+  EXPECT_EQ(slow.host().code, "bandwidth_low");
+
+  // No RDMA port: measured, never a pass.
+  inputs.multi_node = [](const std::vector<std::string>&, int) {
+    return gpuenv::Result<gpuenv::validate::multinode::MultiNodeResult>(
+        gpuenv::validate::multinode::MultiNodeResult{1, 2, {multi_node_rank(1, 5, 0)}});
+  };
+  auto measured = run("nccl_allreduce");
+  EXPECT_EQ(measured.host().status, CheckStatus::measured);
+  EXPECT_NE(measured.host().message.find("this is rank 1"), std::string::npos);
+}
+
+TEST_F(Checks, MultiNodeFailuresNameTheirCode) {
+  l4x1(backend);  // one GPU is enough across nodes
+  for (const auto& [id, code] : std::vector<std::pair<std::string, std::string>>{
+           {"multinode.peer_missing", "peer_missing"}, {"multinode.peer_lost", "peer_lost"},
+           {"multinode.refused", "rendezvous_failed"}, {"cuda.timeout", "backend_error"}}) {
+    inputs.multi_node = [id = id](const std::vector<std::string>&, int) {
+      return gpuenv::Result<gpuenv::validate::multinode::MultiNodeResult>(
+          gpuenv::make_error(gpuenv::ErrorKind::environment, id, "rank 1 (node02) is gone"));
+    };
+    auto ran = run("nccl_allreduce");
+    ASSERT_FALSE(ran.not_applicable) << *ran.not_applicable;
+    EXPECT_EQ(ran.host().status, CheckStatus::fail) << id;
+    EXPECT_EQ(ran.host().code, code) << id;
+    EXPECT_NE(ran.host().message.find("rank 1 (node02)"), std::string::npos);
+  }
+  inputs.multi_node = [](const std::vector<std::string>&, int) {
+    return gpuenv::Result<gpuenv::validate::multinode::MultiNodeResult>(
+        gpuenv::make_error(gpuenv::ErrorKind::environment, "nccl.missing", "no NCCL"));
+  };
+  EXPECT_EQ(run("nccl_allreduce").host().status, CheckStatus::skip);
+}
+
+}  // namespace

@@ -20,6 +20,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -41,6 +42,10 @@ constexpr NcclResult k_nccl_success = 0;      // ncclSuccess
 constexpr NcclResult k_nccl_in_progress = 7;  // ncclInProgress (non-blocking communicators only)
 constexpr int k_nccl_float32 = 7;             // ncclFloat32
 constexpr int k_nccl_sum = 0;                 // ncclSum
+/// ncclUniqueId: `char internal[NCCL_UNIQUE_ID_BYTES]` (128), passed by value.
+struct NcclUniqueId {
+  char internal[128];
+};
 
 struct NcclApi {
   std::string library;
@@ -54,6 +59,9 @@ struct NcclApi {
   NcclResult (*all_reduce)(const void*, void*, std::size_t, int, int, NcclComm, CUstream) = nullptr;
   NcclResult (*group_start)() = nullptr;
   NcclResult (*group_end)() = nullptr;
+  // Multi-node only (ncclGetUniqueId, ncclCommInitRank: NCCL 2.0+); resolved but not required by single-node runs.
+  NcclResult (*get_unique_id)(NcclUniqueId*) = nullptr;
+  NcclResult (*comm_init_rank)(NcclComm*, int, NcclUniqueId, int) = nullptr;
 
   /// "ncclUnhandledCudaError (1): ..." with NCCL's last error text when it has one.
   [[nodiscard]] std::string describe(NcclResult rc) const {
@@ -90,6 +98,8 @@ Result<std::shared_ptr<NcclApi>> load_nccl(const std::vector<std::string>& libra
     resolve(h, api->group_start, "ncclGroupStart", missing);
     resolve(h, api->group_end, "ncclGroupEnd", missing);
     api->get_last_error = reinterpret_cast<decltype(api->get_last_error)>(dlsym(h, "ncclGetLastError"));
+    api->get_unique_id = reinterpret_cast<decltype(api->get_unique_id)>(dlsym(h, "ncclGetUniqueId"));
+    api->comm_init_rank = reinterpret_cast<decltype(api->comm_init_rank)>(dlsym(h, "ncclCommInitRank"));
     if (!missing.empty()) {
       std::string names;
       for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
@@ -628,9 +638,11 @@ struct AllReduce {
   const std::vector<CUdeviceptr>& send;
   const std::vector<CUdeviceptr>& recv;
   const std::vector<float>& base;            // the pattern every rank sends, rotated by its offset
-  const std::vector<std::uint64_t>& offset;  // per rank
+  const std::vector<std::uint64_t>& offset;  // per NCCL rank, all of them (across nodes too)
   std::uint64_t bytes = 0, count = 0;        // per rank's buffer
   std::string what;                          // "the NCCL all-reduce across ..."
+  std::size_t first_rank = 0;                // the NCCL rank of gpus[0]
+  std::function<Status()> watch;             // asked while waiting (multi-node: the peers' channel); may be empty
 };
 
 // Each rank's send buffer: the base pattern rotated by the rank's offset, uploaded and waited for.
@@ -640,14 +652,14 @@ Status upload_all_reduce_input(const AllReduce& x) {
   for (std::size_t r = 0; r < n; ++r) {
     const std::string doing = "uploading the all-reduce input";
     if (auto s = run.current(x.gpus[r].ctx, doing); !s) return s;
-    const std::uint64_t head = x.count - x.offset[r];
-    if (CUresult rc = x.driver.memcpy_htod_async(x.send[r], x.base.data() + x.offset[r], head * 4, x.gpus[r].stream);
+    const std::uint64_t offset = x.offset[x.first_rank + r];
+    const std::uint64_t head = x.count - offset;
+    if (CUresult rc = x.driver.memcpy_htod_async(x.send[r], x.base.data() + offset, head * 4, x.gpus[r].stream);
         rc != k_cuda_success) {
       return run.fail("cuMemcpyHtoDAsync_v2", rc, doing + " on " + x.gpus[r].bus_id);
     }
-    if (x.offset[r] != 0) {
-      if (CUresult rc =
-              x.driver.memcpy_htod_async(x.send[r] + head * 4, x.base.data(), x.offset[r] * 4, x.gpus[r].stream);
+    if (offset != 0) {
+      if (CUresult rc = x.driver.memcpy_htod_async(x.send[r] + head * 4, x.base.data(), offset * 4, x.gpus[r].stream);
           rc != k_cuda_success) {
         return run.fail("cuMemcpyHtoDAsync_v2", rc, doing + " on " + x.gpus[r].bus_id);
       }
@@ -665,6 +677,7 @@ Status all_reduce_async_errors(const AllReduce& x) {
     if (state != k_nccl_success && state != k_nccl_in_progress)
       return nccl_error(x.nccl, "ncclCommGetAsyncError", state, x.what + " (the rank on " + x.bus_ids[r] + " failed)");
   }
+  if (x.watch) return x.watch();
   return ok_status();
 }
 
@@ -733,7 +746,7 @@ Status verify_all_reduce(const AllReduce& x, const std::string& label) {
       for (std::uint64_t j = 0; j < k_span; ++j) {
         const std::uint64_t i = start + j;
         float expected = 0;
-        for (std::size_t q = 0; q < n; ++q) expected += x.base[(i + x.offset[q]) % x.count];
+        for (const std::uint64_t o : x.offset) expected += x.base[(i + o) % x.count];
         ++checked;
         if (got[j] != expected && bad++ == 0) {
           first_expected = std::to_string(expected);
@@ -747,9 +760,7 @@ Status verify_all_reduce(const AllReduce& x, const std::string& label) {
   return data_mismatch(x.what + " (" + label + ")", bad, checked, first_expected, first_actual, first_where);
 }
 
-Result<std::optional<Samples>> run_nccl(const MultiGpuOptions& options, const std::vector<std::string>& bus_ids,
-                                        int samples) {
-  if (samples < 1) return bad_request("nccl_allreduce needs at least one sample, got " + std::to_string(samples));
+Status check_bus_ids(const std::vector<std::string>& bus_ids) {
   if (bus_ids.empty()) return bad_request("nccl_allreduce needs at least one GPU");
   for (std::size_t i = 0; i < bus_ids.size(); ++i) {
     if (bus_ids[i].empty()) return bad_request("nccl_allreduce got an empty PCI bus id");
@@ -758,6 +769,117 @@ Result<std::optional<Samples>> run_nccl(const MultiGpuOptions& options, const st
         return bad_request("nccl_allreduce got the GPU " + bus_ids[i] + " twice");
     }
   }
+  return ok_status();
+}
+
+// Multi-node: ncclCommInitRank for every local GPU in one group, on a thread of its own, since NCCL's init cannot be
+// bounded: it is waited for until the operation timeout while RANKS.watch is asked. When the wait ends early the
+// thread is left behind and whatever it makes is leaked (never used, never freed under a hung NCCL).
+Status init_rank_comms(const std::shared_ptr<DriverApi>& driver, const std::shared_ptr<NcclApi>& nccl,
+                       const std::vector<Gpu>& gpus, Communicators& comms, const NcclRankSpec& ranks,
+                       std::chrono::milliseconds timeout, const std::string& names) {
+  if (!nccl->get_unique_id || !nccl->comm_init_rank)
+    return make_error(ErrorKind::environment, "nccl.symbols", nccl->library + " lacks ncclCommInitRank", nccl->library,
+                      "install a current NCCL (libnccl2) on every node");
+  struct State {
+    std::mutex mutex;
+    bool done = false;
+    NcclResult rc = k_nccl_success;
+    std::string call;
+    std::vector<NcclComm> comms;
+  };
+  auto state = std::make_shared<State>();
+  std::vector<CUcontext> contexts;
+  for (const Gpu& g : gpus) contexts.push_back(g.ctx);
+  NcclUniqueId id{};
+  std::memcpy(id.internal, ranks.id.data(), sizeof id.internal);
+  std::thread([state, driver, nccl, contexts, id, first = ranks.first_rank, total = ranks.total_ranks] {
+    std::vector<NcclComm> made(contexts.size(), nullptr);
+    NcclResult rc = nccl->group_start();
+    std::string call = "ncclGroupStart";
+    for (std::size_t i = 0; i < contexts.size() && rc == k_nccl_success; ++i) {
+      (void)driver->ctx_set_current(contexts[i]);
+      rc = nccl->comm_init_rank(&made[i], total, id, first + static_cast<int>(i));
+      call = "ncclCommInitRank";
+    }
+    if (const NcclResult ended = nccl->group_end(); rc == k_nccl_success && ended != k_nccl_success) {
+      rc = ended;
+      call = "ncclGroupEnd";
+    }
+    std::lock_guard lock(state->mutex);
+    state->done = true;
+    state->rc = rc;
+    state->call = call;
+    state->comms = made;
+  }).detach();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    {
+      std::lock_guard lock(state->mutex);
+      if (state->done) {
+        if (state->rc != k_nccl_success)
+          return nccl_error(*nccl, state->call.c_str(), state->rc, "creating communicators for " + names);
+        for (std::size_t i = 0; i < state->comms.size(); ++i) comms.data()[i] = state->comms[i];
+        return ok_status();
+      }
+    }
+    if (ranks.watch) {
+      if (auto s = ranks.watch(); !s) return s;
+    }
+    if (std::chrono::steady_clock::now() > deadline)
+      return make_error(ErrorKind::environment, "cuda.timeout",
+                        "ncclCommInitRank did not finish within " + std::to_string(timeout.count()) + " ms for " + names,
+                        names, "a rank may be missing from NCCL's bootstrap or the fabric may not connect: run with "
+                               "NCCL_DEBUG=INFO and check NCCL_SOCKET_IFNAME/NCCL_IB_HCA on every node");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// The samples of a prepared all-reduce: warm-up, then `samples` timed and verified samples of bus bandwidth.
+Result<std::optional<Samples>> sample_all_reduce(const AllReduce& x, const std::string& library, int samples,
+                                                 std::size_t total_ranks) {
+  auto timed = [&x](int iterations, const std::string& doing) { return timed_all_reduce(x, iterations, doing); };
+  auto clear_all = [&x](const std::string& doing) { return clear_all_reduce_output(x, doing); };
+  auto verify = [&x](const std::string& label) { return verify_all_reduce(x, label); };
+  const std::string& what = x.what;
+
+  // Warm-up: the first all-reduce also sets up NCCL's connections; the second sizes the samples.
+  if (auto s = clear_all("clearing the all-reduce output"); !s) return std::move(s).error();
+  if (auto s = timed(1, "warming up " + what); !s) return std::move(s).error();
+  if (auto s = verify("warm-up"); !s) return std::move(s).error();
+  auto warm = timed(1, "warming up " + what);
+  if (!warm) return std::move(warm).error();
+  // About 50 ms of all-reduces per sample; across nodes every rank must run as many, so the count is fixed there.
+  const int iterations = x.offset.size() > x.gpus.size()
+                             ? 5
+                             : static_cast<int>(std::clamp(std::ceil(50.0 / std::max(*warm, 1e-3)), 1.0, 20.0));
+  const auto n = static_cast<double>(total_ranks);
+  const double factor = total_ranks > 1 ? 2.0 * (n - 1) / n : 1.0;
+
+  Samples result;
+  result.unit = "GB/s";
+  result.engine = "nccl";
+  result.library = library;  // the image's NCCL with --image, else the host's: the report names which ran
+  for (int sample = 0; sample < samples; ++sample) {
+    if (auto s = clear_all("clearing the all-reduce output"); !s) return std::move(s).error();
+    auto ms = timed(iterations, what);
+    if (!ms) return std::move(ms).error();
+    if (auto s = verify("sample " + std::to_string(sample + 1)); !s) return std::move(s).error();
+    const double algorithm_gbps = static_cast<double>(x.bytes) * iterations / (std::max(*ms, 1e-6) * 1e6);
+    result.values.push_back(algorithm_gbps * factor);
+  }
+  result.data_verified = true;
+  return std::optional<Samples>(std::move(result));
+}
+
+// Single node (RANKS null): ncclCommInitAll across BUS_IDS. Multi-node: this process's NCCL ranks of RANKS.
+Result<std::optional<Samples>> run_nccl(const MultiGpuOptions& options, const std::vector<std::string>& bus_ids,
+                                        int samples, const NcclRankSpec* ranks) {
+  if (samples < 1) return bad_request("nccl_allreduce needs at least one sample, got " + std::to_string(samples));
+  if (auto s = check_bus_ids(bus_ids); !s) return std::move(s).error();
+  if (ranks && (ranks->first_rank < 0 || ranks->total_ranks < ranks->first_rank + static_cast<int>(bus_ids.size()) ||
+                ranks->buffer_bytes < k_min_buffer_bytes))
+    return bad_request("nccl_allreduce got NCCL ranks that do not fit its GPUs or a buffer under 16 MiB");
   auto loaded = load_nccl(options.nccl_libraries);
   if (!loaded) return std::move(loaded).error();
   if (!*loaded) return std::optional<Samples>{};
@@ -782,25 +904,33 @@ Result<std::optional<Samples>> run_nccl(const MultiGpuOptions& options, const st
   for (const Gpu& g : gpus) all.push_back(&g);
   std::string names;
   for (const std::string& id : bus_ids) names += (names.empty() ? "" : ", ") + id;
-  const std::string what = "the NCCL all-reduce across " + names;
+  const std::string what = ranks ? "the NCCL all-reduce of " + std::to_string(ranks->total_ranks) +
+                                       " ranks across nodes (here: " + names + ")"
+                                 : "the NCCL all-reduce across " + names;
 
   // Declared after `run`: the communicators go before the contexts are released.
   Communicators comms(nccl, n);
-  if (NcclResult rc = nccl->comm_init_all(comms.data(), static_cast<int>(n), ordinals.data()); rc != k_nccl_success) {
+  if (ranks) {
+    if (auto s = init_rank_comms(*api, nccl, gpus, comms, *ranks, options.operation_timeout, names); !s)
+      return std::move(s).error();
+  } else if (NcclResult rc = nccl->comm_init_all(comms.data(), static_cast<int>(n), ordinals.data());
+             rc != k_nccl_success) {
     comms.forget();  // ncclCommInitAll frees what it made when it fails
     return nccl_error(*nccl, "ncclCommInitAll", rc, "creating communicators for " + names);
   }
 
-  // Buffers sized after NCCL took its own memory; every rank uses the same count.
-  std::uint64_t bytes = k_buffer_bytes;
+  // Buffers sized after NCCL took its own memory; every rank uses the same count (across nodes: the one asked for).
+  std::uint64_t bytes = ranks ? ranks->buffer_bytes : k_buffer_bytes;
   for (const Gpu& g : gpus) {
     auto free_bytes = run.free_memory(g);
     if (!free_bytes) return std::move(free_bytes).error();
-    bytes = std::min<std::uint64_t>(bytes, (*free_bytes / 4) & ~(k_mib - 1));
+    if (ranks && *free_bytes / 2 < bytes) bytes = 0;
+    if (!ranks) bytes = std::min<std::uint64_t>(bytes, (*free_bytes / 4) & ~(k_mib - 1));
   }
   if (bytes < k_min_buffer_bytes) {
     return make_error(ErrorKind::environment, "cuda.out_of_memory",
-                      what + " needs 64 MiB of free memory on each GPU beside NCCL's own", names,
+                      what + " needs " + (ranks ? std::to_string(2 * ranks->buffer_bytes / k_mib) + " MiB" : std::string("64 MiB")) +
+                          " of free memory on each GPU beside NCCL's own", names,
                       "another process is using the GPUs' memory: check nvidia-smi");
   }
   const std::uint64_t count = bytes / 4;
@@ -814,45 +944,20 @@ Result<std::optional<Samples>> run_nccl(const MultiGpuOptions& options, const st
     recv[r] = *d;
   }
 
-  // Rank r sends the base pattern rotated by offset[r]; element i sums to the sum of base[(i + offset[r]) % count].
+  // NCCL rank r sends the base pattern rotated by offset[r]; element i sums to the sum of base[(i + offset[r]) % count].
   const std::uint64_t seed = options.seed + 601;
   // The upload is asynchronous: if it times out, a copy may still read the pattern after this function returned.
   std::vector<float>& base = run.host(std::vector<float>(count));
   for (std::uint64_t i = 0; i < count; ++i) base[i] = base_value(seed, i);
-  std::vector<std::uint64_t> offset(n);
-  for (std::size_t r = 0; r < n; ++r) offset[r] = (r * (count / n + 7919)) % count;
-  const AllReduce x{run, driver, *nccl, bus_ids, gpus, all, comms, send, recv, base, offset, bytes, count, what};
+  const std::size_t total = ranks ? static_cast<std::size_t>(ranks->total_ranks) : n;
+  std::vector<std::uint64_t> offset(total);
+  for (std::size_t r = 0; r < total; ++r) offset[r] = (r * (count / total + 7919)) % count;
+  const AllReduce x{run,  driver, *nccl, bus_ids, gpus, all, comms, send, recv, base, offset, bytes, count, what,
+                    ranks ? static_cast<std::size_t>(ranks->first_rank) : 0, ranks ? ranks->watch : std::function<Status()>{}};
   if (auto s = upload_all_reduce_input(x); !s) return std::move(s).error();
-
-  auto timed = [&x](int iterations, const std::string& doing) { return timed_all_reduce(x, iterations, doing); };
-  auto clear_all = [&x](const std::string& doing) { return clear_all_reduce_output(x, doing); };
-  auto verify = [&x](const std::string& label) { return verify_all_reduce(x, label); };
-
-  // Warm-up: the first all-reduce also sets up NCCL's connections; the second sizes the samples.
-  if (auto s = clear_all("clearing the all-reduce output"); !s) return std::move(s).error();
-  if (auto s = timed(1, "warming up " + what); !s) return std::move(s).error();
-  if (auto s = verify("warm-up"); !s) return std::move(s).error();
-  auto warm = timed(1, "warming up " + what);
-  if (!warm) return std::move(warm).error();
-  // About 50 ms of all-reduces per sample.
-  const int iterations = static_cast<int>(std::clamp(std::ceil(50.0 / std::max(*warm, 1e-3)), 1.0, 20.0));
-  const double factor = n > 1 ? 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) : 1.0;
-
-  Samples result;
-  result.unit = "GB/s";
-  result.engine = "nccl";
-  result.library = nccl->library;  // the image's NCCL with --image, else the host's: the report names which ran
-  for (int sample = 0; sample < samples; ++sample) {
-    if (auto s = clear_all("clearing the all-reduce output"); !s) return std::move(s).error();
-    auto ms = timed(iterations, what);
-    if (!ms) return std::move(ms).error();
-    if (auto s = verify("sample " + std::to_string(sample + 1)); !s) return std::move(s).error();
-    const double algorithm_gbps = static_cast<double>(bytes) * iterations / (std::max(*ms, 1e-6) * 1e6);
-    result.values.push_back(algorithm_gbps * factor);
-  }
-  result.data_verified = true;
-  comms.succeeded();
-  return std::optional<Samples>(std::move(result));
+  auto result = sample_all_reduce(x, nccl->library, samples, total);
+  if (result) comms.succeeded();
+  return result;
 }
 
 }  // namespace
@@ -885,9 +990,39 @@ Result<std::optional<Samples>> measure_p2p_bandwidth(const MultiGpuOptions& opti
 Result<std::optional<Samples>> measure_nccl_allreduce(const MultiGpuOptions& options,
                                                       const std::vector<std::string>& bus_ids, int samples) {
   try {
-    return run_nccl(options, bus_ids, samples);
+    return run_nccl(options, bus_ids, samples, nullptr);
   } catch (const std::exception& e) {
     return host_error("the NCCL all-reduce measurement", e);
+  }
+}
+
+Result<std::optional<std::array<std::uint8_t, 128>>> nccl_unique_id(const MultiGpuOptions& options) {
+  try {
+    auto loaded = load_nccl(options.nccl_libraries);
+    if (!loaded) return std::move(loaded).error();
+    if (!*loaded) return std::optional<std::array<std::uint8_t, 128>>{};
+    const NcclApi& nccl = **loaded;
+    if (!nccl.get_unique_id)
+      return make_error(ErrorKind::environment, "nccl.symbols", nccl.library + " lacks ncclGetUniqueId", nccl.library,
+                        "install a current NCCL (libnccl2)");
+    NcclUniqueId id{};
+    if (NcclResult rc = nccl.get_unique_id(&id); rc != k_nccl_success)
+      return nccl_error(nccl, "ncclGetUniqueId", rc, "making the unique id of a multi-node run");
+    std::array<std::uint8_t, 128> out{};
+    std::memcpy(out.data(), id.internal, out.size());
+    return std::optional<std::array<std::uint8_t, 128>>(out);
+  } catch (const std::exception& e) {
+    return host_error("making NCCL's unique id", e);
+  }
+}
+
+Result<std::optional<Samples>> measure_nccl_allreduce_ranks(const MultiGpuOptions& options,
+                                                            const std::vector<std::string>& bus_ids,
+                                                            const NcclRankSpec& ranks, int samples) {
+  try {
+    return run_nccl(options, bus_ids, samples, &ranks);
+  } catch (const std::exception& e) {
+    return host_error("the multi-node NCCL all-reduce measurement", e);
   }
 }
 

@@ -5,8 +5,10 @@
 // session's (cuda_session.cpp): CUDA events, a warm-up, the data checked after every sample (never zeros), and every
 // wait on the GPU bounded by polling with a timeout. The real backend (real_backend.hpp) receives these functions
 // from the CLI, which is why they take PCI bus ids rather than GPU indices.
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,5 +69,27 @@ Result<std::optional<Samples>> measure_p2p_bandwidth(const MultiGpuOptions& opti
 /// runner's watchdog covers it.
 Result<std::optional<Samples>> measure_nccl_allreduce(const MultiGpuOptions& options,
                                                       const std::vector<std::string>& bus_ids, int samples);
+
+/// The NCCL unique id of a multi-node run (ncclGetUniqueId; with NCCL this also starts its bootstrap listener in this
+/// process). Empty when no NCCL library loads; fails with `nccl.symbols` or `nccl.call`.
+Result<std::optional<std::array<std::uint8_t, 128>>> nccl_unique_id(const MultiGpuOptions& options);
+
+/// This process's part of a multi-node all-reduce (validate/multinode/rendezvous.hpp).
+struct NcclRankSpec {
+  std::array<std::uint8_t, 128> id{};  ///< rank 0's ncclGetUniqueId
+  int first_rank = 0;                  ///< the NCCL rank of the first bus id; the others follow
+  int total_ranks = 0;                 ///< NCCL ranks across all nodes
+  std::uint64_t buffer_bytes = 0;      ///< per rank and buffer: the same on every rank (at least 16 MiB)
+  std::function<Status()> watch;       ///< asked while waiting; its error ends the measurement (communicators aborted)
+};
+
+/// measure_nccl_allreduce across nodes: ncclCommInitRank for each of BUS_IDS (one group; bounded by the operation
+/// timeout, asking RANKS.watch meanwhile), a fixed buffer size and 5 all-reduces per sample (every rank runs the same
+/// sequence), bus bandwidth with n = total_ranks, and every element checked against the sum over all NCCL ranks.
+/// Errors as measure_nccl_allreduce, plus `cuda.timeout` when the init does not finish, `nccl.symbols` without
+/// ncclCommInitRank, and whatever RANKS.watch returns.
+Result<std::optional<Samples>> measure_nccl_allreduce_ranks(const MultiGpuOptions& options,
+                                                            const std::vector<std::string>& bus_ids,
+                                                            const NcclRankSpec& ranks, int samples);
 
 }  // namespace gpuenv::validate

@@ -39,7 +39,8 @@
 //   d2h_bandwidth        throughput   -            3.5/24.5      5.5/40.5
 //   gemm_tflops          throughput   -            20.5/160.5    40.5/320.5    (bf16, fp16, tf32, fp64)
 //   p2p_bandwidth        throughput   -            -/112.5       -/224.5       (per ordered pair; >= 2 GPUs)
-//   nccl_allreduce       throughput   -            -/18.0        -/36.0        (>= 2 GPUs and NCCL)
+//   nccl_allreduce       throughput   -            -/18.0        -/36.0        (>= 2 GPUs, or one with --multi-node
+//                                                                                 plus its rendezvous wait; NCCL)
 //   libraries_load       image        -            100/100       190/190       (the first image check to run pays
 //   framework_smoke      image        -            100/100       190/190        for the shared probe: <= 90 s at
 //   cudnn_smoke          image        -            100/100       190/190        standard, 180 s at long)

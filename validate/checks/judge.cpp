@@ -203,6 +203,23 @@ ReferenceRule mig_scaled_rule(ReferenceRule rule, const ThresholdTable* table, s
   return rule;
 }
 
+ReferenceRule nic_reference(const ThresholdTable* table, double share_gbs, const std::string& basis) {
+  ReferenceRule rule;
+  // The reference is already the acceptance line (0.8 x the line rate, below the 0.96 NCCL's maintainers see on a
+  // healthy fabric): a rank below it fails. The table's fail_fraction, meant for a model's measured peak, would let
+  // a 400 Gb/s fabric pass at 30 GB/s, 60% of its rate.
+  rule.fail_fraction = 1.0;
+  if (share_gbs <= 0) {
+    rule.why_none = "no active RDMA port to judge it by (" + basis + ")";
+  } else if (!table || !table->derived.rdma_nic) {
+    rule.why_none = "the thresholds have no rdma_nic rule";
+  } else {
+    rule.reference = derived(share_gbs, "GB/s", *table->derived.rdma_nic, basis + " = " + fixed(share_gbs, 1) + " GB/s per rank",
+                             "the ports' rate from sysfs (/sys/class/infiniband/*/ports/*/rate)");
+  }
+  return rule;
+}
+
 std::string unit_suffix(std::string_view unit) {
   if (unit == "GB/s") return "gbs";
   if (unit == "TFLOPS") return "tflops";

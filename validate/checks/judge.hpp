@@ -104,6 +104,10 @@ int mig_memory_slices(const MigDevice& device);
 /// why_none says why, so the figure is MEASURED rather than judged against the whole GPU.
 ReferenceRule mig_scaled_rule(ReferenceRule rule, const ThresholdTable* table, std::uint32_t pci_device_id,
                               const MigDevice& device, std::string_view metric);
+/// nccl_allreduce across nodes: the rdma_nic rule's fraction x SHARE_GBS, one NCCL rank's share of its node's active
+/// RDMA link rate in GB/s (multinode::nic_share_gbs), described by BASIS ("2 x 400 Gb/sec (4X NDR) over 2 GPUs").
+/// None without a table, without the rule, or with no active port (SHARE_GBS 0): the figure is then MEASURED.
+ReferenceRule nic_reference(const ThresholdTable* table, double share_gbs, const std::string& basis);
 
 /// The metric-name suffix for a unit: "GB/s" -> "gbs", "TFLOPS" -> "tflops", else the unit's letters and digits
 /// lowercased ("value" when none).

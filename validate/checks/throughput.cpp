@@ -11,6 +11,7 @@
 
 #include "validate/checks/check_support.hpp"
 #include "validate/checks/judge.hpp"
+#include "validate/multinode/nic.hpp"
 
 namespace gpuenv::validate::checks {
 namespace {
@@ -343,10 +344,13 @@ class NcclAllreduce final : public SpecCheck {
   [[nodiscard]] MigScope mig_scope() const override { return MigScope::whole_gpu; }
   [[nodiscard]] std::optional<std::string> not_applicable(const CheckContext& c) const override {
     if (auto reason = needs_driver_and_gpus(c)) return reason;
-    if (c.gpus.size() < 2) return std::string("needs two or more GPUs; " + std::to_string(c.gpus.size()) + " selected");
+    // Across nodes one GPU per node is enough: the all-reduce then crosses the network.
+    if (c.gpus.size() < 2 && !c.inputs.multi_node)
+      return std::string("needs two or more GPUs; " + std::to_string(c.gpus.size()) + " selected");
     return std::nullopt;
   }
   std::vector<GpuOutcome> run(CheckContext& context) override {
+    if (context.inputs.multi_node) return {run_multi_node(context)};
     std::vector<int> indices;
     bool one_model = true;
     int links = context.gpus.front().nvlink_links_active;  // bus bandwidth is bound by the GPU with fewest links
@@ -369,6 +373,63 @@ class NcclAllreduce final : public SpecCheck {
     GpuOutcome out = outcome(-1, j.status, std::to_string(indices.size()) + " GPUs: " + j.message, j.code);
     out.metrics = std::move(j.metrics);
     return {out};
+  }
+
+ private:
+  // --multi-node: this rank's part of the all-reduce across nodes (CheckInputs::multi_node); rank 0 judges every
+  // rank's bus bandwidth against that rank's NICs, the others their own.
+  static GpuOutcome run_multi_node(CheckContext& context) {
+    std::vector<std::string> bus_ids;
+    for (const auto& g : context.gpus) bus_ids.push_back(g.pci_bus_id);
+    auto result = context.inputs.multi_node(bus_ids, samples_at(context.inputs.level));
+    if (!result) {
+      const Error& e = result.error();
+      if (e.id == "nccl.missing")
+        return skipped(-1, "NCCL is not present (libnccl could not be loaded): " + e.message,
+                       "install NCCL on every node, or run with --image so the image's NCCL is used");
+      return failed(-1, "running the NCCL all-reduce across nodes", e, multi_node_code(e.id));
+    }
+    return judge_multi_node(context, *result);
+  }
+
+  static const char* multi_node_code(const std::string& id) {
+    if (id == "multinode.peer_missing") return "peer_missing";
+    if (id == "multinode.peer_lost" || id == "multinode.peer_failed" || id == "multinode.timeout") return "peer_lost";
+    if (id.rfind("multinode.", 0) == 0) return "rendezvous_failed";
+    return "backend_error";
+  }
+
+  static GpuOutcome judge_multi_node(const CheckContext& context, const multinode::MultiNodeResult& result) {
+    CheckStatus worst = CheckStatus::skip;
+    std::string code, message;
+    std::vector<Metric> metrics;
+    for (const multinode::RankReport& r : result.ranks) {
+      const std::string who = "rank " + std::to_string(r.rank) + " (" + r.host + ")";
+      if (!r.samples) {
+        message += (message.empty() ? "" : "; ") + who + ": no measurement";
+        continue;
+      }
+      const double share = multinode::nic_share_gbs(r.nics, r.gpus);
+      const std::string basis =
+          multinode::describe_nics(r.nics) + (share > 0 ? " over " + std::to_string(r.gpus) + " GPU(s)" : "");
+      const ReferenceRule rule = nic_reference(context.inputs.thresholds, share, basis);
+      MetricJudgement j = judge_samples("nccl_allreduce", *r.samples, rule, "rank" + std::to_string(r.rank) + ".");
+      message += (message.empty() ? "" : "; ") + who + ": " + j.message;
+      const CheckStatus before = worst;
+      worst = worse(worst, j.status);
+      if (worst != before) code = j.code;
+      for (auto& m : j.metrics) metrics.push_back(std::move(m));
+    }
+    const std::string scope = std::to_string(result.world) + " nodes x " + std::to_string(context.gpus.size()) +
+                              " GPU(s), this is rank " + std::to_string(result.rank) +
+                              (result.rank == 0 ? " (every rank's result)" : " (its own result; rank 0 reports all)");
+    GpuOutcome out = outcome(-1, worst, scope + ": " + message, code);
+    if (code == "no_threshold")
+      out.hint = "the figure is reported, not judged: a node without an active RDMA port (InfiniBand or RoCE, see "
+                 "`ibstat`) has no link rate to judge it by, and the thresholds' rdma_nic rule gives the fraction";
+    out.metrics = std::move(metrics);
+    out.metrics.push_back({"nodes", static_cast<double>(result.world), "count"});
+    return out;
   }
 };
 
