@@ -29,6 +29,10 @@ struct ValidateRequest {
   AttestOptions attest;             ///< RIMs, policy and revocation of the cc_attestation check
   std::string metrics;              ///< write Prometheus metrics here (node_exporter's textfile format); "" for none
   bool plain_http = false;          ///< pull a docker:// --image over plain HTTP
+  /// The cdi_spec check's spec directories; empty: /etc/cdi, /var/run/cdi and the NVIDIA container toolkit's
+  /// spec-dirs (its config.toml), all beneath cdi_root.
+  std::vector<std::string> cdi_dirs;
+  std::string cdi_root = "/";       ///< host paths named by the specs are looked up beneath this directory
 };
 
 struct Validation {

@@ -106,6 +106,8 @@ struct ValidateOptions {
   bool referrers = false;           ///< the mark also as an OCI 1.1 referrer
   app::AttestOptions attest;        ///< RIMs, policy and revocation of cc_attestation
   std::string metrics;              ///< --metrics FILE: Prometheus textfile
+  std::vector<std::string> cdi_dirs;  ///< --cdi-dir DIR, repeatable: the cdi_spec check's spec directories
+  std::string cdi_root = "/";         ///< --cdi-root DIR: where the specs' host paths are looked up
 };
 int cmd_validate(const ValidateOptions& options, Context& ctx);
 

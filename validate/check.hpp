@@ -72,6 +72,16 @@ struct AttestationVerdict {
 /// CC environment and mode) as the live claims. An Error only when it cannot judge at all (unreadable report).
 using AttestFunction = std::function<Result<AttestationVerdict>(const CcEvidence& evidence, const std::string& nonce, const DriverState& driver)>;
 
+/// Where the cdi_spec check reads CDI specs and looks up the host paths they name: from the CLI (/etc/cdi,
+/// /var/run/cdi and the NVIDIA container toolkit's spec-dirs under "/", or --cdi-dir and --cdi-root), never found
+/// by the check itself, so tests point it at a temporary tree.
+struct CdiSearch {
+  std::vector<std::string> dirs;   ///< spec directories in the order runtimes read them; empty: not asked (not applicable)
+  std::string host_root = "/";     ///< host paths of the specs are looked up beneath this directory
+  std::vector<std::string> notes;  ///< where the directories came from, or why the toolkit's config was not read
+  bool named = false;              ///< the directories were named (--cdi-dir), not the host's own
+};
+
 /// What the checks know about the run: from the CLI (lock, spec, environment), never read by the checks.
 struct CheckInputs {
   Level level = Level::standard;
@@ -94,6 +104,7 @@ struct CheckInputs {
   std::string image;                      ///< the image as given (`DIR[:REF]`), for messages
   /// The attestation verifier for cc_attestation; empty = none wired (the check then skips, saying so).
   AttestFunction attest;
+  CdiSearch cdi;  ///< the cdi_spec check's directories and host root
 };
 
 /// Everything a check may use while it runs.
