@@ -1,6 +1,7 @@
 #include "app/validate.hpp"
 #include "marks/statement.hpp"
 
+#include <algorithm>
 #include <thread>
 
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "resolver/lockfile.hpp"
 #include "resolver/spec.hpp"
 #include "validate/adapters/image_libraries.hpp"
+#include "validate/cdi_spec.hpp"
 #include "validate/check.hpp"
 #include "validate/metrics.hpp"
 #include "validate/report.hpp"
@@ -76,6 +78,46 @@ Status prepare_data(const ValidateRequest& o, Services& ctx, validate::CheckInpu
   if (!inputs.data_files)
     return make_error(ErrorKind::internal, "cli.no_adapters", "no file-system adapter configured for data_read", {}, "");
   return ok_status();
+}
+
+/// The NVIDIA container toolkit's config (cmd/nvidia-container-runtime/README.md in NVIDIA/nvidia-container-toolkit:
+/// /etc/nvidia-container-runtime/config.toml); its
+/// [nvidia-container-runtime.modes.cdi] spec-dirs (api/config/v1/runtime.go) name the directories its runtime reads.
+constexpr const char* k_toolkit_config = "/etc/nvidia-container-runtime/config.toml";
+
+/// Where the cdi_spec check looks: --cdi-dir, else CDI's default directories (/etc/cdi, /var/run/cdi:
+/// pkg/cdi/spec-dirs.go) and the toolkit's spec-dirs, each beneath ROOT.
+Result<validate::CdiSearch> cdi_search(const std::vector<std::string>& dirs, const std::string& root) {
+  validate::CdiSearch search;
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    return make_error(ErrorKind::usage, "validate.cdi_root", "--cdi-root is not a directory", root,
+                      "give the directory a host's file system is mounted at (default /)");
+  }
+  search.host_root = root;
+  if (!dirs.empty()) {
+    search.dirs = dirs;
+    search.named = true;
+    return search;
+  }
+  const std::string prefix = root == "/" ? std::string() : fs::path(root).lexically_normal().string();
+  auto beneath = [&](const std::string& path) { return prefix.empty() ? path : (fs::path(prefix) / path.substr(1)).string(); };
+  search.dirs = {beneath("/etc/cdi"), beneath("/var/run/cdi")};
+  const std::string config = beneath(k_toolkit_config);
+  if (!fs::exists(config, ec)) return search;
+  auto text = read_file_limited(config, 1u << 20);
+  auto extra = text ? validate::toolkit_spec_dirs(*text, config) : Result<std::optional<std::vector<std::string>>>(text.error());
+  if (!extra) {
+    search.notes.push_back("the container toolkit's spec-dirs were not read (" + extra.error().message + ": " + config + ")");
+    return search;
+  }
+  if (!*extra) return search;
+  for (const auto& d : **extra) {
+    const std::string dir = beneath(d);
+    if (std::find(search.dirs.begin(), search.dirs.end(), dir) == search.dirs.end()) search.dirs.push_back(dir);
+  }
+  search.notes.push_back("spec-dirs of " + config + " included");
+  return search;
 }
 
 struct Prepared {
@@ -144,6 +186,8 @@ Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
     };
   }
   if (!o.mig.empty()) p.inputs.spec_mig = o.mig == "on";
+  GPUENV_TRY(cdi, cdi_search(o.cdi_dirs, o.cdi_root));
+  p.inputs.cdi = std::move(cdi);
   // Variables that change how CUDA, NCCL or the loader behave, for the env_vars check.
   for (const auto& [k, v] : ctx.env)
     if (validate::is_gpu_environment_variable(k)) p.inputs.environment[k] = v;

@@ -37,6 +37,10 @@ struct ValidateRequest {
   /// nccl_allreduce then runs across the nodes.
   std::optional<validate::multinode::NodeConfig> multi_node;
   std::string sysfs_root = "/sys";  ///< where the RDMA ports are read (fixture trees in tests)
+  /// The cdi_spec check's spec directories; empty: /etc/cdi, /var/run/cdi and the NVIDIA container toolkit's
+  /// spec-dirs (its config.toml), all beneath cdi_root.
+  std::vector<std::string> cdi_dirs;
+  std::string cdi_root = "/";       ///< host paths named by the specs are looked up beneath this directory
 };
 
 struct Validation {

@@ -19,7 +19,7 @@ namespace gpuenv::cli {
 app::ValidateAndMarkRequest validate_and_mark_request(const ValidateOptions& o) {
   app::ValidateAndMarkRequest rq;
   rq.validate = {o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig, o.attest, o.metrics, o.plain_http,
-                 o.data, o.data_min, o.spec, std::nullopt, "/sys"};
+                 o.data, o.data_min, o.spec, std::nullopt, "/sys", o.cdi_dirs, o.cdi_root};
   rq.mark = o.mark;
   rq.mark_image = o.mark_image;
   rq.key_path = o.key;
@@ -122,6 +122,9 @@ Command add_validate_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_option("--backend", o->backend, "replay:FILE answers from a recorded inventory and scenario (docs/replay.md)");
   sub->add_option("--thresholds", o->thresholds, "Per-GPU references YAML instead of the built-in one")->check(CLI::ExistingFile);
   sub->add_option("--mig", o->mig, "Expected MIG mode for mig_state: on or off")->check(CLI::IsMember({"on", "off"}));
+  sub->add_option("--cdi-dir", o->cdi_dirs,
+                  "A CDI spec directory for cdi_spec, repeatable, instead of /etc/cdi, /var/run/cdi and the container toolkit's spec-dirs");
+  sub->add_option("--cdi-root", o->cdi_root, "Look up the host paths CDI specs name (and the default spec directories) beneath this directory (default /)");
   sub->add_flag("--json", o->json, "Print a gpuenv-validation-v1 JSON report");
   sub->add_flag("--mark", o->mark, "When the validation passes on the real GPU, mark --image good: a signed record stored beside it (docs/mark.md)");
   sub->add_option("--key", o->key, "The private key of --mark (gpuenv key generate); default: the file GPUENV_MARK_KEY names");

@@ -111,6 +111,8 @@ struct ValidateOptions {
   std::string data_min;             ///< --data-min RATE: data_read's threshold
   std::string spec;                 ///< --spec FILE: its validate.data_read_min
   MultiNodeOptions multi_node;      ///< --multi-node and its flags
+  std::vector<std::string> cdi_dirs;  ///< --cdi-dir DIR, repeatable: the cdi_spec check's spec directories
+  std::string cdi_root = "/";         ///< --cdi-root DIR: where the specs' host paths are looked up
 };
 int cmd_validate(const ValidateOptions& options, Context& ctx);
 

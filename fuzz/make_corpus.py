@@ -292,6 +292,26 @@ def main():
     broken["frameworks"]["torch"].update(gpu_visible=False, matmul={"error": "CUDA error"})
     write("validate", "probe_no_gpu", b"\x05" + json.dumps(broken, sort_keys=True).encode())
 
+    # cdi: specs of the shape nvidia-ctk writes (YAML with a MIG device, JSON), the toolkit's config.toml
+    lib = "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15"
+    cdi_yaml = ("---\ncdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n"
+                "- name: \"0\"\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia0\n"
+                "- name: \"0:1\"\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia-caps/nvidia-cap21\n"
+                "      hostPath: /dev/nvidia-caps/nvidia-cap21\n"
+                "containerEdits:\n  env:\n  - NVIDIA_VISIBLE_DEVICES=void\n  deviceNodes:\n  - path: /dev/nvidiactl\n"
+                "  hooks:\n  - hookName: createContainer\n    path: /usr/bin/nvidia-cdi-hook\n    args: [nvidia-cdi-hook, update-ldcache]\n"
+                "  mounts:\n  - hostPath: " + lib + "\n    containerPath: " + lib + "\n    options: [ro, nosuid, nodev, bind]\n"
+                "  - hostPath: /lib/firmware/nvidia/550.54.15/gsp_ga10x.bin\n    containerPath: /lib/firmware/nvidia/550.54.15/gsp_ga10x.bin\n")
+    write("cdi", "spec_yaml", b"\x00" + cdi_yaml.encode())
+    cdi_json = {"cdiVersion": "0.8.0", "kind": "nvidia.com/gpu",
+                "devices": [{"name": "GPU-8f6e1d2c-0000-4000-8000-000000000000",
+                             "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0", "hostPath": "/dev/nvidia0"}]}}],
+                "containerEdits": {"mounts": [{"hostPath": lib, "containerPath": lib, "options": ["ro"]}],
+                                   "hooks": [{"hookName": "createContainer", "path": "/usr/bin/nvidia-cdi-hook"}]}}
+    write("cdi", "spec_json", b"\x01" + json.dumps(cdi_json, sort_keys=True).encode())
+    write("cdi", "toolkit_config", b"\x02" + b"[nvidia-container-runtime]\nmode = \"auto\"\n\n[nvidia-container-runtime.modes.cdi]\n"
+          b"default-kind = \"nvidia.com/gpu\"\nspec-dirs = [\"/etc/cdi\", # static\n  '/var/run/cdi',\n]\n")
+
     # marks: an envelope around a statement (its signature is not valid: the readers, not the verifier, are fuzzed)
     import base64
     statement = {"_type": "https://in-toto.io/Statement/v1",

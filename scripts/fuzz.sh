@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 all_targets=(spec_fuzz constraint_fuzz catalog_codec_fuzz config_fuzz archive_fuzz http_fuzz apt_fuzz wheel_fuzz project_fuzz dpkg_fuzz
-             image_fuzz oci_fuzz registry_fuzz validate_fuzz mark_fuzz attest_fuzz disk_fuzz)
+             image_fuzz oci_fuzz registry_fuzz validate_fuzz cdi_fuzz multinode_fuzz mark_fuzz attest_fuzz disk_fuzz)
 targets=("${all_targets[@]}")
 if [ "$#" -gt 0 ]; then targets=("$@"); fi
 build=${GPUENV_FUZZ_BUILD:-build-fuzz}

@@ -86,6 +86,16 @@ struct AttestationVerdict {
 /// CC environment and mode) as the live claims. An Error only when it cannot judge at all (unreadable report).
 using AttestFunction = std::function<Result<AttestationVerdict>(const CcEvidence& evidence, const std::string& nonce, const DriverState& driver)>;
 
+/// Where the cdi_spec check reads CDI specs and looks up the host paths they name: from the CLI (/etc/cdi,
+/// /var/run/cdi and the NVIDIA container toolkit's spec-dirs under "/", or --cdi-dir and --cdi-root), never found
+/// by the check itself, so tests point it at a temporary tree.
+struct CdiSearch {
+  std::vector<std::string> dirs;   ///< spec directories in the order runtimes read them; empty: not asked (not applicable)
+  std::string host_root = "/";     ///< host paths of the specs are looked up beneath this directory
+  std::vector<std::string> notes;  ///< where the directories came from, or why the toolkit's config was not read
+  bool named = false;              ///< the directories were named (--cdi-dir), not the host's own
+};
+
 /// What the checks know about the run: from the CLI (lock, spec, environment), never read by the checks.
 struct CheckInputs {
   Level level = Level::standard;
@@ -119,6 +129,7 @@ struct CheckInputs {
   /// `--multi-node`: runs this rank's part of the all-reduce across nodes on the GPUs at these PCI bus ids with this
   /// many samples (the CLI wires the rendezvous and NCCL). Empty = one node: nccl_allreduce runs across local GPUs.
   std::function<Result<multinode::MultiNodeResult>(const std::vector<std::string>& bus_ids, int samples)> multi_node;
+  CdiSearch cdi;  ///< the cdi_spec check's directories and host root
 };
 
 /// Everything a check may use while it runs.

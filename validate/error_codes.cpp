@@ -61,6 +61,21 @@ const std::vector<ErrorCode>& error_codes() {
        "attest the GPUs and set the ready state (gpuenv attest --set-ready, or NVIDIA's verifier); then rerun"},
       {"env_debug_var", "a debugging or injection variable is set and changes how CUDA runs",
        "unset the named variables for validation and production runs"},
+      {"cdi_stale", "a CDI spec for nvidia.com/gpu names a device node, library or hook that no longer exists on the host",
+       "regenerate the spec the message names: `nvidia-ctk cdi generate --output=FILE` (for /var/run/cdi/nvidia.yaml "
+       "with NVIDIA container toolkit 1.18.0 or later: `systemctl restart nvidia-cdi-refresh.service`), then rerun"},
+      {"cdi_driver_mismatch", "a CDI spec for nvidia.com/gpu names driver libraries of another version than the loaded driver",
+       "the driver was upgraded after the spec was written: regenerate it with `nvidia-ctk cdi generate --output=FILE` "
+       "(or `systemctl restart nvidia-cdi-refresh.service`), and enable nvidia-cdi-refresh.path so upgrades refresh it"},
+      {"cdi_mig_stale", "a CDI spec for nvidia.com/gpu names MIG devices or /dev/nvidia-caps nodes that no longer exist",
+       "the MIG layout changed after the spec was written (the toolkit does not refresh on MIG changes): regenerate it "
+       "with `nvidia-ctk cdi generate --output=FILE` after every MIG change"},
+      {"cdi_malformed", "a CDI spec file cannot be read as a CDI spec (syntax, cdiVersion, kind, devices or a path)",
+       "regenerate the file with `nvidia-ctk cdi generate --output=FILE`, or move a file that is not a spec out of the "
+       "CDI directories (runtimes read every *.json and *.yaml there)"},
+      {"cdi_unreadable", "a CDI spec file or directory could not be read, or not all of it could be judged",
+       "run gpuenv as root to read every spec, replace what is not a regular file, and keep the spec directories to "
+       "a few files"},
 
       // health
       {"ecc_disabled", "ECC is disabled on a GPU that supports it",

@@ -1,6 +1,7 @@
 // `gpuenv validate`, `checks` and `preflight` in process, on the replay backend: every recorded fault scenario
 // gives the right check, status, code and exit code, and reports say they came from recorded answers.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -197,6 +198,44 @@ TEST(Validate, ChecksListsEveryCheckWithItsLevels) {
   for (const auto& c : j["checks"]) keys.insert(c["key"]);
   for (const char* k : {"driver_loaded", "ecc_errors", "row_remap", "pcie_link", "memtest", "gemm_consistency", "hbm_bandwidth", "gemm_tflops"})
     EXPECT_TRUE(keys.count(k)) << k;
+}
+
+// Issue 38, item 2: cdi_spec from the command line, on a fixture host tree (--cdi-root) with a spec directory
+// (--cdi-dir); the replay's driver (h200x1.yaml: 550.90.07) is the version the spec's libraries must carry.
+TEST(Validate, CdiSpecJudgesTheNamedDirectoriesAndNeverThisHostUnderAReplay) {
+  const fs::path host = fs::temp_directory_path() / ("gpuenv-cli-cdi-" + std::to_string(::getpid()));
+  fs::remove_all(host);
+  fs::create_directories(host / "etc/cdi");
+  fs::create_directories(host / "usr/lib");
+  fs::create_directories(host / "dev");
+  std::ofstream(host / "dev/nvidia0") << "";
+  std::ofstream(host / "usr/lib/libcuda.so.550.90.07") << "";
+  auto spec = [](const std::string& version) {
+    return "cdiVersion: 0.6.0\nkind: nvidia.com/gpu\ndevices:\n- name: '0'\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia0\n"
+           "containerEdits:\n  mounts:\n  - {hostPath: /usr/lib/libcuda.so." + version + ", containerPath: /usr/lib/libcuda.so." + version + "}\n";
+  };
+  std::ofstream(host / "etc/cdi/nvidia.yaml") << spec("550.90.07");
+  const std::vector<std::string> base = {"validate", "--backend", "replay:" + k_data + "h200x1.yaml", "--check", "cdi_spec", "--json"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return gpuenv(args);
+  };
+  // A replay stands for a recorded machine: this host's /etc/cdi is not judged against it.
+  ValidateOutcome r = with({});
+  EXPECT_EQ(results(nlohmann::json::parse(r.out), "cdi_spec", "skip"), (std::vector<std::string>{"-:"})) << r.out;
+  r = with({"--cdi-dir", (host / "etc/cdi").string(), "--cdi-root", host.string()});
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(results(nlohmann::json::parse(r.out), "cdi_spec", "pass"), (std::vector<std::string>{"-:"})) << r.out;
+  std::ofstream(host / "etc/cdi/nvidia.yaml") << spec("535.104.05");
+  r = with({"--cdi-dir", (host / "etc/cdi").string(), "--cdi-root", host.string()});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_EQ(results(nlohmann::json::parse(r.out), "cdi_spec", "fail"), (std::vector<std::string>{"-:cdi_driver_mismatch"})) << r.out;
+  EXPECT_NE(r.out.find("nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"), std::string::npos) << r.out;
+  r = with({"--cdi-root", (host / "no-such-dir").string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("validate.cdi_root"), std::string::npos) << r.err;
+  fs::remove_all(host);
 }
 
 // Issue 14, broken case 7: reports must be honest and readable.

@@ -278,8 +278,8 @@ TEST(AllChecks, ListsEveryIssueCheckInCategoryOrder) {
   }
   EXPECT_EQ(keys, (std::vector<std::string>{
                       "driver_loaded", "driver_meets_lock", "nouveau_absent", "device_nodes", "persistence_mode",
-                      "fabric_manager", "mig_state", "cc_mode", "cc_attestation", "env_vars", "ecc_mode", "ecc_errors", "row_remap", "retired_pages",
-                      "pcie_link", "pcie_replays", "clock_events", "temperature", "context_create",
+                      "fabric_manager", "mig_state", "cc_mode", "cc_attestation", "env_vars", "cdi_spec", "ecc_mode", "ecc_errors", "row_remap",
+                      "retired_pages", "pcie_link", "pcie_replays", "clock_events", "temperature", "context_create",
                       "compute_correctness", "memtest", "gemm_consistency", "gemm_sustained", "hbm_bandwidth", "h2d_bandwidth",
                       "d2h_bandwidth", "gemm_tflops", "p2p_bandwidth", "nccl_allreduce", "libraries_load",
                       "framework_smoke", "cudnn_smoke", "data_read"}));
@@ -303,7 +303,7 @@ TEST(AllChecks, KeysAreUniqueSnakeCase) {
 TEST(Levels, QuickIsTheBootPreflight) {
   EXPECT_EQ(keys_at(Level::quick),
             (std::vector<std::string>{"driver_loaded", "driver_meets_lock", "nouveau_absent", "device_nodes",
-                                      "persistence_mode", "fabric_manager", "mig_state", "cc_mode", "cc_attestation", "env_vars", "ecc_mode",
+                                      "persistence_mode", "fabric_manager", "mig_state", "cc_mode", "cc_attestation", "env_vars", "cdi_spec", "ecc_mode",
                                       "ecc_errors", "row_remap", "retired_pages", "pcie_replays", "context_create",
                                       "compute_correctness", "memtest", "hbm_bandwidth", "data_read"}));  // data_read: only with --data
 }
@@ -379,7 +379,8 @@ TEST(ErrorCodes, AreUniqueSnakeCaseWithSummaryAndHint) {
 
 TEST(ErrorCodes, FindKnownCodesAndNothingElse) {
   for (const char* code : {"no_driver", "driver_too_old", "driver_cuda_too_old", "nouveau_loaded", "device_node_missing",
-                           "persistence_off", "fabric_manager_down", "mig_mismatch", "env_debug_var", "ecc_disabled",
+                           "persistence_off", "fabric_manager_down", "mig_mismatch", "env_debug_var", "cdi_stale", "cdi_driver_mismatch",
+                           "cdi_mig_stale", "cdi_malformed", "cdi_unreadable", "ecc_disabled",
                            "ecc_uncorrectable", "row_remap_pending", "row_remap_failure", "retired_pages_pending",
                            "retired_pages_limit", "pcie_downtrained", "pcie_replays", "clock_throttled",
                            "temperature_high", "context_failed", "compute_mismatch", "memtest_error", "gemm_mismatch",
@@ -403,8 +404,10 @@ void expect_all_pass(FakeGpuBackend& backend, CheckInputs& inputs, const std::se
   for (const auto& c : all_checks()) {
     if (!c->runs_at(inputs.level)) continue;
     Ran ran = run_check(c->key(), backend, inputs);
-    // cc_attestation is not applicable where confidential computing is off, as in every healthy inventory here.
-    const bool skip_ok = may_skip.count(c->key()) > 0 || c->category() == "image" || c->category() == "data" || c->key() == "cc_attestation";
+    // cc_attestation is not applicable where confidential computing is off, as in every healthy inventory here;
+    // cdi_spec where no CDI directories are given (cdi_test.cpp runs it on fixture trees).
+    const bool skip_ok = may_skip.count(c->key()) > 0 || c->category() == "image" || c->category() == "data" ||
+                         c->key() == "cc_attestation" || c->key() == "cdi_spec";
     if (ran.not_applicable) {
       EXPECT_TRUE(skip_ok) << c->key() << " not applicable: " << *ran.not_applicable;
       continue;

@@ -21,6 +21,7 @@
 //   cc_attestation       software     0.7/2.8      3.3/5.4       3.3/5.4       (when CC is on or the lock requires it;
 //                                                                               quick only when it requires it)
 //   env_vars             software     0.1/0.1      0.1/0.1       0.1/0.1
+//   cdi_spec             software     0.1/0.1      0.3/0.3       0.3/0.3       (reads and judges in 3/4 of it)
 //   ecc_mode             health       0.3/1.7      0.3/1.7       0.3/1.7
 //   ecc_errors           health       0.3/1.7      0.3/1.7       0.3/1.7
 //   row_remap            health       0.3/1.7      0.3/1.7       0.3/1.7
@@ -31,7 +32,7 @@
 //   temperature          health       -            10.5/80.5     30.5/240.5    (under 20 / 200 GEMM samples)
 //   context_create       kernels      4.5/32.5     4.5/32.5      4.5/32.5
 //   compute_correctness  kernels      1.5/9.9      1.5/9.9       1.5/9.9
-//   memtest              kernels      4.0/12.5     35.5/80.5     630.5/840.5   (25% 3 s, 50% 30 s, 90% 600 s; split
+//   memtest              kernels      3.9/4.6      35.5/80.5     630.5/840.5   (25% 3 s, 50% 30 s, 90% 600 s; split
 //                                                                               among GPUs with a floor)
 //   gemm_consistency     kernels      -            10.5/80.5     60.5/480.5    (10 / 100 repetitions)
 //   hbm_bandwidth        throughput   1.5/9.9      3.5/24.5      5.5/40.5      (3 / 5 / 10 samples)

@@ -217,6 +217,8 @@ std::vector<std::unique_ptr<Check>> software_checks();
 std::vector<std::unique_ptr<Check>> health_checks();
 std::vector<std::unique_ptr<Check>> kernel_checks();
 std::vector<std::unique_ptr<Check>> throughput_checks();
+/// cdi_spec (cdi.cpp): the NVIDIA CDI specs against the host; runs last among the software checks.
+std::unique_ptr<Check> cdi_spec_check();
 /// libraries_load, framework_smoke and cudnn_smoke: they share one run of the image probe (image.cpp).
 std::vector<std::unique_ptr<Check>> image_checks();
 /// data_read (data.cpp): the data path's read rate, with --data only; reads no GPU.

@@ -436,6 +436,7 @@ std::vector<std::unique_ptr<Check>> software_checks() {
   out.push_back(std::make_unique<CcMode>());
   out.push_back(std::make_unique<CcAttestation>());
   out.push_back(std::make_unique<EnvVars>());
+  out.push_back(cdi_spec_check());
   return out;
 }
 
