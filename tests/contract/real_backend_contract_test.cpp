@@ -2,6 +2,8 @@
 // (tests/contract/fake_nvml_full.cpp, current and -DFAKE_NVML_OLD), the fake libcuda builds, and /proc, /dev and
 // /sys fixture trees in a temporary directory.
 #include <dlfcn.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <gtest/gtest.h>
 
@@ -22,6 +24,7 @@
 #include "fakes/scoped_env.hpp"
 #include "fakes/temp_dir.hpp"
 #include "validate/adapters/cuda_session.hpp"
+#include "validate/adapters/mig_child.hpp"
 #include "validate/adapters/multi_gpu.hpp"
 #include "validate/adapters/real_backend.hpp"
 #include "validate/check.hpp"
@@ -671,6 +674,51 @@ TEST(RealBackend, EveryMigInstanceRunsInAChildProcessThatSeesOnlyItsDevice) {
   }
   EXPECT_EQ(visible, (std::set<std::string>{"MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "MIG-12345678-9abc-def0-1234-56789abcdef0"}))
       << "each child's CUDA sees its own instance";
+}
+
+TEST(RealBackend, ReapingAChildIsBoundedInTime) {
+  // A child that does not end (as one stuck in the driver cannot, even on SIGKILL) is given up after the bound.
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(gpuenv::validate::reap_child_within(pid, 200ms));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, 200ms);
+  EXPECT_LT(waited, 2s) << "not a blocking wait";
+  ::kill(pid, SIGKILL);
+  start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(gpuenv::validate::reap_child_within(pid, 5s)) << "a child that ends is reaped";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_FALSE(gpuenv::validate::reap_child_within(pid, 5s)) << "no longer a child: answered at once";
+  EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1);
+}
+
+TEST(RealBackend, DestroyingAMigChildEndsAndReapsItPromptly) {
+  HostTree tree;
+  const std::string pid_file = tree.path("child.pid");
+  auto child = gpuenv::validate::MigChild::start("MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", [pid_file]() -> Result<std::unique_ptr<GpuSession>> {
+    if (std::FILE* f = std::fopen(pid_file.c_str(), "w")) {
+      std::fprintf(f, "%d\n", static_cast<int>(::getpid()));
+      std::fclose(f);
+    }
+    return gpuenv::make_error(gpuenv::ErrorKind::environment, "test.no_session", "no session in this test");
+  });
+  ASSERT_TRUE(child.ok()) << child.error().to_string();
+  auto opened = (*child)->open([]() -> Result<GpuHealth> { return GpuHealth{}; });
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.error().id, "test.no_session") << "the child's own error comes back";
+  int pid = 0;
+  std::ifstream(pid_file) >> pid;
+  ASSERT_GT(pid, 0) << "the child ran its session factory";
+  const auto start = std::chrono::steady_clock::now();
+  child->reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, gpuenv::validate::k_mig_child_reap_bound);
+  EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1) << "the child was reaped by the destructor";
+  EXPECT_NE(::kill(pid, 0), 0) << "the child is gone";
 }
 
 TEST(RealBackend, AMemtestBitFlipOnTheCpuDriverFailsOnlyMemtest) {

@@ -165,6 +165,56 @@ TEST(MigInstances, ADegradedInstanceFailsAloneAgainstItsShare) {
   }
 }
 
+TEST(MigInstances, ComputeInstancesSharingAGpuInstanceShareItsBandwidthReference) {
+  // GI 2 (3g.40gb, 4 of 8 memory slices) split into three 1c.3g.40gb compute instances, measured at once: each is
+  // judged against a third of the GI's share, GEMM by its own SMs; the other GPU instances keep their whole share.
+  const Report report = run("h100_mig_3g_split.yaml", Level::standard, {"hbm_bandwidth", "gemm_tflops"});
+  const CheckReport* hbm = check_of(report, "hbm_bandwidth");
+  const CheckReport* gemm = check_of(report, "gemm_tflops");
+  ASSERT_NE(hbm, nullptr);
+  ASSERT_NE(gemm, nullptr);
+  ASSERT_EQ(hbm->results.size(), 6u);
+  int shared = 0;
+  for (const auto& o : hbm->results) {
+    ASSERT_TRUE(o.mig.has_value());
+    EXPECT_EQ(o.status, CheckStatus::pass) << o.mig->profile << ": " << o.message;
+    if (o.mig->gpu_instance_id == 2) {
+      ++shared;
+      EXPECT_NEAR(metric(o, "reference_gbs"), 2540.0 * 4 / 8 / 3, 1e-9) << o.message;
+      EXPECT_NE(o.message.find("4/8 of H100 SXM5 80GB hbm_bandwidth 2540.0 GB/s"), std::string::npos) << o.message;
+      EXPECT_NE(o.message.find("shared by 3 compute instances of GI 2"), std::string::npos) << o.message;
+    } else {
+      EXPECT_EQ(o.message.find("shared by"), std::string::npos) << o.message;
+      EXPECT_DOUBLE_EQ(metric(o, "reference_gbs"), 2540.0 * (o.mig->profile == "2g.20gb" ? 2 : 1) / 8) << o.message;
+    }
+  }
+  EXPECT_EQ(shared, 3);
+  for (const auto& o : gemm->results) {
+    ASSERT_TRUE(o.mig.has_value());
+    EXPECT_EQ(o.status, CheckStatus::pass) << o.message;
+    if (o.mig->gpu_instance_id == 2) {
+      EXPECT_NEAR(metric(o, "bf16.reference_tflops"), 0.6 * 989.5 * 20 / 132, 1e-9) << "the CI's own SMs: " << o.message;
+    }
+  }
+}
+
+TEST(MigInstances, ADegradedGpuInstanceFailsEachOfItsComputeInstances) {
+  const Report report = run("faults/mig_ci_hbm_low.yaml", Level::quick, {"hbm_bandwidth"});
+  const CheckReport* hbm = check_of(report, "hbm_bandwidth");
+  ASSERT_NE(hbm, nullptr);
+  ASSERT_EQ(hbm->results.size(), 6u);
+  for (const auto& o : hbm->results) {
+    ASSERT_TRUE(o.mig.has_value());
+    if (o.mig->gpu_instance_id == 2) {
+      EXPECT_EQ(o.status, CheckStatus::fail) << o.message;
+      EXPECT_EQ(o.code, "bandwidth_low") << o.message;
+      EXPECT_NE(o.message.find("shared by 3 compute instances of GI 2"), std::string::npos) << o.message;
+    } else {
+      EXPECT_EQ(o.status, CheckStatus::pass) << "GI " << o.mig->gpu_instance_id << ": " << o.message;
+    }
+  }
+}
+
 TEST(MigInstances, WholeBoardChecksSkipAGpuWithInstancesAndSaySo) {
   const Report report = run("h100_mig_mixed.yaml", Level::standard, {"h2d_bandwidth", "d2h_bandwidth", "pcie_link", "clock_events"});
   ASSERT_EQ(report.checks.size(), 4u);

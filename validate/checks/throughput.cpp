@@ -125,12 +125,17 @@ GpuOutcome combine(int gpu, const std::vector<Part>& parts, const std::vector<st
 using RuleFor = std::function<ReferenceRule(CheckContext&, const GpuInfo&, const std::string& metric, std::string& group)>;
 
 // The listed reference (hbm); for a MIG device scaled to its share, and compared by the node rule only with
-// instances of the same profile.
+// instances of the same profile. Compute instances of one GPU instance are measured at once (visit_indices,
+// parallel) and share its memory bandwidth, so each one's share is divided among the ones in this run.
 ReferenceRule listed_rule(CheckContext& context, const GpuInfo& gpu, const std::string& metric, std::string& group) {
   ReferenceRule rule = find_reference(context.inputs.thresholds, gpu.pci_device_id, metric);
   if (!gpu.mig) return rule;
   group = "mig " + gpu.mig->profile;
-  return mig_scaled_rule(std::move(rule), context.inputs.thresholds, gpu.pci_device_id, *gpu.mig, metric);
+  const auto siblings = std::count_if(context.gpus.begin(), context.gpus.end(), [&gpu](const GpuInfo& other) {
+    return other.mig && other.index == gpu.index && other.mig->gpu_instance_id == gpu.mig->gpu_instance_id;
+  });
+  return mig_scaled_rule(std::move(rule), context.inputs.thresholds, gpu.pci_device_id, *gpu.mig, metric,
+                         static_cast<int>(siblings));
 }
 
 ReferenceRule host_device_rule(CheckContext& context, const GpuInfo& gpu, const std::string& metric,
