@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -535,6 +536,39 @@ TEST(RealBackend, OpensOnlyTheMigDeviceCudaVisibleDevicesNames) {
   auto other = make_real_backend(options)->open_mig((*devices)[0]);
   ASSERT_FALSE(other.ok());
   EXPECT_EQ(other.error().id, "validate.mig_not_visible");
+}
+
+TEST(RealBackend, TellsASessionHowManyComputeInstancesShareItsGpuInstancesMemory) {
+  // FAKE_NVML_MIG=2: GI 2 has two compute instances (slots 0 and 1), GI 9 one. A session's work buffers are sized
+  // from free memory, which each of GI 2's compute instances sees whole: the factory is told to halve it there.
+  HostTree tree;
+  ScopedEnv on("FAKE_NVML_MIG", "2");
+  auto options = tree.options();
+  int shared_by = 0;
+  options.session_factory = [&](SessionTarget target) -> Result<std::unique_ptr<GpuSession>> {
+    shared_by = target.memory_shared_by;
+    return std::unique_ptr<GpuSession>(std::make_unique<ReaderSession>(std::move(target.health_reader)));
+  };
+  const std::vector<std::pair<std::string, int>> cases = {{"MIG-aaaaaaaa-bbbb-cccc-dddd-ffffffffffff", 2},
+                                                           {"MIG-12345678-9abc-def0-1234-56789abcdef0", 1}};
+  for (const auto& c : cases) {
+    const std::string uuid = c.first;
+    const int expected = c.second;
+    options.cuda_visible_devices = uuid;
+    auto backend = make_real_backend(options);
+    auto devices = backend->mig_devices(0);
+    ASSERT_TRUE(devices.ok() && devices->size() == 3u);
+    const auto it = std::find_if(devices->begin(), devices->end(), [&uuid](const gpuenv::validate::MigDevice& d) { return d.uuid == uuid; });
+    ASSERT_NE(it, devices->end()) << uuid;
+    shared_by = 0;
+    auto session = backend->open_mig(*it);
+    ASSERT_TRUE(session.ok()) << session.error().to_string();
+    EXPECT_EQ(shared_by, expected) << uuid;
+  }
+  options.cuda_visible_devices.clear();
+  shared_by = 0;
+  ASSERT_TRUE(make_real_backend(options)->open(1).ok());
+  EXPECT_EQ(shared_by, 1) << "a whole GPU shares its memory with no sibling";
 }
 
 /// The real backend composed as the CLI composes it (cli/cmd_validate.cpp), over the CPU doubles of libcuda,

@@ -131,11 +131,8 @@ ReferenceRule listed_rule(CheckContext& context, const GpuInfo& gpu, const std::
   ReferenceRule rule = find_reference(context.inputs.thresholds, gpu.pci_device_id, metric);
   if (!gpu.mig) return rule;
   group = "mig " + gpu.mig->profile;
-  const auto siblings = std::count_if(context.gpus.begin(), context.gpus.end(), [&gpu](const GpuInfo& other) {
-    return other.mig && other.index == gpu.index && other.mig->gpu_instance_id == gpu.mig->gpu_instance_id;
-  });
   return mig_scaled_rule(std::move(rule), context.inputs.thresholds, gpu.pci_device_id, *gpu.mig, metric,
-                         static_cast<int>(siblings));
+                         gpu_instance_sharers(context, gpu));
 }
 
 ReferenceRule host_device_rule(CheckContext& context, const GpuInfo& gpu, const std::string& metric,
