@@ -43,6 +43,7 @@ Result<std::unique_ptr<validate::GpuBackend>> make_gpu_backend(const std::string
     so.health_reader = std::move(target.health_reader);
     so.numa_node = target.numa_node;
     so.confidential = target.confidential;
+    so.memory_shared_by = target.memory_shared_by;
     if (image) {
       so.cublaslt_libraries = image->cublaslt;
       so.cublas_libraries = image->cublas;

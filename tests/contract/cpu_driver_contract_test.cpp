@@ -198,6 +198,28 @@ TEST_F(CpuDriver, HbmBandwidthSamplesAreVerified) {
   EXPECT_EQ(samples->engine, "gpuenv");
 }
 
+TEST_F(CpuDriver, SiblingComputeInstancesSizeWorkBuffersFromTheirShareButMemtestFromAllFreeMemory) {
+  // memory_shared_by 4 (four compute instances of one MIG GPU instance): hbm_bandwidth's buffers are a quarter of a
+  // quarter of the 512 MiB, below its 64 MiB minimum, so it says so, naming the share; memtest (run from one compute
+  // instance per GPU instance) still takes its fraction of all the free memory.
+  CudaSessionOptions o = options();
+  o.memory_shared_by = 4;
+  auto session = open(o);
+  ASSERT_NE(session, nullptr);
+  auto hbm = session->hbm_bandwidth(1);
+  ASSERT_FALSE(hbm.ok());
+  EXPECT_EQ(hbm.error().id, "cuda.out_of_memory");
+  EXPECT_NE(hbm.error().message.find("its 1/4 share of the free memory of a MIG GPU instance"), std::string::npos)
+      << hbm.error().message;
+  auto memtest = session->memtest(MemtestRequest{0.25, 60000, 7});
+  ASSERT_TRUE(memtest.ok()) << memtest.error().message;
+  EXPECT_GT(memtest->bytes_tested, 64u << 20) << "a quarter of all free memory, not of a quarter of it";
+  o.memory_shared_by = 1;
+  auto whole = open(o);
+  ASSERT_NE(whole, nullptr);
+  EXPECT_TRUE(whole->hbm_bandwidth(1).ok()) << "the same session on a whole GPU has room for its buffers";
+}
+
 TEST_F(CpuDriver, ACorruptedDeviceCopyIsADataMismatch) {
   ScopedEnv fault("CPU_CUDA_FAULTS", "copy_corrupt");
   auto session = open(options());

@@ -13,7 +13,7 @@
 //   FAKE_NVML_FABRIC     completed (default) | in_progress | failed | unsupported: the GPUs' fabric registration
 //   FAKE_NVML_LOST_GPU   index of a GPU whose health getters answer NVML_ERROR_GPU_IS_LOST
 //   FAKE_NVML_MIG        1: GPU 0 has MIG on with two MIG devices in slots 0 and 2 of 7 (3g.40gb GI 2 CI 0, 1g.10gb
-//                        GI 9 CI 0; slot 1 empty); the MIG functions are absent from the FAKE_NVML_OLD build.
+//                        GI 9 CI 0; slot 1 empty; 2: slot 1 holds 1c.3g.40gb GI 2 CI 1); the MIG functions are absent from the FAKE_NVML_OLD build.
 //                        FAKE_NVML_MIG_LOG: file to which every MIG getter call is appended (read-only proof)
 #include <cstdio>
 #include <cstdlib>
@@ -92,9 +92,11 @@ struct MigDev {
   unsigned long long memory;
   unsigned sms, gi_slices;
 };
-MigDev g_mig[2] = {
+MigDev g_mig[3] = {
     {"NVIDIA H100 80GB HBM3 MIG 3g.40gb", "MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", 2, 0, 42681237504ull, 60, 3},
     {"NVIDIA H100 80GB HBM3 MIG 1g.10gb", "MIG-12345678-9abc-def0-1234-56789abcdef0", 9, 0, 10468982784ull, 16, 1},
+    // FAKE_NVML_MIG=2 only, in slot 1: a second compute instance of GI 2 (sharing its memory).
+    {"NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb", "MIG-aaaaaaaa-bbbb-cccc-dddd-ffffffffffff", 2, 1, 42681237504ull, 20, 3},
 };
 MigDev* mig(void* d) {
   for (auto& m : g_mig)
@@ -338,15 +340,15 @@ int nvmlDeviceGetEnforcedPowerLimit(void* d, unsigned* mw) { FAKE_HEALTH_GUARD(d
 int nvmlDeviceGetPersistenceMode(void* d, int* mode) { FAKE_HEALTH_GUARD(d); *mode = gpu(d)->persistence; return k_success; }
 int nvmlDeviceGetMigMode(void* d, unsigned* current, unsigned* pending) {
   FAKE_HEALTH_GUARD(d);
-  *current = gpu(d) == &g_gpus[0] && env_int("FAKE_NVML_MIG", 0) == 1 ? 1u : gpu(d)->mig_current;
-  *pending = gpu(d) == &g_gpus[0] && env_int("FAKE_NVML_MIG", 0) == 1 ? 1u : gpu(d)->mig_pending;
+  *current = gpu(d) == &g_gpus[0] && env_int("FAKE_NVML_MIG", 0) >= 1 ? 1u : gpu(d)->mig_current;
+  *pending = gpu(d) == &g_gpus[0] && env_int("FAKE_NVML_MIG", 0) >= 1 ? 1u : gpu(d)->mig_pending;
   return k_success;
 }
 
 #ifndef FAKE_NVML_OLD
 // MIG getters (Multi Instance GPU Management). Each call is logged to FAKE_NVML_MIG_LOG.
 constexpr int k_not_found = 6;
-bool mig_on(void* d) { return gpu(d) == &g_gpus[0] && env_int("FAKE_NVML_MIG", 0) == 1; }
+bool mig_on(void* d) { return gpu(d) == &g_gpus[0] && env_int("FAKE_NVML_MIG", 0) >= 1; }
 void log_mig(const char* function) {
   const char* path = std::getenv("FAKE_NVML_MIG_LOG");
   if (!path || !*path) return;
@@ -366,6 +368,7 @@ int nvmlDeviceGetMigDeviceHandleByIndex(void* d, unsigned index, void** out) {
   if (!mig_on(d) || index >= 7) return k_invalid_argument;
   if (index == 0) *out = &g_mig[0];
   else if (index == 2) *out = &g_mig[1];
+  else if (index == 1 && env_int("FAKE_NVML_MIG", 0) == 2) *out = &g_mig[2];
   else return k_not_found;
   return k_success;
 }

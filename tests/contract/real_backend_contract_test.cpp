@@ -2,9 +2,12 @@
 // (tests/contract/fake_nvml_full.cpp, current and -DFAKE_NVML_OLD), the fake libcuda builds, and /proc, /dev and
 // /sys fixture trees in a temporary directory.
 #include <dlfcn.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +25,7 @@
 #include "fakes/scoped_env.hpp"
 #include "fakes/temp_dir.hpp"
 #include "validate/adapters/cuda_session.hpp"
+#include "validate/adapters/mig_child.hpp"
 #include "validate/adapters/multi_gpu.hpp"
 #include "validate/adapters/real_backend.hpp"
 #include "validate/check.hpp"
@@ -534,6 +538,39 @@ TEST(RealBackend, OpensOnlyTheMigDeviceCudaVisibleDevicesNames) {
   EXPECT_EQ(other.error().id, "validate.mig_not_visible");
 }
 
+TEST(RealBackend, TellsASessionHowManyComputeInstancesShareItsGpuInstancesMemory) {
+  // FAKE_NVML_MIG=2: GI 2 has two compute instances (slots 0 and 1), GI 9 one. A session's work buffers are sized
+  // from free memory, which each of GI 2's compute instances sees whole: the factory is told to halve it there.
+  HostTree tree;
+  ScopedEnv on("FAKE_NVML_MIG", "2");
+  auto options = tree.options();
+  int shared_by = 0;
+  options.session_factory = [&](SessionTarget target) -> Result<std::unique_ptr<GpuSession>> {
+    shared_by = target.memory_shared_by;
+    return std::unique_ptr<GpuSession>(std::make_unique<ReaderSession>(std::move(target.health_reader)));
+  };
+  const std::vector<std::pair<std::string, int>> cases = {{"MIG-aaaaaaaa-bbbb-cccc-dddd-ffffffffffff", 2},
+                                                           {"MIG-12345678-9abc-def0-1234-56789abcdef0", 1}};
+  for (const auto& c : cases) {
+    const std::string uuid = c.first;
+    const int expected = c.second;
+    options.cuda_visible_devices = uuid;
+    auto backend = make_real_backend(options);
+    auto devices = backend->mig_devices(0);
+    ASSERT_TRUE(devices.ok() && devices->size() == 3u);
+    const auto it = std::find_if(devices->begin(), devices->end(), [&uuid](const gpuenv::validate::MigDevice& d) { return d.uuid == uuid; });
+    ASSERT_NE(it, devices->end()) << uuid;
+    shared_by = 0;
+    auto session = backend->open_mig(*it);
+    ASSERT_TRUE(session.ok()) << session.error().to_string();
+    EXPECT_EQ(shared_by, expected) << uuid;
+  }
+  options.cuda_visible_devices.clear();
+  shared_by = 0;
+  ASSERT_TRUE(make_real_backend(options)->open(1).ok());
+  EXPECT_EQ(shared_by, 1) << "a whole GPU shares its memory with no sibling";
+}
+
 /// The real backend composed as the CLI composes it (cli/cmd_validate.cpp), over the CPU doubles of libcuda,
 /// cuBLAS(Lt) and NCCL (tests/contract/cpu_*.cpp) and the fake NVML: every GPU check then runs through the real
 /// session, peer and NCCL adapters. GEMMs are small, since the CPU computes them.
@@ -671,6 +708,51 @@ TEST(RealBackend, EveryMigInstanceRunsInAChildProcessThatSeesOnlyItsDevice) {
   }
   EXPECT_EQ(visible, (std::set<std::string>{"MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", "MIG-12345678-9abc-def0-1234-56789abcdef0"}))
       << "each child's CUDA sees its own instance";
+}
+
+TEST(RealBackend, ReapingAChildIsBoundedInTime) {
+  // A child that does not end (as one stuck in the driver cannot, even on SIGKILL) is given up after the bound.
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(gpuenv::validate::reap_child_within(pid, 200ms));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, 200ms);
+  EXPECT_LT(waited, 2s) << "not a blocking wait";
+  ::kill(pid, SIGKILL);
+  start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(gpuenv::validate::reap_child_within(pid, 5s)) << "a child that ends is reaped";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_FALSE(gpuenv::validate::reap_child_within(pid, 5s)) << "no longer a child: answered at once";
+  EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1);
+}
+
+TEST(RealBackend, DestroyingAMigChildEndsAndReapsItPromptly) {
+  HostTree tree;
+  const std::string pid_file = tree.path("child.pid");
+  auto child = gpuenv::validate::MigChild::start("MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", [pid_file]() -> Result<std::unique_ptr<GpuSession>> {
+    if (std::FILE* f = std::fopen(pid_file.c_str(), "w")) {
+      std::fprintf(f, "%d\n", static_cast<int>(::getpid()));
+      std::fclose(f);
+    }
+    return gpuenv::make_error(gpuenv::ErrorKind::environment, "test.no_session", "no session in this test");
+  });
+  ASSERT_TRUE(child.ok()) << child.error().to_string();
+  auto opened = (*child)->open([]() -> Result<GpuHealth> { return GpuHealth{}; });
+  ASSERT_FALSE(opened.ok());
+  EXPECT_EQ(opened.error().id, "test.no_session") << "the child's own error comes back";
+  int pid = 0;
+  std::ifstream(pid_file) >> pid;
+  ASSERT_GT(pid, 0) << "the child ran its session factory";
+  const auto start = std::chrono::steady_clock::now();
+  child->reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, gpuenv::validate::k_mig_child_reap_bound);
+  EXPECT_EQ(::waitpid(pid, nullptr, WNOHANG), -1) << "the child was reaped by the destructor";
+  EXPECT_NE(::kill(pid, 0), 0) << "the child is gone";
 }
 
 TEST(RealBackend, AMemtestBitFlipOnTheCpuDriverFailsOnlyMemtest) {

@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <optional>
+#include <utility>
 #include <set>
 #include <sstream>
 #include <string>
@@ -165,6 +168,56 @@ TEST(MigInstances, ADegradedInstanceFailsAloneAgainstItsShare) {
   }
 }
 
+TEST(MigInstances, ComputeInstancesSharingAGpuInstanceShareItsBandwidthReference) {
+  // GI 2 (3g.40gb, 4 of 8 memory slices) split into three 1c.3g.40gb compute instances, measured at once: each is
+  // judged against a third of the GI's share, GEMM by its own SMs; the other GPU instances keep their whole share.
+  const Report report = run("h100_mig_3g_split.yaml", Level::standard, {"hbm_bandwidth", "gemm_tflops"});
+  const CheckReport* hbm = check_of(report, "hbm_bandwidth");
+  const CheckReport* gemm = check_of(report, "gemm_tflops");
+  ASSERT_NE(hbm, nullptr);
+  ASSERT_NE(gemm, nullptr);
+  ASSERT_EQ(hbm->results.size(), 6u);
+  int shared = 0;
+  for (const auto& o : hbm->results) {
+    ASSERT_TRUE(o.mig.has_value());
+    EXPECT_EQ(o.status, CheckStatus::pass) << o.mig->profile << ": " << o.message;
+    if (o.mig->gpu_instance_id == 2) {
+      ++shared;
+      EXPECT_NEAR(metric(o, "reference_gbs"), 2540.0 * 4 / 8 / 3, 1e-9) << o.message;
+      EXPECT_NE(o.message.find("4/8 of H100 SXM5 80GB hbm_bandwidth 2540.0 GB/s"), std::string::npos) << o.message;
+      EXPECT_NE(o.message.find("shared by 3 compute instances of GI 2"), std::string::npos) << o.message;
+    } else {
+      EXPECT_EQ(o.message.find("shared by"), std::string::npos) << o.message;
+      EXPECT_DOUBLE_EQ(metric(o, "reference_gbs"), 2540.0 * (o.mig->profile == "2g.20gb" ? 2 : 1) / 8) << o.message;
+    }
+  }
+  EXPECT_EQ(shared, 3);
+  for (const auto& o : gemm->results) {
+    ASSERT_TRUE(o.mig.has_value());
+    EXPECT_EQ(o.status, CheckStatus::pass) << o.message;
+    if (o.mig->gpu_instance_id == 2) {
+      EXPECT_NEAR(metric(o, "bf16.reference_tflops"), 0.6 * 989.5 * 20 / 132, 1e-9) << "the CI's own SMs: " << o.message;
+    }
+  }
+}
+
+TEST(MigInstances, ADegradedGpuInstanceFailsEachOfItsComputeInstances) {
+  const Report report = run("faults/mig_ci_hbm_low.yaml", Level::quick, {"hbm_bandwidth"});
+  const CheckReport* hbm = check_of(report, "hbm_bandwidth");
+  ASSERT_NE(hbm, nullptr);
+  ASSERT_EQ(hbm->results.size(), 6u);
+  for (const auto& o : hbm->results) {
+    ASSERT_TRUE(o.mig.has_value());
+    if (o.mig->gpu_instance_id == 2) {
+      EXPECT_EQ(o.status, CheckStatus::fail) << o.message;
+      EXPECT_EQ(o.code, "bandwidth_low") << o.message;
+      EXPECT_NE(o.message.find("shared by 3 compute instances of GI 2"), std::string::npos) << o.message;
+    } else {
+      EXPECT_EQ(o.status, CheckStatus::pass) << "GI " << o.mig->gpu_instance_id << ": " << o.message;
+    }
+  }
+}
+
 TEST(MigInstances, WholeBoardChecksSkipAGpuWithInstancesAndSaySo) {
   const Report report = run("h100_mig_mixed.yaml", Level::standard, {"h2d_bandwidth", "d2h_bandwidth", "pcie_link", "clock_events"});
   ASSERT_EQ(report.checks.size(), 4u);
@@ -256,4 +309,119 @@ TEST(MigInstances, ReportsGroupInstancesAsTheyGroupGpus) {
   const std::string mixed_text = gpuenv::validate::report_text(mixed, false);
   EXPECT_NE(mixed_text.find("PASS 0[GI 7-9,11-13], FAIL 0[GI 10]"), std::string::npos) << mixed_text;
   EXPECT_NE(mixed_text.find("FAIL GPU 0[GI 10]: "), std::string::npos) << mixed_text;
+}
+
+namespace mig_test {
+
+// Records the memtest requests each MIG device's session receives, answering from the replay backend underneath.
+class MemtestRequestLog final : public gpuenv::validate::GpuSession {
+ public:
+  MemtestRequestLog(std::unique_ptr<gpuenv::validate::GpuSession> inner, std::string uuid,
+                    std::vector<std::pair<std::string, double>>& log, std::mutex& mutex)
+      : m_inner(std::move(inner)), m_uuid(std::move(uuid)), m_log(log), m_mutex(mutex) {}
+  gpuenv::Result<std::uint64_t> compute_mismatches() override { return m_inner->compute_mismatches(); }
+  gpuenv::Result<gpuenv::validate::MemtestResult> memtest(const gpuenv::validate::MemtestRequest& request) override {
+    {
+      std::lock_guard lock(m_mutex);
+      m_log.emplace_back(m_uuid, request.fraction_of_free);
+    }
+    return m_inner->memtest(request);
+  }
+  gpuenv::Result<gpuenv::validate::ConsistencyResult> gemm_consistency(int repetitions) override {
+    return m_inner->gemm_consistency(repetitions);
+  }
+  gpuenv::Result<gpuenv::validate::Samples> hbm_bandwidth(int samples) override { return m_inner->hbm_bandwidth(samples); }
+  gpuenv::Result<gpuenv::validate::Samples> copy_bandwidth(bool to_device, int samples) override {
+    return m_inner->copy_bandwidth(to_device, samples);
+  }
+  gpuenv::Result<std::optional<gpuenv::validate::Samples>> gemm_tflops(const std::string& dtype, int samples) override {
+    return m_inner->gemm_tflops(dtype, samples);
+  }
+  gpuenv::Result<gpuenv::validate::GpuHealth> health() override { return m_inner->health(); }
+
+ private:
+  std::unique_ptr<gpuenv::validate::GpuSession> m_inner;
+  std::string m_uuid;
+  std::vector<std::pair<std::string, double>>& m_log;
+  std::mutex& m_mutex;
+};
+
+class MemtestLoggingBackend final : public gpuenv::validate::GpuBackend {
+ public:
+  explicit MemtestLoggingBackend(std::unique_ptr<gpuenv::validate::GpuBackend> inner) : m_inner(std::move(inner)) {}
+  [[nodiscard]] std::string name() const override { return m_inner->name(); }
+  gpuenv::Result<gpuenv::validate::DriverState> driver() override { return m_inner->driver(); }
+  gpuenv::Result<std::vector<gpuenv::validate::GpuInfo>> gpus() override { return m_inner->gpus(); }
+  gpuenv::Result<gpuenv::validate::GpuHealth> health(int gpu) override { return m_inner->health(gpu); }
+  gpuenv::Result<std::unique_ptr<gpuenv::validate::GpuSession>> open(int gpu) override { return m_inner->open(gpu); }
+  gpuenv::Result<std::vector<gpuenv::validate::MigDevice>> mig_devices(int gpu) override { return m_inner->mig_devices(gpu); }
+  gpuenv::Result<std::unique_ptr<gpuenv::validate::GpuSession>> open_mig(const gpuenv::validate::MigDevice& device) override {
+    auto session = m_inner->open_mig(device);
+    if (!session) return session;
+    return std::unique_ptr<gpuenv::validate::GpuSession>(
+        std::make_unique<MemtestRequestLog>(std::move(*session), device.uuid, log, mutex));
+  }
+  gpuenv::Result<std::optional<gpuenv::validate::Samples>> p2p_bandwidth(int src, int dst, int samples) override {
+    return m_inner->p2p_bandwidth(src, dst, samples);
+  }
+  gpuenv::Result<std::optional<gpuenv::validate::Samples>> nccl_allreduce(const std::vector<int>& gpus, int samples) override {
+    return m_inner->nccl_allreduce(gpus, samples);
+  }
+  std::vector<std::pair<std::string, double>> log;  // (MIG uuid, fraction_of_free) per memtest call
+  std::mutex mutex;
+
+ private:
+  std::unique_ptr<gpuenv::validate::GpuBackend> m_inner;
+};
+
+}  // namespace mig_test
+
+TEST(MigInstances, MemtestRunsOncePerGpuInstanceAndItsOtherComputeInstancesSayWhere) {
+  // GI 2 (3g.40gb) is split into three compute instances that all see its free memory: each allocating half of it at
+  // once would crowd the others out, so the memory is tested once, from its first compute instance, at the level's
+  // whole fraction; the other two SKIP naming that one. The other GPU instances (one CI each) are tested as before.
+  auto replay = gpuenv::validate::load_replay_backend_file(std::filesystem::path(GPUENV_SOURCE_DIR) /
+                                                           "tests/data/validate/h100_mig_3g_split.yaml");
+  ASSERT_TRUE(replay.ok());
+  MemtestLoggingBackend backend(std::move(*replay));
+  CheckInputs inputs;
+  inputs.level = Level::standard;
+  inputs.thresholds = &shipped_thresholds();
+  RunOptions options;
+  options.filter = {"memtest"};
+  auto report = gpuenv::validate::run_validation(backend, inputs, all_checks(), options);
+  ASSERT_TRUE(report.ok());
+  const CheckReport* memtest = check_of(*report, "memtest");
+  ASSERT_NE(memtest, nullptr);
+  ASSERT_EQ(memtest->results.size(), 6u);
+  std::map<int, std::vector<const GpuOutcome*>> by_gi;
+  for (const auto& o : memtest->results) {
+    ASSERT_TRUE(o.mig.has_value());
+    by_gi[o.mig->gpu_instance_id].push_back(&o);
+  }
+  ASSERT_EQ(by_gi.size(), 4u);
+  ASSERT_EQ(backend.log.size(), 4u) << "one memory test per GPU instance";
+  std::set<std::string> tested;
+  for (const auto& [uuid, fraction] : backend.log) {
+    EXPECT_DOUBLE_EQ(fraction, 0.5) << uuid << ": the level's whole fraction of the GPU instance's free memory";
+    tested.insert(uuid);
+  }
+  for (const auto& entry : by_gi) {
+    const auto& outcomes = entry.second;
+    const GpuOutcome& first = *outcomes.front();
+    EXPECT_EQ(first.status, CheckStatus::pass) << first.message;
+    EXPECT_EQ(tested.count(first.mig->uuid), 1u) << first.mig->uuid;
+    for (std::size_t i = 1; i < outcomes.size(); ++i) {
+      const GpuOutcome& o = *outcomes[i];
+      EXPECT_EQ(entry.first, 2) << "only GI 2 has several compute instances";
+      EXPECT_EQ(o.status, CheckStatus::skip) << o.message;
+      EXPECT_EQ(tested.count(o.mig->uuid), 0u) << o.mig->uuid;
+      EXPECT_NE(o.message.find("GPU instance 2's memory is tested once, from GPU 0 / MIG 1c.3g.40gb (GI 2, CI " +
+                               std::to_string(first.mig->compute_instance_id) + ")"),
+                std::string::npos)
+          << o.message;
+      EXPECT_NE(o.message.find("its 3 compute instances share that memory"), std::string::npos) << o.message;
+    }
+  }
+  EXPECT_EQ(by_gi.at(2).size(), 3u);
 }

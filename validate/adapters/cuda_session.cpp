@@ -599,6 +599,13 @@ class CudaSession final : public GpuSession {
     return free_bytes;
   }
 
+  // This session's share of the free memory for work buffers (CudaSessionOptions::memory_shared_by).
+  Result<std::size_t> free_memory_share() {
+    auto free_bytes = free_memory();
+    if (!free_bytes) return free_bytes;
+    return *free_bytes / static_cast<std::size_t>(std::max(m_options.memory_shared_by, 1));
+  }
+
   static Error bad_request(const std::string& message) {
     return make_error(ErrorKind::usage, "validate.bad_request", message, "cuda_session", "this is a bug in the check");
   }
@@ -736,7 +743,7 @@ class CudaSession final : public GpuSession {
   Status ensure_cublaslt_workspace() {
     if (m_cublaslt_workspace_tried) return ok_status();
     m_cublaslt_workspace_tried = true;
-    auto free_bytes = free_memory();
+    auto free_bytes = free_memory_share();
     if (!free_bytes) return std::move(free_bytes).error();
     const std::size_t bytes = std::min<std::size_t>(k_cublaslt_workspace, (*free_bytes / 64) & ~(k_mib - 1));
     if (bytes == 0) return ok_status();
@@ -926,7 +933,7 @@ class CudaSession final : public GpuSession {
   // Sizes gemm_tflops's matrices to the free memory and allocates them; returns the smallest size the warm-up may
   // shrink them to.
   Result<int> allocate_tflops_buffers(TflopsGemm& g) {
-    auto free_bytes = free_memory();
+    auto free_bytes = free_memory_share();
     if (!free_bytes) return std::move(free_bytes).error();
     // 8192^3 keeps the GPU busy for a few ms per GEMM on the fastest GPUs; 4096 where memory is short.
     int n = m_options.tflops_gemm_size;
@@ -1093,7 +1100,7 @@ class CudaSession final : public GpuSession {
 
   Result<Samples> run_hbm_bandwidth(int samples) {
     if (samples < 1) return bad_request("hbm_bandwidth needs at least one sample, got " + std::to_string(samples));
-    auto free_bytes = free_memory();
+    auto free_bytes = free_memory_share();
     if (!free_bytes) return std::move(free_bytes).error();
     // 1 GiB each way: far beyond any L2 cache, small enough to fit beside other work.
     const std::uint64_t bytes = std::min<std::uint64_t>(k_gib, (*free_bytes / 4) & ~(k_mib - 1));
@@ -1101,7 +1108,11 @@ class CudaSession final : public GpuSession {
       return make_error(ErrorKind::environment, "cuda.out_of_memory",
                         "hbm_bandwidth needs 256 MiB of free GPU memory on " + m_bus_id +
                             " (it copies between two buffers of a quarter of it, at least 64 MiB each), " +
-                            std::to_string(*free_bytes) + " bytes are free",
+                            std::to_string(*free_bytes) + " bytes are free" +
+                            (m_options.memory_shared_by > 1
+                                 ? " (its 1/" + std::to_string(m_options.memory_shared_by) +
+                                       " share of the free memory of a MIG GPU instance whose compute instances run at once)"
+                                 : std::string()),
                         m_bus_id, "another process is using the GPU's memory: check nvidia-smi");
     }
     auto src = alloc(bytes, "allocating the copy source");
@@ -1147,7 +1158,7 @@ class CudaSession final : public GpuSession {
 
   Result<Samples> run_copy_bandwidth(bool to_device, int samples) {
     if (samples < 1) return bad_request("copy_bandwidth needs at least one sample, got " + std::to_string(samples));
-    auto free_bytes = free_memory();
+    auto free_bytes = free_memory_share();
     if (!free_bytes) return std::move(free_bytes).error();
     const std::uint64_t bytes = std::min<std::uint64_t>(256 * k_mib, (*free_bytes / 4) & ~(k_mib - 1));
     if (bytes < 16 * k_mib) {

@@ -58,6 +58,11 @@ struct CudaSessionOptions {
   /// would take more than half of the free memory or a warm-up GEMM takes over 250 ms, down to 2048 (or this size
   /// when it is smaller).
   int tflops_gemm_size = 8192;
+  /// Sessions that may run at once on the same memory: the compute instances of one MIG GPU instance (each sees
+  /// the GPU instance's free memory). The work buffers sized from free memory (hbm_bandwidth, gemm_tflops, copy
+  /// bandwidth, the cuBLASLt workspace) take 1/memory_shared_by of it so that siblings cannot crowd each other
+  /// out; memtest takes its fraction of all of it (the check runs it from one compute instance per GPU instance).
+  int memory_shared_by = 1;
   /// Longest a single GPU operation may run before the session reports `cuda.timeout` and stops using the GPU.
   std::chrono::milliseconds operation_timeout{30000};
   std::uint64_t seed = 1;  ///< seeds the compute kernels and the data of the bandwidth measurements

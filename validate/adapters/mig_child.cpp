@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -419,10 +420,21 @@ MigChild::~MigChild() {
   }
   if (m_fd >= 0) ::close(m_fd);  // an idle child reads the end of its socket and leaves
   if (m_pid > 0) {
-    // A child still in a GPU call (a hung instance) is not waited for.
+    // A child still in a GPU call (a hung instance) is killed, and waited for only up to the bound: one stuck
+    // uninterruptibly in the driver would otherwise hold gpuenv at exit.
     ::kill(m_pid, SIGKILL);
-    while (::waitpid(m_pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
+    (void)reap_child_within(m_pid, k_mig_child_reap_bound);
+  }
+}
+
+bool reap_child_within(int pid, std::chrono::milliseconds bound) {
+  const auto until = std::chrono::steady_clock::now() + bound;
+  for (;;) {
+    const pid_t got = ::waitpid(pid, nullptr, WNOHANG);
+    if (got == pid) return true;
+    if (got < 0 && errno != EINTR) return false;  // not (or no longer) our child
+    if (std::chrono::steady_clock::now() >= until) return false;
+    ::usleep(10000);
   }
 }
 

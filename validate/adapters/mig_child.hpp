@@ -5,7 +5,8 @@
 // reaches every instance by forking one child per instance before any thread starts (GpuBackend::prepare), setting
 // CUDA_VISIBLE_DEVICES in the child only, and forwarding each GpuSession call over a socket pair. Health is not
 // forwarded: NVML keeps it per GPU, and the parent reads it. The child ends when the parent closes its socket, and
-// is killed when the MigChild is destroyed.
+// is killed when the MigChild is destroyed (reaped if it ends within k_mig_child_reap_bound, else left to init).
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -19,12 +20,22 @@ namespace gpuenv::validate {
 /// Makes the session inside the child (after CUDA_VISIBLE_DEVICES is set there).
 using ChildSessionFactory = std::function<Result<std::unique_ptr<GpuSession>>()>;
 
+/// How long ~MigChild waits for its killed child to end. A child stuck uninterruptibly in the driver (a context
+/// torn down after an Xid) cannot end at once even on SIGKILL; gpuenv does not wait for it past this bound: it
+/// ends when the driver lets it, and once gpuenv has exited, init reaps it.
+inline constexpr std::chrono::milliseconds k_mig_child_reap_bound{2000};
+
+/// Reaps child `pid` if it ends within `bound`, polling waitpid(WNOHANG); false when it has not ended by then (or
+/// is not a child of this process). Never blocks longer than `bound` plus one poll interval (10 ms).
+bool reap_child_within(int pid, std::chrono::milliseconds bound);
+
 /// One child process serving one MIG device's session.
 class MigChild : public std::enable_shared_from_this<MigChild> {
  public:
   /// Forks the child for MIG device `uuid`. Call only while this process has a single thread (fork). Fails with
   /// `validate.mig_child` when no socket pair or process can be made.
   static Result<std::shared_ptr<MigChild>> start(const std::string& uuid, ChildSessionFactory open_in_child);
+  /// Closes the socket, sends the child SIGKILL and reaps it within k_mig_child_reap_bound (see there).
   ~MigChild();
   MigChild(const MigChild&) = delete;
   MigChild& operator=(const MigChild&) = delete;

@@ -773,10 +773,23 @@ class RealBackend final : public GpuBackend {
                         "check this instance with CUDA_VISIBLE_DEVICES=" + device.uuid + " gpuenv validate --gpus " +
                             std::to_string(device.parent) + " (NVIDIA MIG user guide, CUDA Device Enumeration)");
     }
-    return open(device.parent);
+    return open_target(device.parent, memory_sharers(device));
   }
 
-  Result<std::unique_ptr<GpuSession>> open(int gpu) override {
+  Result<std::unique_ptr<GpuSession>> open(int gpu) override { return open_target(gpu, 1); }
+
+  // The compute instances of `device`'s GPU instance among the MIG devices seen (at least 1).
+  int memory_sharers(const MigDevice& device) {
+    std::lock_guard lock(m_mig_mutex);
+    const auto n = std::count_if(m_mig_seen.begin(), m_mig_seen.end(), [&device](const MigDevice& d) {
+      return d.parent == device.parent && d.gpu_instance_id == device.gpu_instance_id;
+    });
+    return std::max(static_cast<int>(n), 1);
+  }
+
+  // A session in this process on GPU `gpu` (or the MIG device CUDA_VISIBLE_DEVICES names on it, whose GPU instance
+  // `shared_by` compute instances share).
+  Result<std::unique_ptr<GpuSession>> open_target(int gpu, int shared_by) {
     const std::string where = "GPU " + std::to_string(gpu);
     if (!m_options.session_factory) {
       return make_error(ErrorKind::environment, "validate.no_cuda_session",
@@ -802,6 +815,7 @@ class RealBackend final : public GpuBackend {
     NvmlConfComputeSystemState cc{};
     target.confidential = nv->api().conf_compute_state && nv->api().conf_compute_state(&cc) == k_nvml_success && (cc.ccFeature || cc.devToolsMode);
     target.health_reader = [nv, gpu]() { return read_health(*nv, gpu); };
+    target.memory_shared_by = shared_by;
     try {
       return m_options.session_factory(std::move(target));
     } catch (const std::exception& ex) {
@@ -984,6 +998,7 @@ class RealBackend final : public GpuBackend {
     SessionTarget target;
     target.pci_bus_id = bus_id;
     target.numa_node = numa_node(fs::path(m_options.sys_root), bus_id);
+    target.memory_shared_by = memory_sharers(device);
     const SessionFactory factory = m_options.session_factory;
     return MigChild::start(device.uuid, [factory, target]() -> Result<std::unique_ptr<GpuSession>> {
       try {

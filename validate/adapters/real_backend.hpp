@@ -21,6 +21,9 @@ struct SessionTarget {
   std::string pci_bus_id;  ///< "00000000:19:00.0"
   int numa_node = -1;      ///< the GPU's NUMA node from sysfs; -1 unknown (pinned host memory is then not placed)
   bool confidential = false;  ///< NVML reports confidential computing on (or dev-tools): CudaSessionOptions::confidential
+  /// For a MIG device: the compute instances of its GPU instance (the backend's MIG devices), which share that GPU
+  /// instance's memory and may all run at once: CudaSessionOptions::memory_shared_by. 1 for a whole GPU.
+  int memory_shared_by = 1;
   /// Reads that GPU's health through NVML (GpuSession::health() returns it, also while kernels run).
   std::function<Result<GpuHealth>()> health_reader;
 };

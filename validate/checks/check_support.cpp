@@ -82,6 +82,26 @@ GpuOutcome open_failed(const GpuInfo& gpu, const Error& error) {
   return failed(gpu.index, "creating a context on " + gpu_label(gpu), error, "context_failed");
 }
 
+namespace gi_share_detail {
+bool same_gpu_instance(const GpuInfo& a, const GpuInfo& b) {
+  return a.mig && b.mig && a.index == b.index && a.mig->gpu_instance_id == b.mig->gpu_instance_id;
+}
+}  // namespace gi_share_detail
+
+int gpu_instance_sharers(const CheckContext& context, const GpuInfo& gpu) {
+  if (!gpu.mig) return 1;
+  const auto n = std::count_if(context.gpus.begin(), context.gpus.end(),
+                               [&gpu](const GpuInfo& other) { return gi_share_detail::same_gpu_instance(other, gpu); });
+  return std::max(static_cast<int>(n), 1);
+}
+
+const GpuInfo& gpu_instance_first(const CheckContext& context, const GpuInfo& gpu) {
+  if (!gpu.mig) return gpu;
+  for (const GpuInfo& other : context.gpus)
+    if (gi_share_detail::same_gpu_instance(other, gpu)) return other;
+  return gpu;
+}
+
 std::string pci_id_text(std::uint32_t pci_device_id) {
   char buffer[16];
   std::snprintf(buffer, sizeof buffer, "0x%04x", pci_device_id);

@@ -84,6 +84,13 @@ Result<std::unique_ptr<GpuSession>> open_session(GpuBackend& backend, const GpuI
 /// The outcome when open_session failed: SKIP with the backend's hint when the MIG device cannot be reached from
 /// this process (`validate.mig_not_visible`), else FAIL `context_failed`.
 GpuOutcome open_failed(const GpuInfo& gpu, const Error& error);
+/// For a MIG device: the compute instances of its GPU instance among the check's units (`context.gpus`), which
+/// for_each_gpu_parallel visits at once and which share that GPU instance's memory and memory bandwidth; 1 for a
+/// whole GPU.
+int gpu_instance_sharers(const CheckContext& context, const GpuInfo& gpu);
+/// For a MIG device: the first of those compute instances in `context.gpus` (the one memtest tests the GPU
+/// instance's memory from); `gpu` itself for a whole GPU or when it is the first.
+const GpuInfo& gpu_instance_first(const CheckContext& context, const GpuInfo& gpu);
 /// "0x2330".
 std::string pci_id_text(std::uint32_t pci_device_id);
 /// Whether the check's deadline has passed (a check stops visiting GPUs then; the runner has already failed it).

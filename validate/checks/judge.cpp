@@ -162,7 +162,7 @@ int mig_memory_slices(const MigDevice& device) {
 }
 
 ReferenceRule mig_scaled_rule(ReferenceRule rule, const ThresholdTable* table, std::uint32_t pci_device_id,
-                              const MigDevice& device, std::string_view metric) {
+                              const MigDevice& device, std::string_view metric, int gi_compute_instances) {
   if (!rule.reference) return rule;
   const Reference whole = *rule.reference;
   const std::string whole_text = (rule.model.empty() ? std::string("the GPU") : rule.model) + " " +
@@ -176,11 +176,17 @@ ReferenceRule mig_scaled_rule(ReferenceRule rule, const ThresholdTable* table, s
       rule.why_none = instance + " reports no memory size to scale the whole-GPU reference by";
       return rule;
     }
+    const int sharing = std::max(gi_compute_instances, 1);
     const std::string share = std::to_string(slices) + "/" + std::to_string(k_mig_memory_slices);
-    rule.reference = Reference{whole.value * slices / k_mig_memory_slices, whole.unit,
+    const std::string shared =
+        sharing > 1 ? ", shared by " + std::to_string(sharing) + " compute instances of GI " +
+                          std::to_string(device.gpu_instance_id) + " measured at once (1/" + std::to_string(sharing) +
+                          " each)"
+                    : std::string();
+    rule.reference = Reference{whole.value * slices / k_mig_memory_slices / sharing, whole.unit,
                                whole.source + "; scale: " + k_mig_memory_slices_source,
                                share + " of " + whole_text + ": " + std::to_string(slices) + " of " +
-                                   std::to_string(k_mig_memory_slices) + " memory slices (MIG user guide)"};
+                                   std::to_string(k_mig_memory_slices) + " memory slices (MIG user guide)" + shared};
     return rule;
   }
   if (metric.rfind("gemm_tflops.", 0) == 0) {

@@ -102,8 +102,11 @@ int mig_memory_slices(const MigDevice& device);
 /// ("1/8 of H100 SXM5 80GB hbm_bandwidth 2540.0 GB/s: 1 of 8 memory slices"). Without what the scale needs (no
 /// memory sizes, no SM count for the instance or the model) or for another metric the reference is removed and
 /// why_none says why, so the figure is MEASURED rather than judged against the whole GPU.
+/// `gi_compute_instances`: the compute instances of the device's GPU instance measured at the same time (each
+/// reports the whole GPU instance's memory and shares its bandwidth); for hbm_bandwidth the share is divided by
+/// it when above 1 ("4/8 ... shared by 3 compute instances of GI 2"). GEMM's SM scale already is the CI's own.
 ReferenceRule mig_scaled_rule(ReferenceRule rule, const ThresholdTable* table, std::uint32_t pci_device_id,
-                              const MigDevice& device, std::string_view metric);
+                              const MigDevice& device, std::string_view metric, int gi_compute_instances = 1);
 /// nccl_allreduce across nodes: the rdma_nic rule's fraction x SHARE_GBS, one NCCL rank's share of its node's active
 /// RDMA link rate in GB/s (multinode::nic_share_gbs), described by BASIS ("2 x 400 Gb/sec (4X NDR) over 2 GPUs").
 /// None without a table, without the rule, or with no active port (SHARE_GBS 0): the figure is then MEASURED.

@@ -115,6 +115,7 @@ class Memtest final : public SpecCheck {
     request.fraction_of_free = plan.fraction_of_free;
     request.deadline_ms = plan.budget_ms;
     return for_each_gpu_parallel(context, [&](const GpuInfo& gpu) {
+      if (auto other = tested_from_sibling(context, gpu)) return *other;
       auto session = open_session(context.backend, gpu);
       if (!session) return open_failed(gpu, session.error());
       MemtestRequest r = request;
@@ -127,6 +128,17 @@ class Memtest final : public SpecCheck {
   }
 
  private:
+  // The memory belongs to the GPU instance: its compute instances all see (and would each allocate a fraction of)
+  // the same free memory at once, so it is tested from the first of them here and the others SKIP naming it.
+  static std::optional<GpuOutcome> tested_from_sibling(const CheckContext& context, const GpuInfo& gpu) {
+    const GpuInfo& first = gpu_instance_first(context, gpu);
+    if (!gpu.mig || !first.mig || first.mig->uuid == gpu.mig->uuid) return std::nullopt;
+    return skipped(gpu.index,
+                   "GPU instance " + std::to_string(gpu.mig->gpu_instance_id) + "'s memory is tested once, from " +
+                       gpu_label(first) + ": its " + std::to_string(gpu_instance_sharers(context, gpu)) +
+                       " compute instances share that memory, so testing it from each at once would split it");
+  }
+
   static GpuOutcome judge(const GpuInfo& gpu, const MemtestResult& m, Level level, const MemtestRequest& request) {
     const double gib = static_cast<double>(m.bytes_tested) / (1024.0 * 1024.0 * 1024.0);
     const std::string patterns = m.patterns.empty() ? std::string("none listed") : join(m.patterns, ", ");

@@ -126,12 +126,14 @@ GpuOutcome combine(int gpu, const std::vector<Part>& parts, const std::vector<st
 using RuleFor = std::function<ReferenceRule(CheckContext&, const GpuInfo&, const std::string& metric, std::string& group)>;
 
 // The listed reference (hbm); for a MIG device scaled to its share, and compared by the node rule only with
-// instances of the same profile.
+// instances of the same profile. Compute instances of one GPU instance are measured at once (visit_indices,
+// parallel) and share its memory bandwidth, so each one's share is divided among the ones in this run.
 ReferenceRule listed_rule(CheckContext& context, const GpuInfo& gpu, const std::string& metric, std::string& group) {
   ReferenceRule rule = find_reference(context.inputs.thresholds, gpu.pci_device_id, metric);
   if (!gpu.mig) return rule;
   group = "mig " + gpu.mig->profile;
-  return mig_scaled_rule(std::move(rule), context.inputs.thresholds, gpu.pci_device_id, *gpu.mig, metric);
+  return mig_scaled_rule(std::move(rule), context.inputs.thresholds, gpu.pci_device_id, *gpu.mig, metric,
+                         gpu_instance_sharers(context, gpu));
 }
 
 ReferenceRule host_device_rule(CheckContext& context, const GpuInfo& gpu, const std::string& metric,
