@@ -203,10 +203,13 @@ Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
   if (o.multi_node) {
     if (!ctx.make_nccl_ranks)
       return make_error(ErrorKind::internal, "cli.no_adapters", "no multi-node NCCL configured", {}, "");
-    p.inputs.multi_node = [config = *o.multi_node, make = ctx.make_nccl_ranks, image_libraries,
-                           sysfs = o.sysfs_root](const std::vector<std::string>& bus_ids, int samples) {
+    p.inputs.multi_node = [config = *o.multi_node, make = ctx.make_nccl_ranks, image_libraries, sysfs = o.sysfs_root,
+                           level = o.level](const std::vector<std::string>& bus_ids, int samples) {
       const validate::multinode::NicSummary nics = validate::multinode::read_nics(sysfs);
-      return validate::multinode::run_rank(config, static_cast<int>(bus_ids.size()), nics,
+      validate::multinode::NodeConfig rank = config;  // rank 0 refuses a rank of another level
+      rank.samples = samples;
+      rank.level = level;
+      return validate::multinode::run_rank(rank, static_cast<int>(bus_ids.size()), nics,
                                            make(bus_ids, samples, image_libraries));
     };
     // The rendezvous may wait its whole timeout (a peer waits for rank 0 twice that), then rank 0 for the results.

@@ -181,6 +181,9 @@ const std::vector<ErrorCode>& error_codes() {
        "hello, a peer speaking another protocol)",
        "read the message; run the same gpuenv release on every node, give each run its own --rendezvous-port or "
        "--run-token, and open the port between the nodes"},
+      {"rdma_port_down", "an RDMA port of a node in the multi-node run is not active, and the node has fewer active "
+       "ports than GPUs (the message names the ports)",
+       "bring the named ports up: `ibstat`, the cable, the switch port, the subnet manager (`sminfo`); then rerun"},
       {"image_cudnn_unavailable", "the framework reports that cuDNN is unavailable or disabled",
        "the image lacks the cuDNN the framework was built for, or it does not load: see libraries_load, and rebuild "
        "the image from its lock"},

@@ -604,6 +604,15 @@ int cpucuda_current_device(void) { return t_current ? t_current->ordinal : -1; }
 
 unsigned long long cpucuda_lazy_stalls(void) { return g_lazy_stalls; }
 
+// The primary-context references held on every device: a run that leaks its contexts (it left a thread behind that
+// may still use them) shows as references that never come back.
+unsigned long long cpucuda_primary_retained(void) {
+  std::lock_guard lock(g_memory_mutex);
+  unsigned long long total = 0;
+  for (const auto& d : g_devices) total += static_cast<unsigned long long>(d->retained);
+  return total;
+}
+
 int cpucuda_device_count(void) {
   initialise();
   return static_cast<int>(g_devices.size());

@@ -649,4 +649,27 @@ TEST_F(CpuDriver, TheWatchEndsARankWhosePeerNeverCame) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 }
 
+TEST_F(CpuDriver, AnInitLeftBehindKeepsItsContexts) {
+  ScopedEnv root("CPU_NCCL_ROOT_ADDR", "127.0.0.1");
+  ScopedEnv fault("CPU_NCCL_FAULTS", "init_hang");
+  auto id = gpuenv::validate::nccl_unique_id(multi_options());
+  ASSERT_TRUE(id.ok() && id->has_value());
+  // Warm: the adapter keeps one reference per device for the process (keep_primary_context) on first use.
+  ASSERT_TRUE(gpuenv::validate::measure_nccl_allreduce(multi_options(), {k_gpu0}, 1).ok());
+  const auto before = counter(CPU_CUDA_PATH, "cpucuda_primary_retained");
+  const auto start = std::chrono::steady_clock::now();
+  auto watch = [start]() -> gpuenv::Status {
+    if (std::chrono::steady_clock::now() - start < 200ms) return gpuenv::ok_status();
+    return gpuenv::make_error(gpuenv::ErrorKind::environment, "multinode.peer_lost", "rank 1 (node02) died");
+  };
+  // ncclCommInitRank is still running on its thread when the watch ends the wait: the run's context reference must
+  // not be released under it.
+  auto r = gpuenv::validate::measure_nccl_allreduce_ranks(multi_options(), {k_gpu0}, rank_spec(**id, 0, watch), 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, "multinode.peer_lost");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);  // not waiting for the init
+  EXPECT_EQ(counter(CPU_CUDA_PATH, "cpucuda_primary_retained"), before + 1);
+  std::this_thread::sleep_for(3200ms);  // the init ends before the next test changes the faults
+}
+
 }  // namespace

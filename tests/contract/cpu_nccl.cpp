@@ -17,6 +17,8 @@
 //                   and every later all-reduce stalls at its first barrier until the clique is aborted, as a broken
 //                   peer would stall it (so a test sees the error on every poll, however fast the first round ran)
 //     init          ncclCommInitAll fails with ncclUnhandledCudaError (1)
+//     init_hang     ncclCommInitRank stays inside the call for 3 s, then fails with ncclSystemError (2), as an init
+//                   whose bootstrap never completes (a caller that stops waiting must not free what it may use)
 //     die           across processes: this process kills itself (SIGKILL) in its second all-reduce, after sending
 //                   half of its buffer, as a node that dies mid-run
 //   CPU_NCCL_ROOT_ADDR  the IPv4 address ncclGetUniqueId puts in the id (where the other processes reach this one);
@@ -82,7 +84,7 @@ constexpr int k_version = 22703;            // 2.27.3
 constexpr std::size_t k_corrupt_index = 5;  // the element the `corrupt` fault changes
 
 struct Faults {
-  bool corrupt = false, hang = false, async_error = false, init = false, die = false;
+  bool corrupt = false, hang = false, async_error = false, init = false, die = false, init_hang = false;
 };
 
 Faults faults() {
@@ -100,6 +102,7 @@ Faults faults() {
     if (name == "async_error") f.async_error = true;
     if (name == "init") f.init = true;
     if (name == "die") f.die = true;
+    if (name == "init_hang") f.init_hang = true;
   }
   return f;
 }
@@ -453,6 +456,10 @@ int init_rank(void** comm, int nranks, const char* id, int rank) {
     return fail(k_invalid_argument, "ncclCommInitRank: rank " + std::to_string(rank) + " of " + std::to_string(nranks));
   if (std::memcmp(id, k_id_magic, 8) != 0) return fail(k_invalid_argument, "ncclCommInitRank: not a CPU NCCL unique id");
   if (faults().init) return fail(k_unhandled_cuda_error, "ncclCommInitRank: injected failure (CPU_NCCL_FAULTS=init)");
+  if (faults().init_hang) {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    return fail(k_system_error, "ncclCommInitRank: injected hang (CPU_NCCL_FAULTS=init_hang)");
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   std::memcpy(&a.sin_addr.s_addr, id + 8, 4);

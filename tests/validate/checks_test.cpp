@@ -1225,22 +1225,36 @@ TEST_F(Checks, MultiNodeAllReduceIsJudgedPerRankAgainstTheNics) {
     seen = bus_ids;
     EXPECT_EQ(samples, 5);
     return gpuenv::Result<gpuenv::validate::multinode::MultiNodeResult>(
-        gpuenv::validate::multinode::MultiNodeResult{0, 2, {multi_node_rank(0, 47, 8), multi_node_rank(1, 46, 8)}});
+        gpuenv::validate::multinode::MultiNodeResult{0, 2, {multi_node_rank(0, 375, 8), multi_node_rank(1, 330, 8)}});
   };
   auto ran = run("nccl_allreduce");
   ASSERT_FALSE(ran.not_applicable);
   EXPECT_EQ(seen.size(), 8u);
   EXPECT_EQ(ran.host().status, CheckStatus::pass) << ran.host().message;
   EXPECT_NE(ran.host().message.find("rank 1 (node02)"), std::string::npos);
+  EXPECT_NE(ran.host().message.find("320.0"), std::string::npos) << ran.host().message;  // 0.8 x 8 x 400 Gb/s
 
-  // Rank 1 at 25 GB/s: below 0.75 x (0.8 x 50 GB/s).
+  // Rank 1 at 300 GB/s: below the line of 0.8 x 400 GB/s itself (fail_fraction does not lower it).
   inputs.multi_node = [](const std::vector<std::string>&, int) {
     return gpuenv::Result<gpuenv::validate::multinode::MultiNodeResult>(
-        gpuenv::validate::multinode::MultiNodeResult{0, 2, {multi_node_rank(0, 47, 8), multi_node_rank(1, 25, 8)}});
+        gpuenv::validate::multinode::MultiNodeResult{0, 2, {multi_node_rank(0, 375, 8), multi_node_rank(1, 300, 8)}});
   };
   auto slow = run("nccl_allreduce");
   EXPECT_EQ(slow.host().status, CheckStatus::fail);
   EXPECT_EQ(slow.host().code, "bandwidth_low");
+
+  // One GPU a node drives one of its 8 NICs: 0.8 x 400 Gb/s = 40 GB/s.
+  inputs.multi_node = [](const std::vector<std::string>&, int) {
+    auto one = multi_node_rank(0, 45, 8);
+    one.gpus = 1;
+    auto other = multi_node_rank(1, 35, 8);
+    other.gpus = 1;
+    return gpuenv::Result<gpuenv::validate::multinode::MultiNodeResult>(
+        gpuenv::validate::multinode::MultiNodeResult{0, 2, {one, other}});
+  };
+  auto single = run("nccl_allreduce");
+  EXPECT_EQ(single.host().status, CheckStatus::fail) << single.host().message;  // rank 1's 35 < 40
+  EXPECT_NE(single.host().message.find("40.0"), std::string::npos) << single.host().message;
 
   // No RDMA port: measured, never a pass.
   inputs.multi_node = [](const std::vector<std::string>&, int) {
@@ -1250,6 +1264,60 @@ TEST_F(Checks, MultiNodeAllReduceIsJudgedPerRankAgainstTheNics) {
   auto measured = run("nccl_allreduce");
   EXPECT_EQ(measured.host().status, CheckStatus::measured);
   EXPECT_NE(measured.host().message.find("this is rank 1"), std::string::npos);
+}
+
+TEST_F(Checks, MultiNodeRankWithAPortDownWarnsNamingIt) {
+  h100x8(backend);
+  table.derived.rdma_nic = gpuenv::validate::SourcedFraction{0.8, "test"};
+  // Rank 1: 7 of its 8 ports active, 8 GPUs: its line is 0.8 x 7 x 50 = 280 GB/s, which it passes, yet a GPU has
+  // no NIC of its own.
+  inputs.multi_node = [](const std::vector<std::string>&, int) {
+    auto down = multi_node_rank(1, 300, 8);
+    down.nics.ports[3].active = false;
+    return gpuenv::Result<gpuenv::validate::multinode::MultiNodeResult>(
+        gpuenv::validate::multinode::MultiNodeResult{0, 2, {multi_node_rank(0, 375, 8), down}});
+  };
+  auto ran = run("nccl_allreduce");
+  EXPECT_EQ(ran.host().status, CheckStatus::warn) << ran.host().message;
+  EXPECT_EQ(ran.host().code, "rdma_port_down");
+  EXPECT_NE(gpuenv::validate::find_error_code("rdma_port_down"), nullptr);  // catalogued, with its hint
+  EXPECT_NE(ran.host().message.find("mlx5_3/1"), std::string::npos) << ran.host().message;
+  EXPECT_NE(ran.host().message.find("280.0"), std::string::npos) << ran.host().message;
+
+  // A spare port down while every GPU still has an active NIC of its own: no warning.
+  inputs.multi_node = [](const std::vector<std::string>&, int) {
+    auto spare = multi_node_rank(1, 330, 9);
+    spare.nics.ports[8].active = false;
+    return gpuenv::Result<gpuenv::validate::multinode::MultiNodeResult>(
+        gpuenv::validate::multinode::MultiNodeResult{0, 2, {multi_node_rank(0, 375, 8), spare}});
+  };
+  EXPECT_EQ(run("nccl_allreduce").host().status, CheckStatus::pass);
+}
+
+TEST_F(Checks, MultiNodeRankWithoutAMeasurementFails) {
+  h100x8(backend);
+  table.derived.rdma_nic = gpuenv::validate::SourcedFraction{0.8, "test"};
+  inputs.multi_node = [](const std::vector<std::string>&, int) {
+    auto empty = multi_node_rank(1, 375, 8);
+    empty.samples.reset();
+    return gpuenv::Result<gpuenv::validate::multinode::MultiNodeResult>(
+        gpuenv::validate::multinode::MultiNodeResult{0, 2, {multi_node_rank(0, 375, 8), empty}});
+  };
+  auto ran = run("nccl_allreduce");
+  EXPECT_EQ(ran.host().status, CheckStatus::fail) << ran.host().message;
+  EXPECT_EQ(ran.host().code, "rendezvous_failed");
+  EXPECT_NE(ran.host().message.find("rank 1 (node02): no measurement"), std::string::npos) << ran.host().message;
+  // Not even with every rank empty: never a pass, never a skip.
+  inputs.multi_node = [](const std::vector<std::string>&, int) {
+    auto empty = multi_node_rank(0, 1, 8);
+    empty.samples.reset();
+    empty.error_id = "multinode.peer_lost";
+    return gpuenv::Result<gpuenv::validate::multinode::MultiNodeResult>(
+        gpuenv::validate::multinode::MultiNodeResult{0, 1, {empty}});
+  };
+  auto none = run("nccl_allreduce");
+  EXPECT_EQ(none.host().status, CheckStatus::fail);
+  EXPECT_EQ(none.host().code, "peer_lost");
 }
 
 TEST_F(Checks, MultiNodeFailuresNameTheirCode) {

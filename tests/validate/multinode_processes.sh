@@ -134,6 +134,7 @@ if [ "$mode" = loopback ]; then
   cat >"$work/bin/srun" <<'SRUN'
 #!/bin/bash
 while [ "${1:-}" != "${1#--}" ]; do shift; done  # srun's own options
+printf '%s\n' "$@" >"$(dirname "$0")/../srun.args"  # what every task was given
 pids=()
 for task in 0 1; do
   SLURM_PROCID=$task SLURM_NTASKS=2 SLURM_STEP_NODELIST=127.0.0.1,127.0.0.1 SLURM_JOB_ID=4242 SLURM_STEP_ID=0 "$@" &
@@ -156,5 +157,8 @@ SRUN
   out=$(outcome "$work/gpuenv-two-node-4242-rank0.json")
   echo "$out" | grep -q '^measured no_threshold 2 nodes x 2 GPU(s), this is rank 0' || fail "sbatch rank 0: $out"
   [ -s "$work/gpuenv-two-node-4242-rank1.json" ] || fail "the sbatch job wrote no report for rank 1"
+  # Every task got the job's random token (not the public job.step default).
+  grep -A1 -x -- '--run-token' "$work/srun.args" | tail -1 | grep -qxE '[0-9a-f]{32}' ||
+    fail "the sbatch job gave no random --run-token: $(tr '\n' ' ' <"$work/srun.args")"
   echo "ok: recipes/slurm/gpuenv-two-node.sbatch: $out"
 fi

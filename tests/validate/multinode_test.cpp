@@ -63,7 +63,7 @@ TEST(Hostlist, RefusesMalformedAndOversizeLists) {
 // ---- frames --------------------------------------------------------------------------------------------------
 
 TEST(Wire, RoundTripsAMessageAndWaitsForTheRest) {
-  auto bytes = mn::encode_message(mn::MessageType::hello, mn::hello_json({1, 2, 4, "tok", "node02", 8}));
+  auto bytes = mn::encode_message(mn::MessageType::hello, mn::hello_json({1, 2, 4, "tok", "node02", 8, 5, "standard"}));
   ASSERT_TRUE(bytes);
   for (std::size_t cut = 0; cut < bytes->size(); ++cut) {
     auto partial = mn::decode_message(std::string_view(*bytes).substr(0, cut), "test");
@@ -105,16 +105,17 @@ TEST(Wire, RefusesHostileFrames) {
 }
 
 TEST(Wire, RefusesHellosWithMissingOrOutOfRangeFields) {
-  const nlohmann::json good = mn::hello_json({1, 1, 2, "t", "h", 1});
+  const nlohmann::json good = mn::hello_json({1, 1, 2, "t", "h", 1, 3, "quick"});
   EXPECT_TRUE(mn::parse_hello(good, "x"));
-  for (const char* field : {"protocol", "rank", "world", "token", "host", "gpus"}) {
+  for (const char* field : {"protocol", "rank", "world", "token", "host", "gpus", "samples", "level"}) {
     nlohmann::json j = good;
     j.erase(field);
     EXPECT_FALSE(mn::parse_hello(j, "x")) << field;
   }
   for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
            {"protocol", 2}, {"rank", 2}, {"rank", -1}, {"world", 0}, {"world", 100000}, {"gpus", 0}, {"token", 7},
-           {"token", std::string(300, 't')}, {"host", std::string(300, 'h')}, {"rank", 1.5}}) {
+           {"token", std::string(300, 't')}, {"host", std::string(300, 'h')}, {"rank", 1.5}, {"samples", 0},
+           {"samples", 1001}, {"level", std::string(40, 'l')}}) {
     nlohmann::json j = good;
     j[field] = value;
     EXPECT_FALSE(mn::parse_hello(j, "x")) << field << "=" << value.dump();
@@ -167,24 +168,39 @@ TEST(NicRate, ParsesTheKernelsFormat) {
     EXPECT_FALSE(mn::parse_nic_rate(bad)) << bad;
 }
 
-TEST_F(SysfsTree, FourHundredGigabitPortsGiveFiftyGigabytesPerRank) {
+TEST_F(SysfsTree, EachGpuDrivesOneOfTheFastestActivePorts) {
   for (int d = 0; d < 8; ++d) port("mlx5_" + std::to_string(d), "1", "400 Gb/sec (4X NDR)", "4: ACTIVE");
   port("mlx5_bond", "1", "100 Gb/sec (4X EDR)", "1: DOWN", "Ethernet");
   const mn::NicSummary nics = mn::read_nics(root.string());
   ASSERT_EQ(nics.ports.size(), 9u);
-  EXPECT_DOUBLE_EQ(mn::nic_share_gbs(nics, 8), 50.0);  // 8 x 400 Gb/s over 8 GPUs
-  EXPECT_DOUBLE_EQ(mn::nic_share_gbs(nics, 1), 50.0);  // one GPU reaches one NIC
-  EXPECT_DOUBLE_EQ(mn::nic_share_gbs(nics, 16), 25.0);
+  EXPECT_DOUBLE_EQ(mn::node_nic_gbs(nics, 8), 400.0);  // 8 GPUs, each on a 400 Gb/s NIC: the node's 3200 Gb/s
+  EXPECT_DOUBLE_EQ(mn::node_nic_gbs(nics, 1), 50.0);   // one GPU drives one NIC
+  EXPECT_DOUBLE_EQ(mn::node_nic_gbs(nics, 2), 100.0);
+  EXPECT_DOUBLE_EQ(mn::node_nic_gbs(nics, 16), 400.0);  // more GPUs than NICs: the NICs bound it
+  EXPECT_DOUBLE_EQ(mn::node_nic_gbs(nics, 0), 0.0);
+  EXPECT_EQ(mn::active_ports(nics), 8);
+  EXPECT_EQ(mn::inactive_ports(nics), "mlx5_bond/1");  // not counted, even as the ninth port of 16 GPUs
   EXPECT_NE(mn::describe_nics(nics).find("8 x 400 Gb/sec (4X NDR) active"), std::string::npos);
   EXPECT_NE(mn::describe_nics(nics).find("1 port(s) not active"), std::string::npos);
 
   gpuenv::validate::ThresholdTable table;
   table.derived.rdma_nic = gpuenv::validate::SourcedFraction{0.8, "test"};
-  const auto rule = gpuenv::validate::nic_reference(&table, mn::nic_share_gbs(nics, 8), mn::describe_nics(nics));
+  const auto rule = gpuenv::validate::nic_reference(&table, mn::node_nic_gbs(nics, 8), mn::describe_nics(nics));
   ASSERT_TRUE(rule.reference);
-  EXPECT_DOUBLE_EQ(rule.reference->value, 40.0);  // 0.8 x 50 GB/s
-  EXPECT_DOUBLE_EQ(rule.fail_fraction, 1.0);      // the 0.8 x rate line is the acceptance line itself
+  EXPECT_DOUBLE_EQ(rule.reference->value, 320.0);  // 0.8 x 400 GB/s
+  EXPECT_DOUBLE_EQ(rule.fail_fraction, 1.0);        // the line itself is the acceptance line
   EXPECT_NE(rule.reference->basis.find("0.80 x"), std::string::npos);
+}
+
+TEST_F(SysfsTree, MixedRatesUseTheFastestPortsFirst) {
+  port("mlx5_0", "1", "100 Gb/sec (4X EDR)", "4: ACTIVE");
+  port("mlx5_1", "1", "400 Gb/sec (4X NDR)", "4: ACTIVE");
+  port("mlx5_2", "1", "200 Gb/sec (2X NDR)", "4: ACTIVE");
+  const mn::NicSummary nics = mn::read_nics(root.string());
+  EXPECT_DOUBLE_EQ(mn::node_nic_gbs(nics, 1), 50.0);          // the 400 Gb/s port
+  EXPECT_DOUBLE_EQ(mn::node_nic_gbs(nics, 2), 75.0);          // 400 + 200
+  EXPECT_DOUBLE_EQ(mn::node_nic_gbs(nics, 4), 87.5);          // all three
+  EXPECT_EQ(mn::inactive_ports(nics), "");
 }
 
 TEST_F(SysfsTree, NoActivePortOrNoTreeLeavesTheFigureMeasured) {
@@ -193,7 +209,7 @@ TEST_F(SysfsTree, NoActivePortOrNoTreeLeavesTheFigureMeasured) {
   port("mlx5_0", "1", "400 Gb/sec (4X NDR)", "1: DOWN");
   port("mlx5_1", "1", "garbage\x1b[31m", "4: ACTIVE");
   const mn::NicSummary nics = mn::read_nics(root.string());
-  EXPECT_EQ(mn::nic_share_gbs(nics, 8), 0.0);
+  EXPECT_EQ(mn::node_nic_gbs(nics, 8), 0.0);
   EXPECT_NE(nics.note.find("unreadable rates: mlx5_1/1"), std::string::npos);
   EXPECT_EQ(nics.note.find('\x1b'), std::string::npos);
   gpuenv::validate::ThresholdTable table;
@@ -373,7 +389,7 @@ TEST(Rendezvous, APeerThatDiesDuringTheAllReduceIsNamedByRankZero) {
   // Rank 1 is a raw client: it says hello, takes the start, then its connection closes as a killed process's does.
   std::thread dying([port] {
     const int fd = connect_to(port);
-    auto hello = mn::encode_message(mn::MessageType::hello, mn::hello_json({1, 1, 2, "test-token", "host1", 1}));
+    auto hello = mn::encode_message(mn::MessageType::hello, mn::hello_json({1, 1, 2, "test-token", "host1", 1, 1, ""}));
     ASSERT_TRUE(hello);
     ASSERT_EQ(::send(fd, hello->data(), hello->size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello->size()));
     char buffer[4096];
@@ -431,6 +447,76 @@ TEST(Rendezvous, RefusesConfigsThatCannotBe) {
   for (const auto& c : {node(2, 2, 1), node(-1, 2, 1), node(0, 2, 0), node(0, 0, 1)})
     EXPECT_EQ(mn::run_rank(c, 1, {}, nccl.ranks()).error().id, "validate.bad_request");
   EXPECT_EQ(mn::run_rank(node(0, 1, 1), 0, {}, nccl.ranks()).error().id, "validate.bad_request");
+  mn::NodeConfig no_samples = node(0, 1, 1);
+  no_samples.samples = 0;
+  EXPECT_EQ(mn::run_rank(no_samples, 1, {}, nccl.ranks()).error().id, "validate.bad_request");
+}
+
+TEST(Rendezvous, ARankOfAnotherLevelIsRefusedNamingBoth) {
+  const int port = free_port();
+  FakeNccl nccl;
+  const auto ranks = nccl.ranks();
+  auto other = std::async(std::launch::async, [port, &ranks] {
+    mn::NodeConfig c = node(1, 2, port);
+    c.samples = 10;
+    c.level = "long";
+    return mn::run_rank(c, 1, {}, ranks);
+  });
+  mn::NodeConfig root_config = node(0, 2, port, std::chrono::milliseconds(1500));
+  root_config.samples = 5;
+  root_config.level = "standard";
+  auto root = mn::run_rank(root_config, 1, {}, ranks);
+  auto refused = other.get();
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().id, "multinode.refused");
+  EXPECT_NE(refused.error().message.find("level long (10 samples), rank 0 runs level standard (5 samples)"),
+            std::string::npos)
+      << refused.error().message;
+  ASSERT_FALSE(root);
+  EXPECT_EQ(root.error().id, "multinode.peer_missing");
+  EXPECT_EQ(nccl.measured.load(), 0);  // nobody measured a count the others do not share
+}
+
+TEST(Rendezvous, AResultWithNeitherFiguresNorAnErrorIsAProtocolError) {
+  const int port = free_port();
+  FakeNccl nccl;
+  // Rank 1 is a raw client: hello, the start, then a result that holds nothing.
+  std::thread empty([port] {
+    const int fd = connect_to(port);
+    auto hello = mn::encode_message(mn::MessageType::hello, mn::hello_json({1, 1, 2, "test-token", "host1", 1, 1, ""}));
+    ASSERT_TRUE(hello);
+    ASSERT_EQ(::send(fd, hello->data(), hello->size(), MSG_NOSIGNAL), static_cast<ssize_t>(hello->size()));
+    char buffer[4096];
+    ASSERT_GT(::recv(fd, buffer, sizeof buffer, 0), 0);  // the start
+    auto result = mn::encode_message(mn::MessageType::result,
+                                     {{"rank", 1}, {"host", "host1"}, {"gpus", 1}, {"error_id", ""}, {"nics", nlohmann::json::array()}});
+    ASSERT_TRUE(result);
+    ASSERT_GT(::send(fd, result->data(), result->size(), MSG_NOSIGNAL), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ::close(fd);
+  });
+  auto root = mn::run_rank(node(0, 2, port), 1, {}, nccl.ranks());
+  empty.join();
+  ASSERT_FALSE(root);
+  EXPECT_EQ(root.error().id, "multinode.protocol");
+  EXPECT_NE(root.error().message.find("neither a measurement nor an error"), std::string::npos) << root.error().message;
+}
+
+TEST(Rendezvous, AnEmptyMeasurementIsSentAsAnError) {
+  const int port = free_port();
+  FakeNccl nccl;
+  mn::NcclRanks absent = nccl.ranks();
+  absent.measure = [](const mn::UniqueId&, int, int, std::uint64_t, const mn::Watch&)
+      -> gpuenv::Result<std::optional<gpuenv::validate::Samples>> { return std::optional<gpuenv::validate::Samples>{}; };
+  const auto ranks = nccl.ranks();
+  auto peer = std::async(std::launch::async, [port, &absent] { return mn::run_rank(node(1, 2, port), 1, {}, absent); });
+  auto root = mn::run_rank(node(0, 2, port), 1, {}, ranks);
+  auto p = peer.get();
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().id, "nccl.missing");
+  ASSERT_FALSE(root);  // never a result without a figure
+  EXPECT_EQ(root.error().id, "multinode.peer_failed");
+  EXPECT_NE(root.error().message.find("no NCCL library"), std::string::npos) << root.error().message;
 }
 
 }  // namespace

@@ -170,6 +170,8 @@ class Run {
 
   [[nodiscard]] const DriverApi& api() const { return *m_api; }
   [[nodiscard]] bool broken() const { return m_broken; }
+  // A thread of the run (NCCL's init) was left behind while it may still use the contexts: nothing is freed.
+  void abandon() { m_broken = true; }
 
   [[nodiscard]] Error fail(const char* call, CUresult rc, const std::string& doing) const {
     return call_error(*m_api, call, rc, doing);
@@ -774,8 +776,9 @@ Status check_bus_ids(const std::vector<std::string>& bus_ids) {
 
 // Multi-node: ncclCommInitRank for every local GPU in one group, on a thread of its own, since NCCL's init cannot be
 // bounded: it is waited for until the operation timeout while RANKS.watch is asked. When the wait ends early the
-// thread is left behind and whatever it makes is leaked (never used, never freed under a hung NCCL).
-Status init_rank_comms(const std::shared_ptr<DriverApi>& driver, const std::shared_ptr<NcclApi>& nccl,
+// thread is left behind and whatever it makes is leaked (never used, never freed under a hung NCCL), and RUN is
+// abandoned: the thread may still be inside ncclCommInitRank on those contexts, so they are never released.
+Status init_rank_comms(Run& run, const std::shared_ptr<DriverApi>& driver, const std::shared_ptr<NcclApi>& nccl,
                        const std::vector<Gpu>& gpus, Communicators& comms, const NcclRankSpec& ranks,
                        std::chrono::milliseconds timeout, const std::string& names) {
   if (!nccl->get_unique_id || !nccl->comm_init_rank)
@@ -824,13 +827,18 @@ Status init_rank_comms(const std::shared_ptr<DriverApi>& driver, const std::shar
       }
     }
     if (ranks.watch) {
-      if (auto s = ranks.watch(); !s) return s;
+      if (auto s = ranks.watch(); !s) {
+        run.abandon();
+        return s;
+      }
     }
-    if (std::chrono::steady_clock::now() > deadline)
+    if (std::chrono::steady_clock::now() > deadline) {
+      run.abandon();
       return make_error(ErrorKind::environment, "cuda.timeout",
                         "ncclCommInitRank did not finish within " + std::to_string(timeout.count()) + " ms for " + names,
                         names, "a rank may be missing from NCCL's bootstrap or the fabric may not connect: run with "
                                "NCCL_DEBUG=INFO and check NCCL_SOCKET_IFNAME/NCCL_IB_HCA on every node");
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
@@ -911,7 +919,7 @@ Result<std::optional<Samples>> run_nccl(const MultiGpuOptions& options, const st
   // Declared after `run`: the communicators go before the contexts are released.
   Communicators comms(nccl, n);
   if (ranks) {
-    if (auto s = init_rank_comms(*api, nccl, gpus, comms, *ranks, options.operation_timeout, names); !s)
+    if (auto s = init_rank_comms(run, *api, nccl, gpus, comms, *ranks, options.operation_timeout, names); !s)
       return std::move(s).error();
   } else if (NcclResult rc = nccl->comm_init_all(comms.data(), static_cast<int>(n), ordinals.data());
              rc != k_nccl_success) {

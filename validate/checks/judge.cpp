@@ -220,7 +220,7 @@ ReferenceRule nic_reference(const ThresholdTable* table, double share_gbs, const
   } else if (!table || !table->derived.rdma_nic) {
     rule.why_none = "the thresholds have no rdma_nic rule";
   } else {
-    rule.reference = derived(share_gbs, "GB/s", *table->derived.rdma_nic, basis + " = " + fixed(share_gbs, 1) + " GB/s per rank",
+    rule.reference = derived(share_gbs, "GB/s", *table->derived.rdma_nic, basis + " = " + fixed(share_gbs, 1) + " GB/s per node",
                              "the ports' rate from sysfs (/sys/class/infiniband/*/ports/*/rate)");
   }
   return rule;

@@ -107,9 +107,10 @@ int mig_memory_slices(const MigDevice& device);
 /// it when above 1 ("4/8 ... shared by 3 compute instances of GI 2"). GEMM's SM scale already is the CI's own.
 ReferenceRule mig_scaled_rule(ReferenceRule rule, const ThresholdTable* table, std::uint32_t pci_device_id,
                               const MigDevice& device, std::string_view metric, int gi_compute_instances = 1);
-/// nccl_allreduce across nodes: the rdma_nic rule's fraction x SHARE_GBS, one NCCL rank's share of its node's active
-/// RDMA link rate in GB/s (multinode::nic_share_gbs), described by BASIS ("2 x 400 Gb/sec (4X NDR) over 2 GPUs").
-/// None without a table, without the rule, or with no active port (SHARE_GBS 0): the figure is then MEASURED.
+/// nccl_allreduce across nodes: the rdma_nic rule's fraction x SHARE_GBS, the node's usable RDMA link rate in GB/s
+/// (multinode::node_nic_gbs: the fastest min(GPUs, active ports) ports), described by BASIS ("2 x 400 Gb/sec (4X NDR)
+/// active (...), 2 used by 2 GPU(s)"). The line itself is the acceptance line (fail fraction 1.0). None without a
+/// table, without the rule, or with no active port (SHARE_GBS 0): the figure is then MEASURED.
 ReferenceRule nic_reference(const ThresholdTable* table, double share_gbs, const std::string& basis);
 
 /// The metric-name suffix for a unit: "GB/s" -> "gbs", "TFLOPS" -> "tflops", else the unit's letters and digits

@@ -405,27 +405,46 @@ class NcclAllreduce final : public SpecCheck {
     CheckStatus worst = CheckStatus::skip;
     std::string code, message;
     std::vector<Metric> metrics;
+    auto worsen = [&worst, &code](CheckStatus status, const std::string& status_code) {
+      const CheckStatus before = worst;
+      worst = worse(worst, status);
+      if (worst != before) code = status_code;
+    };
     for (const multinode::RankReport& r : result.ranks) {
       const std::string who = "rank " + std::to_string(r.rank) + " (" + r.host + ")";
-      if (!r.samples) {
-        message += (message.empty() ? "" : "; ") + who + ": no measurement";
+      if (!r.samples) {  // never a pass: a rank that measured nothing was not judged
+        message += (message.empty() ? "" : "; ") + who + ": no measurement" +
+                   (r.error_message.empty() ? std::string() : " (" + r.error_message + ")");
+        worsen(CheckStatus::fail, r.error_id.empty() ? "rendezvous_failed" : multi_node_code(r.error_id));
         continue;
       }
-      const double share = multinode::nic_share_gbs(r.nics, r.gpus);
+      const double node_gbs = multinode::node_nic_gbs(r.nics, r.gpus);
+      const int active = multinode::active_ports(r.nics);
       const std::string basis =
-          multinode::describe_nics(r.nics) + (share > 0 ? " over " + std::to_string(r.gpus) + " GPU(s)" : "");
-      const ReferenceRule rule = nic_reference(context.inputs.thresholds, share, basis);
+          multinode::describe_nics(r.nics) +
+          (node_gbs > 0 ? ", the fastest " + std::to_string(std::min(active, r.gpus)) + " used by " +
+                              std::to_string(r.gpus) + " GPU(s)"
+                        : "");
+      const ReferenceRule rule = nic_reference(context.inputs.thresholds, node_gbs, basis);
       MetricJudgement j = judge_samples("nccl_allreduce", *r.samples, rule, "rank" + std::to_string(r.rank) + ".");
       message += (message.empty() ? "" : "; ") + who + ": " + j.message;
-      const CheckStatus before = worst;
-      worst = worse(worst, j.status);
-      if (worst != before) code = j.code;
+      worsen(j.status, j.code);
+      // A port that is down leaves GPUs without a NIC of their own: the node's fabric is short (half of it when one
+      // of two ports is down), whatever the figure says.
+      if (const std::string down = multinode::inactive_ports(r.nics); !down.empty() && active < r.gpus) {
+        message += "; " + who + ": RDMA port(s) not active: " + down + " (" + std::to_string(active) +
+                   " active for " + std::to_string(r.gpus) + " GPU(s))";
+        worsen(CheckStatus::warn, "rdma_port_down");
+      }
       for (auto& m : j.metrics) metrics.push_back(std::move(m));
     }
     const std::string scope = std::to_string(result.world) + " nodes x " + std::to_string(context.gpus.size()) +
                               " GPU(s), this is rank " + std::to_string(result.rank) +
                               (result.rank == 0 ? " (every rank's result)" : " (its own result; rank 0 reports all)");
     GpuOutcome out = outcome(-1, worst, scope + ": " + message, code);
+    if (code == "rdma_port_down")
+      out.hint = "bring the named RDMA ports up (`ibstat`, cables, the switch port, the subnet manager): each GPU "
+                 "drives one NIC, so a port that is down slows the node's all-reduce";
     if (code == "no_threshold")
       out.hint = "the figure is reported, not judged: a node without an active RDMA port (InfiniBand or RoCE, see "
                  "`ibstat`) has no link rate to judge it by, and the thresholds' rdma_nic rule gives the fraction";

@@ -89,16 +89,27 @@ NicSummary read_nics(const std::string& sysfs_root) {
   return out;
 }
 
-double nic_share_gbs(const NicSummary& nics, int gpus) {
+double node_nic_gbs(const NicSummary& nics, int gpus) {
+  std::vector<double> rates;
+  for (const NicPort& p : nics.ports)
+    if (p.active) rates.push_back(p.gbps);
+  if (rates.empty() || gpus < 1) return 0;
+  std::sort(rates.begin(), rates.end(), [](double a, double b) { return a > b; });
+  const std::size_t used = std::min(rates.size(), static_cast<std::size_t>(gpus));
   double total = 0;
-  int active = 0;
-  for (const NicPort& p : nics.ports) {
-    if (!p.active) continue;
-    total += p.gbps;
-    ++active;
-  }
-  if (active == 0 || gpus < 1) return 0;
-  return total / std::max(gpus, active) / 8.0;
+  for (std::size_t i = 0; i < used; ++i) total += rates[i];
+  return total / 8.0;
+}
+
+std::string inactive_ports(const NicSummary& nics) {
+  std::string out;
+  for (const NicPort& p : nics.ports)
+    if (!p.active) out += (out.empty() ? "" : ", ") + p.device + "/" + p.port;
+  return out;
+}
+
+int active_ports(const NicSummary& nics) {
+  return static_cast<int>(std::count_if(nics.ports.begin(), nics.ports.end(), [](const NicPort& p) { return p.active; }));
 }
 
 std::string describe_nics(const NicSummary& nics) {

@@ -1,7 +1,7 @@
 #pragma once
 // The RDMA NICs of a node as sysfs describes them (/sys/class/infiniband/<device>/ports/<n>/{rate,state,link_layer},
 // the kernel's ABI: Documentation/ABI/stable/sysfs-class-infiniband; `rate` is written by rate_show in
-// drivers/infiniband/core/sysfs.c as "%d%s Gb/sec (%dX%s)", `state` as "%d: %s"), and each NCCL rank's share of their
+// drivers/infiniband/core/sysfs.c as "%d%s Gb/sec (%dX%s)", `state` as "%d: %s"), and the node's usable share of their
 // rate, which the thresholds' rdma_nic rule turns into a bus-bandwidth reference (docs/validate.md "More than one
 // node"). NVML has no query for a NIC's link rate (its device queries cover GPUs, their PCIe and NVLink), so sysfs is
 // the source.
@@ -38,10 +38,18 @@ Result<double> parse_nic_rate(std::string_view text);
 /// the reason in the note. Never fails: a node without RDMA devices has no ports.
 NicSummary read_nics(const std::string& sysfs_root);
 
-/// One NCCL rank's share of its node's RDMA link rate, GB/s: the active ports' total rate (Gb/s) over
-/// max(GPUS, active ports), in bytes (/8); a node with more ports than GPUs gives each rank one port's rate (a GPU
-/// reaches its nearest NIC). 0 when no port is active. The check applies the thresholds' rdma_nic fraction to it.
-double nic_share_gbs(const NicSummary& nics, int gpus);
+/// The node's usable RDMA link rate, GB/s: the rates (Gb/s) of the fastest min(GPUS, active ports) active ports,
+/// summed, in bytes (/8). nccl-tests' bus bandwidth across nodes is the whole node's NIC rate (NCCL runs a ring per
+/// NIC; NCCL's maintainers give "24GB/s ... per 200G NIC", NVIDIA/nccl-tests#119, so a node of 8 GPUs and 8 x 200G
+/// NICs shows ~190 GB/s), and a GPU drives at most one NIC: 8 GPUs and 8 x 400G give 400 GB/s, 1 GPU and 8 x 400G
+/// 50 GB/s. 0 when no port is active or GPUS < 1. The check applies the thresholds' rdma_nic fraction to it.
+double node_nic_gbs(const NicSummary& nics, int gpus);
+
+/// The ports that are not active ("mlx5_3/1, mlx5_7/1"), "" when all are.
+std::string inactive_ports(const NicSummary& nics);
+
+/// How many ports are active.
+int active_ports(const NicSummary& nics);
 
 /// "2 x 400 Gb/sec (4X NDR) active (mlx5_0/1, mlx5_1/1)", or the note when there are none.
 std::string describe_nics(const NicSummary& nics);

@@ -252,6 +252,7 @@ Result<RankReport> parse_report(const nlohmann::json& body, int rank, const Node
     s.library = text_of(body, "library", 255);
     r.samples = std::move(s);
   }
+  if (!r.samples && r.error_id.empty()) return bad("it holds neither a measurement nor an error");
   r.nics.note = text_of(body, "nic_note", 500);
   const auto ports = body.find("nics");
   if (ports != body.end() && ports->is_array()) {
@@ -288,6 +289,10 @@ std::string misfit(const NodeConfig& c, int gpus, const Hello& h, const std::map
     return "it counts " + std::to_string(h.world) + " ranks, rank 0 counts " + std::to_string(c.world);
   if (h.rank == 0) return "it says it is rank 0 too";
   if (ranks.count(h.rank)) return "rank " + std::to_string(h.rank) + " already said hello";
+  if (h.samples != c.samples || h.level != c.level)
+    return "it runs level " + (h.level.empty() ? std::string("?") : h.level) + " (" + std::to_string(h.samples) +
+           " samples), rank 0 runs level " + (c.level.empty() ? std::string("?") : c.level) + " (" +
+           std::to_string(c.samples) + " samples): start every rank with the same --level";
   if (h.gpus != gpus)
     return "it drives " + std::to_string(h.gpus) + " GPUs, rank 0 drives " + std::to_string(gpus) +
            " (every node must select as many)";
@@ -407,7 +412,9 @@ Status watch_ranks(const NodeConfig& c, std::map<int, Channel>& ranks, std::map<
 
 // After the measurement failed: when a peer's channel says why within a short grace (it died, it failed, rank 0
 // aborted), that is the error, naming the rank, with the measurement's own error after it; else the measurement's.
+// An error the watch gave (multinode.*) is returned as it is.
 Error blame_peer(const std::function<Status()>& look, Error own) {
+  if (own.id.rfind("multinode.", 0) == 0) return own;  // the watch itself ended it: that error names the peer already
   const auto until = Clock::now() + std::chrono::milliseconds(2000);
   while (Clock::now() < until) {
     if (auto s = look(); !s) {
@@ -418,6 +425,16 @@ Error blame_peer(const std::function<Status()>& look, Error own) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return own;
+}
+
+// A measurement that came back empty (no NCCL loaded on this rank) as the error it is, so no rank ever reports
+// neither a figure nor an error.
+Result<Samples> measured_or_error(Result<std::optional<Samples>> measured) {
+  if (!measured) return std::move(measured).error();
+  if (!*measured)
+    return make_error(ErrorKind::environment, "nccl.missing", "no NCCL library loads on this rank", "libnccl",
+                      "install NCCL (libnccl2) on every node, or run with --image");
+  return std::move(**measured);
 }
 
 Watch rate_limited(std::function<Status()> look) {
@@ -447,7 +464,7 @@ Result<MultiNodeResult> run_root(const NodeConfig& c, int gpus, const NicSummary
   }
   std::map<int, RankReport> results;
   const Watch watch = rate_limited([&c, &ranks, &results] { return watch_ranks(c, ranks, results); });
-  auto own = nccl.measure(*id, 0, c.world * gpus, c.buffer_bytes, watch);
+  auto own = measured_or_error(nccl.measure(*id, 0, c.world * gpus, c.buffer_bytes, watch));
   if (!own) {
     Error e = blame_peer([&c, &ranks, &results] { return watch_ranks(c, ranks, results); }, std::move(own).error());
     abort_all(ranks, e);
@@ -483,7 +500,7 @@ struct Start {
 
 Result<Start> await_start(const NodeConfig& c, Channel& ch, int gpus) {
   const auto deadline = Clock::now() + c.rendezvous_timeout;
-  GPUENV_CHECK(write_message(ch, MessageType::hello, hello_json({k_protocol_version, c.rank, c.world, c.token, c.local_host, gpus}),
+  GPUENV_CHECK(write_message(ch, MessageType::hello, hello_json({k_protocol_version, c.rank, c.world, c.token, c.local_host, gpus, c.samples, c.level}),
                              deadline));
   // Rank 0 answers once every rank arrived, or when its own deadline passed: allow it its whole wait and more.
   GPUENV_TRY(got, read_message(ch, deadline + c.rendezvous_timeout, "waiting for rank 0 to start the run"));
@@ -522,7 +539,7 @@ Result<MultiNodeResult> run_peer(const NodeConfig& c, int gpus, const NicSummary
   GPUENV_TRY(start, await_start(c, ch, gpus));
   Channel* channel = &ch;
   const Watch watch = rate_limited([channel] { return watch_root(*channel); });
-  auto own = nccl.measure(start.id, c.rank * gpus, c.world * gpus, start.bytes, watch);
+  auto own = measured_or_error(nccl.measure(start.id, c.rank * gpus, c.world * gpus, start.bytes, watch));
   // Named as rank 0 and the errors name it (--peers or the Slurm node list); the hello carries its own name too.
   RankReport mine{c.rank, rank_name_host(c, c.rank), gpus, std::nullopt, {}, {}, nics};
   if (!own) {
@@ -549,6 +566,7 @@ Result<MultiNodeResult> run_rank(const NodeConfig& config, int gpus, const NicSu
   if (config.hosts.empty() || config.hosts.front().empty()) return bad("rank 0's host is not known");
   if (config.port < 1 || config.port > 65535) return bad("the rendezvous port " + std::to_string(config.port) + " is not a port");
   if (gpus < 1) return bad("a rank needs at least one GPU");
+  if (config.samples < 1 || config.samples > 1000) return bad(std::to_string(config.samples) + " samples is not 1..1000");
   if (!nccl.unique_id || !nccl.measure) return bad("no NCCL measurement was wired");
   try {
     return config.rank == 0 ? run_root(config, gpus, nics, nccl) : run_peer(config, gpus, nics, nccl);

@@ -41,6 +41,10 @@ struct NodeConfig {
   std::chrono::milliseconds result_timeout{120000};      ///< rank 0: from its own result until every rank's
   /// Rank 0's choice of the all-reduce buffer per NCCL rank, sent to every rank with the id (they must agree).
   std::uint64_t buffer_bytes = 256ull << 20;
+  /// The samples this rank measures and the level they come from (the nccl_allreduce check sets both); rank 0
+  /// refuses a hello whose samples or level differ from its own, naming both.
+  int samples = 1;
+  std::string level;
 };
 
 /// The NCCL side, one implementation per NCCL (multi_gpu.hpp for libnccl; tests hand in others).

@@ -86,7 +86,8 @@ Result<std::optional<Decoded>> decode_message(std::string_view bytes, const std:
 
 nlohmann::json hello_json(const Hello& hello) {
   return {{"protocol", hello.protocol}, {"rank", hello.rank}, {"world", hello.world},
-          {"token", hello.token},       {"host", hello.host}, {"gpus", hello.gpus}};
+          {"token", hello.token},       {"host", hello.host}, {"gpus", hello.gpus},
+          {"samples", hello.samples},   {"level", hello.level}};
 }
 
 Result<Hello> parse_hello(const nlohmann::json& body, const std::string& from) {
@@ -100,6 +101,10 @@ Result<Hello> parse_hello(const nlohmann::json& body, const std::string& from) {
   GPUENV_TRY(gpus, int_field(body, "gpus", 1, 64, from));
   GPUENV_TRY(token, text_field(body, "token", 256, from));
   GPUENV_TRY(host, text_field(body, "host", 255, from));
+  GPUENV_TRY(samples, int_field(body, "samples", 1, 1000, from));
+  GPUENV_TRY(level, text_field(body, "level", 16, from));
+  h.samples = samples;
+  h.level = safe_text(level, 16);
   h.protocol = protocol;
   h.world = world;
   h.rank = rank;

@@ -58,6 +58,8 @@ struct Hello {
   std::string token;
   std::string host;
   int gpus = 0;  ///< GPUs this rank drives
+  int samples = 1;    ///< samples this rank measures (its level's); every rank must take rank 0's
+  std::string level;  ///< the level those samples come from ("standard"), to name it when they differ
 };
 nlohmann::json hello_json(const Hello& hello);
 /// Reads a hello; `multinode.protocol` names the field that is missing, of the wrong type or out of range.
