@@ -50,6 +50,7 @@ struct DataEntry {
   std::string name;
   bool directory = false;  ///< a real directory, not a link to one
   bool mine = false;       ///< owned by this process's user
+  std::chrono::seconds age{0};  ///< since it last changed (wall clock minus its mtime); 0 when its mtime is ahead
 };
 
 /// A file open for reading, never for writing.
@@ -87,14 +88,20 @@ class DataFiles {
   virtual Result<std::string> make_directory(const std::string& parent, const std::string& prefix) = 0;
   /// Creates PATH, which must not exist (O_EXCL, mode 0600), for writing; O_DIRECT where the file system takes it.
   virtual Result<std::unique_ptr<DataWriteFile>> create(const std::string& path) = 0;
-  /// Writes a small new file (O_EXCL, 0600) holding TEXT, synced.
+  /// Writes a small new file (O_EXCL, 0600) holding TEXT, synced (fdatasync), and syncs the directory holding it
+  /// (fsync), so that the file, its contents and its name are all on disk when this returns.
   virtual Status write_small(const std::string& path, const std::string& text) = 0;
+  /// Renames the directory PARENT/FROM to PARENT/TO, both names looked up from one descriptor of PARENT; never
+  /// replaces an existing TO (RENAME_NOREPLACE; where the file system lacks it, a TO seen to exist is refused and
+  /// rename can at most replace an empty directory). PARENT is synced afterwards. Names hold no '/'.
+  virtual Status rename_directory(const std::string& parent, const std::string& from, const std::string& to) = 0;
   /// Reads at most LIMIT bytes of a small file, not following a link.
   virtual Result<std::string> read_small(const std::string& path, std::size_t limit) = 0;
   /// The entries of DIR (without "." and "..").
   virtual Result<std::vector<DataEntry>> list(const std::string& dir) = 0;
   /// Removes the directory DIR and the files directly in it (links are removed, never followed); refuses, leaving
-  /// it, when it holds a directory.
+  /// it, when it holds a directory. DIR's parent is opened once, DIR opened from it without following a link, its
+  /// files unlinked through DIR's descriptor and DIR removed through the parent's (no path looked up twice).
   virtual Status remove_directory(const std::string& dir) = 0;
   /// This process as the owner of the directories it makes.
   virtual DataOwner self() = 0;

@@ -126,6 +126,43 @@ Result<std::uint64_t> write_own_file(DataFiles& files, const std::string& file, 
   return written;
 }
 
+std::string seconds_text(SteadyClock::duration d) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(1);
+  s << std::max(0.0, std::chrono::duration<double>(d).count()) << " s";
+  return s.str();
+}
+
+// The error of a measurement the check's deadline leaves no time for: LEFT remained, RESERVED had to stay after WHAT.
+Error no_time(const std::string& what, SteadyClock::duration left, SteadyClock::duration reserved,
+              const std::string& reserved_for, const std::string& where) {
+  return data_failure(k_data_no_time,
+                      "no time left to " + what + ": " + seconds_text(left) + " of the check's deadline remained, not more than the " +
+                          seconds_text(reserved) + " kept for " + reserved_for + "; nothing was measured",
+                      where);
+}
+
+// Makes gpuenv's directory in DIR so that a directory under the final name always holds its owner file: made as
+// DIR/.gpuenv-data-new-XXXXXX (mkdtemp), the owner file written and synced there, then renamed to
+// DIR/.gpuenv-data-read-XXXXXX. A run killed before the rename leaves a .gpuenv-data-new-* directory, which later
+// runs remove once it is k_data_stale_age old (remove_stale_data_directories). Returns the final path.
+Result<std::string> make_own_directory(DataFiles& files, const std::string& dir) {
+  GPUENV_TRY(fresh, files.make_directory(dir, k_data_new_prefix));
+  const std::string name = fresh.substr(fresh.rfind('/') + 1);
+  const std::string prefix = k_data_new_prefix;
+  Status done = name.compare(0, prefix.size(), prefix) == 0
+                    ? files.write_small(fresh + "/" + k_data_owner_file, data_owner_text(files.self()))
+                    : Status(data_failure(k_data_io, "the directory made for data_read is not named " + prefix + "*", fresh));
+  const std::string final_name = std::string(k_data_dir_prefix) + name.substr(std::min(prefix.size(), name.size()));
+  if (done) done = files.rename_directory(dir, name, final_name);
+  if (done) return dir + "/" + final_name;
+  Error e = std::move(done).error();
+  if (Status removed = files.remove_directory(fresh); !removed)
+    e.message += "; and gpuenv could not remove its directory " + fresh + ": " + removed.error().message;
+  return e;
+}
+
 // The directory mode: a directory of gpuenv's own in DIR, its file written, read back; the directory is removed
 // whatever happens (a failure to remove it is added to the error, or to the notes).
 Status measure_own_file(DataFiles& files, const std::string& dir, const DataPathInfo& info, const DataReadPlan& plan,
@@ -138,11 +175,19 @@ Status measure_own_file(DataFiles& files, const std::string& dir, const DataPath
                         "only " + gib(info.free_bytes) + " free in " + dir + "; data_read writes at most a tenth of the free space and needs " +
                             gib(plan.min_file) + " or more",
                         dir);
-  GPUENV_TRY(own, files.make_directory(dir, k_data_dir_prefix));
+  // Writing ends early enough to leave the read time and the removal; none of it left: say so, making nothing.
+  const SteadyClock::duration reserved = k_cleanup_reserve + plan.read_time;
+  const std::string reserved_for = "reading the file back (" + seconds_text(plan.read_time) + ") and removing its directory (" +
+                                   seconds_text(k_cleanup_reserve) + ")";
+  if (deadline - reserved <= files.now())
+    return no_time("write data_read's test file in " + dir, deadline - files.now(), reserved, reserved_for, dir);
+  GPUENV_TRY(own, make_own_directory(files, dir));
   out.own_file = true;
-  Status done = files.write_small(own + "/" + k_data_owner_file, data_owner_text(files.self()));
-  if (done) {
-    const auto write_end = std::min(files.now() + plan.write_time, deadline - k_cleanup_reserve - plan.read_time);
+  Status done = ok_status();
+  if (deadline - reserved <= files.now()) {
+    done = no_time("write data_read's test file in " + own, deadline - files.now(), reserved, reserved_for, own);
+  } else {
+    const auto write_end = std::min(files.now() + plan.write_time, deadline - reserved);
     auto written = write_own_file(files, own + "/" + k_data_file, size, plan.block, write_end, out);
     if (!written) {
       done = std::move(written).error();
@@ -163,6 +208,21 @@ Status measure_own_file(DataFiles& files, const std::string& dir, const DataPath
     out.notes.push_back(why + " (remove it by hand)");
   }
   return done;
+}
+
+// Why a directory of gpuenv's found in a data directory is removed, or empty to keep it (KEPT says why).
+std::string stale_reason(const DataEntry& e, bool fresh_name, const std::optional<DataOwner>& owner, bool owner_gone,
+                         std::string& kept) {
+  const auto minutes = std::chrono::duration_cast<std::chrono::minutes>(e.age).count();
+  const bool old = e.age >= k_data_stale_age;
+  if (owner && owner_gone) return "left by a run that is gone (pid " + std::to_string(owner->pid) + ")";
+  if (old && !owner) return "left without a readable owner file by a run killed while making it (unchanged for " + std::to_string(minutes) + " min)";
+  if (old && fresh_name) return "left by a run killed before it renamed it (unchanged for " + std::to_string(minutes) + " min)";
+  if (!owner)
+    kept = "no owner file gpuenv can read in it yet (removed once unchanged for " + std::to_string(k_data_stale_age.count()) + " min)";
+  else
+    kept = "its run (pid " + std::to_string(owner->pid) + " on " + safe_text(owner->host, 64) + ") may still be going";
+  return {};
 }
 
 }  // namespace data_read_detail
@@ -218,25 +278,22 @@ std::vector<std::string> remove_stale_data_directories(DataFiles& files, const s
   auto entries = files.list(dir);
   if (!entries) return notes;  // the measurement itself says what is wrong with DIR
   const DataOwner self = files.self();
-  const std::string prefix = k_data_dir_prefix;
+  const std::string prefix = k_data_dir_prefix, new_prefix = k_data_new_prefix;
   for (const auto& e : *entries) {
-    if (!e.directory || !e.mine || e.name.compare(0, prefix.size(), prefix) != 0) continue;
+    const bool fresh_name = e.name.compare(0, new_prefix.size(), new_prefix) == 0;
+    if (!e.directory || !e.mine || (!fresh_name && e.name.compare(0, prefix.size(), prefix) != 0)) continue;
     const std::string path = dir + "/" + e.name;
     auto text = files.read_small(path + "/" + k_data_owner_file, 4096);
     const std::optional<DataOwner> owner = text ? parse_data_owner(*text) : std::nullopt;
-    if (!owner) {
-      notes.push_back("kept " + safe_text(path, 512) + ": no owner file gpuenv can read in it");
-      continue;
-    }
-    if (!data_owner_gone(*owner, self, files.alive(owner->pid))) {
-      notes.push_back("kept " + safe_text(path, 512) + ": its run (pid " + std::to_string(owner->pid) + " on " +
-                      safe_text(owner->host, 64) + ") may still be going");
-      continue;
-    }
-    if (Status removed = files.remove_directory(path); removed) {
-      notes.push_back("removed " + safe_text(path, 512) + ", left by a run that is gone (pid " + std::to_string(owner->pid) + ")");
+    const bool gone = owner && data_owner_gone(*owner, self, files.alive(owner->pid));
+    std::string kept;
+    const std::string reason = data_read_detail::stale_reason(e, fresh_name, owner, gone, kept);
+    if (reason.empty()) {
+      notes.push_back("kept " + safe_text(path, 512) + ": " + kept);
+    } else if (Status removed = files.remove_directory(path); removed) {
+      notes.push_back("removed " + safe_text(path, 512) + ", " + reason);
     } else {
-      notes.push_back("could not remove " + safe_text(path, 512) + ", left by a run that is gone: " + removed.error().message);
+      notes.push_back("could not remove " + safe_text(path, 512) + ", " + reason + ": " + removed.error().message);
     }
   }
   return notes;
@@ -253,6 +310,8 @@ Result<DataReadFigures> measure_data_read(DataFiles& files, const std::string& p
     case DataPathKind::other:
       return data_failure("data.unsupported", "the data path " + path + " is neither a directory nor a regular file", path);
     case DataPathKind::regular_file: {
+      if (deadline - k_cleanup_reserve <= files.now())
+        return no_time("read " + path, deadline - files.now(), k_cleanup_reserve, "the end of the check", path);
       const auto read_end = std::min(files.now() + plan.read_time, deadline - k_cleanup_reserve);
       GPUENV_CHECK(read_timed(files, path, info.size, plan.block, read_end, false, out));
       return out;

@@ -14,8 +14,18 @@
 
 namespace gpuenv::validate {
 
-/// The names of the directories gpuenv makes inside a data directory: this prefix and six random characters.
+/// The names of the directories gpuenv makes inside a data directory: this prefix and six random characters. A
+/// directory is made as k_data_new_prefix + six characters, its owner file written and synced there, and only then
+/// renamed to this prefix + the same six: a directory under this name always holds its owner file.
 inline constexpr const char* k_data_dir_prefix = ".gpuenv-data-read-";
+/// The name of a directory of gpuenv's while its owner file is being written (milliseconds, in a live run).
+inline constexpr const char* k_data_new_prefix = ".gpuenv-data-new-";
+/// A directory of gpuenv's whose run cannot be told from its owner file (a .gpuenv-data-new-* one, or one without a
+/// readable owner file) is removed once unchanged this long: a live run renames its directory within moments of
+/// making it, and the longest check deadline is 95 s.
+inline constexpr std::chrono::minutes k_data_stale_age{10};
+/// The error id of a measurement the check's deadline left no time for (checks/data.cpp: WARN data_read_no_time).
+inline constexpr const char* k_data_no_time = "data.no_time";
 /// The file in each such directory naming its owner (host, boot id, pid namespace, pid), for later runs.
 inline constexpr const char* k_data_owner_file = "owner";
 /// The file read back.
@@ -50,7 +60,7 @@ struct DataReadFigures {
 /// Measures PATH's sequential read rate at LEVEL, finishing before DEADLINE. Errors (ids of data_files.hpp, and
 /// "data.unsupported" for a path that is neither a directory nor a regular file, "data.mismatch" when a file of
 /// gpuenv's own reads back other bytes than were written, "data.no_space" when a tenth of the free space is less
-/// than the plan's minimum file).
+/// than the plan's minimum file, k_data_no_time when DEADLINE leaves no time to write (directory) or read (file)).
 Result<DataReadFigures> measure_data_read(DataFiles& files, const std::string& path, Level level,
                                           std::chrono::steady_clock::time_point deadline);
 
@@ -69,7 +79,10 @@ std::optional<DataOwner> parse_data_owner(const std::string& text);
 /// pid namespace's, or a live process's directory is kept.
 bool data_owner_gone(const DataOwner& dir_owner, const DataOwner& self, bool pid_alive);
 
-/// Removes the directories of gpuenv's in DIR whose owner is gone; returns a note for each removed or kept.
+/// Removes the directories of gpuenv's in DIR (of this user, not links) whose run is gone: a .gpuenv-data-read-*
+/// one whose owner file says so (data_owner_gone), or that has no readable owner file and is k_data_stale_age old;
+/// a .gpuenv-data-new-* one whose owner file says so, or that is k_data_stale_age old. Returns a note for each
+/// removed or kept.
 std::vector<std::string> remove_stale_data_directories(DataFiles& files, const std::string& dir);
 
 }  // namespace gpuenv::validate

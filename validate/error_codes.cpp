@@ -207,6 +207,10 @@ const std::vector<ErrorCode>& error_codes() {
       {"data_mismatch", "the test file gpuenv wrote read back with other bytes than it wrote",
        "the storage returned wrong data: check the kernel log (dmesg), the device's health and the file system; keep "
        "training data off it until this is understood"},
+      {"data_read_no_time", "data_read had no time left before its deadline to write or read its file, so nothing "
+       "was measured",
+       "rerun `gpuenv validate --check data_read --data PATH` at the same level; if removing directories left by "
+       "earlier runs took the time (the message lists them), the next run will not have to"},
   };
   return k_codes;
 }

@@ -27,6 +27,9 @@ class FakeDataFiles final : public validate::DataFiles {
   std::uint64_t read_error_after = 0;
   std::optional<std::string> write_error;  ///< an error id every write returns
   std::optional<std::string> make_error;   ///< an error id make_directory returns
+  std::optional<std::string> owner_error;  ///< an error id write_small returns
+  std::optional<std::string> rename_error; ///< an error id rename_directory returns
+  std::chrono::milliseconds per_make{0};   ///< the clock moves this much when a directory is made
   bool direct = true;                      ///< reads and writes start with O_DIRECT
   bool refuse_direct_on_read = false;      ///< the first read drops O_DIRECT (as EINVAL does in the real adapter)
   bool corrupt = false;                    ///< reads flip a byte of every block
@@ -34,6 +37,8 @@ class FakeDataFiles final : public validate::DataFiles {
   std::set<long> live;
 
   std::vector<std::string> made, removed, created, opened_for_reading;
+  /// Each rename as "PARENT/FROM -> PARENT/TO", and what FROM's owner file held at that moment (empty: none).
+  std::vector<std::string> renamed, owner_at_rename;
   int next_dir = 0;
   TimePoint clock{};
 
@@ -51,6 +56,7 @@ class FakeDataFiles final : public validate::DataFiles {
 
   Result<std::string> make_directory(const std::string& parent, const std::string& prefix) override {
     if (make_error) return gpuenv::make_error(ErrorKind::environment, *make_error, "making a directory: refused", parent, "");
+    clock += per_make;
     const std::string dir = parent + "/" + prefix + "fake" + std::to_string(next_dir++);
     made.push_back(dir);
     return dir;
@@ -63,6 +69,7 @@ class FakeDataFiles final : public validate::DataFiles {
   }
 
   Status write_small(const std::string& path, const std::string& text) override {
+    if (owner_error) return gpuenv::make_error(ErrorKind::environment, *owner_error, "writing: No space left on device", path, "");
     created.push_back(path);
     contents[path] = text;
     return ok_status();
@@ -72,6 +79,25 @@ class FakeDataFiles final : public validate::DataFiles {
     auto it = contents.find(path);
     if (it == contents.end()) return gpuenv::make_error(ErrorKind::environment, validate::k_data_missing, "no file", path, "");
     return it->second.substr(0, limit);
+  }
+
+  Status rename_directory(const std::string& parent, const std::string& from, const std::string& to) override {
+    if (rename_error) return gpuenv::make_error(ErrorKind::environment, *rename_error, "renaming: refused", parent, "");
+    const std::string old_dir = parent + "/" + from, new_dir = parent + "/" + to;
+    renamed.push_back(old_dir + " -> " + new_dir);
+    const auto owner = contents.find(old_dir + "/owner");
+    owner_at_rename.push_back(owner == contents.end() ? std::string() : owner->second);
+    std::map<std::string, std::string> moved;
+    for (auto it = contents.begin(); it != contents.end();) {
+      if (it->first.rfind(old_dir + "/", 0) == 0) {
+        moved[new_dir + it->first.substr(old_dir.size())] = std::move(it->second);
+        it = contents.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    contents.merge(moved);
+    return ok_status();
   }
 
   Result<std::vector<validate::DataEntry>> list(const std::string& dir) override { return listings[dir]; }

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -44,6 +45,16 @@ DataPathInfo directory(std::uint64_t free_bytes) { return {DataPathKind::directo
 void add_file(FakeDataFiles& f, const std::string& path, std::uint64_t size) {
   f.paths[path] = {DataPathKind::regular_file, size, 0, false};
   f.contents[path] = std::string(size, 'x');
+}
+
+// The final names of the directories the fake made (made under .gpuenv-data-new-*, renamed to .gpuenv-data-read-*).
+std::vector<std::string> finals(const FakeDataFiles& f) {
+  std::vector<std::string> out;
+  for (const auto& m : f.made) {
+    const auto at = m.find(v::k_data_new_prefix);
+    out.push_back(m.substr(0, at) + v::k_data_dir_prefix + m.substr(at + std::strlen(v::k_data_new_prefix)));
+  }
+  return out;
 }
 
 // --- file mode -----------------------------------------------------------------------------------------------------
@@ -139,9 +150,13 @@ TEST(DataRead, ADirectoryGetsOwnFileUnderTheCapReadBackAndRemoved) {
   EXPECT_TRUE(r->own_file);
   EXPECT_EQ(r->bytes_read, 256 * k_mib);
   ASSERT_EQ(f.made.size(), 1u);
-  EXPECT_EQ(f.made[0].rfind("/data/.gpuenv-data-read-", 0), 0u);
-  for (const auto& c : f.created) EXPECT_EQ(c.rfind(f.made[0] + "/", 0), 0u) << c << " is outside " << f.made[0];
-  EXPECT_EQ(f.removed, f.made);
+  EXPECT_EQ(f.made[0], "/data/.gpuenv-data-new-fake0");
+  // Made under a temporary name, renamed once the owner file is in it: a final name always holds its owner.
+  EXPECT_EQ(f.renamed, (std::vector<std::string>{"/data/.gpuenv-data-new-fake0 -> /data/.gpuenv-data-read-fake0"}));
+  EXPECT_EQ(f.owner_at_rename, (std::vector<std::string>{v::data_owner_text(f.me)}));
+  EXPECT_EQ(f.created, (std::vector<std::string>{"/data/.gpuenv-data-new-fake0/owner", "/data/.gpuenv-data-read-fake0/data"}));
+  EXPECT_EQ(r->file, "/data/.gpuenv-data-read-fake0/data");
+  EXPECT_EQ(f.removed, finals(f));
   EXPECT_TRUE(f.contents.empty());
 }
 
@@ -169,7 +184,7 @@ TEST(DataRead, NoSpaceWhileWritingRemovesTheDirectory) {
   auto r = v::measure_data_read(f, "/data", Level::quick, far());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().id, v::k_data_no_space);
-  EXPECT_EQ(f.removed, f.made);
+  EXPECT_EQ(f.removed, finals(f));
 }
 
 TEST(DataRead, AReadOnlyFileSystemAsksForAFile) {
@@ -202,7 +217,7 @@ TEST(DataRead, OwnFileReadBackWrongIsAMismatch) {
   auto r = v::measure_data_read(f, "/data", Level::quick, far());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().id, "data.mismatch");
-  EXPECT_EQ(f.removed, f.made);
+  EXPECT_EQ(f.removed, finals(f));
 }
 
 // --- directories left behind ---------------------------------------------------------------------------------------
@@ -235,9 +250,10 @@ TEST(DataRead, StaleDirectoriesOfDeadRunsAreRemovedLiveOnesKept) {
   f.paths["/data"] = directory(1ull << 40);
   const std::string dead = "/data/.gpuenv-data-read-aaaaaa", live = "/data/.gpuenv-data-read-bbbbbb";
   const std::string other_host = "/data/.gpuenv-data-read-cccccc", foreign = "/data/.gpuenv-data-read-dddddd";
-  f.listings["/data"] = {{".gpuenv-data-read-aaaaaa", true, true}, {".gpuenv-data-read-bbbbbb", true, true},
-                         {".gpuenv-data-read-cccccc", true, true}, {".gpuenv-data-read-dddddd", true, false},
-                         {"train-000.tar", false, true}, {".gpuenv-data-read-eeeeee", false, true}};
+  const std::chrono::seconds day(86400);  // old: only the owner file decides
+  f.listings["/data"] = {{".gpuenv-data-read-aaaaaa", true, true, day}, {".gpuenv-data-read-bbbbbb", true, true, day},
+                         {".gpuenv-data-read-cccccc", true, true, day}, {".gpuenv-data-read-dddddd", true, false, day},
+                         {"train-000.tar", false, true, day}, {".gpuenv-data-read-eeeeee", false, true, day}};
   f.contents[dead + "/owner"] = v::data_owner_text({"node1", "boot-1", "pid:[1]", 7});
   f.contents[live + "/owner"] = v::data_owner_text({"node1", "boot-1", "pid:[1]", 8});
   f.contents[other_host + "/owner"] = v::data_owner_text({"node2", "boot-2", "pid:[1]", 9});
@@ -247,13 +263,99 @@ TEST(DataRead, StaleDirectoriesOfDeadRunsAreRemovedLiveOnesKept) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   ASSERT_EQ(f.removed.size(), 2u);
   EXPECT_EQ(f.removed[0], dead);
-  EXPECT_EQ(f.removed[1], f.made.at(0));
+  EXPECT_EQ(f.removed[1], finals(f).at(0));
   EXPECT_TRUE(f.contents.count(live + "/owner"));
   const std::string notes = ::testing::PrintToString(r->notes);
   EXPECT_NE(notes.find("removed " + dead), std::string::npos) << notes;
   EXPECT_NE(notes.find("kept " + live), std::string::npos) << notes;
   EXPECT_NE(notes.find("kept " + other_host), std::string::npos) << notes;
   EXPECT_EQ(notes.find(foreign), std::string::npos) << notes;  // another user's: not ours to judge
+}
+
+// A run killed between making its directory and renaming it leaves a .gpuenv-data-new-* directory, perhaps without
+// an owner file or with a torn one: removed once stale, kept while fresh (its run may be writing the owner now).
+TEST(DataRead, DirectoriesWithoutAnOwnerAreRemovedOnceStaleFreshOnesKept) {
+  FakeDataFiles f;
+  using std::chrono::seconds;
+  const seconds hour(3600), moment(3), stale = v::k_data_stale_age;
+  const std::string torn = "gpuenv-data-read-owner-v1\nhost=node1\nboot_i";
+  f.listings["/data"] = {{".gpuenv-data-new-old000", true, true, hour},   {".gpuenv-data-new-new000", true, true, moment},
+                         {".gpuenv-data-new-torn00", true, true, stale},  {".gpuenv-data-new-torn01", true, true, moment},
+                         {".gpuenv-data-new-node20", true, true, hour},   {".gpuenv-data-new-node21", true, true, moment},
+                         {".gpuenv-data-new-dead00", true, true, moment}, {".gpuenv-data-read-none00", true, true, hour},
+                         {".gpuenv-data-read-none01", true, true, moment}, {".gpuenv-data-new-other0", true, false, hour}};
+  f.contents["/data/.gpuenv-data-new-old000/data"] = "left behind";
+  f.contents["/data/.gpuenv-data-new-torn00/owner"] = torn;
+  f.contents["/data/.gpuenv-data-new-torn01/owner"] = torn;
+  f.contents["/data/.gpuenv-data-new-node20/owner"] = v::data_owner_text({"node2", "boot-2", "pid:[1]", 9});
+  f.contents["/data/.gpuenv-data-new-node21/owner"] = v::data_owner_text({"node2", "boot-2", "pid:[1]", 9});
+  f.contents["/data/.gpuenv-data-new-dead00/owner"] = v::data_owner_text({"node1", "boot-1", "pid:[1]", 7});
+  const auto notes = v::remove_stale_data_directories(f, "/data");
+  EXPECT_EQ(f.removed, (std::vector<std::string>{"/data/.gpuenv-data-new-old000", "/data/.gpuenv-data-new-torn00",
+                                                 "/data/.gpuenv-data-new-node20", "/data/.gpuenv-data-new-dead00",
+                                                 "/data/.gpuenv-data-read-none00"}));
+  EXPECT_FALSE(f.contents.count("/data/.gpuenv-data-new-old000/data"));
+  EXPECT_TRUE(f.contents.count("/data/.gpuenv-data-new-torn01/owner"));
+  const std::string all = ::testing::PrintToString(notes);
+  EXPECT_EQ(notes.size(), 9u) << all;
+  EXPECT_NE(all.find("removed /data/.gpuenv-data-new-old000, left without a readable owner file"), std::string::npos) << all;
+  EXPECT_NE(all.find("removed /data/.gpuenv-data-new-node20, left by a run killed before it renamed it"), std::string::npos) << all;
+  EXPECT_NE(all.find("kept /data/.gpuenv-data-new-new000: no owner file gpuenv can read in it yet"), std::string::npos) << all;
+  EXPECT_NE(all.find("kept /data/.gpuenv-data-new-node21: its run (pid 9 on node2) may still be going"), std::string::npos) << all;
+  EXPECT_NE(all.find("kept /data/.gpuenv-data-read-none01"), std::string::npos) << all;
+  EXPECT_EQ(all.find("other0"), std::string::npos) << all;  // another user's
+}
+
+TEST(DataRead, AFailedOwnerFileOrRenameRemovesTheNewDirectory) {
+  for (const bool owner_fails : {true, false}) {
+    FakeDataFiles f;
+    f.paths["/data"] = directory(1ull << 40);
+    (owner_fails ? f.owner_error : f.rename_error) = v::k_data_no_space;
+    auto r = v::measure_data_read(f, "/data", Level::quick, far());
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().id, v::k_data_no_space);
+    EXPECT_EQ(f.removed, f.made);  // the .gpuenv-data-new-* directory, never a final name
+    EXPECT_TRUE(f.renamed.empty());
+    EXPECT_TRUE(f.opened_for_reading.empty());
+  }
+}
+
+// --- no time left --------------------------------------------------------------------------------------------------
+
+TEST(DataRead, NoTimeLeftToWriteSaysSoAndMakesNothing) {
+  FakeDataFiles f;
+  f.paths["/data"] = directory(1ull << 40);
+  // quick keeps 3 s for reading and 1.5 s for removing: a deadline 4 s away leaves no time to write.
+  auto r = v::measure_data_read(f, "/data", Level::quick, f.clock + std::chrono::seconds(4));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, v::k_data_no_time);
+  EXPECT_NE(r.error().message.find("no time left to write data_read's test file in /data: 4.0 s of the check's deadline "
+                                   "remained, not more than the 4.5 s kept for reading"),
+            std::string::npos)
+      << r.error().message;
+  EXPECT_TRUE(f.made.empty());
+  EXPECT_TRUE(f.created.empty());
+}
+
+TEST(DataRead, NoTimeLeftAfterMakingTheDirectoryRemovesIt) {
+  FakeDataFiles f;
+  f.paths["/data"] = directory(1ull << 40);
+  f.per_make = std::chrono::seconds(2);  // a slow file system: 5 s left before, 3 s after
+  auto r = v::measure_data_read(f, "/data", Level::quick, f.clock + std::chrono::seconds(5));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, v::k_data_no_time);
+  EXPECT_NE(r.error().message.find("3.0 s of the check's deadline remained"), std::string::npos) << r.error().message;
+  EXPECT_EQ(f.removed, finals(f));
+  EXPECT_TRUE(f.contents.empty());
+}
+
+TEST(DataRead, NoTimeLeftToReadAFileSaysSo) {
+  FakeDataFiles f;
+  add_file(f, "/data/shard", 64 * k_mib);
+  auto r = v::measure_data_read(f, "/data/shard", Level::quick, f.clock + std::chrono::seconds(1));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().id, v::k_data_no_time);
+  EXPECT_TRUE(f.opened_for_reading.empty());
 }
 
 // --- the judgement -------------------------------------------------------------------------------------------------
@@ -355,6 +457,26 @@ TEST(DataReadCheck, ErrorsBecomeCataloguedFailures) {
   fake->read_error = v::k_data_io;
   inputs.data_path = "/bad";
   EXPECT_EQ(run_check(*check, inputs).at(0).code, "data_io_error");
+}
+
+// No time left is a WARN with its own code: nothing was measured, which says nothing against the storage.
+TEST(DataReadCheck, NoTimeLeftIsAWarningNotAFailure) {
+  auto check = data_read_check();
+  ASSERT_NE(check, nullptr);
+  auto fake = std::make_shared<FakeDataFiles>();
+  fake->paths["/data"] = directory(1ull << 40);
+  fake->clock = std::chrono::steady_clock::now() + std::chrono::hours(1);  // the deadline has passed by this clock
+  v::CheckInputs inputs;
+  inputs.level = Level::quick;
+  inputs.data_files = fake;
+  inputs.data_path = "/data";
+  const auto out = run_check(*check, inputs);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].status, CheckStatus::warn);
+  EXPECT_EQ(out[0].code, "data_read_no_time");
+  EXPECT_NE(out[0].message.find("no time left"), std::string::npos) << out[0].message;
+  EXPECT_FALSE(out[0].hint.empty());
+  EXPECT_TRUE(fake->made.empty());
 }
 
 TEST(DataReadCheck, JudgedByTheInputsThreshold) {
@@ -572,6 +694,60 @@ TEST(PosixDataFiles, RemovalNeverFollowsALinkOutOfTheDirectory) {
   fs::create_directories(own / "sub");
   EXPECT_FALSE(files->remove_directory(own.string()).ok());
   EXPECT_TRUE(fs::exists(own / "sub"));
+}
+
+// As above on real directories: a killed run's .gpuenv-data-new-* directory (no owner file, or a torn one) and a
+// .gpuenv-data-read-* one without an owner are removed once stale; a fresh one is kept.
+TEST(PosixDataFiles, ADirectoryOfAKilledRunWithoutOwnerIsRemovedOnceStale) {
+  TempDir dir("gpuenv-data-read");
+  const fs::path old_new = dir.path() / ".gpuenv-data-new-old000", torn = dir.path() / ".gpuenv-data-new-torn00";
+  const fs::path old_final = dir.path() / ".gpuenv-data-read-none00", fresh = dir.path() / ".gpuenv-data-new-new000";
+  for (const auto& d : {old_new, torn, old_final, fresh}) {
+    fs::create_directory(d);
+    std::ofstream(d / "data") << "left behind";
+  }
+  std::ofstream(torn / "owner") << "gpuenv-data-read-owner-v1\nhost=";
+  const timespec an_hour_ago[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
+  for (const auto& d : {old_new, torn, old_final}) ASSERT_EQ(::utimensat(AT_FDCWD, d.c_str(), an_hour_ago, 0), 0);
+  auto files = v::make_posix_data_files();
+  auto entries = files->list(dir.path().string());
+  ASSERT_TRUE(entries.ok());
+  for (const auto& e : *entries)
+    EXPECT_EQ(e.age >= std::chrono::minutes(59), e.name != fresh.filename().string()) << e.name << " " << e.age.count();
+  const auto notes = v::remove_stale_data_directories(*files, dir.path().string());
+  EXPECT_FALSE(fs::exists(old_new));
+  EXPECT_FALSE(fs::exists(torn));
+  EXPECT_FALSE(fs::exists(old_final));
+  EXPECT_TRUE(fs::exists(fresh / "data"));
+  EXPECT_EQ(notes.size(), 4u) << ::testing::PrintToString(notes);
+}
+
+// The directory is renamed under one descriptor of the data directory and never onto an existing name.
+TEST(PosixDataFiles, RenameNeverReplacesADirectory) {
+  TempDir dir("gpuenv-data-read");
+  fs::create_directory(dir.path() / "a");
+  fs::create_directory(dir.path() / "b");
+  auto files = v::make_posix_data_files();
+  EXPECT_FALSE(files->rename_directory(dir.path().string(), "a", "b").ok());  // even an empty one
+  EXPECT_TRUE(fs::exists(dir.path() / "a"));
+  ASSERT_TRUE(files->rename_directory(dir.path().string(), "a", "c").ok());
+  EXPECT_TRUE(fs::is_directory(dir.path() / "c"));
+  EXPECT_FALSE(fs::exists(dir.path() / "a"));
+}
+
+// --data naming a link to a directory: the link is the user's own choice and is followed; gpuenv's directory in it
+// is made, renamed and removed all the same, and nothing else changes.
+TEST(PosixDataFiles, ADataPathThatIsALinkToADirectoryWorks) {
+  TempDir dir("gpuenv-data-read");
+  fs::create_directory(dir.path() / "real");
+  std::ofstream(dir.path() / "real" / "train-000.tar") << "user data";
+  fs::create_directory_symlink(dir.path() / "real", dir.path() / "link");
+  const auto before = tree(dir.path());
+  auto files = v::make_posix_data_files();
+  auto r = v::measure_data_read(*files, (dir.path() / "link").string(), Level::quick, std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_GT(r->bytes_read, 0u);
+  EXPECT_EQ(tree(dir.path()), before);
 }
 
 }  // namespace

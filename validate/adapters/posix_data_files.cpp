@@ -15,7 +15,10 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <utility>
 #include <vector>
 
 #include "base/unique_fd.hpp"
@@ -107,6 +110,25 @@ class PosixWriteFile final : public DataWriteFile {
   std::string m_path;
 };
 
+// DIR split at its last '/' into the directory holding it and its name ("." for a name alone).
+std::pair<std::string, std::string> split_dir(std::string dir) {
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const auto slash = dir.rfind('/');
+  if (slash == std::string::npos) return {".", dir};
+  return {slash == 0 ? "/" : dir.substr(0, slash), dir.substr(slash + 1)};
+}
+
+// Opens the directory DIR (the --data path, or one gpuenv made in it) for *at calls. The --data path itself is
+// followed when it is a link: the user named it, and every other call here follows it too.
+UniqueFd open_dir(const std::string& dir) { return UniqueFd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); }
+
+// How long ago ST changed, by the wall clock; 0 when its mtime is ahead of this clock.
+std::chrono::seconds age_of(const struct stat& st) {
+  timespec now {};
+  if (::clock_gettime(CLOCK_REALTIME, &now) != 0 || now.tv_sec <= st.st_mtim.tv_sec) return std::chrono::seconds(0);
+  return std::chrono::seconds(now.tv_sec - st.st_mtim.tv_sec);
+}
+
 std::string read_line_of(const char* path) {
   UniqueFd fd(::open(path, O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return {};
@@ -176,6 +198,26 @@ class PosixDataFiles final : public DataFiles {
     if (::write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()))
       return data_error("writing", path, errno == 0 ? EIO : errno);
     if (::fdatasync(fd.get()) != 0) return data_error("syncing", path, errno);
+    // The file's name is an entry of its directory: synced too, or a crash could keep the directory without it.
+    const UniqueFd dir(open_dir(split_dir(path).first));
+    if (dir.get() < 0) return data_error("opening the directory of", path, errno);
+    if (::fsync(dir.get()) != 0) return data_error("syncing the directory of", path, errno);
+    return ok_status();
+  }
+
+  Status rename_directory(const std::string& parent, const std::string& from, const std::string& to) override {
+    const UniqueFd dir(open_dir(parent));
+    if (dir.get() < 0) return data_error("opening", parent, errno);
+    int done = ::renameat2(dir.get(), from.c_str(), dir.get(), to.c_str(), RENAME_NOREPLACE);
+    if (done != 0 && (errno == EINVAL || errno == ENOSYS)) {
+      // No RENAME_NOREPLACE on this file system: refuse a TO that exists; rename itself fails on a TO that holds
+      // anything (ENOTEMPTY), so at worst an empty directory made in between is replaced.
+      struct stat st {};
+      if (::fstatat(dir.get(), to.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return data_error("renaming " + from + " to " + to, parent, EEXIST);
+      done = ::renameat(dir.get(), from.c_str(), dir.get(), to.c_str());
+    }
+    if (done != 0) return data_error("renaming " + from + " to " + to, parent, errno);
+    if (::fsync(dir.get()) != 0) return data_error("syncing", parent, errno);
     return ok_status();
   }
 
@@ -205,17 +247,25 @@ class PosixDataFiles final : public DataFiles {
       if (name == "." || name == "..") continue;
       struct stat st {};
       if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-      out.push_back(DataEntry{name, S_ISDIR(st.st_mode), st.st_uid == me});
+      out.push_back(DataEntry{name, S_ISDIR(st.st_mode), st.st_uid == me, age_of(st)});
     }
     ::closedir(d);
     return out;
   }
 
   Status remove_directory(const std::string& dir) override {
-    UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    const auto [parent_path, leaf] = split_dir(dir);
+    const UniqueFd parent(open_dir(parent_path));
+    if (parent.get() < 0) return data_error("opening", parent_path, errno);
+    UniqueFd fd(::openat(parent.get(), leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (fd.get() < 0) return data_error("opening", dir, errno);
-    DIR* d = ::fdopendir(::dup(fd.get()));
-    if (d == nullptr) return data_error("listing", dir, errno);
+    const int listed = ::dup(fd.get());
+    DIR* d = listed < 0 ? nullptr : ::fdopendir(listed);
+    if (d == nullptr) {
+      const int err = errno;
+      if (listed >= 0) ::close(listed);
+      return data_error("listing", dir, err);
+    }
     std::vector<std::string> names;
     bool has_directory = false;
     while (const dirent* e = ::readdir(d)) {
@@ -229,7 +279,12 @@ class PosixDataFiles final : public DataFiles {
     if (has_directory) return data_error("removing (it holds a directory gpuenv did not make)", dir, ENOTEMPTY);
     for (const auto& name : names)
       if (::unlinkat(fd.get(), name.c_str(), 0) != 0 && errno != ENOENT) return data_error("removing " + name, dir, errno);
-    if (::rmdir(dir.c_str()) != 0) return data_error("removing", dir, errno);
+    // The name must still be the directory just emptied (not one swapped in since) before it is removed.
+    struct stat emptied {}, named {};
+    if (::fstat(fd.get(), &emptied) != 0 || ::fstatat(parent.get(), leaf.c_str(), &named, AT_SYMLINK_NOFOLLOW) != 0 ||
+        emptied.st_dev != named.st_dev || emptied.st_ino != named.st_ino)
+      return data_error("removing (its name now names something else)", dir, ESTALE);
+    if (::unlinkat(parent.get(), leaf.c_str(), AT_REMOVEDIR) != 0) return data_error("removing", dir, errno);
     return ok_status();
   }
 

@@ -20,6 +20,7 @@ const char* code_of(const std::string& id) {
   if (id == k_data_no_space) return "data_no_space";
   if (id == k_data_missing || id == k_data_denied || id == "data.unsupported") return "data_path_unusable";
   if (id == "data.mismatch") return "data_mismatch";
+  if (id == k_data_no_time) return "data_read_no_time";
   return "data_io_error";
 }
 
@@ -93,7 +94,9 @@ class DataRead final : public SpecCheck {
     auto figures = measure_data_read(*files, context.inputs.data_path, context.inputs.level, context.deadline);
     if (!figures) {
       const Error& e = figures.error();
-      return {outcome(-1, CheckStatus::fail, e.message + (e.where.empty() || e.message.find(e.where) != std::string::npos ? "" : " (" + e.where + ")"),
+      // No time left measured nothing: not a fault of the storage, and not a pass either.
+      const CheckStatus status = e.id == k_data_no_time ? CheckStatus::warn : CheckStatus::fail;
+      return {outcome(-1, status, e.message + (e.where.empty() || e.message.find(e.where) != std::string::npos ? "" : " (" + e.where + ")"),
                       code_of(e.id))};
     }
     return {judge_data_read(*figures, context.inputs.data_read_min)};
