@@ -154,12 +154,20 @@ struct Gpu {
 // The driver resources of one measurement, released in reverse order when it ends, unless a wait timed out: then
 // they are leaked rather than freed, since a free could block in a driver that stopped answering.
 class Run {
+  static void keep_forever(std::vector<std::shared_ptr<void>> host) {
+    static std::mutex mutex;
+    static auto* kept = new std::vector<std::vector<std::shared_ptr<void>>>();
+    const std::lock_guard<std::mutex> lock(mutex);
+    kept->push_back(std::move(host));
+  }
+
  public:
   Run(std::shared_ptr<DriverApi> api, std::chrono::milliseconds timeout) : m_api(std::move(api)), m_timeout(timeout) {}
   ~Run() {
     if (m_broken) {
-      // A copy still queued behind the hung operation may read these host buffers later: they outlive the run.
-      new std::vector<std::shared_ptr<void>>(std::move(m_host));
+      // A copy still queued behind the hung operation may read these host buffers later: they outlive the run,
+      // kept where the process can still reach them (a leak on purpose, not one the leak checker should report).
+      keep_forever(std::move(m_host));
       return;
     }
     for (auto it = m_cleanup.rbegin(); it != m_cleanup.rend(); ++it) (*it)();
