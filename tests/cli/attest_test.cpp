@@ -173,6 +173,23 @@ TEST_F(CliAttest, TwoBuildsOfOneLockGiveTheSameDocumentsApartFromTheProvenancesO
   EXPECT_EQ(pa, pb) << "only runDetails.metadata (startedOn, finishedOn) carries the build's own time";
 }
 
+TEST_F(CliAttest, ARebuildIntoTheSameLayoutKeepsOneSbomAndAddsItsProvenance) {
+  build("empty.lock", "a", "sbom,provenance", 1765000000);
+  const json again = build("empty.lock", "a", "sbom,provenance", 1765000100);
+  ASSERT_EQ(again["attested"].size(), 2u);
+  EXPECT_TRUE(again["attested"][0]["already_there"].get<bool>()) << "the same SBOM statement under the same key: not added again";
+  EXPECT_TRUE(again["attested"][0]["record"].is_null());
+  EXPECT_FALSE(again["attested"][1]["already_there"].get<bool>()) << "another build, another provenance (as cosign attest appends)";
+  const auto v = verify(m_dir / "a");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_EQ(json::parse(v.out)["records"].size(), 3u);
+  // Another key's signature over the same SBOM is its own record.
+  const auto other = gpuenv({"build", m_dir / "empty.lock", "-o", m_dir / "a", "--attest", "sbom", "--key", m_dir / "other/gpuenv.key", "--json"});
+  ASSERT_EQ(other.code, 0) << other.err;
+  EXPECT_FALSE(json::parse(other.out)["attested"][0]["already_there"].get<bool>());
+  EXPECT_EQ(verify(m_dir / "a", "other", {"--sbom"}).code, 0);
+}
+
 TEST_F(CliAttest, VerifyRefusesAnotherKeyAnotherImageAndAChangedByte) {
   const json a = build("empty.lock", "a");
   const auto env = envelopes(m_dir / "a");
