@@ -252,6 +252,35 @@ TEST_F(CliAttest, ABadAttestListOrAMissingKeyIsRefusedBeforeAnythingIsBuilt) {
   EXPECT_EQ(verify(m_dir / "z", "keys", {"--sbom"}).code, 0);
 }
 
+TEST_F(CliAttest, EachPlatformOfAMultiPlatformImageGetsItsOwnStatements) {
+  std::string text = gpuenv::testing::read_file(k_attest_empty_lock);
+  text.replace(text.find("packages: []"), 12, "platforms: [\"linux/amd64\", \"linux/arm64\"]\npackages: []");
+  gpuenv::testing::write_file(m_dir / "multi.lock", text);
+  const json b = build("multi.lock", "multi");
+  ASSERT_EQ(b["platforms"].size(), 2u) << b.dump();
+  ASSERT_EQ(b["attested"].size(), 4u) << b.dump();
+  auto store = marks::open_layout_mark_store(m_dir / "multi", "");
+  ASSERT_TRUE(store.ok());
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto platform = b["platforms"][i];
+    EXPECT_TRUE(fs::exists(m_dir / ("multi/sbom.linux-" + std::string(i == 0 ? "amd64" : "arm64") + ".cdx.json")));
+    const auto image = gpuenv::Digest::parse(platform["digest"].get<std::string>());
+    ASSERT_TRUE(image.has_value());
+    auto att = (*store)->read_att(*image);
+    ASSERT_TRUE(att.ok() && att->has_value()) << platform.dump();
+    ASSERT_EQ((*att)->layers.size(), 2u);
+    for (const auto& layer : (*att)->layers) {
+      const auto statement = marks::parse_in_toto(payload_of(*(*store)->read_record(layer, 1 << 24)), "test");
+      ASSERT_TRUE(statement.ok());
+      EXPECT_TRUE(statement->names(*image)) << "each platform's statements name that platform's manifest";
+      if (statement->predicate_type == marks::k_slsa_predicate_type)
+        EXPECT_EQ(json::parse(statement->predicate)["buildDefinition"]["externalParameters"]["platform"], platform["platform"]);
+    }
+  }
+  // verify resolves the image as marks do (a layout: linux/amd64), and finds that platform's statements.
+  EXPECT_EQ(verify(m_dir / "multi").code, 0);
+}
+
 TEST_F(CliAttest, AnArchiveAndARegistryHoldTheStatementsToo) {
   const auto archive = gpuenv({"build", m_dir / "empty.lock", "--format", "oci-archive", "-o", m_dir / "image.tar", "--attest", "sbom,provenance", "--key",
                                m_dir / "keys/gpuenv.key"});
