@@ -515,11 +515,11 @@ Status attest_built(const BuildRequest& rq, const LockToBuild& l, const std::str
   std::vector<AttestedImage> images;
   if (out.platforms.empty()) {
     GPUENV_TRY(cyclonedx, read_file_limited(layout_dir + "/" + images::cyclonedx_file_name("sbom.spdx.json"), 256u << 20));
-    images.push_back({out.image.manifest.digest, l.lock.platforms.front(), std::move(cyclonedx)});
+    images.push_back({out.image.manifest, l.lock.platforms.front(), std::move(cyclonedx)});
   }
   for (const auto& p : out.platforms) {
     GPUENV_TRY(cyclonedx, read_file_limited(layout_dir + "/" + images::cyclonedx_file_name("sbom." + p.platform.file_tag() + ".spdx.json"), 256u << 20));
-    images.push_back({p.image.manifest.digest, p.platform, std::move(cyclonedx)});
+    images.push_back({p.image.manifest, p.platform, std::move(cyclonedx)});
   }
   BuildFacts facts;
   facts.lock = &l.lock;
@@ -530,12 +530,13 @@ Status attest_built(const BuildRequest& rq, const LockToBuild& l, const std::str
   facts.subject_name = attested_name(pushed, l);
   facts.source_date_epoch = epoch;
   facts.started = started;
-  std::vector<std::string> stores;
-  if (out.format == resolver::ImageFormat::oci_dir) stores.push_back("oci:" + out.output);
-  else stores.push_back(std::string(resolver::to_string(out.format)) + ":" + out.output);
-  if (pushed) stores.push_back("docker://" + rq.push);
+  AttestStores stores;
+  stores.places.push_back((out.format == resolver::ImageFormat::oci_dir ? std::string("oci") : std::string(resolver::to_string(out.format))) + ":" + out.output);
+  if (pushed) stores.places.push_back("docker://" + rq.push);
+  stores.plain_http = rq.plain_http;
+  stores.referrers = rq.attest_referrers;
   services.step("signing and storing the image's " + std::string(rq.attest.size() == 2 ? "SBOM and provenance" : to_string(rq.attest.front())));
-  GPUENV_TRY(stored, attest_build(rq.attest, images, facts, key, stores, rq.plain_http, services));
+  GPUENV_TRY(stored, attest_build(rq.attest, images, facts, key, stores, services));
   out.attested = std::move(stored);
   return ok_status();
 }

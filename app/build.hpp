@@ -43,6 +43,7 @@ struct BuildRequest {
   /// image: in the layout or archive written, and with --push in the registry too (app/statements.hpp).
   std::vector<StatementKind> attest;
   std::string attest_key;
+  bool attest_referrers = false;  ///< --referrers: the statements also as OCI 1.1 referrers (AttestStores)
 };
 
 /// A VM disk that was built (docs/vm.md).

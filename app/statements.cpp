@@ -8,6 +8,8 @@
 #include "images/assemble/provenance.hpp"
 #include "marks/att_image.hpp"
 #include "marks/dsse.hpp"
+#include "marks/referrer.hpp"
+#include "base/time.hpp"
 
 namespace gpuenv::app {
 namespace {
@@ -24,7 +26,7 @@ Result<std::string> statement_of(StatementKind kind, const AttestedImage& image,
     // The CycloneDX text as written beside the layout, compacted: the predicate is the same JSON value.
     const json bom = json::parse(image.cyclonedx, nullptr, false);
     if (bom.is_discarded() || !bom.is_object())
-      return make_error(ErrorKind::internal, "sbom.bad_cyclonedx", "the CycloneDX SBOM of " + image.manifest.str() + " is not a JSON object", "", "");
+      return make_error(ErrorKind::internal, "sbom.bad_cyclonedx", "the CycloneDX SBOM of " + image.manifest.digest.str() + " is not a JSON object", "", "");
     predicate = nlohmann::ordered_json::parse(image.cyclonedx).dump();
   } else {
     images::ProvenanceInputs in;
@@ -40,7 +42,7 @@ Result<std::string> statement_of(StatementKind kind, const AttestedImage& image,
     const resolver::Lock lock = facts.lock->platforms.size() > 1 ? resolver::lock_for_platform(*facts.lock, image.platform) : *facts.lock;
     predicate = images::provenance_predicate(lock, in);
   }
-  return marks::render_in_toto(facts.subject_name, image.manifest, predicate_type_of(kind), predicate);
+  return marks::render_in_toto(facts.subject_name, image.manifest.digest, predicate_type_of(kind), predicate);
 }
 
 /// Why an SBOM or provenance predicate is not the document of its kind about IMAGE ("" when it is).
@@ -161,8 +163,7 @@ std::string statement_summary(const marks::InTotoStatement& s) {
 }
 
 Result<std::vector<StoredStatement>> attest_build(const std::vector<StatementKind>& kinds, const std::vector<AttestedImage>& images,
-                                                  const BuildFacts& facts, const marks::Key& key, const std::vector<std::string>& stores,
-                                                  bool plain_http, Services& services) {
+                                                  const BuildFacts& facts, const marks::Key& key, const AttestStores& stores, Services& services) {
   const std::int64_t finished = now_seconds(services);
   struct Signed {
     StatementKind kind;
@@ -177,19 +178,25 @@ Result<std::vector<StoredStatement>> attest_build(const std::vector<StatementKin
       signed_statements.push_back({kind, &image, std::move(statement), std::move(envelope)});
     }
   std::vector<StoredStatement> out;
-  for (const auto& place : stores) {
-    GPUENV_TRY(store, open_mark_store(place, plain_http, services));
+  for (const auto& place : stores.places) {
+    GPUENV_TRY(store, open_mark_store(place, stores.plain_http, services));
     for (const auto& s : signed_statements) {
-      const Digest& image = s.image->manifest;
+      const Digest& image = s.image->manifest.digest;
       // A rebuild of the same lock makes the same SBOM statement: it is stored once. Its provenance differs (the
       // build's own times) and is appended, as cosign attest appends.
       GPUENV_TRY(there, already_signed(*store, image, predicate_type_of(s.kind), s.statement, key));
       if (there) {
-        out.push_back({s.kind, image, std::string(), store->where(image), true});
+        out.push_back({s.kind, image, std::string(), store->where(image), true, ""});
         continue;
       }
       GPUENV_TRY(stored, store_record(*store, image, s.envelope, predicate_type_of(s.kind), services));
-      out.push_back({s.kind, image, Digest::of(s.envelope).str(), store->where(image), stored.already_there});
+      out.push_back({s.kind, image, Digest::of(s.envelope).str(), store->where(image), stored.already_there, ""});
+      if (stores.referrers) {
+        GPUENV_TRY(bundle, marks::bundle_of(s.envelope, key));
+        const std::string manifest = marks::referrer_manifest(bundle, s.image->manifest, predicate_type_of(s.kind), format_rfc3339_utc(finished));
+        GPUENV_TRY(where, store->write_referrer(image, manifest, bundle));
+        out.back().referrer = Digest::of(manifest).str() + " in " + where;
+      }
     }
   }
   return out;

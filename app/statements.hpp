@@ -12,6 +12,7 @@
 #include "app/services.hpp"
 #include "base/digest.hpp"
 #include "base/error.hpp"
+#include "images/oci/layout.hpp"
 #include "marks/in_toto.hpp"
 #include "marks/keys.hpp"
 #include "resolver/lockfile.hpp"
@@ -28,7 +29,7 @@ Result<std::vector<StatementKind>> parse_statement_kinds(const std::string& text
 
 /// One image a build attests: its manifest, its platform and the CycloneDX SBOM written beside its layout.
 struct AttestedImage {
-  Digest manifest;
+  images::Descriptor manifest;  ///< the image manifest's descriptor (a referrer's subject)
   resolver::Platform platform;
   std::string cyclonedx;  ///< the CycloneDX text (images::cyclonedx_json)
 };
@@ -50,16 +51,25 @@ struct StoredStatement {
   std::string record;  ///< the envelope's digest; "" when the same statement, signed by the same key, was there
   std::string where;   ///< the store's attestation image
   bool already_there = false;  ///< the same statement (signed by the same key) was stored before: nothing added
+  std::string referrer;  ///< with referrers: the referrer's digest and where it is found; "" otherwise
 };
 
-/// Makes the statements of KINDS for each image, signs them with KEY and appends them in every store of STORES
-/// (what open_mark_store takes: the layout or archive written, docker://REF pushed), each once: a statement already
+/// How a build's statements are stored.
+struct AttestStores {
+  std::vector<std::string> places;  ///< what open_mark_store takes: the layout or archive written, docker://REF pushed
+  bool plain_http = false;
+  /// Also as OCI 1.1 referrers holding a Sigstore bundle v0.3 (cosign v3's format, marks/referrer.hpp), with the
+  /// fallback index where the registry has no referrers API. The `.att` record stays the one verify reads.
+  bool referrers = false;
+};
+
+/// Makes the statements of KINDS for each image, signs them with KEY and appends them in every store of STORES,
+/// each once: a statement already
 /// there with the same bytes under the same key is not added again (a rebuild's SBOM; its provenance, whose times
 /// differ, is added as cosign attest adds). Errors: the stores', and
 /// `sbom.bad_spdx` for a CycloneDX text that cannot be read.
 Result<std::vector<StoredStatement>> attest_build(const std::vector<StatementKind>& kinds, const std::vector<AttestedImage>& images,
-                                                  const BuildFacts& facts, const marks::Key& key, const std::vector<std::string>& stores,
-                                                  bool plain_http, Services& services);
+                                                  const BuildFacts& facts, const marks::Key& key, const AttestStores& stores, Services& services);
 
 struct VerifyStatementsRequest {
   std::string image;                 ///< as open_mark_store takes it

@@ -35,6 +35,7 @@ Result<app::BuildRequest> build_request(const BuildOptions& o) {
     GPUENV_TRY(kinds, app::parse_statement_kinds(o.attest));
     rq.attest = std::move(kinds);
     rq.attest_key = o.key;
+    rq.attest_referrers = o.referrers;
   }
   rq.lock = lock_request(o.lock);
   rq.lock.output.clear();  // building from a spec writes no lock file
@@ -155,7 +156,8 @@ void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const 
     auto attested = nlohmann::ordered_json::array();
     for (const auto& a : b.attested)
       attested.push_back({{"kind", std::string(app::to_string(a.kind))}, {"predicateType", std::string(app::predicate_type_of(a.kind))}, {"image", a.image.str()},
-                          {"record", a.record.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.record)}, {"where", safe_text(a.where)}, {"already_there", a.already_there}});
+                          {"record", a.record.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.record)}, {"where", safe_text(a.where)}, {"already_there", a.already_there},
+                          {"referrer", a.referrer.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(safe_text(a.referrer))}});
     j["attested"] = std::move(attested);
   }
   if (validation && !*validation) {
@@ -211,7 +213,8 @@ void print_text(const BuildOptions& o, const app::Built& b, Context& ctx) {
   if (b.pushed) *ctx.out << "pushed " << o.push << " (" << b.pushed->blobs_uploaded << " blobs uploaded, " << b.pushed->blobs_present << " already there)\n";
   for (const auto& a : b.attested)
     *ctx.out << "attested " << (a.kind == app::StatementKind::sbom ? "SBOM      " : "provenance") << " "
-             << (a.already_there ? std::string("(the same statement was already there)") : a.record.substr(0, 19)) << " in " << safe_text(a.where) << "\n";
+             << (a.already_there ? std::string("(the same statement was already there)") : a.record.substr(0, 19)) << " in " << safe_text(a.where) << "\n"
+             << (a.referrer.empty() ? std::string() : "  referrer " + safe_text(a.referrer) + "\n");
   *ctx.out << built.manifest.digest.str() << "\n";
 }
 
@@ -292,7 +295,7 @@ Command add_build_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_flag("--mark", o->mark, "With --validate: mark the image good when it passed, in the registry of --push (else in the layout)");
   sub->add_option("--key", o->key, "The private key of --mark and --attest (gpuenv key generate); default: the file GPUENV_MARK_KEY names");
   sub->add_option("--valid-for", o->valid_for, "How long the mark stays valid: 30d, 12h, ... (default 30d)");
-  sub->add_flag("--referrers", o->referrers, "Also store the mark as an OCI 1.1 referrer holding a Sigstore bundle v0.3");
+  sub->add_flag("--referrers", o->referrers, "Also store the mark (and the --attest statements) as OCI 1.1 referrers holding a Sigstore bundle v0.3");
   sub->add_option("--attest", o->attest,
                   "Sign the image's CycloneDX SBOM and/or SLSA provenance with --key and store them beside it (and in the registry of --push): sbom, provenance or sbom,provenance");
   sub->add_option("--threads", o->threads, "Compression threads (default: all cores)")->check(CLI::NonNegativeNumber);

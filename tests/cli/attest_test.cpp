@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -290,8 +291,22 @@ TEST_F(CliAttest, AnArchiveAndARegistryHoldTheStatementsToo) {
 
   if (!s_registry->skip_reason().empty()) GTEST_SKIP() << s_registry->skip_reason();
   const std::string ref = s_registry->host() + "/attest/empty:1";
-  const json pushed = build("empty.lock", "pushed", "sbom,provenance", std::nullopt, {"--push", ref, "--plain-http"});
+  const json pushed = build("empty.lock", "pushed", "sbom,provenance", std::nullopt, {"--push", ref, "--plain-http", "--referrers"});
   ASSERT_EQ(pushed["attested"].size(), 4u) << "two in the layout, two in the registry: " << pushed.dump();
+  // --referrers: each statement also an OCI 1.1 referrer (Debian's registry has no referrers API: the fallback tag).
+  for (const auto& a : pushed["attested"]) {
+    ASSERT_TRUE(a["referrer"].is_string()) << a.dump();
+    EXPECT_NE(a["referrer"].get<std::string>().find("sha256-"), std::string::npos) << a.dump();
+  }
+  const std::string fallback = "sha256-" + pushed["digest"].get<std::string>().substr(7);
+  const auto index = gpuenv::testing::run("skopeo inspect --raw --tls-verify=false docker://" + s_registry->host() + "/attest/empty:" + fallback);
+  if (index) {
+    const json referrers = json::parse(*index);
+    ASSERT_EQ(referrers["manifests"].size(), 2u) << "the registry's two (the layout keeps its own fallback index): " << *index;
+    std::set<std::string> types;
+    for (const auto& m : referrers["manifests"]) types.insert(m["annotations"]["dev.sigstore.bundle.predicateType"].get<std::string>());
+    EXPECT_EQ(types, (std::set<std::string>{std::string(marks::k_cyclonedx_predicate_type), std::string(marks::k_slsa_predicate_type)}));
+  }
   const auto in_registry = verify("docker://" + ref);
   EXPECT_EQ(in_registry.code, 0) << in_registry.out << in_registry.err;
   const json j = json::parse(in_registry.out);
