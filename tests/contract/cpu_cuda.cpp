@@ -34,6 +34,18 @@
 // Nothing is ever freed back to the C library while the process lives, except device and host allocations: streams,
 // events and modules stay in global registries that are never destroyed (not even at exit), so what a hung stream or
 // an adapter that deliberately leaks on a timeout still holds is reachable, not a leak to LeakSanitizer.
+//
+// No thread_local, here or in the other doubles the adapters dlopen (TestDoubles.HaveNoThreadLocalStorage checks
+// their ELF files): per-thread state lives in pthread keys or in registries keyed by thread. A thread_local of a
+// dlopen'd library lives in dynamic TLS, which glibc 2.25 and later mallocs on the thread's first use. Up to LLVM 16
+// (clang 14 builds CI's Sanitize tests), the sanitizers' __tls_get_addr interceptor takes a block that starts 16
+// bytes past a 4096-byte boundary for an old glibc block with a header, and records the two words before it (under
+// AddressSanitizer: the allocator's chunk header) as the block's start and size; at exit LeakSanitizer's tracer
+// scans that range and dies ("Tracer caught signal 11" after the test passed). Where the block lands depends on
+// every earlier allocation of its size class, so paths, environment or timing moved tests in and out of the failure.
+// Sources: https://github.com/google/sanitizers/issues/1322, and LLVM's fix "Fix tls_get_addr handling for glibc
+// >=2.25" (April 2023, LLVM 17), which asks the allocator for the block's bounds instead.
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -157,7 +169,21 @@ int g_sms = 4;
 std::mutex g_memory_mutex;
 auto& g_allocations = *new std::map<std::uint64_t, Allocation>;  // by start address
 
-thread_local Device* t_current = nullptr;
+// The device whose primary context is current on the calling thread (per thread, as in the driver). A pthread key,
+// not a thread_local: see "No thread_local" at the top of this file.
+pthread_key_t current_key() {
+  static const pthread_key_t key = [] {
+    pthread_key_t k{};
+    if (pthread_key_create(&k, nullptr) != 0) std::abort();  // the process is out of keys: nothing can run
+    return k;
+  }();
+  return key;
+}
+
+Device* current_device() { return static_cast<Device*>(pthread_getspecific(current_key())); }
+
+// False when the thread's slot could not be allocated.
+bool set_current_device(Device* device) { return pthread_setspecific(current_key(), device) == 0; }
 
 void initialise() {
   std::call_once(g_init_once, [] {
@@ -560,7 +586,7 @@ CUresult prepare_launch(const Function& f, unsigned gx, unsigned gy, unsigned gz
   return k_invalid_value;
 }
 
-CUresult need_context() { return t_current ? k_success : k_invalid_context; }
+CUresult need_context() { return current_device() ? k_success : k_invalid_context; }
 
 // Whether every live stream of `device` has nothing queued or running.
 bool device_idle(const Device* device) {
@@ -600,7 +626,10 @@ int cpucuda_is_device_memory(unsigned long long ptr, unsigned long long bytes) {
   return a != nullptr && a->device >= 0 ? 1 : 0;
 }
 
-int cpucuda_current_device(void) { return t_current ? t_current->ordinal : -1; }
+int cpucuda_current_device(void) {
+  const Device* const d = current_device();
+  return d ? d->ordinal : -1;
+}
 
 unsigned long long cpucuda_lazy_stalls(void) { return g_lazy_stalls; }
 
@@ -750,27 +779,24 @@ CUresult cuDevicePrimaryCtxRelease_v2(int ordinal) {
 }
 
 CUresult cuCtxSetCurrent(void* ctx) {
-  if (!ctx) {
-    t_current = nullptr;
-    return k_success;
-  }
+  if (!ctx) return set_current_device(nullptr) ? k_success : k_out_of_memory;
   Device* d = context_device(ctx);
   if (!d) return k_invalid_context;
   {
     std::lock_guard lock(g_memory_mutex);
     if (d->retained == 0) return k_invalid_context;  // a released primary context is destroyed
   }
-  t_current = d;
-  return k_success;
+  return set_current_device(d) ? k_success : k_out_of_memory;
 }
 
 CUresult cuCtxEnablePeerAccess(void* peer_ctx, unsigned flags) {
   if (CUresult rc = need_context(); rc != k_success) return rc;
   Device* peer = context_device(peer_ctx);
   if (!peer || flags != 0) return k_invalid_value;
-  if (peer == t_current || has_fault("no_peer")) return k_peer_access_unsupported;
+  Device* const self = current_device();
+  if (peer == self || has_fault("no_peer")) return k_peer_access_unsupported;
   std::lock_guard lock(g_memory_mutex);
-  if (!t_current->peers.insert(peer->ordinal).second) return k_peer_access_already_enabled;
+  if (!self->peers.insert(peer->ordinal).second) return k_peer_access_already_enabled;
   return k_success;
 }
 
@@ -779,9 +805,10 @@ CUresult cuCtxEnablePeerAccess(void* peer_ctx, unsigned flags) {
 CUresult cuMemGetInfo_v2(std::size_t* free_bytes, std::size_t* total) {
   if (CUresult rc = need_context(); rc != k_success) return rc;
   if (!free_bytes || !total) return k_invalid_value;
+  const Device* const d = current_device();
   std::lock_guard lock(g_memory_mutex);
-  *total = t_current->total;
-  *free_bytes = t_current->total - t_current->allocated;
+  *total = d->total;
+  *free_bytes = d->total - d->allocated;
   return k_success;
 }
 
@@ -789,18 +816,19 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, std::size_t bytes) {
   if (CUresult rc = need_context(); rc != k_success) return rc;
   if (!ptr || bytes == 0) return k_invalid_value;
   const std::size_t rounded = (bytes + 255) & ~std::size_t{255};
+  Device* const d = current_device();
   {
     std::lock_guard lock(g_memory_mutex);
-    if (t_current->allocated + rounded > t_current->total) return k_out_of_memory;
-    t_current->allocated += rounded;
+    if (d->allocated + rounded > d->total) return k_out_of_memory;
+    d->allocated += rounded;
   }
   void* p = std::aligned_alloc(256, rounded);
   std::lock_guard lock(g_memory_mutex);
   if (!p) {
-    t_current->allocated -= rounded;
+    d->allocated -= rounded;
     return k_out_of_memory;
   }
-  g_allocations[reinterpret_cast<std::uint64_t>(p)] = Allocation{rounded, t_current->ordinal, false, false};
+  g_allocations[reinterpret_cast<std::uint64_t>(p)] = Allocation{rounded, d->ordinal, false, false};
   *ptr = reinterpret_cast<std::uint64_t>(p);
   return k_success;
 }
@@ -863,7 +891,7 @@ CUresult cuMemHostUnregister(void* p) {
 
 CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, std::size_t bytes) {
   if (CUresult rc = need_context(); rc != k_success) return rc;
-  if (!reachable(t_current, src, bytes) || !host_memory(reinterpret_cast<std::uint64_t>(dst), bytes))
+  if (!reachable(current_device(), src, bytes) || !host_memory(reinterpret_cast<std::uint64_t>(dst), bytes))
     return k_illegal_address;
   std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);  // does not wait for non-blocking streams
   return k_success;
@@ -871,7 +899,7 @@ CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, std::size_t bytes) {
 
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, std::size_t bytes, void* stream) {
   if (CUresult rc = need_context(); rc != k_success) return rc;
-  if (!reachable(t_current, dst, bytes)) return k_illegal_address;
+  if (!reachable(current_device(), dst, bytes)) return k_illegal_address;
   const bool corrupt = has_fault("memcpy_corrupt");
   return enqueue(stream, [dst, src, bytes, corrupt] {
     std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
@@ -881,7 +909,7 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, std::size_t byte
 
 CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, std::size_t bytes, void* stream) {
   if (CUresult rc = need_context(); rc != k_success) return rc;
-  if (!reachable(t_current, src, bytes)) return k_illegal_address;
+  if (!reachable(current_device(), src, bytes)) return k_illegal_address;
   const bool corrupt = has_fault("memcpy_corrupt");
   return enqueue(stream, [dst, src, bytes, corrupt] {
     std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
@@ -891,7 +919,7 @@ CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, std::size_t bytes, voi
 
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, std::size_t bytes, void* stream) {
   if (CUresult rc = need_context(); rc != k_success) return rc;
-  if (!reachable(t_current, dst, bytes)) return k_illegal_address;
+  if (!reachable(current_device(), dst, bytes)) return k_illegal_address;
   return enqueue(stream, [dst, value, bytes] { std::memset(reinterpret_cast<void*>(dst), value, bytes); });
 }
 
@@ -914,7 +942,7 @@ CUresult cuStreamCreate(void** stream, unsigned flags) {
   if (CUresult rc = need_context(); rc != k_success) return rc;
   if (!stream || flags > 1) return k_invalid_value;
   auto* s = new Stream;  // kept in g_all_streams for the process's lifetime
-  s->device = t_current;
+  s->device = current_device();
   {
     std::lock_guard lock(g_registry_mutex);
     g_streams.insert(s);
@@ -969,7 +997,8 @@ CUresult cuEventRecord(void* event, void* stream) {
   if (stream) {
     Stream* s = live_stream(stream);
     if (!s) return k_invalid_handle;
-    if (t_current && s->device != t_current) return k_invalid_handle;  // the event and stream must share a context
+    const Device* const d = current_device();
+    if (d && s->device != d) return k_invalid_handle;  // the event and stream must share a context
   }
   ++e->pending;
   return enqueue(stream, [e] {
@@ -1000,7 +1029,7 @@ CUresult cuModuleLoadData(void** module, const void* image) {
   std::memcpy(&magic, image, 4);
   if (magic != k_fatbin_magic) return k_invalid_image;
   auto* m = new Module;
-  m->device = t_current;
+  m->device = current_device();
   // The fatbin's size is in its header (a 16-byte header whose second 8 bytes are the payload size); the kernel
   // names are looked up in it, so a fatbin without a kernel gives CUDA_ERROR_NOT_FOUND as the driver does.
   std::uint64_t payload = 0;
@@ -1012,7 +1041,7 @@ CUresult cuModuleLoadData(void** module, const void* image) {
     auto f = std::make_unique<Function>();
     f->kernel = kernel;
     f->name = name;
-    f->device = t_current;
+    f->device = current_device();
     m->functions.push_back(std::move(f));
   }
   std::lock_guard lock(g_registry_mutex);
@@ -1063,10 +1092,10 @@ CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsigned gz, u
   if (CUresult rc = need_context(); rc != k_success) return rc;
   if (!known_function(function)) return k_invalid_handle;
   auto* f = static_cast<Function*>(function);
-  if (f->device != t_current) return k_invalid_handle;  // a function of another context's module
+  if (f->device != current_device()) return k_invalid_handle;  // a function of another context's module
   if (stream) {
     Stream* s = live_stream(stream);
-    if (!s || s->device != t_current) return k_invalid_handle;
+    if (!s || s->device != current_device()) return k_invalid_handle;
   }
   if (extra || shared_bytes > 48 * 1024) return k_invalid_value;
   std::function<void()> work;

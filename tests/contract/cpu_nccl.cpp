@@ -56,6 +56,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -107,14 +108,47 @@ Faults faults() {
   return f;
 }
 
-// NCCL keeps one last-error text per process; per thread keeps concurrent tests from reading each other's.
-thread_local std::string t_last_error;
-thread_local int t_group_depth = 0;
+// Per-thread state without thread_local (dynamic TLS in a dlopen'd library: see "No thread_local" in cpu_cuda.cpp).
+//
+// NCCL keeps one last-error text per process; one per thread keeps ranks running in threads of one test from reading
+// each other's. Never destroyed (a hung round may outlive main()); an entry lives as long as the process, so the text
+// ncclGetLastError returns stays valid until the same thread fails again.
+std::mutex g_last_errors_mutex;
+auto& g_last_errors = *new std::map<std::thread::id, std::string>;
+
+// The calling thread's ncclGroupStart nesting depth, in a pthread key (a new thread starts outside any group).
+pthread_key_t group_depth_key() {
+  static const pthread_key_t key = [] {
+    pthread_key_t k{};
+    if (pthread_key_create(&k, nullptr) != 0) std::abort();  // the process is out of keys: nothing can run
+    return k;
+  }();
+  return key;
+}
+
+std::uintptr_t group_depth() { return reinterpret_cast<std::uintptr_t>(pthread_getspecific(group_depth_key())); }
+
+// False when the thread's slot could not be allocated.
+bool set_group_depth(std::uintptr_t depth) {
+  return pthread_setspecific(group_depth_key(), reinterpret_cast<void*>(depth)) == 0;
+}
+
 std::atomic<unsigned long long> g_allreduce_count{0};
 
+// Never throws (the C entry points call it from their handlers): without memory for the text, the code still tells.
 int fail(int rc, std::string message) {
-  t_last_error = std::move(message);
+  try {
+    std::lock_guard lock(g_last_errors_mutex);
+    g_last_errors[std::this_thread::get_id()] = std::move(message);
+  } catch (const std::exception&) {
+    // the thread keeps its previous text
+  }
   return rc;
+}
+
+const char* last_error() {
+  std::lock_guard lock(g_last_errors_mutex);
+  return g_last_errors[std::this_thread::get_id()].c_str();
 }
 
 // One all-reduce of the clique: what every rank brought to it and how far each got.
@@ -740,16 +774,24 @@ const char* ncclGetErrorString(int result) {
   }
 }
 
-const char* ncclGetLastError(void*) { return t_last_error.c_str(); }
+const char* ncclGetLastError(void*) {
+  try {
+    return last_error();
+  } catch (const std::exception&) {
+    return "the CPU NCCL ran out of host memory";
+  }
+}
 
 int ncclGroupStart() {
-  ++t_group_depth;
+  if (!set_group_depth(group_depth() + 1))
+    return fail(k_system_error, "ncclGroupStart: no memory for the thread's group depth");
   return k_success;
 }
 
 int ncclGroupEnd() {
-  if (t_group_depth == 0) return fail(k_invalid_usage, "ncclGroupEnd: not in a group call");
-  --t_group_depth;
+  const std::uintptr_t depth = group_depth();
+  if (depth == 0) return fail(k_invalid_usage, "ncclGroupEnd: not in a group call");
+  if (!set_group_depth(depth - 1)) return fail(k_system_error, "ncclGroupEnd: no memory for the thread's group depth");
   return k_success;
 }
 
