@@ -15,6 +15,9 @@
 #include "base/digest.hpp"
 #include "base/net/http_client.hpp"
 #include "base/yaml_guard.hpp"
+#include "app/marks.hpp"
+#include "base/file_io.hpp"
+#include "images/assemble/cyclonedx.hpp"
 #include "images/oci/archive.hpp"
 #include "images/disk/container_disk.hpp"
 #include "images/disk/vm_driver.hpp"
@@ -491,13 +494,64 @@ Status push_image(const BuildRequest& rq, const std::string& layout_dir, const i
   return ok_status();
 }
 
+/// The name statements give the image: the repository it was pushed to, else the spec's tag without its tag, else the
+/// spec's name.
+std::string attested_name(const std::optional<images::ImageReference>& pushed, const LockToBuild& l) {
+  if (pushed) return pushed->registry + "/" + pushed->repository;
+  if (!l.spec_tag.empty()) {
+    const auto slash = l.spec_tag.rfind('/');
+    const auto colon = l.spec_tag.rfind(':');
+    return colon != std::string::npos && (slash == std::string::npos || colon > slash) ? l.spec_tag.substr(0, colon) : l.spec_tag;
+  }
+  return l.lock.spec_name;
+}
+
+/// --attest: the image's SBOM and provenance, signed and stored in the output written and the registry pushed to.
+Status attest_built(const BuildRequest& rq, const LockToBuild& l, const std::string& layout_dir, const std::optional<images::ImageReference>& pushed,
+                    const marks::Key& key, std::int64_t started, Built& out, Services& services) {
+  GPUENV_TRY(epoch, source_date_epoch(services));
+  GPUENV_TRY(cyclonedx, read_file_limited(layout_dir + "/" + images::cyclonedx_file_name("sbom.spdx.json"), 256u << 20));
+  const std::vector<AttestedImage> images{{out.image.manifest.digest, l.lock.platforms.front(), std::move(cyclonedx)}};
+  BuildFacts facts;
+  facts.lock = &l.lock;
+  facts.lock_text = l.text;
+  facts.format = std::string(resolver::to_string(out.format));
+  facts.compression = std::string(images::to_string(rq.compression));
+  facts.tag = out.tag;
+  facts.subject_name = attested_name(pushed, l);
+  facts.source_date_epoch = epoch;
+  facts.started = started;
+  std::vector<std::string> stores;
+  if (out.format == resolver::ImageFormat::oci_dir) stores.push_back("oci:" + out.output);
+  else stores.push_back(std::string(resolver::to_string(out.format)) + ":" + out.output);
+  if (pushed) stores.push_back("docker://" + rq.push);
+  services.step("signing and storing the image's " + std::string(rq.attest.size() == 2 ? "SBOM and provenance" : to_string(rq.attest.front())));
+  GPUENV_TRY(stored, attest_build(rq.attest, images, facts, key, stores, rq.plain_http, services));
+  out.attested = std::move(stored);
+  return ok_status();
+}
+
 Result<Built> build(const BuildRequest& rq, Services& services) {
   Built out;
+  const std::int64_t started = now_seconds(services);
+  // The key of --attest first: a build that cannot sign at its end fails before it starts.
+  std::optional<marks::Key> attest_key;
+  if (!rq.attest.empty()) {
+    GPUENV_TRY(key, load_signing_key(rq.attest_key, services));
+    attest_key = std::move(key);
+  }
   GPUENV_TRY(l, lock_to_build(rq, services));
   if (l.unsatisfied) {
     out.unsatisfied = std::move(l.unsatisfied);
     return out;
   }
+  if (attest_key && l.lock.vm)
+    return make_error(ErrorKind::usage, "build.attest_vm", "--attest signs a container image's SBOM and provenance, and this lock is a VM disk's", "--attest",
+                      "leave out --attest for a VM disk; its lock (inside the disk, gpuenv inspect) says what it holds");
+  if (attest_key && l.lock.platforms.size() > 1)
+    return make_error(ErrorKind::usage, "build.attest_platforms",
+                      "--attest for a multi-platform image is not supported yet: it would attach one SBOM and provenance per platform, which verify cannot yet check",
+                      "--attest", "build and attest one platform at a time (image.platforms with one platform), or leave out --attest");
   out.format = rq.format.value_or(l.spec_format.value_or(l.lock.vm ? resolver::ImageFormat::raw : resolver::ImageFormat::oci_dir));
   if (resolver::is_vm_format(out.format) != l.lock.vm.has_value())
     return make_error(ErrorKind::usage, "build.not_vm",
@@ -547,6 +601,7 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
     shared->write(layout_dir, push_ref, services);
     out.cache = shared->report();
   }
+  if (attest_key) GPUENV_CHECK(attest_built(rq, l, layout_dir, push_ref, *attest_key, started, out, services));
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "app/build_cache.hpp"
 #include "app/lock.hpp"
 #include "app/services.hpp"
+#include "app/statements.hpp"
 #include "images/assemble/assemble_image.hpp"
 #include "images/disk/vm_disk.hpp"
 #include "images/registry/registry_client.hpp"
@@ -38,6 +39,10 @@ struct BuildRequest {
   /// Layers taken from the cache may stay in the registry when the image is pushed to the cache's registry as a
   /// layout (the layout then lacks them); false: every layer taken is downloaded (a build that runs its image).
   bool cache_may_leave_layers = true;
+  /// --attest: the statements (SBOM, provenance) signed with ATTEST_KEY ("" for GPUENV_MARK_KEY) and stored beside the
+  /// image: in the layout or archive written, and with --push in the registry too (app/statements.hpp).
+  std::vector<StatementKind> attest;
+  std::string attest_key;
 };
 
 /// A VM disk that was built (docs/vm.md).
@@ -72,6 +77,7 @@ struct Built {
   std::optional<VmBuilt> vm;     ///< set for a VM disk (format raw or qcow2)
   std::optional<images::PushStats> pushed;
   std::optional<BuildCacheReport> cache;  ///< with --cache: what the shared cache gave and took
+  std::vector<StoredStatement> attested;  ///< with --attest: each statement in each store
   [[nodiscard]] std::uint64_t size() const {
     std::uint64_t total = 0;
     std::set<std::string> seen;  // a layer two platforms share counts once
@@ -93,7 +99,9 @@ struct Built {
 /// `cli.output` (an archive or disk over a directory), `cli.source_date_epoch` (SOURCE_DATE_EPOCH not a number),
 /// `build.not_vm` (a VM format for a container's lock, or the other way round), and the VM disk's (`vm.*`, `disk.*`;
 /// `vm.gpuenv_binary`: no gpuenv of the disk's platform to put in it, `vm.driver_build`: vm.driver for a platform
-/// other than this machine's, whose compiler cannot run here), `build.cache_vm` (--cache for a VM disk), BuildCache::open's.
+/// other than this machine's, whose compiler cannot run here), `build.cache_vm` (--cache for a VM disk), BuildCache::open's;
+/// with --attest: the key's (`key.missing`, before anything is built), `build.attest_vm` (a VM disk), `build.attest_platforms`
+/// (a multi-platform lock), and attest_build's.
 Result<Built> build(const BuildRequest& request, Services& services);
 
 /// The tag part of "registry/name:tag" (the OCI layout's ref.name); the whole text when it has no tag.

@@ -16,6 +16,7 @@
 #include "app/base_image.hpp"
 #include "app/catalog.hpp"
 #include "app/resolve.hpp"
+#include "app/statements.hpp"
 #include "base/file_io.hpp"
 #include "base/file_lock.hpp"
 #include "base/json_field.hpp"
@@ -28,6 +29,7 @@
 #include "marks/dsse.hpp"
 #include "marks/from_report.hpp"
 #include "marks/keys.hpp"
+#include "marks/in_toto.hpp"
 #include "marks/referrer.hpp"
 #include "images/plan/image_config.hpp"
 
@@ -145,6 +147,35 @@ Result<marks::Key> load_signing_key(const std::string& path, const Services& ser
   return marks::read_private_key(file);
 }
 
+Result<StoredRecord> store_record(marks::MarkStore& store, const Digest& image, const std::string& envelope, std::string_view predicate_type,
+                                  Services& services) {
+  StoredRecord out;
+  const std::string where = store.where(image);
+  const Digest layer = Digest::of(envelope);
+  const std::string lock_path = cache_root(services) + "/locks/mark-" + Digest::of(store.lock_key(image)).hex().substr(0, 32) + ".lock";
+  GPUENV_TRY(lock, lock_marks(lock_path));
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    GPUENV_TRY(existing, store.read_att(image));
+    if (has_layer(existing, layer)) {
+      out.already_there = attempt == 0;
+      out.records = existing->layers.size();
+      break;
+    }
+    const marks::AttImage att = marks::append_record(existing, envelope, predicate_type);
+    if (auto st = store.write_att(image, att, envelope); !st) return std::move(st).error().while_("storing the record in " + where);
+    // Another host may have replaced the tag between our read and our write: read it back.
+    GPUENV_TRY(again, store.read_att(image));
+    if (has_layer(again, layer)) {
+      out.records = again->layers.size();
+      break;
+    }
+  }
+  if (out.records == 0)
+    return make_error(ErrorKind::environment, "mark.lost_race", "the record was overwritten by another writer three times", where,
+                      "other hosts are writing this image's records at the same moment; try again");
+  return out;
+}
+
 Result<MarkResult> mark(const MarkRequest& r, Services& services) {
   GPUENV_TRY(key, load_signing_key(r.key_path, services));
   std::string bytes;
@@ -175,29 +206,9 @@ Result<MarkResult> mark(const MarkRequest& r, Services& services) {
   out.where = store->where(image);
   out.record_digest = Digest::of(envelope).str();
   out.predicate = predicate;
-  const Digest layer = Digest::of(envelope);
-
-  const std::string lock_path = cache_root(services) + "/locks/mark-" + Digest::of(store->lock_key(image)).hex().substr(0, 32) + ".lock";
-  GPUENV_TRY(lock, lock_marks(lock_path));
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    GPUENV_TRY(existing, store->read_att(image));
-    if (has_layer(existing, layer)) {
-      out.already_there = attempt == 0;
-      out.records = existing->layers.size();
-      break;
-    }
-    const marks::AttImage att = marks::append_record(existing, envelope, marks::k_predicate_type);
-    if (auto st = store->write_att(image, att, envelope); !st) return std::move(st).error().while_("storing the mark in " + out.where);
-    // Another host may have replaced the tag between our read and our write: read it back.
-    GPUENV_TRY(again, store->read_att(image));
-    if (has_layer(again, layer)) {
-      out.records = again->layers.size();
-      break;
-    }
-  }
-  if (out.records == 0)
-    return make_error(ErrorKind::environment, "mark.lost_race", "the mark was overwritten by another writer three times", out.where,
-                      "other hosts are marking this image at the same moment; mark again");
+  GPUENV_TRY(stored, store_record(*store, image, envelope, marks::k_predicate_type, services));
+  out.already_there = stored.already_there;
+  out.records = stored.records;
   if (r.referrers) {
     GPUENV_TRY(bundle, marks::bundle_of(envelope, key));
     const std::string manifest = marks::referrer_manifest(bundle, subject, marks::k_predicate_type, format_rfc3339_utc(now_seconds(services)));
@@ -279,6 +290,10 @@ Result<Verification> verify(const VerifyRequest& r, Services& services) {
   GPUENV_TRY(att, store->read_att(image));
   if (!att) return out;
   for (const auto& layer : att->layers) {
+    // The image's SBOM and provenance share its attestation image (app/statements.hpp): not marks, not judged here.
+    if (const auto t = layer.annotations.find("predicateType");
+        t != layer.annotations.end() && (t->second == marks::k_cyclonedx_predicate_type || t->second == marks::k_slsa_predicate_type))
+      continue;
     JudgedRecord j;
     j.digest = layer.digest.str();
     if (layer.media_type != marks::k_envelope_media_type) {
@@ -311,7 +326,11 @@ Result<std::vector<ListedRecord>> list_marks(const std::string& image, bool plai
     } else if (auto env = marks::parse_envelope(*bytes, store->where(digest)); !env) {
       l.problem = env.error().message;
     } else if (auto st = marks::parse_statement(env->payload, store->where(digest)); !st) {
-      l.problem = st.error().message;
+      // An SBOM or provenance statement is listed by what it says; anything else by why it cannot be read.
+      auto other = marks::parse_in_toto(env->payload, store->where(digest));
+      l.summary = other ? statement_summary(*other) : std::string();
+      if (l.summary.empty()) l.problem = st.error().message;
+      else l.predicate_type = other->predicate_type;
     } else {
       l.statement = std::move(*st);
     }

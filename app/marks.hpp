@@ -28,6 +28,18 @@ Result<std::unique_ptr<marks::MarkStore>> open_mark_store(const std::string& ima
 /// given, and those of marks::read_private_key.
 Result<marks::Key> load_signing_key(const std::string& path, const Services& services);
 
+/// How a record went into a store.
+struct StoredRecord {
+  std::size_t records = 0;      ///< the image's records now, this one included
+  bool already_there = false;   ///< the same record was stored before
+};
+
+/// Appends ENVELOPE (a signed statement of PREDICATE_TYPE) to IMAGE's attestation image in STORE, once. Writers of
+/// one image on this host are serialised (a lock in the cache, at most 60 s: `mark.locked`); a record another host's
+/// writer replaced meanwhile is written again (3 tries: `mark.lost_race`). For marks, SBOMs and provenance alike.
+Result<StoredRecord> store_record(marks::MarkStore& store, const Digest& image, const std::string& envelope, std::string_view predicate_type,
+                                  Services& services);
+
 struct MarkRequest {
   std::string image;              ///< see open_mark_store
   std::string report_path;        ///< a saved gpuenv-validation-v1 report; or:
@@ -97,7 +109,8 @@ Result<Verification> verify(const VerifyRequest& request, Services& services);
 struct ListedRecord {
   std::string digest;
   std::string predicate_type;  ///< the layer's annotation
-  std::optional<marks::MarkStatement> statement;
+  std::optional<marks::MarkStatement> statement;  ///< a validation mark's
+  std::string summary;         ///< an SBOM's or provenance's: what it says (app::statement_summary), signature not checked
   std::string problem;         ///< why it could not be read, when it could not
 };
 Result<std::vector<ListedRecord>> list_marks(const std::string& image, bool plain_http, Services& services);

@@ -29,8 +29,13 @@ std::vector<std::string> safe_notes(const std::vector<std::string>& notes) {
   return out;
 }
 
-app::BuildRequest build_request(const BuildOptions& o) {
+Result<app::BuildRequest> build_request(const BuildOptions& o) {
   app::BuildRequest rq;
+  if (!o.attest.empty()) {
+    GPUENV_TRY(kinds, app::parse_statement_kinds(o.attest));
+    rq.attest = std::move(kinds);
+    rq.attest_key = o.key;
+  }
   rq.lock = lock_request(o.lock);
   rq.lock.output.clear();  // building from a spec writes no lock file
   rq.output = o.output;
@@ -146,6 +151,13 @@ void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const 
                   {"images_taken", c.images_taken}, {"layers_taken", c.layers_taken}, {"layers_remote", c.layers_remote},
                   {"images_written", c.images_written}, {"layers_written", c.layers_written}, {"written", c.written}, {"notes", safe_notes(c.notes)}};
   }
+  if (!b.attested.empty()) {
+    auto attested = nlohmann::ordered_json::array();
+    for (const auto& a : b.attested)
+      attested.push_back({{"kind", std::string(app::to_string(a.kind))}, {"predicateType", std::string(app::predicate_type_of(a.kind))}, {"image", a.image.str()},
+                          {"record", a.record}, {"where", safe_text(a.where)}, {"already_there", a.already_there}});
+    j["attested"] = std::move(attested);
+  }
   if (validation && !*validation) {
     const Error& e = validation->error();
     j["validation"] = {{"error", {{"id", e.id}, {"message", e.message}}}, {"exit_code", exit_code(e.kind)}};
@@ -197,6 +209,9 @@ void print_text(const BuildOptions& o, const app::Built& b, Context& ctx) {
   if (b.cache) print_cache(*b.cache, b.output, ctx);
   *ctx.out << "wrote " << b.output << " (" << human(b.size()) << ")\n";
   if (b.pushed) *ctx.out << "pushed " << o.push << " (" << b.pushed->blobs_uploaded << " blobs uploaded, " << b.pushed->blobs_present << " already there)\n";
+  for (const auto& a : b.attested)
+    *ctx.out << "attested " << (a.kind == app::StatementKind::sbom ? "SBOM      " : "provenance") << " " << a.record.substr(0, 19) << (a.already_there ? " (already there)" : "")
+             << " in " << safe_text(a.where) << "\n";
   *ctx.out << built.manifest.digest.str() << "\n";
 }
 
@@ -208,7 +223,9 @@ int cmd_build(const BuildOptions& o, Context& ctx) {
     return report_error(make_error(ErrorKind::usage, "mark.no_validation", "--mark marks what --validate proved, and --validate was not given", "--mark",
                                    "gpuenv build SPEC --push REF --validate --mark --key gpuenv.key"),
                         json, ctx);
-  auto built = app::build(build_request(o), ctx);
+  auto request = build_request(o);
+  if (!request) return report_error(request.error(), json, ctx);
+  auto built = app::build(*request, ctx);
   if (!built) return report_error(built.error(), json, ctx);
   if (built->unsatisfied) return report_unsatisfied(*built->unsatisfied, json, ctx);
   if (built->vm && !o.validate) {
@@ -273,9 +290,11 @@ Command add_build_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_flag("--validate", o->validate, "Validate the built image on this machine's GPUs (gpuenv validate --image)");
   sub->add_option("--level", o->level, "The level of --validate: quick, standard (default) or long")->check(CLI::IsMember({"quick", "standard", "long"}));
   sub->add_flag("--mark", o->mark, "With --validate: mark the image good when it passed, in the registry of --push (else in the layout)");
-  sub->add_option("--key", o->key, "The private key of --mark (gpuenv key generate); default: the file GPUENV_MARK_KEY names");
+  sub->add_option("--key", o->key, "The private key of --mark and --attest (gpuenv key generate); default: the file GPUENV_MARK_KEY names");
   sub->add_option("--valid-for", o->valid_for, "How long the mark stays valid: 30d, 12h, ... (default 30d)");
   sub->add_flag("--referrers", o->referrers, "Also store the mark as an OCI 1.1 referrer holding a Sigstore bundle v0.3");
+  sub->add_option("--attest", o->attest,
+                  "Sign the image's CycloneDX SBOM and/or SLSA provenance with --key and store them beside it (and in the registry of --push): sbom, provenance or sbom,provenance");
   sub->add_option("--threads", o->threads, "Compression threads (default: all cores)")->check(CLI::NonNegativeNumber);
   sub->add_option("--driver", o->lock.resolve.driver, "The fleet's driver version (with a spec)");
   sub->add_option("--gpu", o->lock.resolve.gpus, "GPU model or architecture; repeatable (with a spec)");

@@ -183,8 +183,10 @@ int cmd_inspect(const InspectOptions& o, Context& ctx) {
       ordered_json j = to_json(r->image);
       auto marks = ordered_json::array();
       for (const auto& m : r->marks) {
-        ordered_json mj{{"digest", m.digest}, {"predicateType", m.predicate_type}};
-        if (m.statement) {
+        ordered_json mj{{"digest", m.digest}, {"predicateType", safe_text(m.predicate_type, 200)}};
+        if (!m.summary.empty()) {
+          mj["summary"] = m.summary;
+        } else if (m.statement) {
           const auto& p = m.statement->predicate;
           mj["subject"] = m.statement->subject.str();
           mj["result"] = p.passed ? "PASSED" : "FAILED";
@@ -208,6 +210,10 @@ int cmd_inspect(const InspectOptions& o, Context& ctx) {
       render_text(r->image, o.all, *ctx.out);
       if (!r->marks_problem.empty()) *ctx.out << "  marks: could not be read: " << safe_text(r->marks_problem, 400) << "\n";
       for (const auto& m : r->marks) {
+        if (!m.summary.empty()) {
+          *ctx.out << "  attestation " << safe_text(m.digest.substr(0, 19)) << "  " << safe_text(m.summary, 300) << " (signature not checked: gpuenv verify --sbom/--provenance)\n";
+          continue;
+        }
         *ctx.out << "  mark " << safe_text(m.digest.substr(0, 19)) << "  ";
         if (!m.statement) {
           *ctx.out << "unreadable: " << safe_text(m.problem, 400) << "\n";

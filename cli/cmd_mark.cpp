@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "app/marks.hpp"
+#include "app/statements.hpp"
 #include "base/time.hpp"
 #include "base/safe_text.hpp"
 #include "cli/commands.hpp"
@@ -25,6 +26,7 @@ struct VerifyOptions {
   std::vector<std::string> keys;
   std::string gpu = "auto", driver = "auto", cc = "auto", level, max_age, host_status;
   bool allow_replay = false, plain_http = false, json = false;
+  bool sbom = false, provenance = false;  ///< check these statements instead of the marks
 };
 
 ordered_json predicate_summary(const marks::MarkPredicate& p) {
@@ -85,7 +87,61 @@ int cmd_mark(const MarkOptions& o, Context& ctx) {
   return k_exit_ok;
 }
 
+/// verify --sbom/--provenance: whether the image's statements of those kinds exist, are signed by a key and name it.
+int cmd_verify_statements(const VerifyOptions& o, Context& ctx) {
+  app::VerifyStatementsRequest rq;
+  rq.image = o.image;
+  rq.keys = o.keys;
+  rq.plain_http = o.plain_http;
+  if (o.sbom) rq.kinds.push_back(app::StatementKind::sbom);
+  if (o.provenance) rq.kinds.push_back(app::StatementKind::provenance);
+  auto v = app::verify_statements(rq, ctx);
+  if (!v) return report_error(v.error(), o.json, ctx);
+  const int code = v->ok() ? k_exit_ok : k_exit_validation_failed;
+  if (o.json) {
+    auto records = ordered_json::array();
+    for (const auto& r : v->records) {
+      auto reasons = ordered_json::array();
+      for (const auto& reason : r.reasons) reasons.push_back(safe_text(reason, 400));
+      records.push_back({{"kind", std::string(app::to_string(r.kind))},
+                         {"digest", r.digest},
+                         {"counts", r.counts},
+                         {"reasons", std::move(reasons)},
+                         {"key", r.key >= 0 ? ordered_json(o.keys[static_cast<std::size_t>(r.key)]) : ordered_json(nullptr)},
+                         {"summary", r.summary}});
+    }
+    auto wanted = ordered_json::array();
+    for (const auto k : v->wanted) wanted.push_back(std::string(app::to_string(k)));
+    *ctx.out << ordered_json{{"schema", "gpuenv-verify-statements-v1"}, {"image", v->image.str()}, {"where", safe_text(v->where)}, {"ok", v->ok()},
+                             {"wanted", wanted}, {"records", records}}
+                    .dump(2)
+             << "\n";
+    return code;
+  }
+  auto& out = *ctx.out;
+  out << v->image.str() << " (" << safe_text(v->where) << ")\n";
+  for (const auto& r : v->records) {
+    out << (r.counts ? "  counts   " : "  no       ") << std::string(app::to_string(r.kind)) << " " << safe_text(r.digest.substr(0, 19));
+    if (!r.summary.empty()) out << "  " << safe_text(r.summary, 200);
+    out << "\n";
+    for (const auto& reason : r.reasons) out << "           - " << safe_text(reason, 400) << "\n";
+  }
+  for (const auto kind : v->wanted) {
+    int counting = 0, seen = 0;
+    for (const auto& r : v->records)
+      if (r.kind == kind) {
+        ++seen;
+        counting += r.counts ? 1 : 0;
+      }
+    const std::string what = kind == app::StatementKind::sbom ? "SBOM" : "provenance";
+    if (seen == 0) out << "NOT verified: no " << what << " statement (gpuenv build --attest " << std::string(app::to_string(kind)) << " --key ...)\n";
+    else out << (counting > 0 ? "verified: " : "NOT verified: ") << counting << " of " << seen << " " << what << " record" << (seen == 1 ? "" : "s") << " count\n";
+  }
+  return code;
+}
+
 int cmd_verify(const VerifyOptions& o, Context& ctx) {
+  if (o.sbom || o.provenance) return cmd_verify_statements(o, ctx);
   app::VerifyRequest rq;
   rq.image = o.image;
   rq.keys = o.keys;
@@ -176,8 +232,10 @@ Command add_verify_command(CLI::App& app, const GlobalOptions& global) {
                   "Take auto's GPU model, driver and CC mode from this pre-flight status file (/run/gpuenv/status.json) instead of asking the driver")
       ->take_last();
   sub->add_flag("--allow-replay", o->allow_replay, "Count records made from recorded GPU answers (the replay backend)");
+  sub->add_flag("--sbom", o->sbom, "Check the image's signed CycloneDX SBOM statement (gpuenv build --attest sbom) instead of its marks");
+  sub->add_flag("--provenance", o->provenance, "Check the image's signed SLSA provenance statement (gpuenv build --attest provenance) instead of its marks");
   sub->add_flag("--plain-http", o->plain_http, "Talk to the registry over plain HTTP (a loopback or test registry)");
-  sub->add_flag("--json", o->json, "Print a gpuenv-verify-v1 JSON document");
+  sub->add_flag("--json", o->json, "Print a gpuenv-verify-v1 JSON document (gpuenv-verify-statements-v1 with --sbom or --provenance)");
   return {sub, [o, &global](Context& ctx) {
     (void)global;
     return cmd_verify(*o, ctx);

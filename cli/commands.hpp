@@ -171,9 +171,10 @@ struct BuildOptions {
   bool validate = false;    ///< validate the built image on this machine's GPUs (needs an oci-dir output)
   std::string level = "standard";  ///< the level of --validate
   bool mark = false;        ///< mark it good when the validation passed (in the registry when pushed)
-  std::string key;          ///< the signing key of --mark ("" for GPUENV_MARK_KEY)
+  std::string key;          ///< the signing key of --mark and --attest ("" for GPUENV_MARK_KEY)
   std::string valid_for = "30d";
   bool referrers = false;   ///< the mark also as an OCI 1.1 referrer
+  std::string attest;       ///< --attest sbom,provenance: "" for none
 };
 int cmd_build(const BuildOptions& options, Context& ctx);
 

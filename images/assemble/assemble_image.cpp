@@ -24,6 +24,7 @@
 #include "images/assemble/layer_writer.hpp"
 #include "images/rootfs/package_trees.hpp"
 #include "images/assemble/root_tree.hpp"
+#include "images/assemble/cyclonedx.hpp"
 #include "images/assemble/sbom.hpp"
 #include "images/elf/loader_model.hpp"
 #include "images/plan/gpu_rules.hpp"
@@ -243,6 +244,17 @@ assembly::LayerCompression layer_compression(const BuildRequest& rq) {
 /// The SBOM's file beside the layout: sbom.spdx.json, or one per platform of a multi-platform build.
 std::string sbom_file_name(const BuildRequest& rq) { return rq.write_index ? "sbom.spdx.json" : "sbom." + rq.platform.file_tag() + ".spdx.json"; }
 
+/// The CycloneDX SBOM beside the layout (sbom.cdx.json, or sbom.<platform>.cdx.json), made from the SPDX one
+/// (SPDX) and the image's manifest digest, which only the finished image knows.
+Status write_cyclonedx(const BuildRequest& rq, const std::string& layout_dir, const Digest& manifest, std::string_view spdx) {
+  const std::string base = rq.lock->base;  // "debian:12" -> the purl qualifier distro=debian-12
+  std::string distro = base;
+  std::replace(distro.begin(), distro.end(), ':', '-');
+  const CycloneDxImage image{manifest, std::string(rq.platform.oci_architecture()), distro, rq.generator.substr(rq.generator.rfind(' ') + 1)};
+  GPUENV_TRY(text, cyclonedx_json(spdx, image, layout_dir + "/" + sbom_file_name(rq)));
+  return assembly::write_file(layout_dir + "/" + cyclonedx_file_name(sbom_file_name(rq)), text);
+}
+
 /// The identity under which the shared cache knows this image: the reuse key and the compressor's implementation.
 std::string image_identity(const Assembly& a) { return "image\n" + a.reuse_key + "\n" + assembly::compressor_identity(layer_compression(a.rq)); }
 
@@ -327,6 +339,10 @@ std::optional<BuildResult> take_shared_image(Assembly& a) {
   r.manifest = *manifest_d;
   if (auto st = assembly::write_file(a.layout().dir() + "/" + sbom_file_name(a.rq), found->sbom); !st) {
     sc->note("could not write the cache's SBOM (" + st.error().message + "); building the image");
+    return std::nullopt;
+  }
+  if (auto st = write_cyclonedx(a.rq, a.layout().dir(), r.manifest.digest, found->sbom); !st) {
+    sc->note("could not write the CycloneDX SBOM of the cache's image (" + st.error().message + "); building the image");
     return std::nullopt;
   }
   if (a.rq.write_index) {
@@ -758,6 +774,7 @@ Result<BuildResult> write_image_documents(Assembly& a, ImageLayers layers) {
   auto manifest_d = a.layout().put_bytes(manifest.dump(), media_type::k_manifest);
   if (!manifest_d) return std::move(manifest_d).error();
   if (auto st = assembly::write_file(a.layout().dir() + "/" + sbom_file_name(a.rq), a.sbom); !st) return std::move(st).error();
+  if (auto st = write_cyclonedx(a.rq, a.layout().dir(), manifest_d->digest, a.sbom); !st) return std::move(st).error();
   if (a.rq.write_index) {
     if (auto st = write_index(a.layout(), *manifest_d, a.rq.tag); !st) return std::move(st).error();
     (void)a.layout().collect_garbage();
@@ -840,6 +857,12 @@ Result<BuildResult> assemble_image(const BuildRequest& rq) {
     prev->lock_sha256 = a.lock_sha256;
     if (rq.write_index)
       if (auto st = write_index(a.layout(), prev->manifest, rq.tag); !st) return std::move(st).error();  // the tag may have changed
+    // A layout an older gpuenv wrote has no CycloneDX SBOM beside it yet: made from its SPDX one.
+    std::error_code cdx_ec;
+    if (!fs::exists(a.layout().dir() + "/" + cyclonedx_file_name(sbom_file_name(rq)), cdx_ec)) {
+      GPUENV_TRY(spdx, read_file_limited(a.layout().dir() + "/" + sbom_file_name(rq), 256u << 20));
+      GPUENV_CHECK(write_cyclonedx(rq, a.layout().dir(), prev->manifest.digest, spdx));
+    }
     // An image built before, without the shared cache or for another one: the cache learns of it too.
     if (rq.shared_cache)
       if (auto sbom = read_file_limited(a.layout().dir() + "/" + sbom_file_name(rq), 256u << 20)) tell_shared_cache(a, *prev, std::move(*sbom));

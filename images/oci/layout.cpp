@@ -115,9 +115,10 @@ Result<OciLayout> OciLayout::open(const std::string& dir) {
       for (const auto& e : fs::directory_iterator(dir, ec)) {
         const std::string n = e.path().filename().string();
         // AtomicFile's temporaries are ".NAME.tmp.*" (older gpuenv wrote "NAME.gpuenv-tmp").
-        const bool temporary = n.rfind(".oci-layout.tmp.", 0) == 0 || n.rfind(".sbom.spdx.json.tmp.", 0) == 0 || n == ".oci-layout.gpuenv-tmp" ||
+        const bool temporary = n.rfind(".oci-layout.tmp.", 0) == 0 || n.rfind(".sbom.spdx.json.tmp.", 0) == 0 || n.rfind(".sbom.cdx.json.tmp.", 0) == 0 ||
+                               n == ".oci-layout.gpuenv-tmp" ||
                                n == "sbom.spdx.json.gpuenv-tmp";
-        if (n != "blobs" && n != "sbom.spdx.json" && !temporary) ours = false;
+        if (n != "blobs" && n != "sbom.spdx.json" && n != "sbom.cdx.json" && !temporary) ours = false;
       }
     }
     if (!ours) {

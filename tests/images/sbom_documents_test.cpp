@@ -1,0 +1,230 @@
+// The image's CycloneDX SBOM (images/assemble/cyclonedx.hpp), made from its SPDX document, and its SLSA provenance
+// predicate (images/assemble/provenance.hpp): every package with the same name, version, sha256 and download
+// location as the SPDX document, the purls with their qualifiers, the edges the lock knows, the image as the
+// metadata component, the same bytes for the same inputs; every locked package a resolved dependency. The published
+// schemas and independent readers check the same documents of real builds (tests/marks/attest_oracles.py, the
+// online smoke).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <string>
+
+#include "images/assemble/cyclonedx.hpp"
+#include "images/assemble/provenance.hpp"
+#include "images/assemble/sbom.hpp"
+
+namespace {
+
+using nlohmann::json;
+using gpuenv::Digest;
+namespace images = gpuenv::images;
+namespace resolver = gpuenv::resolver;
+
+resolver::LockedPackage package(const std::string& name, const std::string& version, resolver::PackageKind kind, const std::string& arch) {
+  resolver::LockedPackage p;
+  p.name = name;
+  p.version = version;
+  p.kind = kind;
+  p.architecture = arch;
+  p.url = "http://mirror.test/pool/" + name + "_" + version + ".pkg";
+  p.sha256 = Digest::of(name + version);
+  p.size = 1000;
+  return p;
+}
+
+resolver::Lock small_lock() {
+  resolver::Lock lock;
+  lock.spec_name = "Torch-H100";
+  lock.spec_sha256 = std::string(64, 'a');
+  lock.catalog_sha256 = std::string(64, 'c');
+  lock.base = "debian:12";
+  lock.packages = {package("libc6", "2.36-9+deb12u9", resolver::PackageKind::deb, "amd64"),
+                   package("tzdata", "2024a-0+deb12u1", resolver::PackageKind::deb, "all"),
+                   package("Safe_Tensors", "0.4.5", resolver::PackageKind::wheel, "")};
+  return lock;
+}
+
+std::string spdx_of(const resolver::Lock& lock, const std::string& base_digest = "",
+                    const std::vector<images::assembly::BasePackage>& base = {}) {
+  images::assembly::SbomInputs in;
+  in.lock_sha256 = std::string(64, 'b');
+  in.source_date_epoch = 1700000000;
+  in.generator = "gpuenv 9.9.9";
+  in.distro = "debian";
+  in.base_digest = base_digest;
+  in.base = base;
+  return images::assembly::sbom_json(lock, in);
+}
+
+const Digest k_image = Digest::of("the image manifest");
+
+images::CycloneDxImage image_facts() { return {k_image, "amd64", "debian-12", "9.9.9"}; }
+
+json cyclonedx(const std::string& spdx) {
+  auto text = images::cyclonedx_json(spdx, image_facts(), "sbom.spdx.json");
+  EXPECT_TRUE(text.ok()) << (text.ok() ? "" : text.error().to_string());
+  return text.ok() ? json::parse(*text) : json();
+}
+
+const json* component(const json& bom, const std::string& name) {
+  for (const auto& c : bom["components"])
+    if (c["name"] == name) return &c;
+  return nullptr;
+}
+
+TEST(CycloneDx, EveryPackageOfTheSpdxDocumentIsAComponentWithItsVersionPurlHashAndLocation) {
+  const resolver::Lock lock = small_lock();
+  const json bom = cyclonedx(spdx_of(lock));
+  EXPECT_EQ(bom["bomFormat"], "CycloneDX");
+  EXPECT_EQ(bom["specVersion"], "1.6");
+  EXPECT_EQ(bom["version"], 1);
+  ASSERT_EQ(bom["components"].size(), lock.packages.size());
+  for (const auto& p : lock.packages) {
+    const json* c = component(bom, p.name);
+    ASSERT_NE(c, nullptr) << p.name;
+    EXPECT_EQ((*c)["version"], p.version);
+    EXPECT_EQ((*c)["type"], "library");
+    EXPECT_EQ((*c)["hashes"][0]["alg"], "SHA-256");
+    EXPECT_EQ((*c)["hashes"][0]["content"], p.sha256.hex());
+    EXPECT_EQ((*c)["externalReferences"][0]["type"], "distribution");
+    EXPECT_EQ((*c)["externalReferences"][0]["url"], p.url);
+    EXPECT_FALSE(c->contains("licenses")) << "the SPDX document asserts no licence, so neither does the BOM";
+  }
+  // purl-spec: a .deb with its architecture and distribution, a wheel by its normalised name, '+' escaped.
+  EXPECT_EQ((*component(bom, "libc6"))["purl"], "pkg:deb/debian/libc6@2.36-9%2Bdeb12u9?arch=amd64&distro=debian-12");
+  EXPECT_EQ((*component(bom, "tzdata"))["purl"], "pkg:deb/debian/tzdata@2024a-0%2Bdeb12u1?arch=all&distro=debian-12");
+  EXPECT_EQ((*component(bom, "Safe_Tensors"))["purl"], "pkg:pypi/safe-tensors@0.4.5");
+}
+
+TEST(CycloneDx, TheImageIsTheMetadataComponentAndHoldsEveryPackage) {
+  const json bom = cyclonedx(spdx_of(small_lock()));
+  const json& image = bom["metadata"]["component"];
+  EXPECT_EQ(image["type"], "container");
+  EXPECT_EQ(image["version"], k_image.str());
+  EXPECT_EQ(image["hashes"][0]["content"], k_image.hex());
+  EXPECT_EQ(image["purl"], "pkg:oci/torch-h100@sha256%3A" + k_image.hex() + "?arch=amd64");
+  EXPECT_EQ(bom["metadata"]["timestamp"], "2023-11-14T22:13:20Z") << "SOURCE_DATE_EPOCH, as the SPDX document's";
+  EXPECT_EQ(bom["metadata"]["tools"]["components"][0]["name"], "gpuenv");
+  ASSERT_EQ(bom["dependencies"].size(), 1u) << "the lock knows no package's own dependencies: only the image's edges";
+  EXPECT_EQ(bom["dependencies"][0]["ref"], image["bom-ref"]);
+  std::set<std::string> refs;
+  for (const auto& c : bom["components"]) refs.insert(c["bom-ref"].get<std::string>());
+  EXPECT_EQ(refs.size(), bom["components"].size()) << "bom-refs are unique";
+  std::set<std::string> held(bom["dependencies"][0]["dependsOn"].begin(), bom["dependencies"][0]["dependsOn"].end());
+  EXPECT_EQ(held, refs);
+}
+
+TEST(CycloneDx, ABaseImageIsAContainerComponentHoldingItsOwnPackages) {
+  const std::string base_digest = Digest::of("base").str();
+  resolver::Lock lock = small_lock();
+  lock.base_image = "docker://registry.test/base:1@" + base_digest;
+  const json bom = cyclonedx(spdx_of(lock, base_digest, {{"bash", "5.2.15-2+b7", "amd64"}, {"libc6", "2.36-9", "amd64"}}));
+  const json* base = component(bom, lock.base_image);
+  ASSERT_NE(base, nullptr);
+  EXPECT_EQ((*base)["type"], "container");
+  EXPECT_EQ((*base)["hashes"][0]["content"], Digest::of("base").hex());
+  ASSERT_NE(component(bom, "bash"), nullptr);
+  // The base's libc6 is replaced by the lock's: listed once, at the lock's version.
+  int libc = 0;
+  for (const auto& c : bom["components"]) libc += c["name"] == "libc6" ? 1 : 0;
+  EXPECT_EQ(libc, 1);
+  ASSERT_EQ(bom["dependencies"].size(), 2u);
+  EXPECT_EQ(bom["dependencies"][1]["ref"], (*base)["bom-ref"]);
+  EXPECT_EQ(bom["dependencies"][1]["dependsOn"], json::array({(*component(bom, "bash"))["bom-ref"]}));
+}
+
+TEST(CycloneDx, TheSameInputsGiveTheSameBytesAndAnotherImageAnotherSerial) {
+  const std::string spdx = spdx_of(small_lock());
+  const auto a = images::cyclonedx_json(spdx, image_facts(), "x");
+  const auto b = images::cyclonedx_json(spdx, image_facts(), "x");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+  images::CycloneDxImage other = image_facts();
+  other.manifest = Digest::of("another image");
+  const auto c = images::cyclonedx_json(spdx, other, "x");
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(json::parse(*a)["serialNumber"], json::parse(*c)["serialNumber"]);
+  EXPECT_TRUE(json::parse(*a)["serialNumber"].get<std::string>().rfind("urn:uuid:", 0) == 0);
+}
+
+TEST(CycloneDx, AnSpdxTextGpuenvDidNotWriteIsRefusedByName) {
+  for (const std::string bad : {"", "[]", "{\"spdxVersion\":\"SPDX-2.2\",\"packages\":[]}", "{\"spdxVersion\":\"SPDX-2.3\"}",
+                                "{\"spdxVersion\":\"SPDX-2.3\",\"packages\":[{\"name\":\"x\"}]}", "{\"spdxVersion\":\"SPDX-2.3\",\"packages\":[7]}"}) {
+    const auto r = images::cyclonedx_json(bad, image_facts(), "dir/sbom.spdx.json");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().id, "sbom.bad_spdx");
+    EXPECT_EQ(r.error().where, "dir/sbom.spdx.json");
+  }
+}
+
+TEST(CycloneDx, TheFileSitsBesideItsSpdxFile) {
+  EXPECT_EQ(images::cyclonedx_file_name("sbom.spdx.json"), "sbom.cdx.json");
+  EXPECT_EQ(images::cyclonedx_file_name("sbom.linux-arm64.spdx.json"), "sbom.linux-arm64.cdx.json");
+}
+
+images::ProvenanceInputs provenance_inputs() {
+  images::ProvenanceInputs in;
+  in.lock_sha256 = std::string(64, 'b');
+  in.platform = "linux/amd64";
+  in.format = "oci-dir";
+  in.compression = "gzip";
+  in.tag = "2.5";
+  in.source_date_epoch = 1700000000;
+  in.builder_version = "9.9.9";
+  in.started = 1765000000;
+  in.finished = 1765000060;
+  return in;
+}
+
+TEST(Provenance, EveryLockedPackageIsAResolvedDependencyAndTheLockAndSpecAreExternalParameters) {
+  resolver::Lock lock = small_lock();
+  lock.base_image = "docker://registry.test/base:1@" + Digest::of("base").str();
+  const json p = json::parse(images::provenance_predicate(lock, provenance_inputs()));
+  const json& def = p["buildDefinition"];
+  EXPECT_EQ(def["buildType"], images::k_slsa_build_type);
+  EXPECT_EQ(def["externalParameters"]["lock"]["digest"]["sha256"], std::string(64, 'b'));
+  EXPECT_EQ(def["externalParameters"]["spec"]["digest"]["sha256"], std::string(64, 'a'));
+  EXPECT_EQ(def["externalParameters"]["spec"]["name"], "Torch-H100");
+  EXPECT_EQ(def["externalParameters"]["platform"], "linux/amd64");
+  EXPECT_EQ(def["internalParameters"]["sourceDateEpoch"], 1700000000);
+  EXPECT_EQ(def["internalParameters"]["catalog"]["digest"]["sha256"], std::string(64, 'c'));
+  const json& deps = def["resolvedDependencies"];
+  ASSERT_EQ(deps.size(), lock.packages.size() + 1);
+  EXPECT_EQ(deps[0]["uri"], lock.base_image);
+  EXPECT_EQ(deps[0]["digest"]["sha256"], Digest::of("base").hex());
+  for (std::size_t i = 0; i < lock.packages.size(); ++i) {
+    EXPECT_EQ(deps[i + 1]["uri"], lock.packages[i].url);
+    EXPECT_EQ(deps[i + 1]["digest"]["sha256"], lock.packages[i].sha256.hex());
+    EXPECT_EQ(deps[i + 1]["name"], lock.packages[i].name);
+    EXPECT_EQ(deps[i + 1]["annotations"]["version"], lock.packages[i].version);
+  }
+  EXPECT_EQ(p["runDetails"]["builder"]["id"], images::k_slsa_builder_id);
+  EXPECT_EQ(p["runDetails"]["builder"]["version"]["gpuenv"], "9.9.9");
+  EXPECT_EQ(p["runDetails"]["metadata"]["startedOn"], "2025-12-06T05:46:40Z");
+  EXPECT_EQ(p["runDetails"]["metadata"]["finishedOn"], "2025-12-06T05:47:40Z");
+}
+
+TEST(Provenance, OnlyTheBuildsOwnTimesDifferBetweenTwoBuildsOfOneLock) {
+  const resolver::Lock lock = small_lock();
+  images::ProvenanceInputs later = provenance_inputs();
+  later.started += 86400;
+  later.finished += 90000;
+  json a = json::parse(images::provenance_predicate(lock, provenance_inputs()));
+  json b = json::parse(images::provenance_predicate(lock, later));
+  EXPECT_NE(a, b);
+  a["runDetails"].erase("metadata");
+  b["runDetails"].erase("metadata");
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(images::provenance_predicate(lock, provenance_inputs()), images::provenance_predicate(lock, provenance_inputs()));
+}
+
+TEST(Provenance, ASpecDigestThatIsNotASha256IsLeftOutRatherThanWrittenAsOne) {
+  resolver::Lock lock = small_lock();
+  lock.spec_sha256 = "spec-digest";  // a hand-written lock's
+  const json p = json::parse(images::provenance_predicate(lock, provenance_inputs()));
+  EXPECT_FALSE(p["buildDefinition"]["externalParameters"]["spec"].contains("digest"));
+  EXPECT_EQ(p["buildDefinition"]["externalParameters"]["spec"]["name"], "Torch-H100");
+}
+
+}  // namespace
