@@ -227,8 +227,13 @@ class Records:
 
 # --- the checks ---------------------------------------------------------------------------------------------------
 
+_cdx_validator = []
+
+
 def cdx_validate(text, what):
-    errors = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text, all_errors=True)
+    if not _cdx_validator:  # compiling the schema costs more than validating a document: once a process
+        _cdx_validator.append(JsonStrictValidator(SchemaVersion.V1_6))
+    errors = _cdx_validator[0].validate_str(text, all_errors=True)
     out = []
     for e in errors or []:
         path = "/".join(str(p) for p in getattr(e.data, "absolute_path", []))
@@ -615,13 +620,13 @@ def flatten(value, prefix=""):
         yield f"{prefix}={json.dumps(value)}"
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("layout")
     ap.add_argument("pubkey")
     ap.add_argument("--lock", help="the lock the image was built from")
     ap.add_argument("--same-as", help="a second layout built from the same lock")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     checks = Checks()
     try:
         layout = Layout(args.layout)
