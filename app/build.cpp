@@ -510,8 +510,17 @@ std::string attested_name(const std::optional<images::ImageReference>& pushed, c
 Status attest_built(const BuildRequest& rq, const LockToBuild& l, const std::string& layout_dir, const std::optional<images::ImageReference>& pushed,
                     const marks::Key& key, std::int64_t started, Built& out, Services& services) {
   GPUENV_TRY(epoch, source_date_epoch(services));
-  GPUENV_TRY(cyclonedx, read_file_limited(layout_dir + "/" + images::cyclonedx_file_name("sbom.spdx.json"), 256u << 20));
-  const std::vector<AttestedImage> images{{out.image.manifest.digest, l.lock.platforms.front(), std::move(cyclonedx)}};
+  // One image, or each platform's (its SBOM beside the layout is sbom.<platform>.cdx.json): each gets its own
+  // statements, attached to its own manifest, as `cosign attest --recursive` attaches them.
+  std::vector<AttestedImage> images;
+  if (out.platforms.empty()) {
+    GPUENV_TRY(cyclonedx, read_file_limited(layout_dir + "/" + images::cyclonedx_file_name("sbom.spdx.json"), 256u << 20));
+    images.push_back({out.image.manifest.digest, l.lock.platforms.front(), std::move(cyclonedx)});
+  }
+  for (const auto& p : out.platforms) {
+    GPUENV_TRY(cyclonedx, read_file_limited(layout_dir + "/" + images::cyclonedx_file_name("sbom." + p.platform.file_tag() + ".spdx.json"), 256u << 20));
+    images.push_back({p.image.manifest.digest, p.platform, std::move(cyclonedx)});
+  }
   BuildFacts facts;
   facts.lock = &l.lock;
   facts.lock_text = l.text;
@@ -548,10 +557,7 @@ Result<Built> build(const BuildRequest& rq, Services& services) {
   if (attest_key && l.lock.vm)
     return make_error(ErrorKind::usage, "build.attest_vm", "--attest signs a container image's SBOM and provenance, and this lock is a VM disk's", "--attest",
                       "leave out --attest for a VM disk; its lock (inside the disk, gpuenv inspect) says what it holds");
-  if (attest_key && l.lock.platforms.size() > 1)
-    return make_error(ErrorKind::usage, "build.attest_platforms",
-                      "--attest for a multi-platform image is not supported yet: it would attach one SBOM and provenance per platform, which verify cannot yet check",
-                      "--attest", "build and attest one platform at a time (image.platforms with one platform), or leave out --attest");
+
   out.format = rq.format.value_or(l.spec_format.value_or(l.lock.vm ? resolver::ImageFormat::raw : resolver::ImageFormat::oci_dir));
   if (resolver::is_vm_format(out.format) != l.lock.vm.has_value())
     return make_error(ErrorKind::usage, "build.not_vm",

@@ -100,8 +100,7 @@ struct Built {
 /// `build.not_vm` (a VM format for a container's lock, or the other way round), and the VM disk's (`vm.*`, `disk.*`;
 /// `vm.gpuenv_binary`: no gpuenv of the disk's platform to put in it, `vm.driver_build`: vm.driver for a platform
 /// other than this machine's, whose compiler cannot run here), `build.cache_vm` (--cache for a VM disk), BuildCache::open's;
-/// with --attest: the key's (`key.missing`, before anything is built), `build.attest_vm` (a VM disk), `build.attest_platforms`
-/// (a multi-platform lock), and attest_build's.
+/// with --attest: the key's (`key.missing`, before anything is built), `build.attest_vm` (a VM disk), and attest_build's.
 Result<Built> build(const BuildRequest& request, Services& services);
 
 /// The tag part of "registry/name:tag" (the OCI layout's ref.name); the whole text when it has no tag.

@@ -97,6 +97,23 @@ void judge_statement(const std::string& bytes, const std::vector<const marks::Ke
   if (const std::string problem = predicate_problem(j.kind, statement->predicate, image); !problem.empty()) j.reasons.push_back(problem);
 }
 
+/// Whether IMAGE's attestation image in STORE already holds a record of TYPE with the same signed PAYLOAD under
+/// KEY (a rebuild of the same lock: the SBOM statement is the same bytes, its signature is not). Records of other
+/// signers, or that cannot be read, are not this one.
+Result<bool> already_signed(marks::MarkStore& store, const Digest& image, std::string_view type, const std::string& payload, const marks::Key& key) {
+  GPUENV_TRY(att, store.read_att(image));
+  if (!att) return false;
+  for (const auto& layer : att->layers) {
+    const auto t = layer.annotations.find("predicateType");
+    if (t == layer.annotations.end() || t->second != type || layer.media_type != marks::k_envelope_media_type) continue;
+    auto bytes = store.read_record(layer, k_max_statement_bytes);
+    if (!bytes) continue;
+    auto envelope = marks::parse_envelope(*bytes, store.where(image));
+    if (envelope && envelope->payload == payload && marks::verifying_key(*envelope, {&key}) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string_view to_string(StatementKind kind) { return kind == StatementKind::sbom ? "sbom" : "provenance"; }
@@ -147,20 +164,32 @@ Result<std::vector<StoredStatement>> attest_build(const std::vector<StatementKin
                                                   const BuildFacts& facts, const marks::Key& key, const std::vector<std::string>& stores,
                                                   bool plain_http, Services& services) {
   const std::int64_t finished = now_seconds(services);
-  std::vector<std::pair<StatementKind, std::pair<const AttestedImage*, std::string>>> envelopes;
+  struct Signed {
+    StatementKind kind;
+    const AttestedImage* image;
+    std::string statement, envelope;
+  };
+  std::vector<Signed> signed_statements;
   for (const auto& image : images)
     for (const auto kind : kinds) {
       GPUENV_TRY(statement, statement_of(kind, image, facts, finished));
       GPUENV_TRY(envelope, marks::sign_envelope(statement, marks::k_in_toto_payload_type, key));
-      envelopes.push_back({kind, {&image, std::move(envelope)}});
+      signed_statements.push_back({kind, &image, std::move(statement), std::move(envelope)});
     }
   std::vector<StoredStatement> out;
   for (const auto& place : stores) {
     GPUENV_TRY(store, open_mark_store(place, plain_http, services));
-    for (const auto& e : envelopes) {
-      const Digest& image = e.second.first->manifest;
-      GPUENV_TRY(stored, store_record(*store, image, e.second.second, predicate_type_of(e.first), services));
-      out.push_back({e.first, image, Digest::of(e.second.second).str(), store->where(image), stored.already_there});
+    for (const auto& s : signed_statements) {
+      const Digest& image = s.image->manifest;
+      // A rebuild of the same lock makes the same SBOM statement: it is stored once. Its provenance differs (the
+      // build's own times) and is appended, as cosign attest appends.
+      GPUENV_TRY(there, already_signed(*store, image, predicate_type_of(s.kind), s.statement, key));
+      if (there) {
+        out.push_back({s.kind, image, std::string(), store->where(image), true});
+        continue;
+      }
+      GPUENV_TRY(stored, store_record(*store, image, s.envelope, predicate_type_of(s.kind), services));
+      out.push_back({s.kind, image, Digest::of(s.envelope).str(), store->where(image), stored.already_there});
     }
   }
   return out;

@@ -47,13 +47,15 @@ struct BuildFacts {
 struct StoredStatement {
   StatementKind kind = StatementKind::sbom;
   Digest image;
-  std::string record;  ///< the envelope's digest
+  std::string record;  ///< the envelope's digest; "" when the same statement, signed by the same key, was there
   std::string where;   ///< the store's attestation image
-  bool already_there = false;
+  bool already_there = false;  ///< the same statement (signed by the same key) was stored before: nothing added
 };
 
 /// Makes the statements of KINDS for each image, signs them with KEY and appends them in every store of STORES
-/// (what open_mark_store takes: the layout or archive written, docker://REF pushed). Errors: the stores', and
+/// (what open_mark_store takes: the layout or archive written, docker://REF pushed), each once: a statement already
+/// there with the same bytes under the same key is not added again (a rebuild's SBOM; its provenance, whose times
+/// differ, is added as cosign attest adds). Errors: the stores', and
 /// `sbom.bad_spdx` for a CycloneDX text that cannot be read.
 Result<std::vector<StoredStatement>> attest_build(const std::vector<StatementKind>& kinds, const std::vector<AttestedImage>& images,
                                                   const BuildFacts& facts, const marks::Key& key, const std::vector<std::string>& stores,

@@ -155,7 +155,7 @@ void print_json(const BuildOptions& o, const app::Built& b, Context& ctx, const 
     auto attested = nlohmann::ordered_json::array();
     for (const auto& a : b.attested)
       attested.push_back({{"kind", std::string(app::to_string(a.kind))}, {"predicateType", std::string(app::predicate_type_of(a.kind))}, {"image", a.image.str()},
-                          {"record", a.record}, {"where", safe_text(a.where)}, {"already_there", a.already_there}});
+                          {"record", a.record.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(a.record)}, {"where", safe_text(a.where)}, {"already_there", a.already_there}});
     j["attested"] = std::move(attested);
   }
   if (validation && !*validation) {
@@ -210,8 +210,8 @@ void print_text(const BuildOptions& o, const app::Built& b, Context& ctx) {
   *ctx.out << "wrote " << b.output << " (" << human(b.size()) << ")\n";
   if (b.pushed) *ctx.out << "pushed " << o.push << " (" << b.pushed->blobs_uploaded << " blobs uploaded, " << b.pushed->blobs_present << " already there)\n";
   for (const auto& a : b.attested)
-    *ctx.out << "attested " << (a.kind == app::StatementKind::sbom ? "SBOM      " : "provenance") << " " << a.record.substr(0, 19) << (a.already_there ? " (already there)" : "")
-             << " in " << safe_text(a.where) << "\n";
+    *ctx.out << "attested " << (a.kind == app::StatementKind::sbom ? "SBOM      " : "provenance") << " "
+             << (a.already_there ? std::string("(the same statement was already there)") : a.record.substr(0, 19)) << " in " << safe_text(a.where) << "\n";
   *ctx.out << built.manifest.digest.str() << "\n";
 }
 

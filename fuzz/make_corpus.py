@@ -208,6 +208,19 @@ def main():
     write("image", "challenge", b"\x04" + b'Bearer realm="https://auth.example/token",service="registry.example",'
                                           b'scope="repository:a/b:pull,push"')
     write("image", "config", b"\x05" + b'{"auths":{"https://registry.example.com/v1/":{"auth":"dTpw"}}}')
+    spdx = {"spdxVersion": "SPDX-2.3", "SPDXID": "SPDXRef-DOCUMENT", "name": "torch",
+            "creationInfo": {"created": "2023-11-14T22:13:20Z"},
+            "packages": [{"SPDXID": "SPDXRef-Image", "name": "torch", "primaryPackagePurpose": "CONTAINER"},
+                         {"SPDXID": "SPDXRef-Package-deb-libc6", "name": "libc6", "versionInfo": "2.36-9",
+                          "downloadLocation": "http://mirror.example/libc6.deb", "licenseDeclared": "NOASSERTION",
+                          "checksums": [{"algorithm": "SHA256", "checksumValue": "0" * 64}],
+                          "externalRefs": [{"referenceType": "purl", "referenceLocator": "pkg:deb/debian/libc6@2.36-9?arch=amd64"}]},
+                         {"SPDXID": "SPDXRef-Package-wheel-torch", "name": "torch", "versionInfo": "2.5.1",
+                          "licenseDeclared": "BSD-3-Clause"}],
+            "relationships": [{"spdxElementId": "SPDXRef-Image", "relationshipType": "CONTAINS", "relatedSpdxElement": "SPDXRef-Package-deb-libc6"},
+                              {"spdxElementId": "SPDXRef-Package-wheel-torch", "relationshipType": "DEPENDS_ON",
+                               "relatedSpdxElement": "SPDXRef-Package-deb-libc6"}]}
+    write("image", "spdx", b"\x06" + json.dumps(spdx).encode())
 
     config, layer, manifest, index = image_documents()
     write("oci", "descriptor", b"\x00" + json.dumps(json.loads(index)["manifests"][0]).encode())
@@ -342,6 +355,15 @@ def main():
                        "annotations": {"dev.cosignproject.cosign/signature": "",
                                        "predicateType": "https://gpuenv.dev/attestation/validation/v1"}}]}
     write("mark", "att_manifest", b"\x06" + json.dumps(att).encode())
+    provenance = {"_type": "https://in-toto.io/Statement/v1",
+                  "subject": [{"name": "registry.example/ml/torch", "digest": {"sha256": "c" * 64}}],
+                  "predicateType": "https://slsa.dev/provenance/v1",
+                  "predicate": {"buildDefinition": {"buildType": "https://gpuenv.dev/build/image/v1",
+                                                    "externalParameters": {"lock": {"digest": {"sha256": "a" * 64}}},
+                                                    "resolvedDependencies": [{"uri": "http://mirror.example/a.deb",
+                                                                              "digest": {"sha256": "0" * 64}}]},
+                                "runDetails": {"builder": {"id": "https://gpuenv.dev/builder/gpuenv-cli/v1"}}}}
+    write("mark", "in_toto", b"\x07" + json.dumps(provenance).encode())
 
     # attest: a made-up attestation report shaped as NVIDIA's (SPDM 1.1 GET_MEASUREMENTS request and MEASUREMENTS
     # response; two 48-byte blocks, opaque data, a 96-byte signature of filler): the structure, not real evidence

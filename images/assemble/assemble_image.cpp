@@ -563,6 +563,15 @@ Status write_gpuenv_files(Assembly& a) {
     in.base_digest = a.base->image.manifest_digest;
     in.base = a.base->debs;
   }
+  // Each wheel's installed METADATA, by the lock's name for it (the owners map is unordered; this map is not).
+  std::map<std::string, std::string> wheel_metadata;
+  const std::string metadata_suffix = ".dist-info/METADATA";
+  for (const auto& [path, owner] : a.owners)
+    if (owner.package >= 0 && static_cast<std::size_t>(owner.package) < a.lock.packages.size() && path.size() > metadata_suffix.size() &&
+        path.compare(path.size() - metadata_suffix.size(), metadata_suffix.size(), metadata_suffix) == 0 &&
+        a.lock.packages[static_cast<std::size_t>(owner.package)].kind == resolver::PackageKind::wheel)
+      wheel_metadata[packages::canonicalize_name(a.lock.packages[static_cast<std::size_t>(owner.package)].name)] = path;
+  in.facts = assembly::read_package_facts(a.root, wheel_metadata, a.rq.platform, a.lock.python);
   a.sbom = assembly::sbom_json(a.lock, in);
   // Beneath the root: a package that made usr/share/gpuenv a link to a host directory gets no file written there.
   if (auto st = write_file_beneath(a.root, "usr/share/gpuenv/gpuenv.lock", a.rq.lock_text, 0644, "the image tree " + a.root); !st) return st;

@@ -98,13 +98,14 @@ Result<std::string> cyclonedx_json(std::string_view spdx_text, const CycloneDxIm
     components.push_back(component_of(p, ref, purl));
   }
   ref_of["SPDXRef-Image"] = "image";
-  // CONTAINS and DESCENDANT_OF are the edges the lock knows: the image holds each package (and descends from its
-  // base image, which holds its own). Packages' dependencies on each other are not in the lock: not declared.
+  // The image holds each package (CONTAINS) and descends from its base image (DESCENDANT_OF), which holds its own;
+  // a package needs another (DEPENDS_ON: dpkg's status, a wheel's Requires-Dist). A package with no edge in the SPDX
+  // document is left out of the graph: its dependencies are unknown, not none (CycloneDX 1.6, dependencies).
   std::map<std::string, std::vector<std::string>> depends;
   std::vector<std::string> order;
   for (const auto& r : field_of_type(doc, "relationships", json::value_t::array)) {
     const std::string type = string_field(r, "relationshipType");
-    if (type != "CONTAINS" && type != "DESCENDANT_OF") continue;
+    if (type != "CONTAINS" && type != "DESCENDANT_OF" && type != "DEPENDS_ON") continue;
     const auto from = ref_of.find(string_field(r, "spdxElementId"));
     const auto to = ref_of.find(string_field(r, "relatedSpdxElement"));
     if (from == ref_of.end() || to == ref_of.end()) continue;

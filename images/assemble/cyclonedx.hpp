@@ -1,8 +1,8 @@
 #pragma once
 // The image's CycloneDX 1.6 JSON SBOM (docs/build.md "SBOMs"), made from its SPDX 2.3 document (sbom.hpp) and the
 // image's manifest digest, which the SPDX inside the image cannot name. Every package the SPDX document lists
-// becomes a component with the same name, version, sha256, download location and declared licence; its CONTAINS
-// relationships become the dependency graph. Same SPDX and image, same bytes: the serial number is drawn from
+// becomes a component with the same name, version, sha256, download location and declared licence; its CONTAINS,
+// DESCENDANT_OF and DEPENDS_ON relationships become the dependency graph. Same SPDX and image, same bytes: the serial number is drawn from
 // them and the timestamp is the SPDX document's own (SOURCE_DATE_EPOCH). Pure.
 #include <string>
 #include <string_view>

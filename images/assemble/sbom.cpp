@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
 #include "images/plan/image_config.hpp"
@@ -42,6 +43,7 @@ struct SbomDocument {
   json packages = json::array();
   json relationships = json::array();
   std::set<std::string> ids;
+  std::map<std::string, std::string> deb_ids, wheel_ids;  ///< package name (a wheel's canonical) -> SPDX id
 
   std::string unique_id(std::string_view kind, std::string_view name) {
     std::string id = spdx_id(kind, name);
@@ -66,13 +68,19 @@ json package_entry(const std::string& id, const std::string& name, const std::st
           {"externalRefs", json::array({{{"referenceCategory", "PACKAGE-MANAGER"}, {"referenceType", "purl"}, {"referenceLocator", purl}}})}};
 }
 
-void add_locked_packages(SbomDocument& doc, const resolver::Lock& lock, const std::string& distro) {
+void add_locked_packages(SbomDocument& doc, const resolver::Lock& lock, const SbomInputs& in) {
+  const std::string& distro = in.distro;
   for (const auto& p : lock.packages) {
     const std::string id = doc.unique_id(resolver::to_string(p.kind), p.name);
-    const std::string purl = p.kind == resolver::PackageKind::deb ? "pkg:deb/" + distro + "/" + purl_escape(p.name) + "@" + purl_escape(p.version) + "?arch=" + purl_escape(p.architecture)
-                                             : "pkg:pypi/" + purl_escape(packages::canonicalize_name(p.name)) + "@" + purl_escape(p.version);
+    const bool deb = p.kind == resolver::PackageKind::deb;
+    const std::string canonical = packages::canonicalize_name(p.name);
+    const std::string purl = deb ? "pkg:deb/" + distro + "/" + purl_escape(p.name) + "@" + purl_escape(p.version) + "?arch=" + purl_escape(p.architecture)
+                                 : "pkg:pypi/" + purl_escape(canonical) + "@" + purl_escape(p.version);
     json entry = package_entry(id, p.name, p.version, p.url, purl);
     entry["checksums"] = json::array({{{"algorithm", "SHA256"}, {"checksumValue", p.sha256.hex()}}});
+    if (!deb)
+      if (const auto l = in.facts.wheel_licences.find(canonical); l != in.facts.wheel_licences.end()) entry["licenseDeclared"] = l->second;
+    (deb ? doc.deb_ids : doc.wheel_ids).emplace(deb ? p.name : canonical, id);
     doc.packages.push_back(std::move(entry));
     doc.relate("SPDXRef-Image", "CONTAINS", id);
   }
@@ -96,8 +104,21 @@ void add_base_image(SbomDocument& doc, const resolver::Lock& lock, const SbomInp
     const std::string purl = "pkg:deb/" + in.distro + "/" + purl_escape(b.name) + "@" + purl_escape(b.version) +
                              (b.architecture.empty() ? "" : "?arch=" + purl_escape(b.architecture));
     doc.packages.push_back(package_entry(id, b.name, b.version, "NOASSERTION", purl));
+    doc.deb_ids.emplace(b.name, id);
     doc.relate("SPDXRef-BaseImage", "CONTAINS", id);
   }
+}
+
+/// DEPENDS_ON between the document's packages, as the finished tree says (both ends listed, in name order).
+void add_dependencies(SbomDocument& doc, const PackageFacts& facts) {
+  const auto relate_all = [&doc](const std::set<std::pair<std::string, std::string>>& edges, const std::map<std::string, std::string>& ids) {
+    for (const auto& edge : edges) {
+      const auto from = ids.find(edge.first), to = ids.find(edge.second);
+      if (from != ids.end() && to != ids.end()) doc.relate(from->second, "DEPENDS_ON", to->second);
+    }
+  };
+  relate_all(facts.deb_depends, doc.deb_ids);
+  relate_all(facts.wheel_depends, doc.wheel_ids);
 }
 
 }  // namespace
@@ -126,8 +147,9 @@ std::string sbom_json(const resolver::Lock& lock, const SbomInputs& in) {
   body.packages.push_back({{"SPDXID", "SPDXRef-Image"}, {"name", lock.spec_name}, {"downloadLocation", "NOASSERTION"}, {"filesAnalyzed", false},
                            {"primaryPackagePurpose", "CONTAINER"}});
   body.relate("SPDXRef-DOCUMENT", "DESCRIBES", "SPDXRef-Image");
-  add_locked_packages(body, lock, in.distro);
+  add_locked_packages(body, lock, in);
   if (!in.base_digest.empty()) add_base_image(body, lock, in);
+  add_dependencies(body, in.facts);
   doc["packages"] = body.packages;
   doc["relationships"] = body.relationships;
   return doc.dump(1) + "\n";

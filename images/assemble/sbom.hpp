@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "images/assemble/package_facts.hpp"
 #include "resolver/lockfile.hpp"
 
 namespace gpuenv::images::assembly {
@@ -25,10 +26,12 @@ struct SbomInputs {
   std::string distro;               ///< "debian", for the .debs' purls
   std::string base_digest;          ///< the base image's manifest digest; "" for none
   std::vector<BasePackage> base;    ///< what the base image's dpkg status lists
+  PackageFacts facts;               ///< dependencies and wheels' licences, read from the finished tree
 };
 
-/// The SBOM text: the image, every locked package (with its purl and sha256), and a base image with the
-/// packages it holds that the lock does not replace.
+/// The SBOM text: the image, every locked package (with its purl, sha256 and, for a wheel that declares one, its
+/// licence), a base image with the packages it holds that the lock does not replace, and DEPENDS_ON between
+/// packages as the tree's facts say.
 std::string sbom_json(const resolver::Lock& lock, const SbomInputs& inputs);
 
 }  // namespace gpuenv::images::assembly

@@ -173,6 +173,23 @@ TEST_F(CliAttest, TwoBuildsOfOneLockGiveTheSameDocumentsApartFromTheProvenancesO
   EXPECT_EQ(pa, pb) << "only runDetails.metadata (startedOn, finishedOn) carries the build's own time";
 }
 
+TEST_F(CliAttest, ARebuildIntoTheSameLayoutKeepsOneSbomAndAddsItsProvenance) {
+  build("empty.lock", "a", "sbom,provenance", 1765000000);
+  const json again = build("empty.lock", "a", "sbom,provenance", 1765000100);
+  ASSERT_EQ(again["attested"].size(), 2u);
+  EXPECT_TRUE(again["attested"][0]["already_there"].get<bool>()) << "the same SBOM statement under the same key: not added again";
+  EXPECT_TRUE(again["attested"][0]["record"].is_null());
+  EXPECT_FALSE(again["attested"][1]["already_there"].get<bool>()) << "another build, another provenance (as cosign attest appends)";
+  const auto v = verify(m_dir / "a");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_EQ(json::parse(v.out)["records"].size(), 3u);
+  // Another key's signature over the same SBOM is its own record.
+  const auto other = gpuenv({"build", m_dir / "empty.lock", "-o", m_dir / "a", "--attest", "sbom", "--key", m_dir / "other/gpuenv.key", "--json"});
+  ASSERT_EQ(other.code, 0) << other.err;
+  EXPECT_FALSE(json::parse(other.out)["attested"][0]["already_there"].get<bool>());
+  EXPECT_EQ(verify(m_dir / "a", "other", {"--sbom"}).code, 0);
+}
+
 TEST_F(CliAttest, VerifyRefusesAnotherKeyAnotherImageAndAChangedByte) {
   const json a = build("empty.lock", "a");
   const auto env = envelopes(m_dir / "a");
@@ -233,6 +250,35 @@ TEST_F(CliAttest, ABadAttestListOrAMissingKeyIsRefusedBeforeAnythingIsBuilt) {
   const auto from_env = gpuenv({"build", m_dir / "empty.lock", "-o", m_dir / "z", "--attest", "sbom"}, std::nullopt, {{"GPUENV_MARK_KEY", m_dir / "keys/gpuenv.key"}});
   EXPECT_EQ(from_env.code, 0) << from_env.err;
   EXPECT_EQ(verify(m_dir / "z", "keys", {"--sbom"}).code, 0);
+}
+
+TEST_F(CliAttest, EachPlatformOfAMultiPlatformImageGetsItsOwnStatements) {
+  std::string text = gpuenv::testing::read_file(k_attest_empty_lock);
+  text.replace(text.find("packages: []"), 12, "platforms: [\"linux/amd64\", \"linux/arm64\"]\npackages: []");
+  gpuenv::testing::write_file(m_dir / "multi.lock", text);
+  const json b = build("multi.lock", "multi");
+  ASSERT_EQ(b["platforms"].size(), 2u) << b.dump();
+  ASSERT_EQ(b["attested"].size(), 4u) << b.dump();
+  auto store = marks::open_layout_mark_store(m_dir / "multi", "");
+  ASSERT_TRUE(store.ok());
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto platform = b["platforms"][i];
+    EXPECT_TRUE(fs::exists(m_dir / ("multi/sbom.linux-" + std::string(i == 0 ? "amd64" : "arm64") + ".cdx.json")));
+    const auto image = gpuenv::Digest::parse(platform["digest"].get<std::string>());
+    ASSERT_TRUE(image.has_value());
+    auto att = (*store)->read_att(*image);
+    ASSERT_TRUE(att.ok() && att->has_value()) << platform.dump();
+    ASSERT_EQ((*att)->layers.size(), 2u);
+    for (const auto& layer : (*att)->layers) {
+      const auto statement = marks::parse_in_toto(payload_of(*(*store)->read_record(layer, 1 << 24)), "test");
+      ASSERT_TRUE(statement.ok());
+      EXPECT_TRUE(statement->names(*image)) << "each platform's statements name that platform's manifest";
+      if (statement->predicate_type == marks::k_slsa_predicate_type)
+        EXPECT_EQ(json::parse(statement->predicate)["buildDefinition"]["externalParameters"]["platform"], platform["platform"]);
+    }
+  }
+  // verify resolves the image as marks do (a layout: linux/amd64), and finds that platform's statements.
+  EXPECT_EQ(verify(m_dir / "multi").code, 0);
 }
 
 TEST_F(CliAttest, AnArchiveAndARegistryHoldTheStatementsToo) {

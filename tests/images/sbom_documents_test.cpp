@@ -7,10 +7,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 
+#include "fakes/temp_dir.hpp"
 #include "images/assemble/cyclonedx.hpp"
+#include "images/assemble/package_facts.hpp"
 #include "images/assemble/provenance.hpp"
 #include "images/assemble/sbom.hpp"
 
@@ -161,6 +165,67 @@ TEST(CycloneDx, AnSpdxTextGpuenvDidNotWriteIsRefusedByName) {
 TEST(CycloneDx, TheFileSitsBesideItsSpdxFile) {
   EXPECT_EQ(images::cyclonedx_file_name("sbom.spdx.json"), "sbom.cdx.json");
   EXPECT_EQ(images::cyclonedx_file_name("sbom.linux-arm64.spdx.json"), "sbom.linux-arm64.cdx.json");
+}
+
+void write_under(const std::filesystem::path& root, const std::string& rel, const std::string& text) {
+  std::filesystem::create_directories((root / rel).parent_path());
+  std::ofstream(root / rel, std::ios::binary) << text;
+}
+
+TEST(PackageFacts, DpkgStatusAndWheelMetadataGiveTheEdgesAndTheWheelsSpdxLicence) {
+  gpuenv::testing::TempDir tree("gpuenv-facts");
+  write_under(tree.path(), "var/lib/dpkg/status",
+              "Package: libc6\nStatus: install ok installed\nArchitecture: amd64\nVersion: 2.36-9\nDepends: libgcc-s1\n\n"
+              "Package: libgcc-s1\nStatus: install ok installed\nArchitecture: amd64\nVersion: 12.2.0-14\nDepends: gcc-12-base (= 12.2.0-14), libc6 (>= 2.35)\n\n"
+              "Package: gcc-12-base\nStatus: install ok installed\nArchitecture: amd64\nVersion: 12.2.0-14\n\n"
+              "Package: mawk\nStatus: install ok installed\nArchitecture: amd64\nVersion: 1.3.4\nProvides: awk\n\n"
+              "Package: base-files\nStatus: install ok installed\nArchitecture: amd64\nVersion: 12.4\nPre-Depends: awk | gawk\n"
+              "Depends: missing-package | libc6:any\n\n"
+              "Package: removed\nStatus: deinstall ok config-files\nArchitecture: amd64\nVersion: 1\nDepends: libc6\n\n");
+  write_under(tree.path(), "usr/local/lib/python3.11/dist-packages/torch-2.5.1.dist-info/METADATA",
+              "Metadata-Version: 2.4\nName: torch\nVersion: 2.5.1\nLicense-Expression: BSD-3-Clause AND (MIT OR Apache-2.0)\n"
+              "Requires-Dist: filelock\nRequires-Dist: nvidia-nccl-cu12 ; platform_system == \"Linux\" and platform_machine == \"x86_64\"\n"
+              "Requires-Dist: pywin32 ; sys_platform == \"win32\"\nRequires-Dist: opt-einsum>=3.3 ; extra == \"opt-einsum\"\n"
+              "Requires-Dist: not-installed\n\nbody\n");
+  write_under(tree.path(), "usr/local/lib/python3.11/dist-packages/filelock-3.16.1.dist-info/METADATA",
+              "Metadata-Version: 2.1\nName: filelock\nVersion: 3.16.1\nLicense: The Unlicense\n");
+  write_under(tree.path(), "usr/local/lib/python3.11/dist-packages/nv-3.dist-info/METADATA",
+              "Metadata-Version: 2.4\nName: nvidia-nccl-cu12\nVersion: 3\nLicense-Expression: LicenseRef-NVIDIA; rm -rf /\n");
+  const std::map<std::string, std::string> wheels = {
+      {"torch", "usr/local/lib/python3.11/dist-packages/torch-2.5.1.dist-info/METADATA"},
+      {"filelock", "usr/local/lib/python3.11/dist-packages/filelock-3.16.1.dist-info/METADATA"},
+      {"nvidia-nccl-cu12", "usr/local/lib/python3.11/dist-packages/nv-3.dist-info/METADATA"},
+      {"pywin32", "usr/local/lib/python3.11/dist-packages/pywin32-1.dist-info/METADATA"},
+      {"opt-einsum", "usr/local/lib/python3.11/dist-packages/opt_einsum-3.dist-info/METADATA"}};
+  const auto facts = images::assembly::read_package_facts(tree.path().string(), wheels, resolver::Platform::amd64(), "3.11");
+  const std::set<std::pair<std::string, std::string>> debs = {{"libc6", "libgcc-s1"}, {"libgcc-s1", "gcc-12-base"}, {"libgcc-s1", "libc6"},
+                                                              {"base-files", "mawk"}, {"base-files", "libc6"}};
+  EXPECT_EQ(facts.deb_depends, debs) << "the first installed alternative, a provider for a virtual name; a removed package has no edges";
+  const std::set<std::pair<std::string, std::string>> wheel_edges = {{"torch", "filelock"}, {"torch", "nvidia-nccl-cu12"}};
+  EXPECT_EQ(facts.wheel_depends, wheel_edges) << "markers for this platform hold, an extra's and Windows' do not, an absent one is no edge";
+  const std::map<std::string, std::string> licences = {{"torch", "BSD-3-Clause AND (MIT OR Apache-2.0)"}};
+  EXPECT_EQ(facts.wheel_licences, licences) << "License-Expression only, and only when it reads as an SPDX expression";
+  // On arm64 the x86_64-only dependency is no edge.
+  EXPECT_EQ(images::assembly::read_package_facts(tree.path().string(), wheels, resolver::Platform::arm64(), "3.11").wheel_depends.size(), 1u);
+  // The facts reach both SBOMs: DEPENDS_ON in SPDX, dependsOn and the licence in CycloneDX.
+  resolver::Lock lock = small_lock();
+  lock.packages = {package("libc6", "2.36-9", resolver::PackageKind::deb, "amd64"), package("libgcc-s1", "12.2.0-14", resolver::PackageKind::deb, "amd64"),
+                   package("torch", "2.5.1", resolver::PackageKind::wheel, ""), package("filelock", "3.16.1", resolver::PackageKind::wheel, "")};
+  images::assembly::SbomInputs in;
+  in.lock_sha256 = std::string(64, 'b');
+  in.generator = "gpuenv 9.9.9";
+  in.distro = "debian";
+  in.facts = facts;
+  const json spdx = json::parse(images::assembly::sbom_json(lock, in));
+  int depends_on = 0;
+  for (const auto& r : spdx["relationships"]) depends_on += r["relationshipType"] == "DEPENDS_ON" ? 1 : 0;
+  EXPECT_EQ(depends_on, 3) << "libc6->libgcc-s1, libgcc-s1->libc6, torch->filelock: edges to packages not in the document are left out";
+  const json bom = cyclonedx(spdx.dump());
+  EXPECT_EQ((*component(bom, "torch"))["licenses"][0]["expression"], "BSD-3-Clause AND (MIT OR Apache-2.0)");
+  bool torch_needs_filelock = false;
+  for (const auto& d : bom["dependencies"])
+    if (d["ref"] == (*component(bom, "torch"))["bom-ref"]) torch_needs_filelock = d["dependsOn"] == json::array({(*component(bom, "filelock"))["bom-ref"]});
+  EXPECT_TRUE(torch_needs_filelock) << bom["dependencies"].dump();
 }
 
 images::ProvenanceInputs provenance_inputs() {
