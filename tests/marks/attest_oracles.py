@@ -5,10 +5,12 @@ share any code with, all from the test venv (scripts/test.sh installs them; no n
   cyclonedx-schema  DIR/sbom.cdx.json and the SBOM statement's predicate against CycloneDX's published 1.6 JSON
                     schema (the copy bundled in cyclonedx-python-lib, strict: no unknown field), 0 errors; the two are
                     the same JSON value; bom-refs unique and every dependency names one; the image is the metadata
-                    component with the image's digest and depends on every package it holds.
+                    component with the image's digest and depends on every package it holds (or its base image does).
   spdx              DIR/sbom.spdx.json parsed and validated by spdx-tools (validate_full_spdx_document), 0 messages.
-  packages          the same packages (name, version, sha256, purl type/namespace/name/version) in CycloneDX and
-                    SPDX; with --lock, the lock's packages are exactly those with a sha256, same URLs.
+  packages          the same packages (name, version, sha256, purl type/namespace/name/version, download URL),
+                    licences (SPDX licenseDeclared, CycloneDX licenses) and dependency edges between packages (SPDX
+                    DEPENDS_ON, CycloneDX dependencies) in CycloneDX and SPDX; with --lock, the lock's packages are
+                    exactly those with a sha256, same URLs.
   statements        each statement read by in-toto-attestation (Statement v1; the provenance predicate as its SLSA
                     provenance v1 message, which refuses unknown fields and non-RFC 3339 times), then field by field:
                     _type, subject digest == the image's manifest digest in DIR/index.json, predicateType, the SBOM
@@ -23,7 +25,8 @@ share any code with, all from the test venv (scripts/test.sh installs them; no n
                     byte-identical, the provenance payloads equal once runDetails.metadata.startedOn and finishedOn
                     are removed.
 
-Usage: attest_oracles.py LAYOUT PUBKEY [--lock LOCK] [--same-as LAYOUT2]
+Usage: attest_oracles.py LAYOUT PUBKEY [--lock LOCK] [--same-as LAYOUT2] [--platform linux/ARCH]
+(--platform: of a multi-platform image, that platform's manifest and its sbom.linux-ARCH.{spdx,cdx}.json)
 Run it with the test venv's python. Prints one line per check (PASS/FAIL), then the failures; exit 0 when all
 pass, 1 when one fails, 77 (SKIP) when the venv lacks a reader, 2 on usage errors.
 """
@@ -114,10 +117,15 @@ class Checks:
 # --- the layout ---------------------------------------------------------------------------------------------------
 
 class Layout:
-    """An OCI layout directory read as a registry would serve it: index.json's entries, blobs checked by digest."""
+    """An OCI layout directory read as a registry would serve it: index.json's entries, blobs checked by digest.
+    PLATFORM ("linux/arm64"): of a multi-platform image, that platform's manifest and SBOM files."""
 
-    def __init__(self, path):
+    def __init__(self, path, platform=None):
         self.path = path
+        self.platform = platform
+        tag = "linux-" + platform.split("/")[1] if platform else ""
+        self.spdx_name = f"sbom.{tag}.spdx.json" if platform else "sbom.spdx.json"
+        self.cdx_name = f"sbom.{tag}.cdx.json" if platform else "sbom.cdx.json"
         index_path = os.path.join(path, "index.json")
         if not os.path.isfile(index_path):
             raise Failed(f"{path} has no index.json (not an OCI layout)")
@@ -155,7 +163,19 @@ class Layout:
         digest = images[0].get("digest", "")
         if not re.match(r"^sha256:[0-9a-f]{64}$", digest):
             raise Failed(f"the image entry's digest {safe(digest)} is not sha256:<64 hex>")
-        self.blob(digest)  # present and intact
+        top = json.loads(self.blob(digest))  # present and intact
+        if top.get("mediaType") == "application/vnd.oci.image.index.v1+json" or "manifests" in top:
+            if not self.platform:
+                raise Failed("the image is multi-platform (an image index): give --platform linux/ARCH")
+            want = self.platform.split("/")
+            found = [m for m in top.get("manifests", [])
+                     if [(m.get("platform") or {}).get(k, "") for k in ("os", "architecture", "variant")][:len(want)] == want]
+            if len(found) != 1:
+                raise Failed(f"the image index names {len(found)} manifests for {safe(self.platform)}, expected 1")
+            digest = found[0].get("digest", "")
+            self.blob(digest)
+        elif self.platform:
+            raise Failed(f"--platform {safe(self.platform)} given, but the image is one manifest, not an index")
         return digest.split(":", 1)[1]
 
     def attestation_layers(self, image_hex):
@@ -275,26 +295,25 @@ def cdx_semantics(bom, image_hex, what):
             if t not in known:
                 problems.append(f"{what}: {safe(d.get('ref'))} depends on {safe(t)}, which names no component")
         depends[d.get("ref")] = set(d.get("dependsOn") or [])
-    # the image holds every package; packages of a base image may hang off the base image's component instead
-    reach, todo = set(), [meta.get("bom-ref")]
-    while todo:
-        r = todo.pop()
-        for t in depends.get(r, ()):
-            if t not in reach:
-                reach.add(t)
-                todo.append(t)
-    missed = [c.get("name") for c in comps if c.get("bom-ref") not in reach]
+    # the image holds every package directly (SPDX's CONTAINS), or through a base image it depends on (DESCENDANT_OF
+    # and the base image's CONTAINS); edges between packages (DEPENDS_ON) do not count
+    types = {c.get("bom-ref"): c.get("type") for c in comps}
+    held = set(depends.get(meta.get("bom-ref"), ()))
+    for r in list(held):
+        if types.get(r) == "container":
+            held |= depends.get(r, set())
+    missed = [c.get("name") for c in comps if c.get("bom-ref") not in held]
     if missed:
-        problems.append(f"{what}: the image component does not (transitively) depend on {len(missed)} components: {safe(', '.join(map(str, missed[:5])))}")
+        problems.append(f"{what}: neither the image component nor its base image depends on {len(missed)} components: {safe(', '.join(map(str, missed[:5])))}")
     return problems
 
 
 def check_cyclonedx(layout, records):
     problems = []
-    text = layout.read("sbom.cdx.json").decode("utf-8")
+    text = layout.read(layout.cdx_name).decode("utf-8")
     file_bom = json.loads(text)
-    problems += cdx_validate(text, "sbom.cdx.json")
-    problems += cdx_semantics(file_bom, records.image_hex, "sbom.cdx.json")
+    problems += cdx_validate(text, layout.cdx_name)
+    problems += cdx_semantics(file_bom, records.image_hex, layout.cdx_name)
     _, _, payload = records.one(CDX_PREDICATE)
     predicate = json.loads(payload).get("predicate")
     if predicate is None:
@@ -302,19 +321,19 @@ def check_cyclonedx(layout, records):
     else:
         problems += cdx_validate(json.dumps(predicate), "the SBOM statement's predicate")
         if predicate != file_bom:
-            problems.append("the SBOM statement's predicate is not the same JSON value as sbom.cdx.json")
+            problems.append(f"the SBOM statement's predicate is not the same JSON value as {layout.cdx_name}")
     n = len(file_bom.get("components") or [])
-    return f"sbom.cdx.json and the statement's predicate: CycloneDX 1.6 (strict schema), {n} components, 0 errors", problems
+    return f"{layout.cdx_name} and the statement's predicate: CycloneDX 1.6 (strict schema), {n} components, 0 errors", problems
 
 
 def check_spdx(layout):
-    path = os.path.join(layout.path, "sbom.spdx.json")
+    path = os.path.join(layout.path, layout.spdx_name)
     if not os.path.isfile(path):
         raise Failed(f"{path} is missing")
     doc = spdx_parse_file(path)  # raises SPDXParsingError, naming each problem, on what it cannot read
     messages = validate_full_spdx_document(doc, "SPDX-2.3")
-    problems = [f"sbom.spdx.json: {m.validation_message} ({m.context.spdx_id or m.context.element_type})" for m in messages]
-    return f"sbom.spdx.json: spdx-tools read {len(doc.packages)} packages, {len(messages)} validation messages", problems
+    problems = [f"{layout.spdx_name}: {m.validation_message} ({m.context.spdx_id or m.context.element_type})" for m in messages]
+    return f"{layout.spdx_name}: spdx-tools read {len(doc.packages)} packages, {len(messages)} validation messages", problems
 
 
 def purl_key(text):
@@ -364,12 +383,55 @@ def read_lock(path):
     return data, lock
 
 
-def lock_groups(lock):
-    """The lock's image packages, one list per platform (a lock of several platforms names each package's)."""
+def lock_groups(lock, platform=None):
+    """The lock's image packages, one list per platform (a lock of several platforms names each package's): PLATFORM's
+    when given and named, else each in turn."""
     groups = {}
     for p in lock["packages"]:
         groups.setdefault(p.get("platform", ""), []).append(p)
+    if platform in groups:
+        return [groups[platform]]
     return list(groups.values()) or [[]]
+
+
+def spdx_licences(doc):
+    """(name, version, licence) of each package whose licenseDeclared says something."""
+    return [(p.get("name"), p.get("versionInfo", ""), p["licenseDeclared"]) for p in doc.get("packages", [])
+            if p.get("SPDXID") != "SPDXRef-Image" and p.get("licenseDeclared") not in (None, "NOASSERTION", "NONE")]
+
+
+def cdx_licences(bom):
+    out = []
+    for c in bom.get("components") or []:
+        names = []
+        for entry in c.get("licenses") or []:
+            lic = entry.get("license") or {}
+            names.append(entry.get("expression") or lic.get("id") or lic.get("name"))
+        if names:
+            out.append((c.get("name"), c.get("version", ""), " AND ".join(sorted(map(str, names)))))
+    return out
+
+
+def spdx_edges(doc):
+    """(from, to) as (name, version) pairs: the DEPENDS_ON relationships between packages."""
+    ids = {p.get("SPDXID"): (p.get("name"), p.get("versionInfo", "")) for p in doc.get("packages", []) if p.get("SPDXID") != "SPDXRef-Image"}
+    return [(ids.get(r.get("spdxElementId")), ids.get(r.get("relatedSpdxElement"))) for r in doc.get("relationships", [])
+            if r.get("relationshipType") == "DEPENDS_ON"]
+
+
+def cdx_edges(bom):
+    """The same from CycloneDX: dependencies between components, leaving out what the image and a base image
+    contain (SPDX's CONTAINS and DESCENDANT_OF)."""
+    refs = {c.get("bom-ref"): c for c in bom.get("components") or []}
+    out = []
+    for d in bom.get("dependencies") or []:
+        src = refs.get(d.get("ref"))
+        if src is None or src.get("type") == "container":
+            continue
+        for t in d.get("dependsOn") or []:
+            dst = refs.get(t)
+            out.append(((src.get("name"), src.get("version", "")), (dst.get("name"), dst.get("version", "")) if dst else t))
+    return out
 
 
 def diff(a, b, label_a, label_b):
@@ -388,8 +450,8 @@ def diff(a, b, label_a, label_b):
 
 def check_packages(layout, lock_path):
     problems = []
-    spdx = spdx_packages(json.loads(layout.read("sbom.spdx.json")))
-    cdx = cdx_packages(json.loads(layout.read("sbom.cdx.json")))
+    spdx_doc, bom = json.loads(layout.read(layout.spdx_name)), json.loads(layout.read(layout.cdx_name))
+    spdx, cdx = spdx_packages(spdx_doc), cdx_packages(bom)
     d = diff([package_key(p) for p in spdx], [package_key(p) for p in cdx], "SPDX", "CycloneDX")
     if d:
         problems.append("SPDX and CycloneDX list different packages (name, version, sha256, purl): " + d)
@@ -397,11 +459,19 @@ def check_packages(layout, lock_path):
              "SPDX downloadLocation", "CycloneDX distribution")
     if d:
         problems.append("the download URLs differ: " + d)
-    summary = f"{len(spdx)} packages, the same in SPDX and CycloneDX"
+    licences = (spdx_licences(spdx_doc), cdx_licences(bom))
+    d = diff(licences[0], licences[1], "SPDX licenseDeclared", "CycloneDX licenses")
+    if d:
+        problems.append("the licences differ: " + d)
+    edges = (spdx_edges(spdx_doc), cdx_edges(bom))
+    d = diff(edges[0], edges[1], "SPDX DEPENDS_ON", "CycloneDX dependencies")
+    if d:
+        problems.append("the dependency edges between packages differ: " + d)
+    summary = f"{len(spdx)} packages, {len(licences[0])} licences, {len(edges[0])} dependency edges: the same in SPDX and CycloneDX"
     if lock_path:
         _, lock = read_lock(lock_path)
         hashed = [(p["name"], p["version"], p["sha256"], p["url"]) for p in cdx if p["sha256"] and not p["container"]]
-        options = [[(str(p["name"]), str(p["version"]), str(p["sha256"]), str(p["url"])) for p in g] for g in lock_groups(lock)]
+        options = [[(str(p["name"]), str(p["version"]), str(p["sha256"]), str(p["url"])) for p in g] for g in lock_groups(lock, layout.platform)]
         diffs = [diff(o, hashed, "the lock", "CycloneDX") for o in options]
         if all(diffs):
             problems.append("the lock's packages are not CycloneDX's packages with a sha256: " + min(diffs, key=len))
@@ -592,11 +662,11 @@ def without_times(payload):
 
 def check_same_as(layout, records, other_path):
     problems = []
-    other = Layout(other_path)
+    other = Layout(other_path, layout.platform)
     other_records = Records(other)
     if other_records.image_hex != records.image_hex:
         problems.append(f"the images differ: sha256:{records.image_hex} and sha256:{other_records.image_hex}")
-    for name in ("sbom.cdx.json", "sbom.spdx.json"):
+    for name in (layout.cdx_name, layout.spdx_name):
         if layout.read(name) != other.read(name):
             problems.append(f"{name} differs between the two layouts")
     if records.one(CDX_PREDICATE)[2] != other_records.one(CDX_PREDICATE)[2]:
@@ -626,10 +696,11 @@ def main(argv=None):
     ap.add_argument("pubkey")
     ap.add_argument("--lock", help="the lock the image was built from")
     ap.add_argument("--same-as", help="a second layout built from the same lock")
+    ap.add_argument("--platform", help="of a multi-platform image: the platform to judge (linux/amd64, linux/arm64)")
     args = ap.parse_args(argv)
     checks = Checks()
     try:
-        layout = Layout(args.layout)
+        layout = Layout(args.layout, args.platform)
         records = Records(layout)
     except (Failed, ValueError, KeyError, TypeError) as e:  # nothing to judge beyond this
         checks.run("layout", lambda: ("stopped", [f"{args.layout}: {e}"]))

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """The independent oracle (tests/marks/attest_oracles.py) on what the real gpuenv writes, offline: a lock of two
-.debs (one with an epoch and a '+' in its version, one Architecture: all; dpkg-deb builds them) and a wheel (a
-mixed-case name, a licence in its METADATA), served by a proxy on 127.0.0.1 under a .test host name (RFC 2606; the
-SPDX download-location grammar spdx-tools applies wants a host name, not an address), is built twice with
-`--attest sbom,provenance --key`, from two caches; the oracle passes the first layout against the lock and the
-second (--same-as), and fails it against another key. The online smoke does the same on hello-cuda.
+.debs (one with an epoch and a '+' in its version that Depends on the other, Architecture: all) and a wheel (a
+mixed-case name, License-Expression: MIT in its METADATA), served by a proxy on 127.0.0.1 under a .test host name
+(RFC 2606; the SPDX download-location grammar spdx-tools applies wants a host name, not an address), is built twice
+with `--attest sbom,provenance --key`, from two caches; the oracle passes the first layout against the lock and the
+second (--same-as) and fails it against another key; CycloneDX holds the Depends edge and the licence; a lock of
+two platforms (linux/amd64, linux/arm64) builds an image whose every platform passes (--platform). The online smoke
+does the same on hello-cuda.
 Usage: attest_oracles_build.py GPUENV SOURCE_DIR VENV (skips, 77, without dpkg-deb or the venv's readers)
 """
 import base64
 import hashlib
 import http.server
+import json
 import os
 import shutil
 import subprocess
@@ -37,13 +40,13 @@ os.makedirs(repo)
 failures = []
 
 
-def make_deb(name, version, arch):
-    tree = os.path.join(work, "deb-" + name)
+def make_deb(name, version, arch, depends=""):
+    tree = os.path.join(work, f"deb-{name}-{arch}")
     os.makedirs(os.path.join(tree, "DEBIAN"))
     os.makedirs(os.path.join(tree, "usr/share", name))
     with open(os.path.join(tree, "DEBIAN/control"), "w") as f:
         f.write(f"Package: {name}\nVersion: {version}\nArchitecture: {arch}\nMaintainer: gpuenv tests <tests@example.org>\n"
-                f"Description: a package of the oracle's fixture\n")
+                + (f"Depends: {depends}\n" if depends else "") + "Description: a package of the oracle's fixture\n")
     with open(os.path.join(tree, "usr/share", name, "README"), "w") as f:
         f.write(f"{name} {version}\n")
     out = os.path.join(repo, f"{name}_{version.split(':')[-1]}_{arch}.deb")
@@ -64,9 +67,11 @@ def make_wheel():
     return out
 
 
-packages = [("oracle-tool", "1:2.0-1+deb12u1", "deb", "amd64", make_deb("oracle-tool", "1:2.0-1+deb12u1", "amd64")),
-            ("oracle-data", "0.3", "deb", "all", make_deb("oracle-data", "0.3", "all")),
-            ("Oracle_Demo", "1.0", "wheel", "any", make_wheel())]
+# oracle-tool depends on oracle-data (an edge both SBOMs must show); the wheel states its licence (PEP 639).
+data_deb, wheel = make_deb("oracle-data", "0.3", "all"), make_wheel()
+packages = {arch: [("oracle-tool", "1:2.0-1+deb12u1", "deb", arch, make_deb("oracle-tool", "1:2.0-1+deb12u1", arch, "oracle-data (>= 0.1)")),
+                   ("oracle-data", "0.3", "deb", "all", data_deb),
+                   ("Oracle_Demo", "1.0", "wheel", "any", wheel)] for arch in ("amd64", "arm64")}
 
 
 class Proxy(http.server.BaseHTTPRequestHandler):
@@ -95,15 +100,25 @@ with open(os.path.join(SOURCE, "tests/data/locks/empty.lock")) as f:
     lock = f.read()
 lock = lock.replace("packages: []\n", "").replace("python: null", 'python: "3.11"')
 lock = lock.replace('"spec-digest"', '"' + hashlib.sha256(b"the oracle's spec").hexdigest() + '"')
-lock += "packages:\n"
-for name, version, kind, arch, path in packages:
-    with open(path, "rb") as f:
-        data = f.read()
-    lock += (f'  - {{name: "{name}", version: "{version}", kind: "{kind}", architecture: "{arch}", size: {len(data)},\n'
-             f'     sha256: "{hashlib.sha256(data).hexdigest()}",\n     url: "http://repo.gpuenv.test/{os.path.basename(path)}",\n     source: "fixture"}}\n')
-lock_path = os.path.join(work, "gpuenv.lock")
-with open(lock_path, "w") as f:
-    f.write(lock)
+
+
+def write_lock(path, archs):
+    """The lock of PACKAGES for ARCHS: one platform, or several (each package then names its own)."""
+    text = lock + ("" if len(archs) == 1 else "platforms: [" + ", ".join(f'"linux/{a}"' for a in archs) + "]\n") + "packages:\n"
+    for arch in archs:
+        for name, version, kind, package_arch, deb in packages[arch]:
+            with open(deb, "rb") as f:
+                data = f.read()
+            text += (f'  - {{name: "{name}", version: "{version}", kind: "{kind}", architecture: "{package_arch}", size: {len(data)},\n'
+                     f'     sha256: "{hashlib.sha256(data).hexdigest()}",\n     url: "http://repo.gpuenv.test/{os.path.basename(deb)}",\n'
+                     f'     source: "fixture"' + ("" if len(archs) == 1 else f',\n     platform: "linux/{arch}"') + "}\n")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+lock_path = write_lock(os.path.join(work, "gpuenv.lock"), ["amd64"])
+multi_lock = write_lock(os.path.join(work, "multi.lock"), ["amd64", "arm64"])
 
 env = testlib.gpuenv_env(work)
 env.update(http_proxy=f"http://127.0.0.1:{server.server_address[1]}", SOURCE_DATE_EPOCH="1700000000")
@@ -126,6 +141,10 @@ for n, cache in ((1, "cache-a"), (2, "cache-b")):
     if p.returncode != 0:
         failures.append(f"build {n} --attest sbom,provenance: exit {p.returncode}: {p.stderr[-600:]}")
     layouts.append(out)
+multi = os.path.join(work, "multi")
+p = gpuenv("build", multi_lock, "-o", multi, "--attest", "sbom,provenance", "--key", os.path.join(work, "keys/gpuenv.key"), cache="cache-a")
+if p.returncode != 0:
+    failures.append(f"build of two platforms --attest sbom,provenance: exit {p.returncode}: {p.stderr[-600:]}")
 server.shutdown()
 if failures:
     testlib.finish(failures, "")
@@ -146,6 +165,22 @@ if rc != 0:
 for line in ("PASS packages: 3 packages", "and the lock's 3", "PASS same-as"):
     if line not in out:
         failures.append(f"the oracle's output lacks '{line}'")
+# what the oracle compares between the two SBOMs must be there to compare: the edge, the licence
+with open(os.path.join(layouts[0], "sbom.cdx.json")) as f:
+    bom = json.load(f)
+refs = {c["bom-ref"]: c["name"] for c in bom["components"]}
+edges = {(refs.get(d["ref"]), refs.get(t)) for d in bom["dependencies"] for t in d["dependsOn"]}
+if ("oracle-tool", "oracle-data") not in edges:
+    failures.append(f"CycloneDX lacks the edge oracle-tool -> oracle-data (its Depends): {sorted(map(str, edges))}")
+licences = {c["name"]: c.get("licenses") for c in bom["components"]}
+if licences.get("Oracle_Demo") not in ([{"expression": "MIT"}], [{"license": {"id": "MIT"}}]):
+    failures.append(f"CycloneDX lacks the wheel's licence (License-Expression: MIT): {licences.get('Oracle_Demo')}")
+for platform in ("linux/amd64", "linux/arm64"):
+    rc, out = oracle(multi, os.path.join(work, "keys/gpuenv.pub"), "--lock", multi_lock, "--platform", platform)
+    if rc != 0:
+        failures.append(f"the oracle refuses {platform} of the two-platform image (exit {rc}):\n{out[-1500:]}")
+    else:
+        print(f"{platform} of the two-platform image: " + "; ".join(l.split(":")[0] for l in out.splitlines()))
 rc, out = oracle(layouts[0], os.path.join(work, "other/gpuenv.pub"), "--lock", lock_path)
 if rc != 1 or "FAIL signatures" not in out or "FAIL statements" in out:
     failures.append(f"against another key the oracle should fail the signatures only (exit {rc}):\n{out[-800:]}")

@@ -5,7 +5,7 @@ an ECDSA P-256 key made here, sbom.spdx.json as images/assemble/sbom.cpp writes 
 it passes the good layouts (with and without a base image, and two builds of one lock compared with --same-as)
 and fails, naming the right check and only that one, each broken one: a byte of a payload changed, another key,
 a subject naming another digest, CycloneDX missing a required field or carrying an unknown one, SPDX and
-CycloneDX disagreeing, invalid SPDX, provenance missing a lock package or with a wrong lock digest or time, a
+CycloneDX disagreeing (a package, a version, a sha256, a licence, a dependency edge), invalid SPDX, provenance missing a lock package or with a wrong lock digest or time, a
 blob that does not match its digest, documents differing between two builds.
 Usage: attest_oracles_test.py VENV (runs itself again with VENV's python; skips, 77, when VENV lacks the readers)
 """
@@ -62,6 +62,7 @@ PACKAGES = [
     pkg("libgcc-s1", "1:12.2.0-14", "deb", "amd64", "https://deb.example.org/pool/main/g/gcc-12/libgcc-s1_12.2.0-14_amd64.deb"),
     pkg("Jinja2", "3.1.4", "wheel", "any", "https://wheels.example.org/jinja2-3.1.4-py3-none-any.whl"),
 ]
+DEPENDS = [("libgcc-s1", "libc6")]  # dpkg's Depends between locked packages
 BASE_DEBS = [("base-files", "12.4+deb12u5", "amd64"), ("libc6", "2.36-9+deb12u4", "amd64"), ("tzdata", "2024a-0+deb12u1", "all")]
 
 
@@ -97,8 +98,14 @@ def spdx_doc(lock, base_image):
                 else f"pkg:pypi/{p['name'].lower()}@{p['version']}")
         e = entry(sid, p["name"], p["version"], p["url"], purl)
         e["checksums"] = [{"algorithm": "SHA256", "checksumValue": p["sha256"]}]
+        if p["kind"] == "wheel":
+            e["licenseDeclared"] = "BSD-3-Clause"
         packages.append(e)
         rel.append({"spdxElementId": "SPDXRef-Image", "relationshipType": "CONTAINS", "relatedSpdxElement": sid})
+    names = {p["name"] for p in lock}
+    for a, b in DEPENDS:
+        if a in names and b in names:
+            rel.append({"spdxElementId": f"SPDXRef-Package-deb-{a}", "relationshipType": "DEPENDS_ON", "relatedSpdxElement": f"SPDXRef-Package-deb-{b}"})
     if base_image:
         packages.append({"SPDXID": "SPDXRef-BaseImage", "name": f"oci:/base@sha256:{BASE_HEX}", "downloadLocation": "NOASSERTION",
                          "filesAnalyzed": False, "primaryPackagePurpose": "CONTAINER",
@@ -129,10 +136,13 @@ def cdx_doc(lock, base_image, image_hex):
         c = {"type": "library", "bom-ref": purl, "name": p["name"], "version": p["version"], "purl": purl,
              "hashes": [{"alg": "SHA-256", "content": p["sha256"]}], "externalReferences": [{"type": "distribution", "url": p["url"]}]}
         if p["kind"] == "wheel":
-            c["licenses"] = [{"license": {"id": "BSD-3-Clause"}}]
+            c["licenses"] = [{"expression": "BSD-3-Clause"}]
         comps.append(c)
         image_deps.append(purl)
     deps = []
+    refs = {c["name"]: c["bom-ref"] for c in comps}
+    for c in list(comps):  # every package in the graph: no entry would mean "unknown", an empty one "none"
+        deps.append({"ref": c["bom-ref"], "dependsOn": [refs[b] for a, b in DEPENDS if a == c["name"] and b in refs]})
     if base_image:
         base_ref = f"pkg:oci/base@sha256%3A{BASE_HEX}"
         comps.append({"type": "container", "bom-ref": base_ref, "name": f"oci:/base@sha256:{BASE_HEX}", "version": f"sha256:{BASE_HEX}",
@@ -207,8 +217,9 @@ class Layout:
             f.write(data)
 
 
-def make(path, key, base_image=True, lock=None, started="2026-12-06T17:00:00Z", finished="2026-12-06T17:03:12.5Z", fix=None):
-    """A layout as `gpuenv build --attest sbom,provenance` writes it; FIX(name, value) may change each document."""
+def make(path, key, base_image=True, lock=None, started="2026-12-06T17:00:00Z", finished="2026-12-06T17:03:12.5Z", fix=None, two_platforms=False):
+    """A layout as `gpuenv build --attest sbom,provenance` writes it; FIX(name, value) may change each document.
+    TWO_PLATFORMS: the image an index of a linux/amd64 manifest (the one attested here) and a linux/arm64 one."""
     fix = fix or (lambda name, value: value)
     lock = PACKAGES if lock is None else lock
     lock_bytes = lock_text(base_image, lock)
@@ -224,8 +235,9 @@ def make(path, key, base_image=True, lock=None, started="2026-12-06T17:00:00Z", 
     image_hex = image["digest"].split(":")[1]
     cdx = fix("cdx", cdx_doc(lock, base_image, image_hex))
     cdx_bytes = (json.dumps(cdx, indent=1) + "\n").encode()
-    out.write("sbom.cdx.json", cdx_bytes)
-    out.write("sbom.spdx.json", (json.dumps(fix("spdx", spdx_doc(lock, base_image)), indent=1) + "\n").encode())
+    tag = ".linux-amd64" if two_platforms else ""
+    out.write(f"sbom{tag}.cdx.json", cdx_bytes)
+    out.write(f"sbom{tag}.spdx.json", (json.dumps(fix("spdx", spdx_doc(lock, base_image)), indent=1) + "\n").encode())
     sbom_st = {"_type": "https://in-toto.io/Statement/v1", "subject": [{"name": "selftest", "digest": {"sha256": image_hex}}],
                "predicateType": CDX, "predicate": fix("predicate", json.loads(cdx_bytes))}
     prov_st = provenance(lock, lock_bytes, base_image, image_hex, started, finished)
@@ -238,8 +250,14 @@ def make(path, key, base_image=True, lock=None, started="2026-12-06T17:00:00Z", 
     att_config = out.put(json.dumps({"architecture": "", "created": "0001-01-01T00:00:00Z", "os": "",
                                      "rootfs": {"type": "layers", "diff_ids": [l["digest"] for l in layers]}, "config": {}}).encode())
     att = out.put(json.dumps({"schemaVersion": 2, "mediaType": MANIFEST, "config": dict(att_config, mediaType=CONFIG), "layers": layers}).encode())
+    if two_platforms:
+        arm = out.put(manifest.replace(b'"layers"', b'"annotations": {"for": "arm64"}, "layers"'))
+        image = out.put(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+                                    "manifests": [dict(image, mediaType=MANIFEST, platform={"os": "linux", "architecture": "amd64"}),
+                                                  dict(arm, mediaType=MANIFEST, platform={"os": "linux", "architecture": "arm64"})]}).encode())
     index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-             "manifests": [dict(image, mediaType=MANIFEST, annotations={"org.opencontainers.image.ref.name": "latest"}),
+             "manifests": [dict(image, mediaType=MANIFEST if not two_platforms else "application/vnd.oci.image.index.v1+json",
+                                annotations={"org.opencontainers.image.ref.name": "latest"}),
                            dict(att, mediaType=MANIFEST, annotations={"org.opencontainers.image.ref.name": f"sha256-{image_hex}.att"})]}
     out.write("index.json", json.dumps(index).encode())
     fix("after", path)
@@ -321,6 +339,10 @@ expect("a good layout without a base image", set(), layout(base_image=False))
 expect("a good layout against another key", {"signatures"}, good, pubkey=other_pub)
 rebuilt = layout(started="2026-12-07T09:00:00+01:00", finished="2026-12-07T09:01:00+01:00")
 expect("two builds of one lock, their times apart", set(), good, extra=("--same-as", rebuilt))
+two = layout(two_platforms=True)
+expect("linux/amd64 of a two-platform image", set(), two, extra=("--platform", "linux/amd64"))
+expect("a two-platform image without --platform", {"layout"}, two)
+expect("linux/arm64 of a two-platform image, which has no statements", {"layout"}, two, extra=("--platform", "linux/arm64"))
 
 # signatures
 expect("a byte of a payload changed after signing", {"signatures"}, layout(fixer("tamper", lambda v: True)))
@@ -362,6 +384,12 @@ expect("the image does not depend on a package", {"cyclonedx-schema"}, layout(fi
 expect("a dependency naming no component", {"cyclonedx-schema"}, layout(fixer("cdx", lambda d: d["dependencies"].append({"ref": "nothing", "dependsOn": []}))))
 
 # SPDX and the package sets
+expect("CycloneDX without the licence SPDX declares", {"packages"}, layout(fixer("cdx", lambda d: d["components"][2].pop("licenses") and None)))
+expect("a dependency edge only in CycloneDX", {"packages"},
+       layout(fixer("cdx", lambda d: [e for e in d["dependencies"] if e["ref"] == d["components"][0]["bom-ref"]][0]["dependsOn"].append(d["components"][2]["bom-ref"]))))
+expect("a DEPENDS_ON only in SPDX", {"packages"},
+       layout(fixer("spdx", lambda d: d["relationships"].append({"spdxElementId": "SPDXRef-Package-wheel-Jinja2", "relationshipType": "DEPENDS_ON",
+                                                                 "relatedSpdxElement": "SPDXRef-Package-deb-libc6"}))))
 expect("CycloneDX with another version of one package", {"packages"}, layout(fixer("cdx", lambda d: d["components"][0].update(version="2.36-9"))))
 expect("CycloneDX with another sha256 of one package", {"packages"},
        layout(fixer("cdx", lambda d: d["components"][2]["hashes"][0].update(content=other_hex))))
