@@ -224,15 +224,25 @@ bool Verification::ok() const {
   return false;
 }
 
-Result<Verification> verify(const VerifyRequest& r, Services& services) {
-  if (r.keys.empty()) return make_error(ErrorKind::usage, "key.missing", "no public key given", "--key", "give the public key of the signer: --key gpuenv.pub");
+Result<std::vector<marks::Key>> load_public_keys(const std::vector<std::string>& files) {
+  if (files.empty()) return make_error(ErrorKind::usage, "key.missing", "no public key given", "--key", "give the public key of the signer: --key gpuenv.pub");
   std::vector<marks::Key> keys;
-  for (const auto& k : r.keys) {
+  for (const auto& k : files) {
     GPUENV_TRY(key, marks::read_public_key(k));
     keys.push_back(std::move(key));
   }
-  std::vector<const marks::Key*> key_ptrs;
-  for (const auto& k : keys) key_ptrs.push_back(&k);
+  return keys;
+}
+
+std::vector<const marks::Key*> key_pointers(const std::vector<marks::Key>& keys) {
+  std::vector<const marks::Key*> out;
+  for (const auto& k : keys) out.push_back(&k);
+  return out;
+}
+
+Result<Verification> verify(const VerifyRequest& r, Services& services) {
+  GPUENV_TRY(keys, load_public_keys(r.keys));
+  const std::vector<const marks::Key*> key_ptrs = key_pointers(keys);
   Verification out;
   marks::MarkWanted& w = out.wanted;
   if (!r.level.empty() && marks::level_rank(r.level) == 0)

@@ -69,6 +69,11 @@ struct MarkResult {
 /// `mark.lost_race`).
 Result<MarkResult> mark(const MarkRequest& request, Services& services);
 
+/// The public keys in FILES, in order: at least one (`key.missing`, usage), each as marks::read_public_key reads it.
+Result<std::vector<marks::Key>> load_public_keys(const std::vector<std::string>& files);
+/// Pointers to KEYS, as marks::verifying_key takes them (valid while KEYS lives).
+std::vector<const marks::Key*> key_pointers(const std::vector<marks::Key>& keys);
+
 struct VerifyRequest {
   std::string image;
   std::vector<std::string> keys;  ///< public key files; at least one

@@ -205,14 +205,8 @@ bool StatementVerification::ok() const {
 }
 
 Result<StatementVerification> verify_statements(const VerifyStatementsRequest& r, Services& services) {
-  if (r.keys.empty()) return make_error(ErrorKind::usage, "key.missing", "no public key given", "--key", "give the public key of the signer: --key gpuenv.pub");
-  std::vector<marks::Key> keys;
-  for (const auto& k : r.keys) {
-    GPUENV_TRY(key, marks::read_public_key(k));
-    keys.push_back(std::move(key));
-  }
-  std::vector<const marks::Key*> key_ptrs;
-  for (const auto& k : keys) key_ptrs.push_back(&k);
+  GPUENV_TRY(keys, load_public_keys(r.keys));
+  const std::vector<const marks::Key*> key_ptrs = key_pointers(keys);
   StatementVerification out;
   out.wanted = r.kinds;
   GPUENV_TRY(store, open_mark_store(r.image, r.plain_http, services));
