@@ -71,12 +71,17 @@ run_tests() {
 
 begin dependencies
 scripts/deps.sh
-# Independent readers for the tests (DSSE envelopes: securesystemslib; Kubernetes manifests: kubernetes-validate;
-# both from PyPI), in a virtual environment of their own; a test that finds none skips, saying why.
+# Independent readers for the tests, all from PyPI, in a virtual environment of their own; a test that finds none
+# skips, saying why: DSSE envelopes (securesystemslib), Kubernetes manifests (kubernetes-validate), and the build's
+# attestations (tests/marks/attest_oracles.py): CycloneDX against its published 1.6 schema (cyclonedx-python-lib's
+# bundled schemas, jsonschema), SPDX 2.3 (spdx-tools), in-toto Statement v1 and SLSA provenance v1 (in-toto-attestation,
+# the in-toto project's reader of Statement v1; the `in-toto` package reads only links and layouts), locks (PyYAML).
+# The probe names a module of each, so an older venv is upgraded in place.
 venv=$root/build-test-venv
-if ! "$venv/bin/python" -c 'import securesystemslib.dsse, cryptography, kubernetes_validate' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import securesystemslib.dsse, cryptography, kubernetes_validate, cyclonedx.validation.json, jsonschema, spdx_tools.spdx.validation.document_validator, in_toto_attestation.predicates.provenance.v1.provenance_pb2, yaml' 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet 'securesystemslib[crypto]==1.6.0' 'kubernetes-validate==1.37.0'
+  "$venv/bin/pip" install --quiet 'securesystemslib[crypto]==1.6.0' 'kubernetes-validate==1.37.0' \
+    'cyclonedx-python-lib[json-validation]==11.12.0' 'spdx-tools==0.8.5' 'in-toto-attestation==0.9.3' 'PyYAML==6.0.4'
 fi
 # The VM boot tests' kernels (tests/images/vm_disk_test.cpp): Debian's cloud kernel and its generic one (the only
 # one of the two with an AHCI driver), the .debs only (apt-get download: nothing is installed on this machine); the
