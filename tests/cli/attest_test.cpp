@@ -3,7 +3,7 @@
 // SBOM and SLSA provenance beside the image, `verify --sbom/--provenance` counts them, and refuses a statement signed
 // by another key, one naming another image and one with a byte changed; `inspect` lists them; two builds of one lock
 // give the same documents (the provenance's start and end apart). The published schemas and independent readers
-// (cyclonedx-python-lib, spdx-tools, in-toto, securesystemslib) check real builds' documents in
+// (cyclonedx-python-lib, spdx-tools, in-toto-attestation, securesystemslib) check real builds' documents in
 // tests/marks/attest_oracles.py and the online smoke.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
