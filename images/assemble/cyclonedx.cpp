@@ -4,9 +4,12 @@
 #include <set>
 
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
+
+#include <array>
+#include <cstdio>
 
 #include "base/json_field.hpp"
-#include "images/disk/gpt.hpp"
 
 namespace gpuenv::images {
 namespace {
@@ -69,6 +72,31 @@ ojson image_component(const json& doc, const CycloneDxImage& image) {
           {"purl", purl}};
 }
 
+/// RFC 4122's name-based UUID, version 5 (SHA-1), of NAME in the URL namespace (RFC 4122 appendix C): the same
+/// name, the same UUID, by definition. "" when OpenSSL cannot hash (it always can).
+std::string uuid_v5(std::string_view name) {
+  static constexpr std::array<unsigned char, 16> k_url_namespace = {0x6b, 0xa7, 0xb8, 0x11, 0x9d, 0xad, 0x11, 0xd1,
+                                                                    0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8};
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int length = 0;
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  const bool hashed = ctx != nullptr && EVP_DigestInit_ex(ctx, EVP_sha1(), nullptr) == 1 &&
+                      EVP_DigestUpdate(ctx, k_url_namespace.data(), k_url_namespace.size()) == 1 && EVP_DigestUpdate(ctx, name.data(), name.size()) == 1 &&
+                      EVP_DigestFinal_ex(ctx, digest.data(), &length) == 1 && length >= 16;
+  EVP_MD_CTX_free(ctx);
+  if (!hashed) return "";
+  digest[6] = static_cast<unsigned char>((digest[6] & 0x0f) | 0x50);  // version 5
+  digest[8] = static_cast<unsigned char>((digest[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  std::string out;
+  for (std::size_t i = 0; i < 16; ++i) {
+    char hex[3];
+    std::snprintf(hex, sizeof hex, "%02x", digest[i]);
+    out += hex;
+    if (i == 3 || i == 5 || i == 7 || i == 9) out += '-';
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string cyclonedx_file_name(std::string_view spdx_file_name) {
@@ -119,7 +147,8 @@ Result<std::string> cyclonedx_json(std::string_view spdx_text, const CycloneDxIm
   if (!created.empty()) metadata["timestamp"] = created;
   metadata["tools"] = {{"components", ojson::array({{{"type", "application"}, {"name", "gpuenv"}, {"version", image.generator_version}}})}};
   metadata["component"] = image_component(doc, image);
-  const std::string serial = disk::guid_from_seed("gpuenv cyclonedx " + image.manifest.str() + " " + sha256_hex(spdx_text)).str();
+  // CycloneDX asks for a serial number unique to each BOM; a reproducible one is unique to each image and SBOM.
+  const std::string serial = uuid_v5("https://gpuenv.dev/sbom/cyclonedx/" + image.manifest.str() + "/" + sha256_hex(spdx_text));
   const ojson bom = {{"$schema", "http://cyclonedx.org/schema/bom-1.6.schema.json"},
                      {"bomFormat", "CycloneDX"},
                      {"specVersion", "1.6"},

@@ -1,9 +1,10 @@
 #pragma once
-// The image's CycloneDX 1.6 JSON SBOM (docs/build.md "SBOMs"), made from its SPDX 2.3 document (sbom.hpp) and the
+// The image's CycloneDX 1.6 JSON SBOM (docs/build.md "What an image holds and how it was made"), made from its SPDX 2.3 document (sbom.hpp) and the
 // image's manifest digest, which the SPDX inside the image cannot name. Every package the SPDX document lists
 // becomes a component with the same name, version, sha256, download location and declared licence; its CONTAINS,
-// DESCENDANT_OF and DEPENDS_ON relationships become the dependency graph. Same SPDX and image, same bytes: the serial number is drawn from
-// them and the timestamp is the SPDX document's own (SOURCE_DATE_EPOCH). Pure.
+// DESCENDANT_OF and DEPENDS_ON relationships become the dependency graph. Same SPDX and image, same bytes: the
+// serial number is a name-based UUID (RFC 4122 version 5) of them and the timestamp is the SPDX document's own
+// (SOURCE_DATE_EPOCH). Pure.
 #include <string>
 #include <string_view>
 

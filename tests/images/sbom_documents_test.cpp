@@ -152,6 +152,14 @@ TEST(CycloneDx, TheSameInputsGiveTheSameBytesAndAnotherImageAnotherSerial) {
   EXPECT_TRUE(json::parse(*a)["serialNumber"].get<std::string>().rfind("urn:uuid:", 0) == 0);
 }
 
+TEST(CycloneDx, TheSerialNumberIsTheNameBasedUuidOfTheImageAndItsSpdxDocument) {
+  // Python's uuid.uuid5(uuid.NAMESPACE_URL, "https://gpuenv.dev/sbom/cyclonedx/<image digest>/<sha256 of the SPDX text>").
+  const std::string spdx = R"({"spdxVersion":"SPDX-2.3","name":"x","packages":[]})";
+  const auto bom = images::cyclonedx_json(spdx, image_facts(), "x");
+  ASSERT_TRUE(bom.ok());
+  EXPECT_EQ(json::parse(*bom)["serialNumber"], "urn:uuid:c8ebc08b-e6b9-5b07-ba87-5397c7ec8170");
+}
+
 TEST(CycloneDx, AnSpdxTextGpuenvDidNotWriteIsRefusedByName) {
   for (const std::string bad : {"", "[]", "{\"spdxVersion\":\"SPDX-2.2\",\"packages\":[]}", "{\"spdxVersion\":\"SPDX-2.3\"}",
                                 "{\"spdxVersion\":\"SPDX-2.3\",\"packages\":[{\"name\":\"x\"}]}", "{\"spdxVersion\":\"SPDX-2.3\",\"packages\":[7]}"}) {
