@@ -78,8 +78,8 @@ void add_locked_packages(SbomDocument& doc, const resolver::Lock& lock, const Sb
                                  : "pkg:pypi/" + purl_escape(canonical) + "@" + purl_escape(p.version);
     json entry = package_entry(id, p.name, p.version, p.url, purl);
     entry["checksums"] = json::array({{{"algorithm", "SHA256"}, {"checksumValue", p.sha256.hex()}}});
-    if (!deb)
-      if (const auto l = in.facts.wheel_licences.find(canonical); l != in.facts.wheel_licences.end()) entry["licenseDeclared"] = l->second;
+    const auto& licences = deb ? in.facts.deb_licences : in.facts.wheel_licences;
+    if (const auto l = licences.find(deb ? p.name : canonical); l != licences.end()) entry["licenseDeclared"] = l->second;
     (deb ? doc.deb_ids : doc.wheel_ids).emplace(deb ? p.name : canonical, id);
     doc.packages.push_back(std::move(entry));
     doc.relate("SPDXRef-Image", "CONTAINS", id);
@@ -103,7 +103,9 @@ void add_base_image(SbomDocument& doc, const resolver::Lock& lock, const SbomInp
     const std::string id = doc.unique_id("base-deb", b.name);
     const std::string purl = "pkg:deb/" + in.distro + "/" + purl_escape(b.name) + "@" + purl_escape(b.version) +
                              (b.architecture.empty() ? "" : "?arch=" + purl_escape(b.architecture));
-    doc.packages.push_back(package_entry(id, b.name, b.version, "NOASSERTION", purl));
+    json entry = package_entry(id, b.name, b.version, "NOASSERTION", purl);
+    if (const auto l = in.facts.deb_licences.find(b.name); l != in.facts.deb_licences.end()) entry["licenseDeclared"] = l->second;
+    doc.packages.push_back(std::move(entry));
     doc.deb_ids.emplace(b.name, id);
     doc.relate("SPDXRef-BaseImage", "CONTAINS", id);
   }

@@ -190,6 +190,9 @@ TEST(PackageFacts, DpkgStatusAndWheelMetadataGiveTheEdgesAndTheWheelsSpdxLicence
               "Package: base-files\nStatus: install ok installed\nArchitecture: amd64\nVersion: 12.4\nPre-Depends: awk | gawk\n"
               "Depends: missing-package | libc6:any\n\n"
               "Package: removed\nStatus: deinstall ok config-files\nArchitecture: amd64\nVersion: 1\nDepends: libc6\n\n");
+  write_under(tree.path(), "usr/share/doc/libgcc-s1/copyright",
+              "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\nFiles: *\nCopyright: FSF\nLicense: GPL-3+\n");
+  write_under(tree.path(), "usr/share/doc/libc6/copyright", "This is the Debian prepackaged version of the GNU C Library.\n");
   write_under(tree.path(), "usr/local/lib/python3.11/dist-packages/torch-2.5.1.dist-info/METADATA",
               "Metadata-Version: 2.4\nName: torch\nVersion: 2.5.1\nLicense-Expression: BSD-3-Clause AND (MIT OR Apache-2.0)\n"
               "Requires-Dist: filelock\nRequires-Dist: nvidia-nccl-cu12 ; platform_system == \"Linux\" and platform_machine == \"x86_64\"\n"
@@ -213,6 +216,8 @@ TEST(PackageFacts, DpkgStatusAndWheelMetadataGiveTheEdgesAndTheWheelsSpdxLicence
   EXPECT_EQ(facts.wheel_depends, wheel_edges) << "markers for this platform hold, an extra's and Windows' do not, an absent one is no edge";
   const std::map<std::string, std::string> licences = {{"torch", "BSD-3-Clause AND (MIT OR Apache-2.0)"}};
   EXPECT_EQ(facts.wheel_licences, licences) << "License-Expression only, and only when it reads as an SPDX expression";
+  const std::map<std::string, std::string> deb_licences = {{"libgcc-s1", "GPL-3.0-or-later"}};
+  EXPECT_EQ(facts.deb_licences, deb_licences) << "a machine-readable copyright file only";
   // On arm64 the x86_64-only dependency is no edge.
   EXPECT_EQ(images::assembly::read_package_facts(tree.path().string(), wheels, resolver::Platform::arm64(), "3.11").wheel_depends.size(), 1u);
   // The facts reach both SBOMs: DEPENDS_ON in SPDX, dependsOn and the licence in CycloneDX.
@@ -230,10 +235,33 @@ TEST(PackageFacts, DpkgStatusAndWheelMetadataGiveTheEdgesAndTheWheelsSpdxLicence
   EXPECT_EQ(depends_on, 3) << "libc6->libgcc-s1, libgcc-s1->libc6, torch->filelock: edges to packages not in the document are left out";
   const json bom = cyclonedx(spdx.dump());
   EXPECT_EQ((*component(bom, "torch"))["licenses"][0]["expression"], "BSD-3-Clause AND (MIT OR Apache-2.0)");
+  EXPECT_EQ((*component(bom, "libgcc-s1"))["licenses"][0]["expression"], "GPL-3.0-or-later");
+  EXPECT_FALSE(component(bom, "libc6")->contains("licenses"));
   bool torch_needs_filelock = false;
   for (const auto& d : bom["dependencies"])
     if (d["ref"] == (*component(bom, "torch"))["bom-ref"]) torch_needs_filelock = d["dependsOn"] == json::array({(*component(bom, "filelock"))["bom-ref"]});
   EXPECT_TRUE(torch_needs_filelock) << bom["dependencies"].dump();
+}
+
+TEST(PackageFacts, AMachineReadableCopyrightFileGivesItsLicencesAsOneSpdxExpression) {
+  const std::string header = "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\nUpstream-Name: x\n\n";
+  EXPECT_EQ(images::assembly::dep5_licence(header + "Files: *\nCopyright: 2020 A\nLicense: GPL-2+\n\n"
+                                                    "Files: lib/*\nCopyright: 2021 B\nLicense: Expat\n\n"
+                                                    "Files: doc/*\nCopyright: 2021 B\nLicense: GPL-2+\n\n"
+                                                    "License: GPL-2+\n This program is free software;\n .\n more text\n"),
+            "GPL-2.0-or-later AND MIT")
+      << "each licence once, sorted, joined by AND; the stand-alone License paragraph is a text, not a licence";
+  EXPECT_EQ(images::assembly::dep5_licence(header + "Files: *\nCopyright: x\nLicense: LGPL-3+ or GPL-2+\n"), "LGPL-3.0-or-later OR GPL-2.0-or-later");
+  EXPECT_EQ(images::assembly::dep5_licence(header + "Files: *\nCopyright: x\nLicense: BSD-3-Clause\n\nFiles: a\nCopyright: y\nLicense: Apache-2.0 or MIT\n"),
+            "(Apache-2.0 OR MIT) AND BSD-3-Clause");
+  // Nothing guessed: a licence outside the table, an exception, mixed and/or, a file not in the format.
+  EXPECT_EQ(images::assembly::dep5_licence(header + "Files: *\nCopyright: x\nLicense: GPL-2+\n\nFiles: y\nCopyright: x\nLicense: public-domain\n"), "");
+  EXPECT_EQ(images::assembly::dep5_licence(header + "Files: *\nCopyright: x\nLicense: GPL-2+ with OpenSSL exception\n"), "");
+  EXPECT_EQ(images::assembly::dep5_licence(header + "Files: *\nCopyright: x\nLicense: GPL-1+ or Artistic\n"), "");
+  EXPECT_EQ(images::assembly::dep5_licence(header + "Files: *\nCopyright: x\nLicense: MIT and GPL-2 or BSD-2-clause\n"), "");
+  EXPECT_EQ(images::assembly::dep5_licence(header + "Files: *\nCopyright: x\n"), "") << "a Files paragraph without a licence";
+  EXPECT_EQ(images::assembly::dep5_licence("This is the Debian prepackaged version of the GNU C Library.\n\n  LGPL-2.1\n"), "");
+  EXPECT_EQ(images::assembly::dep5_licence(""), "");
 }
 
 images::ProvenanceInputs provenance_inputs() {
