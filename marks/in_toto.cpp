@@ -24,20 +24,19 @@ bool InTotoStatement::names(const Digest& image) const {
 
 Result<std::string> render_in_toto(const std::string& subject_name, const Digest& subject, std::string_view predicate_type,
                                    std::string_view predicate_json) {
-  using ojson = nlohmann::ordered_json;
-  ojson predicate = ojson::parse(predicate_json, nullptr, false);
+  nlohmann::ordered_json predicate = nlohmann::ordered_json::parse(predicate_json, nullptr, false);
   if (predicate.is_discarded() || !predicate.is_object())
     return make_error(ErrorKind::internal, "attest.bad_predicate", "the " + std::string(predicate_type) + " predicate is not a JSON object", "", "");
-  const ojson statement = {{"_type", std::string(k_statement_type)},
-                           {"subject", ojson::array({{{"name", subject_name}, {"digest", {{"sha256", subject.hex()}}}}})},
-                           {"predicateType", std::string(predicate_type)},
-                           {"predicate", std::move(predicate)}};
+  const nlohmann::ordered_json statement = {
+      {"_type", std::string(k_statement_type)},
+      {"subject", nlohmann::ordered_json::array({{{"name", subject_name}, {"digest", {{"sha256", subject.hex()}}}}})},
+      {"predicateType", std::string(predicate_type)},
+      {"predicate", std::move(predicate)}};
   return statement.dump();
 }
 
 Result<InTotoStatement> parse_in_toto(std::string_view json_text, const std::string& where) {
-  using ojson = nlohmann::ordered_json;
-  const ojson j = ojson::parse(json_text, nullptr, false);
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(json_text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return bad_in_toto("the statement is not a JSON object", where);
   for (const auto& item : j.items())
     if (item.key() != "_type" && item.key() != "subject" && item.key() != "predicateType" && item.key() != "predicate")
