@@ -4,6 +4,9 @@
 #include <cstddef>
 #include <initializer_list>
 #include <map>
+#include <chrono>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
@@ -492,8 +495,15 @@ Result<CacheWrite> write_cache(RegistryClient& client, const ImageReference& ref
   const std::string empty(k_empty_blob);
   if (auto st = client.put_blob(ref, BlobSource::of(empty)); !st) return std::move(st).error().while_(doing);
   if (!*root) {
-    if (auto st = client.put_manifest(ref, ref.manifest_reference(), root_manifest_bytes(ref.manifest_reference()), media_type::k_manifest); !st) {
-      return std::move(st).error().while_(doing);
+    // Two writers creating the root at once upload the same empty blob; docker-registry may then refuse the root
+    // manifest for a moment as naming a blob it does not know yet (MANIFEST_BLOB_UNKNOWN, seen in CI's concurrent-writers
+    // test). The blob is uploaded again and the root put again, at most three times, 100 and 200 ms apart.
+    for (int attempt = 0;; ++attempt) {
+      auto st = client.put_manifest(ref, ref.manifest_reference(), root_manifest_bytes(ref.manifest_reference()), media_type::k_manifest);
+      if (st) break;
+      if (attempt == 2 || st.error().message.find("MANIFEST_BLOB_UNKNOWN") == std::string::npos) return std::move(st).error().while_(doing);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100 * (attempt + 1)));
+      if (auto again = client.put_blob(ref, BlobSource::of(empty)); !again) return std::move(again).error().while_(doing);
     }
   }
   const Descriptor root_d = root_descriptor(ref.manifest_reference());
