@@ -498,12 +498,9 @@ Status push_image(const BuildRequest& rq, const std::string& layout_dir, const i
 /// spec's name.
 std::string attested_name(const std::optional<images::ImageReference>& pushed, const LockToBuild& l) {
   if (pushed) return pushed->registry + "/" + pushed->repository;
-  if (!l.spec_tag.empty()) {
-    const auto slash = l.spec_tag.rfind('/');
-    const auto colon = l.spec_tag.rfind(':');
-    return colon != std::string::npos && (slash == std::string::npos || colon > slash) ? l.spec_tag.substr(0, colon) : l.spec_tag;
-  }
-  return l.lock.spec_name;
+  if (l.spec_tag.empty()) return l.lock.spec_name;
+  const std::string tag = ref_name(l.spec_tag);
+  return tag == l.spec_tag ? l.spec_tag : l.spec_tag.substr(0, l.spec_tag.size() - tag.size() - 1);
 }
 
 /// --attest: the image's SBOM and provenance, signed and stored in the output written and the registry pushed to.
