@@ -21,9 +21,15 @@
 #include "validate/cdi_spec.hpp"
 #include "validate/check.hpp"
 #include "validate/metrics.hpp"
+#include "validate/replay/recorder.hpp"
+#include "validate/replay/replay_backend.hpp"
 #include "validate/report.hpp"
 #include "validate/runner.hpp"
 #include "validate/thresholds.hpp"
+
+#ifndef GPUENV_VERSION
+#define GPUENV_VERSION "0.0.0"
+#endif
 
 namespace gpuenv::app {
 namespace {
@@ -128,6 +134,7 @@ struct Prepared {
   std::string lock_sha256;   ///< of the lock's bytes
   std::unique_ptr<AttestSetup> attest;  ///< what the cc_attestation check's verifier uses
   std::chrono::milliseconds extra_deadline{0};  ///< --multi-node: added to nccl_allreduce's deadline
+  std::optional<validate::BackendRecorder> recorder;  ///< --record: what the backend answered
 };
 
 Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
@@ -218,6 +225,45 @@ Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
   auto backend = open_gpu_backend(o.backend, ctx, image_libraries);
   if (!backend) return backend.error();
   p.backend = std::move(*backend);
+  if (!o.record.empty()) {
+    // Refused before the run rather than after it: a machine's measurements are not thrown away at the end.
+    std::error_code ec;
+    const fs::path parent = fs::path(o.record).parent_path();
+    if (!parent.empty() && !fs::is_directory(parent, ec))
+      return make_error(ErrorKind::usage, "validate.record", "--record's directory does not exist", o.record,
+                        "create " + parent.string() + " first, or record into an existing directory");
+    auto [wrapped, recorder] = validate::record_backend(std::move(p.backend));
+    p.backend = std::move(wrapped);
+    p.recorder = recorder;
+  }
+  return ok_status();
+}
+
+/// --record: what the backend answered, written as a replay file once it is known to load back.
+Status write_recording(const ValidateRequest& o, const Prepared& p, const validate::Report& report) {
+  GPUENV_TRY(recording, p.recorder->recording());
+  std::string selection = " --level " + o.level;
+  if (!o.gpus.empty()) selection += " --gpus " + o.gpus;
+  for (const auto& c : o.checks) selection += " --check " + c;
+  const std::string command = "gpuenv validate" + selection;
+  const std::string header =
+      "gpuenv-replay-v1 recording: what the " + report.backend + " backend answered during `" + command + "`,\n" +
+      "made by gpuenv " + GPUENV_VERSION + ", the run started at " + report.started_at + ".\n" +
+      "Measured on that machine, not illustrative. Each value is the first answer of its call; the health under load\n" +
+      "is every reading of the run folded; an error is an error fault, a call that never returned a hang fault.\n" +
+      "Calls the run did not make are absent: replay it as it ran (docs/replay.md),\n" +
+      "  gpuenv validate --backend replay:FILE" + selection;
+  const std::string text = validate::render_replay(recording, header);
+  if (auto loaded = validate::load_replay_backend(text, o.record); !loaded) {
+    return make_error(ErrorKind::internal, "validate.record_invalid",
+                      "the recording would not load back: " + loaded.error().message, o.record,
+                      "report this as a bug; the run's report still holds its figures");
+  }
+  if (auto st = write_file_atomic(o.record, text); !st) {
+    Error e = st.error();
+    e.while_("writing the recording of --record");
+    return e;
+  }
   return ok_status();
 }
 
@@ -268,6 +314,7 @@ Result<Validation> validate(const ValidateRequest& request, Services& services) 
   Validation out;
   GPUENV_TRY(report, run_checks(p, request.checks, services, out.hung));
   out.report = std::move(report);
+  if (p.recorder) GPUENV_CHECK(write_recording(request, p, out.report));
   if (!request.junit.empty()) {
     if (auto st = write_file_atomic(request.junit, validate::report_junit(out.report)); !st) {
       Error e = st.error();

@@ -41,6 +41,9 @@ struct ValidateRequest {
   /// spec-dirs (its config.toml), all beneath cdi_root.
   std::vector<std::string> cdi_dirs;
   std::string cdi_root = "/";       ///< host paths named by the specs are looked up beneath this directory
+  /// `--record FILE`: every answer of the backend during the run, written as a replay file (docs/replay.md,
+  /// "Recording a machine") after the checks; "" for none.
+  std::string record;
 };
 
 struct Validation {
@@ -50,7 +53,8 @@ struct Validation {
   bool hung = false;
 };
 
-/// Validates. Errors: `validate.level`, `validate.gpus`, `validate.backend`, `validate.data_min` (--data-min without
+/// Validates. Errors: `validate.level`, `validate.record` (--record's directory is missing), `validate.record_empty`
+/// (the driver was never read), `validate.record_invalid` (a recording that would not load: a bug), `validate.gpus`, `validate.backend`, `validate.data_min` (--data-min without
 /// --data), `config.bad_rate`, those of the lock, the image, the spec and the thresholds; a report with failures is a
 /// value, not an error.
 Result<Validation> validate(const ValidateRequest& request, Services& services);

@@ -10,6 +10,7 @@
 #include "app/validate.hpp"
 #include "app/validate_and_mark.hpp"
 #include "base/duration.hpp"
+#include "base/safe_text.hpp"
 #include "cli/commands.hpp"
 #include "validate/check.hpp"
 #include "validate/report.hpp"
@@ -19,7 +20,7 @@ namespace gpuenv::cli {
 app::ValidateAndMarkRequest validate_and_mark_request(const ValidateOptions& o) {
   app::ValidateAndMarkRequest rq;
   rq.validate = {o.level, o.gpus, o.lock, o.image, o.checks, o.junit, o.backend, o.thresholds, o.mig, o.attest, o.metrics, o.plain_http,
-                 o.data, o.data_min, o.spec, std::nullopt, "/sys", o.cdi_dirs, o.cdi_root};
+                 o.data, o.data_min, o.spec, std::nullopt, "/sys", o.cdi_dirs, o.cdi_root, o.record};
   rq.mark = o.mark;
   rq.mark_image = o.mark_image;
   rq.key_path = o.key;
@@ -50,6 +51,7 @@ int cmd_validate(const ValidateOptions& o, Context& ctx) {
   // With --json, stdout carries exactly the report (the bytes a mark's report digest names); the mark goes to stderr.
   if (o.json) *ctx.out << v->report_bytes;
   else *ctx.out << validate::report_text(v->report, ctx.stdout_is_tty);
+  if (!o.record.empty()) (o.json ? *ctx.err : *ctx.out) << "recorded what the " << safe_text(v->report.backend) << " backend answered in " << safe_text(o.record) << " (replay it: --backend replay:" << safe_text(o.record) << ")\n";
   if (v->mark) print_mark_result(*v->mark, false, o.json ? *ctx.err : *ctx.out);
   if (v->mark_error) {
     (void)report_error(*v->mark_error, false, ctx);
@@ -120,6 +122,8 @@ Command add_validate_command(CLI::App& app, const GlobalOptions& g) {
   sub->add_option("--junit", o->junit, "Also write a JUnit XML report to this file");
   sub->add_option("--metrics", o->metrics, "Also write Prometheus metrics to this file, atomically (node_exporter's textfile collector: a *.prom file)");
   sub->add_option("--backend", o->backend, "replay:FILE answers from a recorded inventory and scenario (docs/replay.md)");
+  sub->add_option("--record", o->record,
+                  "Also write every answer of the GPU backend (inventory, health, measurements, errors) to this file as a replay file (docs/replay.md)");
   sub->add_option("--thresholds", o->thresholds, "Per-GPU references YAML instead of the built-in one")->check(CLI::ExistingFile);
   sub->add_option("--mig", o->mig, "Expected MIG mode for mig_state: on or off")->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--cdi-dir", o->cdi_dirs,

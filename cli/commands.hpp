@@ -98,6 +98,7 @@ struct ValidateOptions {
   std::string backend;              ///< "replay:FILE"; empty = GPUENV_BACKEND, else the real GPU
   std::string thresholds;           ///< a thresholds YAML instead of the built-in one
   std::string mig;                  ///< "on" | "off": what mig_state expects; empty = not checked
+  std::string record;               ///< --record FILE: the backend's answers written as a replay file
   bool json = false;
   bool mark = false;                ///< mark --image good when the validation passed (docs/mark.md)
   std::string key;                  ///< the signing key for --mark ("" for GPUENV_MARK_KEY)

@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -188,6 +189,48 @@ TEST(Validate, PreflightWritesItsStatusAtomically) {
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir / "run")) ++files;
   EXPECT_EQ(files, 1u);  // no temporary left behind
   fs::remove_all(dir);
+}
+
+/// The checks of a JSON report without the times the run clocked itself (each check's, a context's opening).
+nlohmann::json judged(nlohmann::json report) {
+  for (auto& c : report["checks"]) {
+    c.erase("duration_ms");
+    for (auto& g : c["results"]) {
+      auto& metrics = g["metrics"];
+      metrics.erase(std::remove_if(metrics.begin(), metrics.end(), [](const nlohmann::json& m) { return m["name"] == "open_ms"; }), metrics.end());
+    }
+  }
+  return report["checks"];
+}
+
+TEST(Validate, ARecordedRunReplaysToTheSameJudgement) {
+  const fs::path dir = fs::temp_directory_path() / ("gpuenv-record-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string file = (dir / "h100x8-recorded.yaml").string();
+  const ValidateOutcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "h100x8.yaml", "--json", "--record", file, "--gpus", "0,3"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("recorded what the replay backend answered in " + file), std::string::npos) << r.err;
+  std::ifstream in(file);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  EXPECT_EQ(text.rfind("# gpuenv-replay-v1 recording: what the replay backend answered during `gpuenv validate --level standard --gpus 0,3`,\n", 0), 0u)
+      << text.substr(0, 300);
+  const auto first = nlohmann::json::parse(r.out);
+  const ValidateOutcome replayed = gpuenv({"validate", "--backend", "replay:" + file, "--json", "--gpus", "0,3"});
+  EXPECT_EQ(replayed.code, 0) << replayed.err;
+  const auto second = nlohmann::json::parse(replayed.out);
+  EXPECT_EQ(judged(second), judged(first));
+  EXPECT_EQ(second["gpus"], first["gpus"]);
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 1u) << "no temporary left beside the recording";
+  fs::remove_all(dir);
+}
+
+TEST(Validate, RecordingIntoAMissingDirectoryIsRefusedBeforeTheRun) {
+  const ValidateOutcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "h200x1.yaml", "--record", "/nonexistent/gpuenv-record/h200.yaml"});
+  EXPECT_EQ(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--record's directory does not exist"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("memtest"), std::string::npos) << "nothing ran: " << r.out;
 }
 
 TEST(Validate, ChecksListsEveryCheckWithItsLevels) {

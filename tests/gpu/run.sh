@@ -3,8 +3,11 @@
 # Runs the GPU contract tests, times `validate --level quick`, runs `validate --level standard --json`, runs the
 # long level's gemm_sustained for a minute, marks a small image good and verifies the mark, and cross-checks hbm_bandwidth against a PyTorch device-to-device copy
 # and bf16 gemm_tflops against torch.matmul on the same GPU, printing short tables; where MIG is already on, runs the
-# quick level once per MIG instance (skipped, saying so, where it is not). Writes what it measured under
-# $OUT (when set) or build-gpu/out. Read-only on the GPU: no clocks, power, ECC, MIG or persistence change.
+# quick level once per MIG instance (skipped, saying so, where it is not). Records the standard run as a replay file
+# (validate --record: recorded.yaml, the GPU's recording for tests/data/validate/) and runs `gpuenv attest` read
+# only (never --set-ready). Writes what it measured under build-gpu/out, and with $OUT set packs all of it into
+# $OUT/gpu-run.tar.gz beside copies of the main files (the device tool brings back at most 8 files). Read-only on the
+# GPU: no clocks, power, ECC, MIG, persistence or CC change.
 #
 # gpuenv comes from .gpu-bundle.tar.gz when it is there (tests/gpu/bundle.sh makes it here; carry it), since the
 # GPU machine's image has nvcc and CMake but not gpuenv's -dev packages; else it is built there. Here:
@@ -13,8 +16,18 @@
 # then the device tool's run with command "bash tests/gpu/run.sh", carry [".gpu-bundle.tar.gz"], timeout 480.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out="${OUT:-build-gpu/out}"
-mkdir -p "$out"
+out=build-gpu/out
+rm -rf "$out" && mkdir -p "$out"
+# Whatever happens below, what was measured comes back: one archive and the main files (at most 8 files return).
+pack() {
+  [ -n "${OUT:-}" ] || return 0
+  tar -C "$out" -czf "$OUT/gpu-run.tar.gz" . 2>/dev/null
+  for f in recorded.yaml standard.json crosscheck.txt durations.txt attest.json verify.txt; do
+    [ -f "$out/$f" ] && cp "$out/$f" "$OUT/"
+  done
+  return 0
+}
+trap pack EXIT
 nvidia-smi --query-gpu=index,name,pci.device_id,driver_version,memory.total --format=csv | tee "$out/nvidia-smi.csv"
 
 # cuBLAS(Lt) and NCCL, which gpuenv dlopens, may be only in the toolkit or in the Python environment there.
@@ -48,10 +61,25 @@ quick_s=$(seconds_since "$start")
 echo "quick: exit $quick_rc in ${quick_s} s (target <= 15 s)"
 
 start=$(date +%s%N)
-timeout 300 "${gpuenv[@]}" validate --level standard --gpus 0 --json --junit "$out/standard.xml" > "$out/standard.json" 2> "$out/standard.err"
+timeout 300 "${gpuenv[@]}" validate --level standard --gpus 0 --json --junit "$out/standard.xml" --record "$out/recorded.yaml" \
+  > "$out/standard.json" 2> "$out/standard.err"
 standard_rc=$?
 standard_s=$(seconds_since "$start")
-echo "standard: exit $standard_rc in ${standard_s} s"
+echo "standard: exit $standard_rc in ${standard_s} s"; tail -2 "$out/standard.err"
+# The recording replayed here and now: the same judgement from the file as from the GPU (docs/replay.md).
+if [ -f "$out/recorded.yaml" ]; then
+  "${gpuenv[@]}" validate --backend "replay:$out/recorded.yaml" --level standard --gpus 0 --json > "$out/replayed.json" 2> "$out/replayed.err"
+  python3 - "$out/standard.json" "$out/replayed.json" <<'PY' | tee "$out/replayed.txt"
+import json, sys
+def judged(p):
+    r = json.load(open(p))
+    return [(c["key"], x["gpu"], x["status"], x.get("code"), [(m["name"], m["value"]) for m in x.get("metrics", [])]) for c in r["checks"] for x in c["results"]]
+a, b = judged(sys.argv[1]), judged(sys.argv[2])
+print("recording replayed: %s (%d outcomes)" % ("same judgement and figures" if a == b else "DIFFERENT", len(a)))
+for x, y in zip(a, b):
+    if x != y: print("  run:   ", x, "\n  replay:", y)
+PY
+fi
 # Where the time goes, and every check that did not pass.
 python3 - "$out/quick.json" "$out/standard.json" <<'PY' | tee "$out/durations.txt"
 import json, sys
@@ -111,6 +139,7 @@ else: print("hbm_bandwidth: no gpuenv figure; pytorch copy %.1f GB/s" % torch_co
 if bf16: print("%-28s %12.1f %12.1f %8.3f %8s" % ("gemm_tflops bf16 TFLOPS", bf16, torch_mm, bf16 / torch_mm, ">=0.90"))
 else: print("gemm_tflops bf16: no gpuenv figure; torch.matmul %.1f TFLOPS" % torch_mm)
 PY
+pack  # so far, in case the machine's time runs out below
 # The long level's sustained load alone (a minute of verified bf16 GEMMs with health read every 250 ms).
 timeout 150 "${gpuenv[@]}" validate --level long --check gemm_sustained --gpus 0 --json > "$out/sustained.json" 2> "$out/sustained.err"
 echo "gemm_sustained: exit $?"
@@ -139,6 +168,9 @@ done | tee "$out/multinode.txt"
 "${gpuenv[@]}" validate --level quick --gpus 0 --image "$out/marked" --mark --key "$out/keys/gpuenv.key" --json > "$out/marked.json" 2>>"$out/mark.err"
 echo "validate --mark: exit $?"; tail -4 "$out/mark.err"
 "${gpuenv[@]}" verify "$out/marked" --key "$out/keys/gpuenv.pub" 2>&1 | tee "$out/verify.txt"
+# gpuenv attest against the real NVML, read only (never --set-ready): with CC off it says so and exits 4.
+timeout 120 "${gpuenv[@]}" attest --json > "$out/attest.json" 2> "$out/attest.err"
+echo "attest: exit $? ($(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("status") or d.get("verdict") or list(d)[:6])' "$out/attest.json" 2>&1 | head -c 300); $(tail -c 300 "$out/attest.err"))"
 "${gpuenv[@]}" resolve recipes/examples/torch-h100.yaml --gpu H200 --driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)" | tail -3
 # MIG, only where it is already on (gpuenv and this script never change the MIG mode or the layout): the quick level
 # on every instance from one run (a child process per instance), timed against the quick budget, then once per

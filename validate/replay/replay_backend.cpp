@@ -1,4 +1,5 @@
 #include "validate/replay/replay_backend.hpp"
+#include "validate/replay/recording.hpp"
 
 #include "base/digest.hpp"
 
@@ -441,58 +442,12 @@ class Loader {
 };
 
 // ---------------------------------------------------------------------------------------------------------------
-// The recording: what the merged tree says, typed.
+// The recording: what the merged tree says, typed (validate/replay/recording.hpp).
 
-struct GpuRecord {
-  GpuInfo info;
-  std::optional<GpuHealth> health, health_under_load;
-  std::vector<MigDevice> mig;  // its MIG devices, in NVML order
-};
-
-struct GpuMeasurements {
-  std::optional<std::uint64_t> compute_mismatches;
-  std::optional<MemtestResult> memtest;
-  std::optional<ConsistencyResult> gemm_consistency;
-  std::optional<Samples> hbm_bandwidth, h2d_bandwidth, d2h_bandwidth;
-  bool has_gemm_tflops = false;
-  std::map<std::string, std::optional<Samples>> gemm_tflops;  // dtype -> samples, or empty when unsupported
-  std::optional<CcEvidence> cc_evidence;                      // recorded evidence; its nonce is the recorded one
-};
-
-struct Fault {
-  bool hang = false;
-  std::string id, message, where;
-};
-
-struct Recording {
-  std::string origin;
-  DriverState driver;
-  std::vector<GpuRecord> gpus;
-  std::map<std::pair<int, std::string>, GpuMeasurements> measurements;  // (gpu, MIG uuid or "") -> what was measured
-  bool has_p2p = false;
-  std::map<std::pair<int, int>, std::optional<Samples>> p2p;  // empty when peer access is not possible
-  bool has_nccl = false;
-  std::optional<Samples> nccl;                                 // empty when NCCL is not present
-  std::map<std::pair<int, std::string>, Fault> faults;         // (gpu or -1, method)
-};
-
-struct MethodInfo {
-  std::string_view name;
-  bool per_gpu;
-  bool may_hang;
-};
-
-// driver() and gpus() run before any check, outside the runner's watchdog, so they may fail but not hang.
-constexpr MethodInfo k_methods[] = {
-    {"driver", false, false},           {"gpus", false, false},
-    {"health", true, true},             {"open", true, true},
-    {"compute_mismatches", true, true}, {"memtest", true, true},
-    {"gemm_consistency", true, true},   {"hbm_bandwidth", true, true},
-    {"h2d_bandwidth", true, true},      {"d2h_bandwidth", true, true},
-    {"gemm_tflops", true, true},        {"health_under_load", true, true},
-    {"p2p_bandwidth", true, true},      {"nccl_allreduce", false, true},
-    {"cc_evidence", true, false},
-};
+using GpuRecord = ReplayGpu;
+using GpuMeasurements = ReplayMeasurements;
+using Fault = ReplayFault;
+using Recording = ReplayRecording;
 
 class RecordingParser {
  public:
@@ -965,7 +920,7 @@ class RecordingParser {
         fail(row.where, "replay.bad_value",
              row.name() + " has " + std::to_string(row.children.size()) + " entries for " + std::to_string(n) +
                  " GPU(s)",
-             "write one entry per destination GPU, ~ on the diagonal");
+             "write one entry per destination GPU, ~ on the diagonal and for a pair not measured");
       }
       for (std::size_t dst = 0; dst < n; ++dst) {
         const Tree& cell = row.children[dst];
@@ -976,6 +931,7 @@ class RecordingParser {
           }
           continue;
         }
+        if (cell.kind == Tree::Kind::null) continue;  // not recorded: the call fails as unrecorded
         if (is_unsupported(cell)) {
           m_rec.p2p[key] = std::nullopt;
           continue;
@@ -1007,13 +963,13 @@ class RecordingParser {
         }
         const Tree& method_node = required(item, "method");
         const std::string& method = scalar(method_node, "a backend method name");
-        const MethodInfo* info = nullptr;
-        for (const MethodInfo& m : k_methods) {
+        const ReplayMethod* info = nullptr;
+        for (const ReplayMethod& m : k_replay_methods) {
           if (m.name == method) info = &m;
         }
         if (info == nullptr) {
           std::string all;
-          for (const MethodInfo& m : k_methods) all += (all.empty() ? "" : ", ") + std::string(m.name);
+          for (const ReplayMethod& m : k_replay_methods) all += (all.empty() ? "" : ", ") + std::string(m.name);
           fail(method_node.where, "replay.bad_value", "unknown method '" + method + "' in " + item.name(),
                "write one of " + all);
         }
