@@ -69,16 +69,7 @@ echo "standard: exit $standard_rc in ${standard_s} s"; tail -2 "$out/standard.er
 # The recording replayed here and now: the same judgement from the file as from the GPU (docs/replay.md).
 if [ -f "$out/recorded.yaml" ]; then
   "${gpuenv[@]}" validate --backend "replay:$out/recorded.yaml" --level standard --gpus 0 --json > "$out/replayed.json" 2> "$out/replayed.err"
-  python3 - "$out/standard.json" "$out/replayed.json" <<'PY' | tee "$out/replayed.txt"
-import json, sys
-def judged(p):
-    r = json.load(open(p))
-    return [(c["key"], x["gpu"], x["status"], x.get("code"), [(m["name"], m["value"]) for m in x.get("metrics", [])]) for c in r["checks"] for x in c["results"]]
-a, b = judged(sys.argv[1]), judged(sys.argv[2])
-print("recording replayed: %s (%d outcomes)" % ("same judgement and figures" if a == b else "DIFFERENT", len(a)))
-for x, y in zip(a, b):
-    if x != y: print("  run:   ", x, "\n  replay:", y)
-PY
+  python3 tests/gpu/same_judgement.py "$out/standard.json" "$out/replayed.json" | tee "$out/replayed.txt"
 fi
 # Where the time goes, and every check that did not pass.
 python3 - "$out/quick.json" "$out/standard.json" <<'PY' | tee "$out/durations.txt"
