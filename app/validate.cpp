@@ -137,6 +137,20 @@ struct Prepared {
   std::optional<validate::BackendRecorder> recorder;  ///< --record: what the backend answered
 };
 
+/// --record: the backend wrapped so that its answers are kept. A directory that is not there is refused before the
+/// run rather than after it, so a machine's measurements are never thrown away at the end.
+Status record_answers(const std::string& path, Prepared& p) {
+  std::error_code ec;
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    return make_error(ErrorKind::usage, "validate.record", "--record's directory does not exist", path,
+                      "create " + parent.string() + " first, or record into an existing directory");
+  auto [wrapped, recorder] = validate::record_backend(std::move(p.backend));
+  p.backend = std::move(wrapped);
+  p.recorder = recorder;
+  return ok_status();
+}
+
 Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
   auto level = validate::parse_level(o.level);
   if (!level) {
@@ -225,17 +239,7 @@ Status prepare(const ValidateRequest& o, Services& ctx, Prepared& p) {
   auto backend = open_gpu_backend(o.backend, ctx, image_libraries);
   if (!backend) return backend.error();
   p.backend = std::move(*backend);
-  if (!o.record.empty()) {
-    // Refused before the run rather than after it: a machine's measurements are not thrown away at the end.
-    std::error_code ec;
-    const fs::path parent = fs::path(o.record).parent_path();
-    if (!parent.empty() && !fs::is_directory(parent, ec))
-      return make_error(ErrorKind::usage, "validate.record", "--record's directory does not exist", o.record,
-                        "create " + parent.string() + " first, or record into an existing directory");
-    auto [wrapped, recorder] = validate::record_backend(std::move(p.backend));
-    p.backend = std::move(wrapped);
-    p.recorder = recorder;
-  }
+  if (!o.record.empty()) return record_answers(o.record, p);
   return ok_status();
 }
 

@@ -1,15 +1,19 @@
 // libFuzzer target: what `gpuenv validate` reads (validate/): the thresholds YAML (parse_thresholds), replay
-// recordings (load_replay_backend, then the backend's answers), and the image probe's JSON report as the three
+// recordings (load_replay_backend, then the backend's answers; and what validate --record would write of them
+// reads back to the same recording), and the image probe's JSON report as the three
 // image checks (libraries_load, framework_smoke, cudnn_smoke) judge it: the input is the probe's standard output,
 // handed to the checks by a run_in_image that runs nothing. The first byte picks the reader.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "fuzz/fuzz_support.hpp"
 #include "tests/fakes/fake_gpu_backend.hpp"
 #include "validate/check.hpp"
 #include "validate/checks/check_support.hpp"
+#include "validate/replay/recording.hpp"
 #include "validate/replay/replay_backend.hpp"
 #include "validate/thresholds.hpp"
 
@@ -18,7 +22,24 @@ namespace {
 using namespace gpuenv;
 using namespace gpuenv::validate;
 
+/// What validate --record writes reads back to the same recording: render, read, render again, same bytes.
+void replay_round_trip(std::string_view text) {
+  auto recording = parse_replay_recording(text, "fuzz.yaml");
+  if (!recording) return;
+  const std::string once = render_replay(*recording, "fuzz");
+  auto again = parse_replay_recording(once, "rendered.yaml");
+  if (!again) {
+    std::fprintf(stderr, "a rendered recording does not read back: %s\n%s", again.error().to_string().c_str(), once.c_str());
+    std::abort();
+  }
+  if (render_replay(*again, "fuzz") != once) {
+    std::fprintf(stderr, "a rendered recording reads back to another one:\n%s", once.c_str());
+    std::abort();
+  }
+}
+
 void replay(std::string_view text) {
+  replay_round_trip(text);
   auto backend = load_replay_backend(text, "fuzz.yaml");
   if (!backend) return;
   GpuBackend& b = **backend;

@@ -161,7 +161,14 @@ echo "validate --mark: exit $?"; tail -4 "$out/mark.err"
 "${gpuenv[@]}" verify "$out/marked" --key "$out/keys/gpuenv.pub" 2>&1 | tee "$out/verify.txt"
 # gpuenv attest against the real NVML, read only (never --set-ready): with CC off it says so and exits 4.
 timeout 120 "${gpuenv[@]}" attest --json > "$out/attest.json" 2> "$out/attest.err"
-echo "attest: exit $? ($(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d.get("status") or d.get("verdict") or list(d)[:6])' "$out/attest.json" 2>&1 | head -c 300); $(tail -c 300 "$out/attest.err"))"
+attest_rc=$?
+python3 - "$out/attest.json" "$attest_rc" <<'PY' | tee "$out/attest.txt"
+import json, sys
+try: d = json.load(open(sys.argv[1]))
+except Exception as e: print("attest: exit %s, no JSON (%s)" % (sys.argv[2], e)); sys.exit(0)
+e = d.get("error") or {}
+print("attest: exit %s, %s" % (sys.argv[2], ("%s [%s]" % (e.get("message"), e.get("id"))) if e else json.dumps(d)[:600]))
+PY
 "${gpuenv[@]}" resolve recipes/examples/torch-h100.yaml --gpu H200 --driver "$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)" | tail -3
 # MIG, only where it is already on (gpuenv and this script never change the MIG mode or the layout): the quick level
 # on every instance from one run (a child process per instance), timed against the quick budget, then once per

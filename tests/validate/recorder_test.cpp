@@ -297,6 +297,23 @@ TEST(Recording, TextAndNumbersReadBackExactly) {
   EXPECT_EQ((*evidence)->nonce, e.nonce) << "the nonce it was asked with";
 }
 
+TEST(Recording, EveryShippedRecordingRendersAndReadsBackTheSame) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(std::filesystem::path(GPUENV_SOURCE_DIR) / "tests/data/validate")) {
+    if (entry.path().extension() != ".yaml") continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    auto parsed = v::parse_replay_recording(text, entry.path().string());
+    ASSERT_TRUE(parsed.ok()) << entry.path() << ": " << parsed.error().to_string();
+    const std::string once = v::render_replay(*parsed, "");
+    auto again = v::parse_replay_recording(once, "rendered.yaml");
+    ASSERT_TRUE(again.ok()) << entry.path() << ": " << again.error().to_string() << "\n" << once;
+    EXPECT_EQ(v::render_replay(*again, ""), once) << entry.path();
+    ++files;
+  }
+  EXPECT_GE(files, 20) << "the recordings and fault overlays of tests/data/validate";
+}
+
 TEST(Recording, APeerPairNotMeasuredStaysUnrecorded) {
   v::ReplayRecording rec;
   rec.driver.loaded = true;

@@ -1238,16 +1238,15 @@ Result<std::string> read_replay_file(const std::filesystem::path& path) {
                     e.id == "io.not_found" ? "check the path given to --backend replay:FILE" : "give the path of a replay YAML file");
 }
 
-Result<std::unique_ptr<GpuBackend>> load_replay_backend(std::string_view yaml_text, std::string_view origin,
-                                                        const ReplayFileReader& read_file) {
+Result<ReplayRecording> parse_replay_recording(std::string_view yaml_text, std::string_view origin,
+                                               const ReplayFileReader& read_file) {
   const std::string name(origin);
   try {
     Loader loader(read_file);
     loader.start(name);
     Tree root = loader.load(yaml_text, name);
     assign_paths(root, "");
-    Recording rec = RecordingParser(name).parse(root);
-    return std::unique_ptr<GpuBackend>(std::make_unique<ReplayBackend>(std::move(rec)));
+    return RecordingParser(name).parse(root);
   } catch (Failure& f) {
     f.error.while_("loading the replay file " + name);
     return std::move(f.error);
@@ -1256,6 +1255,12 @@ Result<std::unique_ptr<GpuBackend>> load_replay_backend(std::string_view yaml_te
                       std::string("loading the replay file failed: ") + e.what(),
                       name, "report this as a bug with the file attached");
   }
+}
+
+Result<std::unique_ptr<GpuBackend>> load_replay_backend(std::string_view yaml_text, std::string_view origin,
+                                                        const ReplayFileReader& read_file) {
+  GPUENV_TRY(rec, parse_replay_recording(yaml_text, origin, read_file));
+  return std::unique_ptr<GpuBackend>(std::make_unique<ReplayBackend>(std::move(rec)));
 }
 
 Result<std::unique_ptr<GpuBackend>> load_replay_backend(std::string_view yaml_text, std::string_view origin) {

@@ -11,6 +11,7 @@
 
 #include "base/error.hpp"
 #include "validate/backend.hpp"
+#include "validate/replay/recording.hpp"
 
 namespace gpuenv::validate {
 
@@ -31,6 +32,10 @@ Result<std::unique_ptr<GpuBackend>> load_replay_backend(std::string_view yaml_te
 /// As above, with `read_file` reading the extended files (tests pass an in-memory map).
 Result<std::unique_ptr<GpuBackend>> load_replay_backend(std::string_view yaml_text, std::string_view origin,
                                                         const ReplayFileReader& read_file);
+
+/// The typed recording a replay backend answers from, read as load_replay_backend reads it (same errors).
+Result<ReplayRecording> parse_replay_recording(std::string_view yaml_text, std::string_view origin,
+                                               const ReplayFileReader& read_file = read_replay_file);
 
 /// Reads `path` and builds a replay backend from it; fails as read_replay_file and load_replay_backend do.
 Result<std::unique_ptr<GpuBackend>> load_replay_backend_file(const std::filesystem::path& path);
