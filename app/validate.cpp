@@ -145,6 +145,9 @@ Status record_answers(const std::string& path, Prepared& p) {
   if (!parent.empty() && !fs::is_directory(parent, ec))
     return make_error(ErrorKind::usage, "validate.record", "--record's directory does not exist", path,
                       "create " + parent.string() + " first, or record into an existing directory");
+  if (fs::is_directory(path, ec))
+    return make_error(ErrorKind::usage, "validate.record", "--record names a directory, not a file", path,
+                      "name the file to write, e.g. " + (fs::path(path) / "recorded.yaml").string());
   auto [wrapped, recorder] = validate::record_backend(std::move(p.backend));
   p.backend = std::move(wrapped);
   p.recorder = recorder;
@@ -318,7 +321,9 @@ Result<Validation> validate(const ValidateRequest& request, Services& services) 
   Validation out;
   GPUENV_TRY(report, run_checks(p, request.checks, services, out.hung));
   out.report = std::move(report);
-  if (p.recorder) GPUENV_CHECK(write_recording(request, p, out.report));
+  if (p.recorder) {
+    if (auto st = write_recording(request, p, out.report); !st) out.record_error = st.error();
+  }
   if (!request.junit.empty()) {
     if (auto st = write_file_atomic(request.junit, validate::report_junit(out.report)); !st) {
       Error e = st.error();

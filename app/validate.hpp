@@ -51,6 +51,8 @@ struct Validation {
   /// A check hung: its thread may still be inside the driver, so what it uses was kept alive and the process
   /// must exit as soon as the report is out (std::_Exit).
   bool hung = false;
+  /// --record could not be written at the end (the disk filled, say): the report still stands, and this says why.
+  std::optional<Error> record_error;
 };
 
 /// Validates. Errors: `validate.level`, `validate.record` (--record's directory is missing), `validate.record_empty`

@@ -12,6 +12,9 @@ Result<ValidatedAndMarked> validate_and_mark(const ValidateAndMarkRequest& rq, S
   out.report = std::move(done.report);
   out.report_bytes = validate::report_bytes(out.report);
   out.exit_code = validate::exit_code(out.report);
+  out.record_error = std::move(done.record_error);
+  // A recording that could not be written turns a passing exit code into its error's; it never stops a mark.
+  if (out.record_error && out.exit_code == k_exit_ok && !rq.mark) out.exit_code = exit_code(out.record_error->kind);
   if (!rq.mark) return out;
   if (out.exit_code != k_exit_ok) {
     out.mark_error = make_error(ErrorKind::usage, "mark.not_passed", "not marked: the validation did not pass", rq.validate.image,
@@ -31,6 +34,7 @@ Result<ValidatedAndMarked> validate_and_mark(const ValidateAndMarkRequest& rq, S
     out.exit_code = exit_code(marked.error().kind);
   } else {
     out.mark = std::move(*marked);
+    if (out.record_error) out.exit_code = exit_code(out.record_error->kind);
   }
   return out;
 }

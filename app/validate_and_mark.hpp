@@ -29,6 +29,7 @@ struct ValidatedAndMarked {
   bool hung = false;                    ///< Validation::hung: the process must exit once the report is out
   std::optional<MarkResult> mark;       ///< when the image was marked
   std::optional<Error> mark_error;      ///< when a mark was asked and marking failed or was refused (`mark.not_passed`)
+  std::optional<Error> record_error;    ///< Validation::record_error; its exit code when the validation passed
 };
 
 /// Validates, then marks when asked and the validation passed. Errors: `mark.no_image` (usage: a mark without an

@@ -51,7 +51,8 @@ int cmd_validate(const ValidateOptions& o, Context& ctx) {
   // With --json, stdout carries exactly the report (the bytes a mark's report digest names); the mark goes to stderr.
   if (o.json) *ctx.out << v->report_bytes;
   else *ctx.out << validate::report_text(v->report, ctx.stdout_is_tty);
-  if (!o.record.empty()) (o.json ? *ctx.err : *ctx.out) << "recorded what the " << safe_text(v->report.backend) << " backend answered in " << safe_text(o.record) << " (replay it: --backend replay:" << safe_text(o.record) << ")\n";
+  if (v->record_error) (void)report_error(*v->record_error, false, ctx);
+  else if (!o.record.empty()) (o.json ? *ctx.err : *ctx.out) << "recorded what the " << safe_text(v->report.backend) << " backend answered in " << safe_text(o.record) << " (replay it: --backend replay:" << safe_text(o.record) << ")\n";
   if (v->mark) print_mark_result(*v->mark, false, o.json ? *ctx.err : *ctx.out);
   if (v->mark_error) {
     (void)report_error(*v->mark_error, false, ctx);

@@ -226,11 +226,26 @@ TEST(Validate, ARecordedRunReplaysToTheSameJudgement) {
   fs::remove_all(dir);
 }
 
+TEST(Validate, ARecordingThatCannotBeWrittenLeavesTheReportStanding) {
+  // /proc takes no new file, even from root: the run's report is still printed whole, then the error, and the
+  // exit code is the error's since the validation itself passed.
+  const ValidateOutcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "h200x1.yaml", "--json", "--record", "/proc/gpuenv-record-test.yaml"});
+  EXPECT_NE(r.code, 0) << r.err;
+  const auto report = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(report.is_discarded()) << r.out;
+  EXPECT_EQ(report["status"], "pass");
+  EXPECT_NE(r.err.find("/proc/gpuenv-record-test.yaml"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("recorded what"), std::string::npos) << r.err;
+}
+
 TEST(Validate, RecordingIntoAMissingDirectoryIsRefusedBeforeTheRun) {
   const ValidateOutcome r = gpuenv({"validate", "--backend", "replay:" + k_data + "h200x1.yaml", "--record", "/nonexistent/gpuenv-record/h200.yaml"});
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("--record's directory does not exist"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("memtest"), std::string::npos) << "nothing ran: " << r.out;
+  const ValidateOutcome dir = gpuenv({"validate", "--backend", "replay:" + k_data + "h200x1.yaml", "--record", fs::temp_directory_path().string()});
+  EXPECT_EQ(dir.code, 2) << dir.out << dir.err;
+  EXPECT_NE(dir.err.find("--record names a directory, not a file"), std::string::npos) << dir.err;
 }
 
 TEST(Validate, ChecksListsEveryCheckWithItsLevels) {
