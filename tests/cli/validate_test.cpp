@@ -196,6 +196,7 @@ nlohmann::json judged(nlohmann::json report) {
   for (auto& c : report["checks"]) {
     c.erase("duration_ms");
     for (auto& g : c["results"]) {
+      if (c["key"] == "context_create") g.erase("message");  // "context created in 1 ms": the same clock
       auto& metrics = g["metrics"];
       metrics.erase(std::remove_if(metrics.begin(), metrics.end(), [](const nlohmann::json& m) { return m["name"] == "open_ms"; }), metrics.end());
     }
