@@ -261,9 +261,9 @@ Status write_recording(const ValidateRequest& o, const Prepared& p, const valida
       "Calls the run did not make are absent: replay it as it ran (docs/replay.md),\n" +
       "  gpuenv validate --backend replay:FILE" + selection;
   const std::string text = validate::render_replay(recording, header);
-  if (auto loaded = validate::load_replay_backend(text, o.record); !loaded) {
+  if (auto read = validate::parse_replay_recording(text, o.record); !read) {
     return make_error(ErrorKind::internal, "validate.record_invalid",
-                      "the recording would not load back: " + loaded.error().message, o.record,
+                      "the recording would not load back: " + read.error().message, o.record,
                       "report this as a bug; the run's report still holds its figures");
   }
   if (auto st = write_file_atomic(o.record, text); !st) {

@@ -52,6 +52,19 @@ inline bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
+/// The words of `s` between blanks (spaces and tabs); no empty words.
+inline std::vector<std::string> split_blanks(std::string_view s) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
+    const std::size_t start = i;
+    while (i < s.size() && s[i] != ' ' && s[i] != '\t') ++i;
+    if (i > start) out.emplace_back(s.substr(start, i - start));
+  }
+  return out;
+}
+
 /// `s` without leading and trailing blanks and line breaks.
 inline std::string_view trim(std::string_view s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);

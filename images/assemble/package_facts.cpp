@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/archive/safe_extract.hpp"
+#include "base/text.hpp"
 #include "packages/apt/closure.hpp"
 #include "packages/apt/deb822.hpp"
 #include "packages/apt/package_index.hpp"
@@ -83,17 +84,7 @@ const std::map<std::string, std::string, std::less<>>& dep5_to_spdx() {
 /// One paragraph's licence synopsis ("GPL-2+ or Artistic-2.0") as an SPDX expression; "" when a name is not in the
 /// table, or "and" and "or" are mixed (the format gives them no precedence), or a name carries an exception.
 std::string synopsis_expression(std::string_view synopsis) {
-  std::vector<std::string> words;
-  std::string word;
-  for (char c : synopsis) {
-    if (c == ' ' || c == '\t') {
-      if (!word.empty()) words.push_back(std::move(word));
-      word.clear();
-    } else {
-      word += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-  }
-  if (!word.empty()) words.push_back(std::move(word));
+  const std::vector<std::string> words = text::split_blanks(text::lowered(synopsis));
   if (words.empty() || words.size() % 2 == 0) return "";
   std::string op, out;
   for (std::size_t i = 0; i < words.size(); ++i) {

@@ -501,7 +501,7 @@ Result<CacheWrite> write_cache(RegistryClient& client, const ImageReference& ref
     for (int attempt = 0;; ++attempt) {
       auto st = client.put_manifest(ref, ref.manifest_reference(), root_manifest_bytes(ref.manifest_reference()), media_type::k_manifest);
       if (st) break;
-      if (attempt == 2 || st.error().message.find("MANIFEST_BLOB_UNKNOWN") == std::string::npos) return std::move(st).error().while_(doing);
+      if (attempt == 2 || !registry_said(st.error(), "MANIFEST_BLOB_UNKNOWN")) return std::move(st).error().while_(doing);
       std::this_thread::sleep_for(std::chrono::milliseconds(100 * (attempt + 1)));
       if (auto again = client.put_blob(ref, BlobSource::of(empty)); !again) return std::move(again).error().while_(doing);
     }

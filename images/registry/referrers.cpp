@@ -59,8 +59,7 @@ Status put_index(RegistryClient& client, const ImageReference& ref, const std::s
                  std::size_t max_of_type) {
   auto put = client.put_manifest(ref, tag, referrers_index_with(current, manifest, max_of_type), media_type::k_index);
   if (put) return ok_status();
-  const std::string& said = put.error().message;
-  if (said.find("MANIFEST_BLOB_UNKNOWN") == std::string::npos && said.find("MANIFEST_UNKNOWN") == std::string::npos) return std::move(put).error();
+  if (!registry_said(put.error(), "MANIFEST_BLOB_UNKNOWN") && !registry_said(put.error(), "MANIFEST_UNKNOWN")) return std::move(put).error();
   GPUENV_TRY(kept, without_gone_entries(client, ref, current));
   GPUENV_CHECK(client.put_manifest(ref, tag, referrers_index_with(kept, manifest, max_of_type), media_type::k_index));
   return ok_status();

@@ -66,7 +66,7 @@ std::string with_query(const std::string& url, const std::string& param) {
   return url + (url.find('?') == std::string::npos ? "?" : "&") + param;
 }
 
-/// "CODE: message; CODE: message" from a registry's JSON error body, or empty.
+/// "CODE: message; CODE: message" from a registry's JSON error body, or empty (registry_said reads it back).
 std::string registry_error_text(const std::string& body) {
   const auto j = json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("errors") || !j["errors"].is_array()) return {};
@@ -1077,6 +1077,16 @@ Result<PullStats> RegistryClient::pull(const ImageReference& ref, const std::str
   if (auto st = layout->write_index(entries); !st) return std::move(st).error();
   stats.manifest = d;
   return stats;
+}
+
+bool registry_said(const Error& error, std::string_view code) {
+  const std::string& m = error.message;
+  for (std::size_t at = m.find(code); at != std::string::npos; at = m.find(code, at + 1)) {
+    const char before = at == 0 ? '\0' : m[at - 1];
+    const char after = at + code.size() < m.size() ? m[at + code.size()] : '\0';
+    if ((before == '(' || before == ' ') && (after == ':' || after == ';' || after == ')')) return true;
+  }
+  return false;
 }
 
 }  // namespace gpuenv::images

@@ -175,6 +175,10 @@ struct RemoteManifest {
 
 struct RegistryAuthCache;
 
+/// Whether ERROR, an unexpected answer of a registry, carries the distribution-spec error CODE the registry sent
+/// ("MANIFEST_BLOB_UNKNOWN"): the codes stand in the message as "(CODE: message; CODE: message)".
+bool registry_said(const Error& error, std::string_view code);
+
 /// "sha256-<hex>": the referrers tag schema's fallback tag of the manifest DIGEST (distribution-spec 1.1), under
 /// which clients of a registry without the referrers API keep the index of its referrers.
 std::string referrers_fallback_tag(const Digest& digest);

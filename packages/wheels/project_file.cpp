@@ -78,20 +78,6 @@ std::vector<Line> logical_lines(std::string_view text) {
   return out;
 }
 
-std::vector<std::string> split_words(std::string_view text) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (char c : text) {
-    if (c == ' ' || c == '\t') {
-      if (!cur.empty()) out.push_back(std::move(cur));
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  if (!cur.empty()) out.push_back(std::move(cur));
-  return out;
-}
 
 /// "--hash=sha256:HEX": the digest, or `project.hash` naming what is wrong.
 Result<Digest> parse_hash(std::string_view value, const std::string& where) {
@@ -244,7 +230,7 @@ Status read_option(const std::string& line, const std::string& path, const std::
 
 /// One requirement line: the requirement, then its per-requirement options (--hash).
 Status read_requirement_line(const std::string& line, const std::string& where, Reader& reader, ProjectFile& out, bool constraint) {
-  auto words = split_words(line);
+  auto words = text::split_blanks(line);
   std::size_t first_option = 0;
   while (first_option < words.size() && !(words[first_option].rfind("--", 0) == 0 || (words[first_option].size() == 2 && words[first_option][0] == '-'))) ++first_option;
   std::vector<std::string> req_words(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(first_option));

@@ -70,6 +70,7 @@
 #include <vector>
 
 #include "tests/contract/cpu_cuda_ext.h"
+#include "tests/contract/thread_slot.hpp"
 #include "validate/kernels/reference.hpp"
 
 namespace {
@@ -172,11 +173,7 @@ auto& g_allocations = *new std::map<std::uint64_t, Allocation>;  // by start add
 // The device whose primary context is current on the calling thread (per thread, as in the driver). A pthread key,
 // not a thread_local: see "No thread_local" at the top of this file.
 pthread_key_t current_key() {
-  static const pthread_key_t key = [] {
-    pthread_key_t k{};
-    if (pthread_key_create(&k, nullptr) != 0) std::abort();  // the process is out of keys: nothing can run
-    return k;
-  }();
+  static const pthread_key_t key = gpuenv::testing::new_thread_slot();
   return key;
 }
 

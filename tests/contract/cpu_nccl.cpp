@@ -68,6 +68,7 @@
 #include <thread>
 
 #include "tests/contract/cpu_cuda_ext.h"
+#include "tests/contract/thread_slot.hpp"
 
 namespace {
 
@@ -118,11 +119,7 @@ auto& g_last_errors = *new std::map<std::thread::id, std::string>;
 
 // The calling thread's ncclGroupStart nesting depth, in a pthread key (a new thread starts outside any group).
 pthread_key_t group_depth_key() {
-  static const pthread_key_t key = [] {
-    pthread_key_t k{};
-    if (pthread_key_create(&k, nullptr) != 0) std::abort();  // the process is out of keys: nothing can run
-    return k;
-  }();
+  static const pthread_key_t key = gpuenv::testing::new_thread_slot();
   return key;
 }
 

@@ -109,6 +109,16 @@ std::string skopeo_digest(const std::string& image, const std::string& extra = "
 
 // ---- pure parsing ----
 
+TEST(RegistryError, TheCodesARegistrySentAreReadBackWholeFromTheMessage) {
+  const Error e = make_error(ErrorKind::environment, "registry.http",
+                             "putting the manifest: HTTP 400 (MANIFEST_BLOB_UNKNOWN: blob unknown to registry; NAME_INVALID)", "PUT /v2/x/manifests/1", "");
+  EXPECT_TRUE(registry_said(e, "MANIFEST_BLOB_UNKNOWN"));
+  EXPECT_TRUE(registry_said(e, "NAME_INVALID"));
+  EXPECT_FALSE(registry_said(e, "BLOB_UNKNOWN")) << "a code inside another is not that code";
+  EXPECT_FALSE(registry_said(e, "MANIFEST_UNKNOWN"));
+  EXPECT_FALSE(registry_said(make_error(ErrorKind::environment, "registry.http", "HTTP 500", "", ""), "MANIFEST_BLOB_UNKNOWN"));
+}
+
 TEST(ImageReference, ParsesHostPortRepositoryTagAndDigest) {
   const std::string digest = "sha256:" + std::string(64, 'a');
   auto r = parse_image_reference("registry.example.com:5000/team/sub/app:1.2-rc_3@" + digest);

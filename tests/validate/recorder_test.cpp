@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "fakes/fake_gpu_backend.hpp"
+#include "recipes/embedded.hpp"
 #include "validate/check.hpp"
 #include "validate/replay/recording.hpp"
 #include "validate/replay/replay_backend.hpp"
@@ -26,10 +27,7 @@ using gpuenv::testing::FakeGpuBackend;
 
 const v::ThresholdTable& shipped_thresholds() {
   static const v::ThresholdTable table = [] {
-    std::ifstream in(std::string(GPUENV_SOURCE_DIR) + "/recipes/gpus/thresholds.yaml", std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    auto parsed = v::parse_thresholds(text.str(), "recipes/gpus/thresholds.yaml");
+    auto parsed = v::parse_thresholds(gpuenv::recipes::thresholds_yaml(), "recipes/gpus/thresholds.yaml (built in)");
     EXPECT_TRUE(parsed.ok()) << (parsed.ok() ? "" : parsed.error().to_string());
     return parsed.ok() ? *parsed : v::ThresholdTable{};
   }();

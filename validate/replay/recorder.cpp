@@ -50,6 +50,13 @@ Result<T> observe(RecorderState& s, int gpu, const std::string& method, Call cal
   return r;
 }
 
+/// VALUE into SLOT unless an earlier answer is there; true (the call answered).
+template <class T>
+bool keep_first(std::optional<T>& slot, const T& value) {
+  if (!slot) slot = value;
+  return true;
+}
+
 class RecordingSession final : public GpuSession {
  public:
   RecordingSession(std::shared_ptr<RecorderState> state, std::unique_ptr<GpuSession> inner, int gpu, std::string mig)
@@ -96,11 +103,6 @@ class RecordingSession final : public GpuSession {
   std::string gemm_library_notes() override { return m_inner->gemm_library_notes(); }
 
  private:
-  template <class T>
-  static bool keep_first(std::optional<T>& slot, const T& value) {
-    if (!slot) slot = value;
-    return true;
-  }
   ReplayMeasurements& mine() { return m_state->measurements[{m_gpu, m_mig}]; }  // under the state's lock
 
   std::shared_ptr<RecorderState> m_state;
@@ -120,11 +122,11 @@ class RecordingBackend final : public GpuBackend {
 
   Result<DriverState> driver() override {
     return observe<DriverState>(*m_state, -1, "driver", [&] { return m_inner->driver(); },
-                                [&](const DriverState& v) { return keep(m_state->driver, v); });
+                                [&](const DriverState& v) { return keep_first(m_state->driver, v); });
   }
   Result<std::vector<GpuInfo>> gpus() override {
     return observe<std::vector<GpuInfo>>(*m_state, -1, "gpus", [&] { return m_inner->gpus(); },
-                                         [&](const std::vector<GpuInfo>& v) { return keep(m_state->gpus, v); });
+                                         [&](const std::vector<GpuInfo>& v) { return keep_first(m_state->gpus, v); });
   }
   Result<GpuHealth> health(int gpu) override {
     return observe<GpuHealth>(*m_state, gpu, "health", [&] { return m_inner->health(gpu); },
@@ -163,7 +165,7 @@ class RecordingBackend final : public GpuBackend {
   }
   Result<std::optional<Samples>> nccl_allreduce(const std::vector<int>& gpus, int samples) override {
     return observe<std::optional<Samples>>(*m_state, -1, "nccl_allreduce", [&] { return m_inner->nccl_allreduce(gpus, samples); },
-                                           [&](const std::optional<Samples>& v) { return keep(m_state->nccl, v); });
+                                           [&](const std::optional<Samples>& v) { return keep_first(m_state->nccl, v); });
   }
   // Evidence is kept with the nonce it was asked for (a replay serves it for any nonce and says so).
   Result<std::optional<CcEvidence>> cc_evidence(int gpu, const std::string& nonce) override {
@@ -177,12 +179,6 @@ class RecordingBackend final : public GpuBackend {
   }
 
  private:
-  template <class T>
-  static bool keep(std::optional<T>& slot, const T& value) {
-    if (!slot) slot = value;
-    return true;
-  }
-
   std::unique_ptr<GpuBackend> m_inner;
   std::shared_ptr<RecorderState> m_state;
 };
