@@ -46,18 +46,6 @@ struct FlockLine {
   unsigned long long inode = 0;
 };
 
-/// Whitespace-separated fields of LINE.
-std::vector<std::string_view> fields_of(std::string_view line) {
-  std::vector<std::string_view> out;
-  std::size_t pos = 0;
-  while (pos < line.size()) {
-    while (pos < line.size() && (line[pos] == ' ' || line[pos] == '\t')) ++pos;
-    const std::size_t start = pos;
-    while (pos < line.size() && line[pos] != ' ' && line[pos] != '\t') ++pos;
-    if (pos > start) out.push_back(line.substr(start, pos - start));
-  }
-  return out;
-}
 
 /// TEXT whole as a number in BASE, or nullopt.
 template <class T>
@@ -71,7 +59,7 @@ std::optional<T> number_of(std::string_view text, int base) {
 /// The holder of a flock that LINE of /proc/locks names ("1: FLOCK  ADVISORY  WRITE 7849 fe:00:10953026 0 EOF"),
 /// or nullopt for a waiter ("1: -> FLOCK ..."), another kind of lock, or a line not of that form.
 std::optional<FlockLine> parse_flock_line(std::string_view line) {
-  const std::vector<std::string_view> f = fields_of(line);
+  const std::vector<std::string_view> f = text::split_blanks(line);
   if (f.size() < 6 || f[1] != "FLOCK") return std::nullopt;
   const auto pid = number_of<long>(f[4], 10);
   const std::string_view dev = f[5];

@@ -52,15 +52,15 @@ inline bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
-/// The words of `s` between blanks (spaces and tabs); no empty words.
-inline std::vector<std::string> split_blanks(std::string_view s) {
-  std::vector<std::string> out;
+/// The words of `s` between blanks (spaces and tabs), as views into `s`; no empty words.
+inline std::vector<std::string_view> split_blanks(std::string_view s) {
+  std::vector<std::string_view> out;
   std::size_t i = 0;
   while (i < s.size()) {
     while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
     const std::size_t start = i;
     while (i < s.size() && s[i] != ' ' && s[i] != '\t') ++i;
-    if (i > start) out.emplace_back(s.substr(start, i - start));
+    if (i > start) out.push_back(s.substr(start, i - start));
   }
   return out;
 }

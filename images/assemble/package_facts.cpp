@@ -84,7 +84,8 @@ const std::map<std::string, std::string, std::less<>>& dep5_to_spdx() {
 /// One paragraph's licence synopsis ("GPL-2+ or Artistic-2.0") as an SPDX expression; "" when a name is not in the
 /// table, or "and" and "or" are mixed (the format gives them no precedence), or a name carries an exception.
 std::string synopsis_expression(std::string_view synopsis) {
-  const std::vector<std::string> words = text::split_blanks(text::lowered(synopsis));
+  const std::string lowered = text::lowered(synopsis);
+  const std::vector<std::string_view> words = text::split_blanks(lowered);
   if (words.empty() || words.size() % 2 == 0) return "";
   std::string op, out;
   for (std::size_t i = 0; i < words.size(); ++i) {

@@ -236,7 +236,7 @@ Status read_requirement_line(const std::string& line, const std::string& where, 
   std::vector<std::string> req_words(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(first_option));
   GPUENV_TRY(req, project_requirement(join(req_words, " "), where));
   for (std::size_t i = first_option; i < words.size(); ++i) {
-    std::string w = words[i];
+    const std::string w(words[i]);
     std::string value;
     if (w.rfind("--hash=", 0) == 0) value = w.substr(7);
     else if (w == "--hash" && i + 1 < words.size()) value = words[++i];
